@@ -1,0 +1,38 @@
+# Small helpers so that every CMakeLists.txt stays a few lines.
+#
+#   h3pipe_add_library(NAME SOURCES a.cpp b.cpp DEPS h3pipe::core PRIVATE_DEPS spdlog::spdlog)
+#       -> target h3pipe_NAME, alias h3pipe::NAME, include root = repository root
+#   h3pipe_add_service(NAME SOURCES main.cpp DEPS ...)      -> executable h3pipe-NAME
+#   h3pipe_add_test(NAME LABELS unit SOURCES x_test.cpp DEPS ...)
+#       -> gtest executable NAME registered with ctest under LABELS
+
+function(h3pipe_add_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(h3pipe_${name} STATIC ${A_SOURCES})
+  add_library(h3pipe::${name} ALIAS h3pipe_${name})
+  target_include_directories(h3pipe_${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(h3pipe_${name} PUBLIC ${A_DEPS} PRIVATE ${A_PRIVATE_DEPS})
+  set_target_properties(h3pipe_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()
+
+function(h3pipe_add_service name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(h3pipe-${name} ${A_SOURCES})
+  target_link_libraries(h3pipe-${name} PRIVATE ${A_DEPS})
+  set_target_properties(h3pipe-${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+endfunction()
+
+function(h3pipe_add_test name)
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    H3PIPE_BIN_DIR="${PROJECT_BINARY_DIR}/bin"
+    H3PIPE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})
+endfunction()

@@ -1,0 +1,54 @@
+#pragma once
+// Atomic artifacts (DESIGN.md rule 2): NAME.part -> fsync -> rename -> fsync(dir), then the
+// NAME.sha256 sidecar the same way.  Readers never see a partial file; a stage whose output and
+// sidecar verify is done (rule 1).  Every function is thread-safe with respect to distinct paths.
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/core/result.h"
+
+namespace h3pipe::artifacts {
+
+namespace fs = std::filesystem;
+
+inline constexpr std::size_t kMaxIdLength = 128;
+
+// An id that becomes one path component (run id, job id): 1..128 chars of [A-Za-z0-9._-], not
+// starting with '.', so it can never name a parent, a hidden file or leave its folder.
+Status validate_id(std::string_view field, std::string_view id);
+
+// root / a / b ... where every component passed validate_id.  Fails (never throws) otherwise.
+Result<fs::path> join_under(const fs::path& root, std::initializer_list<std::string_view> parts);
+
+fs::path part_path(const fs::path& final_path);
+fs::path sidecar_path(const fs::path& final_path);
+
+// Writes `bytes` to final_path atomically and its sidecar; returns the SHA-256 hex.
+Result<std::string> write_atomic(const fs::path& final_path, std::span<const std::uint8_t> bytes);
+inline Result<std::string> write_atomic(const fs::path& p, std::string_view s) {
+  return write_atomic(p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
+}
+
+// For writers that stream into part_path(final_path) themselves (libav, the transfer receiver):
+// fsync the .part, rename it to final_path, fsync the directory, write the sidecar.  If
+// expected_sha256 is non-empty and the content differs, the .part is removed and an error
+// returned: bad bytes never reach the final name.
+Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256 = {});
+
+// Output exists, sidecar exists, and the content hashes to the sidecar's value -> the hash.
+// Errors: artifact.missing, artifact.no_sidecar, artifact.mismatch, io.*.
+Result<std::string> verify(const fs::path& final_path);
+
+// Reads the sidecar without hashing the file (cheap existence check); empty if absent.
+std::string read_sidecar(const fs::path& final_path);
+
+// Removes every *.part below root (crash garbage, rule 2); returns how many were removed.
+std::size_t sweep_parts(const fs::path& root);
+
+// fsync a file or directory by path.
+Status fsync_path(const fs::path& p, bool directory);
+
+}  // namespace h3pipe::artifacts

@@ -1,0 +1,385 @@
+#include "common/config/config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/artifacts/artifacts.h"
+#include "common/config/json_reader.h"
+#include "common/config/embedded_default.h"
+
+namespace h3pipe::config {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kStageNames[] = {"encode", "sample", "decode"};
+
+std::optional<StageKind> parse_stage(const std::string& s) {
+  for (int i = 0; i < 3; ++i)
+    if (s == kStageNames[i]) return static_cast<StageKind>(i);
+  return std::nullopt;
+}
+
+fs::path default_state_dir() {
+  if (const char* s = std::getenv("H3PIPE_STATE"); s && *s) return fs::path(s);
+  return fs::current_path() / ".state";
+}
+
+fs::path resolve(const fs::path& base, const std::string& p) {
+  if (p.empty()) return {};
+  if (p.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    return fs::path(home ? home : "/") / p.substr(2);
+  }
+  fs::path fp(p);
+  return fp.is_absolute() ? fp : base / fp;
+}
+
+void parse_profile(const nlohmann::json& j, const std::string& path, Profile& p, Errors& e) {
+  ObjectReader r(j, path, e);
+  if (!r.ok()) return;
+  std::string kind = "fixed";
+  r.get("kind", kind);
+  if (kind == "fixed") {
+    p.kind = Profile::Kind::kFixed;
+    r.get("seconds", p.seconds, 0, 1e7, true);
+  } else if (kind == "normal") {
+    p.kind = Profile::Kind::kNormal;
+    r.get("mean", p.mean, 0, 1e7, true);
+    r.get("sd", p.sd, 0, 1e7);
+  } else if (kind == "cycle") {
+    p.kind = Profile::Kind::kCycle;
+    if (auto* v = r.raw("seconds")) {
+      if (!v->is_array() || v->empty()) {
+        e.add(r.path("seconds"), "expected a non-empty array of numbers");
+      } else {
+        for (std::size_t i = 0; i < v->size(); ++i) {
+          const auto& x = (*v)[i];
+          if (!x.is_number() || x.get<double>() < 0)
+            e.add(fmt::format("{}/{}", r.path("seconds"), i), "expected a number >= 0");
+          else p.cycle.push_back(x.get<double>());
+        }
+      }
+    } else {
+      e.add(r.path("seconds"), "required but missing");
+    }
+  } else {
+    e.add(r.path("kind"), fmt::format("unknown profile kind \"{}\"; expected fixed, normal or cycle", kind));
+  }
+}
+
+void parse_profiles(const nlohmann::json* j, const std::string& path,
+                    std::map<std::string, Profile>& out, Errors& e) {
+  if (!j) return;
+  if (!j->is_object()) return e.add(path, "expected an object mapping job class -> profile");
+  for (auto it = j->begin(); it != j->end(); ++it) {
+    Profile p;
+    parse_profile(it.value(), path + "/" + it.key(), p, e);
+    out[it.key()] = p;
+  }
+}
+
+void parse_runtime(const nlohmann::json& j, const std::string& path, RuntimeRef& rt, Errors& e) {
+  ObjectReader r(j, path, e);
+  if (!r.ok()) return;
+  r.get("name", rt.name, true);
+  static const std::set<std::string> kKnown = {"sim", "builtin", "exec", "comfyui"};
+  if (!rt.name.empty() && !kKnown.count(rt.name))
+    e.add(r.path("name"), fmt::format("unknown runtime \"{}\"; expected sim, builtin, exec or comfyui", rt.name));
+  if (auto* s = r.raw("settings")) {
+    if (!s->is_object()) e.add(r.path("settings"), "expected an object");
+    else rt.settings = *s;
+  }
+}
+
+}  // namespace
+
+const char* stage_name(StageKind s) { return kStageNames[static_cast<int>(s)]; }
+
+double Profile::expected() const {
+  switch (kind) {
+    case Kind::kFixed: return seconds;
+    case Kind::kNormal: return mean;
+    case Kind::kCycle: {
+      double s = 0;
+      for (double c : cycle) s += c;
+      return cycle.empty() ? 0 : s / static_cast<double>(cycle.size());
+    }
+  }
+  return 0;
+}
+
+std::string Redis::password() const {
+  if (password_file.empty()) return {};
+  std::ifstream in(password_file);
+  std::string pw;
+  std::getline(in, pw);
+  while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r' || pw.back() == ' ')) pw.pop_back();
+  return pw;
+}
+
+const Host* Cluster::find_host(std::string_view n) const {
+  for (const auto& h : hosts)
+    if (h.name == n) return &h;
+  return nullptr;
+}
+const Pool* Cluster::find_pool(std::string_view n) const {
+  for (const auto& p : pools)
+    if (p.name == n) return &p;
+  return nullptr;
+}
+const RuntimeRef& Cluster::runtime_for(const Pool& p) const {
+  if (p.runtime) return *p.runtime;
+  static const RuntimeRef kSim;
+  auto it = stage_runtimes.find(p.stage);
+  return it == stage_runtimes.end() ? kSim : it->second;
+}
+std::vector<const Pool*> Cluster::pools_on(std::string_view host, std::optional<StageKind> stage) const {
+  std::vector<const Pool*> out;
+  for (const auto& p : pools)
+    if ((host.empty() || p.host == host) && (!stage || p.stage == *stage)) out.push_back(&p);
+  return out;
+}
+std::string Cluster::class_of(std::uint32_t w, std::uint32_t h, std::uint32_t frames,
+                              std::uint32_t steps, std::string_view named) const {
+  if (!named.empty()) return std::string(named);
+  for (const auto& c : classes)
+    if (c.width == w && c.height == h && c.frames == frames && (c.steps == 0 || c.steps == steps))
+      return c.name;
+  return "default";
+}
+
+Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
+  Errors e;
+  Cluster c;
+  ObjectReader r(j, "", e);
+  if (!r.ok()) return make_error("config.invalid", "{}", e.joined());
+  r.get("name", c.name);
+  std::string state_dir, artifact_root, output_root;
+  r.get("state_dir", state_dir);
+  r.get("artifact_root", artifact_root);
+  r.get("output_root", output_root);
+  r.get("dispatch", c.dispatch);
+  if (c.dispatch != "completion_time" && c.dispatch != "first_free")
+    e.add("/dispatch", fmt::format("\"{}\": expected completion_time or first_free", c.dispatch));
+  r.get("time_scale", c.time_scale, 1e-6, 1e6);
+
+  if (auto* v = r.raw("redis")) {
+    ObjectReader rr(*v, "/redis", e);
+    rr.get("host", c.redis.host);
+    rr.get("port", c.redis.port, 0, 65535);
+    rr.get("user", c.redis.user);
+    std::string pwf;
+    rr.get("password_file", pwf);
+    c.redis.password_file = resolve(base_dir, pwf).string();
+    rr.get("embedded", c.redis.embedded);
+  }
+  if (auto* v = r.raw("queue")) {
+    ObjectReader q(*v, "/queue", e);
+    q.get("lease_ms", c.queue.lease_ms, 100, 3600000);
+    q.get("renew_ms", c.queue.renew_ms, 10, 600000);
+    q.get("sweep_ms", c.queue.sweep_ms, 10, 600000);
+    q.get("max_deliveries", c.queue.max_deliveries, 1, 1000);
+    q.get("block_ms", c.queue.block_ms, 1, 60000);
+    q.get("retry_backoff_ms", c.queue.retry_backoff_ms, 0, 3600000);
+    if (c.queue.renew_ms * 2 > c.queue.lease_ms)
+      e.add("/queue/renew_ms", fmt::format("{} must be at most half of lease_ms ({}) so one missed renewal does not lose the lease",
+                                           c.queue.renew_ms, c.queue.lease_ms));
+  }
+  if (auto* v = r.raw("limits")) {
+    ObjectReader l(*v, "/limits", e);
+    l.get("max_width", c.limits.max_width, 16, 16384);
+    l.get("max_height", c.limits.max_height, 16, 16384);
+    l.get("max_frames", c.limits.max_frames, 1, 100000);
+    l.get("max_steps", c.limits.max_steps, 1, 10000);
+    l.get("max_fps", c.limits.max_fps, 1, 1000);
+    l.get("max_latent_bytes", c.limits.max_latent_bytes, 1, std::numeric_limits<long long>::max());
+    l.get("max_batch", c.limits.max_batch, 1, 10000000);
+    l.get("max_prompt_bytes", c.limits.max_prompt_bytes, 1, 1 << 24);
+  }
+  if (auto* v = r.raw("transfer")) {
+    ObjectReader t(*v, "/transfer", e);
+    t.get("curve", c.transfer.curve);
+    t.get("chunk_bytes", c.transfer.chunk_bytes, 4096, 64 << 20);
+    t.get("window", c.transfer.window, 1, 1024);
+    t.get("heartbeat_ms", c.transfer.heartbeat_ms, 10, 60000);
+    t.get("dead_after_ms", c.transfer.dead_after_ms, 50, 600000);
+    t.get("max_attempts", c.transfer.max_attempts, 1, 100);
+  }
+  if (auto* v = r.raw("stages")) {
+    ObjectReader s(*v, "/stages", e);
+    for (const char* name : kStageNames) {
+      if (auto* sv = s.raw(name)) {
+        ObjectReader st(*sv, std::string("/stages/") + name, e);
+        RuntimeRef rt;
+        if (auto* rv = st.raw("runtime")) parse_runtime(*rv, st.path("runtime"), rt, e);
+        c.stage_runtimes[*parse_stage(name)] = rt;
+      }
+    }
+  }
+  if (auto* v = r.raw("classes")) {
+    if (!v->is_array()) e.add("/classes", "expected an array");
+    else for (std::size_t i = 0; i < v->size(); ++i) {
+      JobClass jc;
+      ObjectReader cr((*v)[i], fmt::format("/classes/{}", i), e);
+      cr.get("name", jc.name, true);
+      cr.get("width", jc.width, 0, 16384);
+      cr.get("height", jc.height, 0, 16384);
+      cr.get("frames", jc.frames, 0, 100000);
+      cr.get("steps", jc.steps, 0, 10000);
+      c.classes.push_back(jc);
+    }
+  }
+  std::set<std::string> host_names;
+  if (auto* v = r.raw("hosts")) {
+    if (!v->is_array()) e.add("/hosts", "expected an array");
+    else for (std::size_t i = 0; i < v->size(); ++i) {
+      Host h;
+      std::string p = fmt::format("/hosts/{}", i);
+      ObjectReader hr((*v)[i], p, e);
+      hr.get("name", h.name, true);
+      hr.get("address", h.address);
+      hr.get("ssh", h.ssh);
+      hr.get("bind", h.bind);
+      hr.get("transfer_port", h.transfer_port, 0, 65535);
+      std::string pub, sec;
+      hr.get("transfer_public_key_file", pub);
+      hr.get("transfer_secret_key_file", sec);
+      h.transfer_public_key_file = resolve(base_dir, pub).string();
+      h.transfer_secret_key_file = resolve(base_dir, sec).string();
+      hr.get("transfer_allowed_clients", h.transfer_allowed_clients);
+      if (!h.name.empty()) {
+        if (auto s = artifacts::validate_id(p + "/name", h.name); !s.ok()) e.add(p + "/name", s.error().message);
+        if (!host_names.insert(h.name).second) e.add(p + "/name", fmt::format("duplicate host \"{}\"", h.name));
+      }
+      c.hosts.push_back(std::move(h));
+    }
+  }
+  if (c.hosts.empty()) e.add("/hosts", "at least one host is required");
+  std::set<std::string> pool_names;
+  if (auto* v = r.raw("pools")) {
+    if (!v->is_array()) e.add("/pools", "expected an array");
+    else for (std::size_t i = 0; i < v->size(); ++i) {
+      Pool pl;
+      std::string p = fmt::format("/pools/{}", i);
+      ObjectReader pr((*v)[i], p, e);
+      pr.get("name", pl.name, true);
+      pr.get("host", pl.host, true);
+      std::string stage;
+      pr.get("stage", stage, true);
+      if (!stage.empty()) {
+        if (auto s = parse_stage(stage)) pl.stage = *s;
+        else e.add(p + "/stage", fmt::format("\"{}\": expected encode, sample or decode", stage));
+      }
+      pr.get("gpus", pl.gpus);
+      pr.get("gpu_model", pl.gpu_model);
+      pr.get("shares_gpus_with", pl.shares_gpus_with);
+      pr.get("metrics_port", pl.metrics_port, 0, 65535);
+      if (auto* rv = pr.raw("runtime")) {
+        RuntimeRef rt;
+        parse_runtime(*rv, p + "/runtime", rt, e);
+        pl.runtime = rt;
+      }
+      parse_profiles(pr.raw("profiles"), p + "/profiles", pl.profiles, e);
+      if (!pl.name.empty()) {
+        if (auto s = artifacts::validate_id(p + "/name", pl.name); !s.ok()) e.add(p + "/name", s.error().message);
+        if (!pool_names.insert(pl.name).second) e.add(p + "/name", fmt::format("duplicate pool \"{}\"", pl.name));
+      }
+      if (!pl.host.empty() && !host_names.count(pl.host))
+        e.add(p + "/host", fmt::format("\"{}\" is not a host in /hosts", pl.host));
+      c.pools.push_back(std::move(pl));
+    }
+  }
+  for (std::size_t i = 0; i < c.pools.size(); ++i) {
+    const auto& sw = c.pools[i].shares_gpus_with;
+    if (!sw.empty() && !pool_names.count(sw))
+      e.add(fmt::format("/pools/{}/shares_gpus_with", i), fmt::format("\"{}\" is not a pool", sw));
+  }
+  for (StageKind s : {StageKind::kSample, StageKind::kDecode}) {
+    if (c.pools_on("", s).empty())
+      e.add("/pools", fmt::format("no pool runs stage {}; at least one is required", stage_name(s)));
+  }
+  if (auto* v = r.raw("links")) {
+    if (!v->is_array()) e.add("/links", "expected an array");
+    else for (std::size_t i = 0; i < v->size(); ++i) {
+      Link l;
+      std::string p = fmt::format("/links/{}", i);
+      ObjectReader lr((*v)[i], p, e);
+      lr.get("from", l.from, true);
+      lr.get("to", l.to, true);
+      lr.get("gbps", l.gbps, 1e-6, 1e6);
+      lr.get("latency_ms", l.latency_ms, 0, 1e6);
+      if (!l.from.empty() && !host_names.count(l.from)) e.add(p + "/from", fmt::format("\"{}\" is not a host", l.from));
+      if (!l.to.empty() && !host_names.count(l.to)) e.add(p + "/to", fmt::format("\"{}\" is not a host", l.to));
+      c.links.push_back(l);
+    }
+  }
+  r.finish();
+  if (!e.empty()) return make_error("config.invalid", "{}", e.joined());
+
+  fs::path sd = state_dir.empty() ? default_state_dir() : resolve(base_dir, state_dir);
+  c.state_dir = sd;
+  c.artifact_root = artifact_root.empty() ? sd / "artifacts" : resolve(base_dir, artifact_root);
+  c.output_root = output_root.empty() ? sd / "outputs" : resolve(base_dir, output_root);
+  return c;
+}
+
+Result<Cluster> load_file(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) return make_error("config.open", "{}: cannot open the config file", file.string());
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/false);
+  } catch (const nlohmann::json::parse_error& ex) {
+    return make_error("config.json", "{}: not valid JSON: {}", file.string(), ex.what());
+  }
+  auto c = parse(j, fs::absolute(file).parent_path());
+  if (!c.ok()) return make_error("config.invalid", "{}:\n{}", file.string(), c.error().message);
+  return c;
+}
+
+std::string embedded_default_text() { return std::string(kEmbeddedDefaultConfig); }
+
+Result<Cluster> embedded_default() {
+  auto j = nlohmann::json::parse(embedded_default_text());
+  return parse(j, fs::current_path());
+}
+
+nlohmann::json to_json(const Cluster& c, bool redact) {
+  using nlohmann::json;
+  json j;
+  j["name"] = c.name;
+  j["state_dir"] = c.state_dir.string();
+  j["artifact_root"] = c.artifact_root.string();
+  j["output_root"] = c.output_root.string();
+  j["dispatch"] = c.dispatch;
+  j["time_scale"] = c.time_scale;
+  j["redis"] = {{"host", c.redis.host}, {"port", c.redis.port}, {"user", c.redis.user},
+                {"password_file", c.redis.password_file}, {"embedded", c.redis.embedded}};
+  if (redact && !c.redis.password_file.empty()) j["redis"]["password"] = "<redacted>";
+  j["queue"] = {{"lease_ms", c.queue.lease_ms}, {"renew_ms", c.queue.renew_ms},
+                {"sweep_ms", c.queue.sweep_ms}, {"max_deliveries", c.queue.max_deliveries},
+                {"block_ms", c.queue.block_ms}, {"retry_backoff_ms", c.queue.retry_backoff_ms}};
+  j["transfer"] = {{"curve", c.transfer.curve}, {"chunk_bytes", c.transfer.chunk_bytes},
+                   {"window", c.transfer.window}, {"heartbeat_ms", c.transfer.heartbeat_ms},
+                   {"dead_after_ms", c.transfer.dead_after_ms}, {"max_attempts", c.transfer.max_attempts}};
+  for (const auto& [s, rt] : c.stage_runtimes)
+    j["stages"][stage_name(s)]["runtime"] = {{"name", rt.name}, {"settings", rt.settings}};
+  j["hosts"] = json::array();
+  for (const auto& h : c.hosts)
+    j["hosts"].push_back({{"name", h.name}, {"address", h.address}, {"ssh", h.ssh}, {"bind", h.bind},
+                          {"transfer_port", h.transfer_port},
+                          {"transfer_secret_key_file", redact && !h.transfer_secret_key_file.empty() ? "<redacted path>" : h.transfer_secret_key_file},
+                          {"transfer_allowed_clients", h.transfer_allowed_clients.size()}});
+  j["pools"] = json::array();
+  for (const auto& p : c.pools) {
+    json pj = {{"name", p.name}, {"host", p.host}, {"stage", stage_name(p.stage)}, {"gpus", p.gpus},
+               {"runtime", c.runtime_for(p).name}};
+    for (const auto& [cls, pr] : p.profiles) pj["profiles"][cls] = pr.expected();
+    j["pools"].push_back(pj);
+  }
+  return j;
+}
+
+}  // namespace h3pipe::config

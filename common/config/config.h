@@ -1,0 +1,150 @@
+#pragma once
+// The cluster config: one JSON file (DESIGN.md, issue #2).  Loaded strictly: unknown keys and wrong
+// types are errors naming the JSON path ("/pools/1/gpus/0: expected an integer"); all errors are
+// collected and reported together.  docs/config.md documents every field.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/core/result.h"
+
+namespace h3pipe::config {
+
+// Stage-time profile: how long a stage takes for one job of a class on one pool.
+struct Profile {
+  enum class Kind { kFixed, kNormal, kCycle };
+  Kind kind = Kind::kFixed;
+  double seconds = 0;            // kFixed
+  double mean = 0, sd = 0;       // kNormal (clamped at >= 0)
+  std::vector<double> cycle;     // kCycle: values used in turn
+  double expected() const;       // mean duration, for dispatch decisions
+};
+
+// A job class: the size a profile applies to.  A job belongs to the class named in its spec, or
+// else the class whose width/height/frames/steps match exactly, or else "default".
+struct JobClass {
+  std::string name;
+  std::uint32_t width = 0, height = 0, frames = 0, steps = 0;
+};
+
+// Which runtime computes a stage, and its runtime-specific settings (validated by the runtime).
+struct RuntimeRef {
+  std::string name = "sim";      // sim | builtin | exec | comfyui
+  nlohmann::json settings = nlohmann::json::object();
+};
+
+enum class StageKind { kEncode, kSample, kDecode };
+const char* stage_name(StageKind s);
+
+// A pool: one worker process bound to a group of GPUs on one host, running one stage.
+// Sampler pools are the seeds' "4x T10" groups; a decoder is a pool of stage decode.
+struct Pool {
+  std::string name;
+  std::string host;
+  StageKind stage = StageKind::kSample;
+  std::vector<int> gpus;                   // device ids (CUDA_VISIBLE_DEVICES)
+  std::string gpu_model;                   // informational, used by config-adapt and plan
+  std::optional<RuntimeRef> runtime;       // overrides stages.<stage>.runtime
+  std::map<std::string, Profile> profiles; // job class -> stage time on this pool
+  std::string shares_gpus_with;            // another pool on the same GPUs (encoder + sampler)
+  int metrics_port = 0;                    // 0 = pick a free port and report it
+};
+
+struct Host {
+  std::string name;
+  std::string address = "127.0.0.1";      // where peers reach it
+  std::string ssh;                         // SSH alias for start --all
+  std::string bind = "127.0.0.1";          // interface services listen on
+  int transfer_port = 0;                   // 0 = pick a free port (local mode only)
+  std::string transfer_public_key_file;    // CURVE server key pair of this host's receiver
+  std::string transfer_secret_key_file;
+  std::vector<std::string> transfer_allowed_clients;  // Z85 public keys admitted by ZAP
+};
+
+struct Link {
+  std::string from, to;
+  double gbps = 1.0;
+  double latency_ms = 0.5;
+};
+
+struct Redis {
+  std::string host = "127.0.0.1";
+  int port = 0;                   // 0 with embedded = pick a free port at start
+  std::string user;               // ACL user; empty = default user
+  std::string password_file;      // file holding the password; empty = none
+  bool embedded = true;           // h3pipe start runs a private redis-server
+  std::string password() const;   // reads password_file ("" if none)
+};
+
+struct Queue {
+  int lease_ms = 5000;            // a claimed task is reclaimable after this without renewal
+  int renew_ms = 1000;            // lease renewal period
+  int sweep_ms = 1000;            // how often idle workers look for expired leases
+  int max_deliveries = 3;         // then dead-letter
+  int block_ms = 200;             // XREADGROUP BLOCK
+  int retry_backoff_ms = 200;     // minimum idle before a failed task is retried
+};
+
+struct Limits {
+  std::uint32_t max_width = 1920, max_height = 1920, max_frames = 513, max_steps = 100;
+  std::uint32_t max_fps = 60;
+  std::uint64_t max_latent_bytes = 256ull << 20;
+  std::uint32_t max_batch = 10000;
+  std::uint32_t max_prompt_bytes = 16384;
+};
+
+struct Transfer {
+  bool curve = true;              // required between hosts; ignored on one host
+  std::uint32_t chunk_bytes = 256 * 1024;
+  std::uint32_t window = 16;      // chunks in flight
+  int heartbeat_ms = 500;
+  int dead_after_ms = 3000;
+  int max_attempts = 5;
+};
+
+struct Cluster {
+  std::string name = "local";
+  std::filesystem::path state_dir;        // logs, pids, redis data (start)
+  std::filesystem::path artifact_root;    // conditioning + latents: <root>/<run>/<job>/...
+  std::filesystem::path output_root;      // <root>/<run>/<job>.mp4 + .pipeline.json
+  std::string dispatch = "completion_time";  // or "first_free"
+  double time_scale = 1.0;                // multiplies every sim profile (rehearsal at 1/100)
+  Redis redis;
+  Queue queue;
+  Limits limits;
+  Transfer transfer;
+  std::map<StageKind, RuntimeRef> stage_runtimes;  // default runtime per stage
+  std::vector<JobClass> classes;
+  std::vector<Host> hosts;
+  std::vector<Pool> pools;
+  std::vector<Link> links;
+
+  const Host* find_host(std::string_view name) const;
+  const Pool* find_pool(std::string_view name) const;
+  const RuntimeRef& runtime_for(const Pool& p) const;
+  std::vector<const Pool*> pools_on(std::string_view host, std::optional<StageKind> stage = {}) const;
+  // Class of a job by the rule in JobClass; "default" when none matches.
+  std::string class_of(std::uint32_t w, std::uint32_t h, std::uint32_t frames, std::uint32_t steps,
+                       std::string_view named = {}) const;
+};
+
+// Parses and validates; on failure the Error's message lists every problem, one per line.
+// Relative paths in the file resolve against the file's directory; state_dir, artifact_root and
+// output_root default to $H3PIPE_STATE (or ./.state) subfolders.
+Result<Cluster> load_file(const std::filesystem::path& file);
+Result<Cluster> parse(const nlohmann::json& j, const std::filesystem::path& base_dir);
+
+// The embedded default (configs/local.json compiled in): one host, encoder, one sampler pool,
+// decoder, builtin runtime.
+Result<Cluster> embedded_default();
+std::string embedded_default_text();
+
+// The effective config as JSON with secrets redacted (logged at start).
+nlohmann::json to_json(const Cluster& c, bool redact = true);
+
+}  // namespace h3pipe::config

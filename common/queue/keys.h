@@ -1,0 +1,24 @@
+#pragma once
+// Every Redis key h3pipe uses, in one place.  Stage streams are one key per stage; every key of
+// a run shares the hash tag {RUN} so that run state can be sharded by run.
+#include <string>
+#include <string_view>
+
+namespace h3pipe::keys {
+
+inline constexpr std::string_view kPrefix = "h3pipe";
+
+inline std::string stream(std::string_view stage) { return std::string(kPrefix) + ":stream:" + std::string(stage); }
+inline std::string dead_letter() { return std::string(kPrefix) + ":dead"; }
+// The documented submission stream: XADD h3pipe:submit * run RUN spec '{json}'
+inline std::string submit() { return std::string(kPrefix) + ":submit"; }
+inline std::string runs() { return std::string(kPrefix) + ":runs"; }              // zset run -> created ms
+inline std::string pools() { return std::string(kPrefix) + ":pools"; }            // hash pool -> heartbeat json
+inline std::string run(std::string_view r) { return std::string(kPrefix) + ":run:{" + std::string(r) + "}"; }
+inline std::string run_jobs(std::string_view r) { return run(r) + ":jobs"; }       // zset job -> submit order
+inline std::string job(std::string_view r, std::string_view j) { return run(r) + ":job:" + std::string(j); }
+inline std::string history(std::string_view r, std::string_view j) { return run(r) + ":hist:" + std::string(j); }
+
+inline constexpr std::string_view kIngestGroup = "ingest";
+
+}  // namespace h3pipe::keys

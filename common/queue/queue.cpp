@@ -1,0 +1,250 @@
+#include "common/queue/queue.h"
+
+#include <spdlog/spdlog.h>
+
+namespace h3pipe::queue {
+
+const char* const kRenewScript = R"LUA(
+-- KEYS[1] stream; ARGV group, consumer, id...
+local renewed = 0
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2])
+  if #p == 1 then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+    renewed = renewed + 1
+  end
+end
+return renewed
+)LUA";
+
+// Ack + delete + follow-up commands, only if the entry is still pending for this consumer.
+// ARGV: group, consumer, id, then follow-ups encoded as: count, (argc, argv...)*
+const char* const kCompleteScript = R"LUA(
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2])
+if #p == 0 then return 0 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+local n = tonumber(ARGV[4])
+local at = 5
+for c = 1, n do
+  local argc = tonumber(ARGV[at]); at = at + 1
+  local cmd = {}
+  for k = 1, argc do cmd[k] = ARGV[at]; at = at + 1 end
+  redis.call(unpack(cmd))
+end
+return 1
+)LUA";
+
+namespace {
+
+// Parses one XREADGROUP/XAUTOCLAIM entry [id, [field, value, ...]] into Entry.
+std::optional<Entry> parse_entry(const redisReply* e) {
+  if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 2) return std::nullopt;
+  Entry out;
+  out.id = reply_str(e->element[0]);
+  const redisReply* fields = e->element[1];
+  if (!fields || fields->type != REDIS_REPLY_ARRAY) {
+    // An entry deleted while pending shows as [id, nil]: still ours to ack.
+    return out;
+  }
+  for (std::size_t i = 0; i + 1 < fields->elements; i += 2) {
+    if (reply_str(fields->element[i]) == "task") out.payload = reply_str(fields->element[i + 1]);
+  }
+  return out;
+}
+
+std::vector<std::string> flatten(const Commands& cmds) {
+  std::vector<std::string> args = {std::to_string(cmds.size())};
+  for (const auto& c : cmds) {
+    args.push_back(std::to_string(c.size()));
+    args.insert(args.end(), c.begin(), c.end());
+  }
+  return args;
+}
+
+}  // namespace
+
+Status StageQueue::ensure_group() {
+  auto r = redis_.command({"XGROUP", "CREATE", opts_.stream, opts_.group, "0", "MKSTREAM"});
+  if (!r.ok() && r.error().message.find("BUSYGROUP") == std::string::npos) return r.error();
+  return {};
+}
+
+Result<std::string> StageQueue::enqueue(const std::string& payload) {
+  auto r = redis_.command({"XADD", opts_.stream, "*", "task", payload});
+  if (!r.ok()) return r.error();
+  return reply_str(r->get());
+}
+
+Result<std::optional<Entry>> StageQueue::claim() {
+  // 1. Own pending entries left by a previous incarnation of this consumer.
+  if (!drained_own_) {
+    auto r = redis_.command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1",
+                             "STREAMS", opts_.stream, "0"});
+    if (!r.ok()) return r.error();
+    const redisReply* rep = r->get();
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements > 0) {
+      const redisReply* entries = rep->element[0]->element[1];
+      if (entries->elements > 0) {
+        auto e = parse_entry(entries->element[0]);
+        if (e) {
+          e->own_pending = true;
+          return std::optional<Entry>(*e);
+        }
+      }
+    }
+    drained_own_ = true;
+  }
+  // 2. Expired leases of other consumers.
+  auto now = std::chrono::steady_clock::now();
+  if (now >= next_sweep_) {
+    next_sweep_ = now + std::chrono::milliseconds(opts_.sweep_ms);
+    auto r = redis_.command({"XAUTOCLAIM", opts_.stream, opts_.group, opts_.consumer,
+                             std::to_string(opts_.lease_ms), "0-0", "COUNT", "1"});
+    if (!r.ok()) return r.error();
+    const redisReply* rep = r->get();
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 && rep->element[1]->elements > 0) {
+      auto e = parse_entry(rep->element[1]->element[0]);
+      if (e) {
+        e->reclaimed = true;
+        next_sweep_ = now;  // more may be waiting
+        return std::optional<Entry>(*e);
+      }
+    }
+  }
+  // 3. New work.
+  auto r = redis_.command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1", "BLOCK",
+                           std::to_string(opts_.block_ms), "STREAMS", opts_.stream, ">"});
+  if (!r.ok()) return r.error();
+  const redisReply* rep = r->get();
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements == 0) return std::optional<Entry>();
+  const redisReply* entries = rep->element[0]->element[1];
+  if (entries->elements == 0) return std::optional<Entry>();
+  return parse_entry(entries->element[0]);
+}
+
+Result<bool> StageQueue::complete(const Entry& e, const Commands& follow_up) {
+  std::vector<std::string> args = {opts_.group, opts_.consumer, e.id};
+  auto f = flatten(follow_up);
+  args.insert(args.end(), f.begin(), f.end());
+  auto r = redis_.eval(kCompleteScript, {opts_.stream}, args);
+  if (!r.ok()) return r.error();
+  return reply_int(r->get()) == 1;
+}
+
+Status StageQueue::dead_letter(const Entry& e, const std::string& stage, const std::string& run_id,
+                               const std::string& job_id, const std::string& reason,
+                               const Commands& follow_up) {
+  Commands cmds = {{"XADD", keys::dead_letter(), "*", "stage", stage, "run", run_id, "job", job_id,
+                    "reason", reason, "task", e.payload}};
+  cmds.insert(cmds.end(), follow_up.begin(), follow_up.end());
+  auto r = complete(e, cmds);
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Status StageQueue::release_for_retry(const Entry& e, int backoff_ms) {
+  // Keep it ours but pretend it has been idle for (lease - backoff): XAUTOCLAIM picks it up
+  // once the backoff has passed.
+  long long idle = std::max(0, opts_.lease_ms - backoff_ms);
+  auto r = redis_.command({"XCLAIM", opts_.stream, opts_.group, opts_.consumer, "0", e.id, "IDLE",
+                           std::to_string(idle), "JUSTID"});
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Result<long long> StageQueue::pending_count() {
+  auto r = redis_.command({"XPENDING", opts_.stream, opts_.group});
+  if (!r.ok()) return r.error();
+  return reply_int(r->get()->element[0]);
+}
+
+Result<long long> StageQueue::length() {
+  auto r = redis_.command({"XLEN", opts_.stream});
+  if (!r.ok()) return r.error();
+  return reply_int(r->get());
+}
+
+Status StageQueue::trim() {
+  // The safe floor is the smaller of the oldest pending id and the group's last-delivered id
+  // successor; entries below it are acked (and normally already deleted).
+  auto p = redis_.command({"XPENDING", opts_.stream, opts_.group});
+  if (!p.ok()) return p.error();
+  std::string floor;
+  if (reply_int(p->get()->element[0]) > 0) floor = reply_str(p->get()->element[1]);
+  auto g = redis_.command({"XINFO", "GROUPS", opts_.stream});
+  if (!g.ok()) return g.error();
+  for (std::size_t i = 0; i < g->get()->elements; ++i) {
+    const redisReply* grp = g->get()->element[i];
+    std::string name, last;
+    for (std::size_t k = 0; k + 1 < grp->elements; k += 2) {
+      std::string f = reply_str(grp->element[k]);
+      if (f == "name") name = reply_str(grp->element[k + 1]);
+      if (f == "last-delivered-id") last = reply_str(grp->element[k + 1]);
+    }
+    if (name != opts_.group) continue;
+    // Everything after last-delivered is undelivered: the floor cannot pass it.
+    auto dash = last.find('-');
+    std::string next = dash == std::string::npos ? last
+                       : last.substr(0, dash) + "-" + std::to_string(std::stoull(last.substr(dash + 1)) + 1);
+    if (floor.empty()) floor = next;
+  }
+  if (floor.empty()) return {};
+  auto r = redis_.command({"XTRIM", opts_.stream, "MINID", floor});
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+LeaseKeeper::LeaseKeeper(RedisAddress addr, QueueOptions opts, int renew_ms)
+    : addr_(std::move(addr)), opts_(std::move(opts)), renew_ms_(renew_ms), thread_([this] { loop(); }) {}
+
+LeaseKeeper::~LeaseKeeper() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void LeaseKeeper::hold(const std::string& id) {
+  std::lock_guard lk(mu_);
+  held_.insert(id);
+}
+
+void LeaseKeeper::release(const std::string& id) {
+  std::lock_guard lk(mu_);
+  held_.erase(id);
+}
+
+void LeaseKeeper::loop() {
+  std::unique_ptr<Redis> redis;
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(renew_ms_), [this] { return stop_; });
+    if (stop_ || held_.empty()) continue;
+    std::vector<std::string> args = {opts_.group, opts_.consumer};
+    args.insert(args.end(), held_.begin(), held_.end());
+    std::size_t want = held_.size();
+    lk.unlock();
+    if (!redis) {
+      auto c = Redis::connect(addr_);
+      if (c.ok()) redis = std::move(c.value());
+      else spdlog::warn("lease keeper: {}", c.error().message);
+    }
+    if (redis) {
+      auto r = redis->eval(kRenewScript, {opts_.stream}, args);
+      if (r.ok()) {
+        long long n = reply_int(r->get());
+        renewals_ += n;
+        if (static_cast<std::size_t>(n) < want) lost_ += static_cast<long long>(want) - n;
+      } else {
+        spdlog::warn("lease keeper: renewal failed: {}", r.error().message);
+        if (r.error().code == "redis.io") redis.reset();
+      }
+    }
+    lk.lock();
+  }
+}
+
+}  // namespace h3pipe::queue

@@ -1,0 +1,107 @@
+#pragma once
+// Leased work on Redis Streams (DESIGN.md rule 3): one stream and one consumer group per stage.
+//
+//   claim():   first this consumer's own pending entries (a restarted consumer drains what it held),
+//              then expired leases of others (XAUTOCLAIM, min idle = lease), then new entries
+//              (XREADGROUP >, blocking up to block_ms).
+//   renew():   XCLAIM to itself with JUSTID, only while the entry is still ours (Lua), called by
+//              the LeaseKeeper thread, never by the thread doing the work.
+//   complete(): atomically (Lua) ack + delete the entry and run the caller's follow-up commands
+//              (enqueue the next stage, state updates) — only if we still own the entry, so a
+//              robbed worker cannot double-enqueue.
+//   dead_letter(): XADD to h3pipe:dead with the reason, ack + delete.
+//   release_for_retry(): keep it pending but make it reclaimable after the backoff.
+//
+// Entries are deleted when acked, so the stream holds only outstanding work; trim() never drops
+// an entry at or above the oldest pending or undelivered id.
+// Thread-safety: a StageQueue is used by one thread; LeaseKeeper owns its own connection.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/queue/keys.h"
+#include "common/queue/redis.h"
+
+namespace h3pipe::queue {
+
+struct Entry {
+  std::string id;         // stream entry id
+  std::string payload;    // serialized task (protobuf bytes)
+  long long deliveries = 1;
+  bool reclaimed = false; // came from XAUTOCLAIM (another consumer's expired lease)
+  bool own_pending = false;  // came from this consumer's PEL after a restart
+};
+
+struct QueueOptions {
+  std::string stream;
+  std::string group;
+  std::string consumer;
+  int lease_ms = 5000;
+  int block_ms = 200;
+  int sweep_ms = 1000;
+};
+
+// One follow-up Redis command to run inside complete() (keys and args separated so the script
+// stays binary-safe).  Each command is argv; it runs only if the entry was still ours.
+using Commands = std::vector<std::vector<std::string>>;
+
+class StageQueue final {
+ public:
+  StageQueue(Redis& redis, QueueOptions opts) : redis_(redis), opts_(std::move(opts)) {}
+
+  // Creates the stream and group if missing (XGROUP CREATE ... MKSTREAM), idempotent.
+  Status ensure_group();
+  Result<std::string> enqueue(const std::string& payload);
+  // Returns nullopt when nothing is available within block_ms.
+  Result<std::optional<Entry>> claim();
+  Result<bool> complete(const Entry& e, const Commands& follow_up);
+  Status dead_letter(const Entry& e, const std::string& stage, const std::string& run_id,
+                     const std::string& job_id, const std::string& reason, const Commands& follow_up);
+  Status release_for_retry(const Entry& e, int backoff_ms);
+  Result<long long> pending_count();
+  Result<long long> length();
+  Status trim();
+  const QueueOptions& options() const { return opts_; }
+
+ private:
+  Redis& redis_;
+  QueueOptions opts_;
+  bool drained_own_ = false;
+  std::chrono::steady_clock::time_point next_sweep_{};
+};
+
+// Keeps the leases of the entries a worker holds alive, from its own thread and connection.
+class LeaseKeeper final {
+ public:
+  LeaseKeeper(RedisAddress addr, QueueOptions opts, int renew_ms);
+  ~LeaseKeeper();
+  void hold(const std::string& id);
+  void release(const std::string& id);
+  long long renewals() const { return renewals_.load(); }
+  long long lost() const { return lost_.load(); }  // renewals refused: the entry was no longer ours
+
+ private:
+  void loop();
+  RedisAddress addr_;
+  QueueOptions opts_;
+  int renew_ms_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> held_;
+  bool stop_ = false;
+  std::atomic<long long> renewals_{0}, lost_{0};
+  std::thread thread_;
+};
+
+// The Lua scripts, exposed for tests.
+extern const char* const kRenewScript;
+extern const char* const kCompleteScript;
+
+}  // namespace h3pipe::queue

@@ -1,0 +1,58 @@
+#pragma once
+// RAII over hiredis (CONVENTIONS.md rule 12).  One Redis object = one connection; not shared
+// between threads (a worker's lease-renewal thread opens its own).
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/core/result.h"
+
+namespace h3pipe::queue {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { if (r) freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct RedisAddress {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string user;      // ACL user, empty = default
+  std::string password;  // empty = no AUTH
+  int timeout_ms = 5000;
+};
+
+class Redis final {
+ public:
+  // Connects and authenticates; errors name the address (never the password).
+  static Result<std::unique_ptr<Redis>> connect(const RedisAddress& addr);
+  ~Redis();
+  Redis(const Redis&) = delete;
+  Redis& operator=(const Redis&) = delete;
+
+  // Runs one command given as argv (binary-safe).  A Redis error reply becomes an Error with
+  // code "redis.error"; a broken connection "redis.io" (the object then reconnects on next call).
+  Result<Reply> command(const std::vector<std::string>& argv);
+  // Pipelined: sends all, reads all replies in order.
+  Result<std::vector<Reply>> pipeline(const std::vector<std::vector<std::string>>& cmds);
+  // EVALSHA with EVAL fallback (script cached per connection).
+  Result<Reply> eval(const std::string& script, const std::vector<std::string>& keys,
+                     const std::vector<std::string>& args);
+  const RedisAddress& address() const { return addr_; }
+
+ private:
+  explicit Redis(RedisAddress addr) : addr_(std::move(addr)) {}
+  Status reconnect();
+  RedisAddress addr_;
+  redisContext* ctx_ = nullptr;
+};
+
+// Helpers for reading replies.
+std::string reply_str(const redisReply* r);
+long long reply_int(const redisReply* r);
+
+}  // namespace h3pipe::queue

@@ -1,0 +1,84 @@
+#pragma once
+// What a stage actually computes (DESIGN.md "Runtimes").  One small interface per stage; the
+// stage worker (common/worker) owns queueing, leases, idempotence and receipts, and calls a
+// runtime only to turn input artifact(s) into the output artifact.  A runtime knows nothing of
+// Redis or ZeroMQ.
+//
+// Contract for every run() below:
+//  - ctx.output is the final path; the runtime writes it atomically with its .sha256 sidecar
+//    (common/artifacts, common/latent) and returns the output's SHA-256 and size;
+//  - errors are returned, never thrown; Error.code "runtime.permanent.*" means retrying cannot
+//    help (bad weights, invalid input) — the worker still retries up to max deliveries, but the
+//    reason is kept for the dead-letter entry;
+//  - ctx.cancelled() may be polled in long loops; returning an error with code
+//    "runtime.cancelled" when it is true;
+//  - run() may be called from one thread at a time per instance (a worker owns its runtime).
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config/config.h"
+#include "common/core/result.h"
+#include "common/proto/h3pipe.pb.h"
+
+namespace h3pipe::runtime {
+
+struct StageContext {
+  std::string run_id;
+  const pb::JobSpec* spec = nullptr;
+  std::string job_class;                  // resolved class name (profiles)
+  std::filesystem::path input;            // previous stage's artifact; empty for encode
+  std::filesystem::path conditioning;     // decode may want it; empty if not available
+  std::filesystem::path output;           // final path to write
+  std::string host, pool;
+  std::function<bool()> cancelled = [] { return false; };
+};
+
+struct StageOutput {
+  std::string sha256;
+  std::uint64_t bytes = 0;
+  std::string device = "cpu";             // what computed it ("cpu", "cuda:0", "comfyui@host:port")
+  nlohmann::json settings = nlohmann::json::object();  // runtime settings worth a receipt
+};
+
+class EncodeRuntime {
+ public:
+  virtual ~EncodeRuntime() = default;
+  // prompt (+ reference image) -> conditioning tensor file at ctx.output.
+  virtual Result<StageOutput> encode(const StageContext& ctx) = 0;
+};
+
+class SampleRuntime {
+ public:
+  virtual ~SampleRuntime() = default;
+  // conditioning at ctx.input -> dual-stream .h3latent at ctx.output.
+  virtual Result<StageOutput> sample(const StageContext& ctx) = 0;
+};
+
+class DecodeRuntime {
+ public:
+  virtual ~DecodeRuntime() = default;
+  // .h3latent at ctx.input -> MP4 (H.264 + AAC stereo 48 kHz) at ctx.output.
+  virtual Result<StageOutput> decode(const StageContext& ctx) = 0;
+};
+
+// Everything a runtime factory may need: the runtime's own settings, the pool it runs for,
+// and the cluster (time_scale, limits).
+struct FactoryArgs {
+  const config::Cluster* cluster = nullptr;
+  const config::Pool* pool = nullptr;
+  const nlohmann::json* settings = nullptr;
+  std::uint64_t seed = 0;                 // for sim draws: differs per process
+};
+
+// Factories by runtime name (declarative table in registry.cpp).  Unknown names and invalid
+// settings are start-up errors naming the settings path.
+Result<std::unique_ptr<EncodeRuntime>> make_encode(std::string_view name, const FactoryArgs& a);
+Result<std::unique_ptr<SampleRuntime>> make_sample(std::string_view name, const FactoryArgs& a);
+Result<std::unique_ptr<DecodeRuntime>> make_decode(std::string_view name, const FactoryArgs& a);
+
+}  // namespace h3pipe::runtime

@@ -1,0 +1,116 @@
+#include "common/spec/spec.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
+
+#include <set>
+#include <sstream>
+
+#include "common/artifacts/artifacts.h"
+
+namespace h3pipe::spec {
+namespace pbu = google::protobuf::util;
+namespace {
+// validate_id's messages start with "<field>: "; FieldError carries the field separately.
+std::string strip_field(const std::string& m) {
+  auto p = m.find(": ");
+  return p == std::string::npos ? m : m.substr(p + 2);
+}
+}  // namespace
+
+Result<pb::JobSpec> parse_json(std::string_view json) {
+  pb::JobSpec s;
+  pbu::JsonParseOptions opts;
+  opts.ignore_unknown_fields = false;
+  auto st = pbu::JsonStringToMessage(std::string(json), &s, opts);
+  if (!st.ok()) {
+    std::string msg(st.message());
+    return make_error("spec.json", "not a valid job spec: {}", msg);
+  }
+  if (s.fps() == 0) s.set_fps(24);
+  if (s.steps() == 0) s.set_steps(6);
+  if (s.frames() == 0) s.set_frames(49);
+  if (s.width() == 0) s.set_width(256);
+  if (s.height() == 0) s.set_height(256);
+  return s;
+}
+
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) {
+  std::vector<FieldError> e;
+  if (auto st = artifacts::validate_id("jobId", s.job_id()); !st.ok()) e.push_back({"jobId", strip_field(st.error().message)});
+  if (s.prompt().empty()) e.push_back({"prompt", "required and must not be empty"});
+  if (s.prompt().size() > l.max_prompt_bytes)
+    e.push_back({"prompt", fmt::format("{} bytes, at most {} allowed", s.prompt().size(), l.max_prompt_bytes)});
+  if (s.prompt().find('\0') != std::string::npos) e.push_back({"prompt", "contains a NUL byte"});
+  auto dim = [&](const char* name, std::uint32_t v, std::uint32_t max) {
+    if (v % 16 != 0) e.push_back({name, fmt::format("{} is not a multiple of 16 (the latent's spatial compression)", v)});
+    if (v > max) e.push_back({name, fmt::format("{} exceeds the limit {}", v, max)});
+  };
+  dim("width", s.width(), l.max_width);
+  dim("height", s.height(), l.max_height);
+  if (s.frames() > l.max_frames) e.push_back({"frames", fmt::format("{} exceeds the limit {}", s.frames(), l.max_frames)});
+  if (s.steps() > l.max_steps) e.push_back({"steps", fmt::format("{} exceeds the limit {}", s.steps(), l.max_steps)});
+  if (s.fps() > l.max_fps) e.push_back({"fps", fmt::format("{} exceeds the limit {}", s.fps(), l.max_fps)});
+  // Latent bytes: video 24 x T' x H/16 x W/16 + audio 32 x 2 x L, float32.
+  std::uint64_t t = (s.frames() - 1) / 4 + 1;
+  std::uint64_t L = (static_cast<std::uint64_t>(s.frames()) * 48000 + 86ull * s.fps() - 1) / (86ull * s.fps());
+  std::uint64_t bytes = 4 * (24 * t * (s.height() / 16) * (s.width() / 16) + 64 * L);
+  if (bytes > l.max_latent_bytes)
+    e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes, l.max_latent_bytes)});
+  if (!s.reference_image().empty()) {
+    const auto& p = s.reference_image();
+    struct stat st {};
+    if (p.find('\0') != std::string::npos) e.push_back({"referenceImage", "contains a NUL byte"});
+    else if (::stat(p.c_str(), &st) != 0) e.push_back({"referenceImage", fmt::format("{} does not exist", p)});
+    else if (!S_ISREG(st.st_mode)) e.push_back({"referenceImage", fmt::format("{} is not a regular file", p)});
+  }
+  if (!s.job_class().empty())
+    if (auto st = artifacts::validate_id("jobClass", s.job_class()); !st.ok()) e.push_back({"jobClass", strip_field(st.error().message)});
+  return e;
+}
+
+std::string to_json(const pb::JobSpec& s) {
+  std::string out;
+  pbu::JsonPrintOptions o;
+  o.preserve_proto_field_names = false;
+  (void)pbu::MessageToJsonString(s, &out, o);
+  return out;
+}
+
+nlohmann::json to_json_object(const pb::JobSpec& s) { return nlohmann::json::parse(to_json(s)); }
+
+Batch parse_batch(std::string_view text, const config::Limits& limits) {
+  Batch b;
+  std::set<std::string> ids;
+  std::size_t line_no = 0;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    ++line_no;
+    start = end + 1;
+    std::size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos || line[first] == '#') {
+      if (end == text.size()) break;
+      continue;
+    }
+    auto s = parse_json(line);
+    if (!s.ok()) {
+      b.errors.push_back({line_no, {"", s.error().message}});
+    } else {
+      if (s->job_id().empty()) s->set_job_id(fmt::format("job-{}", line_no));
+      for (auto& fe : validate(*s, limits)) b.errors.push_back({line_no, fe});
+      if (!ids.insert(s->job_id()).second)
+        b.errors.push_back({line_no, {"jobId", fmt::format("\"{}\" appears twice in the batch", s->job_id())}});
+      b.specs.push_back(std::move(*s));
+    }
+    if (end == text.size()) break;
+  }
+  if (b.specs.size() + b.errors.size() == 0) b.errors.push_back({0, {"", "the batch holds no job"}});
+  if (b.specs.size() > limits.max_batch)
+    b.errors.push_back({0, {"", fmt::format("{} jobs, at most {} per batch (limits.max_batch)", b.specs.size(), limits.max_batch)}});
+  return b;
+}
+
+}  // namespace h3pipe::spec

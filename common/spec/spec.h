@@ -1,0 +1,41 @@
+#pragma once
+// Job specs: the proto3 JSON mapping of h3pipe.pb.JobSpec, validated at every door (CLI batch,
+// the Redis submission stream).  Errors name the field and say what was expected.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config/config.h"
+#include "common/core/result.h"
+#include "common/proto/h3pipe.pb.h"
+
+namespace h3pipe::spec {
+
+struct FieldError {
+  std::string field;   // proto3 JSON name, e.g. "width"; "" for the whole line
+  std::string reason;
+  std::string to_string() const { return field.empty() ? reason : field + ": " + reason; }
+};
+
+// Parses one JSON object (unknown fields are errors).  Defaults: fps 24, steps 6, frames 49,
+// width 256, height 256 when absent (0).
+Result<pb::JobSpec> parse_json(std::string_view json);
+// Every rule; empty = valid.
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& limits);
+// Canonical JSON (proto3 mapping) for storage and receipts.
+std::string to_json(const pb::JobSpec& s);
+nlohmann::json to_json_object(const pb::JobSpec& s);
+
+struct BatchLineError {
+  std::size_t line = 0;
+  FieldError error;
+};
+struct Batch {
+  std::vector<pb::JobSpec> specs;
+  std::vector<BatchLineError> errors;  // all of them; a batch with any error enqueues nothing
+};
+// Reads a JSON-lines batch (blank lines and lines starting with '#' skipped); duplicate job ids
+// within the batch are errors; job ids default to "job-<line>".
+Batch parse_batch(std::string_view text, const config::Limits& limits);
+
+}  // namespace h3pipe::spec
