@@ -1,0 +1,40 @@
+#pragma once
+// The operator's CLI.  main.cpp declares the subcommands in one table; each lives in its own
+// file as a function taking the parsed options.
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "common/config/config.h"
+#include "common/queue/redis.h"
+
+namespace h3pipe::cli {
+
+struct Global {
+  std::string config_file;   // --config
+  std::string redis;         // --redis HOST:PORT
+  std::string state_dir;     // --state-dir
+};
+
+// Loads --config, or the config of the running local stack, or the embedded default.
+Result<config::Cluster> load_cluster(const Global& g);
+// Redis of the running local stack, else the config's, with --redis overriding.
+Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c);
+std::filesystem::path bin_dir();
+
+int cmd_start(const Global& g, const std::string& host);
+int cmd_stop(const Global& g);
+int cmd_run(const Global& g, const std::string& batch, bool background, const std::string& run_id);
+int cmd_wait(const Global& g, const std::string& run_id, double timeout_s);
+int cmd_status(const Global& g, const std::string& run_id, bool json);
+int cmd_cancel(const Global& g, const std::string& run_id);
+int cmd_resume(const Global& g, const std::string& run_id);
+
+}  // namespace h3pipe::cli
+
+namespace CLI { class App; }
+namespace h3pipe::cli {
+// Subcommands contributed by other modules (latent inspect, keygen, plan, config-adapt, profile,
+// report, preflight), declared in extra_commands.cpp.
+void register_extra_commands(CLI::App& app, Global& g, int& rc);
+}  // namespace h3pipe::cli

@@ -1,0 +1,83 @@
+#include <unistd.h>
+
+#include <fstream>
+
+#include "cli/cli.h"
+#include "common/runner/runner.h"
+#include "common/supervisor/supervisor.h"
+
+namespace h3pipe::cli {
+namespace fs = std::filesystem;
+
+fs::path bin_dir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return fs::current_path();
+  buf[n] = 0;
+  return fs::path(buf).parent_path();
+}
+
+Result<config::Cluster> load_cluster(const Global& g) {
+  if (!g.state_dir.empty()) ::setenv("H3PIPE_STATE", g.state_dir.c_str(), 1);
+  if (!g.config_file.empty()) return config::load_file(g.config_file);
+  auto def = config::embedded_default();
+  if (!def.ok()) return def;
+  // The running stack may have been started with another config: use that one.
+  if (auto st = supervisor::running(*def)) {
+    std::string cfg = (*st).value("config", "");
+    if (!cfg.empty()) return config::load_file(cfg);
+  }
+  return def;
+}
+
+Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c) {
+  auto addr = runner::redis_address(c);
+  if (auto st = supervisor::running(c)) {
+    addr.host = (*st)["redis"]["host"];
+    addr.port = (*st)["redis"]["port"];
+  }
+  if (!g.redis.empty()) {
+    auto colon = g.redis.rfind(':');
+    addr.host = g.redis.substr(0, colon);
+    addr.port = std::atoi(g.redis.substr(colon + 1).c_str());
+  }
+  if (addr.port == 0)
+    return make_error("cli.redis", "no running local stack under {} and the config names no redis port; run `h3pipe start` or pass --redis HOST:PORT",
+                      c.state_dir.string());
+  return queue::Redis::connect(addr);
+}
+
+int cmd_start(const Global& g, const std::string& host) {
+  auto c = load_cluster(g);
+  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  supervisor::StartOptions o;
+  o.config_file = g.config_file;
+  o.host = host;
+  o.bin_dir = bin_dir();
+  auto st = supervisor::start(*c, o);
+  if (!st.ok()) { fmt::print(stderr, "start: {}\n", st.error().message); return 1; }
+  const auto& j = *st;
+  fmt::print("h3pipe local stack is up (supervisor pid {})\n", j["supervisor_pid"].get<int>());
+  fmt::print("  redis      127.0.0.1:{}  (data {}/redis, AOF on)\n", j["redis"]["port"].get<int>(), c->state_dir.string());
+  for (const auto& p : j["processes"]) {
+    std::string name = p["name"];
+    std::string ports;
+    std::ifstream rf(c->state_dir / "run" / (name + ".json"));
+    nlohmann::json r;
+    if (rf && (rf >> r)) ports = fmt::format("metrics :{} ready :{}", r["metrics_port"].get<int>(), r["health_port"].get<int>());
+    fmt::print("  {:<22} pid {:<7} {}  log {}\n", name, p["pid"].get<int>(), ports, p["log"].get<std::string>());
+  }
+  fmt::print("  artifacts  {}\n  outputs    {}\n", c->artifact_root.string(), c->output_root.string());
+  return 0;
+}
+
+int cmd_stop(const Global& g) {
+  auto c = load_cluster(g);
+  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  auto s = supervisor::stop(*c);
+  if (!s.ok()) { fmt::print(stderr, "stop: {}\n", s.error().message); return 1; }
+  fmt::print("h3pipe local stack stopped\n");
+  return 0;
+}
+
+}  // namespace h3pipe::cli

@@ -1,0 +1,71 @@
+// h3pipe: the operator's CLI.  Subcommands are declared in one table below.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <iostream>
+
+#include "cli/cli.h"
+
+using namespace h3pipe::cli;
+
+int main(int argc, char** argv) {
+  CLI::App app{"h3pipe: video-diffusion stage pipeline across GPU hosts"};
+  app.require_subcommand(1);
+  Global g;
+  app.add_option("--config", g.config_file, "cluster config JSON (default: the running stack's, else the embedded local config)");
+  app.add_option("--redis", g.redis, "HOST:PORT of Redis (default: the running local stack's)");
+  app.add_option("--state-dir", g.state_dir, "state dir (default: $H3PIPE_STATE or ./.state)");
+
+  std::string run_id, batch, host;
+  bool background = false, json = false;
+  double timeout_s = 0;
+  int rc = 0;
+
+  struct Sub {
+    const char* name;
+    const char* help;
+    std::function<void(CLI::App*)> options;
+    std::function<int()> action;
+  };
+  const std::vector<Sub> table = {
+      {"start", "start the local stack (private redis + this host's services)",
+       [&](CLI::App* s) { s->add_option("--host", host, "host name in the config"); },
+       [&] { return cmd_start(g, host); }},
+      {"stop", "stop the local stack", [](CLI::App*) {}, [&] { return cmd_stop(g); }},
+      {"run", "validate and submit a JSON-lines batch; prints the run id (last line); waits unless --background",
+       [&](CLI::App* s) {
+         s->add_option("batch", batch, "BATCH.jsonl")->required();
+         s->add_flag("--background", background, "return after submission");
+         s->add_option("--run-id", run_id, "choose the run id");
+       },
+       [&] { return cmd_run(g, batch, background, run_id); }},
+      {"wait", "wait for a run: exit 0 when every job is done, 1 if any failed",
+       [&](CLI::App* s) {
+         s->add_option("run_id", run_id)->required();
+         s->add_option("--timeout", timeout_s, "give up after this many seconds (exit 3)");
+       },
+       [&] { return cmd_wait(g, run_id, timeout_s); }},
+      {"status", "runs, or one run's jobs",
+       [&](CLI::App* s) {
+         s->add_option("run_id", run_id);
+         s->add_flag("--json", json);
+       },
+       [&] { return cmd_status(g, run_id, json); }},
+      {"cancel", "cancel a run", [&](CLI::App* s) { s->add_option("run_id", run_id)->required(); },
+       [&] { return cmd_cancel(g, run_id); }},
+      {"resume", "re-enqueue only the missing stages of a run", [&](CLI::App* s) { s->add_option("run_id", run_id)->required(); },
+       [&] { return cmd_resume(g, run_id); }},
+  };
+  for (const auto& sub : table) {
+    CLI::App* s = app.add_subcommand(sub.name, sub.help);
+    sub.options(s);
+    s->callback([&rc, &sub] { rc = sub.action(); });
+  }
+  register_extra_commands(app, g, rc);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return rc;
+}

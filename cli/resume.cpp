@@ -1,0 +1,102 @@
+// resume RUN_ID: for each job, the furthest stage whose output exists and verifies; re-enqueue only
+// what is missing (DESIGN.md rule 1 applied to every job).  Jobs with an outstanding task on any
+// stage stream are left alone: their task will run.
+#include <google/protobuf/util/json_util.h>
+
+#include <set>
+
+#include "cli/cli.h"
+#include "common/artifacts/artifacts.h"
+#include "common/queue/keys.h"
+#include "common/spec/spec.h"
+#include "common/state/paths.h"
+#include "common/state/state.h"
+#include "common/worker/worker.h"
+
+namespace h3pipe::cli {
+
+int cmd_resume(const Global& g, const std::string& run_id) {
+  auto c = load_cluster(g);
+  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  auto redis = connect(g, *c);
+  if (!redis.ok()) { fmt::print(stderr, "{}\n", redis.error().message); return 1; }
+  auto& r = **redis;
+  state::Store store(r);
+  auto jobs = store.jobs(run_id);
+  if (!jobs.ok()) { fmt::print(stderr, "{}\n", jobs.error().message); return 1; }
+  if (jobs->empty()) { fmt::print(stderr, "run {} has no jobs in this Redis\n", run_id); return 1; }
+
+  // Outstanding tasks: stage streams hold only unacked entries (acked ones are deleted).
+  std::vector<std::string> streams = {worker::stream_for(config::StageKind::kEncode, ""),
+                                      worker::stream_for(config::StageKind::kSample, "")};
+  for (const auto* p : c->pools_on("", config::StageKind::kDecode)) streams.push_back(worker::stream_for(config::StageKind::kDecode, p->host));
+  std::set<std::string> in_flight;
+  for (const auto& s : streams) {
+    auto rng = r.command({"XRANGE", s, "-", "+"});
+    if (!rng.ok()) continue;
+    for (std::size_t i = 0; i < rng->get()->elements; ++i) {
+      const redisReply* f = rng->get()->element[i]->element[1];
+      for (std::size_t k = 0; f && k + 1 < f->elements; k += 2) {
+        pb::StageTask t;
+        if (queue::reply_str(f->element[k]) == "task" && t.ParseFromString(queue::reply_str(f->element[k + 1])) && t.run_id() == run_id)
+          in_flight.insert(t.job_id());
+      }
+    }
+  }
+  // Submissions not yet ingested count as in flight too.
+  int counts[5] = {0, 0, 0, 0, 0};  // done, in flight, encode, sample, decode
+  std::string decode_host = c->pools_on("", config::StageKind::kDecode).front()->host;
+  for (const auto& j : *jobs) {
+    auto spec_it = j.fields.find("spec");
+    if (spec_it == j.fields.end()) continue;  // rejected at submission: nothing to resume
+    auto spec = spec::parse_json(spec_it->second);
+    if (!spec.ok()) continue;
+    auto mp4 = paths::mp4(*c, run_id, j.job_id);
+    auto rec = paths::receipt(*c, run_id, j.job_id);
+    if (mp4.ok() && rec.ok() && artifacts::verify(*mp4).ok() && artifacts::verify(*rec).ok()) {
+      counts[0]++;
+      continue;
+    }
+    if (in_flight.count(j.job_id)) { counts[1]++; continue; }
+    pb::StageTask t;
+    t.set_run_id(run_id);
+    t.set_job_id(j.job_id);
+    *t.mutable_spec() = *spec;
+    t.set_enqueued_unix_ms(state::now_ms());
+    std::string stream, st;
+    if (auto lat = paths::latent(*c, run_id, j.job_id); lat.ok() && artifacts::verify(*lat).ok()) {
+      t.set_stage(pb::STAGE_DECODE);
+      t.set_target_host(decode_host);
+      stream = worker::stream_for(config::StageKind::kDecode, decode_host);
+      st = "decode";
+      counts[4]++;
+    } else if (auto cond = paths::conditioning(*c, run_id, j.job_id); cond.ok() && artifacts::verify(*cond).ok()) {
+      t.set_stage(pb::STAGE_SAMPLE);
+      stream = worker::stream_for(config::StageKind::kSample, "");
+      st = "sample";
+      counts[3]++;
+    } else {
+      t.set_stage(pb::STAGE_ENCODE);
+      stream = worker::stream_for(config::StageKind::kEncode, "");
+      st = "encode";
+      counts[2]++;
+    }
+    std::string payload;
+    t.SerializeToString(&payload);
+    std::vector<std::vector<std::string>> cmds = {{"MULTI"}};
+    if (j.state == "failed" || j.state == "cancelled") cmds.push_back({"HINCRBY", keys::run(run_id), "failed", "-1"});
+    cmds.push_back({"HDEL", keys::job(run_id, j.job_id), "attempts:encode", "attempts:sample", "attempts:decode", "error"});
+    cmds.push_back({"HSET", keys::job(run_id, j.job_id), "state", st});
+    cmds.push_back({"XADD", stream, "*", "task", payload});
+    cmds.push_back({"EXEC"});
+    auto res = r.pipeline(cmds);
+    if (!res.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, res.error().message); return 1; }
+  }
+  // A job can have passed "done" in Redis only if its files verified; recount the run's done from disk.
+  (void)r.command({"HSET", keys::run(run_id), "done", std::to_string(counts[0]), "cancelled", "0"});
+  fmt::print("resume {}: {} done, {} in flight, re-enqueued {} encode, {} sample, {} decode\n", run_id, counts[0],
+             counts[1], counts[2], counts[3], counts[4]);
+  return 0;
+}
+
+}  // namespace h3pipe::cli

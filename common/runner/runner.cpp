@@ -1,0 +1,140 @@
+#include "common/runner/runner.h"
+
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "common/artifacts/artifacts.h"
+
+namespace h3pipe::runner {
+namespace fs = std::filesystem;
+namespace {
+
+std::atomic<bool> g_stop{false};  // the one process-wide flag a signal handler may touch
+
+void on_signal(int) { g_stop.store(true); }
+
+}  // namespace
+
+queue::RedisAddress redis_address(const config::Cluster& c) {
+  queue::RedisAddress a;
+  a.host = c.redis.host;
+  a.port = c.redis.port;
+  a.user = c.redis.user;
+  a.password = c.redis.password();
+  return a;
+}
+
+int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
+  CLI::App app{"h3pipe-" + info.name};
+  std::string config_file, host, pool_name, bind, log_level = "info", redis_override, state_dir;
+  int metrics_port = -1, health_port = 0;
+  app.add_option("--config", config_file, "cluster config JSON (default: the embedded local config)");
+  app.add_option("--host", host, "this host's name in the config (default: the only host)");
+  app.add_option("--pool", pool_name, "the pool this process serves")->required(info.needs_pool);
+  app.add_option("--bind", bind, "interface for metrics and health (default: the host's bind)");
+  app.add_option("--metrics-port", metrics_port, "Prometheus port (0 = free port; default: pool config or 0)");
+  app.add_option("--health-port", health_port, "readiness port (0 = free port)");
+  app.add_option("--redis", redis_override, "HOST:PORT overriding the config's redis address");
+  app.add_option("--state-dir", state_dir, "override the config's state_dir");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto logger = spdlog::stderr_color_mt(info.name);
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+
+  if (!state_dir.empty()) ::setenv("H3PIPE_STATE", state_dir.c_str(), 1);
+  auto cluster = config_file.empty() ? config::embedded_default() : config::load_file(config_file);
+  if (!cluster.ok()) {
+    spdlog::critical("invalid config:\n{}", cluster.error().message);
+    return 2;
+  }
+  Context ctx;
+  ctx.cluster = std::move(cluster.value());
+  if (host.empty()) {
+    if (ctx.cluster.hosts.size() != 1) {
+      spdlog::critical("--host is required: the config names {} hosts", ctx.cluster.hosts.size());
+      return 2;
+    }
+    host = ctx.cluster.hosts.front().name;
+  }
+  const config::Host* h = ctx.cluster.find_host(host);
+  if (!h) {
+    spdlog::critical("--host {}: not a host in the config", host);
+    return 2;
+  }
+  ctx.host = host;
+  if (info.needs_pool) {
+    ctx.pool = ctx.cluster.find_pool(pool_name);
+    if (!ctx.pool) {
+      spdlog::critical("--pool {}: not a pool in the config", pool_name);
+      return 2;
+    }
+    if (ctx.pool->host != host) {
+      spdlog::critical("--pool {}: runs on host {}, not {}", pool_name, ctx.pool->host, host);
+      return 2;
+    }
+    if (info.stage && ctx.pool->stage != *info.stage) {
+      spdlog::critical("--pool {}: runs stage {}, this service runs {}", pool_name,
+                       config::stage_name(ctx.pool->stage), config::stage_name(*info.stage));
+      return 2;
+    }
+  }
+  ctx.instance = ctx.pool ? ctx.pool->name : host;
+  ctx.redis = redis_address(ctx.cluster);
+  if (!redis_override.empty()) {
+    auto colon = redis_override.rfind(':');
+    ctx.redis.host = redis_override.substr(0, colon);
+    ctx.redis.port = std::atoi(redis_override.substr(colon + 1).c_str());
+  }
+  ctx.bind = bind.empty() ? h->bind : bind;
+  if (metrics_port < 0) metrics_port = ctx.pool ? ctx.pool->metrics_port : 0;
+  spdlog::info("effective config: {}", config::to_json(ctx.cluster).dump());
+
+  ctx.registry = std::make_shared<prometheus::Registry>();
+  auto ms = metrics::MetricsServer::start(ctx.bind, metrics_port, ctx.registry);
+  if (!ms.ok()) {
+    spdlog::critical("{}", ms.error().message);
+    return 2;
+  }
+  auto hs = metrics::HealthServer::start(ctx.bind, health_port);
+  if (!hs.ok()) {
+    spdlog::critical("{}", hs.error().message);
+    return 2;
+  }
+  ctx.health = hs->get();
+
+  // Run file: where tools (preflight, tests, start) find this process's ports.
+  fs::path run_dir = ctx.cluster.state_dir / "run";
+  fs::path run_file = run_dir / fmt::format("{}-{}.json", info.name, ctx.instance);
+  nlohmann::json rf = {{"pid", ::getpid()}, {"service", info.name}, {"instance", ctx.instance},
+                       {"host", host}, {"bind", ctx.bind}, {"metrics_port", (*ms)->port()},
+                       {"health_port", (*hs)->port()}};
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  (void)artifacts::write_atomic(run_file, rf.dump() + "\n");
+  spdlog::info("{} {} on host {}: metrics http://{}:{}/metrics, ready http://{}:{}/readyz", info.name,
+               ctx.instance, host, ctx.bind, (*ms)->port(), ctx.bind, (*hs)->port());
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  ctx.stop = &g_stop;
+  int rc = body(ctx);
+  spdlog::info("{} {} stopped (rc {})", info.name, ctx.instance, rc);
+  return rc;
+}
+
+}  // namespace h3pipe::runner

@@ -1,0 +1,67 @@
+// encoder / sampler / decoder: wire config -> runtime -> StageWorker (+ ingest in the encoder).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/artifacts/artifacts.h"
+#include "common/runner/runner.h"
+#include "common/worker/worker.h"
+
+namespace h3pipe::runner {
+
+int stage_service_main(int argc, char** argv, config::StageKind stage) {
+  ServiceInfo info{std::string(stage == config::StageKind::kEncode   ? "encoder"
+                               : stage == config::StageKind::kSample ? "sampler"
+                                                                     : "decoder"),
+                   true, stage};
+  return run(argc, argv, info, [stage](Context& ctx) -> int {
+    const auto& c = ctx.cluster;
+    const auto& rt = c.runtime_for(*ctx.pool);
+    runtime::FactoryArgs fa{&c, ctx.pool, &rt.settings, static_cast<std::uint64_t>(::getpid())};
+    worker::Runtimes rts;
+    Error err;
+    bool ok = true;
+    auto take = [&](auto r, auto& slot) {
+      if (r.ok()) slot = std::move(r.value());
+      else { ok = false; err = r.error(); }
+    };
+    if (stage == config::StageKind::kEncode) take(runtime::make_encode(rt.name, fa), rts.encode);
+    if (stage == config::StageKind::kSample) take(runtime::make_sample(rt.name, fa), rts.sample);
+    if (stage == config::StageKind::kDecode) take(runtime::make_decode(rt.name, fa), rts.decode);
+    if (!ok) {
+      spdlog::critical("{}", err.to_string());
+      return 2;
+    }
+    // Crash garbage from an earlier life of this host's stage (rule 2).
+    std::size_t swept = artifacts::sweep_parts(stage == config::StageKind::kDecode ? c.output_root : c.artifact_root);
+    if (swept) spdlog::info("removed {} stale .part files", swept);
+
+    metrics::WorkerProbe probe(*ctx.registry, config::stage_name(stage), ctx.pool->name, ctx.host);
+    worker::Options opts{&c, ctx.pool, ctx.redis, ctx.pool->name};
+    worker::Hooks hooks;
+    auto w = worker::StageWorker::create(opts, std::move(rts), probe, hooks);
+    if (!w.ok()) {
+      spdlog::critical("{}", w.error().to_string());
+      return 3;
+    }
+    std::unique_ptr<worker::Ingest> ingest;
+    std::thread ingest_thread;
+    if (stage == config::StageKind::kEncode) {
+      auto in = worker::Ingest::create(c, ctx.redis, ctx.pool->name);
+      if (!in.ok()) {
+        spdlog::critical("{}", in.error().to_string());
+        return 3;
+      }
+      ingest = std::move(in.value());
+      ingest_thread = std::thread([&] { ingest->run(*ctx.stop); });
+    }
+    ctx.health->set_ready(true);
+    (*w)->run(*ctx.stop);
+    ctx.health->set_ready(false);
+    if (ingest_thread.joinable()) ingest_thread.join();
+    return 0;
+  });
+}
+
+}  // namespace h3pipe::runner

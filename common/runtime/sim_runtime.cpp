@@ -1,0 +1,207 @@
+#include "common/runtime/sim_runtime.h"
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "common/artifacts/artifacts.h"
+#include "common/core/sha256.h"
+#include "common/latent/latent.h"
+#include "common/media/media.h"
+
+namespace h3pipe::runtime {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Sleeps until `start + seconds`, polling cancellation.
+Status finish_at(Clock::time_point start, double seconds, const StageContext& ctx) {
+  auto until = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  while (Clock::now() < until) {
+    if (ctx.cancelled()) return make_error("runtime.cancelled", "cancelled");
+    std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(50)));
+  }
+  return {};
+}
+
+// splitmix64: a fixed, portable generator so artifacts are the same on every build.
+struct SplitMix {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.f - 1.f; }
+};
+
+std::uint64_t seed_of(const pb::JobSpec& s) {
+  auto h = sha256_hex(s.prompt());
+  return std::stoull(h.substr(0, 15), nullptr, 16) ^ s.seed();
+}
+
+class SimEncode final : public EncodeRuntime {
+ public:
+  SimEncode(ProfileClock clock) : clock_(std::move(clock)) {}
+  Result<StageOutput> encode(const StageContext& ctx) override {
+    auto start = Clock::now();
+    double secs = clock_.draw(ctx.job_class);
+    SplitMix rng{seed_of(*ctx.spec)};
+    latent::TensorF32 t{{1, 77, 256}, std::vector<float>(77 * 256)};
+    for (auto& v : t.data) v = rng.uniform();
+    auto sha = latent::write_tensors(ctx.output, {{"cond", t}}, {{"runtime", "sim"}, {"job", ctx.spec->job_id()}});
+    if (!sha.ok()) return sha.error();
+    H3_TRY(finish_at(start, secs, ctx));
+    return StageOutput{*sha, t.data.size() * 4, "cpu", {{"profile_seconds", secs}}};
+  }
+
+ private:
+  ProfileClock clock_;
+};
+
+class SimSample final : public SampleRuntime {
+ public:
+  SimSample(ProfileClock clock) : clock_(std::move(clock)) {}
+  Result<StageOutput> sample(const StageContext& ctx) override {
+    auto start = Clock::now();
+    double secs = clock_.draw(ctx.job_class);
+    auto cond = latent::read_tensors(ctx.input);
+    if (!cond.ok()) return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(), cond.error().message);
+    const auto& s = *ctx.spec;
+    latent::Latent l;
+    l.geometry = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
+    l.video.resize(l.geometry.video_elems());
+    l.audio.resize(l.geometry.audio_elems());
+    SplitMix rng{seed_of(s) + s.steps()};
+    // Smooth, structured content (a moving gradient per channel plus noise) so the MP4 shows motion.
+    const auto& g = l.geometry;
+    std::vector<float> phase(g.video_channels);
+    for (auto& p : phase) p = rng.uniform() * 3.14159f;
+    std::size_t i = 0;
+    for (std::uint32_t c = 0; c < g.video_channels; ++c)
+      for (std::uint32_t t = 0; t < g.t; ++t)
+        for (std::uint32_t y = 0; y < g.h; ++y)
+          for (std::uint32_t x = 0; x < g.w; ++x)
+            l.video[i++] = std::sin(phase[c] + 0.35f * x + 0.25f * y + 0.6f * t * (1 + c % 3)) + 0.05f * rng.uniform();
+    for (std::size_t k = 0; k < l.audio.size(); ++k) l.audio[k] = 0.5f * std::sin(0.01f * k * (1 + k % 7)) + 0.05f * rng.uniform();
+    l.metadata = {{"runtime", "sim"}, {"job", s.job_id()}, {"steps", std::to_string(s.steps())}};
+    auto sha = latent::write_latent(ctx.output, l);
+    if (!sha.ok()) return sha.error();
+    H3_TRY(finish_at(start, secs, ctx));
+    return StageOutput{*sha, g.data_bytes(), "cpu", {{"profile_seconds", secs}}};
+  }
+
+ private:
+  ProfileClock clock_;
+};
+
+class SimDecode final : public DecodeRuntime {
+ public:
+  SimDecode(ProfileClock clock) : clock_(std::move(clock)) {}
+  Result<StageOutput> decode(const StageContext& ctx) override {
+    auto start = Clock::now();
+    double secs = clock_.draw(ctx.job_class);
+    H3_TRY(render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output)));
+    auto sha = artifacts::commit_part(ctx.output);
+    if (!sha.ok()) return sha.error();
+    std::error_code ec;
+    auto bytes = std::filesystem::file_size(ctx.output, ec);
+    H3_TRY(finish_at(start, secs, ctx));
+    return StageOutput{*sha, bytes, "cpu", {{"profile_seconds", secs}, {"codec", "h264+aac"}}};
+  }
+
+ private:
+  ProfileClock clock_;
+};
+
+}  // namespace
+
+ProfileClock::ProfileClock(const config::Pool& pool, double time_scale, std::uint64_t seed)
+    : pool_(pool), scale_(time_scale), rng_(seed) {}
+
+double ProfileClock::draw(const std::string& job_class) {
+  auto it = pool_.profiles.find(job_class);
+  if (it == pool_.profiles.end()) it = pool_.profiles.find("default");
+  if (it == pool_.profiles.end()) return 0;
+  const auto& p = it->second;
+  double s = 0;
+  switch (p.kind) {
+    case config::Profile::Kind::kFixed: s = p.seconds; break;
+    case config::Profile::Kind::kNormal:
+      s = std::max(0.0, std::normal_distribution<double>(p.mean, p.sd)(rng_));
+      break;
+    case config::Profile::Kind::kCycle: {
+      auto& pos = cycle_pos_[it->first];
+      s = p.cycle[pos++ % p.cycle.size()];
+      break;
+    }
+  }
+  return s * scale_;
+}
+
+Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::JobSpec& s,
+                         const std::filesystem::path& mp4_part) {
+  auto geom = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
+  auto l = latent::read_latent(latent_path, &geom);
+  if (!l.ok()) return make_error("runtime.input", "latent {}: {}", latent_path.string(), l.error().message);
+  const auto& g = l->geometry;
+  media::VideoParams vp{static_cast<int>(s.width()), static_cast<int>(s.height()), static_cast<int>(s.fps())};
+  vp.preset = "ultrafast";
+  auto w = media::Mp4Writer::open(mp4_part, vp, media::AudioParams{});
+  if (!w.ok()) return w.error();
+  // Fixed linear map 24 channels -> RGB: channel c weighs into R, G, B by a smooth pattern.
+  float m[3][24];
+  for (int k = 0; k < 3; ++k)
+    for (int c = 0; c < 24; ++c) m[k][c] = 0.25f * std::cos(0.7f * c + 2.1f * k);
+  const std::size_t plane = static_cast<std::size_t>(g.h) * g.w;
+  std::vector<std::uint8_t> small(plane * 3), frame(static_cast<std::size_t>(s.width()) * s.height() * 3);
+  for (std::uint32_t f = 0; f < s.frames(); ++f) {
+    std::uint32_t t = std::min<std::uint32_t>(f / 4, g.t - 1);
+    for (std::size_t p = 0; p < plane; ++p) {
+      for (int k = 0; k < 3; ++k) {
+        float acc = 0;
+        for (std::uint32_t c = 0; c < g.video_channels; ++c)
+          acc += m[k][c % 24] * l->video[(static_cast<std::size_t>(c) * g.t + t) * plane + p];
+        small[p * 3 + k] = static_cast<std::uint8_t>(std::clamp(128.f + 90.f * acc, 0.f, 255.f));
+      }
+    }
+    for (std::uint32_t y = 0; y < s.height(); ++y)
+      for (std::uint32_t x = 0; x < s.width(); ++x) {
+        std::size_t src = (static_cast<std::size_t>(y / 16) * g.w + x / 16) * 3;
+        std::size_t dst = (static_cast<std::size_t>(y) * s.width() + x) * 3;
+        frame[dst] = small[src];
+        frame[dst + 1] = small[src + 1];
+        frame[dst + 2] = small[src + 2];
+      }
+    H3_TRY((*w)->add_frame(frame));
+  }
+  // Audio: each latent step becomes 86 samples per channel: a tone whose pitch and level follow
+  // the latent, so the waveform is a function of the latent (not silence).
+  std::size_t total = static_cast<std::size_t>(std::llround(static_cast<double>(s.frames()) / s.fps() * 48000));
+  std::vector<float> pcm(total * 2);
+  double ph[2] = {0, 0};
+  for (std::size_t n = 0; n < total; ++n) {
+    std::size_t step = std::min<std::size_t>(n / 86, g.audio_len - 1);
+    for (int ch = 0; ch < 2; ++ch) {
+      float a = 0;
+      for (std::uint32_t c = 0; c < 4; ++c) a += l->audio[(static_cast<std::size_t>(c) * 2 + ch) * g.audio_len + step];
+      double freq = 220.0 * (1.0 + 0.5 * std::tanh(a));
+      ph[ch] += 2 * M_PI * freq / 48000.0;
+      pcm[n * 2 + ch] = static_cast<float>(0.2 * std::sin(ph[ch]));
+    }
+  }
+  H3_TRY((*w)->add_audio(pcm));
+  return (*w)->finish();
+}
+
+Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a) {
+  return std::unique_ptr<EncodeRuntime>(new SimEncode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
+}
+Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a) {
+  return std::unique_ptr<SampleRuntime>(new SimSample(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
+}
+Result<std::unique_ptr<DecodeRuntime>> make_sim_decode(const FactoryArgs& a) {
+  return std::unique_ptr<DecodeRuntime>(new SimDecode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
+}
+
+}  // namespace h3pipe::runtime

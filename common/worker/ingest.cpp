@@ -1,0 +1,93 @@
+// Submission ingest: XADD h3pipe:submit * run RUN spec JSON  ->  a job + its encode task, or a
+// failed job with the reason.  Never crashes on bad input, never drops silently.
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "common/artifacts/artifacts.h"
+#include "common/spec/spec.h"
+#include "common/state/state.h"
+#include "common/worker/worker.h"
+
+namespace h3pipe::worker {
+
+Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c, queue::RedisAddress addr, std::string consumer) {
+  std::unique_ptr<Ingest> in(new Ingest(c));
+  auto r = queue::Redis::connect(addr);
+  if (!r.ok()) return r.error();
+  in->redis_ = std::move(r.value());
+  in->store_ = std::make_unique<state::Store>(*in->redis_);
+  queue::QueueOptions qo{keys::submit(), std::string(keys::kIngestGroup), consumer, c.queue.lease_ms,
+                         c.queue.block_ms, c.queue.sweep_ms};
+  in->queue_ = std::make_unique<queue::StageQueue>(*in->redis_, qo);
+  H3_TRY(in->queue_->ensure_group());
+  // The encode stream's group too, so tasks enqueued before any encoder started are kept.
+  queue::StageQueue enc(*in->redis_, {keys::stream("encode"), "encode", consumer});
+  H3_TRY(enc.ensure_group());
+  return in;
+}
+
+void Ingest::run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    auto r = step();
+    if (!r.ok()) {
+      spdlog::warn("ingest: {}", r.error().to_string());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+Result<bool> Ingest::step() {
+  auto claimed = queue_->claim();
+  if (!claimed.ok()) return claimed.error();
+  if (!claimed->has_value()) return false;
+  const queue::Entry& e = **claimed;
+  // The raw entry's fields: run, spec.
+  auto raw = redis_->command({"XRANGE", keys::submit(), e.id, e.id});
+  std::string run = "default", spec_json;
+  if (raw.ok() && raw->get()->elements == 1) {
+    const redisReply* f = raw->get()->element[0]->element[1];
+    for (std::size_t i = 0; f && i + 1 < f->elements; i += 2) {
+      std::string k = queue::reply_str(f->element[i]);
+      if (k == "run") run = queue::reply_str(f->element[i + 1]);
+      if (k == "spec") spec_json = queue::reply_str(f->element[i + 1]);
+    }
+  }
+  auto reject = [&](const std::string& job, const std::string& why) -> Result<bool> {
+    spdlog::warn("ingest: run={} job={} rejected: {}", run, job, why);
+    H3_TRY(store_->reject_job(run, job, why));
+    auto ok = queue_->complete(e, {});
+    if (!ok.ok()) return ok.error();
+    return true;
+  };
+  if (auto s = artifacts::validate_id("run", run); !s.ok()) {
+    run = "invalid-runs";
+    return reject("sub-" + e.id, s.error().message);
+  }
+  auto spec = spec::parse_json(spec_json);
+  if (!spec.ok()) return reject("sub-" + e.id, spec.error().message);
+  if (spec->job_id().empty()) spec->set_job_id("sub-" + e.id);
+  auto errs = spec::validate(*spec, cluster_.limits);
+  if (!errs.empty()) {
+    std::string why;
+    for (const auto& fe : errs) why += (why.empty() ? "" : "; ") + fe.to_string();
+    std::string job = artifacts::validate_id("jobId", spec->job_id()).ok() ? spec->job_id() : "sub-" + e.id;
+    return reject(job, why);
+  }
+  pb::StageTask t;
+  t.set_run_id(run);
+  t.set_job_id(spec->job_id());
+  t.set_stage(pb::STAGE_ENCODE);
+  *t.mutable_spec() = *spec;
+  t.set_enqueued_unix_ms(state::now_ms());
+  std::string payload;
+  t.SerializeToString(&payload);
+  auto accepted = store_->accept_job(run, *spec, payload);
+  if (!accepted.ok()) return accepted.error();
+  if (!*accepted) spdlog::warn("ingest: run={} job={} already exists; duplicate submission ignored", run, spec->job_id());
+  auto ok = queue_->complete(e, {});
+  if (!ok.ok()) return ok.error();
+  return true;
+}
+
+}  // namespace h3pipe::worker

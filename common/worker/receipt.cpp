@@ -1,0 +1,46 @@
+// The receipt JOB.pipeline.json: every stage's record (chain of custody conditioning -> latent ->
+// mp4), written atomically by the decoder before it acks.
+#include <google/protobuf/util/json_util.h>
+
+#include "common/artifacts/artifacts.h"
+#include "common/state/paths.h"
+#include "common/worker/worker.h"
+
+namespace h3pipe::worker {
+
+Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord& own) {
+  const auto& c = *opts_.cluster;
+  auto path = paths::receipt(c, t.run_id(), t.job_id());
+  if (!path.ok()) return path.error();
+  auto hist = store_->history(t.run_id(), t.job_id());
+  if (!hist.ok()) return hist.error();
+  pb::Receipt r;
+  r.set_run_id(t.run_id());
+  r.set_job_id(t.job_id());
+  *r.mutable_spec() = t.spec();
+  std::uint64_t moved = 0;
+  // Keep the last record of each stage (a re-delivered stage may have appended a skip record).
+  std::map<int, pb::StageRecord> by_stage;
+  for (const auto& h : *hist) by_stage[h.stage()] = h;
+  by_stage[own.stage()] = own;
+  for (const auto& [stage, rec] : by_stage) {
+    *r.add_stages() = rec;
+    if (stage == pb::STAGE_TRANSFER) moved += rec.bytes();
+  }
+  r.set_mp4_path(own.output_path());
+  r.set_mp4_sha256(own.output_sha256());
+  r.set_bytes_moved(moved);
+  r.set_software_version(opts_.software_version);
+  if (!by_stage.empty())
+    r.set_end_to_end_s((own.end_unix_ms() - by_stage.begin()->second.start_unix_ms()) / 1000.0);
+  std::string json;
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = true;
+  o.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(r, &json, o);
+  auto w = artifacts::write_atomic(*path, json);
+  if (!w.ok()) return w.error();
+  return {};
+}
+
+}  // namespace h3pipe::worker

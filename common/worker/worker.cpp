@@ -1,0 +1,308 @@
+#include "common/worker/worker.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/artifacts/artifacts.h"
+#include "common/latent/latent.h"
+#include "common/spec/spec.h"
+#include "common/state/paths.h"
+
+namespace h3pipe::worker {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string stream_for(config::StageKind stage, const std::string& host) {
+  if (stage == config::StageKind::kDecode) return keys::stream("decode@" + host);
+  return keys::stream(config::stage_name(stage));
+}
+std::string group_for(config::StageKind stage) { return config::stage_name(stage); }
+
+namespace {
+
+pb::Stage to_pb(config::StageKind s) {
+  switch (s) {
+    case config::StageKind::kEncode: return pb::STAGE_ENCODE;
+    case config::StageKind::kSample: return pb::STAGE_SAMPLE;
+    case config::StageKind::kDecode: return pb::STAGE_DECODE;
+  }
+  return pb::STAGE_UNSPECIFIED;
+}
+
+std::string default_decode_host(const config::Cluster& c, const std::string& self) {
+  if (!c.pools_on(self, config::StageKind::kDecode).empty()) return self;
+  auto all = c.pools_on("", config::StageKind::kDecode);
+  return all.empty() ? self : all.front()->host;
+}
+
+}  // namespace
+
+StageWorker::StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks)
+    : opts_(std::move(opts)), rt_(std::move(rt)), probe_(probe), hooks_(std::move(hooks)) {}
+
+StageWorker::~StageWorker() = default;
+
+Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes rt, metrics::WorkerProbe& probe,
+                                                         Hooks hooks) {
+  std::unique_ptr<StageWorker> w(new StageWorker(std::move(opts), std::move(rt), probe, std::move(hooks)));
+  const auto& pool = *w->opts_.pool;
+  const auto& c = *w->opts_.cluster;
+  w->stage_ = to_pb(pool.stage);
+  if (!w->hooks_.decode_host) {
+    std::string self = pool.host;
+    w->hooks_.decode_host = [&c, self](const pb::StageTask&) { return default_decode_host(c, self); };
+  }
+  auto r = queue::Redis::connect(w->opts_.redis);
+  if (!r.ok()) return r.error();
+  w->redis_ = std::move(r.value());
+  w->store_ = std::make_unique<state::Store>(*w->redis_);
+  queue::QueueOptions qo{stream_for(pool.stage, pool.host), group_for(pool.stage), w->opts_.consumer,
+                         c.queue.lease_ms, c.queue.block_ms, c.queue.sweep_ms};
+  w->queue_ = std::make_unique<queue::StageQueue>(*w->redis_, qo);
+  H3_TRY(w->queue_->ensure_group());
+  w->leases_ = std::make_unique<queue::LeaseKeeper>(w->opts_.redis, qo, c.queue.renew_ms);
+  return w;
+}
+
+void StageWorker::run(const std::atomic<bool>& stop) {
+  auto idle_since = Clock::now();
+  while (!stop.load()) {
+    auto r = step();
+    if (!r.ok()) {
+      spdlog::warn("{}: {}", opts_.pool->name, r.error().to_string());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    auto now = Clock::now();
+    if (*r) {
+      idle_since = now;
+    } else {
+      // Idle: count the slice as a bubble if work was waiting for this pool.
+      auto len = queue_->length();
+      if (len.ok()) {
+        probe_.set_queue_depth(static_cast<double>(*len));
+        if (*len > 0) probe_.add_bubble(std::chrono::duration<double>(now - idle_since).count());
+      }
+      idle_since = now;
+    }
+  }
+}
+
+Result<bool> StageWorker::step() {
+  if (!hooks_.may_claim()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(opts_.cluster->queue.block_ms / 4 + 1));
+    return false;
+  }
+  auto claimed = queue_->claim();
+  if (!claimed.ok()) return claimed.error();
+  if (!claimed->has_value()) return false;
+  const queue::Entry& e = **claimed;
+  if (e.reclaimed) probe_.reclaimed("expired_lease");
+  if (e.own_pending) probe_.reclaimed("own_pending");
+  pb::StageTask t;
+  double wait = 0;
+  if (t.ParseFromString(e.payload)) wait = std::max(0.0, (state::now_ms() - t.enqueued_unix_ms()) / 1000.0);
+  leases_->hold(e.id);
+  probe_.set_busy(true);
+  Status s = process(e, wait);
+  probe_.set_busy(false);
+  leases_->release(e.id);
+  if (!s.ok()) return s.error();
+  return true;
+}
+
+Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
+  pb::StageTask t;
+  if (e.payload.empty() || !t.ParseFromString(e.payload) || t.run_id().empty()) {
+    spdlog::error("{}: entry {} holds no valid task; dead-lettering it", opts_.pool->name, e.id);
+    probe_.task_dead_lettered();
+    return queue_->dead_letter(e, state::stage_key(stage_), t.run_id(), t.job_id(), "unparseable task payload", {});
+  }
+  const auto& c = *opts_.cluster;
+  const std::string& run = t.run_id();
+  const std::string& job = t.job_id();
+  auto attempt = store_->begin_attempt(run, job, stage_);
+  if (!attempt.ok()) return attempt.error();
+  if (hooks_.on_event) hooks_.on_event("claimed", t);
+
+  auto cancelled = store_->cancelled(run);
+  if (cancelled.ok() && *cancelled) {
+    spdlog::info("run={} job={} {}: run cancelled, dropping the task", run, job, state::stage_key(stage_));
+    auto r = queue_->complete(e, state::Store::cancel_cmds(run, job));
+    return r.ok() ? Status() : Status(r.error());
+  }
+  if (*attempt > c.queue.max_deliveries) {
+    auto js = redis_->command({"HGET", keys::job(run, job), "error"});
+    std::string last = js.ok() ? queue::reply_str(js->get()) : "";
+    std::string reason = fmt::format("{} failed {} deliveries (max_deliveries {}); last error: {}",
+                                     state::stage_key(stage_), *attempt - 1, c.queue.max_deliveries,
+                                     last.empty() ? "the worker died while running it" : last);
+    spdlog::error("run={} job={} dead-lettered: {}", run, job, reason);
+    probe_.task_dead_lettered();
+    if (hooks_.on_event) hooks_.on_event("dead_letter", t);
+    return queue_->dead_letter(e, state::stage_key(stage_), run, job, reason, state::Store::fail_cmds(run, job, stage_, reason));
+  }
+
+  // Paths from (run, job, stage) alone; a task naming other paths is ignored on purpose.
+  auto cond = paths::conditioning(c, run, job);
+  auto lat = paths::latent(c, run, job);
+  auto mp4 = paths::mp4(c, run, job);
+  if (!cond.ok() || !lat.ok() || !mp4.ok()) {
+    std::string why = !cond.ok() ? cond.error().message : !lat.ok() ? lat.error().message : mp4.error().message;
+    probe_.task_dead_lettered();
+    return queue_->dead_letter(e, state::stage_key(stage_), run, job, why, state::Store::fail_cmds(run, job, stage_, why));
+  }
+  runtime::StageContext ctx;
+  ctx.run_id = run;
+  ctx.spec = &t.spec();
+  ctx.job_class = c.class_of(t.spec().width(), t.spec().height(), t.spec().frames(), t.spec().steps(), t.spec().job_class());
+  ctx.host = opts_.pool->host;
+  ctx.pool = opts_.pool->name;
+  ctx.conditioning = *cond;
+  switch (stage_) {
+    case pb::STAGE_ENCODE: ctx.output = *cond; break;
+    case pb::STAGE_SAMPLE: ctx.input = *cond; ctx.output = *lat; break;
+    default: ctx.input = *lat; ctx.output = *mp4; break;
+  }
+
+  pb::StageRecord rec;
+  rec.set_stage(stage_);
+  rec.set_host(opts_.pool->host);
+  rec.set_pool(opts_.pool->name);
+  rec.set_runtime(c.runtime_for(*opts_.pool).name);
+  rec.set_settings_json(c.runtime_for(*opts_.pool).settings.dump());
+  rec.set_attempts(static_cast<std::uint32_t>(*attempt));
+  rec.set_queue_wait_s(queue_wait_s);
+  rec.set_output_path(ctx.output.string());
+  rec.set_start_unix_ms(state::now_ms());
+  auto t0 = Clock::now();
+
+  // Rule 1: an output that exists and verifies means the stage is done.
+  auto existing = artifacts::verify(ctx.output);
+  if (existing.ok()) {
+    rec.set_output_sha256(*existing);
+    std::error_code ec;
+    rec.set_bytes(fs::file_size(ctx.output, ec));
+    rec.set_end_unix_ms(state::now_ms());
+    probe_.task_skipped();
+    spdlog::info("run={} job={} {}: output already present and verified; skipping", run, job, state::stage_key(stage_));
+    return finish(e, t, rec);
+  }
+  if (existing.error().code == "artifact.mismatch" || existing.error().code == "artifact.no_sidecar") {
+    std::error_code ec;
+    fs::remove(ctx.output, ec);  // a corrupt output is redone, never trusted
+  }
+  if (!ctx.input.empty()) {
+    auto in = artifacts::verify(ctx.input);
+    if (!in.ok()) return fail_attempt(e, t, *attempt, in.error());
+    rec.set_input_sha256(*in);
+  }
+  std::error_code ec;
+  fs::create_directories(ctx.output.parent_path(), ec);
+  fs::remove(artifacts::part_path(ctx.output), ec);  // stale garbage from a crashed attempt
+  (void)store_->note_exec(run, job, stage_);
+  auto out = execute(t, ctx);
+  if (!out.ok()) return fail_attempt(e, t, *attempt, out.error());
+  rec.set_output_sha256(out->sha256);
+  rec.set_bytes(out->bytes);
+  rec.set_device(out->device);
+  if (!out->settings.empty()) rec.set_settings_json(out->settings.dump());
+  rec.set_end_unix_ms(state::now_ms());
+  probe_.add_bytes(static_cast<double>(out->bytes));
+  probe_.task_done(std::chrono::duration<double>(Clock::now() - t0).count(), queue_wait_s);
+  return finish(e, t, rec);
+}
+
+Result<runtime::StageOutput> StageWorker::execute(const pb::StageTask&, const runtime::StageContext& ctx) {
+  switch (stage_) {
+    case pb::STAGE_ENCODE: return rt_.encode->encode(ctx);
+    case pb::STAGE_SAMPLE: return rt_.sample->sample(ctx);
+    default: return rt_.decode->decode(ctx);
+  }
+}
+
+Status StageWorker::fail_attempt(const queue::Entry& e, const pb::StageTask& t, long long attempt, const Error& err) {
+  const auto& c = *opts_.cluster;
+  spdlog::warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), state::stage_key(stage_),
+               attempt, c.queue.max_deliveries, err.to_string());
+  (void)store_->note_error(t.run_id(), t.job_id(), stage_, err.to_string());
+  if (hooks_.on_event) hooks_.on_event("failed_attempt", t);
+  if (attempt >= c.queue.max_deliveries) {
+    std::string reason = fmt::format("{} failed {} of {} deliveries: {}", state::stage_key(stage_), attempt,
+                                     c.queue.max_deliveries, err.to_string());
+    probe_.task_dead_lettered();
+    return queue_->dead_letter(e, state::stage_key(stage_), t.run_id(), t.job_id(), reason,
+                               state::Store::fail_cmds(t.run_id(), t.job_id(), stage_, err.to_string()));
+  }
+  probe_.task_retry();
+  int backoff = c.queue.retry_backoff_ms << std::min<long long>(attempt - 1, 6);
+  return queue_->release_for_retry(e, backoff);
+}
+
+Status StageWorker::finish(const queue::Entry& e, const pb::StageTask& t, const pb::StageRecord& rec) {
+  const auto& c = *opts_.cluster;
+  const std::string& run = t.run_id();
+  const std::string& job = t.job_id();
+  pb::StageTask next = t;
+  next.set_input_sha256(rec.output_sha256());
+  next.set_input_path(rec.output_path());
+  next.set_enqueued_unix_ms(state::now_ms());
+  std::string next_state, next_stream;
+  bool final_stage = false;
+  switch (stage_) {
+    case pb::STAGE_ENCODE:
+      next.set_stage(pb::STAGE_SAMPLE);
+      next_state = "sample";
+      next_stream = stream_for(config::StageKind::kSample, "");
+      break;
+    case pb::STAGE_SAMPLE: {
+      std::string target = hooks_.decode_host(t);
+      next.set_stage(pb::STAGE_DECODE);
+      next.set_target_host(target);
+      if (target == opts_.pool->host) {
+        next_state = "decode";  // same host: the transfer is the file already in place
+        next_stream = stream_for(config::StageKind::kDecode, target);
+      } else {
+        if (!hooks_.hand_off)
+          return make_error("config.transfer", "decode host {} differs from {} but no transfer sender is wired",
+                            target, opts_.pool->host);
+        next_state = "transfer";
+        // The sender learns of the latent after the ack; if that notification is lost, its
+        // start-up outbox scan finds the latent (transfer issue).
+      }
+      break;
+    }
+    default:
+      H3_TRY(write_receipt(t, rec));
+      next_state = "done";
+      final_stage = true;
+      break;
+  }
+  std::string payload;
+  next.SerializeToString(&payload);
+  auto cmds = state::Store::complete_cmds(run, job, rec, next_state, next_stream, payload, final_stage);
+  auto ok = queue_->complete(e, cmds);
+  if (!ok.ok()) return ok.error();
+  if (!*ok) {
+    // Someone else owns the entry now (our lease lapsed); their completion counts, ours must not.
+    probe_.lease_lost();
+    spdlog::warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job, state::stage_key(stage_));
+    return {};
+  }
+  if (next_state == "transfer") {
+    fs::path latent_path = rec.output_path();
+    if (auto s = hooks_.hand_off(next, latent_path); !s.ok())
+      spdlog::warn("run={} job={}: transfer notification failed ({}); the sender's outbox scan will pick it up",
+                   run, job, s.error().message);
+  }
+  if (hooks_.on_event) hooks_.on_event("completed", t);
+  spdlog::info("run={} job={} {} done in {:.3f}s -> {}", run, job, state::stage_key(stage_),
+               (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, next_state);
+  (void)c;
+  return {};
+}
+
+}  // namespace h3pipe::worker

@@ -1,0 +1,96 @@
+#pragma once
+// The stage worker: the one loop every stage service runs (encode, sample, decode).  It owns the
+// DESIGN.md rules — leased claim, idempotent skip, validated input, atomic output, ack with the
+// next stage's enqueue in one step, retry with backoff, dead-letter after max deliveries — and
+// calls a runtime only to compute.  Transport-specific seams are injected as Hooks.
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/config/config.h"
+#include "common/metrics/metrics.h"
+#include "common/queue/queue.h"
+#include "common/runtime/runtime.h"
+#include "common/state/state.h"
+
+namespace h3pipe::worker {
+
+struct Hooks {
+  // Dispatch policy (sample pools): asked before each claim; false = leave the task to a pool
+  // that would finish it sooner.  Default: always claim.
+  std::function<bool()> may_claim = [] { return true; };
+  // Chooses the decode host for a finished latent.  Default: this host if it decodes, else the
+  // first host with a decode pool.
+  std::function<std::string(const pb::StageTask&)> decode_host;
+  // Hands a durable latent to this host's transfer sender when the decode host differs.  The
+  // receiver enqueues the decode task.  Required when any decode host differs from this one.
+  std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)> hand_off;
+  // Called on every transition (tests and status lines).
+  std::function<void(const std::string& event, const pb::StageTask&)> on_event;
+};
+
+struct Options {
+  const config::Cluster* cluster = nullptr;
+  const config::Pool* pool = nullptr;
+  queue::RedisAddress redis;
+  std::string consumer;             // stable per pool (restart drains its own pending entries)
+  std::string software_version = "0.1.0";
+};
+
+struct Runtimes {
+  std::unique_ptr<runtime::EncodeRuntime> encode;
+  std::unique_ptr<runtime::SampleRuntime> sample;
+  std::unique_ptr<runtime::DecodeRuntime> decode;
+};
+
+// The stream a stage's tasks live on (decode: one stream per decode host).
+std::string stream_for(config::StageKind stage, const std::string& host);
+std::string group_for(config::StageKind stage);
+
+class StageWorker final {
+ public:
+  static Result<std::unique_ptr<StageWorker>> create(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
+  ~StageWorker();
+  // Runs until `stop` is set; a task in progress is finished first (graceful drain).
+  void run(const std::atomic<bool>& stop);
+  // One claim + process; returns false when there was nothing to do.
+  Result<bool> step();
+
+ private:
+  StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
+  Status process(const queue::Entry& e, double queue_wait_s);
+  Result<runtime::StageOutput> execute(const pb::StageTask& t, const runtime::StageContext& ctx);
+  Status finish(const queue::Entry& e, const pb::StageTask& t, const pb::StageRecord& rec);
+  Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own);
+  Status fail_attempt(const queue::Entry& e, const pb::StageTask& t, long long attempt, const Error& err);
+
+  Options opts_;
+  Runtimes rt_;
+  metrics::WorkerProbe& probe_;
+  Hooks hooks_;
+  std::unique_ptr<queue::Redis> redis_;
+  std::unique_ptr<state::Store> store_;
+  std::unique_ptr<queue::StageQueue> queue_;
+  std::unique_ptr<queue::LeaseKeeper> leases_;
+  pb::Stage stage_ = pb::STAGE_UNSPECIFIED;
+};
+
+// Submission ingest (runs in the encoder service): validates what arrives on h3pipe:submit
+// exactly like the CLI and turns it into jobs + encode tasks, or failed jobs with the reason.
+class Ingest final {
+ public:
+  static Result<std::unique_ptr<Ingest>> create(const config::Cluster& c, queue::RedisAddress addr, std::string consumer);
+  void run(const std::atomic<bool>& stop);
+  Result<bool> step();
+
+ private:
+  Ingest(const config::Cluster& c) : cluster_(c) {}
+  const config::Cluster& cluster_;
+  std::unique_ptr<queue::Redis> redis_;
+  std::unique_ptr<state::Store> store_;
+  std::unique_ptr<queue::StageQueue> queue_;
+};
+
+}  // namespace h3pipe::worker
