@@ -1,0 +1,129 @@
+// Unit: config validation (every error path reports its JSON path, all errors together) and job
+// spec validation (each rule names its field).
+#include <gtest/gtest.h>
+
+#include "common/config/config.h"
+#include "common/spec/spec.h"
+
+using namespace h3pipe;
+using nlohmann::json;
+
+namespace {
+json minimal() {
+  return json::parse(R"({"hosts":[{"name":"a"}],"pools":[
+    {"name":"s","host":"a","stage":"sample"},{"name":"d","host":"a","stage":"decode"}]})");
+}
+std::string errors_of(const json& j) {
+  auto c = config::parse(j, "/tmp");
+  return c.ok() ? "" : c.error().message;
+}
+}  // namespace
+
+TEST(Config, EmbeddedDefaultLoads) {
+  auto c = config::embedded_default();
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->hosts.size(), 1u);
+  EXPECT_FALSE(c->pools_on("", config::StageKind::kSample).empty());
+}
+
+TEST(Config, MinimalIsValid) { EXPECT_EQ(errors_of(minimal()), ""); }
+
+TEST(Config, UnknownKeysNameTheirPath) {
+  auto j = minimal();
+  j["colour"] = "red";
+  j["pools"][1]["gpuz"] = 1;
+  auto e = errors_of(j);
+  EXPECT_NE(e.find("/colour: unknown key"), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/1/gpuz: unknown key"), std::string::npos) << e;
+}
+
+TEST(Config, WrongTypesAndRangesAreAllReportedTogether) {
+  auto j = minimal();
+  j["pools"][0]["gpus"] = json::array({0, "one"});
+  j["queue"] = {{"lease_ms", "soon"}, {"max_deliveries", 0}};
+  j["pools"][0]["profiles"] = {{"sd", {{"kind", "gamma"}}}};
+  j["hosts"][0]["transfer_port"] = 70000;
+  auto e = errors_of(j);
+  EXPECT_NE(e.find("/pools/0/gpus/1: expected an integer"), std::string::npos) << e;
+  EXPECT_NE(e.find("/queue/lease_ms: expected an integer, got string"), std::string::npos) << e;
+  EXPECT_NE(e.find("/queue/max_deliveries: 0 is out of range"), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/0/profiles/sd/kind: unknown profile kind \"gamma\""), std::string::npos) << e;
+  EXPECT_NE(e.find("/hosts/0/transfer_port: 70000 is out of range"), std::string::npos) << e;
+}
+
+TEST(Config, ReferencesAndRequiredFields) {
+  auto j = minimal();
+  j["pools"][0]["host"] = "nowhere";
+  j["pools"].push_back({{"name", "s"}, {"host", "a"}, {"stage", "paint"}});
+  j["links"] = json::array({{{"from", "a"}, {"to", "b"}}});
+  j["stages"] = {{"sample", {{"runtime", {{"name", "magic"}}}}}};
+  auto e = errors_of(j);
+  EXPECT_NE(e.find("/pools/0/host: \"nowhere\" is not a host"), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/2/name: duplicate pool \"s\""), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/2/stage: \"paint\": expected encode, sample or decode"), std::string::npos) << e;
+  EXPECT_NE(e.find("/links/0/to: \"b\" is not a host"), std::string::npos) << e;
+  EXPECT_NE(e.find("/stages/sample/runtime/name: unknown runtime \"magic\""), std::string::npos) << e;
+  json none = {{"hosts", json::array()}};
+  auto e2 = errors_of(none);
+  EXPECT_NE(e2.find("/hosts: at least one host is required"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("no pool runs stage sample"), std::string::npos) << e2;
+}
+
+TEST(Config, LeaseRenewalMustFitTwiceInTheLease) {
+  auto j = minimal();
+  j["queue"] = {{"lease_ms", 1000}, {"renew_ms", 600}};
+  EXPECT_NE(errors_of(j).find("/queue/renew_ms: 600 must be at most half of lease_ms"), std::string::npos);
+}
+
+TEST(Config, RedactsSecretsInEffectiveConfig) {
+  auto j = minimal();
+  j["redis"] = {{"password_file", "/etc/h3pipe/redis.pass"}};
+  auto c = config::parse(j, "/tmp");
+  ASSERT_TRUE(c.ok());
+  auto dump = config::to_json(*c).dump();
+  EXPECT_NE(dump.find("<redacted>"), std::string::npos);
+}
+
+namespace {
+std::vector<std::string> spec_errors(const std::string& line) {
+  auto b = spec::parse_batch(line, config::Limits{});
+  std::vector<std::string> out;
+  for (const auto& e : b.errors) out.push_back(e.error.to_string());
+  return out;
+}
+bool any_contains(const std::vector<std::string>& v, const std::string& s) {
+  for (const auto& x : v) if (x.find(s) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+TEST(Spec, ValidSpecPassesWithDefaults) {
+  auto b = spec::parse_batch(R"({"jobId":"a","prompt":"p"})", config::Limits{});
+  ASSERT_TRUE(b.errors.empty());
+  EXPECT_EQ(b.specs[0].fps(), 24u);
+  EXPECT_EQ(b.specs[0].steps(), 6u);
+}
+
+TEST(Spec, EachRuleNamesItsField) {
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","colour":1})"), "colour"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a"})"), "prompt: required"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","width":-16})"), "not a valid job spec"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","width":100})"), "width: 100 is not a multiple of 16"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","height":4096})"), "height: 4096 exceeds the limit"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","steps":5000})"), "steps: 5000 exceeds"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"../etc","prompt":"p"})"), "jobId: must not start with '.'"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a/b","prompt":"p"})"), "jobId: character '/'"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"/abs","prompt":"p"})"), "jobId: character '/'"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a\u0000b","prompt":"p"})"), "jobId: character NUL"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":")" + std::string(200, 'x') + R"(","prompt":"p"})"), "jobId: 200 characters"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","referenceImage":"/no/such.png"})"), "referenceImage: /no/such.png does not exist"));
+}
+
+TEST(Spec, BatchReportsLineNumbersAndDuplicates) {
+  auto b = spec::parse_batch("{\"jobId\":\"a\",\"prompt\":\"p\"}\n\n# comment\n{\"jobId\":\"a\",\"prompt\":\"q\"}\nnot json\n",
+                             config::Limits{});
+  ASSERT_EQ(b.errors.size(), 2u);
+  EXPECT_EQ(b.errors[0].line, 4u);
+  EXPECT_NE(b.errors[0].error.to_string().find("appears twice"), std::string::npos);
+  EXPECT_EQ(b.errors[1].line, 5u);
+}

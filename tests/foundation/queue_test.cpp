@@ -1,0 +1,169 @@
+// Queue semantics against a real redis-server (label: redis).
+#include <gtest/gtest.h>
+
+#include "common/queue/queue.h"
+#include "tests/support/test_support.h"
+
+using namespace h3pipe;
+using namespace h3pipe::queue;
+
+namespace {
+QueueOptions opts(const std::string& consumer, int lease_ms = 300) {
+  return {"h3pipe:stream:test", "test", consumer, lease_ms, 50, 10};
+}
+}  // namespace
+
+TEST(Queue, EnqueueClaimCompleteDeletesTheEntry) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  StageQueue q(**r, opts("a"));
+  ASSERT_TRUE(q.ensure_group().ok());
+  ASSERT_TRUE(q.ensure_group().ok());  // idempotent
+  ASSERT_TRUE(q.enqueue("t1").ok());
+  auto e = q.claim();
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_EQ((*e)->payload, "t1");
+  auto done = q.complete(**e, {{"SET", "followup", "1"}});
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(*done);
+  EXPECT_EQ(*q.length(), 0);
+  EXPECT_EQ(*q.pending_count(), 0);
+  EXPECT_EQ(reply_str((*r)->command({"GET", "followup"})->get()), "1");
+  auto none = q.claim();
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST(Queue, ExpiredLeaseIsReclaimedAndRobbedWorkerCannotComplete) {
+  ts::RedisServer srv;
+  auto ra = srv.connect();
+  auto rb = srv.connect();
+  StageQueue a(**ra, opts("a")), b(**rb, opts("b"));
+  ASSERT_TRUE(a.ensure_group().ok());
+  ASSERT_TRUE(a.enqueue("t").ok());
+  auto ea = a.claim();
+  ASSERT_TRUE(ea->has_value());
+  // b sees nothing while the lease is fresh, then takes it once it expires.
+  auto eb = b.claim();
+  ASSERT_TRUE(eb.ok());
+  EXPECT_FALSE(eb->has_value());
+  ASSERT_TRUE(ts::wait_for([&] {
+    eb = b.claim();
+    return eb.ok() && eb->has_value();
+  }, 5));
+  EXPECT_TRUE((*eb)->reclaimed);
+  EXPECT_EQ((*eb)->payload, "t");
+  auto late = a.complete(**ea, {{"SET", "dup", "1"}});
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(*late) << "a worker whose lease was taken must not complete";
+  EXPECT_EQ((*ra)->command({"EXISTS", "dup"})->get()->integer, 0);
+  EXPECT_TRUE(*b.complete(**eb, {}));
+}
+
+TEST(Queue, LiveWorkerIsNeverRobbed) {
+  ts::RedisServer srv;
+  auto ra = srv.connect();
+  auto rb = srv.connect();
+  auto o = opts("a", 200);
+  StageQueue a(**ra, o), b(**rb, opts("b", 200));
+  ASSERT_TRUE(a.ensure_group().ok());
+  ASSERT_TRUE(a.enqueue("long").ok());
+  auto ea = a.claim();
+  ASSERT_TRUE(ea->has_value());
+  LeaseKeeper keeper(srv.address(), o, 50);
+  keeper.hold((*ea)->id);
+  // Hold it for ten leases while b keeps trying to reclaim.
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  int stolen = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    auto eb = b.claim();
+    if (eb.ok() && eb->has_value()) ++stolen;
+  }
+  EXPECT_EQ(stolen, 0);
+  EXPECT_GT(keeper.renewals(), 10);
+  EXPECT_EQ(keeper.lost(), 0);
+  keeper.release((*ea)->id);
+  EXPECT_TRUE(*a.complete(**ea, {}));
+}
+
+TEST(Queue, RestartedConsumerDrainsItsOwnPendingFirst) {
+  ts::RedisServer srv;
+  auto r1 = srv.connect();
+  {
+    StageQueue q(**r1, opts("same", 60000));
+    ASSERT_TRUE(q.ensure_group().ok());
+    ASSERT_TRUE(q.enqueue("first").ok());
+    ASSERT_TRUE(q.enqueue("second").ok());
+    auto e = q.claim();
+    ASSERT_EQ((*e)->payload, "first");
+    // "crash": never acked
+  }
+  auto r2 = srv.connect();
+  StageQueue again(**r2, opts("same", 60000));
+  auto e = again.claim();
+  ASSERT_TRUE(e->has_value());
+  EXPECT_EQ((*e)->payload, "first");
+  EXPECT_TRUE((*e)->own_pending);
+}
+
+TEST(Queue, DeadLetterKeepsTheReasonAndAcks) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  StageQueue q(**r, opts("a"));
+  ASSERT_TRUE(q.ensure_group().ok());
+  ASSERT_TRUE(q.enqueue("poison").ok());
+  auto e = q.claim();
+  ASSERT_TRUE(q.dead_letter(**e, "sample", "run1", "job1", "crashed 3 times", {}).ok());
+  EXPECT_EQ(*q.pending_count(), 0);
+  auto dl = (*r)->command({"XRANGE", "h3pipe:dead", "-", "+"});
+  ASSERT_EQ(dl->get()->elements, 1u);
+  std::string all;
+  auto* f = dl->get()->element[0]->element[1];
+  for (size_t i = 0; i < f->elements; ++i) all += reply_str(f->element[i]) + "|";
+  EXPECT_NE(all.find("reason|crashed 3 times|"), std::string::npos) << all;
+  EXPECT_NE(all.find("task|poison|"), std::string::npos) << all;
+}
+
+TEST(Queue, TrimNeverDropsPendingOrUndeliveredWork) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  StageQueue q(**r, opts("a", 60000));
+  ASSERT_TRUE(q.ensure_group().ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.enqueue("t" + std::to_string(i)).ok());
+  auto e = q.claim();  // t0 pending, t1..t4 undelivered
+  ASSERT_TRUE(q.trim().ok());
+  EXPECT_EQ(*q.length(), 5);
+  ASSERT_TRUE(*q.complete(**e, {}));
+  ASSERT_TRUE(q.trim().ok());
+  EXPECT_EQ(*q.length(), 4);
+}
+
+TEST(Queue, RetryBackoffMakesTheTaskReclaimableSoon) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  StageQueue q(**r, opts("a", 60000));
+  ASSERT_TRUE(q.ensure_group().ok());
+  ASSERT_TRUE(q.enqueue("flaky").ok());
+  auto e = q.claim();
+  ASSERT_TRUE(q.release_for_retry(**e, 100).ok());
+  auto r2 = srv.connect();
+  StageQueue other(**r2, opts("b", 60000));
+  std::optional<Entry> got;
+  ASSERT_TRUE(ts::wait_for([&] {
+    auto x = other.claim();
+    if (x.ok() && x->has_value()) got = **x;
+    return got.has_value();
+  }, 5));
+  EXPECT_EQ(got->payload, "flaky");
+}
+
+TEST(Redis, WrongPasswordIsRefusedWithAClearError) {
+  ts::RedisServer srv("s3cret");
+  auto addr = srv.address();
+  addr.password = "wrong";
+  auto r = Redis::connect(addr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, "redis.auth");
+  EXPECT_EQ(r.error().message.find("wrong"), std::string::npos) << "the password must never be printed";
+}

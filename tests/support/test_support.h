@@ -1,0 +1,109 @@
+#pragma once
+// Hermetic fixtures for tests that need real parts: a private redis-server on a free port in a
+// temp dir, temp dirs, running commands, and waiting on conditions with deadlines (no sleeps to
+// synchronise).
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/queue/redis.h"
+#include "common/supervisor/supervisor.h"
+
+extern char** environ;
+
+namespace h3pipe::test_support {
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "h3pipe-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Waits until pred() or the deadline; returns pred()'s last value.
+inline bool wait_for(const std::function<bool()>& pred, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+inline pid_t spawn(const std::vector<std::string>& args, const std::string& log = "/dev/null") {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+// Runs a shell command line, returns (exit code, stdout).
+inline std::pair<int, std::string> sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return {-1, ""};
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+class RedisServer {
+ public:
+  explicit RedisServer(const std::string& password = "") : password_(password) {
+    port_ = supervisor::free_loopback_port();
+    std::vector<std::string> args = {"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                     "--dir", dir_.path().string(), "--appendonly", "yes", "--save", ""};
+    if (!password.empty()) { args.push_back("--requirepass"); args.push_back(password); }
+    pid_ = spawn(args, (dir_.path() / "redis.log").string());
+    wait_for([&] { return connect().ok(); }, 10);
+  }
+  ~RedisServer() {
+    if (pid_ > 0) { ::kill(pid_, SIGKILL); ::waitpid(pid_, nullptr, 0); }
+  }
+  int port() const { return port_; }
+  queue::RedisAddress address() const { return {"127.0.0.1", port_, "", password_}; }
+  Result<std::unique_ptr<queue::Redis>> connect() const { return queue::Redis::connect(address()); }
+
+ private:
+  TempDir dir_;
+  std::string password_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+inline std::string bin(const std::string& name) { return std::string(H3PIPE_BIN_DIR) + "/" + name; }
+inline std::string source(const std::string& rel) { return std::string(H3PIPE_SOURCE_DIR) + "/" + rel; }
+
+}  // namespace h3pipe::test_support
+namespace ts = h3pipe::test_support;
