@@ -1,6 +1,7 @@
 #include "common/runtime/sim_runtime.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <thread>
 
@@ -65,6 +66,9 @@ class SimSample final : public SampleRuntime {
   Result<StageOutput> sample(const StageContext& ctx) override {
     auto start = Clock::now();
     double secs = clock_.draw(ctx.job_class);
+    // Failure rehearsal: a job can ask the sim sampler to crash its worker (a poison job).
+    if (auto it = ctx.spec->params().find("sim.crash"); it != ctx.spec->params().end() && it->second == "abort")
+      std::abort();
     auto cond = latent::read_tensors(ctx.input);
     if (!cond.ok()) return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(), cond.error().message);
     const auto& s = *ctx.spec;

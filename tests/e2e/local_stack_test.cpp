@@ -1,0 +1,234 @@
+// End to end through the real local stack: `h3pipe start` (private redis-server + real service
+// processes), the CLI, ffprobe on the MP4s.  Label: e2e.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/artifacts/artifacts.h"
+#include "common/core/sha256.h"
+#include "common/queue/keys.h"
+#include "tests/support/test_support.h"
+
+using namespace h3pipe;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// A local stack in a temp state dir with a config written by the test.
+class Stack {
+ public:
+  explicit Stack(const json& overrides = json::object()) {
+    json cfg = json::parse(R"({
+      "name": "e2e", "queue": {"lease_ms": 1500, "renew_ms": 300, "sweep_ms": 200, "max_deliveries": 3, "block_ms": 50},
+      "hosts": [{"name": "local"}],
+      "pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.15}}},
+        {"name": "s1", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.15}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.02}}}
+      ]})");
+    cfg.merge_patch(overrides);
+    cfg["state_dir"] = dir_.path().string();
+    config_ = dir_.path() / "cluster.json";
+    std::ofstream(config_) << cfg.dump(2);
+    start();
+  }
+  ~Stack() { ts::sh(cli() + " stop >/dev/null 2>&1"); }
+  void start() { ASSERT_EQ(ts::sh(cli() + " start >/dev/null 2>&1").first, 0) << log("supervisor.log"); }
+  void stop() { ASSERT_EQ(ts::sh(cli() + " stop >/dev/null 2>&1").first, 0); }
+  std::string cli() const { return ts::bin("h3pipe") + " --config " + config_.string(); }
+  fs::path out(const std::string& run) const { return dir_.path() / "outputs" / run; }
+  std::string log(const std::string& name) const {
+    std::ifstream in(dir_.path() / "logs" / name);
+    if (!in) in = std::ifstream(dir_.path() / name);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  json stack() const {
+    json j;
+    std::ifstream(dir_.path() / "stack.json") >> j;
+    return j;
+  }
+  int pid_of(const std::string& name) const {
+    const json s = stack();
+    for (const auto& p : s["processes"]) if (p["name"] == name) return p["pid"];
+    return -1;
+  }
+  std::unique_ptr<queue::Redis> redis() const {
+    return std::move(queue::Redis::connect({"127.0.0.1", stack()["redis"]["port"].get<int>()}).value());
+  }
+  std::string submit(const std::string& batch_text) {
+    auto f = dir_.path() / "batch.jsonl";
+    std::ofstream(f) << batch_text;
+    auto [rc, out] = ts::sh(cli() + " run " + f.string() + " --background 2>/dev/null");
+    EXPECT_EQ(rc, 0);
+    return out.substr(0, out.find('\n'));
+  }
+  int wait(const std::string& run, int timeout_s = 120) {
+    return ts::sh(cli() + " wait " + run + " --timeout " + std::to_string(timeout_s) + " >/dev/null 2>&1").first;
+  }
+  json status(const std::string& run) { return json::parse(ts::sh(cli() + " status " + run + " --json").second); }
+  const fs::path& dir() const { return dir_.path(); }
+
+ private:
+  ts::TempDir dir_;
+  fs::path config_;
+};
+
+std::string batch(int n, int frames = 25, const std::string& extra = "") {
+  std::string s;
+  for (int i = 0; i < n; ++i)
+    s += fmt::format(R"({{"jobId":"j{:02d}","prompt":"clip {}","width":128,"height":96,"frames":{},"fps":12,"seed":{}{}}})",
+                     i, i, frames, i, extra) + "\n";
+  return s;
+}
+
+json ffprobe(const fs::path& mp4) {
+  auto [rc, out] = ts::sh("ffprobe -v error -count_frames -show_entries stream=codec_name,codec_type,width,height,nb_read_frames,r_frame_rate,channels,sample_rate -of json " + mp4.string());
+  return rc == 0 ? json::parse(out) : json();
+}
+
+}  // namespace
+
+TEST(LocalStack, TwentyJobsGiveTwentyVerifiedMp4sAndReceipts) {
+  Stack st;
+  std::string run = st.submit(batch(20));
+  ASSERT_EQ(st.wait(run), 0) << st.log("sampler-s0.log");
+  int mp4s = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto mp4 = st.out(run) / fmt::format("j{:02d}.mp4", i);
+    auto rec = st.out(run) / fmt::format("j{:02d}.pipeline.json", i);
+    ASSERT_TRUE(fs::exists(mp4)) << mp4;
+    ++mp4s;
+    auto p = ffprobe(mp4);
+    ASSERT_EQ(p["streams"].size(), 2u);
+    for (const auto& s : p["streams"]) {
+      if (s["codec_type"] == "video") {
+        EXPECT_EQ(s["codec_name"], "h264");
+        EXPECT_EQ(s["width"], 128);
+        EXPECT_EQ(s["height"], 96);
+        EXPECT_EQ(s["nb_read_frames"], "25");
+        EXPECT_EQ(s["r_frame_rate"], "12/1");
+      } else {
+        EXPECT_EQ(s["codec_name"], "aac");
+        EXPECT_EQ(s["channels"], 2);
+        EXPECT_EQ(s["sample_rate"], "48000");
+      }
+    }
+    json r;
+    std::ifstream(rec) >> r;
+    EXPECT_EQ(r["mp4Sha256"], *sha256_file(mp4));
+    ASSERT_EQ(r["stages"].size(), 3u);
+    EXPECT_EQ(r["stages"][1]["outputSha256"], r["stages"][2]["inputSha256"]) << "latent chain of custody";
+    EXPECT_EQ(r["stages"][0]["outputSha256"], r["stages"][1]["inputSha256"]) << "conditioning chain of custody";
+    EXPECT_EQ(r["stages"][2]["runtime"], "sim");
+  }
+  EXPECT_EQ(mp4s, 20);
+  auto s = st.status(run);
+  EXPECT_EQ(s["done"], 20);
+  EXPECT_EQ(s["failed"], 0);
+}
+
+TEST(LocalStack, BadBatchEnqueuesNothingAndNamesLineAndField) {
+  Stack st;
+  auto f = st.dir() / "bad.jsonl";
+  std::ofstream(f) << batch(2) << R"({"jobId":"x","prompt":"p","width":100})" << "\n";
+  auto [rc, out] = ts::sh(st.cli() + " run " + f.string() + " 2>&1");
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("bad.jsonl:3: width: 100 is not a multiple of 16"), std::string::npos) << out;
+  auto r = st.redis();
+  EXPECT_EQ(queue::reply_int(r->command({"XLEN", keys::submit()})->get()), 0);
+}
+
+TEST(LocalStack, RedisCliSubmissionIsValidatedLikeTheCli) {
+  Stack st;
+  auto r = st.redis();
+  ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "viaredis", "spec", R"({"jobId":"good","prompt":"p","width":64,"height":64,"frames":9})"}).ok());
+  ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "viaredis", "spec", R"({"jobId":"bad","prompt":""})"}).ok());
+  ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "viaredis", "spec", "{not json"}).ok());
+  ASSERT_TRUE(ts::wait_for([&] { return st.status("viaredis").value("total", 0) == 3; }, 20));
+  EXPECT_EQ(st.wait("viaredis", 60), 1) << "one bad spec -> exit 1";
+  auto s = st.status("viaredis");
+  std::map<std::string, json> by;
+  for (const auto& j : s["jobs"]) by[j["job_id"]] = j;
+  EXPECT_EQ(by["good"]["state"], "done");
+  EXPECT_EQ(by["bad"]["state"], "failed");
+  EXPECT_NE(by["bad"]["error"].get<std::string>().find("prompt: required"), std::string::npos);
+  EXPECT_EQ(s["failed"], 2);
+}
+
+TEST(LocalStack, KilledSamplerTaskIsReclaimedAndCompletesExactlyOnce) {
+  Stack st(json::parse(R"({"pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 1.5}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}}]})"));
+  std::string run = st.submit(batch(3));
+  auto r = st.redis();
+  // Kill the sampler while it is inside j00's sample stage.
+  ASSERT_TRUE(ts::wait_for([&] {
+    return queue::reply_str(r->command({"HGET", keys::job(run, "j00"), "exec:sample"})->get()) == "1";
+  }, 20));
+  int pid = st.pid_of("sampler-s0");
+  ASSERT_GT(pid, 0) << st.stack().dump();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(st.wait(run), 0);
+  for (const char* j : {"j00", "j01", "j02"}) {
+    auto h = r->command({"HGET", keys::job(run, j), "done:sample"});
+    EXPECT_EQ(queue::reply_str(h->get()), "1") << j << ": the sample output was committed exactly once";
+    EXPECT_TRUE(fs::exists(st.out(run) / (std::string(j) + ".mp4")));
+  }
+  EXPECT_EQ(queue::reply_str(r->command({"HGET", keys::job(run, "j00"), "exec:sample"})->get()), "2")
+      << "the killed execution and the one that completed";
+  EXPECT_GE(st.stack()["processes"][2]["restarts"].get<int>(), 1) << "the supervisor restarted the sampler";
+}
+
+TEST(LocalStack, PoisonJobIsDeadLetteredWhileOthersComplete) {
+  Stack st;
+  std::string text = batch(4) + R"({"jobId":"poison","prompt":"p","width":64,"height":64,"frames":9,"params":{"sim.crash":"abort"}})" + "\n";
+  std::string run = st.submit(text);
+  EXPECT_EQ(st.wait(run), 1);
+  auto s = st.status(run);
+  EXPECT_EQ(s["done"], 4);
+  EXPECT_EQ(s["failed"], 1);
+  auto r = st.redis();
+  auto dl = r->command({"XRANGE", keys::dead_letter(), "-", "+"});
+  ASSERT_EQ(dl->get()->elements, 1u);
+  std::string fields;
+  for (size_t i = 0; i < dl->get()->element[0]->element[1]->elements; ++i)
+    fields += queue::reply_str(dl->get()->element[0]->element[1]->element[i]) + "|";
+  EXPECT_NE(fields.find("job|poison|"), std::string::npos) << fields;
+  EXPECT_NE(fields.find("max_deliveries 3"), std::string::npos) << fields;
+  EXPECT_EQ(queue::reply_str(r->command({"HGET", keys::job(run, "poison"), "attempts:sample"})->get()), "4");
+}
+
+TEST(LocalStack, StopMidRunThenStartAndResumeRedoesOnlyWhatIsMissing) {
+  Stack st(json::parse(R"({"pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.3}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}}]})"));
+  std::string run = st.submit(batch(8));
+  ASSERT_TRUE(ts::wait_for([&] { return st.status(run)["stages"].value("decode", 0) >= 2; }, 30));
+  st.stop();
+  int done_before = 0;
+  for (int i = 0; i < 8; ++i) done_before += fs::exists(st.out(run) / fmt::format("j{:02d}.mp4", i));
+  ASSERT_GE(done_before, 2);
+  ASSERT_LT(done_before, 8);
+  st.start();
+  auto [rc, out] = ts::sh(st.cli() + " resume " + run);
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_EQ(st.wait(run), 0);
+  auto r = st.redis();
+  for (int i = 0; i < 8; ++i) {
+    std::string j = fmt::format("j{:02d}", i);
+    EXPECT_TRUE(fs::exists(st.out(run) / (j + ".mp4")));
+    for (const char* stage : {"encode", "sample", "decode"}) {
+      auto d = queue::reply_str(r->command({"HGET", keys::job(run, j), std::string("done:") + stage})->get());
+      EXPECT_EQ(d, "1") << j << " " << stage << ": each stage output committed once";
+    }
+  }
+}
