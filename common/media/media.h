@@ -1,0 +1,79 @@
+#pragma once
+// Generic media I/O on libav (FFmpeg): a streaming MP4 writer (H.264 via libx264 + AAC) and an
+// image reader (PNG/JPEG -> RGB24).  Knows nothing about latents or jobs.
+//
+// Threading: an Mp4Writer is used by one thread at a time.  Errors are returned (Status/Result),
+// never thrown; messages name the file and libav's own text (av_strerror).
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/core/result.h"
+
+namespace h3pipe::media {
+
+struct VideoParams {
+  int width = 0, height = 0, fps = 24;   // width and height must be even (yuv420p)
+  int crf = 23;
+  std::string preset = "veryfast";
+};
+
+struct AudioParams {
+  int sample_rate = 48000;
+  int channels = 2;          // only stereo is supported
+  int bitrate = 128000;
+};
+
+// Streaming MP4 writer: H.264 (libx264, yuv420p) + AAC stereo, faststart (moov before mdat).
+// Writes to `path` exactly (the caller passes artifacts::part_path(final) and commits it after
+// finish()).  Frames get pts 0,1,2,... in a 1/fps time base, so the container holds exactly the
+// frames added at exactly `fps`.  Destroying an unfinished writer closes the file without a
+// trailer (the .part is garbage then, as DESIGN rule 2 expects).
+class Mp4Writer final {
+ public:
+  static Result<std::unique_ptr<Mp4Writer>> open(const std::filesystem::path& path,
+                                                 const VideoParams& video,
+                                                 const AudioParams& audio);
+  // width*height*3 bytes, RGB24, row-major, no padding.
+  Status add_frame(std::span<const std::uint8_t> rgb24);
+  // Interleaved stereo float samples in [-1, 1] (clipped); any length, buffered to the encoder's
+  // frame size.
+  Status add_audio(std::span<const float> interleaved_stereo);
+  // Flushes both encoders (pads the last audio frame) and writes the trailer.  Call once.
+  Status finish();
+
+  std::int64_t frames_written() const;
+  std::int64_t audio_samples_written() const;  // per channel
+
+  ~Mp4Writer();
+  Mp4Writer(const Mp4Writer&) = delete;
+  Mp4Writer& operator=(const Mp4Writer&) = delete;
+
+  struct Impl;
+
+ private:
+  explicit Mp4Writer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A decoded image, RGB24 row-major.
+struct Image {
+  int width = 0, height = 0;
+  std::vector<std::uint8_t> rgb;
+};
+
+// Decodes the first picture of a PNG or JPEG (anything libav's image demuxers read) to RGB24.
+// Errors: "media.image" naming the file.
+Result<Image> read_image(const std::filesystem::path& path);
+
+// Bilinear resize of an RGB24 image (used to fit reference images to a model's grid).
+Image resize_bilinear(const Image& src, int width, int height);
+
+// libav logs to stderr at INFO by default (x264 prints its statistics).  Services call this once
+// at start-up with e.g. AV_LOG_ERROR (16); it sets libav's process-wide level.
+void set_libav_log_level(int level);
+
+}  // namespace h3pipe::media
