@@ -132,7 +132,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
   if (!s.ok()) { fmt::print(stderr, "{}\n", s.error().message); return 1; }
   auto jobs = store.jobs(run_id);
   if (!jobs.ok()) { fmt::print(stderr, "{}\n", jobs.error().message); return 1; }
-  nlohmann::json j = {{"run_id", run_id}, {"total", s->total}, {"done", s->done}, {"failed", s->failed},
+  nlohmann::json j = {{"run_id", run_id}, {"created_unix_ms", s->created_ms}, {"total", s->total}, {"done", s->done}, {"failed", s->failed},
                       {"cancelled", s->cancelled}, {"finished", s->finished()}, {"stages", s->stage_done}};
   for (const auto& job : *jobs) {
     nlohmann::json jj = {{"job_id", job.job_id}, {"state", job.state}};

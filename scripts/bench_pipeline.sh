@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-20}
 dir=$(mktemp -d)
-trap 'build/bin/h3pipe --config "$dir/c.json" stop >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+trap 'build/bin/h3pipe --config "$dir/c.json" stop >/dev/null 2>&1 || true; [[ -n ${KEEP:-} ]] || rm -rf "$dir"' EXIT
 cat >"$dir/c.json" <<JSON
 {"name": "bench", "state_dir": "$dir/state",
  "queue": {"lease_ms": 3000, "renew_ms": 500, "sweep_ms": 500, "block_ms": 100},
@@ -24,6 +24,8 @@ $h3 start >/dev/null
 t0=$(date +%s%3N)
 run=$($h3 run "$dir/batch.jsonl" --background 2>/dev/null | tail -n1)
 $h3 wait "$run" >/dev/null
+# The makespan starts when the run was submitted to Redis (created_unix_ms), not at CLI start-up.
+t0=$($h3 status "$run" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["created_unix_ms"])')
 /usr/bin/python3 - "$dir/state/outputs/$run" "$t0" "$n" <<'PY'
 import glob, json, sys
 out, t0, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
