@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
@@ -162,6 +163,17 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   ctx.host = opts_.pool->host;
   ctx.pool = opts_.pool->name;
   ctx.conditioning = *cond;
+  // Cancellation reaches a running stage: the runtime polls this; Redis is asked at most once a second.
+  auto next_check = std::make_shared<Clock::time_point>(Clock::now());
+  auto was_cancelled = std::make_shared<bool>(false);
+  ctx.cancelled = [this, run, next_check, was_cancelled] {
+    if (!*was_cancelled && Clock::now() >= *next_check) {
+      *next_check = Clock::now() + std::chrono::seconds(1);
+      auto c = store_->cancelled(run);
+      *was_cancelled = c.ok() && *c;
+    }
+    return *was_cancelled;
+  };
   switch (stage_) {
     case pb::STAGE_ENCODE: ctx.output = *cond; break;
     case pb::STAGE_SAMPLE: ctx.input = *cond; ctx.output = *lat; break;
@@ -205,11 +217,21 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   fs::remove(artifacts::part_path(ctx.output), ec);  // stale garbage from a crashed attempt
   (void)store_->note_exec(run, job, stage_);
   auto out = execute(t, ctx);
+  if (!out.ok() && out.error().code == "runtime.cancelled") {
+    spdlog::info("run={} job={} {}: cancelled while running", run, job, state::stage_key(stage_));
+    auto r = queue_->complete(e, state::Store::cancel_cmds(run, job));
+    return r.ok() ? Status() : Status(r.error());
+  }
   if (!out.ok()) return fail_attempt(e, t, *attempt, out.error());
   rec.set_output_sha256(out->sha256);
   rec.set_bytes(out->bytes);
   rec.set_device(out->device);
-  if (!out->settings.empty()) rec.set_settings_json(out->settings.dump());
+  if (!out->settings.empty()) {
+    // The receipt keeps the configured settings and adds what the runtime reports it used.
+    auto merged = c.runtime_for(*opts_.pool).settings;
+    merged["runtime_reported"] = out->settings;
+    rec.set_settings_json(merged.dump());
+  }
   rec.set_end_unix_ms(state::now_ms());
   probe_.add_bytes(static_cast<double>(out->bytes));
   probe_.task_done(std::chrono::duration<double>(Clock::now() - t0).count(), queue_wait_s);

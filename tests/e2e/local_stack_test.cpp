@@ -232,3 +232,26 @@ TEST(LocalStack, StopMidRunThenStartAndResumeRedoesOnlyWhatIsMissing) {
     }
   }
 }
+
+TEST(LocalStack, ExecRuntimeRunsABatchWithAScriptAsEveryStage) {
+  std::string script = ts::source("examples/exec/stage.py");
+  auto stage = [&](const char* name, bool with_input) {
+    json cmd = {"/usr/bin/python3", script, name, "{spec_json}"};
+    if (with_input) cmd.push_back("{input}");
+    cmd.push_back("{output}");
+    return json{{"runtime", {{"name", "exec"}, {"settings", {{"command", cmd}, {"timeout_s", 60}}}}}};
+  };
+  Stack st(json{{"stages", {{"encode", stage("encode", false)}, {"sample", stage("sample", true)},
+                            {"decode", stage("decode", true)}}}});
+  std::string run = st.submit(batch(3));
+  ASSERT_EQ(st.wait(run), 0) << st.log("sampler-s0.log");
+  for (int i = 0; i < 3; ++i) {
+    auto mp4 = st.out(run) / fmt::format("j{:02d}.mp4", i);
+    auto p = ffprobe(mp4);
+    ASSERT_EQ(p["streams"].size(), 2u) << mp4;
+    json r;
+    std::ifstream(st.out(run) / fmt::format("j{:02d}.pipeline.json", i)) >> r;
+    EXPECT_EQ(r["stages"][1]["runtime"], "exec");
+    EXPECT_EQ(r["mp4Sha256"], *sha256_file(mp4));
+  }
+}

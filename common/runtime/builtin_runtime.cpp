@@ -1,0 +1,195 @@
+// Adapter from the stage interfaces to common/model (the builtin reference model).
+#include "common/runtime/builtin_runtime.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "common/artifacts/artifacts.h"
+#include "common/latent/latent.h"
+#include "common/media/media.h"
+#include "common/model/model.h"
+#include "common/runtime/stage_output.h"
+
+namespace h3pipe::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::string_view kDecodeKeys[] = {"crf", "preset"};
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Loaded {
+  std::unique_ptr<model::Model> model;
+  nlohmann::json settings;  // effective model settings, for receipts
+  int crf = 23;
+  std::string preset = "veryfast";
+};
+
+Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned parts) {
+  const nlohmann::json empty = nlohmann::json::object();
+  const nlohmann::json& s = a.settings ? *a.settings : empty;
+  const std::string path = settings_path(a, stage);
+  const bool decode = stage == config::StageKind::kDecode;
+  auto cfg = model::parse_config(s, path, decode ? std::span<const std::string_view>(kDecodeKeys)
+                                                 : std::span<const std::string_view>());
+  if (!cfg) return cfg.error();
+  Loaded l;
+  if (decode) {
+    if (auto it = s.find("crf"); it != s.end()) {
+      if (!it->is_number_integer() || it->get<int>() < 0 || it->get<int>() > 51)
+        return make_error("config.invalid", "{}/crf: expected an integer in [0, 51]", path);
+      l.crf = it->get<int>();
+    }
+    if (auto it = s.find("preset"); it != s.end()) {
+      if (!it->is_string()) return make_error("config.invalid", "{}/preset: expected a string", path);
+      l.preset = it->get<std::string>();
+    }
+  }
+  auto m = model::Model::load(*cfg, parts);
+  if (!m) return m.error();
+  l.model = std::move(*m);
+  l.settings = model::config_to_json(*cfg);
+  return l;
+}
+
+class BuiltinEncode final : public EncodeRuntime {
+ public:
+  explicit BuiltinEncode(Loaded l) : l_(std::move(l)) {}
+  Result<StageOutput> encode(const StageContext& ctx) override {
+    const auto t0 = Clock::now();
+    const pb::JobSpec& spec = *ctx.spec;
+    H3_TRY(prepare_output(ctx.output));
+    std::optional<media::Image> ref;
+    if (!spec.reference_image().empty()) {
+      auto img = media::read_image(spec.reference_image());
+      if (!img) return make_error("runtime.permanent.input", "{}", img.error().message);
+      ref = std::move(*img);
+    }
+    auto cond = l_.model->encode(spec.prompt(), ref ? &*ref : nullptr);
+    if (!cond) return cond.error();
+    latent::TensorF32 t;
+    t.shape.assign(cond->shape.begin(), cond->shape.end());
+    t.data = std::move(cond->data);
+    auto sha = latent::write_tensors(ctx.output, {{"cond", t}},
+                                     {{"runtime", "builtin"}, {"job", spec.job_id()}});
+    if (!sha) return sha.error();
+    nlohmann::json settings = l_.settings;
+    settings["gflop"] = l_.model->last_gflop();
+    settings["compute_seconds"] = since(t0);
+    return StageOutput{*sha, t.data.size() * 4, "cpu", settings};
+  }
+
+ private:
+  Loaded l_;
+};
+
+class BuiltinSample final : public SampleRuntime {
+ public:
+  explicit BuiltinSample(Loaded l) : l_(std::move(l)) {}
+  Result<StageOutput> sample(const StageContext& ctx) override {
+    const auto t0 = Clock::now();
+    const pb::JobSpec& s = *ctx.spec;
+    H3_TRY(prepare_output(ctx.output));
+    auto tensors = latent::read_tensors(ctx.input);
+    if (!tensors) return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(), tensors.error().message);
+    const auto it = tensors->find("cond");
+    if (it == tensors->end())
+      return make_error("runtime.permanent.input", "conditioning {}: no tensor \"cond\"", ctx.input.string());
+    model::Tensor cond;
+    for (auto d : it->second.shape) cond.shape.push_back(static_cast<std::int64_t>(d));
+    // Files from other encoders may carry a leading batch axis of 1.
+    if (cond.shape.size() == 3 && cond.shape[0] == 1) cond.shape.erase(cond.shape.begin());
+    cond.data = std::move(it->second.data);
+    const auto dims = model::latent_dims(static_cast<int>(s.width()), static_cast<int>(s.height()),
+                                         static_cast<int>(s.frames()), static_cast<int>(s.fps()));
+    latent::Latent l;
+    l.geometry = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
+    auto st = l_.model->sample(cond, dims, s.steps(), s.seed(), l.video, l.audio, ctx.cancelled);
+    if (!st) return st.error();
+    l.metadata = {{"runtime", "builtin"}, {"job", s.job_id()}, {"steps", std::to_string(s.steps())},
+                  {"seed", std::to_string(s.seed())}};
+    auto sha = latent::write_latent(ctx.output, l);
+    if (!sha) return sha.error();
+    nlohmann::json settings = l_.settings;
+    settings["gflop"] = l_.model->last_gflop();
+    settings["compute_seconds"] = since(t0);
+    return StageOutput{*sha, l.geometry.data_bytes(), "cpu", settings};
+  }
+
+ private:
+  Loaded l_;
+};
+
+class BuiltinDecode final : public DecodeRuntime {
+ public:
+  explicit BuiltinDecode(Loaded l) : l_(std::move(l)) {}
+  Result<StageOutput> decode(const StageContext& ctx) override {
+    const auto t0 = Clock::now();
+    const pb::JobSpec& s = *ctx.spec;
+    H3_TRY(prepare_output(ctx.output));
+    const auto geom = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
+    auto lat = latent::read_latent(ctx.input, &geom);
+    if (!lat) return make_error("runtime.input", "latent {}: {}", ctx.input.string(), lat.error().message);
+    const auto dims = model::latent_dims(static_cast<int>(s.width()), static_cast<int>(s.height()),
+                                         static_cast<int>(s.frames()), static_cast<int>(s.fps()));
+    const std::filesystem::path part = artifacts::part_path(ctx.output);
+    Status st = write_mp4(*lat, dims, s, part, ctx.cancelled);
+    std::error_code ec;
+    if (!st) {
+      std::filesystem::remove(part, ec);
+      return st.error();
+    }
+    auto out = commit_stage_output(config::StageKind::kDecode, ctx, "cpu", l_.settings);
+    if (!out) return out.error();
+    out->settings["gflop"] = gflop_;
+    out->settings["compute_seconds"] = since(t0);
+    out->settings["crf"] = l_.crf;
+    out->settings["preset"] = l_.preset;
+    return out;
+  }
+
+ private:
+  Status write_mp4(const latent::Latent& lat, const model::LatentDims& dims, const pb::JobSpec& s,
+                   const std::filesystem::path& part, const std::function<bool()>& cancelled) {
+    media::VideoParams vp{static_cast<int>(s.width()), static_cast<int>(s.height()), static_cast<int>(s.fps())};
+    vp.crf = l_.crf;
+    vp.preset = l_.preset;
+    auto w = media::Mp4Writer::open(part, vp, media::AudioParams{});
+    if (!w) return w.error();
+    H3_TRY(l_.model->decode_video(lat.video.data(), dims, static_cast<int>(s.frames()), vp.width, vp.height,
+                                  [&](std::span<const std::uint8_t> rgb) { return (*w)->add_frame(rgb); },
+                                  cancelled));
+    gflop_ = l_.model->last_gflop();
+    std::vector<float> pcm;
+    H3_TRY(l_.model->decode_audio(lat.audio.data(), dims,
+                                  model::audio_samples(static_cast<int>(s.frames()), static_cast<int>(s.fps())), pcm));
+    gflop_ += l_.model->last_gflop();
+    H3_TRY((*w)->add_audio(pcm));
+    return (*w)->finish();
+  }
+
+  Loaded l_;
+  double gflop_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<EncodeRuntime>> make_builtin_encode(const FactoryArgs& a) {
+  auto l = load(a, config::StageKind::kEncode, model::kEncoder);
+  if (!l) return l.error();
+  return std::unique_ptr<EncodeRuntime>(std::make_unique<BuiltinEncode>(std::move(*l)));
+}
+
+Result<std::unique_ptr<SampleRuntime>> make_builtin_sample(const FactoryArgs& a) {
+  auto l = load(a, config::StageKind::kSample, model::kSampler);
+  if (!l) return l.error();
+  return std::unique_ptr<SampleRuntime>(std::make_unique<BuiltinSample>(std::move(*l)));
+}
+
+Result<std::unique_ptr<DecodeRuntime>> make_builtin_decode(const FactoryArgs& a) {
+  auto l = load(a, config::StageKind::kDecode, model::kDecoder);
+  if (!l) return l.error();
+  return std::unique_ptr<DecodeRuntime>(std::make_unique<BuiltinDecode>(std::move(*l)));
+}
+
+}  // namespace h3pipe::runtime

@@ -1,0 +1,210 @@
+#include "common/runtime/comfyui_client.h"
+
+#include <fmt/ranges.h>
+
+namespace h3pipe::runtime::comfyui {
+namespace {
+
+std::string str(const nlohmann::json& j, const char* key) {
+  if (j.is_object() && j.contains(key)) {
+    const auto& v = j[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (!v.is_null()) return v.dump();
+  }
+  return {};
+}
+
+// The 400 body of POST /prompt: {"error": {"type", "message", "details"}, "node_errors": {id: {
+// "errors": [{"message", "details"}], "class_type"}}}.
+std::string describe_rejection(const nlohmann::json& body) {
+  std::string s;
+  if (body.contains("error")) {
+    const auto& e = body["error"];
+    if (e.is_string())
+      s = e.get<std::string>();
+    else {
+      s = str(e, "message");
+      if (auto d = str(e, "details"); !d.empty()) s += ": " + d;
+    }
+  }
+  if (body.contains("node_errors") && body["node_errors"].is_object()) {
+    for (auto it = body["node_errors"].begin(); it != body["node_errors"].end(); ++it) {
+      s += fmt::format("; node {} ({})", it.key(), str(it.value(), "class_type"));
+      if (it.value().contains("errors") && it.value()["errors"].is_array())
+        for (const auto& er : it.value()["errors"]) {
+          s += ": " + str(er, "message");
+          if (auto d = str(er, "details"); !d.empty()) s += " (" + d + ")";
+        }
+    }
+  }
+  return s.empty() ? body.dump().substr(0, 500) : s;
+}
+
+}  // namespace
+
+std::string describe_execution_error(const nlohmann::json& status) {
+  if (status.is_object() && status.contains("messages") && status["messages"].is_array()) {
+    for (const auto& m : status["messages"]) {
+      if (!m.is_array() || m.size() < 2 || !m[0].is_string()) continue;
+      const auto& d = m[1];
+      if (m[0] == "execution_error")
+        return fmt::format("node {} ({}) raised {}: {}", str(d, "node_id"), str(d, "node_type"),
+                           str(d, "exception_type"), str(d, "exception_message"));
+      if (m[0] == "execution_interrupted")
+        return fmt::format("interrupted at node {} ({})", str(d, "node_id"), str(d, "node_type"));
+    }
+  }
+  return fmt::format("status \"{}\" without an execution_error message", str(status, "status_str"));
+}
+
+Client::Client(std::string base_url, http::Options options)
+    : base_(std::move(base_url)), http_(options) {
+  while (!base_.empty() && base_.back() == '/') base_.pop_back();
+}
+
+Error Client::wrap(const Error& e) const {
+  if (e.code == "http.connect")
+    return make_error("runtime.comfyui.unreachable", "ComfyUI server at {} is unreachable: {}",
+                      base_, e.message);
+  if (e.code == "http.timeout")
+    return make_error("runtime.comfyui.timeout", "ComfyUI server at {} did not answer in time: {}",
+                      base_, e.message);
+  return make_error("runtime.comfyui.http", "ComfyUI server at {}: {}", base_, e.message);
+}
+
+Result<nlohmann::json> Client::get_json(const std::string& path) {
+  auto r = http_.get(base_ + path);
+  if (!r.ok()) return wrap(r.error());
+  if (r->status != 200)
+    return make_error("runtime.comfyui.http", "ComfyUI server at {}: GET {} answered HTTP {}: {}",
+                      base_, path, r->status, r->body.substr(0, 300));
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded())
+    return make_error("runtime.comfyui.http", "ComfyUI server at {}: GET {} did not return JSON",
+                      base_, path);
+  return j;
+}
+
+Result<std::string> Client::queue_prompt(const nlohmann::json& graph,
+                                         const std::string& client_id) {
+  nlohmann::json body = {{"prompt", graph}, {"client_id", client_id}};
+  auto r = http_.post_json(base_ + "/prompt", body.dump());
+  if (!r.ok()) return wrap(r.error());
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (r->status == 400 && !j.is_discarded())
+    return make_error("runtime.permanent.comfyui_rejected",
+                      "ComfyUI server at {} rejected the workflow: {}", base_,
+                      describe_rejection(j));
+  if (r->status != 200 || j.is_discarded() || !j.contains("prompt_id") ||
+      !j["prompt_id"].is_string())
+    return make_error("runtime.comfyui.http",
+                      "ComfyUI server at {}: POST /prompt answered HTTP {}: {}", base_, r->status,
+                      r->body.substr(0, 300));
+  return j["prompt_id"].get<std::string>();
+}
+
+Result<PromptState> Client::history(const std::string& prompt_id) {
+  auto j = get_json("/history/" + http::Client::escape(prompt_id));
+  if (!j.ok()) return j.error();
+  PromptState st;
+  if (!j->is_object() || !j->contains(prompt_id)) return st;
+  const auto& entry = (*j)[prompt_id];
+  if (entry.contains("status") && entry["status"].is_object()) {
+    const auto& status = entry["status"];
+    std::string s = str(status, "status_str");
+    if (s == "error") {
+      st.kind = PromptState::Kind::kError;
+      st.error = describe_execution_error(status);
+      return st;
+    }
+    bool completed = status.contains("completed") && status["completed"].is_boolean() &&
+                     status["completed"].get<bool>();
+    if (s != "success" && !completed) return st;  // not final yet
+  }
+  // Servers before status reporting add the entry only when the prompt is done.
+  st.kind = PromptState::Kind::kSuccess;
+  if (entry.contains("outputs") && entry["outputs"].is_object()) {
+    for (auto node = entry["outputs"].begin(); node != entry["outputs"].end(); ++node) {
+      if (!node.value().is_object()) continue;
+      for (auto kind = node.value().begin(); kind != node.value().end(); ++kind) {
+        if (!kind.value().is_array()) continue;
+        for (const auto& item : kind.value()) {
+          if (!item.is_object() || !item.contains("filename") || !item["filename"].is_string())
+            continue;
+          FileRef f{item["filename"].get<std::string>(), str(item, "subfolder"), str(item, "type"),
+                    node.key()};
+          if (f.type.empty()) f.type = "output";
+          st.outputs.push_back(std::move(f));
+        }
+      }
+    }
+  }
+  return st;
+}
+
+Result<bool> Client::in_queue(const std::string& prompt_id) {
+  auto j = get_json("/queue");
+  if (!j.ok()) return j.error();
+  for (const char* list : {"queue_running", "queue_pending"}) {
+    if (!j->contains(list) || !(*j)[list].is_array()) continue;
+    for (const auto& item : (*j)[list])
+      if (item.is_array() && item.size() > 1 && item[1].is_string() &&
+          item[1].get<std::string>() == prompt_id)
+        return true;
+  }
+  return false;
+}
+
+Result<FileRef> Client::upload(const std::filesystem::path& file, const std::string& name,
+                               const std::string& subfolder) {
+  std::vector<http::FormPart> parts = {
+      {"image", "", file, name, ""},
+      {"type", "input", {}, "", ""},
+      {"subfolder", subfolder, {}, "", ""},
+      {"overwrite", "true", {}, "", ""},
+  };
+  auto r = http_.post_form(base_ + "/upload/image", parts);
+  if (!r.ok()) return wrap(r.error());
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (r->status != 200 || j.is_discarded() || !j.contains("name") || !j["name"].is_string())
+    return make_error("runtime.comfyui.http",
+                      "ComfyUI server at {}: uploading {} answered HTTP {}: {}", base_,
+                      file.string(), r->status, r->body.substr(0, 300));
+  return FileRef{j["name"].get<std::string>(), str(j, "subfolder"),
+                 str(j, "type").empty() ? "input" : str(j, "type"), ""};
+}
+
+Result<std::uint64_t> Client::view(const FileRef& f, const std::filesystem::path& to,
+                                   std::uint64_t max_bytes, long timeout_ms) {
+  std::string url = fmt::format("{}/view?filename={}&subfolder={}&type={}", base_,
+                                http::Client::escape(f.filename), http::Client::escape(f.subfolder),
+                                http::Client::escape(f.type));
+  auto r = http_.download(url, to, max_bytes, timeout_ms);
+  if (!r.ok()) {
+    if (r.error().code == "http.status" || r.error().code == "http.too_large" ||
+        r.error().code.rfind("io.", 0) == 0)
+      return make_error("runtime.comfyui.fetch", "ComfyUI server at {}: fetching output {}/{}: {}",
+                        base_, f.subfolder, f.filename, r.error().message);
+    return wrap(r.error());
+  }
+  return r;
+}
+
+void Client::cancel(const std::string& prompt_id) {
+  nlohmann::json del = {{"delete", {prompt_id}}};
+  (void)http_.post_json(base_ + "/queue", del.dump());
+  auto running = in_queue(prompt_id);
+  if (running.ok() && *running) {
+    // Newer servers interrupt only the named prompt; older ones interrupt whatever runs, which
+    // is this prompt, since it is still in the queue.
+    nlohmann::json body = {{"prompt_id", prompt_id}};
+    (void)http_.post_json(base_ + "/interrupt", body.dump());
+  }
+}
+
+void Client::forget(const std::string& prompt_id) {
+  nlohmann::json del = {{"delete", {prompt_id}}};
+  (void)http_.post_json(base_ + "/history", del.dump());
+}
+
+}  // namespace h3pipe::runtime::comfyui

@@ -1,0 +1,38 @@
+#pragma once
+// The `comfyui` runtime (DESIGN.md "Runtimes"): a stage drives a ComfyUI server through its HTTP
+// API the way the seeds' hosts ran — queue an API-format workflow with the job's parameters
+// written into named node inputs, poll /history until it finishes, fetch the output through
+// /view into the artifact's .part, validate it for the stage and commit it with its sidecar.
+//
+// Settings (validated at construction; unknown keys are errors naming the settings path; the
+// full reference with examples is docs/runtimes.md):
+//   url               "http://host:8188"  which server serves this stage (required)
+//   workflow          path to an API-format JSON template, or the template inline (required
+//                     unless fused)
+//   inject            {"prompt": {"node": "6", "input": "text"}, "seed": {"title": "Sampler",
+//                     "input": "noise_seed"}, ...}; a value may be an array of targets
+//   output            {"node": id} | {"title": t}: the node whose file is the artifact (default:
+//                     the first output file with the stage's extension)
+//   input_dir         a folder the server reads (its input/ or a shared mount): the stage's
+//                     input is copied there before queueing; without it, it is uploaded via
+//                     POST /upload/image
+//   input_ref         "path" (absolute path of the copy; default with input_dir) or "name" (the
+//                     name relative to the server's input folder; default for uploads)
+//   upload_subfolder  "h3pipe"
+//   poll_ms 500, timeout_s 3600, connect_timeout_ms 3000, request_timeout_s 30
+//   client_id         default "h3pipe-<pool>"
+//   device            receipt text (default "comfyui@host:port")
+//   keep_history      false: the prompt's history entry is deleted once its output is fetched
+//   check_geometry    sample only, default true: the latent must match Geometry::for_job
+//   fused             encode only: the sample workflow encodes the prompt itself (the seeds'
+//                     deployment); encode then writes a small marker conditioning file and
+//                     queues nothing
+#include "common/runtime/runtime.h"
+
+namespace h3pipe::runtime {
+
+Result<std::unique_ptr<EncodeRuntime>> make_comfyui_encode(const FactoryArgs& a);
+Result<std::unique_ptr<SampleRuntime>> make_comfyui_sample(const FactoryArgs& a);
+Result<std::unique_ptr<DecodeRuntime>> make_comfyui_decode(const FactoryArgs& a);
+
+}  // namespace h3pipe::runtime

@@ -1,0 +1,337 @@
+#include "common/runtime/exec_runtime.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+
+#include "common/artifacts/artifacts.h"
+#include "common/config/json_reader.h"
+#include "common/runtime/stage_output.h"
+#include "common/runtime/subprocess.h"
+#include "common/spec/spec.h"
+
+namespace h3pipe::runtime {
+namespace {
+namespace fs = std::filesystem;
+using config::StageKind;
+
+constexpr std::size_t kReasonTailBytes = 2000;
+
+// Every placeholder and how a task fills it in; one table (CONVENTIONS.md rule 15).
+struct Placeholder {
+  std::string_view name;
+  std::string (*value)(const StageContext& ctx, StageKind stage);
+};
+
+std::string stage_text(StageKind s) {
+  return config::stage_name(s);
+}
+
+const std::array<Placeholder, 16> kPlaceholders = {{
+    {"input", [](const StageContext& c, StageKind) { return c.input.string(); }},
+    {"output",
+     [](const StageContext& c, StageKind) { return artifacts::part_path(c.output).string(); }},
+    {"spec_json", [](const StageContext& c, StageKind) { return spec::to_json(*c.spec); }},
+    {"job_id", [](const StageContext& c, StageKind) { return c.spec->job_id(); }},
+    {"run_id", [](const StageContext& c, StageKind) { return c.run_id; }},
+    {"stage", [](const StageContext&, StageKind s) { return stage_text(s); }},
+    {"conditioning", [](const StageContext& c, StageKind) { return c.conditioning.string(); }},
+    {"reference_image", [](const StageContext& c, StageKind) { return c.spec->reference_image(); }},
+    {"prompt", [](const StageContext& c, StageKind) { return c.spec->prompt(); }},
+    {"negative_prompt", [](const StageContext& c, StageKind) { return c.spec->negative_prompt(); }},
+    {"width", [](const StageContext& c, StageKind) { return std::to_string(c.spec->width()); }},
+    {"height", [](const StageContext& c, StageKind) { return std::to_string(c.spec->height()); }},
+    {"frames", [](const StageContext& c, StageKind) { return std::to_string(c.spec->frames()); }},
+    {"fps", [](const StageContext& c, StageKind) { return std::to_string(c.spec->fps()); }},
+    {"steps", [](const StageContext& c, StageKind) { return std::to_string(c.spec->steps()); }},
+    {"seed", [](const StageContext& c, StageKind) { return std::to_string(c.spec->seed()); }},
+}};
+
+// A template string split into literal text and placeholder references, parsed once.
+struct Template {
+  struct Piece {
+    std::string text;
+    const Placeholder* ph = nullptr;  // null = literal
+  };
+  std::vector<Piece> pieces;
+
+  std::string expand(const StageContext& ctx, StageKind stage) const {
+    std::string s;
+    for (const auto& p : pieces) s += p.ph ? p.ph->value(ctx, stage) : p.text;
+    return s;
+  }
+};
+
+std::string known_placeholders() {
+  std::string s;
+  for (const auto& p : kPlaceholders) s += (s.empty() ? "{" : ", {") + std::string(p.name) + "}";
+  return s;
+}
+
+Template parse_template(const std::string& s, const std::string& path, StageKind stage,
+                        config::Errors& e) {
+  Template t;
+  std::string lit;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if ((c == '{' || c == '}') && i + 1 < s.size() && s[i + 1] == c) {
+      lit += c;
+      ++i;
+      continue;
+    }
+    if (c == '}') {
+      e.add(path, fmt::format("unmatched '}}' in \"{}\" (write '}}}}' for a literal brace)", s));
+      return t;
+    }
+    if (c != '{') {
+      lit += c;
+      continue;
+    }
+    auto close = s.find('}', i);
+    if (close == std::string::npos) {
+      e.add(path, fmt::format("unclosed '{{' in \"{}\" (write '{{{{' for a literal brace)", s));
+      return t;
+    }
+    std::string name = s.substr(i + 1, close - i - 1);
+    const Placeholder* ph = nullptr;
+    for (const auto& p : kPlaceholders)
+      if (p.name == name) ph = &p;
+    if (!ph) {
+      e.add(path, fmt::format("unknown placeholder {{{}}}; known: {}", name, known_placeholders()));
+      return t;
+    }
+    if (stage == StageKind::kEncode && name == "input") {
+      e.add(path,
+            "{input}: the encode stage has no input artifact (use {spec_json}, {prompt}, "
+            "{reference_image})");
+      return t;
+    }
+    if (!lit.empty()) t.pieces.push_back({std::move(lit), nullptr});
+    lit.clear();
+    t.pieces.push_back({"", ph});
+    i = close;
+  }
+  if (!lit.empty()) t.pieces.push_back({std::move(lit), nullptr});
+  return t;
+}
+
+bool is_executable_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+
+// True when argv[0] names an executable, directly or through PATH.
+bool resolvable(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return is_executable_file(prog);
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (!dirs.empty()) {
+    auto colon = dirs.find(':');
+    auto dir = dirs.substr(0, colon);
+    if (is_executable_file(fs::path(dir.empty() ? "." : std::string(dir)) / prog)) return true;
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return false;
+}
+
+struct ExecSettings {
+  std::vector<std::string> command_raw;
+  std::vector<Template> command;
+  std::vector<std::pair<std::string, Template>> env;
+  std::vector<std::string> env_keys;
+  std::string cwd;
+  std::string device = "exec";
+  double timeout_s = 3600;
+  double kill_grace_s = 2;
+  bool check_geometry = true;
+};
+
+Result<ExecSettings> parse_settings(const FactoryArgs& a, StageKind stage) {
+  std::string base = settings_path(a, stage);
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  const nlohmann::json& j = a.settings ? *a.settings : kEmpty;
+  config::Errors e;
+  ExecSettings s;
+  {
+    config::ObjectReader r(j, base, e);
+    r.get("command", s.command_raw);
+    if (r.ok() && !j.contains("command"))
+      e.add(r.path("command"), "required but missing (an array: program and arguments)");
+    else if (r.ok() && j["command"].is_array() && s.command_raw.empty())
+      e.add(r.path("command"), "must not be empty");
+    r.get("timeout_s", s.timeout_s, 0.001, 1e7);
+    r.get("kill_grace_s", s.kill_grace_s, 0, 600);
+    r.get("cwd", s.cwd);
+    r.get("device", s.device);
+    r.get("check_geometry", s.check_geometry);
+    if (r.ok() && j.contains("check_geometry") && stage != StageKind::kSample)
+      e.add(r.path("check_geometry"), "applies to the sample stage only");
+    if (auto* env = r.raw("env")) {
+      if (!env->is_object()) {
+        e.add(r.path("env"), "expected an object of strings");
+      } else {
+        for (auto it = env->begin(); it != env->end(); ++it) {
+          std::string p = r.path("env") + "/" + it.key();
+          if (!it.value().is_string())
+            e.add(p, "expected a string");
+          else if (it.key().empty() || it.key().find('=') != std::string::npos)
+            e.add(p, "invalid variable name");
+          else {
+            s.env.emplace_back(it.key(),
+                               parse_template(it.value().get<std::string>(), p, stage, e));
+            s.env_keys.push_back(it.key());
+          }
+        }
+      }
+    }
+    for (std::size_t i = 0; i < s.command_raw.size(); ++i)
+      s.command.push_back(
+          parse_template(s.command_raw[i], fmt::format("{}/{}", r.path("command"), i), stage, e));
+    if (!s.command.empty() && e.empty()) {
+      const auto& prog = s.command.front();
+      if (prog.pieces.size() == 1 && !prog.pieces[0].ph && !resolvable(prog.pieces[0].text))
+        e.add(r.path("command") + "/0",
+              fmt::format("\"{}\" is not an executable file{}", prog.pieces[0].text,
+                          prog.pieces[0].text.find('/') == std::string::npos ? " on PATH" : ""));
+      else if (prog.pieces.empty())
+        e.add(r.path("command") + "/0", "the program name must not be empty");
+    }
+    if (!s.cwd.empty() && !fs::is_directory(s.cwd))
+      e.add(r.path("cwd"), fmt::format("\"{}\" is not a directory", s.cwd));
+  }
+  if (!e.empty())
+    return make_error("runtime.settings", "exec runtime ({}): invalid settings:\n{}",
+                      config::stage_name(stage), e.joined());
+  return s;
+}
+
+// The command runner shared by the three stage adapters.
+class ExecRunner final {
+ public:
+  ExecRunner(ExecSettings s, StageKind stage) : s_(std::move(s)), stage_(stage) {}
+
+  Result<StageOutput> run(const StageContext& ctx) {
+    const char* stage = config::stage_name(stage_);
+    H3_TRY(prepare_output(ctx.output));
+    SpawnOptions o;
+    for (const auto& t : s_.command) o.argv.push_back(t.expand(ctx, stage_));
+    std::vector<std::string> overrides = {
+        fmt::format("H3PIPE_STAGE={}", stage),
+        fmt::format("H3PIPE_RUN_ID={}", ctx.run_id),
+        fmt::format("H3PIPE_JOB_ID={}", ctx.spec->job_id()),
+        fmt::format("H3PIPE_INPUT={}", ctx.input.string()),
+        fmt::format("H3PIPE_OUTPUT={}", artifacts::part_path(ctx.output).string()),
+    };
+    for (const auto& [k, t] : s_.env) overrides.push_back(k + "=" + t.expand(ctx, stage_));
+    o.env = merged_environment(overrides);
+    o.cwd = s_.cwd;
+    o.timeout_s = s_.timeout_s;
+    o.kill_grace_s = s_.kill_grace_s;
+    o.cancelled = ctx.cancelled;
+    auto part = artifacts::part_path(ctx.output);
+    std::error_code ec;
+
+    auto r = spawn_and_wait(o);
+    if (!r.ok())
+      return make_error("runtime.permanent.exec_spawn", "exec {}: {}", stage, r.error().message);
+    const std::string& prog = o.argv[0];
+    auto tail = [&] {
+      std::string t = tail_text(r->stderr_tail, kReasonTailBytes);
+      return t.empty() ? std::string("; stderr was empty") : "; stderr tail:\n" + t;
+    };
+    if (r->cancelled) {
+      fs::remove(part, ec);
+      return make_error("runtime.cancelled", "exec {}: cancelled; `{}` stopped after {:.1f} s",
+                        stage, prog, r->seconds);
+    }
+    if (r->timed_out) {
+      fs::remove(part, ec);
+      return make_error("runtime.timeout",
+                        "exec {}: `{}` timed out after {} s; its process group was killed{}", stage,
+                        prog, s_.timeout_s, tail());
+    }
+    if (r->term_signal != 0) {
+      fs::remove(part, ec);
+      return make_error("runtime.exec.signal",
+                        "exec {}: `{}` was killed by signal {} after {:.1f} s{}", stage, prog,
+                        r->term_signal, r->seconds, tail());
+    }
+    if (r->exit_code == -1) {
+      fs::remove(part, ec);
+      return make_error("runtime.exec.exit",
+                        "exec {}: the exit status of `{}` was lost (another part of this "
+                        "process reaped it); the output is not trusted{}",
+                        stage, prog, tail());
+    }
+    if (r->exit_code != 0) {
+      fs::remove(part, ec);
+      return make_error("runtime.exec.exit", "exec {}: `{}` exited with status {} after {:.1f} s{}",
+                        stage, prog, r->exit_code, r->seconds, tail());
+    }
+    nlohmann::json settings = {{"command", s_.command_raw},
+                               {"timeout_s", s_.timeout_s},
+                               {"env_keys", s_.env_keys},
+                               {"exit_code", 0},
+                               {"seconds", r->seconds}};
+    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings), s_.check_geometry);
+    if (!out.ok()) {
+      const auto& err = out.error();
+      std::string code = err.code == "runtime.no_output" ? "runtime.exec.no_output" : err.code;
+      return make_error(code, "exec {}: `{}` exited 0 but {}{}", stage, prog, err.message, tail());
+    }
+    return out;
+  }
+
+ private:
+  ExecSettings s_;
+  StageKind stage_;
+};
+
+class ExecEncode final : public EncodeRuntime {
+ public:
+  explicit ExecEncode(ExecSettings s) : r_(std::move(s), StageKind::kEncode) {}
+  Result<StageOutput> encode(const StageContext& ctx) override { return r_.run(ctx); }
+
+ private:
+  ExecRunner r_;
+};
+
+class ExecSample final : public SampleRuntime {
+ public:
+  explicit ExecSample(ExecSettings s) : r_(std::move(s), StageKind::kSample) {}
+  Result<StageOutput> sample(const StageContext& ctx) override { return r_.run(ctx); }
+
+ private:
+  ExecRunner r_;
+};
+
+class ExecDecode final : public DecodeRuntime {
+ public:
+  explicit ExecDecode(ExecSettings s) : r_(std::move(s), StageKind::kDecode) {}
+  Result<StageOutput> decode(const StageContext& ctx) override { return r_.run(ctx); }
+
+ private:
+  ExecRunner r_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a) {
+  auto s = parse_settings(a, StageKind::kEncode);
+  if (!s.ok()) return s.error();
+  return std::unique_ptr<EncodeRuntime>(new ExecEncode(std::move(*s)));
+}
+Result<std::unique_ptr<SampleRuntime>> make_exec_sample(const FactoryArgs& a) {
+  auto s = parse_settings(a, StageKind::kSample);
+  if (!s.ok()) return s.error();
+  return std::unique_ptr<SampleRuntime>(new ExecSample(std::move(*s)));
+}
+Result<std::unique_ptr<DecodeRuntime>> make_exec_decode(const FactoryArgs& a) {
+  auto s = parse_settings(a, StageKind::kDecode);
+  if (!s.ok()) return s.error();
+  return std::unique_ptr<DecodeRuntime>(new ExecDecode(std::move(*s)));
+}
+
+}  // namespace h3pipe::runtime

@@ -1,0 +1,27 @@
+#pragma once
+// The `exec` runtime (DESIGN.md "Runtimes"): a stage runs a command template, without a shell.
+//
+// Settings (validated at construction; unknown keys are errors naming the settings path):
+//   {"command": ["prog", "--in", "{input}", "--out", "{output}"],  required, argv
+//    "timeout_s": 3600,        the process group is killed after this (SIGTERM, then SIGKILL)
+//    "kill_grace_s": 2,        SIGTERM -> SIGKILL delay
+//    "env": {"KEY": "value"},  added to the service's environment (values may use placeholders)
+//    "cwd": "/path",           working directory (default: the service's)
+//    "device": "cuda:0",       what computed it, for the receipt (default "exec")
+//    "check_geometry": true}   sample only: the latent must match Geometry::for_job (false:
+//                              structure only, for models with another latent grid)
+// Placeholders (docs/runtimes.md): {input} {output} {spec_json} {job_id} {run_id} {stage}
+// {conditioning} {reference_image} {prompt} {negative_prompt} {width} {height} {frames} {fps}
+// {steps} {seed}; `{{` and `}}` are literal braces.  {output} is the output's .part path: the
+// command writes there; the runtime then validates it for its stage (stage_output.h) and
+// commits it with its sidecar.  A non-zero exit, a timeout, a missing or invalid output fail the
+// task with the tail of the command's stderr in the reason.
+#include "common/runtime/runtime.h"
+
+namespace h3pipe::runtime {
+
+Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a);
+Result<std::unique_ptr<SampleRuntime>> make_exec_sample(const FactoryArgs& a);
+Result<std::unique_ptr<DecodeRuntime>> make_exec_decode(const FactoryArgs& a);
+
+}  // namespace h3pipe::runtime

@@ -1,0 +1,104 @@
+#include "common/runtime/stage_output.h"
+
+#include <array>
+#include <fstream>
+
+#include "common/artifacts/artifacts.h"
+#include "common/latent/latent.h"
+
+namespace h3pipe::runtime {
+namespace fs = std::filesystem;
+
+std::string settings_path(const FactoryArgs& a, config::StageKind stage) {
+  if (!a.cluster || !a.pool) return "settings";
+  if (a.pool->runtime) {
+    for (std::size_t i = 0; i < a.cluster->pools.size(); ++i)
+      if (&a.cluster->pools[i] == a.pool) return fmt::format("/pools/{}/runtime/settings", i);
+    return fmt::format("/pools/{}/runtime/settings", a.pool->name);
+  }
+  return fmt::format("/stages/{}/runtime/settings", config::stage_name(stage));
+}
+
+Status validate_stage_output(config::StageKind stage, const fs::path& file, const pb::JobSpec& spec,
+                             bool job_geometry) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
+    return make_error("runtime.no_output", "no output was written at {}", file.string());
+  switch (stage) {
+    case config::StageKind::kEncode: {
+      auto t = latent::read_tensors(file);
+      if (!t.ok())
+        return make_error("runtime.invalid_output", "{} is not a valid tensor file: {}",
+                          file.string(), t.error().to_string());
+      if (t->empty())
+        return make_error("runtime.invalid_output", "{} holds no tensors", file.string());
+      return {};
+    }
+    case config::StageKind::kSample: {
+      auto g = latent::Geometry::for_job(spec.width(), spec.height(), spec.frames(), spec.fps());
+      auto l = latent::read_latent(file, job_geometry ? &g : nullptr);
+      if (!l.ok())
+        return make_error("runtime.invalid_output", "{} is not a valid latent for {}x{}x{}: {}",
+                          file.string(), spec.width(), spec.height(), spec.frames(),
+                          l.error().to_string());
+      return {};
+    }
+    case config::StageKind::kDecode: {
+      // ISO BMFF: the first box of an MP4 is `ftyp` (4-byte big-endian size, then the type).
+      std::array<char, 8> head{};
+      std::ifstream in(file, std::ios::binary);
+      in.read(head.data(), head.size());
+      if (in.gcount() != 8 || std::string_view(head.data() + 4, 4) != "ftyp")
+        return make_error("runtime.invalid_output",
+                          "{} is not an MP4 file (no ftyp box at the start)", file.string());
+      std::uint32_t box = (std::uint32_t(std::uint8_t(head[0])) << 24) |
+                          (std::uint32_t(std::uint8_t(head[1])) << 16) |
+                          (std::uint32_t(std::uint8_t(head[2])) << 8) |
+                          std::uint32_t(std::uint8_t(head[3]));
+      if (box < 8 || box > fs::file_size(file, ec))
+        return make_error("runtime.invalid_output", "{}: ftyp box size {} is invalid",
+                          file.string(), box);
+      return {};
+    }
+  }
+  return make_error("runtime.invalid_output", "unknown stage");
+}
+
+Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
+                                        std::string device, nlohmann::json settings,
+                                        bool job_geometry) {
+  auto part = artifacts::part_path(ctx.output);
+  std::error_code ec;
+  if (auto s = validate_stage_output(stage, part, *ctx.spec, job_geometry); !s.ok()) {
+    fs::remove(part, ec);
+    return s.error();
+  }
+  auto sha = artifacts::commit_part(ctx.output);
+  if (!sha.ok()) {
+    fs::remove(part, ec);
+    return sha.error();
+  }
+  StageOutput out;
+  out.sha256 = *sha;
+  out.bytes = fs::file_size(ctx.output, ec);
+  out.device = std::move(device);
+  out.settings = std::move(settings);
+  return out;
+}
+
+Status prepare_output(const fs::path& output) {
+  std::error_code ec;
+  if (output.has_parent_path()) {
+    fs::create_directories(output.parent_path(), ec);
+    if (ec)
+      return make_error("io.mkdir", "cannot create {}: {}", output.parent_path().string(),
+                        ec.message());
+  }
+  fs::remove(artifacts::part_path(output), ec);
+  if (ec)
+    return make_error("io.remove", "cannot remove stale {}: {}",
+                      artifacts::part_path(output).string(), ec.message());
+  return {};
+}
+
+}  // namespace h3pipe::runtime

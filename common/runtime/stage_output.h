@@ -1,0 +1,34 @@
+#pragma once
+// What the external runtimes (exec, comfyui) share: an artifact produced by someone else is
+// written to the output's .part, checked for its stage's kind, and only then committed under the
+// final name with its sidecar (DESIGN.md rules 2 and 4).  Also where a runtime's settings sit in
+// the config file, for start-up error messages.
+#include <filesystem>
+#include <string>
+
+#include "common/runtime/runtime.h"
+
+namespace h3pipe::runtime {
+
+// "/pools/<i>/runtime/settings" when the pool overrides the runtime, else
+// "/stages/<stage>/runtime/settings"; "settings" when the args carry no cluster or pool.
+std::string settings_path(const FactoryArgs& a, config::StageKind stage);
+
+// Checks a produced file for its stage: encode — a safetensors tensor file (latent::read_tensors);
+// sample — a dual-stream .h3latent with the job's geometry (latent::read_latent); decode — a file
+// that starts with an MP4 `ftyp` box.  Error code runtime.invalid_output, naming the file.
+// job_geometry = false checks a latent's structure only (tensors, dtype, rank, finite values),
+// for models whose latent grid is not Geometry::for_job's (docs/runtimes.md).
+Status validate_stage_output(config::StageKind stage, const std::filesystem::path& file,
+                             const pb::JobSpec& spec, bool job_geometry = true);
+
+// validate_stage_output on part_path(ctx.output), then artifacts::commit_part.  The .part is
+// removed on any failure, so a rejected artifact never reaches the final name.
+Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
+                                        std::string device, nlohmann::json settings,
+                                        bool job_geometry = true);
+
+// Removes a stale .part (crash garbage) and creates the output's folder.
+Status prepare_output(const std::filesystem::path& output);
+
+}  // namespace h3pipe::runtime
