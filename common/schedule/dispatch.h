@@ -1,0 +1,121 @@
+#pragma once
+// The dispatch policy: which pool takes which task, which decode host gets which latent.
+//
+// One implementation, two callers (DESIGN.md "Planner and dispatch share one policy"):
+//  - the live workers: an idle pool calls should_claim() before XREADGROUP, with pool states
+//    built from heartbeats (busy_until_unix_s) and the stream's queue depth;
+//  - the planner's discrete-event simulator (simulate.h), with states built from its own clock.
+// Nothing here knows Redis, clocks or files: every input is a plain number, so both callers
+// make the same decision from the same state.  All functions are pure, thread-safe and cheap
+// (O(pools) for should_claim; O(queued * log pools) for choose_decode_host).
+//
+// Tie rule: when two pools would complete at the same time (within 1e-9 s relative), the pool
+// whose name sorts first wins.  Every live worker applies the same rule, so exactly one claims.
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config/config.h"
+
+namespace h3pipe::schedule {
+
+enum class Policy {
+  // A pool claims a task only if the greedy earliest-completion assignment of the queued tasks
+  // gives it one.  A slower pool therefore leaves a task to a faster pool that would finish it
+  // sooner, even if the faster pool is still busy; this matters most at the tail of a batch.
+  kCompletionTime,
+  // Any idle pool claims the next task (what a plain shared queue does).
+  kFirstFree,
+};
+
+const char* policy_name(Policy p);
+// "completion_time" | "first_free"; nullopt otherwise.
+std::optional<Policy> parse_policy(std::string_view name);
+
+inline constexpr double kCannotRun = std::numeric_limits<double>::infinity();
+
+// What a pool looks like to the policy, for one task class.
+//
+// GPU groups: a pool whose GPUs are shared (config shares_gpus_with) with pools of later stages
+// (an encoder on a sampler's GPUs, or a serial box running all three stages) commits those GPUs
+// to the job through the later stages as well.  Its expected_s is then its own stage time plus
+// the later stages' times on the same group, and while busy its free_in_s runs to the end of
+// that commitment (the live worker reports it as busy_until in its heartbeat).  Without this an
+// encoder would look free again right after encoding, while its GPUs are about to sample.
+//
+// queued_tasks for should_claim: the tasks queued for the pool's stage plus those still upstream
+// that will reach it (for samplers: queued and running encodes; for decoders: latents in transit
+// to the decoder's host).  The lookahead stops a slower pool from deferring a task to a faster
+// one when more work is on its way anyway.
+struct PoolState {
+  std::string name;
+  double expected_s = kCannotRun;  // expected stage time for the task's class; kCannotRun if the
+                                   // pool has no profile for it (it never gets that task)
+  double free_in_s = 0;            // 0 if idle; else expected seconds until it can start a task
+                                   // (for a pool whose GPUs another pool holds: that pool's rest)
+  bool alive = true;               // false: a missed heartbeat; never assigned
+};
+
+// The work a stage's claim decision counts (the lookahead above), from queue depths a live
+// worker reads with XLEN/XPENDING and the simulator tracks.  Only the counts for stages
+// upstream of `stage` matter.
+struct Backlog {
+  std::size_t encode_queued = 0, encoding = 0;  // encode stream: waiting, claimed
+  std::size_t sample_queued = 0, sampling = 0;  // sample stream: waiting, claimed
+  std::size_t decode_queued_here = 0;           // this host's decode stream: waiting
+  std::size_t in_transit_here = 0;              // latents being sent to this host
+};
+// encode: encode_queued.  sample: sample_queued + encode_queued + encoding.  decode:
+// decode_queued_here + in_transit_here + every job not yet routed to a decode host (sampling,
+// sample_queued, encode_queued, encoding).
+std::size_t claim_lookahead(config::StageKind stage, const Backlog& b);
+
+// The policy a pool applies.  An encoder whose GPUs are shared with a later stage's pool claims
+// whenever its group is idle (first-free): the group reaches its encoder only after its sampler
+// (and decoder) declined every task, and conditioning made now shortens some sampler's wait.
+Policy effective_policy(Policy configured, config::StageKind stage,
+                        bool shares_gpus_with_later_stage);
+
+// Should the idle pool `self` claim one of `queued_tasks` identical tasks now?
+//  - kFirstFree: yes if there is any task and `self` can run it.
+//  - kCompletionTime: yes iff the greedy earliest-completion assignment (each task in turn to the
+//    pool that would finish it first, given the pools' free_in_s and expected_s) hands `self` at
+//    least one task.  Equivalently: fewer than queued_tasks task slots of other pools complete
+//    before self's first one (self_expected).  `self`'s own free_in_s is treated as 0.
+// Returns false if `self` is not in `pools`, is dead, or cannot run the class.
+bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
+                  std::size_t queued_tasks);
+
+// The greedy earliest-completion assignment itself, for reports and tests: element i is the index
+// into `pools` of the pool that takes task i (tasks in queue order), or npos if no pool can.
+// completion_s (optional) receives each task's expected completion time.
+std::vector<std::size_t> assign_greedy(const std::vector<PoolState>& pools, std::size_t tasks,
+                                       std::vector<double>* completion_s = nullptr);
+
+// A candidate decode host for a finished latent.
+struct DecodeHostState {
+  std::string host;
+  double transfer_s = 0;            // expected seconds until the latent is durable there
+                                    // (0 on the same host; includes the link's backlog)
+  std::vector<PoolState> decoders;  // the host's decode pools, expected_s for the job's class
+  std::size_t queued = 0;           // decode tasks already waiting on that host
+  bool alive = true;
+};
+
+// Expected completion time of one more decode on `h`: the queued tasks take the earliest decoder
+// slots first (the decode queue is FIFO), then the new latent the earliest slot that starts no
+// sooner than its arrival.  kCannotRun if no live decoder there can run it.
+double expected_decode_completion(const DecodeHostState& h);
+
+// Which host decodes a finished latent: the earliest expected decode completion
+// (kCompletionTime), or the first live host with an idle decoder and no queue, else the shortest
+// queue (kFirstFree).  Ties go to the earlier host in the vector (config order).  nullopt if no
+// host can decode the class.  (A lookahead like claim_lookahead's was tried here: giving the
+// current latent the slowest of the k earliest slots made tails worse, so routing is myopic.)
+std::optional<std::size_t> choose_decode_host(Policy policy,
+                                              const std::vector<DecodeHostState>& hosts);
+
+}  // namespace h3pipe::schedule

@@ -1,0 +1,50 @@
+#pragma once
+// The table of known GPUs (configs/gpus.json, compiled in): memory, bandwidth, relative speed per
+// stage, each with its source, plus the reference stage times that config-adapt scales into
+// default profiles.  docs/planner.md explains the formula.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/config/config.h"
+#include "common/core/result.h"
+
+namespace h3pipe::schedule {
+
+struct GpuInfo {
+  std::string model;
+  std::vector<std::string> aliases;
+  double memory_gb = 0, bandwidth_gbs = 0;
+  // Per stage: class -> speed relative to one T10; "" is the value for every class.
+  std::map<config::StageKind, std::map<std::string, double>> speed;
+  double speed_for(config::StageKind stage, const std::string& job_class) const;
+};
+
+struct StageReference {
+  std::string gpu;                        // the reference device's model
+  int gpus = 1;                           // in one pool
+  std::map<std::string, double> seconds;  // by class
+  std::string source;
+};
+
+struct GpuTable {
+  std::vector<config::JobClass> classes;
+  std::map<config::StageKind, StageReference> reference;
+  std::map<config::StageKind, double> parallel_efficiency;
+  std::vector<GpuInfo> gpus;
+
+  // By model or alias, case-insensitive, ignoring spaces and dashes; nullptr if unknown.
+  const GpuInfo* find(const std::string& model) const;
+  std::string known_models() const;  // "T10, RTX 3080 Ti, ..." for error messages
+  double parallel_speedup(config::StageKind stage, int gpus) const;  // 1 + (gpus-1) * efficiency
+  // Expected seconds of `stage` for one job of `job_class` on a pool of `gpus` x `model`.
+  Result<double> stage_seconds(const std::string& model, int gpus, config::StageKind stage,
+                               const std::string& job_class) const;
+};
+
+// `path` empty: the compiled-in configs/gpus.json.
+Result<GpuTable> load_gpu_table(const std::string& path = {});
+Result<GpuTable> parse_gpu_table(const nlohmann::json& j);
+
+}  // namespace h3pipe::schedule

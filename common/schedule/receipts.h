@@ -1,0 +1,73 @@
+#pragma once
+// Closing the loop between plan and run: `h3pipe profile learn` fits per pool + class profiles
+// from measured receipts, `h3pipe report` draws the measured Gantt and compares it with the plan.
+//
+// Receipts are JSON objects in the proto3 JSON form of h3pipe.pb.Receipt (common/proto): both
+// the lowerCamelCase names the mapping prints by default and the original snake_case names are
+// accepted; int64 fields may be JSON strings (the mapping's form) or numbers; a stage is
+// "STAGE_SAMPLE" or its number.  The caller (the CLI) reads them from the output folder.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/config/config.h"
+#include "common/core/result.h"
+#include "common/schedule/gantt_svg.h"
+
+namespace h3pipe::schedule {
+
+// One stage of one job, as measured.
+struct MeasuredStage {
+  std::string job_id, job_class;
+  std::string stage;  // encode | sample | transfer | decode
+  std::string pool;   // pool name; for transfers "from->to" when the pool field is empty
+  std::string host;
+  double start_s = 0, end_s = 0;  // unix seconds
+};
+
+// Parses receipts; `cluster` (optional) resolves job classes from sizes.  Receipts that cannot be
+// read are skipped with a warning naming their index and field.
+std::vector<MeasuredStage> parse_receipts(const std::vector<nlohmann::json>& receipts,
+                                          const config::Cluster* cluster,
+                                          std::vector<std::string>& warnings);
+
+struct LearnedProfile {
+  std::size_t n = 0;
+  double mean = 0, sd = 0;  // sample standard deviation (n-1); 0 for n = 1
+  double min = 0, max = 0;
+};
+// pool -> class -> profile, for encode/sample/decode stages (transfers are reported apart).
+using LearnedProfiles = std::map<std::string, std::map<std::string, LearnedProfile>>;
+LearnedProfiles learn_profiles(const std::vector<MeasuredStage>& stages,
+                               std::size_t min_samples = 1);
+
+struct ProfileLearnArgs {
+  std::vector<nlohmann::json> receipts;
+  std::string config;           // --config FILE: classes from sizes; with -o, the file to update
+  std::string output;           // -o FILE: write the config with the learned profiles (kind normal)
+  std::size_t min_samples = 3;  // --min-samples: fewer measurements leave a profile as it was
+  bool json = false;
+};
+// Prints the learned profiles (table or JSON).  Exit codes: 0 done; 1 bad config or no usable
+// receipt; 2 bad arguments.
+int run_profile_learn(const ProfileLearnArgs& args, std::ostream& out, std::ostream& err);
+
+// The measured run as a Gantt chart (rows: pools and transfer links seen in the receipts).
+GanttChart gantt_from_receipts(const std::vector<MeasuredStage>& stages, std::string title);
+
+struct ReportArgs {
+  std::vector<nlohmann::json> receipts;
+  std::string config;    // --config FILE: plan the same jobs and compare (optional)
+  std::string svg;       // --svg FILE: the measured Gantt
+  std::string plan_svg;  // --plan-svg FILE: the planned Gantt
+  std::string policy;    // as plan --policy
+  bool json = false;
+};
+// Measured makespan, throughput, per-pool busy time and stage means; with --config also the
+// plan for the same jobs and the prediction error (plan - actual) / actual.  Exit codes as above.
+int run_report(const ReportArgs& args, std::ostream& out, std::ostream& err);
+
+}  // namespace h3pipe::schedule

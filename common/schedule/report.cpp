@@ -1,0 +1,186 @@
+// `h3pipe report`: the measured run against its plan (receipts.h).
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "common/schedule/plan.h"
+#include "common/schedule/receipts.h"
+
+namespace h3pipe::schedule {
+namespace {
+
+struct PoolMeasure {
+  std::string kind, host;
+  std::size_t tasks = 0;
+  double busy_s = 0;
+  std::map<std::string, std::pair<double, std::size_t>> by_class;  // sum, n
+};
+
+Status write_svg(const std::string& path, const GanttChart& chart) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << render_svg(chart);
+  f.close();
+  if (!f) return make_error("report.svg", "{}: write failed", path);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
+  config::Cluster cluster;
+  if (!a.config.empty()) {
+    auto c = config::load_file(a.config);
+    if (!c.ok()) {
+      fmt::print(err, "report: {}\n", c.error().message);
+      return 1;
+    }
+    cluster = std::move(c.value());
+  }
+  if (!a.policy.empty() && !parse_policy(a.policy)) {
+    fmt::print(err, "report: --policy \"{}\": expected completion_time or first_free\n", a.policy);
+    return 2;
+  }
+  std::vector<std::string> warnings;
+  auto stages = parse_receipts(a.receipts, a.config.empty() ? nullptr : &cluster, warnings);
+  if (stages.empty()) {
+    fmt::print(err, "report: no usable stage in {} receipts\n", a.receipts.size());
+    return 1;
+  }
+
+  // Measured figures.
+  double t0 = stages.front().start_s, t1 = stages.front().end_s;
+  std::map<std::string, double> done;                                 // job -> decode end
+  std::map<std::string, std::pair<double, std::string>> first_start;  // job -> (start, class)
+  std::map<std::string, PoolMeasure> pools;
+  for (const auto& s : stages) {
+    t0 = std::min(t0, s.start_s);
+    t1 = std::max(t1, s.end_s);
+    if (s.stage == "decode") done[s.job_id] = std::max(done[s.job_id], s.end_s);
+    auto it = first_start.find(s.job_id);
+    if (it == first_start.end() || s.start_s < it->second.first)
+      first_start[s.job_id] = {s.start_s, s.job_class};
+    auto& p = pools[s.pool];
+    p.kind = s.stage;
+    p.host = s.host;
+    ++p.tasks;
+    p.busy_s += s.end_s - s.start_s;
+    auto& c = p.by_class[s.job_class];
+    c.first += s.end_s - s.start_s;
+    ++c.second;
+  }
+  const double makespan = t1 - t0;
+  const std::size_t jobs = done.size();
+  std::vector<double> ends;
+  for (const auto& [_, e] : done) ends.push_back(e);
+  std::sort(ends.begin(), ends.end());
+  const double thr = makespan > 0 ? static_cast<double>(jobs) / makespan * 3600 : 0;
+  const double rate =
+      ends.size() > 1 && ends.back() > ends.front()
+          ? static_cast<double>(ends.size() - 1) / (ends.back() - ends.front()) * 3600
+          : 0;
+
+  // The plan of the same jobs (same classes, in order of first start).
+  std::optional<SimResult> planned;
+  if (!a.config.empty()) {
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& [job, fs] : first_start) order.push_back(fs);
+    std::sort(order.begin(), order.end());
+    std::vector<SimJob> sj;
+    for (std::size_t i = 0; i < order.size(); ++i)
+      sj.push_back({fmt::format("job-{:04d}", i + 1), order[i].second, 0});
+    SimOptions o;
+    o.policy = *parse_policy(a.policy.empty() ? cluster.dispatch : a.policy);
+    auto r = simulate(cluster, sj, o);
+    if (!r.ok()) {
+      fmt::print(err, "report: planning the same jobs on {}: {}\n", a.config, r.error().message);
+      return 1;
+    }
+    planned = std::move(r.value());
+  }
+  auto planned_mean = [&](const std::string& pool, const std::string& cls) -> double {
+    const auto* p = cluster.find_pool(pool);
+    if (!p) return -1;
+    auto it = p->profiles.find(cls);
+    if (it == p->profiles.end()) it = p->profiles.find("default");
+    return it == p->profiles.end() ? -1 : it->second.expected() * cluster.time_scale;
+  };
+
+  if (!a.svg.empty()) {
+    auto chart = gantt_from_receipts(stages, fmt::format("measured: {} jobs", jobs));
+    chart.notes.push_back(
+        fmt::format("makespan {:.2f} s, {:.2f} jobs/h end to end", makespan, thr));
+    if (auto s = write_svg(a.svg, chart); !s.ok()) {
+      fmt::print(err, "report: {}\n", s.error().message);
+      return 1;
+    }
+  }
+  if (!a.plan_svg.empty() && planned) {
+    if (auto s = write_svg(a.plan_svg, gantt_from_sim(*planned, fmt::format("plan: {} - {} jobs",
+                                                                            cluster.name, jobs)));
+        !s.ok()) {
+      fmt::print(err, "report: {}\n", s.error().message);
+      return 1;
+    }
+  }
+
+  const double error = planned && makespan > 0 ? (planned->makespan_s - makespan) / makespan : 0;
+  if (a.json) {
+    nlohmann::json j;
+    j["jobs"] = jobs;
+    j["receipts"] = a.receipts.size();
+    j["measured"] = {
+        {"makespan_s", makespan}, {"throughput_per_hour", thr}, {"completion_rate_per_hour", rate}};
+    if (planned) {
+      j["planned"] = {{"config", a.config},
+                      {"makespan_s", planned->makespan_s},
+                      {"throughput_per_hour", planned->throughput_per_hour},
+                      {"completion_rate_per_hour", planned->completion_rate_per_hour()}};
+      j["prediction_error"] = error;
+    }
+    j["pools"] = nlohmann::json::array();
+    for (const auto& [name, p] : pools) {
+      nlohmann::json pj = {
+          {"name", name},       {"kind", p.kind},
+          {"host", p.host},     {"tasks", p.tasks},
+          {"busy_s", p.busy_s}, {"utilization", makespan > 0 ? p.busy_s / makespan : 0}};
+      for (const auto& [cls, c] : p.by_class) {
+        pj["classes"][cls] = {{"measured_mean_s", c.first / static_cast<double>(c.second)},
+                              {"n", c.second}};
+        if (planned) pj["classes"][cls]["planned_mean_s"] = planned_mean(name, cls);
+      }
+      j["pools"].push_back(pj);
+    }
+    j["warnings"] = warnings;
+    out << j.dump() << "\n";
+    return 0;
+  }
+  fmt::print(out,
+             "measured: {} jobs, makespan {:.2f} s, {:.2f} jobs/h end to end, {:.2f} jobs/h "
+             "between completions\n",
+             jobs, makespan, thr, rate);
+  if (planned)
+    fmt::print(
+        out,
+        "planned:  {} jobs, makespan {:.2f} s, {:.2f} jobs/h end to end ({}); error {:+.1f}%\n",
+        planned->jobs, planned->makespan_s, planned->throughput_per_hour, a.config, error * 100);
+  fmt::print(out, "{:<24} {:<8} {:<10} {:>5} {:>9} {:>6} {:>12} {:>12}\n", "pool", "kind", "class",
+             "tasks", "busy_s", "util", "measured_s", "planned_s");
+  for (const auto& [name, p] : pools)
+    for (const auto& [cls, c] : p.by_class) {
+      const double pm = planned ? planned_mean(name, cls) : -1;
+      fmt::print(out, "{:<24} {:<8} {:<10} {:>5} {:>9.2f} {:>5.1f}% {:>12.3f} {:>12}\n", name,
+                 p.kind, cls, c.second, p.busy_s, makespan > 0 ? p.busy_s / makespan * 100 : 0,
+                 c.first / static_cast<double>(c.second),
+                 pm >= 0 ? fmt::format("{:.3f}", pm) : "-");
+    }
+  if (!a.svg.empty()) fmt::print(out, "measured gantt: {}\n", a.svg);
+  if (!a.plan_svg.empty() && planned) fmt::print(out, "planned gantt: {}\n", a.plan_svg);
+  for (const auto& w : warnings) fmt::print(out, "warning: {}\n", w);
+  return 0;
+}
+
+}  // namespace h3pipe::schedule

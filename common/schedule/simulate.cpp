@@ -1,0 +1,576 @@
+#include "common/schedule/simulate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <queue>
+#include <random>
+#include <set>
+
+#include "common/schedule/geometry.h"
+
+namespace h3pipe::schedule {
+namespace {
+
+using config::StageKind;
+
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+struct PoolRt {
+  const config::Pool* cfg = nullptr;
+  std::size_t group = 0;
+  std::size_t lane = 0;
+  std::size_t host = 0;                         // index into Sim::hosts_
+  std::vector<const config::Profile*> profile;  // per class index; nullptr: cannot run
+  std::vector<double> expected;                 // per class index (time_scale applied)
+  std::vector<double> committed;                // expected + the later stages its GPU group
+                                                // runs for the same job (dispatch.h)
+  std::vector<std::size_t> cycle_pos;           // per class index
+  bool shares_later = false;                    // its GPU group has a pool of a later stage
+};
+
+struct GroupRt {
+  std::vector<std::size_t> by_stage[3];  // pool indices per stage, config order
+  bool busy = false;
+  double expected_end = 0;
+};
+
+struct LinkRt {
+  config::Link cfg;
+  std::size_t from = 0, to = 0;  // host indices
+  std::size_t lane = 0;
+  bool busy = false;
+  double backlog_end = 0;  // when the link is expected free after everything queued
+  std::deque<std::size_t> queue;
+};
+
+struct JobRt {
+  std::size_t cls = 0;
+  double ready_s = 0;       // ready for the stage it waits for
+  double sample_end_s = 0;  // orders the decode queue
+  std::size_t sample_host = 0, decode_host = 0;
+};
+
+enum class Ev { kSubmit, kPoolDone, kLinkDone };
+struct Event {
+  double t;
+  std::uint64_t seq;
+  Ev kind;
+  std::size_t who;  // pool or link index
+  std::size_t job;
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+// Accumulates one lane's statistics without keeping its segments.
+struct LaneAcc {
+  double busy = 0, first_start = -1, last_end = 0, bubble = 0, wait_sum = 0, wait_max = 0;
+  std::size_t tasks = 0, bubbles = 0;
+  void add(double start, double end, double ready) {
+    if (tasks > 0 && start > last_end + 1e-9) ++bubbles, bubble += start - last_end;
+    if (tasks == 0) first_start = start;
+    ++tasks;
+    busy += end - start;
+    last_end = std::max(last_end, end);
+    wait_sum += start - ready;
+    wait_max = std::max(wait_max, start - ready);
+  }
+};
+
+class Sim {
+ public:
+  Sim(const config::Cluster& c, const std::vector<SimJob>& jobs, const SimOptions& o)
+      : c_(c), in_(jobs), opt_(o), rng_(o.seed) {}
+
+  Result<SimResult> run();
+
+ private:
+  Status build();
+  std::size_t host_index(const std::string& name) const { return host_ix_.at(name); }
+  double draw(PoolRt& p, std::size_t cls);
+  void push(double t, Ev k, std::size_t who, std::size_t job) {
+    events_.push({t, seq_++, k, who, job});
+  }
+  double free_in(std::size_t pool) const {
+    const auto& g = groups_[pools_[pool].group];
+    return g.busy ? std::max(0.0, g.expected_end - now_) : 0.0;
+  }
+  void dispatch();
+  bool try_claim(std::size_t pool);
+  void start(std::size_t pool, std::size_t job);
+  void on_pool_done(std::size_t pool, std::size_t job);
+  void on_link_done(std::size_t link, std::size_t job);
+  void route_latent(std::size_t job, std::size_t from_host);
+  void start_link(std::size_t link);
+  void arrive(std::size_t job, std::size_t host);
+  const config::Link& link_cfg(std::size_t from, std::size_t to);
+  std::size_t link_rt(std::size_t from, std::size_t to);  // creates the link's lane on first use
+  void record(std::size_t lane, std::size_t job, double s, double e, double ready) {
+    acc_[lane].add(s, e, ready);
+    if (opt_.record) out_.segments.push_back({lane, job, s, e});
+  }
+
+  const config::Cluster& c_;
+  const std::vector<SimJob>& in_;
+  SimOptions opt_;
+  std::mt19937_64 rng_;
+  double now_ = 0;
+  std::uint64_t seq_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+
+  std::vector<std::string> classes_;
+  std::vector<bool> has_encode_;  // per class
+  std::map<std::string, std::size_t> host_ix_;
+  std::vector<std::string> host_names_;
+  std::vector<PoolRt> pools_;
+  std::vector<GroupRt> groups_;
+  std::vector<PoolState> stage_states_[3];   // per stage, all pools (names fixed)
+  std::vector<std::size_t> stage_pools_[3];  // parallel to stage_states_
+  std::vector<std::size_t> decode_hosts_;    // host indices with decode pools, config order
+  std::vector<std::vector<std::size_t>> host_decoders_;  // per host index
+  std::vector<std::vector<PoolState>> host_decoder_states_;
+  std::vector<LinkRt> links_;
+  std::map<std::pair<std::size_t, std::size_t>, std::size_t> link_ix_;
+  std::map<std::pair<std::size_t, std::size_t>, config::Link> link_cfg_;
+  std::vector<std::uint64_t> class_bytes_;  // latent bytes per class index
+  std::vector<std::size_t> in_transit_;     // per host: latents on their way there
+
+  std::deque<std::size_t> encode_q_, sample_q_;
+  std::vector<std::set<std::pair<double, std::size_t>>> decode_q_;  // per host: (sample end, job)
+  std::vector<JobRt> jobs_;
+  std::vector<LaneAcc> acc_;
+  std::size_t done_ = 0;
+  std::size_t encoding_ = 0;  // encode tasks in progress
+  std::size_t sampling_ = 0;  // sample tasks in progress
+  SimResult out_;
+};
+
+Status Sim::build() {
+  if (in_.empty()) return make_error("plan.no_jobs", "the plan needs at least one job");
+  std::map<std::string, std::size_t> cls_ix;
+  jobs_.resize(in_.size());
+  for (std::size_t j = 0; j < in_.size(); ++j) {
+    auto [it, fresh] = cls_ix.emplace(in_[j].job_class, classes_.size());
+    if (fresh) classes_.push_back(in_[j].job_class);
+    jobs_[j].cls = it->second;
+  }
+  for (const auto& h : c_.hosts) {
+    host_ix_.emplace(h.name, host_names_.size());
+    host_names_.push_back(h.name);
+  }
+  for (const auto& p : c_.pools)
+    if (!host_ix_.count(p.host)) {
+      host_ix_.emplace(p.host, host_names_.size());
+      host_names_.push_back(p.host);
+    }
+  for (const auto& cls : classes_) {
+    std::uint64_t bytes = 0;
+    for (const auto& k : c_.classes)
+      if (k.name == cls) bytes = latent_bytes(k.width, k.height, k.frames);
+    if (bytes == 0)
+      out_.warnings.push_back(
+          fmt::format("job class \"{}\" is not in /classes: its latent size is unknown, so "
+                      "transfers cost only the link latency",
+                      cls));
+    class_bytes_.push_back(bytes);
+  }
+  host_decoders_.resize(host_names_.size());
+  host_decoder_states_.resize(host_names_.size());
+  in_transit_.assign(host_names_.size(), 0);
+  decode_q_.resize(host_names_.size());
+
+  // GPU groups: union-find over shares_gpus_with.
+  std::vector<std::size_t> parent(c_.pools.size());
+  std::iota(parent.begin(), parent.end(), 0);
+  std::function<std::size_t(std::size_t)> root = [&](std::size_t i) {
+    return parent[i] == i ? i : parent[i] = root(parent[i]);
+  };
+  for (std::size_t i = 0; i < c_.pools.size(); ++i) {
+    const auto& sw = c_.pools[i].shares_gpus_with;
+    if (sw.empty()) continue;
+    for (std::size_t k = 0; k < c_.pools.size(); ++k)
+      if (c_.pools[k].name == sw) parent[root(i)] = root(k);
+  }
+  std::map<std::size_t, std::size_t> group_of_root;
+  const double scale = c_.time_scale > 0 ? c_.time_scale : 1.0;
+  for (std::size_t i = 0; i < c_.pools.size(); ++i) {
+    const auto& cfg = c_.pools[i];
+    PoolRt p;
+    p.cfg = &cfg;
+    p.host = host_ix_.at(cfg.host);
+    auto [g, fresh] = group_of_root.emplace(root(i), groups_.size());
+    if (fresh) groups_.emplace_back();
+    p.group = g->second;
+    groups_[p.group].by_stage[static_cast<int>(cfg.stage)].push_back(i);
+    for (const auto& cls : classes_) {
+      auto it = cfg.profiles.find(cls);
+      if (it == cfg.profiles.end()) it = cfg.profiles.find("default");
+      const config::Profile* prof = it == cfg.profiles.end() ? nullptr : &it->second;
+      p.profile.push_back(prof);
+      p.expected.push_back(prof ? prof->expected() * scale : kCannotRun);
+      p.cycle_pos.push_back(0);
+    }
+    const LaneKind kinds[] = {LaneKind::kEncode, LaneKind::kSample, LaneKind::kDecode};
+    p.lane = out_.lanes.size();
+    out_.lanes.push_back({cfg.name, kinds[static_cast<int>(cfg.stage)], cfg.host, {}});
+    const int s = static_cast<int>(cfg.stage);
+    stage_pools_[s].push_back(i);
+    stage_states_[s].push_back({cfg.name, kCannotRun, 0, true});
+    if (cfg.stage == StageKind::kDecode) {
+      if (host_decoders_[p.host].empty()) decode_hosts_.push_back(p.host);
+      host_decoders_[p.host].push_back(i);
+      host_decoder_states_[p.host].push_back({cfg.name, kCannotRun, 0, true});
+    }
+    pools_.push_back(std::move(p));
+  }
+  // A pool's GPUs stay committed to the job through the later stages its group runs.
+  for (auto& p : pools_) {
+    p.committed = p.expected;
+    const auto& g = groups_[p.group];
+    for (int later = static_cast<int>(p.cfg->stage) + 1; later < 3; ++later)
+      p.shares_later = p.shares_later || !g.by_stage[later].empty();
+    for (int later = static_cast<int>(p.cfg->stage) + 1; later < 3; ++later)
+      for (std::size_t k = 0; k < classes_.size(); ++k) {
+        double best = kCannotRun;
+        for (std::size_t q : g.by_stage[later]) best = std::min(best, pools_[q].expected[k]);
+        if (std::isfinite(best)) p.committed[k] += best;
+      }
+  }
+  for (auto& p : pools_) {
+    const auto& g = groups_[p.group];
+    for (const auto& v : g.by_stage)
+      if (!v.empty()) {
+        out_.lanes[p.lane].group = c_.pools[v.front()].name;
+        break;
+      }
+  }
+
+  // Every class needs a sampler and a decoder; encoders are optional, but if any exist one of
+  // them must run the class (an encoder without the profile is a config mistake, not "0 s").
+  has_encode_.assign(classes_.size(), false);
+  for (std::size_t k = 0; k < classes_.size(); ++k) {
+    bool any[3] = {false, false, false}, can[3] = {false, false, false};
+    for (const auto& p : pools_) {
+      int s = static_cast<int>(p.cfg->stage);
+      any[s] = true;
+      can[s] = can[s] || p.profile[k] != nullptr;
+    }
+    for (int s = 0; s < 3; ++s)
+      if ((s != 0 || any[0]) && !can[s])
+        return make_error(
+            "plan.no_profile",
+            "no {} pool has a profile for job class \"{}\" (pools[].profiles.{} or .default)",
+            config::stage_name(static_cast<StageKind>(s)), classes_[k], classes_[k]);
+    has_encode_[k] = any[0];
+  }
+  acc_.resize(out_.lanes.size());
+  return Status::Ok();
+}
+
+double Sim::draw(PoolRt& p, std::size_t cls) {
+  const config::Profile& pr = *p.profile[cls];
+  const double scale = c_.time_scale > 0 ? c_.time_scale : 1.0;
+  double d = 0;
+  switch (pr.kind) {
+    case config::Profile::Kind::kFixed:
+      d = pr.seconds;
+      break;
+    case config::Profile::Kind::kNormal:
+      d = opt_.stochastic && pr.sd > 0 ? std::normal_distribution<double>(pr.mean, pr.sd)(rng_)
+                                       : pr.mean;
+      break;
+    case config::Profile::Kind::kCycle:
+      d = pr.cycle.empty() ? 0 : pr.cycle[p.cycle_pos[cls]++ % pr.cycle.size()];
+      break;
+  }
+  return std::max(0.0, d) * scale;
+}
+
+const config::Link& Sim::link_cfg(std::size_t from, std::size_t to) {
+  auto key = std::make_pair(from, to);
+  if (auto it = link_cfg_.find(key); it != link_cfg_.end()) return it->second;
+  const config::Link* exact = nullptr;
+  const config::Link* reverse = nullptr;
+  for (const auto& cl : c_.links) {
+    if (cl.from == host_names_[from] && cl.to == host_names_[to] && !exact) exact = &cl;
+    if (cl.from == host_names_[to] && cl.to == host_names_[from] && !reverse) reverse = &cl;
+  }
+  config::Link l;
+  if (exact)
+    l = *exact;
+  else if (reverse)
+    l = *reverse;
+  else
+    out_.warnings.push_back(fmt::format("no link between {} and {}: assumed {} Gbit/s, {} ms",
+                                        host_names_[from], host_names_[to], l.gbps, l.latency_ms));
+  return link_cfg_.emplace(key, l).first->second;
+}
+
+std::size_t Sim::link_rt(std::size_t from, std::size_t to) {
+  auto key = std::make_pair(from, to);
+  if (auto it = link_ix_.find(key); it != link_ix_.end()) return it->second;
+  LinkRt l;
+  l.cfg = link_cfg(from, to);
+  l.from = from;
+  l.to = to;
+  l.lane = out_.lanes.size();
+  out_.lanes.push_back(
+      {host_names_[from] + "->" + host_names_[to], LaneKind::kTransfer, host_names_[from], {}});
+  acc_.emplace_back();
+  link_ix_.emplace(key, links_.size());
+  links_.push_back(std::move(l));
+  return links_.size() - 1;
+}
+
+bool Sim::try_claim(std::size_t pool) {
+  PoolRt& p = pools_[pool];
+  const int s = static_cast<int>(p.cfg->stage);
+  std::size_t head = kNone;
+  if (p.cfg->stage == StageKind::kEncode) {
+    if (encode_q_.empty()) return false;
+    head = encode_q_.front();
+  } else if (p.cfg->stage == StageKind::kSample) {
+    if (sample_q_.empty()) return false;
+    head = sample_q_.front();
+  } else {
+    if (decode_q_[p.host].empty()) return false;
+    head = decode_q_[p.host].begin()->second;
+  }
+  // The lookahead counts work still upstream (dispatch.h): a slower pool must not defer a task
+  // to a faster one when more work is on its way anyway.
+  Backlog b;
+  b.encode_queued = encode_q_.size(), b.encoding = encoding_;
+  b.sample_queued = sample_q_.size(), b.sampling = sampling_;
+  b.decode_queued_here = decode_q_[p.host].size(), b.in_transit_here = in_transit_[p.host];
+  const std::size_t queued = claim_lookahead(p.cfg->stage, b);
+  const std::size_t cls = jobs_[head].cls;
+  if (!std::isfinite(p.expected[cls])) return false;
+
+  // Peers: every pool of the stage (decode: every decoder on this host), as the live worker
+  // would see them in heartbeats.
+  auto& states =
+      p.cfg->stage == StageKind::kDecode ? host_decoder_states_[p.host] : stage_states_[s];
+  const auto& ids = p.cfg->stage == StageKind::kDecode ? host_decoders_[p.host] : stage_pools_[s];
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    states[i].expected_s = pools_[ids[i]].committed[cls];
+    states[i].free_in_s = free_in(ids[i]);
+  }
+  const Policy policy = effective_policy(opt_.policy, p.cfg->stage, p.shares_later);
+  if (!should_claim(policy, p.cfg->name, states, queued)) return false;
+
+  if (p.cfg->stage == StageKind::kEncode)
+    encode_q_.pop_front(), ++encoding_;
+  else if (p.cfg->stage == StageKind::kSample)
+    sample_q_.pop_front(), ++sampling_;
+  else
+    decode_q_[p.host].erase(decode_q_[p.host].begin());
+  start(pool, head);
+  return true;
+}
+
+void Sim::start(std::size_t pool, std::size_t job) {
+  PoolRt& p = pools_[pool];
+  JobRt& j = jobs_[job];
+  const double d = draw(p, j.cls);
+  auto& g = groups_[p.group];
+  g.busy = true;
+  g.expected_end = now_ + p.committed[j.cls];
+  record(p.lane, job, now_, now_ + d, j.ready_s);
+  if (opt_.record) {
+    auto& r = out_.job_records[job];
+    switch (p.cfg->stage) {
+      case StageKind::kEncode:
+        r.encode_start_s = now_, r.encode_end_s = now_ + d, r.encode_pool = p.cfg->name;
+        break;
+      case StageKind::kSample:
+        r.sample_start_s = now_, r.sample_end_s = now_ + d, r.sample_pool = p.cfg->name;
+        break;
+      case StageKind::kDecode:
+        r.decode_start_s = now_, r.decode_end_s = now_ + d, r.decode_pool = p.cfg->name;
+        break;
+    }
+  }
+  push(now_ + d, Ev::kPoolDone, pool, job);
+}
+
+void Sim::dispatch() {
+  // Repeat until nothing changes: a claim changes the peers' view (free_in) and the queues.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto& g : groups_) {
+      if (g.busy) continue;
+      for (int s : {2, 1, 0}) {  // downstream first
+        for (std::size_t pool : g.by_stage[s])
+          if (try_claim(pool)) {
+            changed = true;
+            break;
+          }
+        if (g.busy) break;
+      }
+    }
+  }
+}
+
+void Sim::arrive(std::size_t job, std::size_t host) {
+  JobRt& j = jobs_[job];
+  j.ready_s = now_;
+  decode_q_[host].insert({j.sample_end_s, job});
+}
+
+void Sim::route_latent(std::size_t job, std::size_t from) {
+  JobRt& j = jobs_[job];
+  const std::uint64_t bytes = class_bytes_[j.cls];
+
+  std::vector<DecodeHostState> cands;
+  cands.reserve(decode_hosts_.size());
+  for (std::size_t h : decode_hosts_) {
+    DecodeHostState st;
+    st.host = host_names_[h];
+    if (h != from) {
+      auto it = link_ix_.find({from, h});
+      const double backlog =
+          it == link_ix_.end() ? 0 : std::max(0.0, links_[it->second].backlog_end - now_);
+      st.transfer_s = backlog + transfer_seconds(bytes, link_cfg(from, h));
+    }
+    const auto& ids = host_decoders_[h];
+    auto& states = host_decoder_states_[h];
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      states[i].expected_s = pools_[ids[i]].expected[j.cls];
+      states[i].free_in_s = free_in(ids[i]);
+    }
+    st.decoders = states;
+    st.queued = decode_q_[h].size() + in_transit_[h];
+    cands.push_back(std::move(st));
+  }
+  auto pick = choose_decode_host(opt_.policy, cands);
+  const std::size_t to = decode_hosts_[pick.value_or(0)];
+  j.decode_host = to;
+  if (opt_.record) out_.job_records[job].decode_host = host_names_[to];
+  if (to == from) return arrive(job, to);
+  const std::size_t li = link_rt(from, to);
+  LinkRt& l = links_[li];
+  const double tt = transfer_seconds(bytes, l.cfg);
+  l.backlog_end = std::max(now_, l.backlog_end) + tt;
+  l.queue.push_back(job);
+  j.ready_s = now_;
+  ++in_transit_[to];
+  if (!l.busy) start_link(li);
+}
+
+void Sim::start_link(std::size_t li) {
+  LinkRt& l = links_[li];
+  if (l.busy || l.queue.empty()) return;
+  const std::size_t job = l.queue.front();
+  l.queue.pop_front();
+  l.busy = true;
+  const double d = transfer_seconds(class_bytes_[jobs_[job].cls], l.cfg);
+  record(l.lane, job, now_, now_ + d, jobs_[job].ready_s);
+  if (opt_.record)
+    out_.job_records[job].transfer_start_s = now_, out_.job_records[job].transfer_end_s = now_ + d;
+  push(now_ + d, Ev::kLinkDone, li, job);
+}
+
+void Sim::on_link_done(std::size_t li, std::size_t job) {
+  LinkRt& l = links_[li];
+  l.busy = false;
+  --in_transit_[l.to];
+  arrive(job, l.to);
+  start_link(li);
+}
+
+void Sim::on_pool_done(std::size_t pool, std::size_t job) {
+  PoolRt& p = pools_[pool];
+  groups_[p.group].busy = false;
+  JobRt& j = jobs_[job];
+  switch (p.cfg->stage) {
+    case StageKind::kEncode:
+      --encoding_;
+      j.ready_s = now_;
+      sample_q_.push_back(job);
+      break;
+    case StageKind::kSample:
+      --sampling_;
+      j.sample_host = p.host;
+      j.sample_end_s = now_;
+      route_latent(job, p.host);
+      break;
+    case StageKind::kDecode:
+      ++done_;
+      if (done_ == 1) out_.first_completion_s = now_;
+      out_.last_completion_s = std::max(out_.last_completion_s, now_);
+      break;
+  }
+}
+
+Result<SimResult> Sim::run() {
+  H3_TRY(build());
+  out_.jobs = in_.size();
+  if (opt_.record) {
+    out_.job_records.resize(in_.size());
+    for (std::size_t j = 0; j < in_.size(); ++j) {
+      out_.job_records[j].id = in_[j].id;
+      out_.job_records[j].job_class = in_[j].job_class;
+      out_.job_records[j].submit_s = in_[j].submit_s;
+    }
+  }
+  for (std::size_t j = 0; j < in_.size(); ++j)
+    push(std::max(0.0, in_[j].submit_s), Ev::kSubmit, 0, j);
+  while (!events_.empty()) {
+    now_ = events_.top().t;
+    // Apply every event at this instant before dispatching, so simultaneous completions are
+    // seen together (as heartbeats would show them).
+    while (!events_.empty() && events_.top().t == now_) {
+      Event e = events_.top();
+      events_.pop();
+      switch (e.kind) {
+        case Ev::kSubmit:
+          jobs_[e.job].ready_s = now_;
+          (has_encode_[jobs_[e.job].cls] ? encode_q_ : sample_q_).push_back(e.job);
+          break;
+        case Ev::kPoolDone:
+          on_pool_done(e.who, e.job);
+          break;
+        case Ev::kLinkDone:
+          on_link_done(e.who, e.job);
+          break;
+      }
+    }
+    dispatch();
+  }
+  if (done_ != in_.size())
+    return make_error("plan.stuck",
+                      "the simulation stopped with {} of {} jobs done (a bug: please report)",
+                      done_, in_.size());
+  out_.makespan_s = out_.last_completion_s;
+  out_.throughput_per_hour =
+      out_.makespan_s > 0 ? static_cast<double>(in_.size()) / out_.makespan_s * 3600 : 0;
+  out_.stats.resize(out_.lanes.size());
+  for (std::size_t i = 0; i < out_.lanes.size(); ++i) {
+    const LaneAcc& a = acc_[i];
+    LaneStats& s = out_.stats[i];
+    s.busy_s = a.busy;
+    s.utilization = out_.makespan_s > 0 ? a.busy / out_.makespan_s : 0;
+    s.tasks = a.tasks;
+    s.bubbles = a.bubbles;
+    s.bubble_s = a.bubble;
+    s.lead_idle_s = a.tasks ? a.first_start : out_.makespan_s;
+    s.tail_idle_s = a.tasks ? std::max(0.0, out_.makespan_s - a.last_end) : 0;
+    s.queue_wait_mean_s = a.tasks ? a.wait_sum / static_cast<double>(a.tasks) : 0;
+    s.queue_wait_max_s = a.wait_max;
+  }
+  return std::move(out_);
+}
+
+}  // namespace
+
+Result<SimResult> simulate(const config::Cluster& cluster, const std::vector<SimJob>& jobs,
+                           const SimOptions& options) {
+  Sim sim(cluster, jobs, options);
+  return sim.run();
+}
+
+}  // namespace h3pipe::schedule

@@ -1,0 +1,139 @@
+// The dispatch policy alone (dispatch.h): what an idle live worker decides before XREADGROUP.
+#include "common/schedule/dispatch.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace h3pipe::schedule {
+namespace {
+
+PoolState pool(std::string name, double expected, double free_in = 0, bool alive = true) {
+  return {std::move(name), expected, free_in, alive};
+}
+
+TEST(ShouldClaim, FasterIdlePoolTakesTheOnlyTask) {
+  std::vector<PoolState> ps = {pool("fast", 100), pool("slow", 300)};
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "fast", ps, 1));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "slow", ps, 1));
+  EXPECT_TRUE(should_claim(Policy::kFirstFree, "slow", ps, 1));
+}
+
+TEST(ShouldClaim, SlowPoolWaitsUntilTheQueueIsLongEnough) {
+  // Greedy: fast finishes at 100, 200, 300 (ties go to "fast" < "slow"), slow first at 300.
+  std::vector<PoolState> ps = {pool("fast", 100), pool("slow", 300)};
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "slow", ps, 2));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "slow", ps, 3));
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "slow", ps, 4));
+}
+
+TEST(ShouldClaim, IdlePoolDefersToABusyPoolThatFinishesSooner) {
+  // The tail of a batch: the fast pool is busy for 50 s more, then needs 100 s: done at 150,
+  // while the idle slow pool would finish at 300.
+  std::vector<PoolState> ps = {pool("fast", 100, 50), pool("slow", 300)};
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "slow", ps, 1));
+  ps[0].free_in_s = 250;  // now the busy pool would finish at 350
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "slow", ps, 1));
+}
+
+TEST(ShouldClaim, DeadOrIncapablePoolsAreIgnored) {
+  std::vector<PoolState> ps = {pool("fast", 100, 0, false), pool("slow", 300),
+                               pool("other", kCannotRun)};
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "slow", ps, 1));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "other", ps, 5));
+  EXPECT_FALSE(should_claim(Policy::kFirstFree, "fast", ps, 1));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "missing", ps, 1));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "slow", ps, 0));
+}
+
+TEST(ShouldClaim, ExactlyOneOfEqualPoolsClaimsTheLastTask) {
+  std::vector<PoolState> ps = {pool("b", 127.39), pool("a", 127.39), pool("c", 127.39)};
+  int claims = 0;
+  for (const auto& p : ps) claims += should_claim(Policy::kCompletionTime, p.name, ps, 1);
+  EXPECT_EQ(claims, 1);
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "a", ps, 1));
+  claims = 0;
+  for (const auto& p : ps) claims += should_claim(Policy::kCompletionTime, p.name, ps, 2);
+  EXPECT_EQ(claims, 2);
+}
+
+TEST(ShouldClaim, AgreesWithTheGreedyAssignmentOnRandomStates) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> dur(1, 400), busy(0, 300);
+  std::uniform_int_distribution<int> npools(1, 6), ntasks(1, 12), coin(0, 3);
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<PoolState> ps;
+    const int n = npools(rng);
+    for (int i = 0; i < n; ++i) {
+      // Integers make exact ties frequent, which is where the tie rule matters.
+      double e = coin(rng) == 0 ? 100 : std::round(dur(rng));
+      double f = coin(rng) == 0 ? 0 : std::round(busy(rng));
+      ps.push_back(pool(fmt::format("p{}", i), e, f, coin(rng) != 0 || i == 0));
+    }
+    const std::size_t k = ntasks(rng);
+    auto assigned = assign_greedy(ps, k);
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      if (ps[i].free_in_s != 0) continue;  // should_claim is asked by idle pools only
+      bool gets = std::find(assigned.begin(), assigned.end(), i) != assigned.end();
+      ASSERT_EQ(should_claim(Policy::kCompletionTime, ps[i].name, ps, k), gets)
+          << "round " << round << " pool " << ps[i].name << " k " << k;
+    }
+  }
+}
+
+TEST(AssignGreedy, CompletionTimesAreTheEarliestSlots) {
+  std::vector<PoolState> ps = {pool("fast", 100, 50), pool("slow", 300)};
+  std::vector<double> done;
+  auto a = assign_greedy(ps, 3, &done);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0], 0u);
+  EXPECT_DOUBLE_EQ(done[0], 150);
+  EXPECT_EQ(a[1], 0u);
+  EXPECT_DOUBLE_EQ(done[1], 250);
+  EXPECT_EQ(a[2], 1u);
+  EXPECT_DOUBLE_EQ(done[2], 300);
+}
+
+TEST(DecodeHost, EarliestExpectedCompletionWins) {
+  DecodeHostState near{"near", 0, {pool("d0", 30, 20)}, 2, true};  // 20 + 30 + 30 + 30 = 110
+  DecodeHostState far{"far", 5, {pool("d1", 12)}, 0, true};        // 5 + 12 = 17
+  EXPECT_DOUBLE_EQ(expected_decode_completion(near), 110);
+  EXPECT_DOUBLE_EQ(expected_decode_completion(far), 17);
+  EXPECT_EQ(choose_decode_host(Policy::kCompletionTime, {near, far}), 1u);
+  far.alive = false;
+  EXPECT_EQ(choose_decode_host(Policy::kCompletionTime, {near, far}), 0u);
+  far.alive = true;
+  far.decoders[0].expected_s = kCannotRun;
+  EXPECT_EQ(choose_decode_host(Policy::kCompletionTime, {near, far}), 0u);
+  near.decoders[0].expected_s = kCannotRun;
+  EXPECT_FALSE(choose_decode_host(Policy::kCompletionTime, {near, far}).has_value());
+}
+
+TEST(DecodeHost, LongQueuesUseTheSameEstimate) {
+  DecodeHostState h{"h", 0, {pool("d0", 10), pool("d1", 20)}, 300, true};
+  // 300 queued tasks on decoders of 10 s and 20 s: 3 tasks per 20 s, so about 2000 s of backlog.
+  const double t = expected_decode_completion(h);
+  EXPECT_NEAR(t, 2010, 20);
+  h.queued = 256;  // the exact (heap) path
+  EXPECT_NEAR(expected_decode_completion(h), 256.0 / 3 * 20 + 10, 20);
+}
+
+TEST(DecodeHost, FirstFreePrefersAnIdleHostInOrder) {
+  DecodeHostState a{"a", 0, {pool("d0", 30, 5)}, 0, true};
+  DecodeHostState b{"b", 9, {pool("d1", 30)}, 0, true};
+  EXPECT_EQ(choose_decode_host(Policy::kFirstFree, {a, b}), 1u);
+  b.queued = 1;
+  a.queued = 0;
+  EXPECT_EQ(choose_decode_host(Policy::kFirstFree, {a, b}), 0u);
+}
+
+TEST(Policy, NamesRoundTrip) {
+  EXPECT_EQ(parse_policy("completion_time"), Policy::kCompletionTime);
+  EXPECT_EQ(parse_policy("first_free"), Policy::kFirstFree);
+  EXPECT_FALSE(parse_policy("fastest").has_value());
+  EXPECT_STREQ(policy_name(Policy::kFirstFree), "first_free");
+}
+
+}  // namespace
+}  // namespace h3pipe::schedule
