@@ -1,0 +1,44 @@
+#pragma once
+// Internal: the check functions behind run_checks(), one file per concern.
+#include <string>
+#include <vector>
+
+#include "common/preflight/preflight.h"
+
+namespace h3pipe::preflight {
+
+class Report final {
+ public:
+  void add(std::string check, std::string target, Outcome o, std::string detail,
+           std::string fix = {}) {
+    rows_.push_back({std::move(check), std::move(target), o, std::move(detail), std::move(fix)});
+  }
+  void pass(std::string c, std::string t, std::string d) {
+    add(std::move(c), std::move(t), Outcome::kPass, std::move(d));
+  }
+  void warn(std::string c, std::string t, std::string d, std::string fix) {
+    add(std::move(c), std::move(t), Outcome::kWarn, std::move(d), std::move(fix));
+  }
+  void fail(std::string c, std::string t, std::string d, std::string fix) {
+    add(std::move(c), std::move(t), Outcome::kFail, std::move(d), std::move(fix));
+  }
+  std::vector<CheckResult> take() { return std::move(rows_); }
+
+ private:
+  std::vector<CheckResult> rows_;
+};
+
+// The hosts whose local resources (run files, GPUs, key files, ComfyUI) this run checks.
+struct Scope {
+  std::vector<const config::Host*> checked;
+  std::vector<const config::Host*> elsewhere;
+};
+
+void check_redis(const config::Cluster& c, const Options& o, Report& rep);
+void check_services(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
+void check_gpus(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
+void check_disk(const config::Cluster& c, const Options& o, Report& rep);
+void check_keys(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
+void check_comfyui(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
+
+}  // namespace h3pipe::preflight

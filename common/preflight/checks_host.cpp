@@ -1,0 +1,184 @@
+// gpu.visible, disk.free and curve.keys rows: what this machine itself must provide.
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "common/preflight/checks.h"
+
+namespace h3pipe::preflight {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string join_ids(const std::vector<int>& ids) {
+  std::string s;
+  for (int i : ids) s += (s.empty() ? "" : ",") + std::to_string(i);
+  return s;
+}
+
+std::string gib(double bytes) {
+  if (bytes >= double(1ull << 30)) return fmt::format("{:.2f} GiB", bytes / double(1ull << 30));
+  if (bytes >= double(1ull << 20)) return fmt::format("{:.2f} MiB", bytes / double(1ull << 20));
+  return fmt::format("{:.0f} KiB", bytes / 1024.0);
+}
+
+std::string models(const std::vector<std::string>& names) {
+  std::map<std::string, int> n;
+  for (const auto& x : names) ++n[x];
+  std::string s;
+  for (const auto& [name, k] : n) s += fmt::format("{}{} x{}", s.empty() ? "" : ", ", name, k);
+  return s;
+}
+
+}  // namespace
+
+void check_gpus(const config::Cluster& c, const Options& o, const Scope& s, Report& rep) {
+  std::optional<gpu::Inventory> inv;  // probed once, on the first host that needs it
+  for (const config::Host* h : s.checked) {
+    std::set<int> ids;
+    std::set<std::string> runtimes;
+    for (const config::Pool* p : c.pools_on(h->name)) {
+      if (p->gpus.empty()) continue;
+      ids.insert(p->gpus.begin(), p->gpus.end());
+      runtimes.insert(c.runtime_for(*p).name);
+    }
+    if (ids.empty()) continue;
+    std::vector<int> want(ids.begin(), ids.end());
+    if (!inv) inv = gpu::probe_inventory(o.nvml_library);
+    std::string target = h->name;
+    if (!inv->nvml) {
+      bool only_sim = runtimes.size() == 1 && runtimes.count("sim");
+      bool cpu_capable = !runtimes.empty();
+      for (const auto& r : runtimes) cpu_capable = cpu_capable && (r == "sim" || r == "builtin");
+      std::string detail =
+          fmt::format("config asks for GPU(s) {} but {}", join_ids(want), inv->error);
+      if (only_sim)
+        rep.pass("gpu.visible", target, detail + "; the sim runtime needs none");
+      else if (cpu_capable)
+        rep.warn("gpu.visible", target, detail,
+                 "the builtin runtime falls back to the CPU; install the NVIDIA driver (and, in a "
+                 "container, the NVIDIA container toolkit with capability utility) for GPU runs");
+      else
+        rep.fail(
+            "gpu.visible", target, detail,
+            "install the NVIDIA driver; in a container, reserve the GPUs (compose "
+            "deploy.resources.reservations.devices) and run with the NVIDIA container toolkit");
+      continue;
+    }
+    std::string env;
+    if (o.nvidia_visible_devices)
+      env = *o.nvidia_visible_devices;
+    else if (const char* e = std::getenv("NVIDIA_VISIBLE_DEVICES"))
+      env = e;
+    auto idx = gpu::nvml_indices(want, env.c_str());
+    std::vector<int> missing;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      if (idx[i] < 0 || idx[i] >= inv->count) missing.push_back(want[i]);
+    std::string seen = fmt::format("NVML sees {} device(s){}{}, driver {}", inv->count,
+                                   inv->count ? ": " : "", models(inv->names), inv->driver);
+    if (missing.empty()) {
+      rep.pass("gpu.visible", target, fmt::format("GPU(s) {} present; {}", join_ids(want), seen));
+    } else {
+      rep.fail(
+          "gpu.visible", target,
+          fmt::format("config asks for GPU(s) {} but {} {} not visible; {}{}", join_ids(want),
+                      join_ids(missing), missing.size() == 1 ? "is" : "are", seen,
+                      env.empty() ? "" : " (NVIDIA_VISIBLE_DEVICES=" + env + ")"),
+          "fix pools[].gpus for this host (nvidia-smi -L lists the ids), or the GPU ids in the "
+          "host's compose env file; a GPU that fell off the bus needs a reset or reboot");
+    }
+  }
+}
+
+void check_disk(const config::Cluster& c, const Options& o, Report& rep) {
+  std::set<std::string> seen;
+  for (const fs::path& root : {c.artifact_root, c.output_root, c.state_dir}) {
+    if (root.empty() || !seen.insert(root.string()).second) continue;
+    // The roots are created at start; measure the nearest directory that exists.
+    fs::path p = root;
+    std::error_code ec;
+    while (!p.empty() && !fs::exists(p, ec) && p != p.root_path()) p = p.parent_path();
+    struct statvfs v {};
+    if (p.empty() || ::statvfs(p.c_str(), &v) != 0) {
+      rep.fail("disk.free", root.string(),
+               fmt::format("cannot stat {}: {}", p.string(), std::strerror(errno)),
+               "create the directory or fix the path in the config");
+      continue;
+    }
+    double free_b = double(v.f_bavail) * double(v.f_frsize);
+    double size_b = double(v.f_blocks) * double(v.f_frsize);
+    double threshold = std::min(double(o.min_free_bytes), o.min_free_ratio * size_b);
+    std::string detail =
+        fmt::format("{} free of {} ({:.1f} %) at {}; threshold {}", gib(free_b), gib(size_b),
+                    size_b > 0 ? 100.0 * free_b / size_b : 0.0, p.string(), gib(threshold));
+    if (::access(p.c_str(), W_OK) != 0) {
+      rep.fail("disk.free", root.string(),
+               fmt::format("{} is not writable: {}", p.string(), std::strerror(errno)),
+               "give the service user write access (containers run as uid 10001)");
+    } else if (free_b < threshold) {
+      rep.fail(
+          "disk.free", root.string(), detail,
+          "free space: remove finished runs' artifacts (latents are only needed until decoded) "
+          "or point artifact_root/output_root at a larger volume");
+    } else {
+      rep.pass("disk.free", root.string(), detail);
+    }
+  }
+}
+
+void check_keys(const config::Cluster& c, const Options& o, const Scope& s, Report& rep) {
+  bool needed = c.transfer.curve && c.hosts.size() > 1;
+  for (const config::Host* h : s.checked) {
+    if (!needed && h->transfer_public_key_file.empty() && h->transfer_secret_key_file.empty()) {
+      rep.add("curve.keys", h->name, Outcome::kSkip,
+              c.hosts.size() > 1 ? "transfer.curve is off" : "one host: no transfer between hosts");
+      continue;
+    }
+    struct Key {
+      const char* what;
+      const std::string& path;
+      bool secret;
+    };
+    for (const Key& k : {Key{"transfer_public_key_file", h->transfer_public_key_file, false},
+                         Key{"transfer_secret_key_file", h->transfer_secret_key_file, true}}) {
+      std::string target = fmt::format("{} {}", h->name, k.what);
+      std::string fix = fmt::format(
+          "run `h3pipe keygen` for host {} and set hosts[].{} to the file "
+          "(mounted read-only at /etc/h3pipe/keys in containers)",
+          h->name, k.what);
+      if (k.path.empty()) {
+        rep.fail("curve.keys", target, "not configured, but transfer between hosts uses CURVE",
+                 fix);
+        continue;
+      }
+      struct stat st {};
+      if (::stat(k.path.c_str(), &st) != 0) {
+        rep.fail("curve.keys", target, fmt::format("{}: {}", k.path, std::strerror(errno)), fix);
+        continue;
+      }
+      std::ifstream in(k.path);
+      std::string first;
+      if (!S_ISREG(st.st_mode) || !in || !std::getline(in, first) || first.empty()) {
+        rep.fail("curve.keys", target, fmt::format("{} is not a readable, non-empty file", k.path),
+                 fix);
+        continue;
+      }
+      if (k.secret && (st.st_mode & 077))
+        rep.warn(
+            "curve.keys", target,
+            fmt::format("{} is readable by group/others (mode {:o})", k.path, st.st_mode & 0777),
+            "chmod 600 the secret key (or 0400 in the secret mount)");
+      else
+        rep.pass("curve.keys", target, k.path + " readable");
+    }
+  }
+}
+
+}  // namespace h3pipe::preflight

@@ -1,0 +1,199 @@
+// redis.* and clock.skew rows.
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/preflight/checks.h"
+#include "common/queue/redis.h"
+
+namespace h3pipe::preflight {
+namespace {
+
+// "key:value" lines of an INFO reply.
+std::string info_field(const std::string& info, const std::string& key) {
+  std::istringstream in(info);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind(key + ":", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return {};
+}
+
+struct Resolved {
+  queue::RedisAddress addr;
+  std::string error;  // why the address could not be determined
+};
+
+Resolved resolve_address(const config::Cluster& c, const Options& o) {
+  Resolved r;
+  r.addr.host = c.redis.host;
+  r.addr.port = c.redis.port;
+  r.addr.user = c.redis.user;
+  r.addr.timeout_ms = static_cast<int>(o.timeout.count());
+  if (c.redis.embedded) {
+    // `h3pipe start` runs the embedded Redis (on a free port when /redis/port is 0) and records
+    // where in <state_dir>/stack.json.
+    auto f = c.state_dir / "stack.json";
+    std::ifstream in(f);
+    if (!in) {
+      if (c.redis.port == 0)
+        r.error = fmt::format("embedded Redis is not running: no {}", f.string());
+      return r;
+    }
+    try {
+      auto j = nlohmann::json::parse(in);
+      r.addr.port = j.at("redis").at("port").get<int>();
+      r.addr.host = j["redis"].value("host", r.addr.host);
+    } catch (const std::exception& e) {
+      r.error = fmt::format("{}: {}", f.string(), e.what());
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
+  Resolved res = resolve_address(c, o);
+  std::string target = res.error.empty() ? fmt::format("{}:{}", res.addr.host, res.addr.port)
+                                         : fmt::format("{}:{}", c.redis.host, c.redis.port);
+  auto skip_rest = [&](const std::string& why) {
+    for (const char* n : {"redis.version", "redis.aof", "redis.eviction", "clock.skew"})
+      rep.add(n, target, Outcome::kSkip, why);
+  };
+  if (!res.error.empty()) {
+    rep.fail("redis.reachable", target, res.error,
+             "start the cluster first (h3pipe start), or set /redis/port to the server's port");
+    rep.add("redis.auth", target, Outcome::kSkip, "needs redis.reachable");
+    skip_rest("needs redis.reachable");
+    return;
+  }
+
+  // Read the password ourselves so an unreadable password file is named as such.
+  if (!c.redis.password_file.empty()) {
+    std::ifstream pf(c.redis.password_file);
+    if (!pf) {
+      rep.add("redis.reachable", target, Outcome::kSkip, "needs redis.auth");
+      rep.fail("redis.auth", target,
+               fmt::format("cannot read /redis/password_file {}", c.redis.password_file),
+               "create the file (one line, the password; chmod 600) or fix the path in the config");
+      skip_rest("needs redis.auth");
+      return;
+    }
+    res.addr.password = c.redis.password();
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto conn = queue::Redis::connect(res.addr);
+  double connect_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!conn.ok() && conn.error().code == "redis.connect") {
+    rep.fail("redis.reachable", target, conn.error().message,
+             c.redis.embedded
+                 ? "start the cluster (h3pipe start); the embedded Redis runs with it"
+                 : "start Redis on that host (compose profile control) and check the "
+                   "firewall; /redis/host and /redis/port must reach it from this machine");
+    rep.add("redis.auth", target, Outcome::kSkip, "needs redis.reachable");
+    skip_rest("needs redis.reachable");
+    return;
+  }
+  rep.pass("redis.reachable", target, fmt::format("TCP connect in {:.1f} ms", connect_ms));
+  std::string who = c.redis.user.empty() ? "the default user" : "user " + c.redis.user;
+  if (!conn.ok()) {
+    rep.fail("redis.auth", target, conn.error().message,
+             "the password in /redis/password_file (and /redis/user) must match the server's ACL "
+             "(configs/redis/entrypoint.sh builds it from the same secret file)");
+    skip_rest("needs redis.auth");
+    return;
+  }
+  auto& r = **conn;
+  auto ping = r.command({"PING"});
+  if (!ping.ok()) {
+    bool noauth = ping.error().message.find("NOAUTH") != std::string::npos;
+    rep.fail("redis.auth", target, ping.error().message,
+             noauth ? "the server requires a password: set /redis/password_file (and /redis/user)"
+                    : "the ACL of " + who + " must allow PING, INFO, TIME and the h3pipe:* keys");
+    skip_rest("needs redis.auth");
+    return;
+  }
+  rep.pass("redis.auth", target,
+           res.addr.password.empty() ? "no password configured, server accepts commands"
+                                     : "authenticated as " + who);
+
+  auto server = r.command({"INFO", "server"});
+  if (!server.ok()) {
+    rep.fail("redis.version", target, server.error().message,
+             "allow INFO for " + who + " (ACL: +info)");
+  } else {
+    std::string info = queue::reply_str(server->get());
+    std::string ver = info_field(info, "redis_version");
+    int major = 0, minor = 0;
+    std::sscanf(ver.c_str(), "%d.%d", &major, &minor);
+    if (major > kMinRedisMajor || (major == kMinRedisMajor && minor >= kMinRedisMinor))
+      rep.pass("redis.version", target, "redis " + ver);
+    else
+      rep.fail(
+          "redis.version", target, "redis " + (ver.empty() ? std::string("(unknown)") : ver),
+          fmt::format("h3pipe needs Redis >= {}.{} (XAUTOCLAIM, ACL users); upgrade the server",
+                      kMinRedisMajor, kMinRedisMinor));
+  }
+
+  auto pers = r.command({"INFO", "persistence"});
+  if (!pers.ok()) {
+    rep.fail("redis.aof", target, pers.error().message, "allow INFO for " + who + " (ACL: +info)");
+  } else {
+    std::string aof = info_field(queue::reply_str(pers->get()), "aof_enabled");
+    if (aof == "1") {
+      rep.pass("redis.aof", target, "appendonly yes");
+    } else if (c.redis.embedded) {
+      rep.warn("redis.aof", target, "appendonly no: queued tasks are lost if Redis dies",
+               "fine for a rehearsal; production Redis runs with appendonly yes "
+               "(configs/redis/redis.conf)");
+    } else {
+      rep.fail("redis.aof", target,
+               "appendonly no: queued tasks and leases are lost if Redis restarts",
+               "set appendonly yes (CONFIG SET appendonly yes, and in redis.conf)");
+    }
+  }
+
+  auto mem = r.command({"INFO", "memory"});
+  if (mem.ok()) {
+    std::string policy = info_field(queue::reply_str(mem->get()), "maxmemory_policy");
+    if (policy.empty() || policy == "noeviction")
+      rep.pass("redis.eviction", target,
+               "maxmemory-policy " + (policy.empty() ? "unknown" : policy));
+    else
+      rep.warn("redis.eviction", target, "maxmemory-policy " + policy + " may evict task streams",
+               "set maxmemory-policy noeviction");
+  } else {
+    rep.add("redis.eviction", target, Outcome::kSkip, mem.error().message);
+  }
+
+  // Redis TIME against the local clock, taking the midpoint of the round trip.
+  auto before = std::chrono::system_clock::now();
+  auto time = r.command({"TIME"});
+  auto after = std::chrono::system_clock::now();
+  if (!time.ok() || (*time)->type != REDIS_REPLY_ARRAY || (*time)->elements != 2) {
+    rep.fail("clock.skew", target, time.ok() ? "unexpected TIME reply" : time.error().message,
+             "allow TIME for " + who);
+    return;
+  }
+  double server_s = static_cast<double>(queue::reply_int((*time)->element[0])) +
+                    static_cast<double>(queue::reply_int((*time)->element[1])) / 1e6;
+  auto mid = before + (after - before) / 2;
+  double local_s = std::chrono::duration<double>(mid.time_since_epoch()).count();
+  double rtt_ms = std::chrono::duration<double, std::milli>(after - before).count();
+  double skew = server_s - local_s;
+  std::string detail =
+      fmt::format("Redis clock {:+.3f} s from this machine (round trip {:.1f} ms)", skew, rtt_ms);
+  if (std::abs(skew) <= o.max_clock_skew_s)
+    rep.pass("clock.skew", target, detail);
+  else
+    rep.fail("clock.skew", target, detail,
+             fmt::format(
+                 "synchronise clocks (chrony/systemd-timesyncd) on this host and the Redis host; "
+                 "more than {:.0f} s skews receipts and lease ages",
+                 o.max_clock_skew_s));
+}
+
+}  // namespace h3pipe::preflight

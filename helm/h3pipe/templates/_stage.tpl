@@ -1,0 +1,85 @@
+{{/*
+A stage Deployment (encoder, one sampler pool, decoder).  Call with
+(dict "root" $ "component" "sampler" "pool" NAME "v" POOL_VALUES "ports" PORTS).
+*/}}
+{{- define "h3pipe.stageDeployment" -}}
+{{- $root := .root -}}
+{{- $fullname := include "h3pipe.fullname" $root -}}
+{{- $sel := dict "root" $root "component" .component "pool" .pool -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ printf "%s-%s-%s" $fullname .component .pool | trunc 63 | trimSuffix "-" }}
+  labels:
+    {{- include "h3pipe.labels" $root | nindent 4 }}
+    {{- include "h3pipe.componentLabels" $sel | nindent 4 }}
+spec:
+  replicas: {{ .v.replicas }}
+  strategy:
+    type: Recreate
+  selector:
+    matchLabels:
+      {{- include "h3pipe.selectorLabels" $sel | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "h3pipe.selectorLabels" $sel | nindent 8 }}
+        h3pipe.io/metrics: "true"
+      annotations:
+        checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+    spec:
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      terminationGracePeriodSeconds: 90
+      nodeSelector:
+        {{- if .v.nodeSelector }}
+        {{- toYaml .v.nodeSelector | nindent 8 }}
+        {{- else }}
+        kubernetes.io/hostname: {{ .v.host }}
+        {{- end }}
+      {{- with .v.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .v.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: {{ .component }}
+          image: {{ include "h3pipe.image" (dict "root" $root "component" .component) }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args:
+            {{- include "h3pipe.serviceArgs" (dict "root" $root "ports" .ports) | nindent 12 }}
+            - --host={{ .v.host }}
+            - --pool={{ .pool }}
+          env:
+            - name: H3PIPE_STATE
+              value: /var/lib/h3pipe/state
+            - name: H3PIPE_HEALTH_PORT
+              value: {{ .ports.health | quote }}
+          ports:
+            - name: metrics
+              containerPort: {{ .ports.metrics }}
+            - name: health
+              containerPort: {{ .ports.health }}
+          {{- include "h3pipe.probes" $root | nindent 10 }}
+          securityContext:
+            {{- toYaml $root.Values.containerSecurityContext | nindent 12 }}
+          resources:
+            {{- $res := deepCopy (default (dict) .v.resources) -}}
+            {{- if gt (int .v.gpus) 0 -}}
+            {{- $limits := default (dict) $res.limits -}}
+            {{- $_ := set $limits "nvidia.com/gpu" (int .v.gpus) -}}
+            {{- $_ := set $res "limits" $limits -}}
+            {{- end }}
+            {{- toYaml $res | nindent 12 }}
+          volumeMounts:
+            {{- include "h3pipe.volumeMounts" $root | nindent 12 }}
+      volumes:
+        {{- include "h3pipe.volumes" $root | nindent 8 }}
+{{- end -}}
