@@ -8,6 +8,8 @@
 #include "common/config/config.h"
 #include "common/queue/redis.h"
 
+namespace CLI { class App; }
+
 namespace h3pipe::cli {
 
 struct Global {
@@ -23,6 +25,17 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
 std::filesystem::path bin_dir();
 
 int cmd_start(const Global& g, const std::string& host);
+
+// start --all / stop --all over SSH (common/remote).
+struct FleetOptions {
+  bool all = false;
+  std::string launcher = "native";  // native | compose
+  std::string compose_dir = "/opt/h3pipe";
+  std::string remote_config;        // the config path as the hosts see it (default: --config)
+  bool dry_run = false;
+};
+void add_fleet_options(CLI::App* s, FleetOptions& f);
+int cmd_fleet(const Global& g, const FleetOptions& f, bool start);
 int cmd_stop(const Global& g);
 int cmd_run(const Global& g, const std::string& batch, bool background, const std::string& run_id);
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s);
@@ -37,4 +50,5 @@ namespace h3pipe::cli {
 // Subcommands contributed by other modules (latent inspect, keygen, plan, config-adapt, profile,
 // report, preflight), declared in extra_commands.cpp.
 void register_extra_commands(CLI::App& app, Global& g, int& rc);
+void register_planner_commands(CLI::App& app, Global& g, int& rc);
 }  // namespace h3pipe::cli

@@ -1,10 +1,17 @@
 // Subcommands whose logic lives in other modules: one declarative list.
 #include <CLI/CLI.hpp>
 
+#include <fstream>
 #include <iostream>
 
 #include "cli/cli.h"
+#include "common/artifacts/artifacts.h"
 #include "common/latent/latent.h"
+#include "common/preflight/preflight.h"
+#include "common/remote/remote.h"
+#include "common/schedule/config_adapt.h"
+#include "common/schedule/plan.h"
+#include "common/schedule/receipts.h"
 
 namespace h3pipe::cli {
 
@@ -16,7 +23,135 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
   inspect->add_option("file", file)->required();
   inspect->add_flag("--json", json);
   inspect->callback([&rc] { rc = latent::inspect_main(file, json, std::cout); });
-  (void)g;
+  register_planner_commands(app, g, rc);
+  auto* pf = app.add_subcommand("preflight", "check Redis, services, GPUs, disk, clocks, keys and ComfyUI endpoints");
+  static std::string pf_host;
+  pf->add_option("--host", pf_host, "check this host only (default: the hosts that are this machine)");
+  pf->callback([&rc, &g] {
+    auto c = load_cluster(g);
+    if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); rc = 2; return; }
+    rc = preflight::preflight_main(*c, pf_host, std::cout);
+  });
+}
+
+namespace {
+
+// Receipts of a run: <output_root>/<run>/*.pipeline.json.
+Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::string& run_id) {
+  auto c = load_cluster(g);
+  if (!c.ok()) return c.error();
+  auto dir = artifacts::join_under(c->output_root, {run_id});
+  if (!dir.ok()) return dir.error();
+  std::vector<nlohmann::json> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(*dir, ec)) {
+    if (e.path().string().size() < 14 || e.path().string().substr(e.path().string().size() - 14) != ".pipeline.json") continue;
+    std::ifstream in(e.path());
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  if (out.empty()) return make_error("report.none", "no receipts under {}", dir->string());
+  return out;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    auto comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_planner_commands(CLI::App& app, Global& g, int& rc) {
+  static schedule::PlanArgs plan;
+  static std::string compare;
+  auto* p = app.add_subcommand("plan", "simulate a topology offline (no network, no GPU) with the live dispatch policy");
+  p->add_option("--jobs", plan.jobs, "number of jobs");
+  p->add_option("--class", plan.job_class, "job class (default: the config's first)");
+  p->add_flag("--json", plan.json, "one JSON object");
+  p->add_option("--svg", plan.svg, "write the Gantt chart");
+  p->add_option("--compare", compare, "A.json,B.json,...: compare topologies under the threshold rule");
+  p->add_option("--threshold", plan.threshold, "minimum gain to add hardware (default 0.15)");
+  p->add_option("--metric", plan.metric, "end_to_end | steady");
+  p->add_option("--policy", plan.policy, "completion_time | first_free");
+  p->add_flag("--stochastic", plan.stochastic, "draw normal profiles");
+  p->add_option("--seed", plan.seed, "seed for --stochastic");
+  p->callback([&rc, &g] {
+    plan.config = g.config_file;
+    plan.compare = split_commas(compare);
+    rc = schedule::run_plan(plan, std::cout, std::cerr);
+  });
+
+  static schedule::ConfigAdaptArgs adapt;
+  auto* a = app.add_subcommand("config-adapt", "write a full cluster config from a short host map");
+  a->add_option("host_map", adapt.host_map)->required();
+  a->add_option("-o,--output", adapt.output, "output file (default: stdout)");
+  a->add_option("--gpus", adapt.gpu_table, "GPU table (default: the built-in configs/gpus.json)");
+  a->add_flag("--force", adapt.force, "overwrite the output");
+  a->callback([&rc] { rc = schedule::run_config_adapt(adapt, std::cout, std::cerr); });
+
+  static schedule::ProfileLearnArgs learn;
+  static std::string learn_run;
+  auto* prof = app.add_subcommand("profile", "stage-time profiles");
+  auto* l = prof->add_subcommand("learn", "fit per pool and class profiles from a run's receipts");
+  l->add_option("run_id", learn_run)->required();
+  l->add_option("-o,--output", learn.output, "write the config with the learned profiles");
+  l->add_option("--min-samples", learn.min_samples);
+  l->add_flag("--json", learn.json);
+  l->callback([&rc, &g] {
+    auto r = read_receipts(g, learn_run);
+    if (!r.ok()) { fmt::print(stderr, "{}\n", r.error().message); rc = 1; return; }
+    learn.receipts = std::move(*r);
+    learn.config = g.config_file;
+    rc = schedule::run_profile_learn(learn, std::cout, std::cerr);
+  });
+
+  static schedule::ReportArgs report;
+  static std::string report_run;
+  auto* rep = app.add_subcommand("report", "the measured Gantt of a run and, with --config, plan against actual");
+  rep->add_option("run_id", report_run)->required();
+  rep->add_option("--svg", report.svg, "measured Gantt SVG");
+  rep->add_option("--plan-svg", report.plan_svg, "planned Gantt SVG");
+  rep->add_option("--policy", report.policy);
+  rep->add_flag("--json", report.json);
+  rep->callback([&rc, &g] {
+    auto r = read_receipts(g, report_run);
+    if (!r.ok()) { fmt::print(stderr, "{}\n", r.error().message); rc = 1; return; }
+    report.receipts = std::move(*r);
+    report.config = g.config_file;
+    rc = schedule::run_report(report, std::cout, std::cerr);
+  });
+}
+
+void add_fleet_options(CLI::App* s, FleetOptions& f) {
+  s->add_flag("--all", f.all, "every host of the config, over SSH (hosts[].ssh)");
+  s->add_option("--launcher", f.launcher, "native (h3pipe start on each host) or compose")->check(CLI::IsMember({"native", "compose"}));
+  s->add_option("--compose-dir", f.compose_dir, "where compose.yaml lives on each host");
+  s->add_option("--remote-config", f.remote_config, "the config path as the hosts see it (default: --config)");
+  s->add_flag("--dry-run", f.dry_run, "print the commands, run nothing");
+}
+
+int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
+  auto c = load_cluster(g);
+  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  remote::Options o;
+  o.action = start ? remote::Action::kStart : remote::Action::kStop;
+  o.launcher = f.launcher == "compose" ? remote::Launcher::kCompose : remote::Launcher::kNative;
+  o.compose_dir = f.compose_dir;
+  o.config_path = f.remote_config.empty() ? g.config_file : f.remote_config;
+  if (f.dry_run) {
+    auto cmds = remote::plan(*c, o);
+    if (!cmds.ok()) { fmt::print(stderr, "{}\n", cmds.error().message); return 2; }
+    for (const auto& hc : *cmds) fmt::print("{}\t{}\n", hc.host, remote::render(hc.argv));
+    return 0;
+  }
+  return start ? remote::start_all(*c, o, std::cout) : remote::stop_all(*c, o, std::cout);
 }
 
 }  // namespace h3pipe::cli

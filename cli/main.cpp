@@ -11,6 +11,7 @@ using namespace h3pipe::cli;
 int main(int argc, char** argv) {
   CLI::App app{"h3pipe: video-diffusion stage pipeline across GPU hosts"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--config, --redis, --state-dir) may follow the subcommand
   Global g;
   app.add_option("--config", g.config_file, "cluster config JSON (default: the running stack's, else the embedded local config)");
   app.add_option("--redis", g.redis, "HOST:PORT of Redis (default: the running local stack's)");
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   bool background = false, json = false;
   double timeout_s = 0;
   int rc = 0;
+  FleetOptions fleet;
 
   struct Sub {
     const char* name;
@@ -28,10 +30,15 @@ int main(int argc, char** argv) {
     std::function<int()> action;
   };
   const std::vector<Sub> table = {
-      {"start", "start the local stack (private redis + this host's services)",
-       [&](CLI::App* s) { s->add_option("--host", host, "host name in the config"); },
-       [&] { return cmd_start(g, host); }},
-      {"stop", "stop the local stack", [](CLI::App*) {}, [&] { return cmd_stop(g); }},
+      {"start", "start the local stack (private redis + this host's services), or every host with --all",
+       [&](CLI::App* s) {
+         s->add_option("--host", host, "host name in the config");
+         add_fleet_options(s, fleet);
+       },
+       [&] { return fleet.all ? cmd_fleet(g, fleet, true) : cmd_start(g, host); }},
+      {"stop", "stop the local stack, or every host with --all",
+       [&](CLI::App* s) { add_fleet_options(s, fleet); },
+       [&] { return fleet.all ? cmd_fleet(g, fleet, false) : cmd_stop(g); }},
       {"run", "validate and submit a JSON-lines batch; prints the run id (last line); waits unless --background",
        [&](CLI::App* s) {
          s->add_option("batch", batch, "BATCH.jsonl")->required();

@@ -5,7 +5,10 @@
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
+#include "common/gpu/gpu_monitor.h"
+#include "common/queue/keys.h"
 #include "common/runner/runner.h"
+#include "common/worker/pool_board.h"
 #include "common/worker/worker.h"
 
 namespace h3pipe::runner {
@@ -38,8 +41,25 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     if (swept) spdlog::info("removed {} stale .part files", swept);
 
     metrics::WorkerProbe probe(*ctx.registry, config::stage_name(stage), ctx.pool->name, ctx.host);
+    // GPU series of this pool's devices (NVML at run time; none -> h3pipe_gpu_available 0 only).
+    auto gpus = gpu::GpuMonitor::start(*ctx.registry, ctx.pool->gpus, std::chrono::seconds(5));
     worker::Options opts{&c, ctx.pool, ctx.redis, ctx.pool->name};
     worker::Hooks hooks;
+    std::unique_ptr<worker::PoolBoard> board;
+    if (stage == config::StageKind::kSample) {
+      // The shared dispatch policy (common/schedule) decides whether this pool claims next.
+      auto b = worker::PoolBoard::create(c, *ctx.pool, ctx.redis);
+      if (!b.ok()) {
+        spdlog::critical("{}", b.error().to_string());
+        return 3;
+      }
+      board = std::move(b.value());
+      hooks.may_claim = [&board] { return board->may_claim(); };
+      hooks.on_event = [&board](const std::string& ev, const pb::StageTask&) {
+        if (ev == "claimed") board->claimed();
+        else board->idle();
+      };
+    }
     auto w = worker::StageWorker::create(opts, std::move(rts), probe, hooks);
     if (!w.ok()) {
       spdlog::critical("{}", w.error().to_string());
@@ -54,6 +74,13 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
         return 3;
       }
       ingest = std::move(in.value());
+      auto& dead = prometheus::BuildGauge().Name("h3pipe_dead_letters")
+                       .Help("Entries in the dead-letter stream h3pipe:dead (exported by the encoder)")
+                       .Register(*ctx.registry).Add({});
+      ingest->on_idle([&dead](queue::Redis& r) {
+        auto n = r.command({"XLEN", keys::dead_letter()});
+        if (n.ok()) dead.Set(static_cast<double>(queue::reply_int(n->get())));
+      });
       ingest_thread = std::thread([&] { ingest->run(*ctx.stop); });
     }
     ctx.health->set_ready(true);

@@ -94,8 +94,11 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
   auto service = [&](const std::string& svc, const std::string& instance, const std::string& pool) {
     Child ch{svc + "-" + instance, {(o.bin_dir / ("h3pipe-" + svc)).string()}, logs / (svc + "-" + instance + ".log")};
     if (!cfg.empty()) { ch.argv.push_back("--config"); ch.argv.push_back(cfg); }
-    ch.argv.insert(ch.argv.end(), {"--host", host, "--redis", fmt::format("127.0.0.1:{}", redis_port),
-                                   "--state-dir", c.state_dir.string()});
+    ch.argv.insert(ch.argv.end(), {"--host", host, "--state-dir", c.state_dir.string()});
+    if (c.redis.embedded) {
+      ch.argv.push_back("--redis");
+      ch.argv.push_back(fmt::format("127.0.0.1:{}", redis_port));
+    }
     if (!pool.empty()) { ch.argv.push_back("--pool"); ch.argv.push_back(pool); }
     children.push_back(ch);
   };
@@ -107,10 +110,15 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
   }
   if (c.hosts.size() > 1 && fs::exists(o.bin_dir / "h3pipe-transfer")) service("transfer", host, "");
 
-  // Redis first, and wait for it, so services do not start into connection errors.
-  queue::RedisAddress addr{"127.0.0.1", redis_port, c.redis.user, c.redis.password()};
-  children[0].pid = spawn(children[0]);
-  children[0].started = Clock::now();
+  // Redis first, and wait for it, so services do not start into connection errors.  A shared
+  // (non-embedded) Redis is not ours to run: the services use the config's address.
+  queue::RedisAddress addr{c.redis.embedded ? "127.0.0.1" : c.redis.host, c.redis.embedded ? redis_port : c.redis.port,
+                           c.redis.user, c.redis.password()};
+  if (!c.redis.embedded) children[0].pid = 0;  // placeholder: never spawned, never restarted
+  else {
+    children[0].pid = spawn(children[0]);
+    children[0].started = Clock::now();
+  }
   for (int i = 0; i < 200 && !redis_ping(addr); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   for (std::size_t i = 1; i < children.size(); ++i) {
     children[i].pid = spawn(children[i]);
@@ -118,7 +126,7 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
   }
   auto write_stack = [&] {
     nlohmann::json j = {{"supervisor_pid", ::getpid()}, {"host", host}, {"config", cfg},
-                        {"state_dir", c.state_dir.string()}, {"redis", {{"host", "127.0.0.1"}, {"port", redis_port}}},
+                        {"state_dir", c.state_dir.string()}, {"redis", {{"host", addr.host}, {"port", addr.port}, {"embedded", c.redis.embedded}}},
                         {"artifact_root", c.artifact_root.string()}, {"output_root", c.output_root.string()}};
     for (const auto& ch : children)
       j["processes"].push_back({{"name", ch.name}, {"pid", ch.pid}, {"log", ch.log.string()}, {"restarts", ch.restarts}});
@@ -132,6 +140,7 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
     auto now = Clock::now();
     bool changed = false;
     for (auto& ch : children) {
+      if (ch.pid == 0) continue;  // the shared Redis placeholder
       if (dead > 0 && ch.pid == dead) {
         // Quick deaths back off exponentially (a crash loop); a long healthy run resets it.
         bool quick = now - ch.started < std::chrono::seconds(10);
@@ -160,7 +169,7 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
     }
     if (children[i].pid > 0) { ::kill(children[i].pid, SIGKILL); ::waitpid(children[i].pid, nullptr, 0); }
   }
-  if (children[0].pid > 0) {
+  if (c.redis.embedded && children[0].pid > 0) {
     ::kill(children[0].pid, SIGTERM);
     ::waitpid(children[0].pid, nullptr, 0);
   }
@@ -202,12 +211,12 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
     host = c.hosts.front().name;
   }
   if (!c.find_host(host)) return make_error("start.host", "--host {}: not a host in the config", host);
-  if (::access("/usr/bin/redis-server", X_OK) != 0)
+  if (c.redis.embedded && ::access("/usr/bin/redis-server", X_OK) != 0)
     return make_error("start.redis", "/usr/bin/redis-server is missing; run scripts/setup.sh");
   std::error_code ec;
   fs::create_directories(c.state_dir, ec);
   fs::remove(stack_file(c), ec);
-  int port = c.redis.port > 0 ? c.redis.port : free_loopback_port();
+  int port = !c.redis.embedded ? c.redis.port : c.redis.port > 0 ? c.redis.port : free_loopback_port();
   pid_t pid = ::fork();
   if (pid < 0) return make_error("start.fork", "fork failed");
   if (pid == 0) {
@@ -227,7 +236,7 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   while (Clock::now() < deadline) {
     st = running(c);
     if (st) {
-      queue::RedisAddress addr{"127.0.0.1", port, c.redis.user, c.redis.password()};
+      queue::RedisAddress addr{c.redis.embedded ? "127.0.0.1" : c.redis.host, port, c.redis.user, c.redis.password()};
       bool all = redis_ping(addr);
       for (const auto& p : (*st)["processes"]) {
         std::string name = p["name"];

@@ -28,7 +28,12 @@ Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c, queue::
 }
 
 void Ingest::run(const std::atomic<bool>& stop) {
+  auto next_idle = std::chrono::steady_clock::now();
   while (!stop.load()) {
+    if (on_idle_ && std::chrono::steady_clock::now() >= next_idle) {
+      on_idle_(*redis_);
+      next_idle = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    }
     auto r = step();
     if (!r.ok()) {
       spdlog::warn("ingest: {}", r.error().to_string());

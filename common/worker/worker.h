@@ -84,9 +84,12 @@ class Ingest final {
   static Result<std::unique_ptr<Ingest>> create(const config::Cluster& c, queue::RedisAddress addr, std::string consumer);
   void run(const std::atomic<bool>& stop);
   Result<bool> step();
+  // Called at most once a second from run() with the ingest connection (gauges).
+  void on_idle(std::function<void(queue::Redis&)> f) { on_idle_ = std::move(f); }
 
  private:
   Ingest(const config::Cluster& c) : cluster_(c) {}
+  std::function<void(queue::Redis&)> on_idle_;
   const config::Cluster& cluster_;
   std::unique_ptr<queue::Redis> redis_;
   std::unique_ptr<state::Store> store_;

@@ -1,0 +1,82 @@
+#include "common/worker/pool_board.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/queue/keys.h"
+#include "common/state/state.h"
+
+namespace h3pipe::worker {
+namespace {
+constexpr double kDeadAfterS = 3.0;
+double now_s() { return state::now_ms() / 1000.0; }
+}  // namespace
+
+Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, const config::Pool& self,
+                                                     queue::RedisAddress addr) {
+  std::unique_ptr<PoolBoard> b(new PoolBoard(c, self));
+  auto r = queue::Redis::connect(addr);
+  if (!r.ok()) return r.error();
+  b->redis_ = std::move(r.value());
+  b->policy_ = schedule::parse_policy(c.dispatch).value_or(schedule::Policy::kCompletionTime);
+  b->publish(0);
+  return b;
+}
+
+// A pool's expected stage time: its profile for the default class (or the only one it has);
+// sample pools of one run usually see one class, and the policy only needs relative speeds.
+double PoolBoard::expected_s(const config::Pool& p) const {
+  auto it = p.profiles.find("default");
+  if (it == p.profiles.end() && !p.profiles.empty()) it = p.profiles.begin();
+  if (it == p.profiles.end()) return 1.0;  // no profile: all pools equal
+  return std::max(1e-6, it->second.expected() * cluster_.time_scale);
+}
+
+void PoolBoard::publish(double busy_for_s) {
+  double now = now_s();
+  busy_until_unix_s_ = busy_for_s > 0 ? now + busy_for_s : 0;
+  nlohmann::json j = {{"stage", config::stage_name(self_.stage)}, {"host", self_.host},
+                      {"busy_until_s", busy_until_unix_s_}, {"heartbeat_s", now}, {"expected_s", expected_s(self_)}};
+  (void)redis_->command({"HSET", keys::pools(), self_.name, j.dump()});
+  next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+}
+
+bool PoolBoard::may_claim() {
+  if (policy_ == schedule::Policy::kFirstFree) return true;
+  if (std::chrono::steady_clock::now() >= next_heartbeat_) publish(0);
+  auto r = redis_->pipeline({{"HGETALL", keys::pools()},
+                             {"XLEN", keys::stream("sample")},
+                             {"XPENDING", keys::stream("sample"), "sample"},
+                             {"XLEN", keys::stream("encode")},
+                             {"XPENDING", keys::stream("encode"), "encode"}});
+  if (!r.ok()) return true;
+  const auto& rep = *r;
+  double now = now_s();
+  std::vector<schedule::PoolState> pools;
+  const redisReply* h = rep[0].get();
+  for (std::size_t i = 0; h && i + 1 < h->elements; i += 2) {
+    std::string name = queue::reply_str(h->element[i]);
+    const config::Pool* p = cluster_.find_pool(name);
+    if (!p || p->stage != config::StageKind::kSample) continue;
+    nlohmann::json j = nlohmann::json::parse(queue::reply_str(h->element[i + 1]), nullptr, false);
+    if (j.is_discarded()) continue;
+    schedule::PoolState s;
+    s.name = name;
+    s.expected_s = expected_s(*p);
+    s.free_in_s = std::max(0.0, j.value("busy_until_s", 0.0) - now);
+    s.alive = now - j.value("heartbeat_s", 0.0) < kDeadAfterS;
+    if (name == self_.name) { s.alive = true; s.free_in_s = 0; }
+    pools.push_back(s);
+  }
+  auto pending = [](const redisReply* x) { return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0 ? queue::reply_int(x->element[0]) : 0; };
+  long long sample_len = queue::reply_int(rep[1].get()), sample_pending = pending(rep[2].get());
+  long long enc_len = queue::reply_int(rep[3].get()), enc_pending = pending(rep[4].get());
+  schedule::Backlog b;
+  b.sample_queued = static_cast<std::size_t>(std::max(0LL, sample_len - sample_pending));
+  b.sampling = static_cast<std::size_t>(sample_pending);
+  b.encode_queued = static_cast<std::size_t>(std::max(0LL, enc_len - enc_pending));
+  b.encoding = static_cast<std::size_t>(enc_pending);
+  if (b.sample_queued == 0) return true;  // nothing waiting: claiming just blocks for new work
+  return schedule::should_claim(policy_, self_.name, pools, schedule::claim_lookahead(config::StageKind::kSample, b));
+}
+
+}  // namespace h3pipe::worker
