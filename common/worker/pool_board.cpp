@@ -18,7 +18,9 @@ Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, c
   if (!r.ok()) return r.error();
   b->redis_ = std::move(r.value());
   b->policy_ = schedule::parse_policy(c.dispatch).value_or(schedule::Policy::kCompletionTime);
+  b->addr_ = addr;
   b->publish(0);
+  b->heartbeat_ = std::thread([p = b.get()] { p->heartbeat_loop(); });
   return b;
 }
 
@@ -31,12 +33,43 @@ double PoolBoard::expected_s(const config::Pool& p) const {
   return std::max(1e-6, it->second.expected() * cluster_.time_scale);
 }
 
+PoolBoard::~PoolBoard() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void PoolBoard::heartbeat_loop() {
+  std::unique_ptr<queue::Redis> r;
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(500), [this] { return stop_; });
+    if (stop_) break;
+    nlohmann::json j = nlohmann::json::parse(last_state_, nullptr, false);
+    lk.unlock();
+    if (!r) {
+      auto c = queue::Redis::connect(addr_);
+      if (c.ok()) r = std::move(c.value());
+    }
+    if (r && !j.is_discarded()) {
+      j["heartbeat_s"] = now_s();
+      if (!r->command({"HSET", keys::pools(), self_.name, j.dump()}).ok()) r.reset();
+    }
+    lk.lock();
+  }
+}
+
 void PoolBoard::publish(double busy_for_s) {
   double now = now_s();
   busy_until_unix_s_ = busy_for_s > 0 ? now + busy_for_s : 0;
   nlohmann::json j = {{"stage", config::stage_name(self_.stage)}, {"host", self_.host},
                       {"busy_until_s", busy_until_unix_s_}, {"heartbeat_s", now}, {"expected_s", expected_s(self_)}};
   (void)redis_->command({"HSET", keys::pools(), self_.name, j.dump()});
+  std::lock_guard lk(mu_);
+  last_state_ = j.dump();
   next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
 }
 

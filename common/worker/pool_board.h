@@ -4,6 +4,9 @@
 // heartbeat), and before each claim asks schedule::should_claim with the same inputs the planner's
 // simulator uses, so a slower pool leaves a task to a faster pool that would finish it sooner.
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <string>
 
@@ -23,6 +26,7 @@ class PoolBoard final {
   bool may_claim();
   void claimed() { publish(expected_s(self_)); }
   void idle() { publish(0); }
+  ~PoolBoard();
 
  private:
   PoolBoard(const config::Cluster& c, const config::Pool& self) : cluster_(c), self_(self) {}
@@ -33,6 +37,15 @@ class PoolBoard final {
   schedule::Policy policy_ = schedule::Policy::kCompletionTime;
   std::chrono::steady_clock::time_point next_heartbeat_{};
   double busy_until_unix_s_ = 0;
+  // Heartbeat while a long task runs (the worker thread is busy in the runtime): a separate
+  // thread and connection re-publish the current state every 500 ms.
+  void heartbeat_loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string last_state_;
+  std::thread heartbeat_;
+  queue::RedisAddress addr_;
 };
 
 }  // namespace h3pipe::worker
