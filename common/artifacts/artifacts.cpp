@@ -1,12 +1,15 @@
 #include "common/artifacts/artifacts.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstring>
-#include <fstream>
 #include <system_error>
+#include <vector>
 
 #include "common/core/sha256.h"
 
@@ -31,26 +34,156 @@ Status write_all(int fd, const std::uint8_t* data, std::size_t len, const fs::pa
   return {};
 }
 
-Status write_file_synced(const fs::path& p, std::span<const std::uint8_t> bytes) {
-  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("open", p, errno);
-  Status s = write_all(fd, bytes.data(), bytes.size(), p);
-  if (s.ok() && ::fsync(fd) != 0) s = io_error("fsync", p, errno);
-  if (::close(fd) != 0 && s.ok()) s = io_error("close", p, errno);
+// A file below a root, held as (fd of its directory, its name): every operation on the file and
+// its .part/.sha256 siblings is an *at() call on that fd with one name and O_NOFOLLOW, so nothing
+// can redirect it once the directory was opened beneath the root.
+struct Target {
+  UniqueFd dir;
+  std::string name;
+  fs::path shown;  // for messages
+};
+
+Result<Target> locate(const fs::path& root, const fs::path& final_path, bool create_dirs) {
+  auto rel = relative_beneath(root, final_path);
+  if (!rel.ok()) return rel.error();
+  if (create_dirs) {
+    std::error_code ec;
+    fs::create_directories(root.empty() ? fs::path(".") : root, ec);  // the root is trusted config
+    if (ec) return make_error("io.mkdir", "mkdir {}: {}", root.string(), ec.message());
+  }
+  auto dir = open_dir_beneath(root, rel->parent_path(), create_dirs);
+  if (!dir.ok()) return dir.error();
+  std::string name = rel->filename().native();
+  if (name.size() + std::string_view(".sha256.part").size() > NAME_MAX)
+    return make_error("path.too_long", "{}: the name leaves no room for its .sha256.part sibling ({} bytes)",
+                      final_path.string(), name.size());
+  return Target{std::move(*dir), name, final_path.is_absolute() ? final_path : root / final_path};
+}
+
+// The legacy overloads: the final path's directory is the trusted root.
+fs::path parent_root(const fs::path& p) { return p.parent_path().empty() ? fs::path(".") : p.parent_path(); }
+
+Status fsync_fd(int fd, const fs::path& p) {
+  if (::fsync(fd) != 0) return io_error("fsync", p, errno);
+  return {};
+}
+
+// name.part is created fresh (a stale one is unlinked first, never opened: it may be a symlink).
+Status write_file_synced(const Target& t, const std::string& name, std::span<const std::uint8_t> bytes) {
+  fs::path shown = t.shown.parent_path() / name;
+  if (::unlinkat(t.dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error("unlink", shown, errno);
+  int fd = ::openat(t.dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("open", shown, errno);
+  Status s = write_all(fd, bytes.data(), bytes.size(), shown);
+  if (s.ok()) s = fsync_fd(fd, shown);
+  if (::close(fd) != 0 && s.ok()) s = io_error("close", shown, errno);
   return s;
 }
 
-Status rename_synced(const fs::path& from, const fs::path& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) return io_error("rename", from, errno);
-  return fsync_path(to.parent_path().empty() ? fs::path(".") : to.parent_path(), true);
+Status rename_synced(const Target& t, const std::string& from, const std::string& to) {
+  if (::renameat(t.dir.get(), from.c_str(), t.dir.get(), to.c_str()) != 0)
+    return io_error("rename", t.shown.parent_path() / from, errno);
+  return fsync_fd(t.dir.get(), t.shown.parent_path());
 }
 
-Status write_sidecar(const fs::path& final_path, const std::string& hex) {
-  fs::path side = sidecar_path(final_path);
-  fs::path part = part_path(side);
-  std::string line = hex + "  " + final_path.filename().string() + "\n";  // sha256sum format
-  H3_TRY(write_file_synced(part, {reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}));
-  return rename_synced(part, side);
+Status write_sidecar(const Target& t, const std::string& hex) {
+  std::string side = t.name + ".sha256";
+  std::string part = side + ".part";
+  std::string line = hex + "  " + t.name + "\n";  // sha256sum format
+  H3_TRY(write_file_synced(t, part, {reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}));
+  return rename_synced(t, part, side);
+}
+
+// Opens one regular file of the target's directory for reading, refusing a symlink.
+Result<UniqueFd> open_read(const Target& t, const std::string& name) {
+  int fd = ::openat(t.dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    fs::path shown = t.shown.parent_path() / name;
+    if (e == ELOOP)
+      return make_error("path.symlink", "{} is a symlink; artifacts are never read through one", shown.string());
+    if (e == ENOENT) return make_error("artifact.missing", "{} does not exist", shown.string());
+    return io_error("open", shown, e);
+  }
+  UniqueFd out(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return io_error("stat", t.shown.parent_path() / name, errno);
+  if (!S_ISREG(st.st_mode))
+    return make_error("artifact.not_regular", "{} is not a regular file", (t.shown.parent_path() / name).string());
+  return out;
+}
+
+Result<std::string> hash_fd(int fd, const fs::path& shown) {
+  Sha256 h;
+  std::vector<std::uint8_t> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("read", shown, errno);
+    }
+    if (n == 0) break;
+    h.update(buf.data(), static_cast<std::size_t>(n));
+  }
+  return h.hex_digest();
+}
+
+std::string read_sidecar_at(const Target& t) {
+  auto fd = open_read(t, t.name + ".sha256");
+  if (!fd.ok()) return {};
+  char buf[256];
+  ssize_t n = ::read(fd->get(), buf, sizeof buf);
+  if (n < 64) return {};
+  std::string hex(buf, 64);
+  for (char c : hex)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return {};
+  if (n > 64 && !std::isspace(static_cast<unsigned char>(buf[64]))) return {};
+  return hex;
+}
+
+Result<std::string> write_atomic_at(const Target& t, std::span<const std::uint8_t> bytes) {
+  std::string part = t.name + ".part";
+  Status s = write_file_synced(t, part, bytes);
+  if (!s.ok()) {
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    return s.error();
+  }
+  H3_TRY(rename_synced(t, part, t.name));
+  std::string hex = sha256_hex(bytes.data(), bytes.size());
+  H3_TRY(write_sidecar(t, hex));
+  return hex;
+}
+
+Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256) {
+  std::string part = t.name + ".part";
+  auto fd = open_read(t, part);
+  if (!fd.ok()) return fd.error();
+  fs::path shown_part = part_path(t.shown);
+  H3_TRY(fsync_fd(fd->get(), shown_part));
+  auto hex = hash_fd(fd->get(), shown_part);
+  if (!hex.ok()) return hex.error();
+  if (!expected_sha256.empty() && *hex != expected_sha256) {
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    return make_error("artifact.mismatch", "{}: content hashes to {}, expected {}", t.shown.string(), *hex,
+                      expected_sha256);
+  }
+  H3_TRY(rename_synced(t, part, t.name));
+  H3_TRY(write_sidecar(t, *hex));
+  return *hex;
+}
+
+Result<std::string> verify_at(const Target& t) {
+  auto fd = open_read(t, t.name);
+  if (!fd.ok()) return fd.error();
+  std::string want = read_sidecar_at(t);
+  if (want.empty())
+    return make_error("artifact.no_sidecar", "{} has no valid .sha256 sidecar", t.shown.string());
+  auto got = hash_fd(fd->get(), t.shown);
+  if (!got.ok()) return got.error();
+  if (*got != want)
+    return make_error("artifact.mismatch", "{}: content hashes to {}, sidecar says {}", t.shown.string(), *got,
+                      want);
+  return want;
 }
 
 }  // namespace
@@ -105,56 +238,71 @@ Status fsync_path(const fs::path& p, bool directory) {
 
 Result<std::string> write_atomic(const fs::path& final_path, std::span<const std::uint8_t> bytes) {
   std::error_code ec;
-  fs::create_directories(final_path.parent_path(), ec);
+  fs::create_directories(parent_root(final_path), ec);
   if (ec) return make_error("io.mkdir", "mkdir {}: {}", final_path.parent_path().string(), ec.message());
-  fs::path part = part_path(final_path);
-  Status s = write_file_synced(part, bytes);
-  if (!s.ok()) {
-    fs::remove(part, ec);
-    return s.error();
-  }
-  H3_TRY(rename_synced(part, final_path));
-  std::string hex = sha256_hex(bytes.data(), bytes.size());
-  H3_TRY(write_sidecar(final_path, hex));
-  return hex;
+  auto t = locate(parent_root(final_path), final_path.filename(), false);
+  if (!t.ok()) return t.error();
+  t->shown = final_path;
+  return write_atomic_at(*t, bytes);
+}
+
+Result<std::string> write_atomic(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes) {
+  auto t = locate(root.path, final_path, true);
+  if (!t.ok()) return t.error();
+  return write_atomic_at(*t, bytes);
 }
 
 Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256) {
-  fs::path part = part_path(final_path);
-  std::error_code ec;
-  H3_TRY(fsync_path(part, false));
-  auto hex = sha256_file(part);
-  if (!hex.ok()) return hex.error();
-  if (!expected_sha256.empty() && *hex != expected_sha256) {
-    fs::remove(part, ec);
-    return make_error("artifact.mismatch", "{}: content hashes to {}, expected {}",
-                      final_path.string(), *hex, expected_sha256);
-  }
-  H3_TRY(rename_synced(part, final_path));
-  H3_TRY(write_sidecar(final_path, *hex));
-  return *hex;
+  auto t = locate(parent_root(final_path), final_path.filename(), false);
+  if (!t.ok()) return t.error();
+  t->shown = final_path;
+  return commit_part_at(*t, expected_sha256);
+}
+
+Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256) {
+  auto t = locate(root.path, final_path, false);
+  if (!t.ok()) return t.error();
+  return commit_part_at(*t, expected_sha256);
 }
 
 std::string read_sidecar(const fs::path& final_path) {
-  std::ifstream in(sidecar_path(final_path));
-  std::string hex;
-  if (!(in >> hex) || hex.size() != 64) return {};
-  return hex;
+  auto t = locate(parent_root(final_path), final_path.filename(), false);
+  return t.ok() ? read_sidecar_at(*t) : std::string();
+}
+
+std::string read_sidecar(const Root& root, const fs::path& final_path) {
+  auto t = locate(root.path, final_path, false);
+  return t.ok() ? read_sidecar_at(*t) : std::string();
 }
 
 Result<std::string> verify(const fs::path& final_path) {
+  auto t = locate(parent_root(final_path), final_path.filename(), false);
+  if (!t.ok()) {
+    if (t.error().code == "path.missing") return make_error("artifact.missing", "{} does not exist", final_path.string());
+    return t.error();
+  }
+  t->shown = final_path;
+  return verify_at(*t);
+}
+
+Result<std::string> verify(const Root& root, const fs::path& final_path) {
+  auto t = locate(root.path, final_path, false);
+  if (!t.ok()) {
+    // A missing directory below the root means a missing artifact; every other refusal stands.
+    if (t.error().code == "path.missing")
+      return make_error("artifact.missing", "{} does not exist", final_path.string());
+    return t.error();
+  }
+  return verify_at(*t);
+}
+
+Status make_dirs(const Root& root, const fs::path& dir) {
+  auto rel = relative_beneath(root.path, dir);
+  if (!rel.ok()) return rel.error();
   std::error_code ec;
-  if (!fs::exists(final_path, ec))
-    return make_error("artifact.missing", "{} does not exist", final_path.string());
-  std::string want = read_sidecar(final_path);
-  if (want.empty())
-    return make_error("artifact.no_sidecar", "{} has no valid .sha256 sidecar", final_path.string());
-  auto got = sha256_file(final_path);
-  if (!got.ok()) return got.error();
-  if (*got != want)
-    return make_error("artifact.mismatch", "{}: content hashes to {}, sidecar says {}",
-                      final_path.string(), *got, want);
-  return want;
+  fs::create_directories(root.path.empty() ? fs::path(".") : root.path, ec);
+  if (ec) return make_error("io.mkdir", "mkdir {}: {}", root.path.string(), ec.message());
+  return mkdirs_beneath(root.path, *rel);
 }
 
 std::size_t sweep_parts(const fs::path& root) {

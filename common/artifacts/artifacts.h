@@ -8,11 +8,24 @@
 #include <string>
 #include <string_view>
 
+#include "common/artifacts/safe_path.h"
 #include "common/core/result.h"
 
 namespace h3pipe::artifacts {
 
 namespace fs = std::filesystem;
+
+// The configured directory an artifact must stay below (artifact_root, output_root, state_dir).
+// Explicit, so that it never converts from a string by accident.  Functions taking a Root accept
+// a final path that is absolute and lexically below root.path, or relative to it; every name
+// below the root is resolved without following symlinks (safe_path.h), so a planted symlink, a
+// "..", or an id that slipped past validation makes the call fail before anything is created
+// outside the root.  The overloads without a Root treat the final path's parent directory as the
+// trusted root: the file and its .part/.sha256 siblings are still never followed through a symlink.
+struct Root {
+  explicit Root(fs::path p) : path(std::move(p)) {}
+  fs::path path;
+};
 
 inline constexpr std::size_t kMaxIdLength = 128;
 
@@ -26,10 +39,16 @@ Result<fs::path> join_under(const fs::path& root, std::initializer_list<std::str
 fs::path part_path(const fs::path& final_path);
 fs::path sidecar_path(const fs::path& final_path);
 
-// Writes `bytes` to final_path atomically and its sidecar; returns the SHA-256 hex.
+// Writes `bytes` to final_path atomically and its sidecar; returns the SHA-256 hex.  Creates the
+// missing directories (with a Root: the root itself, then every directory below it, never through
+// a symlink).
 Result<std::string> write_atomic(const fs::path& final_path, std::span<const std::uint8_t> bytes);
 inline Result<std::string> write_atomic(const fs::path& p, std::string_view s) {
   return write_atomic(p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
+}
+Result<std::string> write_atomic(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes);
+inline Result<std::string> write_atomic(const Root& root, const fs::path& p, std::string_view s) {
+  return write_atomic(root, p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
 }
 
 // For writers that stream into part_path(final_path) themselves (libav, the transfer receiver):
@@ -37,13 +56,21 @@ inline Result<std::string> write_atomic(const fs::path& p, std::string_view s) {
 // expected_sha256 is non-empty and the content differs, the .part is removed and an error
 // returned: bad bytes never reach the final name.
 Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256 = {});
+Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256 = {});
 
 // Output exists, sidecar exists, and the content hashes to the sidecar's value -> the hash.
-// Errors: artifact.missing, artifact.no_sidecar, artifact.mismatch, io.*.
+// Errors: artifact.missing, artifact.no_sidecar, artifact.mismatch, path.* (a symlink at the
+// file: never trusted as an output), io.*.
 Result<std::string> verify(const fs::path& final_path);
+Result<std::string> verify(const Root& root, const fs::path& final_path);
 
 // Reads the sidecar without hashing the file (cheap existence check); empty if absent.
 std::string read_sidecar(const fs::path& final_path);
+std::string read_sidecar(const Root& root, const fs::path& final_path);
+
+// Creates root/relative directories (mkdirs_beneath) for writers that stream a .part themselves;
+// `dir` may be absolute below the root or relative to it.  The root itself is created if missing.
+Status make_dirs(const Root& root, const fs::path& dir);
 
 // Removes every *.part below root (crash garbage, rule 2); returns how many were removed.
 std::size_t sweep_parts(const fs::path& root);

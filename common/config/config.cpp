@@ -36,6 +36,11 @@ fs::path resolve(const fs::path& base, const std::string& p) {
   return fp.is_absolute() ? fp : base / fp;
 }
 
+// A required string that is present but "" passes ObjectReader (it is a string): it names nothing.
+void require_nonempty(ObjectReader& r, const std::string& key, const std::string& value, Errors& e) {
+  if (value.empty() && r.has(key) && r.raw(key)->is_string()) e.add(r.path(key), "must not be empty");
+}
+
 void parse_profile(const nlohmann::json& j, const std::string& path, Profile& p, Errors& e) {
   ObjectReader r(j, path, e);
   if (!r.ok()) return;
@@ -84,6 +89,7 @@ void parse_runtime(const nlohmann::json& j, const std::string& path, RuntimeRef&
   ObjectReader r(j, path, e);
   if (!r.ok()) return;
   r.get("name", rt.name, true);
+  require_nonempty(r, "name", rt.name, e);
   static const std::set<std::string> kKnown = {"sim", "builtin", "exec", "comfyui"};
   if (!rt.name.empty() && !kKnown.count(rt.name))
     e.add(r.path("name"), fmt::format("unknown runtime \"{}\"; expected sim, builtin, exec or comfyui", rt.name));
@@ -224,6 +230,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
       JobClass jc;
       ObjectReader cr((*v)[i], fmt::format("/classes/{}", i), e);
       cr.get("name", jc.name, true);
+      require_nonempty(cr, "name", jc.name, e);
       cr.get("width", jc.width, 0, 16384);
       cr.get("height", jc.height, 0, 16384);
       cr.get("frames", jc.frames, 0, 100000);
@@ -239,6 +246,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
       std::string p = fmt::format("/hosts/{}", i);
       ObjectReader hr((*v)[i], p, e);
       hr.get("name", h.name, true);
+      require_nonempty(hr, "name", h.name, e);
       hr.get("address", h.address);
       hr.get("ssh", h.ssh);
       hr.get("bind", h.bind);
@@ -268,6 +276,8 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
       pr.get("host", pl.host, true);
       std::string stage;
       pr.get("stage", stage, true);
+      for (const auto& [key, value] : {std::pair{"name", &pl.name}, std::pair{"host", &pl.host}, std::pair{"stage", &stage}})
+        require_nonempty(pr, key, *value, e);
       if (!stage.empty()) {
         if (auto s = parse_stage(stage)) pl.stage = *s;
         else e.add(p + "/stage", fmt::format("\"{}\": expected encode, sample or decode", stage));
@@ -308,6 +318,8 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
       ObjectReader lr((*v)[i], p, e);
       lr.get("from", l.from, true);
       lr.get("to", l.to, true);
+      require_nonempty(lr, "from", l.from, e);
+      require_nonempty(lr, "to", l.to, e);
       lr.get("gbps", l.gbps, 1e-6, 1e6);
       lr.get("latency_ms", l.latency_ms, 0, 1e6);
       if (!l.from.empty() && !host_names.count(l.from)) e.add(p + "/from", fmt::format("\"{}\" is not a host", l.from));
@@ -331,7 +343,8 @@ Result<Cluster> load_file(const fs::path& file) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/false);
-  } catch (const nlohmann::json::parse_error& ex) {
+  } catch (const nlohmann::json::exception& ex) {
+    // parse_error, and out_of_range for a number that overflows a double ("1e999999").
     return make_error("config.json", "{}: not valid JSON: {}", file.string(), ex.what());
   }
   auto c = parse(j, fs::absolute(file).parent_path());

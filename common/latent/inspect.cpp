@@ -70,8 +70,8 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out) {
   if (layout.ok()) {
     const char* label = "tensors   ";
     for (const auto& t : layout->tensors) {
-      out << fmt::format("{}{:<8} {:<5} {:<24} bytes [{}, {})\n", label, t.name, dtype_name(t.dtype),
-                         shape_str(t.shape), t.begin, t.end);
+      out << fmt::format("{}{:<8} {:<5} {:<24} bytes [{}, {})\n", label, t.name,
+                         dtype_name(t.dtype), shape_str(t.shape), t.begin, t.end);
       label = "          ";
     }
     label = "metadata  ";

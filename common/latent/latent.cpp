@@ -84,8 +84,7 @@ Status pread_all(int fd, std::uint8_t* dst, std::uint64_t len, std::uint64_t off
     ssize_t n = ::pread(fd, dst, len, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return make_error("io.read", "cannot read {}: {}", p.string(), std::strerror(errno));
-    if (n == 0)
-      return make_error("latent.truncated", "{} shrank while being read", p.string());
+    if (n == 0) return make_error("latent.truncated", "{} shrank while being read", p.string());
     dst += n;
     off += static_cast<std::uint64_t>(n);
     len -= static_cast<std::uint64_t>(n);
@@ -152,14 +151,19 @@ Result<st::Layout> st::read_layout(const std::filesystem::path& path) {
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType d) { return d == DType::kF32 ? 4 : 2; }
+std::size_t dtype_size(DType d) {
+  return d == DType::kF32 ? 4 : 2;
+}
 
 Geometry Geometry::for_job(std::uint32_t width, std::uint32_t height, std::uint32_t frames,
                            std::uint32_t fps) {
@@ -168,23 +172,32 @@ Geometry Geometry::for_job(std::uint32_t width, std::uint32_t height, std::uint3
   g.h = height / 16;
   g.w = width / 16;
   const std::uint64_t den = std::uint64_t{fps} * kAudioHop;
-  g.audio_len = den == 0 ? 0
-                         : static_cast<std::uint32_t>((std::uint64_t{frames} * kAudioRate + den - 1) / den);
+  g.audio_len =
+      den == 0 ? 0
+               : static_cast<std::uint32_t>((std::uint64_t{frames} * kAudioRate + den - 1) / den);
   return g;
 }
 
 std::size_t Geometry::video_elems() const {
   return std::size_t{video_channels} * t * h * w;
 }
-std::size_t Geometry::audio_elems() const { return std::size_t{audio_channels} * 2 * audio_len; }
-std::size_t Geometry::data_bytes() const { return 4 * (video_elems() + audio_elems()); }
-std::vector<std::uint64_t> Geometry::video_shape() const { return {1, video_channels, t, h, w}; }
-std::vector<std::uint64_t> Geometry::audio_shape() const { return {1, audio_channels, 2, audio_len}; }
+std::size_t Geometry::audio_elems() const {
+  return std::size_t{audio_channels} * 2 * audio_len;
+}
+std::size_t Geometry::data_bytes() const {
+  return 4 * (video_elems() + audio_elems());
+}
+std::vector<std::uint64_t> Geometry::video_shape() const {
+  return {1, video_channels, t, h, w};
+}
+std::vector<std::uint64_t> Geometry::audio_shape() const {
+  return {1, audio_channels, 2, audio_len};
+}
 
 std::vector<std::uint8_t> serialize(const Latent& l, DType dtype) {
-  return st::serialize({{"video", l.geometry.video_shape(), l.video},
-                        {"audio", l.geometry.audio_shape(), l.audio}},
-                       l.metadata, dtype);
+  return st::serialize(
+      {{"video", l.geometry.video_shape(), l.video}, {"audio", l.geometry.audio_shape(), l.audio}},
+      l.metadata, dtype);
 }
 
 Result<std::string> write_latent(const std::filesystem::path& path, const Latent& l) {

@@ -25,8 +25,8 @@ namespace h3pipe::latent {
 
 enum class DType { kF32, kF16, kBF16 };
 
-const char* dtype_name(DType d);        // "F32", "F16", "BF16"
-std::size_t dtype_size(DType d);        // 4, 2, 2
+const char* dtype_name(DType d);  // "F32", "F16", "BF16"
+std::size_t dtype_size(DType d);  // 4, 2, 2
 
 struct Geometry {  // DESIGN.md: video (1, 24, T', H/16, W/16), audio (1, 32, 2, L), float32
   std::uint32_t video_channels = 24, t = 0, h = 0, w = 0;
@@ -47,8 +47,8 @@ struct Geometry {  // DESIGN.md: video (1, 24, T', H/16, W/16), audio (1, 32, 2,
 
 struct Latent {
   Geometry geometry;
-  std::vector<float> video;  // video_elems(), row-major (1, C, T, H, W)
-  std::vector<float> audio;  // audio_elems(), (1, C, 2, L)
+  std::vector<float> video;                     // video_elems(), row-major (1, C, T, H, W)
+  std::vector<float> audio;                     // audio_elems(), (1, C, 2, L)
   std::map<std::string, std::string> metadata;  // __metadata__
 };
 
@@ -83,7 +83,8 @@ std::vector<std::uint8_t> serialize_tensors(const std::map<std::string, TensorF3
                                             const std::map<std::string, std::string>& metadata,
                                             DType dtype = DType::kF32);
 Result<std::map<std::string, TensorF32>> parse_tensors(
-    std::span<const std::uint8_t> bytes, std::map<std::string, std::string>* metadata_out = nullptr);
+    std::span<const std::uint8_t> bytes,
+    std::map<std::string, std::string>* metadata_out = nullptr);
 
 // `h3pipe latent inspect FILE [--json]`: tensors (name, dtype, shape), metadata, SHA-256 and the
 // verdict.  Returns 0 when the file is valid, 1 when invalid (the reason is printed).

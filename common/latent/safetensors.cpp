@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 namespace h3pipe::latent::st {
@@ -123,8 +122,9 @@ Status check_entry(const std::string& name, const json& v, TensorInfo* t) {
   if (!v["dtype"].is_string())
     return make_error("latent.header_schema", "tensor \"{}\": dtype must be a string", name);
   if (!dtype_from(v["dtype"].get_ref<const std::string&>(), &t->dtype))
-    return make_error("latent.bad_dtype", "tensor \"{}\": dtype \"{}\" not allowed (F32, F16, BF16)",
-                      name, v["dtype"].get_ref<const std::string&>());
+    return make_error("latent.bad_dtype",
+                      "tensor \"{}\": dtype \"{}\" not allowed (F32, F16, BF16)", name,
+                      v["dtype"].get_ref<const std::string&>());
   t->name = name;
   return {};
 }
@@ -133,15 +133,16 @@ Status check_entry(const std::string& name, const json& v, TensorInfo* t) {
 Status check_extent(const json& v, TensorInfo* t) {
   const json& shape = v["shape"];
   if (!shape.is_array() || shape.size() > kMaxRank)
-    return make_error("latent.bad_shape", "tensor \"{}\": shape must be an array of at most {} sizes",
-                      t->name, kMaxRank);
+    return make_error("latent.bad_shape",
+                      "tensor \"{}\": shape must be an array of at most {} sizes", t->name,
+                      kMaxRank);
   std::uint64_t elems = 1;
   bool overflow = false;
   for (const json& d : shape) {
     if (!d.is_number_unsigned())
       return make_error("latent.bad_shape",
-                        "tensor \"{}\": shape entries must be non-negative integers, got {}", t->name,
-                        d.dump());
+                        "tensor \"{}\": shape entries must be non-negative integers, got {}",
+                        t->name, d.dump());
     std::uint64_t n = d.get<std::uint64_t>();
     t->shape.push_back(n);
     overflow = overflow || __builtin_mul_overflow(elems, n, &elems);
@@ -184,8 +185,9 @@ Status check_coverage(std::vector<TensorInfo>& ts, std::uint64_t data_len) {
                         "tensor \"{}\" [{}, {}] overlaps tensor \"{}\" [{}, {}]", t.name, t.begin,
                         t.end, prev->name, prev->begin, prev->end);
     if (t.begin > at)
-      return make_error("latent.offsets_gap", "hole of {} bytes in the data before tensor \"{}\" at {}",
-                        t.begin - at, t.name, t.begin);
+      return make_error("latent.offsets_gap",
+                        "hole of {} bytes in the data before tensor \"{}\" at {}", t.begin - at,
+                        t.name, t.begin);
     at = t.end;
     prev = &t;
   }
@@ -206,8 +208,9 @@ Status check_metadata(const json* meta, std::map<std::string, std::string>* out)
     return make_error("latent.metadata_type", "__metadata__ must be an object of strings");
   for (auto it = meta->begin(); it != meta->end(); ++it) {
     if (!it.value().is_string())
-      return make_error("latent.metadata_type", "__metadata__ \"{}\": value must be a string, got {}",
-                        it.key(), it.value().type_name());
+      return make_error("latent.metadata_type",
+                        "__metadata__ \"{}\": value must be a string, got {}", it.key(),
+                        it.value().type_name());
     (*out)[it.key()] = it.value().get<std::string>();
   }
   return {};
@@ -253,7 +256,8 @@ Result<Layout> parse_header(std::span<const std::uint8_t> header, std::uint64_t 
   // nlohmann's lexer takes a NUL byte for the end of input, which would let bytes after it pass
   // unparsed; a NUL is never valid JSON (not whitespace, and escaped inside strings).
   if (const void* nul = std::memchr(header.data(), 0, header.size()))
-    return make_error("latent.header_json", "header is not strict JSON: NUL byte at header offset {}",
+    return make_error("latent.header_json",
+                      "header is not strict JSON: NUL byte at header offset {}",
                       static_cast<const std::uint8_t*>(nul) - header.data());
   StrictDom dom;
   bool ok = json::sax_parse(header.begin(), header.end(), &dom);
@@ -281,7 +285,8 @@ Result<Layout> parse_header(std::span<const std::uint8_t> header, std::uint64_t 
     layout.tensors.push_back(std::move(t));
     entries.push_back(&it.value());
   }
-  for (std::size_t i = 0; i < entries.size(); ++i) H3_TRY(check_extent(*entries[i], &layout.tensors[i]));
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    H3_TRY(check_extent(*entries[i], &layout.tensors[i]));
   H3_TRY(check_coverage(layout.tensors, data_len));
   H3_TRY(check_metadata(meta, &layout.metadata));
   return layout;
@@ -338,7 +343,9 @@ std::uint16_t float_to_half(float f) {
   return sign | static_cast<std::uint16_t>(r);
 }
 
-float bf16_to_float(std::uint16_t b) { return std::bit_cast<float>(std::uint32_t{b} << 16); }
+float bf16_to_float(std::uint16_t b) {
+  return std::bit_cast<float>(std::uint32_t{b} << 16);
+}
 
 std::uint16_t float_to_bf16(float f) {
   std::uint32_t x = std::bit_cast<std::uint32_t>(f);
@@ -354,7 +361,8 @@ Status decode(const TensorInfo& t, std::span<const std::uint8_t> raw, float* out
       if constexpr (std::endian::native == std::endian::little) {
         if (t.elems) std::memcpy(out, p, t.elems * 4);
       } else {
-        for (std::uint64_t i = 0; i < t.elems; ++i) out[i] = std::bit_cast<float>(load_le32(p + 4 * i));
+        for (std::uint64_t i = 0; i < t.elems; ++i)
+          out[i] = std::bit_cast<float>(load_le32(p + 4 * i));
       }
       break;
     case DType::kF16:
@@ -386,9 +394,8 @@ std::vector<std::uint8_t> serialize(const std::vector<TensorRef>& tensors,
   std::uint64_t at = 0;
   for (const auto& t : tensors) {
     std::uint64_t bytes = t.data.size() * esize;
-    header[t.name] = {{"dtype", dtype_name(dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {at, at + bytes}}};
+    header[t.name] = {
+        {"dtype", dtype_name(dtype)}, {"shape", t.shape}, {"data_offsets", {at, at + bytes}}};
     at += bytes;
   }
   std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -42,12 +42,14 @@ Result<Image> read_image(const std::filesystem::path& path) {
     return image_error(path, "avformat_find_stream_info", rc);
   const AVCodec* codec = nullptr;
   const int si = av_find_best_stream(in.get(), AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
-  if (si < 0 || !codec) return image_error(path, "no picture stream", si < 0 ? si : AVERROR_DECODER_NOT_FOUND);
+  if (si < 0 || !codec)
+    return image_error(path, "no picture stream", si < 0 ? si : AVERROR_DECODER_NOT_FOUND);
   CodecCtxPtr dec(avcodec_alloc_context3(codec));
   if (!dec) return image_error(path, "avcodec_alloc_context3", AVERROR(ENOMEM));
   if ((rc = avcodec_parameters_to_context(dec.get(), in->streams[si]->codecpar)) < 0)
     return image_error(path, "avcodec_parameters_to_context", rc);
-  if ((rc = avcodec_open2(dec.get(), codec, nullptr)) < 0) return image_error(path, "avcodec_open2", rc);
+  if ((rc = avcodec_open2(dec.get(), codec, nullptr)) < 0)
+    return image_error(path, "avcodec_open2", rc);
 
   PacketPtr pkt(av_packet_alloc());
   FramePtr frame(av_frame_alloc());
@@ -64,7 +66,8 @@ Result<Image> read_image(const std::filesystem::path& path) {
     if (rc < 0) return image_error(path, "av_read_frame", rc);
     if (pkt->stream_index == si) {
       rc = decode_one(dec.get(), pkt.get(), frame.get());
-      if (rc == 0) got = true;
+      if (rc == 0)
+        got = true;
       else if (rc != AVERROR(EAGAIN)) {
         av_packet_unref(pkt.get());
         return image_error(path, "decode", rc);
@@ -90,7 +93,8 @@ Result<Image> read_image(const std::filesystem::path& path) {
   sws_scale(sws.get(), frame->data, frame->linesize, 0, h, dst, dst_stride);
   img.rgb.resize(static_cast<std::size_t>(w) * h * 3);
   for (int y = 0; y < h; ++y)
-    std::copy_n(padded.data() + static_cast<std::size_t>(y) * stride, static_cast<std::size_t>(w) * 3,
+    std::copy_n(padded.data() + static_cast<std::size_t>(y) * stride,
+                static_cast<std::size_t>(w) * 3,
                 img.rgb.data() + static_cast<std::size_t>(y) * w * 3);
   return img;
 }
@@ -101,7 +105,8 @@ Image resize_bilinear(const Image& src, int width, int height) {
   out.height = height;
   out.rgb.assign(static_cast<std::size_t>(width) * height * 3, 0);
   if (src.width <= 0 || src.height <= 0 || width <= 0 || height <= 0) return out;
-  const float sx = static_cast<float>(src.width) / width, sy = static_cast<float>(src.height) / height;
+  const float sx = static_cast<float>(src.width) / width,
+              sy = static_cast<float>(src.height) / height;
   for (int y = 0; y < height; ++y) {
     const float fy = std::clamp((y + 0.5f) * sy - 0.5f, 0.0f, src.height - 1.0f);
     const int y0 = static_cast<int>(fy), y1 = std::min(y0 + 1, src.height - 1);
@@ -112,7 +117,8 @@ Image resize_bilinear(const Image& src, int width, int height) {
       const float wx = fx - x0;
       for (int c = 0; c < 3; ++c) {
         auto at = [&](int yy, int xx) {
-          return static_cast<float>(src.rgb[(static_cast<std::size_t>(yy) * src.width + xx) * 3 + c]);
+          return static_cast<float>(
+              src.rgb[(static_cast<std::size_t>(yy) * src.width + xx) * 3 + c]);
         };
         const float v = (1 - wy) * ((1 - wx) * at(y0, x0) + wx * at(y0, x1)) +
                         wy * ((1 - wx) * at(y1, x0) + wx * at(y1, x1));

@@ -16,14 +16,14 @@
 namespace h3pipe::media {
 
 struct VideoParams {
-  int width = 0, height = 0, fps = 24;   // width and height must be even (yuv420p)
+  int width = 0, height = 0, fps = 24;  // width and height must be even (yuv420p)
   int crf = 23;
   std::string preset = "veryfast";
 };
 
 struct AudioParams {
   int sample_rate = 48000;
-  int channels = 2;          // only stereo is supported
+  int channels = 2;  // only stereo is supported
   int bitrate = 128000;
 };
 

@@ -226,9 +226,15 @@ Status Mp4Writer::finish() {
   return Status::Ok();
 }
 
-std::int64_t Mp4Writer::frames_written() const { return impl_->next_vpts; }
-std::int64_t Mp4Writer::audio_samples_written() const { return impl_->audio_in; }
+std::int64_t Mp4Writer::frames_written() const {
+  return impl_->next_vpts;
+}
+std::int64_t Mp4Writer::audio_samples_written() const {
+  return impl_->audio_in;
+}
 
-void set_libav_log_level(int level) { av_log_set_level(level); }
+void set_libav_log_level(int level) {
+  av_log_set_level(level);
+}
 
 }  // namespace h3pipe::media

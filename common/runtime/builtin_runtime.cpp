@@ -16,7 +16,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::string_view kDecodeKeys[] = {"crf", "preset"};
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 struct Loaded {
   std::unique_ptr<model::Model> model;
@@ -30,8 +32,9 @@ Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned part
   const nlohmann::json& s = a.settings ? *a.settings : empty;
   const std::string path = settings_path(a, stage);
   const bool decode = stage == config::StageKind::kDecode;
-  auto cfg = model::parse_config(s, path, decode ? std::span<const std::string_view>(kDecodeKeys)
-                                                 : std::span<const std::string_view>());
+  auto cfg = model::parse_config(s, path,
+                                 decode ? std::span<const std::string_view>(kDecodeKeys)
+                                        : std::span<const std::string_view>());
   if (!cfg) return cfg.error();
   Loaded l;
   if (decode) {
@@ -41,7 +44,8 @@ Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned part
       l.crf = it->get<int>();
     }
     if (auto it = s.find("preset"); it != s.end()) {
-      if (!it->is_string()) return make_error("config.invalid", "{}/preset: expected a string", path);
+      if (!it->is_string())
+        return make_error("config.invalid", "{}/preset: expected a string", path);
       l.preset = it->get<std::string>();
     }
   }
@@ -76,7 +80,7 @@ class BuiltinEncode final : public EncodeRuntime {
     nlohmann::json settings = l_.settings;
     settings["gflop"] = l_.model->last_gflop();
     settings["compute_seconds"] = since(t0);
-    return StageOutput{*sha, t.data.size() * 4, "cpu", settings};
+    return StageOutput{*sha, t.data.size() * 4, l_.model->device(), settings};
   }
 
  private:
@@ -91,10 +95,13 @@ class BuiltinSample final : public SampleRuntime {
     const pb::JobSpec& s = *ctx.spec;
     H3_TRY(prepare_output(ctx.output));
     auto tensors = latent::read_tensors(ctx.input);
-    if (!tensors) return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(), tensors.error().message);
+    if (!tensors)
+      return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(),
+                        tensors.error().message);
     const auto it = tensors->find("cond");
     if (it == tensors->end())
-      return make_error("runtime.permanent.input", "conditioning {}: no tensor \"cond\"", ctx.input.string());
+      return make_error("runtime.permanent.input", "conditioning {}: no tensor \"cond\"",
+                        ctx.input.string());
     model::Tensor cond;
     for (auto d : it->second.shape) cond.shape.push_back(static_cast<std::int64_t>(d));
     // Files from other encoders may carry a leading batch axis of 1.
@@ -106,14 +113,16 @@ class BuiltinSample final : public SampleRuntime {
     l.geometry = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
     auto st = l_.model->sample(cond, dims, s.steps(), s.seed(), l.video, l.audio, ctx.cancelled);
     if (!st) return st.error();
-    l.metadata = {{"runtime", "builtin"}, {"job", s.job_id()}, {"steps", std::to_string(s.steps())},
+    l.metadata = {{"runtime", "builtin"},
+                  {"job", s.job_id()},
+                  {"steps", std::to_string(s.steps())},
                   {"seed", std::to_string(s.seed())}};
     auto sha = latent::write_latent(ctx.output, l);
     if (!sha) return sha.error();
     nlohmann::json settings = l_.settings;
     settings["gflop"] = l_.model->last_gflop();
     settings["compute_seconds"] = since(t0);
-    return StageOutput{*sha, l.geometry.data_bytes(), "cpu", settings};
+    return StageOutput{*sha, l.geometry.data_bytes(), l_.model->device(), settings};
   }
 
  private:
@@ -129,7 +138,8 @@ class BuiltinDecode final : public DecodeRuntime {
     H3_TRY(prepare_output(ctx.output));
     const auto geom = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
     auto lat = latent::read_latent(ctx.input, &geom);
-    if (!lat) return make_error("runtime.input", "latent {}: {}", ctx.input.string(), lat.error().message);
+    if (!lat)
+      return make_error("runtime.input", "latent {}: {}", ctx.input.string(), lat.error().message);
     const auto dims = model::latent_dims(static_cast<int>(s.width()), static_cast<int>(s.height()),
                                          static_cast<int>(s.frames()), static_cast<int>(s.fps()));
     const std::filesystem::path part = artifacts::part_path(ctx.output);
@@ -139,7 +149,8 @@ class BuiltinDecode final : public DecodeRuntime {
       std::filesystem::remove(part, ec);
       return st.error();
     }
-    auto out = commit_stage_output(config::StageKind::kDecode, ctx, "cpu", l_.settings);
+    auto out =
+        commit_stage_output(config::StageKind::kDecode, ctx, l_.model->device(), l_.settings);
     if (!out) return out.error();
     out->settings["gflop"] = gflop_;
     out->settings["compute_seconds"] = since(t0);
@@ -151,18 +162,20 @@ class BuiltinDecode final : public DecodeRuntime {
  private:
   Status write_mp4(const latent::Latent& lat, const model::LatentDims& dims, const pb::JobSpec& s,
                    const std::filesystem::path& part, const std::function<bool()>& cancelled) {
-    media::VideoParams vp{static_cast<int>(s.width()), static_cast<int>(s.height()), static_cast<int>(s.fps())};
+    media::VideoParams vp{static_cast<int>(s.width()), static_cast<int>(s.height()),
+                          static_cast<int>(s.fps())};
     vp.crf = l_.crf;
     vp.preset = l_.preset;
     auto w = media::Mp4Writer::open(part, vp, media::AudioParams{});
     if (!w) return w.error();
-    H3_TRY(l_.model->decode_video(lat.video.data(), dims, static_cast<int>(s.frames()), vp.width, vp.height,
-                                  [&](std::span<const std::uint8_t> rgb) { return (*w)->add_frame(rgb); },
-                                  cancelled));
+    H3_TRY(l_.model->decode_video(
+        lat.video.data(), dims, static_cast<int>(s.frames()), vp.width, vp.height,
+        [&](std::span<const std::uint8_t> rgb) { return (*w)->add_frame(rgb); }, cancelled));
     gflop_ = l_.model->last_gflop();
     std::vector<float> pcm;
-    H3_TRY(l_.model->decode_audio(lat.audio.data(), dims,
-                                  model::audio_samples(static_cast<int>(s.frames()), static_cast<int>(s.fps())), pcm));
+    H3_TRY(l_.model->decode_audio(
+        lat.audio.data(), dims,
+        model::audio_samples(static_cast<int>(s.frames()), static_cast<int>(s.fps())), pcm));
     gflop_ += l_.model->last_gflop();
     H3_TRY((*w)->add_audio(pcm));
     return (*w)->finish();

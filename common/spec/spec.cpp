@@ -42,7 +42,9 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) 
   if (s.prompt().size() > l.max_prompt_bytes)
     e.push_back({"prompt", fmt::format("{} bytes, at most {} allowed", s.prompt().size(), l.max_prompt_bytes)});
   if (s.prompt().find('\0') != std::string::npos) e.push_back({"prompt", "contains a NUL byte"});
+  // parse_json fills 0 with defaults; a spec from elsewhere (a binary task) may still hold 0.
   auto dim = [&](const char* name, std::uint32_t v, std::uint32_t max) {
+    if (v == 0) e.push_back({name, "must be at least 16"});
     if (v % 16 != 0) e.push_back({name, fmt::format("{} is not a multiple of 16 (the latent's spatial compression)", v)});
     if (v > max) e.push_back({name, fmt::format("{} exceeds the limit {}", v, max)});
   };
@@ -51,12 +53,16 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) 
   if (s.frames() > l.max_frames) e.push_back({"frames", fmt::format("{} exceeds the limit {}", s.frames(), l.max_frames)});
   if (s.steps() > l.max_steps) e.push_back({"steps", fmt::format("{} exceeds the limit {}", s.steps(), l.max_steps)});
   if (s.fps() > l.max_fps) e.push_back({"fps", fmt::format("{} exceeds the limit {}", s.fps(), l.max_fps)});
-  // Latent bytes: video 24 x T' x H/16 x W/16 + audio 32 x 2 x L, float32.
-  std::uint64_t t = (s.frames() - 1) / 4 + 1;
-  std::uint64_t L = (static_cast<std::uint64_t>(s.frames()) * 48000 + 86ull * s.fps() - 1) / (86ull * s.fps());
-  std::uint64_t bytes = 4 * (24 * t * (s.height() / 16) * (s.width() / 16) + 64 * L);
-  if (bytes > l.max_latent_bytes)
-    e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes, l.max_latent_bytes)});
+  for (auto [name, v] : {std::pair{"frames", s.frames()}, std::pair{"fps", s.fps()}, std::pair{"steps", s.steps()}})
+    if (v == 0) e.push_back({name, "must be at least 1"});
+  // Latent bytes: video 24 x T' x H/16 x W/16 + audio 32 x 2 x L, float32 (fps 0 would divide by 0).
+  if (s.frames() > 0 && s.fps() > 0) {
+    std::uint64_t t = (s.frames() - 1) / 4 + 1;
+    std::uint64_t L = (static_cast<std::uint64_t>(s.frames()) * 48000 + 86ull * s.fps() - 1) / (86ull * s.fps());
+    std::uint64_t bytes = 4 * (24 * t * (s.height() / 16) * (s.width() / 16) + 64 * L);
+    if (bytes > l.max_latent_bytes)
+      e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes, l.max_latent_bytes)});
+  }
   if (!s.reference_image().empty()) {
     const auto& p = s.reference_image();
     struct stat st {};

@@ -75,6 +75,7 @@ void PoolBoard::publish(double busy_for_s) {
 
 bool PoolBoard::may_claim() {
   if (policy_ == schedule::Policy::kFirstFree) return true;
+  if (cluster_.pools_on("", config::StageKind::kSample).size() == 1) return true;  // nobody to defer to
   if (std::chrono::steady_clock::now() >= next_heartbeat_) publish(0);
   auto r = redis_->pipeline({{"HGETALL", keys::pools()},
                              {"XLEN", keys::stream("sample")},

@@ -56,7 +56,9 @@ std::vector<std::uint8_t> slurp(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-std::string code_of(const Result<Latent>& r) { return r.ok() ? "ok" : r.error().code; }
+std::string code_of(const Result<Latent>& r) {
+  return r.ok() ? "ok" : r.error().code;
+}
 
 TEST(Geometry, SeedSizes) {
   Geometry g = Geometry::for_job(736, 416, 124, 24);
@@ -125,8 +127,8 @@ TEST(Latent, HalfConversionEdgeCases) {
   for (std::uint32_t h = 0; h < 0x7c00; ++h) {  // every finite positive half round-trips
     ASSERT_EQ(st::float_to_half(st::half_to_float(static_cast<std::uint16_t>(h))), h) << h;
   }
-  EXPECT_EQ(st::float_to_half(65520.0f), 0x7c00);  // tie rounds to even -> Inf
-  EXPECT_EQ(st::float_to_half(std::ldexp(1.0f, -25)), 0);  // tie to even -> 0
+  EXPECT_EQ(st::float_to_half(65520.0f), 0x7c00);                     // tie rounds to even -> Inf
+  EXPECT_EQ(st::float_to_half(std::ldexp(1.0f, -25)), 0);             // tie to even -> 0
   EXPECT_EQ(st::float_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);  // tie to even
 }
 
@@ -192,7 +194,8 @@ TEST(LatentCorpus, MessagesNameTheCulprit) {
     auto r = read_latent(kFixtures / f, nullptr);
     return r.ok() ? std::string("ok") : r.error().message;
   };
-  EXPECT_NE(msg("nan_in_video.h3latent").find("tensor \"video\": element 17 is NaN"), std::string::npos);
+  EXPECT_NE(msg("nan_in_video.h3latent").find("tensor \"video\": element 17 is NaN"),
+            std::string::npos);
   EXPECT_NE(msg("inf_in_audio.h3latent").find("element 191 is -Inf"), std::string::npos);
   EXPECT_NE(msg("bad_dtype.h3latent").find("\"F64\""), std::string::npos);
   EXPECT_NE(msg("duplicate_tensor_key.h3latent").find("\"video\""), std::string::npos);
@@ -239,22 +242,26 @@ TEST_P(LatentInterop, PythonReadsOursAndWeReadPython) {
   auto ours = dir.path() / "ours.h3latent";
   auto bytes = serialize(make_latent(g), d);
   ASSERT_TRUE(artifacts::write_atomic(ours, bytes).ok());
-  std::string check = fmt::format("/usr/bin/python3 {} check {} {}", kInterop.string(), ours.string(), dims);
+  std::string check =
+      fmt::format("/usr/bin/python3 {} check {} {}", kInterop.string(), ours.string(), dims);
   ASSERT_EQ(std::system(check.c_str()), 0) << check;
 
   auto theirs = dir.path() / "theirs.h3latent";
-  std::string write = fmt::format("/usr/bin/python3 {} write {} {}", kInterop.string(), theirs.string(), dims);
+  std::string write =
+      fmt::format("/usr/bin/python3 {} write {} {}", kInterop.string(), theirs.string(), dims);
   ASSERT_EQ(std::system(write.c_str()), 0) << write;
   auto r = read_latent(theirs, &g);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->metadata.at("writer"), "numpy");
   Latent want = make_latent(g);
   for (std::size_t i = 0; i < want.video.size(); ++i) {
-    float w = d == DType::kBF16 ? st::bf16_to_float(st::float_to_bf16(want.video[i])) : want.video[i];
+    float w =
+        d == DType::kBF16 ? st::bf16_to_float(st::float_to_bf16(want.video[i])) : want.video[i];
     ASSERT_EQ(r->video[i], w) << i;
   }
   for (std::size_t i = 0; i < want.audio.size(); ++i) {
-    float w = d == DType::kBF16 ? st::bf16_to_float(st::float_to_bf16(want.audio[i])) : want.audio[i];
+    float w =
+        d == DType::kBF16 ? st::bf16_to_float(st::float_to_bf16(want.audio[i])) : want.audio[i];
     ASSERT_EQ(r->audio[i], w) << i;
   }
 }

@@ -1,17 +1,17 @@
 // Mp4Writer checked by ffprobe (codec, size, exact frame count, fps, AAC stereo 48 kHz) and
 // read_image on pictures made by the ffmpeg CLI.
+#include "common/media/media.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "common/media/media.h"
 
 namespace fs = std::filesystem;
 using namespace h3pipe;
@@ -22,7 +22,8 @@ class TempDir {
  public:
   TempDir() {
     std::random_device rd;
-    path_ = fs::temp_directory_path() / ("h3pipe_media_" + std::to_string(rd()) + std::to_string(rd()));
+    path_ =
+        fs::temp_directory_path() / ("h3pipe_media_" + std::to_string(rd()) + std::to_string(rd()));
     fs::create_directories(path_);
   }
   ~TempDir() {
@@ -46,8 +47,8 @@ std::string run(const std::string& cmd) {
 }
 
 nlohmann::json probe(const fs::path& f) {
-  const std::string out = run("ffprobe -v error -count_frames -show_streams -show_format -of json '" +
-                              f.string() + "'");
+  const std::string out = run(
+      "ffprobe -v error -count_frames -show_streams -show_format -of json '" + f.string() + "'");
   return nlohmann::json::parse(out, nullptr, false);
 }
 
@@ -68,7 +69,8 @@ void write_clip(const fs::path& out, int w, int h, int fps, int frames) {
       }
     ASSERT_TRUE((*wr)->add_frame(rgb).ok());
     for (int i = 0; i < audio_per_frame; ++i, ++t) {
-      const float s = 0.3f * std::sin(2.0f * 3.14159265f * 440.0f * static_cast<float>(t) / 48000.0f);
+      const float s =
+          0.3f * std::sin(2.0f * 3.14159265f * 440.0f * static_cast<float>(t) / 48000.0f);
       pcm[2 * i] = s;
       pcm[2 * i + 1] = -s;
     }
