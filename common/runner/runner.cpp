@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -27,6 +28,14 @@ queue::RedisAddress redis_address(const config::Cluster& c) {
   a.port = c.redis.port;
   a.user = c.redis.user;
   a.password = c.redis.password();
+  // Per-service ACL users (configs/redis/users.acl): one config file for the cluster, the
+  // credentials from each service's environment.
+  if (const char* u = std::getenv("H3PIPE_REDIS_USER"); u && *u) a.user = u;
+  if (const char* f = std::getenv("H3PIPE_REDIS_PASSWORD_FILE"); f && *f) {
+    config::Redis r;
+    r.password_file = f;
+    a.password = r.password();
+  }
   return a;
 }
 

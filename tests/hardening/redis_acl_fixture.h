@@ -1,0 +1,80 @@
+#pragma once
+// A private redis-server loaded with configs/redis/users.acl, rendered by
+// configs/redis/render_acl.sh from per-user password files in a temp dir (the way a deployment
+// renders it from its secrets).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "common/queue/redis.h"
+#include "tests/support/test_support.h"
+
+namespace h3pipe::test_support {
+
+inline const std::vector<std::string>& acl_users() {
+  static const std::vector<std::string> k = {"encoder",  "sampler", "decoder", "transfer",
+                                             "operator", "keda",    "admin"};
+  return k;
+}
+
+class AclRedis {
+ public:
+  AclRedis() {
+    fs::path secrets = dir_.path() / "secrets";
+    fs::create_directories(secrets);
+    for (const auto& u : acl_users()) {
+      passwords_[u] = "test-" + u + "-" + std::to_string(::getpid());
+      // CRLF and trailing spaces are dropped by both the renderer and the services.
+      std::ofstream(secrets / ("redis-" + u + ".password")) << passwords_[u] << " \r\n";
+    }
+    acl_ = dir_.path() / "users.acl";
+    auto [rc, out] = sh(fmt::format("sh {} {} {} 2>&1", source("configs/redis/render_acl.sh"),
+                                    secrets.string(), acl_.string()));
+    render_rc_ = rc;
+    render_out_ = out;
+    if (rc != 0) return;
+    port_ = supervisor::free_loopback_port();
+    pid_ = spawn(
+        {"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--dir",
+         dir_.path().string(), "--save", "", "--appendonly", "no", "--aclfile", acl_.string()},
+        (dir_.path() / "redis.log").string());
+    ready_ = wait_for([&] { return connect("admin").ok(); }, 10);
+  }
+  ~AclRedis() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool ready() const { return ready_; }
+  std::string why_not_ready() const {
+    std::ifstream in(dir_.path() / "redis.log");
+    std::string log((std::istreambuf_iterator<char>(in)), {});
+    return fmt::format("render rc {} ({})\nredis log:\n{}", render_rc_, render_out_, log);
+  }
+  int port() const { return port_; }
+  const fs::path& acl_file() const { return acl_; }
+  std::string user(const std::string& who) const {
+    return who == "admin" ? "redis-admin" : "h3pipe-" + who;
+  }
+  std::string password(const std::string& who) const { return passwords_.at(who); }
+  queue::RedisAddress address(const std::string& who) const {
+    return {"127.0.0.1", port_, user(who), password(who), 5000};
+  }
+  Result<std::unique_ptr<queue::Redis>> connect(const std::string& who) const {
+    return queue::Redis::connect(address(who));
+  }
+
+ private:
+  TempDir dir_;
+  fs::path acl_;
+  std::map<std::string, std::string> passwords_;
+  int render_rc_ = -1;
+  std::string render_out_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
+
+}  // namespace h3pipe::test_support

@@ -1,0 +1,472 @@
+// Redis ACL users per service (label redis): a real redis-server loaded with
+// configs/redis/users.acl.
+//   - no anonymous access, no clear passwords on disk, the unrendered template never loads;
+//   - every service user is refused admin commands, keys outside its patterns, and scripts that
+//     reach outside them (Redis checks each redis.call inside a script, KEYS declared or not);
+//   - each service's real code (Ingest, StageWorker with the sim runtime, StageQueue, Store,
+//     LeaseKeeper, the CLI's submission/resume transactions) runs with only its own user, and the
+//     server's ACL LOG stays empty: not one command of theirs was denied, even where the code
+//     ignores an error.
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <thread>
+
+#include "common/config/config.h"
+#include "common/queue/queue.h"
+#include "common/runtime/runtime.h"
+#include "common/spec/spec.h"
+#include "common/state/paths.h"
+#include "common/state/state.h"
+#include "common/worker/worker.h"
+#include "tests/hardening/redis_acl_fixture.h"
+
+using namespace h3pipe;
+namespace fs = std::filesystem;
+using queue::reply_int;
+using queue::reply_str;
+
+namespace {
+
+using Argv = std::vector<std::string>;
+
+// "" when the command succeeded, else the server's error text.
+std::string refusal(queue::Redis& r, const Argv& argv) {
+  auto rep = r.command(argv);
+  return rep.ok() ? std::string() : rep.error().message;
+}
+
+bool is_acl_denial(const std::string& msg) {
+  return msg.find("NOPERM") != std::string::npos ||
+         msg.find("The user executing the script") != std::string::npos;
+}
+
+long long acl_log_entries(const ts::AclRedis& srv, std::string* dump = nullptr) {
+  auto admin = srv.connect("admin");
+  if (!admin.ok()) return -1;
+  auto log = (*admin)->command({"ACL", "LOG", "128"});
+  if (!log.ok()) return -1;
+  const redisReply* r = log->get();
+  if (dump) {
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      for (std::size_t k = 0; k + 1 < e->elements; k += 2) {
+        std::string f = reply_str(e->element[k]);
+        if (f == "username" || f == "reason" || f == "object" || f == "context")
+          *dump += f + "=" + reply_str(e->element[k + 1]) + " ";
+      }
+      *dump += "\n";
+    }
+  }
+  return static_cast<long long>(r->elements);
+}
+
+#define REQUIRE_SERVER(srv) ASSERT_TRUE((srv).ready()) << (srv).why_not_ready()
+
+TEST(RedisAcl, AnonymousAndWrongPasswordsAreRefusedAndNoClearPasswordIsStored) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  // No AUTH at all: the default user is off.
+  auto anon = queue::Redis::connect({"127.0.0.1", srv.port(), "", "", 5000});
+  ASSERT_TRUE(anon.ok());
+  for (const Argv& argv :
+       {Argv{"PING"}, Argv{"GET", "h3pipe:runs"}, Argv{"XADD", "h3pipe:submit", "*", "spec", "{}"}})
+    EXPECT_NE(refusal(**anon, argv).find("NOAUTH"), std::string::npos) << argv[0];
+  // The default user with any password, a service user with a wrong one, a user that does not
+  // exist.
+  for (auto addr : {queue::RedisAddress{"127.0.0.1", srv.port(), "", "anything", 5000},
+                    queue::RedisAddress{"127.0.0.1", srv.port(), "default", "anything", 5000},
+                    queue::RedisAddress{"127.0.0.1", srv.port(), "h3pipe-encoder",
+                                        srv.password("sampler"), 5000},
+                    queue::RedisAddress{"127.0.0.1", srv.port(), "nobody", "x", 5000}}) {
+    auto c = queue::Redis::connect(addr);
+    ASSERT_FALSE(c.ok()) << addr.user;
+    EXPECT_EQ(c.error().code, "redis.auth");
+    EXPECT_EQ(c.error().message.find(addr.password), std::string::npos)
+        << "the error must not echo the password";
+  }
+  // The rendered file holds digests only.
+  std::ifstream in(srv.acl_file());
+  std::string acl((std::istreambuf_iterator<char>(in)), {});
+  for (const auto& u : ts::acl_users())
+    EXPECT_EQ(acl.find(srv.password(u)), std::string::npos) << u;
+  EXPECT_NE(acl.find("user default off"), std::string::npos);
+  // The template as shipped cannot be loaded: its placeholders are not valid digests.
+  ts::TempDir sock;
+  auto [rc, out] = ts::sh(
+      fmt::format("timeout 20 /usr/bin/redis-server --port 0 --unixsocket {}/r.sock --save '' "
+                  "--aclfile {} 2>&1",
+                  sock.path().string(), ts::source("configs/redis/users.acl")));
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(rc, 124) << "the unrendered template loaded: " << out;
+  EXPECT_NE(out.find("Aborting Redis startup because of ACL errors"), std::string::npos) << out;
+}
+
+TEST(RedisAcl, ServiceUsersAreRefusedAdminCommandsForeignKeysAndEscapingScripts) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  auto admin = srv.connect("admin");
+  ASSERT_TRUE(admin.ok());
+  ASSERT_EQ(refusal(**admin, {"SET", "other-app:key", "keep"}), "");
+  ASSERT_EQ(refusal(**admin, {"ZADD", "h3pipe:runs", "1", "r-1"}), "");
+  const std::vector<Argv> denied = {
+      {"FLUSHALL"},
+      {"FLUSHDB"},
+      {"CONFIG", "GET", "*"},
+      {"CONFIG", "SET", "appendonly", "no"},
+      {"KEYS", "*"},
+      {"SCAN", "0"},
+      {"DEBUG", "SLEEP", "0"},
+      {"SHUTDOWN", "NOSAVE"},
+      {"ACL", "LIST"},
+      {"ACL", "SETUSER", "h3pipe-sampler", "+@all"},
+      {"SCRIPT", "FLUSH"},
+      {"SCRIPT", "KILL"},
+      {"MODULE", "LIST"},
+      {"CLIENT", "KILL", "TYPE", "normal"},
+      {"MIGRATE", "127.0.0.1", "1", "h3pipe:runs", "0", "10"},
+      {"SET", "other-app:key", "pwned"},
+      {"GET", "other-app:key"},
+      {"HSET", "other-app:hash", "a", "1"},
+      {"XADD", "other-app:stream", "*", "a", "1"},
+      {"DEL", "h3pipe:runs"},
+      {"SUBSCRIBE", "h3pipe:events"},
+      {"PUBLISH", "h3pipe:events", "x"},
+      // Scripts: every redis.call is checked against the caller's user, declared in KEYS or not.
+      {"EVAL", "return redis.call('SET', 'other-app:key', 'pwned')", "0"},
+      {"EVAL", "return redis.call('HSET', 'other-app:hash', 'a', '1')", "0"},
+      {"EVAL", "return redis.call('FLUSHALL')", "0"},
+      {"EVAL", "return redis.call('DEL', KEYS[1])", "1", "h3pipe:runs"},
+      {"EVAL", "return 1", "1", "other-app:key"},
+  };
+  for (const char* who : {"encoder", "sampler", "decoder", "transfer", "operator", "keda"}) {
+    auto r = srv.connect(who);
+    ASSERT_TRUE(r.ok()) << who << ": " << r.error().message;
+    for (const auto& argv : denied) {
+      if (std::string(who) == "operator" && argv[0] == "SCRIPT" && argv[1] == "KILL")
+        continue;  // granted
+      std::string why = refusal(**r, argv);
+      // DEBUG is refused to every connection before the ACL check (enable-debug-command no).
+      bool refused = is_acl_denial(why) ||
+                     (argv[0] == "DEBUG" && why.find("not allowed") != std::string::npos);
+      EXPECT_TRUE(refused) << who << " ran " << fmt::format("{}", fmt::join(argv, " ")) << ": \""
+                           << why << "\"";
+    }
+  }
+  EXPECT_EQ(reply_str((*admin)->command({"GET", "other-app:key"})->get()), "keep");
+  EXPECT_EQ(reply_int((*admin)
+                          ->command({"EXISTS", "h3pipe:runs", "other-app:hash", "other-app:stream"})
+                          ->get()),
+            1);
+  EXPECT_EQ(reply_str((*admin)->command({"CONFIG", "GET", "appendonly"})->get()->element[1]), "no");
+}
+
+TEST(RedisAcl, EachServiceIsConfinedToItsOwnStreams) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  auto admin = srv.connect("admin");
+  ASSERT_TRUE(admin.ok());
+  for (const char* s :
+       {"h3pipe:submit", "h3pipe:stream:encode", "h3pipe:stream:sample", "h3pipe:stream:decode@h1"})
+    ASSERT_EQ(refusal(**admin, {"XGROUP", "CREATE", s, "g", "0", "MKSTREAM"}), "");
+  // Commands each user is granted, aimed at keys of another service.
+  const std::vector<std::pair<std::string, Argv>> denied = {
+      {"encoder", {"XADD", "h3pipe:stream:decode@h1", "*", "task", "x"}},
+      {"encoder",
+       {"EVAL", "return redis.call('XADD', 'h3pipe:stream:decode@h1', '*', 'task', 'x')", "0"}},
+      {"encoder", {"HSET", "h3pipe:pools", "p", "x"}},
+      {"sampler", {"XADD", "h3pipe:submit", "*", "run", "r", "spec", "{}"}},
+      {"sampler", {"XADD", "h3pipe:stream:encode", "*", "task", "x"}},
+      {"sampler", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:submit", ">"}},
+      {"sampler", {"EXISTS", "h3pipe:runs"}},
+      {"decoder",
+       {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:sample", ">"}},
+      {"decoder", {"XADD", "h3pipe:stream:sample", "*", "task", "x"}},
+      {"decoder", {"XADD", "h3pipe:submit", "*", "run", "r", "spec", "{}"}},
+      {"transfer", {"XADD", "h3pipe:stream:sample", "*", "task", "x"}},
+      {"transfer", {"XADD", "h3pipe:submit", "*", "run", "r", "spec", "{}"}},
+      {"transfer",
+       {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:decode@h1", ">"}},
+      {"transfer", {"XADD", "h3pipe:dead", "*", "a", "1"}},
+      {"keda", {"XADD", "h3pipe:stream:sample", "*", "task", "x"}},
+      {"keda",
+       {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:sample", ">"}},
+      {"keda", {"HGETALL", "h3pipe:run:{r}"}},
+      {"operator",
+       {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:sample", ">"}},
+      {"operator", {"XACK", "h3pipe:stream:sample", "g", "0-1"}},
+      {"operator", {"EVAL", "return 1", "0"}},
+  };
+  for (const auto& [who, argv] : denied) {
+    auto r = srv.connect(who);
+    ASSERT_TRUE(r.ok());
+    std::string why = refusal(**r, argv);
+    EXPECT_TRUE(is_acl_denial(why))
+        << who << " ran " << fmt::format("{}", fmt::join(argv, " ")) << ": \"" << why << "\"";
+  }
+  EXPECT_EQ(reply_int((*admin)->command({"XLEN", "h3pipe:stream:sample"})->get()), 0);
+  EXPECT_EQ(reply_int((*admin)->command({"XLEN", "h3pipe:stream:decode@h1"})->get()), 0);
+  EXPECT_EQ(reply_int((*admin)->command({"XLEN", "h3pipe:submit"})->get()), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real code, each part with its own user.
+
+config::Cluster cluster_for(const fs::path& dir, int port) {
+  auto j = nlohmann::json::parse(R"({
+    "name": "acl",
+    "redis": {"host": "127.0.0.1", "embedded": false},
+    "queue": {"lease_ms": 2000, "renew_ms": 100, "sweep_ms": 50, "max_deliveries": 3, "block_ms": 20,
+              "retry_backoff_ms": 0},
+    "stages": {"encode": {"runtime": {"name": "sim"}}, "sample": {"runtime": {"name": "sim"}},
+               "decode": {"runtime": {"name": "sim"}}},
+    "hosts": [{"name": "h1"}],
+    "pools": [{"name": "enc", "host": "h1", "stage": "encode", "profiles": {"default": {"seconds": 0}}},
+              {"name": "samp", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 0}}},
+              {"name": "dec", "host": "h1", "stage": "decode", "profiles": {"default": {"seconds": 0}}}]
+  })");
+  j["redis"]["port"] = port;
+  j["state_dir"] = (dir / "state").string();
+  auto c = config::parse(j, dir);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  return *c;
+}
+
+struct Stage {
+  std::unique_ptr<prometheus::Registry> reg = std::make_unique<prometheus::Registry>();
+  std::unique_ptr<metrics::WorkerProbe> probe;
+  std::unique_ptr<worker::StageWorker> w;
+};
+
+Stage make_stage(const config::Cluster& c, const char* pool_name, const queue::RedisAddress& addr) {
+  Stage s;
+  const auto* pool = c.find_pool(pool_name);
+  const auto& rt = c.runtime_for(*pool);
+  runtime::FactoryArgs fa{&c, pool, &rt.settings, 7};
+  worker::Runtimes rts;
+  if (pool->stage == config::StageKind::kEncode)
+    rts.encode = std::move(runtime::make_encode(rt.name, fa).value());
+  if (pool->stage == config::StageKind::kSample)
+    rts.sample = std::move(runtime::make_sample(rt.name, fa).value());
+  if (pool->stage == config::StageKind::kDecode)
+    rts.decode = std::move(runtime::make_decode(rt.name, fa).value());
+  s.probe = std::make_unique<metrics::WorkerProbe>(*s.reg, config::stage_name(pool->stage),
+                                                   pool->name, pool->host);
+  auto w = worker::StageWorker::create({&c, pool, addr, pool->name}, std::move(rts), *s.probe, {});
+  EXPECT_TRUE(w.ok()) << pool_name << ": " << w.error().to_string();
+  if (w.ok()) s.w = std::move(w.value());
+  return s;
+}
+
+bool step_until_work(worker::StageWorker& w) {
+  return ts::wait_for(
+      [&] {
+        auto r = w.step();
+        EXPECT_TRUE(r.ok()) << r.error().to_string();
+        return r.ok() && *r;
+      },
+      20);
+}
+
+TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  ts::TempDir dir;
+  auto c = cluster_for(dir.path(), srv.port());
+  const std::string run = "r-acl-1";
+
+  // Operator (the CLI's `run`): create the run, submit the batch in one MULTI/EXEC.
+  auto op = srv.connect("operator");
+  ASSERT_TRUE(op.ok()) << op.error().message;
+  state::Store op_store(**op);
+  ASSERT_TRUE(op_store.create_run(run, 2).ok());
+  auto j1 =
+      spec::parse_json(R"({"jobId":"j1","prompt":"a cat","width":64,"height":64,"frames":9})");
+  ASSERT_TRUE(j1.ok());
+  std::vector<Argv> tx = {{"MULTI"}};
+  tx.push_back({"XADD", keys::submit(), "*", "run", run, "spec", spec::to_json(*j1)});
+  tx.push_back(
+      {"XADD", keys::submit(), "*", "run", run, "spec", R"({"jobId":"bad/id","prompt":"p"})"});
+  tx.push_back({"EXEC"});
+  auto sub = (*op)->pipeline(tx);
+  ASSERT_TRUE(sub.ok()) << sub.error().message;
+
+  // Encoder: ingest (submit stream -> job + encode task, and a rejected job), then encode.
+  auto ingest = worker::Ingest::create(c, srv.address("encoder"), "enc");
+  ASSERT_TRUE(ingest.ok()) << ingest.error().to_string();
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(ts::wait_for(
+        [&] {
+          auto r = (*ingest)->step();
+          EXPECT_TRUE(r.ok()) << r.error().to_string();
+          return r.ok() && *r;
+        },
+        20));
+  auto enc = make_stage(c, "enc", srv.address("encoder"));
+  auto samp = make_stage(c, "samp", srv.address("sampler"));
+  auto dec = make_stage(c, "dec", srv.address("decoder"));
+  ASSERT_TRUE(enc.w && samp.w && dec.w);
+  ASSERT_TRUE(step_until_work(*enc.w));
+  ASSERT_TRUE(step_until_work(*samp.w));
+  ASSERT_TRUE(step_until_work(*dec.w));
+
+  // Operator: wait/status/cancel reads, the resume transaction, queue inspection, preflight.
+  auto st = op_store.run_status(run);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(st->done, 1);
+  EXPECT_EQ(st->failed, 1);
+  EXPECT_TRUE(st->finished());
+  auto jobs = op_store.jobs(run);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  ASSERT_TRUE(op_store.runs(10).ok());
+  ASSERT_TRUE(op_store.history(run, "j1").ok());
+  ASSERT_EQ(op_store.history(run, "j1")->size(), 3u);
+  auto receipt = paths::receipt(c, run, "j1");
+  EXPECT_TRUE(artifacts::verify(*receipt).ok());
+  for (const Argv& argv :
+       std::vector<Argv>{{"PING"},
+                         {"INFO", "server"},
+                         {"INFO", "persistence"},
+                         {"INFO", "memory"},
+                         {"TIME"},
+                         {"XRANGE", keys::stream("encode"), "-", "+"},
+                         {"XRANGE", keys::stream("sample"), "-", "+"},
+                         {"XRANGE", keys::stream("decode@h1"), "-", "+"},
+                         {"XRANGE", keys::dead_letter(), "-", "+"},
+                         {"XLEN", keys::stream("sample")},
+                         {"XPENDING", keys::stream("sample"), "sample"},
+                         {"XINFO", "GROUPS", keys::stream("sample")},
+                         {"XINFO", "STREAM", keys::stream("sample")},
+                         {"XINFO", "CONSUMERS", keys::stream("sample"), "sample"},
+                         {"ZCARD", keys::runs()},
+                         {"HGETALL", keys::run(run)},
+                         {"LRANGE", keys::history(run, "j1"), "0", "-1"}}) {
+    EXPECT_EQ(refusal(**op, argv), "") << fmt::format("{}", fmt::join(argv, " "));
+  }
+  std::vector<Argv> resume = {{"MULTI"},
+                              {"HINCRBY", keys::run(run), "failed", "-1"},
+                              {"HDEL", keys::job(run, "j1"), "attempts:encode", "attempts:sample",
+                               "attempts:decode", "error"},
+                              {"HSET", keys::job(run, "j1"), "state", "decode"},
+                              {"XADD", keys::stream("decode@h1"), "*", "task", "resumed"},
+                              {"EXEC"}};
+  auto rs = (*op)->pipeline(resume);
+  EXPECT_TRUE(rs.ok()) << (rs.ok() ? "" : rs.error().message);
+  EXPECT_EQ(refusal(**op, {"HSET", keys::run(run), "done", "1", "cancelled", "0"}), "");
+  EXPECT_TRUE(op_store.cancel(run).ok());
+
+  std::string log;
+  EXPECT_EQ(acl_log_entries(srv, &log), 0) << "commands denied during the real run:\n" << log;
+}
+
+TEST(RedisAcl, QueueRetryDeadLetterAndLeaseRenewalWorkForEveryStageUser) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  struct StageUser {
+    std::string who, stream, group;
+  };
+  const std::vector<StageUser> stages = {
+      {"encoder", keys::stream("encode"), "encode"},
+      {"encoder", keys::submit(), std::string(keys::kIngestGroup)},
+      {"sampler", keys::stream("sample"), "sample"},
+      {"decoder", keys::stream("decode@h1"), "decode"}};
+  for (const auto& [who, stream, group] : stages) {
+    SCOPED_TRACE(who + " on " + stream);
+    auto r = srv.connect(who);
+    ASSERT_TRUE(r.ok());
+    queue::QueueOptions qo{stream, group, who + "-pool", 200, 20, 10};
+    queue::StageQueue q(**r, qo);
+    ASSERT_TRUE(q.ensure_group().ok());
+    ASSERT_TRUE(q.ensure_group().ok());
+    // The worker only XADDs through its completion script; enqueue here stands for the previous
+    // stage.
+    ASSERT_TRUE(q.enqueue("t1").ok());
+    ASSERT_TRUE(q.enqueue("t2").ok());
+    auto e1 = q.claim();
+    ASSERT_TRUE(e1.ok() && e1->has_value()) << (e1.ok() ? "empty" : e1.error().message);
+    {
+      // The LeaseKeeper's renewal script, on its own connection.
+      queue::LeaseKeeper keeper(srv.address(who), qo, 10);
+      keeper.hold((*e1)->id);
+      EXPECT_TRUE(ts::wait_for([&] { return keeper.renewals() > 0; }, 10));
+    }
+    ASSERT_TRUE(q.release_for_retry(**e1, 0).ok());
+    EXPECT_EQ(*q.pending_count(), 1);
+    EXPECT_GE(*q.length(), 1);
+    // The retried entry comes back through XAUTOCLAIM; the other through XREADGROUP >.
+    std::vector<queue::Entry> got;
+    ASSERT_TRUE(ts::wait_for(
+        [&] {
+          auto e = q.claim();
+          EXPECT_TRUE(e.ok()) << e.error().message;
+          if (e.ok() && e->has_value()) got.push_back(**e);
+          return got.size() >= 2;
+        },
+        10));
+    const std::string run = "r-" + who;
+    auto done = q.complete(got[0], state::Store::fail_cmds(run, "j", pb::STAGE_SAMPLE, "x"));
+    ASSERT_TRUE(done.ok()) << done.error().message;
+    EXPECT_TRUE(*done);
+    ASSERT_TRUE(q.dead_letter(got[1], who, run, "j", "poison",
+                              state::Store::fail_cmds(run, "j", pb::STAGE_SAMPLE, "poison"))
+                    .ok());
+    EXPECT_EQ(*q.pending_count(), 0);
+    // The store calls every stage worker makes around a task.
+    state::Store store(**r);
+    ASSERT_TRUE(store.begin_attempt(run, "j", pb::STAGE_SAMPLE).ok());
+    ASSERT_TRUE(store.note_exec(run, "j", pb::STAGE_SAMPLE).ok());
+    ASSERT_TRUE(store.note_error(run, "j", pb::STAGE_SAMPLE, "boom").ok());
+    ASSERT_TRUE(store.cancelled(run).ok());
+    EXPECT_EQ(refusal(**r, {"HGET", keys::job(run, "j"), "error"}), "");
+  }
+  // EVAL, the fallback when the script cache was flushed (NOSCRIPT), is part of every worker's set.
+  auto admin = srv.connect("admin");
+  ASSERT_TRUE(admin.ok());
+  auto samp = srv.connect("sampler");
+  queue::StageQueue q(**samp, {keys::stream("sample"), "sample", "p2", 200, 20, 10});
+  ASSERT_TRUE(q.enqueue("t3").ok());
+  auto e = q.claim();
+  ASSERT_TRUE(e.ok() && e->has_value());
+  ASSERT_EQ(refusal(**admin, {"SCRIPT", "FLUSH"}), "");
+  auto done = q.complete(**e, {{"XADD", keys::stream("decode@h1"), "*", "task", "next"}});
+  ASSERT_TRUE(done.ok()) << done.error().message;
+  EXPECT_TRUE(*done);
+  EXPECT_EQ(reply_int((*admin)->command({"XLEN", keys::stream("decode@h1")})->get()), 1);
+
+  // The transfer service's intended commands: ensure the decode group, enqueue the decode task and
+  // record its stage atomically (declared keys), check idempotency.
+  auto xfer = srv.connect("transfer");
+  ASSERT_TRUE(xfer.ok());
+  queue::StageQueue dq(**xfer, {keys::stream("decode@h2"), "decode", "xfer"});
+  ASSERT_TRUE(dq.ensure_group().ok());
+  const std::string run = "r-xfer";
+  auto enq = (*xfer)->eval(
+      R"LUA(
+if redis.call('HGET', KEYS[2], 'task:decode') then return 0 end
+local id = redis.call('XADD', KEYS[1], '*', 'task', ARGV[1])
+redis.call('HSET', KEYS[2], 'state', 'decode', 'task:decode', id)
+redis.call('RPUSH', KEYS[3], ARGV[2])
+redis.call('HINCRBY', KEYS[4], 'count:transfer', 1)
+return 1)LUA",
+      {keys::stream("decode@h2"), keys::job(run, "j"), keys::history(run, "j"), keys::run(run)},
+      {"payload", "{}"});
+  ASSERT_TRUE(enq.ok()) << enq.error().message;
+  EXPECT_EQ(reply_int(enq->get()), 1);
+  EXPECT_EQ(refusal(**xfer, {"EXISTS", keys::job(run, "j")}), "");
+  EXPECT_EQ(refusal(**xfer, {"PING"}), "");
+
+  // KEDA's scaler reads queue depth only.
+  auto keda = srv.connect("keda");
+  ASSERT_TRUE(keda.ok());
+  for (const Argv& argv : std::vector<Argv>{{"XLEN", keys::stream("sample")},
+                                            {"XPENDING", keys::stream("sample"), "sample"},
+                                            {"XINFO", "GROUPS", keys::stream("decode@h1")},
+                                            {"XINFO", "STREAM", keys::stream("encode")}})
+    EXPECT_EQ(refusal(**keda, argv), "") << argv[0];
+
+  std::string log;
+  EXPECT_EQ(acl_log_entries(srv, &log), 0) << "commands denied:\n" << log;
+}
+
+}  // namespace
