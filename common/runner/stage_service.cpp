@@ -6,6 +6,11 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/gpu/gpu_monitor.h"
+#include "common/media/media.h"
+
+extern "C" {
+#include <libavutil/log.h>
+}
 #include "common/queue/keys.h"
 #include "common/runner/runner.h"
 #include "common/worker/pool_board.h"
@@ -19,6 +24,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
                                                                      : "decoder"),
                    true, stage};
   return run(argc, argv, info, [stage](Context& ctx) -> int {
+    media::set_libav_log_level(AV_LOG_ERROR);  // no x264 statistics per job in the logs
     const auto& c = ctx.cluster;
     const auto& rt = c.runtime_for(*ctx.pool);
     runtime::FactoryArgs fa{&c, ctx.pool, &rt.settings, static_cast<std::uint64_t>(::getpid())};

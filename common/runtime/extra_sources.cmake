@@ -1,5 +1,6 @@
 # The external runtimes (exec, comfyui) and what they need; included by CMakeLists.txt here.
 target_sources(h3pipe_runtime PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/builtin_runtime.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stage_output.cpp
   ${CMAKE_CURRENT_LIST_DIR}/subprocess.cpp
   ${CMAKE_CURRENT_LIST_DIR}/exec_runtime.cpp
@@ -11,4 +12,4 @@ target_sources(h3pipe_runtime PRIVATE
 if(NOT TARGET CURL::libcurl)
   find_package(CURL REQUIRED)
 endif()
-target_link_libraries(h3pipe_runtime PUBLIC h3pipe::spec PRIVATE CURL::libcurl)
+target_link_libraries(h3pipe_runtime PUBLIC h3pipe::spec PRIVATE CURL::libcurl h3pipe::model)

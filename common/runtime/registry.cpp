@@ -1,6 +1,7 @@
 // Runtimes by name: one declarative table per stage (CONVENTIONS.md rule 15).
 #include <array>
 
+#include "common/runtime/builtin_runtime.h"
 #include "common/runtime/comfyui_runtime.h"
 #include "common/runtime/exec_runtime.h"
 #include "common/runtime/runtime.h"
@@ -15,9 +16,9 @@ struct Entry {
   Result<std::unique_ptr<T>> (*make)(const FactoryArgs&);
 };
 
-const std::array<Entry<EncodeRuntime>, 3> kEncode = {{{"sim", make_sim_encode}, {"exec", make_exec_encode}, {"comfyui", make_comfyui_encode}}};
-const std::array<Entry<SampleRuntime>, 3> kSample = {{{"sim", make_sim_sample}, {"exec", make_exec_sample}, {"comfyui", make_comfyui_sample}}};
-const std::array<Entry<DecodeRuntime>, 3> kDecode = {{{"sim", make_sim_decode}, {"exec", make_exec_decode}, {"comfyui", make_comfyui_decode}}};
+const std::array<Entry<EncodeRuntime>, 4> kEncode = {{{"sim", make_sim_encode}, {"builtin", make_builtin_encode}, {"exec", make_exec_encode}, {"comfyui", make_comfyui_encode}}};
+const std::array<Entry<SampleRuntime>, 4> kSample = {{{"sim", make_sim_sample}, {"builtin", make_builtin_sample}, {"exec", make_exec_sample}, {"comfyui", make_comfyui_sample}}};
+const std::array<Entry<DecodeRuntime>, 4> kDecode = {{{"sim", make_sim_decode}, {"builtin", make_builtin_decode}, {"exec", make_exec_decode}, {"comfyui", make_comfyui_decode}}};
 
 template <typename T, std::size_t N>
 Result<std::unique_ptr<T>> make(const std::array<Entry<T>, N>& table, std::string_view name,
