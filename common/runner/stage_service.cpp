@@ -18,6 +18,22 @@ extern "C" {
 
 namespace h3pipe::runner {
 
+namespace {
+
+// Stands in for a runtime whose start-up failed permanently: every task fails with that error.
+class FailingRuntime final : public runtime::EncodeRuntime, public runtime::SampleRuntime, public runtime::DecodeRuntime {
+ public:
+  explicit FailingRuntime(Error e) : e_(std::move(e)) {}
+  Result<runtime::StageOutput> encode(const runtime::StageContext&) override { return e_; }
+  Result<runtime::StageOutput> sample(const runtime::StageContext&) override { return e_; }
+  Result<runtime::StageOutput> decode(const runtime::StageContext&) override { return e_; }
+
+ private:
+  Error e_;
+};
+
+}  // namespace
+
 int stage_service_main(int argc, char** argv, config::StageKind stage) {
   ServiceInfo info{std::string(stage == config::StageKind::kEncode   ? "encoder"
                                : stage == config::StageKind::kSample ? "sampler"
@@ -31,6 +47,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     worker::Runtimes rts;
     Error err;
     bool ok = true;
+    bool broken = false;
     auto take = [&](auto r, auto& slot) {
       if (r.ok()) slot = std::move(r.value());
       else { ok = false; err = r.error(); }
@@ -39,8 +56,18 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     if (stage == config::StageKind::kSample) take(runtime::make_sample(rt.name, fa), rts.sample);
     if (stage == config::StageKind::kDecode) take(runtime::make_decode(rt.name, fa), rts.decode);
     if (!ok) {
-      spdlog::critical("{}", err.to_string());
-      return 2;
+      if (err.code.rfind("runtime.permanent", 0) != 0) {
+        spdlog::critical("{}", err.to_string());
+        return 2;
+      }
+      // A runtime that cannot load (bad weights file): stay up, never ready, and fail every task
+      // with the reason, so tasks reach the dead-letter stream instead of a restart loop.
+      spdlog::error("runtime {} cannot start: {}; every task of pool {} will fail with this reason",
+                    rt.name, err.to_string(), ctx.pool->name);
+      rts.encode = std::make_unique<FailingRuntime>(err);
+      rts.sample = std::make_unique<FailingRuntime>(err);
+      rts.decode = std::make_unique<FailingRuntime>(err);
+      broken = true;
     }
     // Crash garbage from an earlier life of this host's stage (rule 2).
     std::size_t swept = artifacts::sweep_parts(stage == config::StageKind::kDecode ? c.output_root : c.artifact_root);
@@ -89,7 +116,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       });
       ingest_thread = std::thread([&] { ingest->run(*ctx.stop); });
     }
-    ctx.health->set_ready(true);
+    ctx.health->set_ready(!broken);
     (*w)->run(*ctx.stop);
     ctx.health->set_ready(false);
     if (ingest_thread.joinable()) ingest_thread.join();

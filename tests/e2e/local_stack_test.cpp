@@ -255,3 +255,28 @@ TEST(LocalStack, ExecRuntimeRunsABatchWithAScriptAsEveryStage) {
     EXPECT_EQ(r["mp4Sha256"], *sha256_file(mp4));
   }
 }
+
+TEST(LocalStack, BadWeightsFileDeadLettersTasksWithTheTensorNameAndTheServiceStaysUp) {
+  ts::TempDir w;
+  fs::path weights = w.path() / "broken.safetensors";
+  // A header that promises a tensor the file does not hold (truncated data).
+  std::string header = R"({"enc.embed.weight":{"dtype":"F32","shape":[256,64],"data_offsets":[0,65536]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  std::ofstream(weights, std::ios::binary) << bytes << header << std::string(100, '\0');
+  json builtin = {{"runtime", {{"name", "builtin"}, {"settings", {{"weights_file", weights.string()}}}}}};
+  Stack st(json{{"stages", {{"encode", builtin}}}});
+  std::string run = st.submit(batch(1));
+  EXPECT_EQ(st.wait(run, 60), 1);
+  auto s = st.status(run);
+  ASSERT_EQ(s["jobs"].size(), 1u);
+  std::string err = s["jobs"][0].value("error", "");
+  EXPECT_NE(err.find("runtime.permanent.weights"), std::string::npos) << err;
+  EXPECT_NE(err.find("broken.safetensors"), std::string::npos) << err;
+  std::cerr << "dead-letter reason: " << err << "\n";
+  auto r = st.redis();
+  EXPECT_EQ(queue::reply_int(r->command({"XLEN", keys::dead_letter()})->get()), 1);
+  int pid = st.pid_of("encoder-enc");
+  EXPECT_EQ(::kill(pid, 0), 0) << "the encoder stays up";
+  EXPECT_EQ(st.stack()["processes"][1]["restarts"].get<int>(), 0);
+}
