@@ -10,6 +10,7 @@
 #include "common/preflight/preflight.h"
 #include "common/remote/remote.h"
 #include "common/schedule/config_adapt.h"
+#include "common/transfer/keys.h"
 #include "common/schedule/plan.h"
 #include "common/schedule/receipts.h"
 
@@ -24,6 +25,18 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
   inspect->add_flag("--json", json);
   inspect->callback([&rc] { rc = latent::inspect_main(file, json, std::cout); });
   register_planner_commands(app, g, rc);
+  auto* kg = app.add_subcommand("keygen", "write a CURVE key pair DIR/NAME.pub and DIR/NAME.key (0600)");
+  static std::string kg_dir = ".", kg_name = "transfer";
+  static bool kg_force = false;
+  kg->add_option("--dir", kg_dir, "output folder");
+  kg->add_option("--name", kg_name, "file name stem");
+  kg->add_flag("--force", kg_force, "overwrite existing files");
+  kg->callback([&rc] {
+    auto k = transfer::keygen(kg_dir, kg_name, kg_force);
+    if (!k.ok()) { fmt::print(stderr, "keygen: {}\n", k.error().message); rc = 1; return; }
+    fmt::print("public key {}\nsecret key {} (mode 0600)\n", k->public_path.string(), k->secret_path.string());
+    rc = 0;
+  });
   auto* pf = app.add_subcommand("preflight", "check Redis, services, GPUs, disk, clocks, keys and ComfyUI endpoints");
   static std::string pf_host;
   pf->add_option("--host", pf_host, "check this host only (default: the hosts that are this machine)");

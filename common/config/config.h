@@ -101,7 +101,7 @@ struct Limits {
 struct Transfer {
   bool curve = true;              // required between hosts; ignored on one host
   std::uint32_t chunk_bytes = 256 * 1024;
-  std::uint32_t window = 16;      // chunks in flight
+  std::uint32_t window = 32;      // chunks in flight: covers one fsync at link rate
   int heartbeat_ms = 500;
   int dead_after_ms = 3000;
   int max_attempts = 5;

@@ -13,6 +13,8 @@ extern "C" {
 }
 #include "common/queue/keys.h"
 #include "common/runner/runner.h"
+#include "common/transfer/config_map.h"
+#include "common/transfer/outbox.h"
 #include "common/worker/pool_board.h"
 #include "common/worker/worker.h"
 
@@ -88,6 +90,10 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       }
       board = std::move(b.value());
       hooks.may_claim = [&board] { return board->may_claim(); };
+      // Latents for another decode host go through this host's transfer sender (notify + outbox).
+      hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t, const std::filesystem::path&) -> Status {
+        return transfer::notify_latent_ready(transfer::notify_endpoint(c, host), t, transfer::outbox_dir(c, host));
+      };
       hooks.on_event = [&board](const std::string& ev, const pb::StageTask&) {
         if (ev == "claimed") board->claimed();
         else board->idle();

@@ -291,9 +291,7 @@ Status StageWorker::finish(const queue::Entry& e, const pb::StageTask& t, const 
         if (!hooks_.hand_off)
           return make_error("config.transfer", "decode host {} differs from {} but no transfer sender is wired",
                             target, opts_.pool->host);
-        next_state = "transfer";
-        // The sender learns of the latent after the ack; if that notification is lost, its
-        // start-up outbox scan finds the latent (transfer issue).
+        next_state = "transfer";  // the receiver on the decode host enqueues the decode task
       }
       break;
     }
@@ -302,6 +300,11 @@ Status StageWorker::finish(const queue::Entry& e, const pb::StageTask& t, const 
       next_state = "done";
       final_stage = true;
       break;
+  }
+  if (next_state == "transfer") {
+    // Before the ack: the outbox record is what lets a restarted sender rebuild the decode task;
+    // a crash between record and ack only re-offers a latent the receiver already holds.
+    H3_TRY(hooks_.hand_off(next, fs::path(rec.output_path())));
   }
   std::string payload;
   next.SerializeToString(&payload);
@@ -313,12 +316,6 @@ Status StageWorker::finish(const queue::Entry& e, const pb::StageTask& t, const 
     probe_.lease_lost();
     spdlog::warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job, state::stage_key(stage_));
     return {};
-  }
-  if (next_state == "transfer") {
-    fs::path latent_path = rec.output_path();
-    if (auto s = hooks_.hand_off(next, latent_path); !s.ok())
-      spdlog::warn("run={} job={}: transfer notification failed ({}); the sender's outbox scan will pick it up",
-                   run, job, s.error().message);
   }
   if (hooks_.on_event) hooks_.on_event("completed", t);
   spdlog::info("run={} job={} {} done in {:.3f}s -> {}", run, job, state::stage_key(stage_),

@@ -1,0 +1,123 @@
+#include "common/transfer/config_map.h"
+
+#include "common/transfer/keys.h"
+
+namespace h3pipe::transfer {
+namespace fs = std::filesystem;
+namespace {
+
+std::size_t host_index(const config::Cluster& c, const std::string& host) {
+  for (std::size_t i = 0; i < c.hosts.size(); ++i)
+    if (c.hosts[i].name == host) return i;
+  return c.hosts.size();
+}
+
+Result<std::string> key_at(const config::Cluster& c, const config::Host& h, bool secret) {
+  const std::string& file = secret ? h.transfer_secret_key_file : h.transfer_public_key_file;
+  const char* field = secret ? "transfer_secret_key_file" : "transfer_public_key_file";
+  const std::string where = fmt::format("/hosts/{}/{}", host_index(c, h.name), field);
+  if (file.empty())
+    return make_error("config.transfer",
+                      "{}: required when transfer.curve is on between hosts "
+                      "(create one with `h3pipe keygen`)",
+                      where);
+  auto k = load_key_file(file, secret);
+  if (!k.ok()) return make_error(k.error().code, "{}: {}", where, k.error().message);
+  return k;
+}
+
+}  // namespace
+
+fs::path outbox_dir(const config::Cluster& c, const std::string& host) {
+  return c.state_dir / "transfer" / host / "outbox";
+}
+
+std::string notify_endpoint(const config::Cluster& c, const std::string& host) {
+  return "ipc://" + (c.state_dir / "transfer" / host / "notify.sock").string();
+}
+
+bool curve_required(const config::Cluster& c) {
+  return c.transfer.curve && c.hosts.size() > 1;
+}
+
+bool runs_receiver(const config::Cluster& c, const std::string& host) {
+  return !c.pools_on(host, config::StageKind::kDecode).empty();
+}
+
+bool runs_sender(const config::Cluster& c, const std::string& host) {
+  return !c.pools_on(host, config::StageKind::kSample).empty();
+}
+
+Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::string& host) {
+  const config::Host* h = c.find_host(host);
+  if (!h) return make_error("config.transfer", "--host {}: not a host in the config", host);
+  ReceiverOptions o;
+  o.host = host;
+  o.bind_endpoint = fmt::format("tcp://{}:{}", h->bind, h->transfer_port);
+  o.root = c.artifact_root;
+  o.chunk_bytes = c.transfer.chunk_bytes;
+  o.window = c.transfer.window;
+  o.heartbeat_ms = c.transfer.heartbeat_ms;
+  o.dead_after_ms = c.transfer.dead_after_ms;
+  o.max_file_bytes = c.limits.max_latent_bytes;
+  o.curve.enabled = curve_required(c);
+  if (o.curve.enabled) {
+    auto sec = key_at(c, *h, true);
+    if (!sec.ok()) return sec.error();
+    auto pub = key_at(c, *h, false);
+    if (!pub.ok()) return pub.error();
+    o.curve.secret_key = *sec;
+    o.curve.public_key = *pub;
+    o.curve.allowed_clients = h->transfer_allowed_clients;
+    const std::size_t i = host_index(c, host);
+    for (std::size_t k = 0; k < o.curve.allowed_clients.size(); ++k)
+      if (!is_z85_key(o.curve.allowed_clients[k]))
+        return make_error("config.transfer",
+                          "/hosts/{}/transfer_allowed_clients/{}: not a 40-character Z85 key", i,
+                          k);
+    if (o.curve.allowed_clients.empty())
+      return make_error("config.transfer",
+                        "/hosts/{}/transfer_allowed_clients: empty, no sender could connect", i);
+  }
+  return o;
+}
+
+Result<SenderOptions> sender_options(const config::Cluster& c, const std::string& host) {
+  const config::Host* h = c.find_host(host);
+  if (!h) return make_error("config.transfer", "--host {}: not a host in the config", host);
+  SenderOptions o;
+  o.host = host;
+  o.root = c.artifact_root;
+  o.outbox = outbox_dir(c, host);
+  o.notify_endpoint = notify_endpoint(c, host);
+  o.heartbeat_ms = c.transfer.heartbeat_ms;
+  o.dead_after_ms = c.transfer.dead_after_ms;
+  o.max_attempts = c.transfer.max_attempts;
+  o.curve.enabled = curve_required(c);
+  if (o.curve.enabled) {
+    auto sec = key_at(c, *h, true);
+    if (!sec.ok()) return sec.error();
+    auto pub = key_at(c, *h, false);
+    if (!pub.ok()) return pub.error();
+    o.curve.secret_key = *sec;
+    o.curve.public_key = *pub;
+  }
+  for (const auto& peer : c.hosts) {
+    if (peer.name == host || !runs_receiver(c, peer.name)) continue;
+    if (peer.transfer_port == 0)
+      return make_error(
+          "config.transfer",
+          "/hosts/{}/transfer_port: a decode host reached over the network needs a fixed port",
+          host_index(c, peer.name));
+    PeerOptions p{peer.name, fmt::format("tcp://{}:{}", peer.address, peer.transfer_port), ""};
+    if (o.curve.enabled) {
+      auto k = key_at(c, peer, false);
+      if (!k.ok()) return k.error();
+      p.server_key = *k;
+    }
+    o.peers.push_back(std::move(p));
+  }
+  return o;
+}
+
+}  // namespace h3pipe::transfer

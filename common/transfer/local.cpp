@@ -1,0 +1,57 @@
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "common/artifacts/artifacts.h"
+#include "common/transfer/sender.h"
+
+namespace h3pipe::transfer {
+namespace fs = std::filesystem;
+namespace {
+
+// link(src, tmp) then rename(tmp, dst): dst appears complete or not at all.
+Status link_over(const fs::path& src, const fs::path& dst) {
+  fs::path tmp = dst;
+  tmp += fmt::format(".link{}", std::random_device{}());
+  if (::link(src.c_str(), tmp.c_str()) != 0) {
+    int e = errno;
+    return make_error(e == EXDEV ? "io.exdev" : "io.link", "link {} -> {}: {}", src.string(),
+                      tmp.string(), std::strerror(e));
+  }
+  if (::rename(tmp.c_str(), dst.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return make_error("io.rename", "rename {} -> {}: {}", tmp.string(), dst.string(),
+                      std::strerror(e));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<fs::path> local_handoff(const fs::path& src, const fs::path& dst) {
+  std::error_code ec;
+  if (fs::exists(dst, ec) && fs::equivalent(src, dst, ec)) return dst;
+  fs::create_directories(dst.parent_path(), ec);
+  if (ec) return make_error("io.mkdir", "mkdir {}: {}", dst.parent_path().string(), ec.message());
+  Status s = link_over(src, dst);
+  if (!s.ok() && s.error().code == "io.exdev") {
+    std::ifstream in(src, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    auto sha = artifacts::write_atomic(dst, bytes);
+    if (!sha.ok()) return sha.error();
+    if (*sha != artifacts::read_sidecar(src))
+      return make_error("artifact.mismatch", "{}: copy hashes to {}, source sidecar says {}",
+                        dst.string(), *sha, artifacts::read_sidecar(src));
+    return dst;
+  }
+  H3_TRY(s);
+  H3_TRY(link_over(artifacts::sidecar_path(src), artifacts::sidecar_path(dst)));
+  H3_TRY(artifacts::fsync_path(dst.parent_path(), true));
+  return dst;
+}
+
+}  // namespace h3pipe::transfer

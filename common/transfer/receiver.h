@@ -1,0 +1,72 @@
+#pragma once
+// The receiving side of the latent handoff (docs/transfer.md): a ROUTER bound to the configured
+// interface that accepts offers, resumes from the durable prefix, writes NAME.part while hashing,
+// grants credit as data becomes durable, verifies the SHA-256 against the offer, commits
+// atomically and calls on_durable once per delivered (job, hash).
+//
+// Threading: start() returns with the socket bound; the receive loop runs on its own thread, disk
+// syncs on a second (IoThread), ZAP on a third.  on_durable runs on the receive loop thread.
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/core/result.h"
+#include "common/proto/h3pipe.pb.h"
+#include "common/transfer/probe.h"
+#include "common/transfer/wire.h"
+
+namespace h3pipe::transfer {
+
+struct ReceiverOptions {
+  std::string bind_endpoint = "tcp://127.0.0.1:0";  // never "*" by default
+  std::filesystem::path root;                       // offers' relative paths resolve under it
+  std::uint32_t chunk_bytes = 256 * 1024;
+  std::uint32_t window = 32;            // chunks the sender may have beyond the durable prefix
+  std::uint32_t checkpoint_chunks = 0;  // durable checkpoint period; 0 = window / 4
+  int heartbeat_ms = 500;
+  int dead_after_ms = 3000;
+  std::uint64_t max_file_bytes = 256ull << 20;
+  CurveServer curve;
+  std::string host;  // for log lines
+};
+
+// Called once the file is verified and durable under its final name.  A failure makes the sender
+// retry the offer (the file stays; the next offer calls on_durable again).  The service wires it
+// to the idempotent enqueue of offer.next_task().
+using OnDurable = std::function<Status(
+    const pb::Offer& offer, const std::filesystem::path& final_path, const std::string& sha256)>;
+
+class TransferReceiver final {
+ public:
+  static Result<std::unique_ptr<TransferReceiver>> start(zmq::context_t& ctx, ReceiverOptions opts,
+                                                         OnDurable on_durable,
+                                                         TransferProbe& probe);
+  ~TransferReceiver();
+  TransferReceiver(const TransferReceiver&) = delete;
+  TransferReceiver& operator=(const TransferReceiver&) = delete;
+
+  // The bound endpoint with the real port (tcp://127.0.0.1:41234).
+  const std::string& endpoint() const { return endpoint_; }
+  void stop();
+  long long zap_refused() const;
+
+  class Impl;
+
+ private:
+  explicit TransferReceiver(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::string endpoint_;
+  std::thread thread_;
+};
+
+// Validates an offer against the receiver's limits and resolves its final path under root.
+// Errors: transfer.refused with the field named.
+Result<std::filesystem::path> resolve_offer(const pb::Offer& offer,
+                                            const std::filesystem::path& root,
+                                            std::uint64_t max_file_bytes);
+
+}  // namespace h3pipe::transfer

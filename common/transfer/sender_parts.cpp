@@ -1,0 +1,75 @@
+#include "common/transfer/sender_parts.h"
+
+#include <cstring>
+
+#include "common/artifacts/artifacts.h"
+
+namespace h3pipe::transfer::detail {
+namespace fs = std::filesystem;
+
+Result<Job> make_job(const SenderOptions& opts, const pb::StageTask& t) {
+  Job j;
+  j.key = t.run_id() + "/" + t.job_id();
+  fs::path in = t.input_path();
+  std::error_code ec;
+  fs::path rel = in.is_absolute() ? fs::relative(in, opts.root, ec) : in;
+  std::vector<std::string> parts;
+  for (const auto& c : rel) parts.push_back(c.string());
+  if (ec || parts.empty() || parts.size() > 6)
+    return make_error("transfer.source", "task.input_path \"{}\" is not a file under {}",
+                      t.input_path(), opts.root.string());
+  for (const auto& c : parts) H3_TRY(artifacts::validate_id("task.input_path", c));
+  j.rel = rel.generic_string();
+  j.latent = opts.root / rel;
+  j.sha = artifacts::read_sidecar(j.latent);
+  if (j.sha.empty())
+    return make_error("transfer.source", "{} has no valid .sha256 sidecar (not durable yet?)",
+                      j.latent.string());
+  if (!t.input_sha256().empty() && t.input_sha256() != j.sha)
+    return make_error("transfer.source", "{}: sidecar says {}, the task says {}", j.latent.string(),
+                      j.sha, t.input_sha256());
+  j.size = fs::file_size(j.latent, ec);
+  if (ec) return make_error("transfer.source", "{}: {}", j.latent.string(), ec.message());
+  j.task = t;
+  return j;
+}
+
+Status open_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, const void* owner) {
+  CurveClient c = opts.curve;
+  c.server_key = p.o.server_key;
+  auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+  H3_TRY(configure_client(*sock, c, 0, 64, opts.heartbeat_ms, opts.dead_after_ms));
+  const std::string mon_ep =
+      fmt::format("inproc://h3xfer-mon-{}-{}-{}", owner, p.index, ++p.generation);
+  zmq_socket_monitor(sock->handle(), mon_ep.c_str(),
+                     ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+  auto mon = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pair);
+  try {
+    mon->set(zmq::sockopt::linger, 0);
+    mon->connect(mon_ep);
+    sock->connect(p.o.endpoint);
+  } catch (const zmq::error_t& e) {
+    return make_error("transfer.socket", "connect {}: {}", p.o.endpoint, e.what());
+  }
+  p.sock = std::move(sock);
+  p.mon = std::move(mon);
+  p.connected = false;
+  p.last_rx = Clock::now();
+  return {};
+}
+
+std::optional<std::uint16_t> next_monitor_event(Peer& p) {
+  for (;;) {
+    zmq::message_t ev, addr;
+    if (!p.mon || !p.mon->recv(ev, zmq::recv_flags::dontwait)) return std::nullopt;
+    if (!p.mon->recv(addr, zmq::recv_flags::dontwait)) return std::nullopt;
+    if (ev.size() < 6) continue;
+    std::uint16_t event;
+    std::memcpy(&event, ev.data(), 2);
+    return event;
+  }
+}
+
+}  // namespace h3pipe::transfer::detail

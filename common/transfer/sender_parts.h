@@ -1,0 +1,66 @@
+#pragma once
+// Internals of TransferSender (sender.cpp): the per-latent job, the per-peer connection state,
+// and the helpers that do not need the sender's loop.  Not a public interface.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/core/result.h"
+#include "common/core/sha256.h"
+#include "common/transfer/sender.h"
+
+namespace h3pipe::transfer::detail {
+
+using Clock = std::chrono::steady_clock;
+
+struct Job {
+  pb::StageTask task;
+  std::string key;
+  std::filesystem::path latent;
+  std::string rel;
+  std::string sha;
+  std::uint64_t size = 0;
+  int attempts = 0;
+  Clock::time_point queued = Clock::now();
+  std::uint64_t bytes_sent = 0;
+  std::optional<std::uint64_t> resumed_from;
+  bool source_mismatch = false;
+};
+
+enum class St { kIdle, kOffered, kStreaming, kAwaitDone };
+
+struct Peer {
+  PeerOptions o;
+  std::unique_ptr<zmq::socket_t> sock, mon;
+  int index = 0, generation = 0;
+  bool connected = false, refused_logged = false;
+  Clock::time_point last_rx, next_ping, reconnect_at;
+  int backoff_ms = 0;
+  std::deque<Job> queue;
+  std::optional<Job> active;
+  St st = St::kIdle;
+  std::uint64_t tid = 0, next = 0, limit = 0, chunk = 0, hashed = 0;
+  int fd = -1;
+  Sha256 hasher;
+  bool hashing = false, want_out = false;
+  int corrupt_pending = 0;  // test-only hook: flip a bit in the next chunk
+  Clock::time_point progress;
+};
+
+// Validates a task and builds its job: the latent must lie under opts.root, named by validated
+// components (a local notification can never make the sender ship an arbitrary file), and have
+// a sidecar that agrees with the task.  Errors: id.*, transfer.source.
+Result<Job> make_job(const SenderOptions& opts, const pb::StageTask& t);
+
+// Creates the peer's DEALER (CURVE client, limits), its socket monitor, and connects.
+Status open_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, const void* owner);
+
+// The next event of the peer's socket monitor, if one is waiting.
+std::optional<std::uint16_t> next_monitor_event(Peer& p);
+
+}  // namespace h3pipe::transfer::detail

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Transfer benchmark (issue #3): two network namespaces joined by a veth pair shaped with tbf to
+# the seeds' LAN (2.35 Gbit/s), a 4.3 MB and a 13 MB latent, CURVE on and off:
+#   - time from "durable on A" (submit) to "verified and durable on B" (on_durable), median and
+#     best of REPS, and its ratio to the wire time bytes*8/2.35e9;
+#   - scp of the same files (sshd started in namespace B on a free port, temp host key, key auth);
+#   - iperf3 TCP throughput of the same link;
+#   - loopback MB/s with and without CURVE; SHA-256 GB/s.
+# Needs root.  Only loopback and the two namespaces it creates carry traffic.
+#
+# Usage: scripts/bench_transfer.sh [BUILD_DIR]      (default: build)
+#   env: REPS=10 RATE_MBIT=2350 MTU=1500 ARTIFACT_DIR=<tmp on disk> KEEP=0
+# Last line of stdout: one JSON object (ratio_13mb_curve, scp_speedup_4_3mb, ...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+REPS=${REPS:-10}
+RATE_MBIT=${RATE_MBIT:-2350}
+MTU=${MTU:-1500}
+NODE=$BUILD/bench/xfer_node
+SHA=$BUILD/bench/bench_sha
+[[ $(id -u) -eq 0 ]] || { echo "bench_transfer: needs root (network namespaces)" >&2; exit 2; }
+[[ -x $NODE && -x $SHA ]] || { echo "bench_transfer: build first: cmake --build $BUILD --target xfer_node bench_sha" >&2; exit 2; }
+NODE=$(readlink -f "$NODE"); SHA=$(readlink -f "$SHA")
+
+W=$(mktemp -d "${ARTIFACT_DIR:-/var/tmp}/h3bench.XXXXXX")
+A=h3bA$$; B=h3bB$$
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  ip netns del "$A" 2>/dev/null || true
+  ip netns del "$B" 2>/dev/null || true
+  [[ ${KEEP:-0} == 1 ]] || rm -rf "$W"
+}
+trap cleanup EXIT
+log() { echo "bench_transfer: $*" >&2; }
+
+# ---------------------------------------------------------------- the link
+ip netns add "$A"; ip netns add "$B"
+ip link add vA netns "$A" type veth peer name vB netns "$B"
+ip -n "$A" addr add 10.214.0.1/24 dev vA
+ip -n "$B" addr add 10.214.0.2/24 dev vB
+for pair in "$A vA" "$B vB"; do
+  set -- $pair
+  ip -n "$1" link set "$2" mtu "$MTU" up
+  ip -n "$1" link set lo up
+  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "${RATE_MBIT}mbit" burst 256kb latency 50ms
+done
+log "link: veth $A <-> $B, tbf ${RATE_MBIT}mbit burst 256kb latency 50ms, mtu $MTU; work dir $W"
+
+ip netns exec "$B" iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+PIDS+=($!)
+sleep 0.3
+IPERF_GBPS=$(ip netns exec "$A" iperf3 -c 10.214.0.2 -p 5201 -t 3 -J |
+  /usr/bin/python3 -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9))')
+log "iperf3 TCP: $IPERF_GBPS Gbit/s"
+
+# ---------------------------------------------------------------- latents
+"$NODE" keygen "$W/keys" >/dev/null
+read -r _ SIZE4 < <("$NODE" mklatent "$W/A/src/l4/latent.h3latent" --width 736 --height 416 --frames 124)
+read -r _ SIZE13 < <("$NODE" mklatent "$W/A/src/l13/latent.h3latent" --width 1280 --height 736 --frames 137)
+log "latents: $SIZE4 and $SIZE13 bytes (416x736x124 and 736x1280x137)"
+
+# One series: receiver in B, sender in A, warm-up + REPS sequential transfers of one file.
+series() {  # name curve_flag rel bind_ns_b endpoint
+  local name=$1 flag=$2 rel=$3 ns_recv=$4 ns_send=$5 ep=$6
+  local tasks=()
+  for _ in $(seq $((REPS + 1))); do tasks+=(--task "$rel"); done
+  ip netns exec "$ns_recv" "$NODE" receive --bind "tcp://$ep" --root "$W/B-$name" --keys "$W/keys" \
+    --log "$W/$name.recv.jsonl" $flag 2>"$W/$name.recv.err" &
+  local rp=$!
+  PIDS+=($rp)
+  for _ in $(seq 100); do grep -q '"ready"' "$W/$name.recv.jsonl" 2>/dev/null && break; sleep 0.05; done
+  ip netns exec "$ns_send" "$NODE" send --peer "B=tcp://$ep" --root "$W/A" --keys "$W/keys" \
+    --log "$W/$name.send.jsonl" --run "$name" --sequential --exit-after $((REPS + 1)) "${tasks[@]}" $flag \
+    2>"$W/$name.send.err"
+  kill "$rp"; wait "$rp" 2>/dev/null || true
+}
+for c in curve plain; do
+  flag=""; [[ $c == plain ]] && flag="--no-curve"
+  series "net4_$c" "$flag" src/l4/latent.h3latent "$B" "$A" 10.214.0.2:7000
+  series "net13_$c" "$flag" src/l13/latent.h3latent "$B" "$A" 10.214.0.2:7000
+  series "lo13_$c" "$flag" src/l13/latent.h3latent "$A" "$A" 127.0.0.1:7001
+done
+
+# ---------------------------------------------------------------- scp
+mkdir -p "$W/ssh" /run/sshd
+ssh-keygen -q -t ed25519 -N '' -f "$W/ssh/host" && ssh-keygen -q -t ed25519 -N '' -f "$W/ssh/client"
+cp "$W/ssh/client.pub" "$W/ssh/authorized_keys"
+SSH_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$W/ssh/sshd_config" <<EOF
+Port $SSH_PORT
+ListenAddress 10.214.0.2
+HostKey $W/ssh/host
+AuthorizedKeysFile $W/ssh/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile $W/ssh/sshd.pid
+Subsystem sftp internal-sftp
+EOF
+ip netns exec "$B" /usr/sbin/sshd -D -e -f "$W/ssh/sshd_config" 2>"$W/ssh/sshd.log" &
+PIDS+=($!)
+for _ in $(seq 100); do ip netns exec "$A" bash -c "echo > /dev/tcp/10.214.0.2/$SSH_PORT" 2>/dev/null && break; sleep 0.05; done
+mkdir -p "$W/scp-dst"
+scp_series() {  # name file
+  local out="$W/$1.scp.txt"
+  : >"$out"
+  for i in $(seq $((REPS + 1))); do
+    local t0 t1
+    t0=$(date +%s%N)
+    ip netns exec "$A" scp -q -i "$W/ssh/client" -P "$SSH_PORT" -o StrictHostKeyChecking=no \
+      -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "$2" "root@10.214.0.2:$W/scp-dst/$1-$i"
+    t1=$(date +%s%N)
+    [[ $i -gt 1 ]] && echo $(((t1 - t0))) >>"$out"
+  done
+}
+scp_series scp4 "$W/A/src/l4/latent.h3latent"
+scp_series scp13 "$W/A/src/l13/latent.h3latent"
+
+SHA_GBPS=$("$SHA" | tail -1)
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---------------------------------------------------------------- report
+W="$W" REPS="$REPS" IPERF_GBPS="$IPERF_GBPS" SHA_JSON="$SHA_GBPS" LOAD="$LOAD" RATE_MBIT="$RATE_MBIT" MTU="$MTU" \
+  NPROC=$(nproc) /usr/bin/python3 - <<'EOF'
+import json, os, statistics
+W = os.environ["W"]
+nominal = 2.35e9
+iperf = float(os.environ["IPERF_GBPS"]) * 1e9
+
+def series(name):
+    sub, dur, size = {}, [], 0
+    for line in open(f"{W}/{name}.send.jsonl"):
+        e = json.loads(line)
+        if e["event"] == "submit": sub[(e["run"], e["job"])] = e["t_ns"]
+    for line in open(f"{W}/{name}.recv.jsonl"):
+        e = json.loads(line)
+        if e["event"] == "durable":
+            dur.append((e["t_ns"] - sub[(e["run"], e["job"])]) / 1e9); size = e["size"]
+    return size, dur[1:]  # first one warms up the connection
+
+def scp(name):
+    return [int(x) / 1e9 for x in open(f"{W}/{name}.scp.txt").read().split()]
+
+r = {"reps": int(os.environ["REPS"]), "link_mbit": int(os.environ["RATE_MBIT"]), "mtu": int(os.environ["MTU"]),
+     "iperf3_gbps": float(os.environ["IPERF_GBPS"]), "cpus": int(os.environ["NPROC"]), "loadavg": os.environ["LOAD"]}
+rows = []
+for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
+    for c in ("curve", "plain"):
+        size, d = series(f"{name}_{c}")
+        med, best = statistics.median(d), min(d)
+        wire = size * 8 / nominal
+        key = f"{label.replace('.', '_').lower()}_{c}"
+        r[f"seconds_{key}"] = round(med, 5)
+        r[f"best_seconds_{key}"] = round(best, 5)
+        r[f"ratio_{key}"] = round(med / wire, 3)
+        r[f"best_ratio_{key}"] = round(best / wire, 3)
+        r[f"ratio_vs_iperf_{key}"] = round(med / (size * 8 / iperf), 3)
+        rows.append((label, c, size, med, best, wire, med / wire, best / wire, med / (size * 8 / iperf)))
+for label, name in [("4.3MB", "scp4"), ("13MB", "scp13")]:
+    d = scp(name)
+    r[f"scp_seconds_{label.replace('.', '_').lower()}"] = round(statistics.median(d), 4)
+for c in ("curve", "plain"):
+    size, d = series(f"lo13_{c}")
+    r[f"loopback_mbps_{c}"] = round(size / statistics.median(d) / 1e6, 1)
+r.update(json.loads(os.environ["SHA_JSON"]))
+r["scp_speedup_4_3mb"] = round(r["scp_seconds_4_3mb"] / r["seconds_4_3mb_curve"], 1)
+r["scp_speedup_13mb"] = round(r["scp_seconds_13mb"] / r["seconds_13mb_curve"], 1)
+r["ratio_13mb_curve"] = r["ratio_13mb_curve"]
+import sys
+print(f"link {r['link_mbit']} Mbit/s tbf, iperf3 {r['iperf3_gbps']} Gbit/s, {r['cpus']} CPUs, load {r['loadavg']}", file=sys.stderr)
+print(f"{'size':>6} {'mode':>5} {'bytes':>9} {'median ms':>9} {'best ms':>8} {'wire ms':>8} {'ratio':>6} {'best':>6} {'vs iperf':>8}", file=sys.stderr)
+for row in rows:
+    print(f"{row[0]:>6} {row[1]:>5} {row[2]:>9} {row[3]*1e3:>9.1f} {row[4]*1e3:>8.1f} {row[5]*1e3:>8.1f} {row[6]:>6.2f} {row[7]:>6.2f} {row[8]:>8.2f}", file=sys.stderr)
+print(f"scp median: 4.3MB {r['scp_seconds_4_3mb']*1e3:.0f} ms, 13MB {r['scp_seconds_13mb']*1e3:.0f} ms; "
+      f"speedup {r['scp_speedup_4_3mb']}x / {r['scp_speedup_13mb']}x", file=sys.stderr)
+print(f"loopback 13MB: curve {r['loopback_mbps_curve']} MB/s, plain {r['loopback_mbps_plain']} MB/s; "
+      f"sha256 {r['sha256_gbps']} GB/s", file=sys.stderr)
+print(json.dumps(r, sort_keys=True))
+EOF

@@ -1,0 +1,98 @@
+#include "services/transfer/handoff.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+
+#include "common/queue/keys.h"
+#include "common/state/state.h"
+#include "common/worker/worker.h"
+
+namespace h3pipe::transfer_service {
+namespace fs = std::filesystem;
+namespace {
+
+// KEYS: job hash, history list, run hash, decode stream.  ARGV: guard field, record json, payload.
+constexpr const char* kEnqueueOnce = R"LUA(
+if redis.call('HSETNX', KEYS[1], ARGV[1], '1') == 0 then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'done:transfer', 1)
+redis.call('HINCRBY', KEYS[3], 'count:transfer', 1)
+redis.call('HSET', KEYS[1], 'state', 'decode')
+redis.call('XADD', KEYS[4], '*', 'task', ARGV[3])
+return 1
+)LUA";
+
+}  // namespace
+
+Handoff::Handoff(const config::Cluster& cluster, std::string host, queue::RedisAddress redis)
+    : cluster_(cluster), host_(std::move(host)), addr_(std::move(redis)) {}
+
+Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
+                           const std::string& sha256, std::uint64_t bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!redis_) {
+    auto r = queue::Redis::connect(addr_);
+    if (!r.ok()) return r.error();
+    redis_ = std::move(*r);
+  }
+  const long long now = state::now_ms();
+  pb::StageRecord rec;
+  rec.set_stage(pb::STAGE_TRANSFER);
+  rec.set_host(host_);
+  rec.set_start_unix_ms(task.enqueued_unix_ms() ? task.enqueued_unix_ms() : now);
+  rec.set_end_unix_ms(now);
+  rec.set_attempts(1);
+  rec.set_input_sha256(sha256);
+  rec.set_output_sha256(sha256);
+  std::error_code ec;
+  rec.set_output_path(fs::relative(final_path, cluster_.artifact_root, ec).generic_string());
+  rec.set_bytes(bytes);
+  std::string rec_json, payload;
+  (void)google::protobuf::util::MessageToJsonString(rec, &rec_json);
+  task.set_stage(pb::STAGE_DECODE);
+  task.set_target_host(host_);
+  task.set_input_sha256(sha256);
+  task.set_input_path(rec.output_path());
+  task.set_enqueued_unix_ms(now);
+  task.SerializeToString(&payload);
+  const std::string& run = task.run_id();
+  const std::string& job = task.job_id();
+  auto r = redis_->eval(kEnqueueOnce,
+                        {keys::job(run, job), keys::history(run, job), keys::run(run),
+                         worker::stream_for(config::StageKind::kDecode, host_)},
+                        {"xfer:" + sha256, rec_json, payload});
+  if (!r.ok()) {
+    redis_.reset();  // reconnect on the next call
+    return r.error();
+  }
+  return {};
+}
+
+Status Handoff::enqueue_decode(const pb::Offer& offer, const fs::path& final_path,
+                               const std::string& sha256) {
+  return run_script(offer.next_task(), final_path, sha256, offer.size());
+}
+
+Status Handoff::enqueue_local(const pb::StageTask& task, const fs::path& final_path,
+                              const std::string& sha256) {
+  std::error_code ec;
+  return run_script(task, final_path, sha256, fs::file_size(final_path, ec));
+}
+
+void Handoff::fail(const pb::StageTask& task, const Error& e) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!redis_) {
+    auto r = queue::Redis::connect(addr_);
+    if (!r.ok()) {
+      spdlog::error("run={} job={}: cannot record the transfer failure: {}", task.run_id(),
+                    task.job_id(), r.error().message);
+      return;
+    }
+    redis_ = std::move(*r);
+  }
+  auto cmds =
+      state::Store::fail_cmds(task.run_id(), task.job_id(), pb::STAGE_TRANSFER, e.to_string());
+  if (auto r = redis_->pipeline(cmds); !r.ok()) redis_.reset();
+}
+
+}  // namespace h3pipe::transfer_service

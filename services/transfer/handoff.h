@@ -1,0 +1,37 @@
+#pragma once
+// The transfer service's Redis side: what happens when a latent is durable on the decode host
+// (enqueue its decode task, once per (job, hash)) and when a transfer is given up (fail the job).
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+#include "common/config/config.h"
+#include "common/proto/h3pipe.pb.h"
+#include "common/queue/redis.h"
+
+namespace h3pipe::transfer_service {
+
+class Handoff final {
+ public:
+  Handoff(const config::Cluster& cluster, std::string host, queue::RedisAddress redis);
+  // Idempotent per (job, sha256): a Lua script sets the guard field xfer:<sha> on the job hash and,
+  // only if it was new, records the transfer stage (history, counters, state "decode") and XADDs
+  // the decode task to this host's decode stream.  Thread-safe.
+  Status enqueue_decode(const pb::Offer& offer, const std::filesystem::path& final_path,
+                        const std::string& sha256);
+  Status enqueue_local(const pb::StageTask& task, const std::filesystem::path& final_path,
+                       const std::string& sha256);
+  // The job fails with the transfer's reason (max attempts, refused, missing source).
+  void fail(const pb::StageTask& task, const Error& e);
+
+ private:
+  Status run_script(pb::StageTask task, const std::filesystem::path& final_path,
+                    const std::string& sha256, std::uint64_t bytes);
+  const config::Cluster& cluster_;
+  std::string host_;
+  queue::RedisAddress addr_;
+  std::mutex mu_;
+  std::unique_ptr<queue::Redis> redis_;
+};
+
+}  // namespace h3pipe::transfer_service

@@ -1,0 +1,84 @@
+// h3pipe-transfer: one per host.  On a decode host it runs the receiver (verifies, stores and
+// enqueues decode tasks); on a sampling host the sender (streams finished latents to the decode
+// host).  docs/transfer.md.
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "common/runner/runner.h"
+#include "common/transfer/config_map.h"
+#include "common/transfer/receiver.h"
+#include "common/transfer/sender.h"
+#include "services/transfer/handoff.h"
+
+using namespace h3pipe;
+
+namespace {
+
+int serve(runner::Context& ctx) {
+  const config::Cluster& c = ctx.cluster;
+  transfer::tune_allocator();
+  zmq::context_t zctx(1);  // the process's one context
+  transfer_service::Handoff handoff(c, ctx.host, ctx.redis);
+  std::unique_ptr<transfer::TransferProbe> rprobe, sprobe;
+  std::unique_ptr<transfer::TransferReceiver> receiver;
+  std::unique_ptr<transfer::TransferSender> sender;
+
+  if (transfer::runs_receiver(c, ctx.host)) {
+    auto o = transfer::receiver_options(c, ctx.host);
+    if (!o.ok()) {
+      spdlog::critical("{}", o.error().message);
+      return 2;
+    }
+    rprobe = std::make_unique<transfer::TransferProbe>(*ctx.registry, "receiver");
+    auto r = transfer::TransferReceiver::start(
+        zctx, *o,
+        [&](const pb::Offer& offer, const std::filesystem::path& p, const std::string& sha) {
+          return handoff.enqueue_decode(offer, p, sha);
+        },
+        *rprobe);
+    if (!r.ok()) {
+      spdlog::critical("{}", r.error().message);
+      return 2;
+    }
+    receiver = std::move(*r);
+    spdlog::info("transfer receiver on {} (CURVE {})", receiver->endpoint(),
+                 o->curve.enabled ? "on" : "off");
+  }
+  if (transfer::runs_sender(c, ctx.host)) {
+    auto o = transfer::sender_options(c, ctx.host);
+    if (!o.ok()) {
+      spdlog::critical("{}", o.error().message);
+      return 2;
+    }
+    o->deliver_local = [&](const pb::StageTask& t, const std::filesystem::path& p,
+                           const std::string& sha) { return handoff.enqueue_local(t, p, sha); };
+    o->on_failed = [&](const pb::StageTask& t, const Error& e) { handoff.fail(t, e); };
+    std::filesystem::create_directories(o->outbox);
+    sprobe = std::make_unique<transfer::TransferProbe>(*ctx.registry, "sender");
+    auto s = transfer::TransferSender::start(zctx, *o, *sprobe);
+    if (!s.ok()) {
+      spdlog::critical("{}", s.error().message);
+      return 2;
+    }
+    sender = std::move(*s);
+    spdlog::info("transfer sender: {} peer(s), notify {}, outbox {}", o->peers.size(),
+                 sender->notify_endpoint(), o->outbox.string());
+  }
+  if (!receiver && !sender)
+    spdlog::warn("host {} runs neither sampling nor decoding: nothing to transfer", ctx.host);
+  if (ctx.health) ctx.health->set_ready(true);
+  while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (ctx.health) ctx.health->set_ready(false);
+  if (sender) sender->stop();      // unsent work stays in the outbox
+  if (receiver) receiver->stop();  // received bytes are checkpointed for resume
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  runner::ServiceInfo info;
+  info.name = "transfer";
+  return runner::run(argc, argv, info, serve);
+}

@@ -1,0 +1,484 @@
+// Protocol state machine on loopback (label unit): sender and receiver in one process, one
+// ZeroMQ context, tcp://127.0.0.1 with port 0, CURVE on unless a test says otherwise.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <mutex>
+#include <zmq_addon.hpp>
+
+#include "common/transfer/disk.h"
+#include "common/transfer/keys.h"
+#include "common/transfer/outbox.h"
+#include "common/transfer/receiver.h"
+#include "common/transfer/sender.h"
+#include "tests/transfer/transfer_test_util.h"
+
+namespace h3pipe::transfer {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using testing::make_latent_task;
+using testing::slurp;
+using testing::TempDir;
+using testing::wait_until;
+
+struct Keys {
+  KeyPair server, client, stranger;
+};
+
+Keys make_keys(const fs::path& dir) {
+  Keys k;
+  k.server = keygen(dir, "server").value();
+  k.client = keygen(dir, "client").value();
+  k.stranger = keygen(dir, "stranger").value();
+  return k;
+}
+
+class Loopback : public ::testing::Test {
+ protected:
+  void SetUp() override { keys_ = make_keys(dir_.path() / "keys"); }
+  void TearDown() override {
+    sender_.reset();
+    receiver_.reset();
+  }
+
+  ReceiverOptions receiver_options() {
+    ReceiverOptions o;
+    o.root = dir_.path() / "B";
+    o.chunk_bytes = 64 * 1024;
+    o.window = 8;
+    o.checkpoint_chunks = 2;
+    o.heartbeat_ms = 100;
+    o.dead_after_ms = 1500;
+    o.curve.public_key = keys_.server.public_z85;
+    o.curve.secret_key = keys_.server.secret_z85;
+    o.curve.allowed_clients = {keys_.client.public_z85};
+    return o;
+  }
+
+  void start_receiver(ReceiverOptions o) {
+    auto r = TransferReceiver::start(
+        ctx_, std::move(o),
+        [this](const pb::Offer& offer, const fs::path& p, const std::string& sha) -> Status {
+          std::lock_guard<std::mutex> l(mu_);
+          if (fail_durable_ > 0) {
+            --fail_durable_;
+            return make_error("queue.down", "enqueue failed (test)");
+          }
+          durable_[offer.job_id() + "|" + sha]++;
+          EXPECT_EQ(offer.next_task().input_path(), offer.relative_path());
+          EXPECT_TRUE(fs::exists(p));
+          return {};
+        },
+        rprobe_);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    receiver_ = std::move(*r);
+  }
+
+  SenderOptions sender_options(const KeyPair& client) {
+    SenderOptions o;
+    o.host = "A";
+    o.root = dir_.path() / "A";
+    o.outbox = dir_.path() / "A-outbox";
+    o.peers = {{"B", receiver_->endpoint(), keys_.server.public_z85}};
+    o.curve.public_key = client.public_z85;
+    o.curve.secret_key = client.secret_z85;
+    o.heartbeat_ms = 100;
+    o.dead_after_ms = 1500;
+    o.max_attempts = 3;
+    o.on_sent = [this](const SendReport& r) {
+      std::lock_guard<std::mutex> l(mu_);
+      sent_.push_back(r);
+    };
+    o.on_failed = [this](const pb::StageTask& t, const Error& e) {
+      std::lock_guard<std::mutex> l(mu_);
+      failed_[t.job_id()] = e;
+    };
+    return o;
+  }
+
+  void start_sender(SenderOptions o) {
+    auto s = TransferSender::start(ctx_, std::move(o), sprobe_);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    sender_ = std::move(*s);
+  }
+
+  std::size_t sent_count() {
+    std::lock_guard<std::mutex> l(mu_);
+    return sent_.size();
+  }
+  std::size_t failed_count() {
+    std::lock_guard<std::mutex> l(mu_);
+    return failed_.size();
+  }
+  int durable_calls() {
+    std::lock_guard<std::mutex> l(mu_);
+    int n = 0;
+    for (auto& [k, v] : durable_) n += v;
+    return n;
+  }
+
+  TempDir dir_;
+  Keys keys_;
+  zmq::context_t ctx_{1};
+  prometheus::Registry registry_;
+  TransferProbe rprobe_{registry_, "receiver"};
+  TransferProbe sprobe_{registry_, "sender"};
+  std::unique_ptr<TransferReceiver> receiver_;
+  std::unique_ptr<TransferSender> sender_;
+  std::mutex mu_;
+  std::map<std::string, int> durable_;
+  std::vector<SendReport> sent_;
+  std::map<std::string, Error> failed_;
+  int fail_durable_ = 0;
+};
+
+TEST(Keys, KeygenWritesZ85PairWithPrivateSecret) {
+  TempDir d;
+  auto kp = keygen(d.path(), "hostA");
+  ASSERT_TRUE(kp.ok()) << kp.error().to_string();
+  struct stat sb {};
+  ASSERT_EQ(::stat(kp->secret_path.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 0777, 0600u);
+  EXPECT_EQ(load_key_file(kp->public_path, false).value(), kp->public_z85);
+  EXPECT_EQ(load_key_file(kp->secret_path, true).value(), kp->secret_z85);
+  EXPECT_EQ(public_of(kp->secret_z85).value(), kp->public_z85);
+  EXPECT_EQ(keygen(d.path(), "hostA").error().code, "keygen.exists");
+  ::chmod(kp->secret_path.c_str(), 0644);
+  EXPECT_EQ(load_key_file(kp->secret_path, true).error().code, "keys.permissions");
+  EXPECT_FALSE(is_z85_key("short"));
+}
+
+TEST_F(Loopback, ManyLatentsCrossEachDurableOnce) {
+  start_receiver(receiver_options());
+  start_sender(sender_options(keys_.client));
+  std::map<std::string, std::string> shas;
+  const std::size_t sizes[] = {1, 1000, 64 * 1024, 64 * 1024 + 1, 300 * 1024, 2 * 1024 * 1024 + 17};
+  int i = 0;
+  for (std::size_t n : sizes) {
+    std::string job = "job" + std::to_string(i++);
+    sender_->submit(make_latent_task(dir_.path() / "A", "run1", job, n, "B", &shas[job]));
+  }
+  ASSERT_TRUE(wait_until([&] { return sent_count() == std::size(sizes); }, 20s));
+  EXPECT_EQ(durable_calls(), static_cast<int>(std::size(sizes)));
+  for (auto& [job, sha] : shas) {
+    EXPECT_EQ(durable_[job + "|" + sha], 1) << job;
+    fs::path a = dir_.path() / "A/run1" / job / "latent.h3latent";
+    fs::path b = dir_.path() / "B/run1" / job / "latent.h3latent";
+    EXPECT_EQ(slurp(a), slurp(b)) << job;
+    EXPECT_EQ(artifacts::verify(b).value(), sha);
+    EXPECT_FALSE(fs::exists(artifacts::part_path(b)));
+  }
+  EXPECT_TRUE(scan_outbox(dir_.path() / "A-outbox").empty()) << "records removed once durable";
+  EXPECT_EQ(rprobe_.integrity_failures(), 0);
+  EXPECT_EQ(sprobe_.bytes(), rprobe_.bytes());
+}
+
+TEST_F(Loopback, CorruptionInTransitIsCaughtAndResent) {
+  start_receiver(receiver_options());
+  auto o = sender_options(keys_.client);
+  o.test_only_corrupt_attempts = 1;
+  start_sender(o);
+  std::string sha;
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 500 * 1000, "B", &sha));
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 20s));
+  EXPECT_EQ(sent_[0].attempts, 2);
+  EXPECT_EQ(rprobe_.integrity_failures(), 1);
+  EXPECT_EQ(sprobe_.retries(), 1);
+  EXPECT_EQ(durable_calls(), 1);
+  EXPECT_EQ(artifacts::verify(dir_.path() / "B/run1/j/latent.h3latent").value(), sha);
+}
+
+TEST_F(Loopback, RepeatedCorruptionFailsWithReasonAndNothingReachesFinalName) {
+  start_receiver(receiver_options());
+  auto o = sender_options(keys_.client);
+  o.test_only_corrupt_attempts = 100;
+  start_sender(o);
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 200 * 1000, "B"));
+  ASSERT_TRUE(wait_until([&] { return failed_count() == 1; }, 20s));
+  EXPECT_EQ(failed_.at("j").code, "transfer.integrity");
+  EXPECT_NE(failed_.at("j").message.find("3 attempts"), std::string::npos)
+      << failed_.at("j").message;
+  EXPECT_FALSE(fs::exists(dir_.path() / "B/run1/j/latent.h3latent"));
+  EXPECT_FALSE(fs::exists(dir_.path() / "B/run1/j/latent.h3latent.part"));
+  EXPECT_EQ(durable_calls(), 0);
+  EXPECT_TRUE(fs::exists(dir_.path() / "A-outbox/run1/j.task.failed"));
+}
+
+TEST_F(Loopback, ResumesFromPersistedDurablePrefix) {
+  // A previous receiver process made the first 300 KiB durable, then died.
+  const std::size_t size = 1000 * 1000, held = 300 * 1024;
+  std::string sha;
+  auto task = make_latent_task(dir_.path() / "A", "run1", "j", size, "B", &sha);
+  const std::string bytes = slurp(dir_.path() / "A/run1/j/latent.h3latent");
+  {
+    Sha256 h;
+    std::uint64_t have = 1;
+    auto f = PartFile::open(dir_.path() / "B/run1/j/latent.h3latent", size, sha, &h, &have);
+    ASSERT_TRUE(f.ok()) << f.error().to_string();
+    ASSERT_EQ(have, 0u);
+    ASSERT_TRUE((*f)->write(0, bytes.data(), held + 5000).ok());  // more than durable
+    ASSERT_TRUE((*f)->checkpoint(held).ok());
+  }
+  start_receiver(receiver_options());
+  start_sender(sender_options(keys_.client));
+  sender_->submit(task);
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 20s));
+  EXPECT_EQ(sent_[0].resumed_from, held);
+  EXPECT_EQ(sent_[0].bytes_sent, size - held);
+  EXPECT_EQ(rprobe_.resumed_bytes(), static_cast<double>(held));
+  EXPECT_EQ(artifacts::verify(dir_.path() / "B/run1/j/latent.h3latent").value(), sha);
+}
+
+TEST_F(Loopback, AlreadyCompleteSendsNothingAndNotifiesOnce) {
+  start_receiver(receiver_options());
+  start_sender(sender_options(keys_.client));
+  auto task = make_latent_task(dir_.path() / "A", "run1", "j", 100 * 1000, "B");
+  sender_->submit(task);
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 20s));
+  sender_->submit(task);  // e.g. a restarted sender finding the record again
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 2; }, 20s));
+  EXPECT_EQ(sent_[1].bytes_sent, 0u);
+  EXPECT_EQ(durable_calls(), 1);
+}
+
+TEST_F(Loopback, FailedEnqueueIsRetriedUntilItSucceeds) {
+  fail_durable_ = 1;
+  start_receiver(receiver_options());
+  start_sender(sender_options(keys_.client));
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 100 * 1000, "B"));
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 20s));
+  EXPECT_EQ(durable_calls(), 1);
+  EXPECT_EQ(sent_[0].bytes_sent, 100u * 1000) << "the second offer finds the file complete";
+}
+
+TEST_F(Loopback, ClientKeyNotAllowedIsRefusedAndDeliversNothing) {
+  start_receiver(receiver_options());
+  start_sender(sender_options(keys_.stranger));
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 10000, "B"));
+  ASSERT_TRUE(wait_until([&] { return receiver_->zap_refused() >= 1; }, 10s));
+  EXPECT_EQ(sent_count(), 0u);
+  EXPECT_EQ(durable_calls(), 0);
+  EXPECT_FALSE(fs::exists(dir_.path() / "B/run1"));
+  EXPECT_GE(rprobe_.auth_refusals(), 1);
+}
+
+TEST_F(Loopback, HostileOfferPathIsRefusedByTheReceiver) {
+  start_receiver(receiver_options());
+  zmq::socket_t raw(ctx_, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::curve_serverkey, keys_.server.public_z85);
+  raw.set(zmq::sockopt::curve_publickey, keys_.client.public_z85);
+  raw.set(zmq::sockopt::curve_secretkey, keys_.client.secret_z85);
+  raw.connect(receiver_->endpoint());
+  pb::TransferFrame f;
+  auto* o = f.mutable_offer();
+  o->set_run_id("run1");
+  o->set_job_id("j");
+  o->set_size(10);
+  o->set_sha256(std::string(64, 'a'));
+  o->set_transfer_id(42);
+  o->set_relative_path("run1/../../etc/cron.d/x");
+  raw.send(encode(f), zmq::send_flags::none);
+  zmq::pollitem_t it{raw.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&it, 1, 5s), 1);
+  zmq::message_t m;
+  ASSERT_TRUE(raw.recv(m));
+  pb::TransferFrame r;
+  ASSERT_TRUE(decode(m, &r));
+  ASSERT_TRUE(r.has_done());
+  EXPECT_FALSE(r.done().ok());
+  EXPECT_FALSE(r.done().retry());
+  EXPECT_EQ(r.done().code(), "transfer.refused");
+  EXPECT_EQ(durable_calls(), 0);
+}
+
+TEST_F(Loopback, SenderShipsOnlyFilesUnderItsRoot) {
+  start_receiver(receiver_options());
+  start_sender(sender_options(keys_.client));
+  auto t = make_latent_task(dir_.path() / "A", "run1", "j", 1000, "B");
+  t.set_input_path("/etc/passwd");
+  sender_->submit(t);
+  auto t2 = make_latent_task(dir_.path() / "A", "run1", "k", 1000, "B");
+  t2.set_input_path("run1/../run1/k/latent.h3latent");
+  sender_->submit(t2);
+  ASSERT_TRUE(wait_until([&] { return failed_count() == 2; }, 10s));
+  EXPECT_EQ(failed_.at("j").code, "id.dot");  // relative to the root it is ../../etc/passwd
+  EXPECT_EQ(failed_.at("k").code, "id.dot");
+  EXPECT_EQ(durable_calls(), 0);
+}
+
+TEST(ResolveOffer, RejectsTraversalAndLimits) {
+  pb::Offer o;
+  o.set_run_id("r");
+  o.set_job_id("j");
+  o.set_size(10);
+  o.set_sha256(std::string(64, 'a'));
+  o.set_transfer_id(7);
+  o.set_relative_path("r/j/latent.h3latent");
+  EXPECT_EQ(resolve_offer(o, "/root", 100).value(), fs::path("/root/r/j/latent.h3latent"));
+  for (const char* bad : {"../x", "r/../../etc/passwd", "/abs", "r//j", "", "a/b/c/d/e/f/g"}) {
+    o.set_relative_path(bad);
+    EXPECT_FALSE(resolve_offer(o, "/root", 100).ok()) << bad;
+  }
+  o.set_relative_path("r/j/l");
+  o.set_size(101);
+  EXPECT_FALSE(resolve_offer(o, "/root", 100).ok());
+  o.set_size(10);
+  o.set_sha256("ABC");
+  EXPECT_FALSE(resolve_offer(o, "/root", 100).ok());
+}
+
+TEST_F(Loopback, OversizeFrameDisconnectsThePeerAndOthersStillDeliver) {
+  start_receiver(receiver_options());
+  zmq::socket_t raw(ctx_, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::curve_serverkey, keys_.server.public_z85);
+  raw.set(zmq::sockopt::curve_publickey, keys_.client.public_z85);
+  raw.set(zmq::sockopt::curve_secretkey, keys_.client.secret_z85);
+  zmq_socket_monitor(raw.handle(), "inproc://oversize-mon",
+                     ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
+  zmq::socket_t mon(ctx_, zmq::socket_type::pair);
+  mon.connect("inproc://oversize-mon");
+  raw.connect(receiver_->endpoint());
+  auto next_event = [&]() -> int {
+    zmq::pollitem_t it{mon.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&it, 1, 5s) == 0) return -1;
+    zmq::message_t ev, addr;
+    (void)mon.recv(ev);
+    (void)mon.recv(addr);
+    std::uint16_t e;
+    std::memcpy(&e, ev.data(), 2);
+    return e;
+  };
+  ASSERT_EQ(next_event(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+  std::string huge(max_message_bytes(64 * 1024) + 1, 'x');
+  raw.send(zmq::buffer(huge), zmq::send_flags::none);
+  EXPECT_EQ(next_event(), ZMQ_EVENT_DISCONNECTED);
+  zmq_socket_monitor(raw.handle(), nullptr, 0);
+
+  start_sender(sender_options(keys_.client));
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 100000, "B"));
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 10s));
+}
+
+TEST_F(Loopback, GarbageFramesAreCountedNotFatal) {
+  start_receiver(receiver_options());
+  zmq::socket_t raw(ctx_, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::curve_serverkey, keys_.server.public_z85);
+  raw.set(zmq::sockopt::curve_publickey, keys_.client.public_z85);
+  raw.set(zmq::sockopt::curve_secretkey, keys_.client.secret_z85);
+  raw.connect(receiver_->endpoint());
+  raw.send(zmq::str_buffer("\xff\xff\xff not protobuf"), zmq::send_flags::none);
+  pb::TransferFrame chunk;
+  chunk.mutable_chunk()->set_transfer_id(99);
+  raw.send(encode(chunk), zmq::send_flags::none);  // a chunk without its data frame: refused
+  raw.send(encode(chunk), zmq::send_flags::sndmore);
+  raw.send(zmq::str_buffer("abc"), zmq::send_flags::none);
+  zmq::pollitem_t it{raw.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&it, 1, 5s), 1);
+  zmq::message_t m;
+  ASSERT_TRUE(raw.recv(m));
+  pb::TransferFrame f;
+  ASSERT_TRUE(decode(m, &f));
+  ASSERT_TRUE(f.has_done());
+  EXPECT_EQ(f.done().code(), "transfer.unknown");
+  EXPECT_GE(rprobe_.protocol_errors(), 1);
+}
+
+TEST(Zap, MissingHandlerRefusesCurveClients) {
+  TempDir d;
+  Keys k = make_keys(d.path());
+  zmq::context_t ctx(1);
+  zmq::socket_t server(ctx, zmq::socket_type::router);
+  CurveServer cs{true, k.server.public_z85, k.server.secret_z85, {k.client.public_z85}};
+  ASSERT_TRUE(configure_server(server, cs, 1024, 4, 100, 1000).ok());
+  server.bind("tcp://127.0.0.1:*");
+  zmq::socket_t client(ctx, zmq::socket_type::dealer);
+  CurveClient cc{true, k.client.public_z85, k.client.secret_z85, k.server.public_z85};
+  ASSERT_TRUE(configure_client(client, cc, 1024, 4, 100, 1000).ok());
+  client.set(zmq::sockopt::immediate, 0);
+  client.connect(server.get(zmq::sockopt::last_endpoint));
+  client.send(zmq::str_buffer("hello"), zmq::send_flags::none);
+  zmq::pollitem_t it{server.handle(), 0, ZMQ_POLLIN, 0};
+  EXPECT_EQ(zmq::poll(&it, 1, 1500ms), 0) << "no ZAP handler must mean no admission";
+}
+
+TEST_F(Loopback, OutboxRecordsAreTakenAtStartAndNotificationsDeliver) {
+  start_receiver(receiver_options());
+  auto t1 = make_latent_task(dir_.path() / "A", "run1", "before", 5000, "B");
+  ASSERT_TRUE(record_task(dir_.path() / "A-outbox", t1).ok());  // left by a previous sender
+  auto o = sender_options(keys_.client);
+  o.notify_endpoint = "ipc://" + (dir_.path() / "notify.sock").string();
+  start_sender(o);
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 10s));
+  auto t2 = make_latent_task(dir_.path() / "A", "run1", "after", 5000, "B");
+  ASSERT_TRUE(notify_latent_ready(sender_->notify_endpoint(), t2, dir_.path() / "A-outbox").ok());
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 2; }, 10s));
+  EXPECT_EQ(durable_calls(), 2);
+}
+
+TEST_F(Loopback, SameHostIsAHardLinkWithoutNetwork) {
+  start_receiver(receiver_options());
+  auto o = sender_options(keys_.client);
+  o.local_root = dir_.path() / "local-decode";
+  int delivered = 0;
+  o.deliver_local = [&](const pb::StageTask& t, const fs::path& p,
+                        const std::string& sha) -> Status {
+    ++delivered;
+    EXPECT_EQ(artifacts::verify(p).value(), sha);
+    return {};
+  };
+  start_sender(o);
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 5000, "A"));
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 10s));
+  EXPECT_TRUE(sent_[0].local);
+  EXPECT_EQ(delivered, 1);
+  struct stat a {
+  }, b{};
+  ::stat((dir_.path() / "A/run1/j/latent.h3latent").c_str(), &a);
+  ::stat((dir_.path() / "local-decode/run1/j/latent.h3latent").c_str(), &b);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  EXPECT_EQ(rprobe_.bytes(), 0);
+}
+
+TEST_F(Loopback, CurveOffStillWorksOnLoopback) {
+  auto ro = receiver_options();
+  ro.curve.enabled = false;
+  start_receiver(ro);
+  auto so = sender_options(keys_.client);
+  so.curve.enabled = false;
+  start_sender(so);
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 300000, "B"));
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 10s));
+}
+
+TEST(StateFile, TornSlotFallsBackToThePreviousOne) {
+  TempDir d;
+  Sha256 h;
+  std::uint64_t have = 0;
+  const std::string sha(64, 'b');
+  auto f = PartFile::open(d.path() / "x", 1000, sha, &h, &have);
+  ASSERT_TRUE(f.ok());
+  std::string data(1000, 'z');
+  ASSERT_TRUE((*f)->write(0, data.data(), 600).ok());
+  ASSERT_TRUE((*f)->checkpoint(200).ok());
+  ASSERT_TRUE((*f)->checkpoint(600).ok());
+  auto st = read_state(d.path() / "x.xfer");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->durable, 600u);
+  // Tear the newest slot: the reader must fall back to durable = 200.
+  FILE* fp = std::fopen((d.path() / "x.xfer").c_str(), "r+b");
+  std::fseek(fp, static_cast<long>((st->seq % 2) * 128 + 30), SEEK_SET);
+  std::fputc(0x5a, fp);
+  std::fclose(fp);
+  st = read_state(d.path() / "x.xfer");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->durable, 200u);
+}
+
+}  // namespace
+}  // namespace h3pipe::transfer
