@@ -76,7 +76,7 @@ Result<std::string> StageQueue::enqueue(const std::string& payload) {
   return reply_str(r->get());
 }
 
-Result<std::optional<Entry>> StageQueue::claim() {
+Result<std::optional<Entry>> StageQueue::claim(bool new_work) {
   // 1. Own pending entries left by a previous incarnation of this consumer.
   if (!drained_own_) {
     auto r = redis_.command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1",
@@ -113,6 +113,7 @@ Result<std::optional<Entry>> StageQueue::claim() {
     }
   }
   // 3. New work.
+  if (!new_work) return std::optional<Entry>();
   auto r = redis_.command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1", "BLOCK",
                            std::to_string(opts_.block_ms), "STREAMS", opts_.stream, ">"});
   if (!r.ok()) return r.error();

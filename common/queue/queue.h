@@ -59,8 +59,10 @@ class StageQueue final {
   // Creates the stream and group if missing (XGROUP CREATE ... MKSTREAM), idempotent.
   Status ensure_group();
   Result<std::string> enqueue(const std::string& payload);
-  // Returns nullopt when nothing is available within block_ms.
-  Result<std::optional<Entry>> claim();
+  // Returns nullopt when nothing is available within block_ms.  With new_work false only
+  // recovery work is taken (own pending entries, expired leases): a dispatch policy may hold a
+  // pool back from new tasks, never from finishing what a crash left behind.
+  Result<std::optional<Entry>> claim(bool new_work = true);
   Result<bool> complete(const Entry& e, const Commands& follow_up);
   Status dead_letter(const Entry& e, const std::string& stage, const std::string& run_id,
                      const std::string& job_id, const std::string& reason, const Commands& follow_up);

@@ -93,13 +93,13 @@ void StageWorker::run(const std::atomic<bool>& stop) {
 }
 
 Result<bool> StageWorker::step() {
-  if (!hooks_.may_claim()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(opts_.cluster->queue.block_ms / 4 + 1));
+  bool new_work = hooks_.may_claim();
+  auto claimed = queue_->claim(new_work);
+  if (!claimed.ok()) return claimed.error();
+  if (!claimed->has_value()) {
+    if (!new_work) std::this_thread::sleep_for(std::chrono::milliseconds(opts_.cluster->queue.block_ms / 4 + 1));
     return false;
   }
-  auto claimed = queue_->claim();
-  if (!claimed.ok()) return claimed.error();
-  if (!claimed->has_value()) return false;
   const queue::Entry& e = **claimed;
   if (e.reclaimed) probe_.reclaimed("expired_lease");
   if (e.own_pending) probe_.reclaimed("own_pending");
