@@ -182,8 +182,13 @@ TEST(LocalStack, KilledSamplerTaskIsReclaimedAndCompletesExactlyOnce) {
     EXPECT_EQ(queue::reply_str(h->get()), "1") << j << ": the sample output was committed exactly once";
     EXPECT_TRUE(fs::exists(st.out(run) / (std::string(j) + ".mp4")));
   }
-  EXPECT_EQ(queue::reply_str(r->command({"HGET", keys::job(run, "j00"), "exec:sample"})->get()), "2")
-      << "the killed execution and the one that completed";
+  EXPECT_EQ(queue::reply_str(r->command({"HGET", keys::job(run, "j00"), "attempts:sample"})->get()), "2")
+      << "the killed delivery and the one that completed";
+  // The sim sampler writes its latent first and then sleeps out the profile: a kill during the
+  // sleep leaves a verified output that the second delivery skips (exec 1), a kill during the
+  // write leaves none and the stage runs again (exec 2).  Never more.
+  auto exec = queue::reply_str(r->command({"HGET", keys::job(run, "j00"), "exec:sample"})->get());
+  EXPECT_TRUE(exec == "1" || exec == "2") << exec;
   EXPECT_GE(st.stack()["processes"][2]["restarts"].get<int>(), 1) << "the supervisor restarted the sampler";
 }
 
