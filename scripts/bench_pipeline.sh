@@ -17,7 +17,7 @@ cat >"$dir/c.json" <<JSON
   {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.04}}}]}
 JSON
 for i in $(seq 1 "$n"); do
-  printf '{"jobId":"b%03d","prompt":"bench %d","width":128,"height":96,"frames":25,"fps":12,"seed":%d}\n' "$i" "$i" "$i"
+  printf '{"jobId":"b%03d","prompt":"bench %d","width":64,"height":64,"frames":9,"fps":12,"seed":%d}\n' "$i" "$i" "$i"
 done >"$dir/batch.jsonl"
 h3="build/bin/h3pipe --config $dir/c.json"
 $h3 start >/dev/null
