@@ -2,17 +2,14 @@
 
 #include <cmath>
 
+#include "common/latent/latent.h"
+
 namespace h3pipe::schedule {
 
 std::uint64_t latent_bytes(std::uint32_t width, std::uint32_t height, std::uint32_t frames,
                            std::uint32_t fps) {
-  constexpr std::uint64_t kVideoChannels = 24, kAudioChannels = 32, kFloat = 4;
-  const std::uint64_t t = frames == 0 ? 0 : (frames - 1) / 4 + 1;
-  const std::uint64_t video = kVideoChannels * t * (height / 16) * (width / 16);
-  const double seconds = fps == 0 ? 0 : static_cast<double>(frames) / fps;
-  const auto audio_len = static_cast<std::uint64_t>(std::ceil(seconds * 48000.0 / 86.0 - 1e-9));
-  const std::uint64_t audio = kAudioChannels * 2 * audio_len;
-  return (video + audio) * kFloat;
+  // The one geometry rule (DESIGN.md), shared with the samplers and the latent reader.
+  return latent::Geometry::for_job(width, height, frames, fps).data_bytes();
 }
 
 double transfer_seconds(std::uint64_t bytes, const config::Link& link) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/artifacts/artifacts.h"
+#include "common/latent/latent.h"
 
 namespace h3pipe::spec {
 namespace pbu = google::protobuf::util;
@@ -57,9 +58,7 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) 
     if (v == 0) e.push_back({name, "must be at least 1"});
   // Latent bytes: video 24 x T' x H/16 x W/16 + audio 32 x 2 x L, float32 (fps 0 would divide by 0).
   if (s.frames() > 0 && s.fps() > 0) {
-    std::uint64_t t = (s.frames() - 1) / 4 + 1;
-    std::uint64_t L = (static_cast<std::uint64_t>(s.frames()) * 48000 + 86ull * s.fps() - 1) / (86ull * s.fps());
-    std::uint64_t bytes = 4 * (24 * t * (s.height() / 16) * (s.width() / 16) + 64 * L);
+    std::uint64_t bytes = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps()).data_bytes();
     if (bytes > l.max_latent_bytes)
       e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes, l.max_latent_bytes)});
   }
