@@ -36,6 +36,16 @@ queue::RedisAddress redis_address(const config::Cluster& c) {
     r.password_file = f;
     a.password = r.password();
   }
+  // HOST:PORT for this host's processes (a local stunnel client, the Redis host's own network);
+  // --redis still overrides it.
+  if (const char* s = std::getenv("H3PIPE_REDIS_ADDRESS"); s && *s) {
+    const std::string v = s;
+    const auto colon = v.rfind(':');
+    if (colon != std::string::npos && colon > 0) {
+      a.host = v.substr(0, colon);
+      a.port = std::atoi(v.c_str() + colon + 1);
+    }
+  }
   return a;
 }
 

@@ -14,8 +14,13 @@
   compose.yaml uses, nothing site-specific copied in, runtime packages that exist in Debian 12
   and (with built binaries) provide every shared library the binaries load.
 - docker/healthcheck.sh against a live endpoint answering 200, 503 and nothing.
-- configs/redis/entrypoint.sh starts a real redis-server with the ACL users and AOF, and the
-  compose healthcheck command passes against it.
+- Redis credentials: every h3pipe service gets exactly one Redis secret, its own service user's
+  (H3PIPE_REDIS_USER / H3PIPE_REDIS_PASSWORD_FILE), distinct per service kind and defined in
+  configs/redis/users.acl; no service gets redis-admin; Redis gets every service user's secret;
+  the stunnel sidecars (redis-tls, redis-tunnel) use the shipped configs and their secrets.
+- configs/redis/entrypoint.sh renders users.acl with render_acl.sh and starts a real
+  redis-server: each service user logs in with its own password only, the default user is off,
+  a service user is refused FLUSHALL/CONFIG, and the compose healthcheck command passes.
 
 Usage: compose_test.py SOURCE_DIR [BIN_DIR]
 """
@@ -42,6 +47,15 @@ SERVICE_FLAGS = {"--config", "--host", "--pool", "--bind", "--metrics-port", "--
                  "--redis", "--state-dir", "--log-level"}
 H3PIPE_SERVICES = {"encoder": "encode", "sampler0": "sample", "sampler1": "sample", "decoder": "decode",
                    "transfer": None}
+# The Redis ACL user of each compose service (configs/redis/users.acl).
+REDIS_USERS = {"encoder": "encoder", "sampler0": "sampler", "sampler1": "sampler", "decoder": "decoder",
+               "transfer": "transfer", "cli": "operator"}
+ACL_USERS = ("encoder", "sampler", "decoder", "transfer", "operator", "keda", "admin")
+
+
+def acl_user_names():
+    with open(os.path.join(SRC, "configs", "redis", "users.acl")) as f:
+        return {line.split()[1] for line in f if line.startswith("user ")}
 
 
 def read_env(path):
@@ -192,7 +206,13 @@ class Compose(unittest.TestCase):
                         self.assertEqual(published[flags[k]], name, f"port {flags[k]} used twice")
                     self.assertEqual(svc["environment"]["H3PIPE_HEALTH_PORT"], flags["--health-port"])
                     self.assertEqual(svc["user"], "10001:10001")
-                    self.assertIn("redis_password", svc["secrets"])
+                    user = REDIS_USERS[name]
+                    self.assertEqual(svc["secrets"], [f"redis-{user}.password"], "one Redis secret: its own")
+                    self.assertEqual(svc["environment"]["H3PIPE_REDIS_USER"], f"h3pipe-{user}")
+                    self.assertEqual(svc["environment"]["H3PIPE_REDIS_PASSWORD_FILE"],
+                                     f"/run/secrets/redis-{user}.password")
+                    # Where Redis is for this host (a TLS tunnel): the environment, empty = the config's.
+                    self.assertEqual(svc["environment"]["H3PIPE_REDIS_ADDRESS"], env.get("H3PIPE_REDIS_ADDRESS", ""))
                     if stage is None:  # transfer: one per host, no pool, the data port published
                         self.assertNotIn("--pool", flags)
                         tp = env["H3PIPE_TRANSFER_PORT"]
@@ -211,6 +231,71 @@ class Compose(unittest.TestCase):
                         self.assertEqual(pool[0]["host"], host)
                         self.assertEqual(pool[0]["stage"], stage)
                         self.assertEqual(dev["device_ids"][0], ",".join(map(str, pool[0]["gpus"])))
+
+    def test_each_service_has_its_own_redis_user(self):
+        c = interpolate(load_compose(), dict(read_env(os.path.join(SRC, "deploy", "node241.env")),
+                                             H3PIPE_REDIS_TLS_CONNECT="redis.example:6380"))
+        services = c["services"]
+        defined = acl_user_names()
+        self.assertIn("default", defined)
+        seen = {}
+        for name, svc in services.items():
+            secrets = [x if isinstance(x, str) else x["source"] for x in svc.get("secrets", [])]
+            with self.subTest(service=name):
+                self.assertNotIn("redis-admin.password", secrets if name != "redis" else [],
+                                 "redis-admin is never given to a service")
+                self.assertNotIn("redis_password", secrets, "the shared password is gone")
+                env = svc.get("environment", {}) or {}
+                if name not in REDIS_USERS:
+                    self.assertNotIn("H3PIPE_REDIS_USER", env)
+                    continue
+                user = env["H3PIPE_REDIS_USER"]
+                self.assertIn(user, defined, f"{user} is not a user of users.acl")
+                self.assertNotEqual(user, "redis-admin")
+                self.assertEqual(user, "h3pipe-" + REDIS_USERS[name])
+                own = [x for x in secrets if x.startswith("redis")]
+                self.assertEqual(own, [f"redis-{REDIS_USERS[name]}.password"])
+                self.assertEqual(env["H3PIPE_REDIS_PASSWORD_FILE"], "/run/secrets/" + own[0])
+                seen.setdefault(user, set()).add(name)
+        # One user per kind of service: the two sampler slots share the sampler's user, nobody else.
+        self.assertEqual(seen, {"h3pipe-encoder": {"encoder"}, "h3pipe-sampler": {"sampler0", "sampler1"},
+                                "h3pipe-decoder": {"decoder"}, "h3pipe-transfer": {"transfer"},
+                                "h3pipe-operator": {"cli"}})
+        # Redis renders the ACL file from every service user's secret (plus the admin's).
+        redis = services["redis"]
+        self.assertEqual(sorted(redis["secrets"]),
+                         sorted(f"redis-{u}.password" for u in ACL_USERS if u != "keda"))
+        hc = " ".join(redis["healthcheck"]["test"])
+        self.assertIn("--user h3pipe-operator", hc)
+        self.assertIn("/run/secrets/redis-operator.password", hc)
+        for name in redis["secrets"]:
+            self.assertTrue(c["secrets"][name]["file"].endswith("/" + name), name)
+        # The stunnel sidecars: the shipped configs, the certificate secrets they name.
+        tls, tunnel = services["redis-tls"], services["redis-tunnel"]
+        self.assertEqual(tls["network_mode"], "service:redis")
+        self.assertEqual(tls["profiles"], ["redis-tls"])
+        self.assertIn("./configs/redis/stunnel-server.conf:/etc/stunnel/stunnel-server.conf:ro", tls["volumes"])
+        self.assertIn("6380", [p.split(":")[-1] for p in redis["ports"]])
+        self.assertEqual(tunnel["profiles"], ["redis-tunnel"])
+        self.assertIn("./configs/redis/stunnel-client.conf:/etc/stunnel/stunnel-client.conf:ro", tunnel["volumes"])
+        for svc, conf in ((tls, "stunnel-server.conf"), (tunnel, "stunnel-client.conf")):
+            with open(os.path.join(SRC, "configs", "redis", conf)) as f:
+                named = set(re.findall(r"/run/secrets/(\S+)", f.read()))
+            self.assertEqual(named, set(svc["secrets"]), conf)
+        self.assertIn("stunnel", dockerfile_targets())
+
+    def test_redis_tunnel_rewrites_the_shipped_client_config(self):
+        c = interpolate(load_compose(), dict(read_env(os.path.join(SRC, "deploy", "node292.env")),
+                                             H3PIPE_REDIS_TLS_CONNECT="192.0.2.1:6380"))
+        cmd = c["services"]["redis-tunnel"]["command"][0]
+        script = cmd.split("| exec stunnel", 1)[0]
+        env = dict(os.environ, H3PIPE_REDIS_TLS_CONNECT="192.0.2.1:6380")
+        script = script.replace("/etc/stunnel/stunnel-client.conf", os.path.join(SRC, "configs/redis/stunnel-client.conf"))
+        out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env).stdout
+        self.assertIn("\naccept = 0.0.0.0:6379\n", out)
+        self.assertIn("\nconnect = 192.0.2.1:6380\n", out)
+        self.assertIn("\ncheckHost = redis.h3pipe.internal\n", out, "the server name is still checked")
+        self.assertIn("\nverifyChain = yes\n", out)
 
     def test_control_profile(self):
         c = interpolate(load_compose(), read_env(os.path.join(SRC, "deploy", "node241.env")))
@@ -335,16 +420,16 @@ class Helpers(unittest.TestCase):
         if not shutil.which("redis-server") or not shutil.which("redis-cli"):
             self.skipTest("redis-server is not installed")
         with tempfile.TemporaryDirectory() as d:
-            pw, kpw = os.path.join(d, "pw"), os.path.join(d, "kpw")
-            with open(pw, "w") as f:
-                f.write("s3cret pass\n")
-            with open(kpw, "w") as f:
-                f.write("keda-pw\n")
+            secrets = os.path.join(d, "secrets")
+            os.makedirs(secrets)
+            pw = {u: f"{u} s3cret" for u in ACL_USERS if u != "keda"}  # keda: no secret -> off
+            for u, p in pw.items():
+                with open(os.path.join(secrets, f"redis-{u}.password"), "w") as f:
+                    f.write(p + "\n")
             os.makedirs(os.path.join(d, "data"))
             port = free_port()
             env = dict(os.environ, REDIS_CONF=os.path.join(SRC, "configs/redis/redis.conf"),
-                       REDIS_ACL_DIR=os.path.join(d, "acl"), REDIS_PASSWORD_FILE=pw,
-                       REDIS_KEDA_PASSWORD_FILE=kpw, REDIS_SERVER="redis-server")
+                       REDIS_ACL_DIR=os.path.join(d, "acl"), REDIS_SECRETS_DIR=secrets, REDIS_SERVER="redis-server")
             proc = subprocess.Popen(["sh", os.path.join(SRC, "configs/redis/entrypoint.sh"), "--port", str(port),
                                      "--bind", "127.0.0.1", "--dir", os.path.join(d, "data")],
                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -355,22 +440,35 @@ class Helpers(unittest.TestCase):
                     if user:
                         cmd += ["--user", user]
                     return subprocess.run(cmd + list(args), capture_output=True, text=True, env=e).stdout.strip()
-                deadline = time.time() + 10
-                while time.time() < deadline and cli("h3pipe", "s3cret pass", "PING") != "PONG":
+                op = ("h3pipe-operator", pw["operator"])
+                deadline = time.time() + 20
+                while time.time() < deadline and cli(*op, "PING") != "PONG":
                     time.sleep(0.05)
-                self.assertEqual(cli("h3pipe", "s3cret pass", "PING"), "PONG")
+                self.assertEqual(cli(*op, "PING"), "PONG")
                 self.assertIn("NOAUTH", cli(None, None, "PING"), "the default user must be off")
-                self.assertIn("aof_enabled:1", cli("h3pipe", "s3cret pass", "INFO", "persistence"))
-                self.assertRegex(cli("h3pipe", "s3cret pass", "XADD", "h3pipe:stream:sample", "*", "a", "b"), r"^\d+-\d+$")
-                self.assertIn("NOPERM", cli("h3pipe", "s3cret pass", "SET", "other", "1"))
-                self.assertIn("NOPERM", cli("h3pipe", "s3cret pass", "CONFIG", "SET", "appendonly", "no"))
-                self.assertEqual(cli("keda", "keda-pw", "XLEN", "h3pipe:stream:sample"), "1")
-                self.assertIn("NOPERM", cli("keda", "keda-pw", "XADD", "h3pipe:stream:sample", "*", "a", "b"))
+                self.assertIn("aof_enabled:1", cli(*op, "INFO", "persistence"))
+                for u in ("encoder", "sampler", "decoder", "transfer"):
+                    with self.subTest(user=u):
+                        self.assertEqual(cli(f"h3pipe-{u}", pw[u], "PING"), "PONG")
+                        other = pw["sampler" if u != "sampler" else "decoder"]
+                        # redis-cli reports the failed AUTH on stderr; the PING then gets NOAUTH.
+                        self.assertIn("NOAUTH", cli(f"h3pipe-{u}", other, "PING"), "only its own password")
+                        self.assertIn("NOPERM", cli(f"h3pipe-{u}", pw[u], "FLUSHALL"))
+                        self.assertIn("NOPERM", cli(f"h3pipe-{u}", pw[u], "CONFIG", "GET", "appendonly"))
+                self.assertRegex(cli("h3pipe-sampler", pw["sampler"], "XADD", "h3pipe:stream:decode@b", "*", "a", "b"),
+                                 r"^\d+-\d+$")
+                self.assertIn("NOPERM", cli("h3pipe-sampler", pw["sampler"], "SET", "other", "1"))
+                self.assertIn("NOAUTH", cli("h3pipe-keda", "anything", "PING"), "no secret: rendered off")
+                self.assertEqual(cli("redis-admin", pw["admin"], "CONFIG", "GET", "busy-reply-threshold"),
+                                 "busy-reply-threshold\n5000", "acl.conf is included")
                 with open(os.path.join(d, "acl", "users.acl")) as f:
-                    self.assertNotIn("s3cret", f.read(), "the ACL file holds digests, not passwords")
+                    text = f.read()
+                for p in pw.values():
+                    self.assertNotIn(p, text, "the ACL file holds digests, not passwords")
+                self.assertEqual(os.stat(os.path.join(d, "acl", "users.acl")).st_mode & 0o777, 0o600)
                 # The compose healthcheck command, with the secret path pointed at the test file.
                 hc = load_compose()["services"]["redis"]["healthcheck"]["test"][1]
-                hc = hc.replace("$$", "$").replace("/run/secrets/redis_password", pw)
+                hc = hc.replace("$$", "$").replace("/run/secrets/", secrets + "/")
                 hc = hc.replace("redis-cli", f"redis-cli -p {port}")
                 self.assertEqual(subprocess.run(["sh", "-c", hc]).returncode, 0, hc)
             finally:
@@ -378,7 +476,7 @@ class Helpers(unittest.TestCase):
                 proc.wait(timeout=10)
 
     def test_redis_entrypoint_refuses_missing_secret(self):
-        env = dict(os.environ, REDIS_PASSWORD_FILE="/nonexistent/pw", REDIS_ACL_DIR=tempfile.mkdtemp(),
+        env = dict(os.environ, REDIS_SECRETS_DIR="/nonexistent", REDIS_ACL_DIR=tempfile.mkdtemp(),
                    REDIS_SERVER="true")
         r = subprocess.run(["sh", os.path.join(SRC, "configs/redis/entrypoint.sh")], env=env,
                            capture_output=True, text=True)

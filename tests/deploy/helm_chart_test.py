@@ -11,10 +11,16 @@ labels; probes and Services name container ports that exist; volume mounts name 
 exist; service arguments are the flags the binaries take; GPU limits match the pools; the
 rendered cluster.json passes h3pipe's own config loader (config_check); KEDA and
 ServiceMonitor objects point at objects the chart renders; the chart's copy of the Redis files
-equals configs/redis.
+equals configs/redis.  Redis credentials: every h3pipe workload runs as its own ACL user
+(H3PIPE_REDIS_USER) and mounts only that user's key of the Redis Secret; no workload gets
+redis-admin (or the operator's password); the bundled Redis mounts them all and renders the ACL
+file; the Secret holds one password per user of configs/redis/users.acl; with redis.tls every
+h3pipe pod has the stunnel client sidecar, Redis the server sidecar, and the Service only the TLS
+port.
 
 Usage: helm_chart_test.py SOURCE_DIR CONFIG_CHECK_BINARY
 """
+import base64
 import json
 import os
 import re
@@ -37,6 +43,7 @@ CHART = os.path.join(SRC, "helm", "h3pipe")
 SERVICE_FLAGS = {"--config", "--host", "--pool", "--bind", "--metrics-port", "--health-port",
                  "--redis", "--state-dir", "--log-level"}
 STAGE_COMPONENTS = {"encoder", "sampler", "decoder"}
+ACL_USERS = ["encoder", "sampler", "decoder", "transfer", "operator", "keda", "admin"]
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -62,7 +69,8 @@ SCENARIOS = {
     "everything-on": {
         "image": {"registry": "registry.example.com"},
         "storage": {"existingClaim": "h3pipe-shared"},
-        "redis": {"password": "pw", "external": {"enabled": True, "url": "redis://redis.prod.internal:6380"}},
+        "redis": {"passwords": {"sampler": "pw"},
+                  "external": {"enabled": True, "url": "redis://redis.prod.internal:6380"}},
         "curve": {"keys": {"node292": {"public": "P" * 40, "secret": "S" * 40},
                            "node241": {"public": "Q" * 40, "secret": "T" * 40}}},
         "samplerPools": [
@@ -80,11 +88,14 @@ SCENARIOS = {
         "keda": {"enabled": True},
     },
     "existing-secrets-no-encoder": {
-        "redis": {"existingSecret": "my-redis", "existingSecretKey": "redis-password",
-                  "bundled": {"persistence": {"enabled": False}}},
+        "redis": {"existingSecret": "my-redis", "bundled": {"persistence": {"enabled": False}}},
         "curve": {"existingSecret": "my-curve"},
         "encoder": {"enabled": False},
         "transfer": {"enabled": False},
+    },
+    "redis-tls": {
+        "redis": {"tls": {"enabled": True, "existingSecret": "h3pipe-redis-tls"}},
+        "keda": {"enabled": True},
     },
 }
 
@@ -130,6 +141,7 @@ class ChartTest(unittest.TestCase):
         for w in workloads:
             with self.subTest(scenario=name, workload=w["metadata"]["name"]):
                 self.check_workload(w, values)
+                self.check_redis_credentials(w, values)
         for s in kinds.get("Service", []):
             with self.subTest(scenario=name, service=s["metadata"]["name"]):
                 matches = [w for w in workloads
@@ -176,12 +188,73 @@ class ChartTest(unittest.TestCase):
             self.assertNotIn("ScaledObject", kinds)
             self.assertNotIn("ServiceMonitor", kinds)
             redis_secret = [s for s in kinds["Secret"] if s["metadata"]["name"] == "h3-h3pipe-redis"][0]
-            self.assertGreaterEqual(len(redis_secret["data"]["password"]), 40, "a random password is generated")
+            self.assertEqual(sorted(redis_secret["data"]), sorted(f"redis-{u}.password" for u in ACL_USERS))
+            pws = [base64.b64decode(v).decode() for v in redis_secret["data"].values()]
+            self.assertTrue(all(len(p) >= 32 for p in pws), "random passwords are generated")
+            self.assertEqual(len(set(pws)), len(pws), "one password per user")
+            svc = [s for s in kinds["Service"] if s["metadata"]["name"] == "h3-h3pipe-redis"][0]
+            self.assertEqual([p["port"] for p in svc["spec"]["ports"]], [6379])
+        if name == "redis-tls":
+            sts = kinds["StatefulSet"][0]
+            names = [c["name"] for c in pod_spec(sts)["containers"]]
+            self.assertEqual(names, ["redis", "stunnel"])
+            svc = [s for s in kinds["Service"] if s["metadata"]["name"] == "h3-h3pipe-redis"][0]
+            self.assertEqual([p["port"] for p in svc["spec"]["ports"]], [6380], "TLS only")
+            self.assertEqual((cluster["redis"]["host"], cluster["redis"]["port"]), ("127.0.0.1", 6379))
+            conf = cms["h3-h3pipe-stunnel"]["data"]
+            for f in ("stunnel-client.conf", "stunnel-server.conf"):
+                with open(os.path.join(SRC, "configs", "redis", f)) as x:
+                    self.assertEqual(conf[f].strip(), x.read().strip())
+            for w in workloads:
+                comp = w["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+                if comp == "redis":
+                    continue
+                with self.subTest(tunnel=w["metadata"]["name"]):
+                    tunnel = [c for c in pod_spec(w)["containers"] if c["name"] == "redis-tunnel"]
+                    self.assertEqual(len(tunnel), 1, "the stunnel client sidecar")
+                    self.assertIn("connect = h3-h3pipe-redis:6380/", tunnel[0]["args"][0])
+                    vols = {v["name"]: v for v in pod_spec(w)["volumes"]}
+                    self.assertEqual(vols["redis-tls"]["secret"]["secretName"], "h3pipe-redis-tls")
+            for so in kinds["ScaledObject"]:
+                md = so["spec"]["triggers"][0]["metadata"]
+                self.assertEqual((md["address"], md["enableTLS"]), ("h3-h3pipe-redis:6380", "true"))
+            params = {p["parameter"] for p in kinds["TriggerAuthentication"][0]["spec"]["secretTargetRef"]}
+            self.assertEqual(params, {"password", "ca", "cert", "key"})
         if name == "existing-secrets-no-encoder":
             self.assertNotIn("Secret", kinds)
             self.assertNotIn("DaemonSet", kinds)
             vols = [v for w in workloads for v in pod_spec(w).get("volumes", [])]
             self.assertIn("my-redis", [v["secret"]["secretName"] for v in vols if "secret" in v])
+
+    def check_redis_credentials(self, w, values):
+        """Each h3pipe service: its own ACL user and only that user's password; Redis: all."""
+        ps = pod_spec(w)
+        comp = w["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
+        secret = values["redis"]["existingSecret"] or "h3-h3pipe-redis"
+        redis_vols = [v for v in ps.get("volumes", []) if v.get("secret", {}).get("secretName") == secret]
+        for c in ps.get("initContainers", []) + ps["containers"]:
+            for e in c.get("env", []):
+                self.assertNotIn("admin", str(e.get("value", "")), f"{c['name']}: {e}")
+        if comp == "redis":
+            self.assertEqual(len(redis_vols), 1)
+            self.assertNotIn("items", redis_vols[0]["secret"], "Redis renders the ACL file from every user's password")
+            c = ps["containers"][0]
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+            self.assertEqual(mounts[redis_vols[0]["name"]], env["REDIS_SECRETS_DIR"])
+            self.assertIn("--user h3pipe-operator", " ".join(c["readinessProbe"]["exec"]["command"]))
+            return
+        self.assertIn(comp, STAGE_COMPONENTS | {"transfer"})
+        self.assertEqual(len(redis_vols), 1, "one Redis secret volume")
+        self.assertEqual(redis_vols[0]["secret"]["items"], [{"key": f"redis-{comp}.password", "path": "redis-password"}],
+                         "only its own user's password")
+        c = ps["containers"][0]
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        self.assertEqual(env["H3PIPE_REDIS_USER"], f"h3pipe-{comp}")
+        mount = [m for m in c["volumeMounts"] if m["name"] == redis_vols[0]["name"]][0]
+        self.assertEqual(env["H3PIPE_REDIS_PASSWORD_FILE"], mount["mountPath"] + "/redis-password")
+        with open(os.path.join(SRC, "configs", "redis", "users.acl")) as f:
+            self.assertIn(f"user h3pipe-{comp} on ", f.read())
 
     def check_workload(self, w, values):
         spec = w["spec"]
@@ -266,8 +339,13 @@ class ChartTest(unittest.TestCase):
     def test_existing_secrets(self):
         self.check_scenario("existing-secrets-no-encoder")
 
+    def test_redis_tls(self):
+        self.check_scenario("redis-tls")
+
     def test_redis_files_match_configs(self):
-        for a, b in (("redis.conf", "redis.conf"), ("redis-entrypoint.sh", "entrypoint.sh")):
+        for a, b in (("redis.conf", "redis.conf"), ("redis-entrypoint.sh", "entrypoint.sh"), ("acl.conf", "acl.conf"),
+                     ("users.acl", "users.acl"), ("render_acl.sh", "render_acl.sh"),
+                     ("stunnel-client.conf", "stunnel-client.conf"), ("stunnel-server.conf", "stunnel-server.conf")):
             with open(os.path.join(CHART, "files", a)) as x, open(os.path.join(SRC, "configs", "redis", b)) as y:
                 self.assertEqual(x.read(), y.read(), f"helm/h3pipe/files/{a} differs from configs/redis/{b}")
 

@@ -69,13 +69,72 @@ h3pipe.io/pool: {{ .pool }}
 {{- end -}}
 {{- end -}}
 
-{{/* host:port of Redis: the bundled Service, or the external URL's authority. */}}
+{{/* The Redis ACL users the chart's Secret holds a password for (configs/redis/users.acl). */}}
+{{- define "h3pipe.redisUsers" -}}
+encoder sampler decoder transfer operator keda admin
+{{- end -}}
+
+{{/* host:port of Redis (where KEDA connects): the bundled Service, or the external URL's
+     authority; with redis.tls the bundled Service's TLS port. */}}
 {{- define "h3pipe.redisAddress" -}}
 {{- if .Values.redis.external.enabled -}}
 {{- (urlParse .Values.redis.external.url).host -}}
+{{- else if .Values.redis.tls.enabled -}}
+{{- printf "%s-redis:6380" (include "h3pipe.fullname" .) -}}
 {{- else -}}
 {{- printf "%s-redis:6379" (include "h3pipe.fullname" .) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* host:port the services connect to: Redis itself, or their stunnel client sidecar. */}}
+{{- define "h3pipe.serviceRedisAddress" -}}
+{{- if .Values.redis.tls.enabled -}}
+127.0.0.1:6379
+{{- else -}}
+{{- include "h3pipe.redisAddress" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Redis credentials of one service: (dict "root" $ "user" "sampler"). */}}
+{{- define "h3pipe.redisEnv" -}}
+- name: H3PIPE_REDIS_USER
+  value: {{ printf "h3pipe-%s" .user }}
+- name: H3PIPE_REDIS_PASSWORD_FILE
+  value: /etc/h3pipe/secrets/redis-password
+{{- end -}}
+
+{{/* With redis.tls: the stunnel client sidecar of an h3pipe pod (stunnel-client.conf, its
+     connect line pointed at the TLS endpoint). */}}
+{{- define "h3pipe.redisTunnel" -}}
+{{- if .Values.redis.tls.enabled }}
+- name: redis-tunnel
+  image: {{ .Values.redis.tls.image }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  command: ["/bin/sh", "-c"]
+  args:
+    - sed -e 's/^connect = .*/connect = {{ include "h3pipe.redisAddress" . }}/' /etc/stunnel/stunnel-client.conf | exec stunnel -fd 0
+  securityContext:
+    {{- toYaml .Values.containerSecurityContext | nindent 4 }}
+  volumeMounts:
+    - name: stunnel-conf
+      mountPath: /etc/stunnel
+      readOnly: true
+    - name: redis-tls
+      mountPath: /run/secrets
+      readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "h3pipe.redisTunnelVolumes" -}}
+{{- if .Values.redis.tls.enabled }}
+- name: stunnel-conf
+  configMap:
+    name: {{ include "h3pipe.fullname" . }}-stunnel
+- name: redis-tls
+  secret:
+    secretName: {{ required "redis.tls.existingSecret: name the Secret with the CA, server and client certificates" .Values.redis.tls.existingSecret }}
+    defaultMode: 0440
+{{- end }}
 {{- end -}}
 
 {{/* The arguments every service takes (docs/deploy.md). */}}
@@ -116,28 +175,32 @@ readinessProbe:
   mountPath: /tmp
 {{- end -}}
 
+{{/* The volumes of an h3pipe pod: (dict "root" $ "user" "sampler"); the Redis Secret volume
+     holds only that service user's password. */}}
 {{- define "h3pipe.volumes" -}}
+{{- $root := .root -}}
 - name: config
   configMap:
-    name: {{ include "h3pipe.fullname" . }}-config
+    name: {{ include "h3pipe.fullname" $root }}-config
 - name: redis-password
   secret:
-    secretName: {{ include "h3pipe.redisSecretName" . }}
+    secretName: {{ include "h3pipe.redisSecretName" $root }}
     defaultMode: 0440
     items:
-      - key: {{ .Values.redis.existingSecretKey }}
+      - key: {{ printf "redis-%s.password" .user }}
         path: redis-password
 - name: data
-{{- if .Values.storage.existingClaim }}
+{{- if $root.Values.storage.existingClaim }}
   persistentVolumeClaim:
-    claimName: {{ .Values.storage.existingClaim }}
+    claimName: {{ $root.Values.storage.existingClaim }}
 {{- else }}
   hostPath:
-    path: {{ .Values.storage.hostPath }}
+    path: {{ $root.Values.storage.hostPath }}
     type: DirectoryOrCreate
 {{- end }}
 - name: tmp
   emptyDir: {}
+{{- include "h3pipe.redisTunnelVolumes" $root | nindent 0 }}
 {{- end -}}
 
 {{/* A config pool entry from a component's values: (dict "v" .Values.decoder "stage" "decode" "name" ...). */}}

@@ -62,6 +62,7 @@ spec:
               value: /var/lib/h3pipe/state
             - name: H3PIPE_HEALTH_PORT
               value: {{ .ports.health | quote }}
+            {{- include "h3pipe.redisEnv" (dict "root" $root "user" .component) | nindent 12 }}
           ports:
             - name: metrics
               containerPort: {{ .ports.metrics }}
@@ -80,6 +81,7 @@ spec:
             {{- toYaml $res | nindent 12 }}
           volumeMounts:
             {{- include "h3pipe.volumeMounts" $root | nindent 12 }}
+        {{- include "h3pipe.redisTunnel" $root | nindent 8 }}
       volumes:
-        {{- include "h3pipe.volumes" $root | nindent 8 }}
+        {{- include "h3pipe.volumes" (dict "root" $root "user" .component) | nindent 8 }}
 {{- end -}}
