@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench.sh fuzz [SECONDS] [TARGET...]: runs every libFuzzer target found in the fuzz build
-# (fuzz_spec, fuzz_config, fuzz_latent, ...) for SECONDS each (default 60) over a copy of its
+# (fuzz_spec, fuzz_config, fuzz_latent, fuzz_transfer) for SECONDS each (default 60) over a copy of its
 # checked-in seed corpus and dictionary, and prints one JSON object last:
 #   {"bench":"fuzz","seconds_per_target":60,"targets":[{"target":..,"executions":..,
 #    "exec_per_s":..,"findings":..,"corpus_in":..,"corpus_out":..,"findings_dir":..}],
@@ -16,11 +16,17 @@ shift || true
 build=${H3PIPE_FUZZ_BUILD:-build-fuzz}
 jobs=${H3PIPE_FUZZ_JOBS:-1}
 
-if ! ls "$build"/fuzz/fuzz_* >/dev/null 2>&1; then
+# Every target with a fuzz/<name>/CMakeLists.txt; any not built yet is built here (an existing
+# fuzz build from before a target was added gets it too).
+known=()
+for d in fuzz/*/CMakeLists.txt; do known+=("fuzz_$(basename "$(dirname "$d")")"); done
+missing=()
+for t in "${known[@]}"; do [[ -x $build/fuzz/$t ]] || missing+=("$t"); done
+if ((${#missing[@]} > 0)); then
   command -v clang++ >/dev/null || { echo "bench fuzz: clang++ is missing (scripts/setup.sh)" >&2; exit 2; }
-  echo "bench fuzz: building the fuzz targets in $build" >&2
+  echo "bench fuzz: building ${missing[*]} in $build" >&2
   CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3PIPE_FUZZ=ON \
-    -DH3PIPE_TESTS=OFF -Wno-dev >/dev/null && cmake --build "$build" -j2 >/dev/null || {
+    -DH3PIPE_TESTS=OFF -Wno-dev >/dev/null && cmake --build "$build" -j2 --target "${missing[@]}" >/dev/null || {
     echo "bench fuzz: the fuzz build failed" >&2; exit 2; }
 fi
 

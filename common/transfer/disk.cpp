@@ -120,20 +120,25 @@ PartFile::~PartFile() {
 
 Result<std::shared_ptr<PartFile>> PartFile::open(const fs::path& final_path, std::uint64_t size,
                                                  const std::string& sha256, Sha256* hasher,
-                                                 std::uint64_t* have, bool allow_resume) {
+                                                 std::uint64_t* have, bool allow_resume,
+                                                 const fs::path& root) {
   std::shared_ptr<PartFile> f(new PartFile(paths_for(final_path), size, sha256));
   const Paths& p = f->paths_;
   std::error_code ec;
-  fs::create_directories(p.dir, ec);
-  if (ec) return make_error("io.mkdir", "mkdir {}: {}", p.dir.string(), ec.message());
+  if (!root.empty() && p.dir != root) {
+    H3_TRY(artifacts::make_dirs(artifacts::Root(fs::absolute(root)), fs::absolute(p.dir)));
+  } else {
+    fs::create_directories(p.dir, ec);
+    if (ec) return make_error("io.mkdir", "mkdir {}: {}", p.dir.string(), ec.message());
+  }
 
   auto st = read_state(p.state);
   std::uint64_t part_size = fs::exists(p.part, ec) ? fs::file_size(p.part, ec) : 0;
   bool resume = allow_resume && st && !st->complete && st->size == size && st->sha256 == sha256 &&
                 part_size >= st->durable && st->durable > 0;
-  f->fd_ = ::open(p.part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  f->fd_ = ::open(p.part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (f->fd_ < 0) return sys_error("open", p.part);
-  f->state_fd_ = ::open(p.state.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  f->state_fd_ = ::open(p.state.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (f->state_fd_ < 0) return sys_error("open", p.state);
   f->seq_ = st ? st->seq : 0;
   *have = resume ? st->durable : 0;
@@ -153,7 +158,8 @@ Result<std::shared_ptr<PartFile>> PartFile::open(const fs::path& final_path, std
     H3_TRY(f->write_state(0, false, false));
   }
   std::string line = sha256 + "  " + p.final_path.filename().string() + "\n";
-  int sfd = ::open(p.sidecar_part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int sfd =
+      ::open(p.sidecar_part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (sfd < 0) return sys_error("open", p.sidecar_part);
   Status s = pwrite_all(sfd, line.data(), line.size(), 0, p.sidecar_part);
   ::close(sfd);
@@ -199,10 +205,12 @@ Status PartFile::checkpoint(std::uint64_t offset) {
 Status PartFile::commit() {
   if (::fdatasync(fd_) != 0) return sys_error("fsync", paths_.part);
   H3_TRY(prepare());
-  if (::rename(paths_.part.c_str(), paths_.final_path.c_str()) != 0)
-    return sys_error("rename", paths_.part);
+  // Sidecar first: a final name never exists without the sidecar that vouches for it, so a kill
+  // between the two renames leaves a missing latent (re-offered), never an unverifiable one.
   if (::rename(paths_.sidecar_part.c_str(), paths_.sidecar.c_str()) != 0)
     return sys_error("rename", paths_.sidecar_part);
+  if (::rename(paths_.part.c_str(), paths_.final_path.c_str()) != 0)
+    return sys_error("rename", paths_.part);
   H3_TRY(write_state(size_, true, false));
   return artifacts::fsync_path(paths_.dir, true);
 }
@@ -217,7 +225,7 @@ void PartFile::mark_notified(const fs::path& final_path, const std::string& sha2
                              std::uint64_t size) {
   Paths p = paths_for(final_path);
   auto st = read_state(p.state);
-  int fd = ::open(p.state.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(p.state.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return;
   ResumeState next{size, sha256, size, true, true, (st ? st->seq : 0) + 1};
   (void)write_slot(fd, p.state, next);

@@ -44,11 +44,15 @@ class PartFile final {
 
   // Opens NAME.part for an offer of (size, sha256).  With `resume`, continues from the persisted
   // durable prefix when the state matches the offer and the .part holds it (re-hashing that
-  // prefix into `hasher`); otherwise starts empty.  Runs on the I/O thread.
+  // prefix into `hasher`); otherwise starts empty.  Runs on the I/O thread.  `root` (the
+  // receiver's configured root; empty = the final path's folder) is where the folders are made
+  // without following a symlink: a symlink planted below it fails the open (path.symlink) before
+  // anything is created; the files themselves are opened O_NOFOLLOW.
   static Result<std::shared_ptr<PartFile>> open(const std::filesystem::path& final_path,
                                                 std::uint64_t size, const std::string& sha256,
                                                 Sha256* hasher, std::uint64_t* have,
-                                                bool resume = true);
+                                                bool resume = true,
+                                                const std::filesystem::path& root = {});
   ~PartFile();
   PartFile(const PartFile&) = delete;
   PartFile& operator=(const PartFile&) = delete;

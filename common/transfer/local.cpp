@@ -32,16 +32,23 @@ Status link_over(const fs::path& src, const fs::path& dst) {
 
 }  // namespace
 
-Result<fs::path> local_handoff(const fs::path& src, const fs::path& dst) {
+Result<fs::path> local_handoff(const fs::path& src, const fs::path& dst, const fs::path& dst_root) {
   std::error_code ec;
   if (fs::exists(dst, ec) && fs::equivalent(src, dst, ec)) return dst;
-  fs::create_directories(dst.parent_path(), ec);
-  if (ec) return make_error("io.mkdir", "mkdir {}: {}", dst.parent_path().string(), ec.message());
+  const fs::path root = dst_root.empty() ? fs::path() : fs::absolute(dst_root, ec);
+  const fs::path abs_dst = fs::absolute(dst, ec);
+  if (!root.empty() && abs_dst.parent_path() != root) {
+    H3_TRY(artifacts::make_dirs(artifacts::Root(root), abs_dst.parent_path()));
+  } else {
+    fs::create_directories(dst.parent_path(), ec);
+    if (ec) return make_error("io.mkdir", "mkdir {}: {}", dst.parent_path().string(), ec.message());
+  }
   Status s = link_over(src, dst);
   if (!s.ok() && s.error().code == "io.exdev") {
     std::ifstream in(src, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
-    auto sha = artifacts::write_atomic(dst, bytes);
+    auto sha = root.empty() ? artifacts::write_atomic(dst, bytes)
+                            : artifacts::write_atomic(artifacts::Root(root), abs_dst, bytes);
     if (!sha.ok()) return sha.error();
     if (*sha != artifacts::read_sidecar(src))
       return make_error("artifact.mismatch", "{}: copy hashes to {}, source sidecar says {}",

@@ -43,6 +43,18 @@ Result<fs::path> resolve_offer(const pb::Offer& o, const fs::path& root, std::ui
       return make_error("transfer.refused", "{} (in \"{}\")", s.error().message, rel);
     p /= part;
   }
+  // One offer names one job: its file lies in that job's folder, and the decode task enqueued
+  // once it is durable is that job's.  Otherwise a sender could replace another job's latent or
+  // enqueue a decode of one job that reads another's file.
+  if (parts.size() < 3 || parts[0] != o.run_id() || parts[1] != o.job_id())
+    return make_error("transfer.refused",
+                      "offer.relative_path \"{}\": expected {}/{}/NAME, the offer's run and job",
+                      rel, o.run_id(), o.job_id());
+  if (o.next_task().run_id() != o.run_id() || o.next_task().job_id() != o.job_id())
+    return make_error(
+        "transfer.refused",
+        "offer.next_task: names run \"{}\" job \"{}\", the offer run \"{}\" job \"{}\"",
+        o.next_task().run_id(), o.next_task().job_id(), o.run_id(), o.job_id());
   return p;
 }
 

@@ -21,23 +21,32 @@ Status record_task(const fs::path& outbox, const pb::StageTask& task) {
   H3_TRY(artifacts::validate_id("task.run_id", task.run_id()));
   H3_TRY(artifacts::validate_id("task.job_id", task.job_id()));
   const fs::path final_path = record_path(outbox, task);
-  std::error_code ec;
-  fs::create_directories(final_path.parent_path(), ec);
-  if (ec)
-    return make_error("io.mkdir", "mkdir {}: {}", final_path.parent_path().string(), ec.message());
   const fs::path part = artifacts::part_path(final_path);
+  // OUTBOX/RUN is made and opened below the outbox without following a symlink; the record is
+  // written, renamed and synced by name in that folder (path.* errors for a planted symlink).
+  std::error_code ec;
+  fs::create_directories(outbox, ec);  // the configured outbox itself is trusted
+  if (ec) return make_error("io.mkdir", "mkdir {}: {}", outbox.string(), ec.message());
+  auto dir = artifacts::open_dir_beneath(outbox, task.run_id(), true);
+  if (!dir.ok()) return dir.error();
+  const std::string part_name = part.filename().string(),
+                    final_name = final_path.filename().string();
   std::string bytes;
   task.SerializeToString(&bytes);
-  int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::openat(dir->get(), part_name.c_str(),
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return make_error("io.open", "open {}: {}", part.string(), std::strerror(errno));
   bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
             ::fsync(fd) == 0;
   int err = errno;
   ::close(fd);
   if (!ok) return make_error("io.write", "write {}: {}", part.string(), std::strerror(err));
-  if (::rename(part.c_str(), final_path.c_str()) != 0)
+  if (::renameat(dir->get(), part_name.c_str(), dir->get(), final_name.c_str()) != 0)
     return make_error("io.rename", "rename {}: {}", part.string(), std::strerror(errno));
-  return artifacts::fsync_path(final_path.parent_path(), true);
+  if (::fsync(dir->get()) != 0)
+    return make_error("io.fsync", "fsync {}: {}", final_path.parent_path().string(),
+                      std::strerror(errno));
+  return {};
 }
 
 std::vector<pb::StageTask> scan_outbox(const fs::path& outbox, std::vector<Error>* problems) {
@@ -81,7 +90,9 @@ void fail_record(const fs::path& outbox, const pb::StageTask& task, const std::s
   failed += ".failed";
   std::error_code ec;
   if (!fs::exists(p, ec)) return;
-  (void)artifacts::write_atomic(fs::path(failed.string() + ".txt"), reason + "\n");
+  (void)artifacts::write_atomic(artifacts::Root(fs::absolute(outbox, ec)),
+                                fs::absolute(fs::path(failed.string() + ".txt"), ec),
+                                reason + "\n");
   fs::rename(p, failed, ec);
 }
 

@@ -13,6 +13,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
 #include "common/transfer/disk.h"
+#include "common/transfer/frames.h"
 #include "common/transfer/zap.h"
 
 namespace h3pipe::transfer {
@@ -122,38 +123,33 @@ class TransferReceiver::Impl {
         return;
       }
       // [routing id, frame] or, for a chunk, [routing id, frame, bytes]
-      if (parts.size() != 2 && parts.size() != 3) {
+      std::vector<std::string_view> views;
+      for (const auto& p : parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
+      auto f = parse_frame(Reader::kReceiver, views);
+      if (!f.ok() && f.error().code == "transfer.frame.parts") {
         probe_.protocol_error();
         continue;
       }
       std::string routing = parts[0].to_string();
       last_rx_[routing] = Clock::now();
-      pb::TransferFrame f;
-      if (!decode(parts[1], &f)) {
+      if (!f.ok()) {
         probe_.protocol_error();
-        spdlog::warn("transfer receiver: undecodable frame of {} bytes dropped", parts[1].size());
+        if (f.error().code != "transfer.frame.no_data")
+          spdlog::warn("transfer receiver: {}", f.error().message);
         continue;
       }
-      switch (f.body_case()) {
+      switch (f->body_case()) {
         case pb::TransferFrame::kPing: {
           pb::TransferFrame r;
-          r.mutable_pong()->set_unix_ms(f.ping().unix_ms());
+          r.mutable_pong()->set_unix_ms(f->ping().unix_ms());
           send(routing, r);
           break;
         }
         case pb::TransferFrame::kOffer:
-          on_offer(routing, f.offer());
+          on_offer(routing, f->offer());
           break;
-        case pb::TransferFrame::kChunk:
-          if (parts.size() != 3) {
-            probe_.protocol_error();
-            break;
-          }
-          on_chunk(routing, f.chunk(), parts[2]);
-          break;
-        default:
-          probe_.protocol_error();
-          spdlog::warn("transfer receiver: unexpected {} frame from a sender", frame_name(f));
+        default:  // kChunk, with its bytes (parse_frame admits nothing else)
+          on_chunk(routing, f->chunk(), parts[2]);
       }
     }
   }
@@ -230,15 +226,19 @@ class TransferReceiver::Impl {
       raw->phase = Session::Phase::kReceiving;
       reply(*raw, 0);
     }
-    io_.post([this, out, tid, o, fresh, path = *final_path]() -> IoThread::Completion {
+    io_.post([this, out, tid, o, fresh, path = *final_path,
+              root = opts_.root]() -> IoThread::Completion {
       if (fresh) {
-        out->file = PartFile::open(path, o.size(), o.sha256(), &out->hasher, &out->have, false);
-      } else if (artifacts::read_sidecar(path) == o.sha256() && artifacts::verify(path).ok()) {
+        out->file =
+            PartFile::open(path, o.size(), o.sha256(), &out->hasher, &out->have, false, root);
+      } else if (artifacts::read_sidecar(artifacts::Root(root), path) == o.sha256() &&
+                 artifacts::verify(artifacts::Root(root), path).ok()) {
         out->complete = true;
         auto st = read_state(PartFile::paths_for(path).state);
         out->notified = st && st->complete && st->notified && st->sha256 == o.sha256();
       } else {
-        out->file = PartFile::open(path, o.size(), o.sha256(), &out->hasher, &out->have, true);
+        out->file =
+            PartFile::open(path, o.size(), o.sha256(), &out->hasher, &out->have, true, root);
       }
       return [this, out, tid] { opened(tid, *out); };
     });
@@ -335,18 +335,11 @@ class TransferReceiver::Impl {
     Session& s = *it->second;
     if (s.phase != Session::Phase::kReceiving) return;
     const std::uint64_t len = data.size();
-    if (c.offset() < s.received) return;  // duplicate after a re-offer race
-    std::string problem;
-    if (c.offset() > s.received)
-      problem = fmt::format("chunk at {} leaves a gap after {}", c.offset(), s.received);
-    else if (len == 0 || len > opts_.chunk_bytes)
-      problem = fmt::format("chunk of {} bytes (allowed 1..{})", len, opts_.chunk_bytes);
-    else if (c.offset() + len > s.offer.size())
-      problem = fmt::format("chunk [{}, {}) past the offered size {}", c.offset(), c.offset() + len,
-                            s.offer.size());
-    else if (c.offset() + len > s.durable + std::uint64_t{opts_.window} * opts_.chunk_bytes)
-      problem = fmt::format("chunk at {} beyond the granted credit", c.offset());
-    if (!problem.empty()) {
+    auto check = check_chunk(
+        {s.received, s.durable, s.offer.size(), opts_.chunk_bytes, opts_.window}, c.offset(), len);
+    if (check.verdict == ChunkCheck::Verdict::kDuplicate) return;  // after a re-offer race
+    if (check.verdict == ChunkCheck::Verdict::kRefuse) {
+      const std::string& problem = check.problem;
       probe_.protocol_error();
       spdlog::warn("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
                    problem);
@@ -567,6 +560,7 @@ Result<std::unique_ptr<TransferReceiver>> TransferReceiver::start(zmq::context_t
                                                                   OnDurable on_durable,
                                                                   TransferProbe& probe) {
   if (opts.root.empty()) return make_error("transfer.config", "receiver root must be set");
+  opts.root = fs::absolute(opts.root);  // offers resolve below it (artifacts::Root checks)
   if (opts.chunk_bytes == 0 || opts.chunk_bytes > (16u << 20) || opts.window == 0)
     return make_error("transfer.config", "chunk_bytes must be 1..16 MiB and window at least 1");
   auto impl = std::make_unique<Impl>(ctx, std::move(opts), std::move(on_durable), probe);

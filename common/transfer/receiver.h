@@ -63,7 +63,9 @@ class TransferReceiver final {
   std::thread thread_;
 };
 
-// Validates an offer against the receiver's limits and resolves its final path under root.
+// Validates an offer against the receiver's limits and resolves its final path under root: ids
+// and every path component pass artifacts::validate_id, the path is RUN/JOB/NAME (3..6
+// components, the offer's own run and job), and next_task names the same run and job.
 // Errors: transfer.refused with the field named.
 Result<std::filesystem::path> resolve_offer(const pb::Offer& offer,
                                             const std::filesystem::path& root,

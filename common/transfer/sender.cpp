@@ -14,6 +14,7 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
+#include "common/transfer/frames.h"
 #include "common/transfer/outbox.h"
 #include "common/transfer/sender_parts.h"
 
@@ -216,7 +217,7 @@ class TransferSender::Impl {
   }
 
   void deliver_here(Job j) {
-    auto dst = local_handoff(j.latent, opts_.local_root / j.rel);
+    auto dst = local_handoff(j.latent, opts_.local_root / j.rel, opts_.local_root);
     Status s = dst.ok() ? Status{} : Status(dst.error());
     if (s.ok() && opts_.deliver_local) s = opts_.deliver_local(j.task, *dst, j.sha);
     if (!s.ok()) return fail(j.task, s.error());
@@ -370,25 +371,24 @@ class TransferSender::Impl {
         return;
       }
       p.last_rx = Clock::now();
-      pb::TransferFrame f;
-      if (!decode(m, &f)) {
+      const std::string_view part(static_cast<const char*>(m.data()), m.size());
+      auto f = parse_frame(Reader::kSender, std::span(&part, 1));
+      if (!f.ok()) {
         probe_.protocol_error();
         continue;
       }
-      switch (f.body_case()) {
-        case pb::TransferFrame::kPong:
-          break;
+      switch (f->body_case()) {
         case pb::TransferFrame::kOfferReply:
-          on_reply(p, f.offer_reply());
+          on_reply(p, f->offer_reply());
           break;
         case pb::TransferFrame::kCredit:
-          on_credit(p, f.credit());
+          on_credit(p, f->credit());
           break;
         case pb::TransferFrame::kDone:
-          on_done(p, f.done());
+          on_done(p, f->done());
           break;
-        default:
-          probe_.protocol_error();
+        default:  // kPong: last_rx is all it is for
+          break;
       }
     }
   }
@@ -398,13 +398,9 @@ class TransferSender::Impl {
     Job& j = *p.active;
     p.progress = Clock::now();
     if (r.already_complete()) return succeed(p, j.sha);
-    if (r.chunk_size() == 0 || r.chunk_size() > opts_.max_chunk_bytes || r.window() == 0 ||
-        r.have_offset() > j.size) {
+    if (auto st = check_offer_reply(r, opts_.max_chunk_bytes, j.size, p.o.host); !st.ok()) {
       probe_.protocol_error();
-      return fail_active(
-          p, make_error("transfer.protocol",
-                        "receiver {} replied chunk {} window {} have {} (size {})", p.o.host,
-                        r.chunk_size(), r.window(), r.have_offset(), j.size));
+      return fail_active(p, st.error());
     }
     p.fd = ::open(j.latent.c_str(), O_RDONLY | O_CLOEXEC);
     if (p.fd < 0)
@@ -412,7 +408,7 @@ class TransferSender::Impl {
           p, make_error("transfer.source", "open {}: {}", j.latent.string(), std::strerror(errno)));
     p.chunk = r.chunk_size();
     p.next = r.have_offset();
-    p.limit = r.have_offset() + std::uint64_t{r.window()} * r.chunk_size();
+    p.limit = grant_limit(r.have_offset(), r.window(), r.chunk_size());
     j.resumed_from = r.have_offset();
     if (r.have_offset() > 0) probe_.resumed(static_cast<double>(r.have_offset()));
     // After an integrity failure the source is hashed while it is re-read (from the start), so a
@@ -428,8 +424,7 @@ class TransferSender::Impl {
   void on_credit(Peer& p, const pb::Credit& c) {
     if (!p.active || c.transfer_id() != p.tid || p.st != St::kStreaming) return;
     p.progress = Clock::now();
-    p.limit =
-        std::max<std::uint64_t>(p.limit, c.acked_offset() + std::uint64_t{c.credits()} * p.chunk);
+    p.limit = std::max(p.limit, grant_limit(c.acked_offset(), c.credits(), p.chunk));
     pump(p);
   }
 
@@ -477,36 +472,26 @@ class TransferSender::Impl {
   void on_done(Peer& p, const pb::Done& d) {
     if (!p.active || d.transfer_id() != p.tid) return;
     Job& j = *p.active;
-    if (d.ok()) {
-      if (d.sha256() != j.sha) {
-        probe_.protocol_error();
-        return fail_active(
-            p, make_error("transfer.protocol", "receiver acknowledged sha256 {}, offered {}",
-                          d.sha256(), j.sha));
-      }
-      return succeed(p, d.sha256());
-    }
-    if (!d.retry())
-      return fail_active(p, make_error(d.code().empty() ? "transfer.refused" : d.code(),
-                                       "receiver {}: {}", p.o.host, d.reason()));
-    if (d.code() == "transfer.integrity") {
-      if (j.source_mismatch)
-        return fail_active(
-            p, make_error("transfer.source",
-                          "{} does not match its sidecar {} (corrupt on the sending host)",
-                          j.latent.string(), j.sha));
-      probe_.retry();
-      if (j.attempts >= opts_.max_attempts)
-        return fail_active(
-            p, make_error("transfer.integrity", "{} attempts failed verification; last: {}",
-                          j.attempts, d.reason()));
-      ++j.attempts;
-      spdlog::warn(
-          "transfer sender: run={} job={}: integrity failure ({}); re-sending, attempt {} of {}",
-          j.task.run_id(), j.task.job_id(), d.reason(), j.attempts, opts_.max_attempts);
-    } else {
-      spdlog::warn("transfer sender: run={} job={}: receiver says {}: {}; offering again",
-                   j.task.run_id(), j.task.job_id(), d.code(), d.reason());
+    using A = DoneDecision::Action;
+    const DoneDecision what = decide_done(
+        d, {j.sha, j.latent.string(), j.source_mismatch, j.attempts, opts_.max_attempts}, p.o.host);
+    if (what.count_protocol_error) probe_.protocol_error();
+    if (what.count_retry) probe_.retry();
+    switch (what.action) {
+      case A::kSucceed:
+        return succeed(p, d.sha256());
+      case A::kFail:
+        return fail_active(p, what.error);
+      case A::kResend:
+        ++j.attempts;
+        spdlog::warn(
+            "transfer sender: run={} job={}: integrity failure ({}); re-sending, attempt {} of {}",
+            j.task.run_id(), j.task.job_id(), d.reason(), j.attempts, opts_.max_attempts);
+        break;
+      case A::kOfferAgain:
+        spdlog::warn("transfer sender: run={} job={}: receiver says {}: {}; offering again",
+                     j.task.run_id(), j.task.job_id(), d.code(), d.reason());
+        break;
     }
     reset_attempt(p);
   }

@@ -99,8 +99,11 @@ class TransferSender final {
 };
 
 // Same-host handoff: hard-links `src` (and its sidecar) to `dst` atomically (rename over), or
-// copies when they are on different filesystems.  A no-op when both name the same file.
+// copies when they are on different filesystems.  A no-op when both name the same file.  With
+// `dst_root` (the configured root dst lies below) its folders are made without following a
+// symlink (path.* errors) and a copy is written below it (artifacts::Root).
 Result<std::filesystem::path> local_handoff(const std::filesystem::path& src,
-                                            const std::filesystem::path& dst);
+                                            const std::filesystem::path& dst,
+                                            const std::filesystem::path& dst_root = {});
 
 }  // namespace h3pipe::transfer

@@ -90,27 +90,6 @@ Status configure_client(zmq::socket_t& s, const CurveClient& curve, std::uint32_
   return {};
 }
 
-std::string frame_name(const pb::TransferFrame& f) {
-  switch (f.body_case()) {
-    case pb::TransferFrame::kOffer:
-      return "offer";
-    case pb::TransferFrame::kOfferReply:
-      return "offer_reply";
-    case pb::TransferFrame::kChunk:
-      return "chunk";
-    case pb::TransferFrame::kCredit:
-      return "credit";
-    case pb::TransferFrame::kDone:
-      return "done";
-    case pb::TransferFrame::kPing:
-      return "ping";
-    case pb::TransferFrame::kPong:
-      return "pong";
-    default:
-      return "empty";
-  }
-}
-
 void tune_allocator() {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);

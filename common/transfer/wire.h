@@ -6,6 +6,7 @@
 
 #include "common/core/result.h"
 #include "common/proto/h3pipe.pb.h"
+#include "common/transfer/frames.h"  // frame_name, parse_frame
 
 namespace h3pipe::transfer {
 
@@ -40,8 +41,6 @@ Status configure_server(zmq::socket_t& s, const CurveServer& curve, std::uint32_
 // DEALER options: CURVE client, immediate (no queueing to an unconnected peer), same limits.
 Status configure_client(zmq::socket_t& s, const CurveClient& curve, std::uint32_t chunk_bytes,
                         std::uint32_t window, int heartbeat_ms, int dead_after_ms);
-
-std::string frame_name(const pb::TransferFrame& f);
 
 // Process-wide malloc tuning for a transfer service (call once at start; not done implicitly):
 // chunk-sized buffers come and go hundreds of times a second, so keep them in the heap instead

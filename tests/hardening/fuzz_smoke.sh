@@ -16,7 +16,11 @@ if [ ! -x "$bin" ]; then
        "-DH3PIPE_FUZZ=ON -DH3PIPE_TESTS=OFF && cmake --build $build --target $target (scripts/test.sh does this)"
   exit 77
 fi
-for f in "$src"/fuzz/"$name"/*.cpp "$src"/common/spec/spec.cpp "$src"/common/config/config.cpp; do
+case $name in
+  transfer) code="$src/common/transfer/frames.cpp $src/common/transfer/offer.cpp $src/common/transfer/sender_parts.cpp" ;;
+  *) code="$src/common/spec/spec.cpp $src/common/config/config.cpp" ;;
+esac
+for f in "$src"/fuzz/"$name"/*.cpp $code; do
   if [ "$f" -nt "$bin" ]; then
     echo "note: $f is newer than $bin; rebuild the fuzz dir to fuzz the current code" >&2
   fi

@@ -318,6 +318,8 @@ TEST(ResolveOffer, RejectsTraversalAndLimits) {
   o.set_sha256(std::string(64, 'a'));
   o.set_transfer_id(7);
   o.set_relative_path("r/j/latent.h3latent");
+  o.mutable_next_task()->set_run_id("r");
+  o.mutable_next_task()->set_job_id("j");
   EXPECT_EQ(resolve_offer(o, "/root", 100).value(), fs::path("/root/r/j/latent.h3latent"));
   for (const char* bad : {"../x", "r/../../etc/passwd", "/abs", "r//j", "", "a/b/c/d/e/f/g"}) {
     o.set_relative_path(bad);
