@@ -1,7 +1,9 @@
 // encoder / sampler / decoder: wire config -> runtime -> StageWorker (+ ingest in the encoder).
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <set>
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
@@ -16,11 +18,21 @@ extern "C" {
 #include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
 #include "common/worker/pool_board.h"
+#include "common/worker/decode_choice.h"
 #include "common/worker/worker.h"
 
 namespace h3pipe::runner {
 
 namespace {
+
+// Every task allocates and frees the same large buffers (codec contexts and frames, latents):
+// keep freed memory in the heap instead of handing it back to the kernel after each task, which
+// cost every sim MP4 write ~200 page faults (several ms on a paravirtualized VM; bench_mp4
+// --keep-heap).  Blocks over 32 MiB are still mapped and unmapped on their own.
+void keep_freed_memory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
 
 // Stands in for a runtime whose start-up failed permanently: every task fails with that error.
 class FailingRuntime final : public runtime::EncodeRuntime, public runtime::SampleRuntime, public runtime::DecodeRuntime {
@@ -43,6 +55,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
                    true, stage};
   return run(argc, argv, info, [stage](Context& ctx) -> int {
     media::set_libav_log_level(AV_LOG_ERROR);  // no x264 statistics per job in the logs
+    keep_freed_memory();
     const auto& c = ctx.cluster;
     const auto& rt = c.runtime_for(*ctx.pool);
     runtime::FactoryArgs fa{&c, ctx.pool, &rt.settings, static_cast<std::uint64_t>(::getpid())};
@@ -94,6 +107,22 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t, const std::filesystem::path&) -> Status {
         return transfer::notify_latent_ready(transfer::notify_endpoint(c, host), t, transfer::outbox_dir(c, host));
       };
+      // Several decode hosts: each latent goes where it is expected to be decoded soonest
+      // (transfer + that host's decode backlog + its decode time; common/worker/decode_choice.h).
+      std::set<std::string> decode_hosts;
+      for (const auto* p : c.pools_on("", config::StageKind::kDecode)) decode_hosts.insert(p->host);
+      if (decode_hosts.size() > 1) {
+        auto conn = std::make_shared<std::unique_ptr<queue::Redis>>();
+        hooks.decode_host = [&c, host = ctx.host, addr = ctx.redis, conn](const pb::StageTask& t) {
+          if (!*conn) {
+            auto r = queue::Redis::connect(addr);
+            if (r.ok()) *conn = std::move(r.value());
+          }
+          auto chosen = worker::choose_decode_host(c, host, t, conn->get());
+          spdlog::debug("run={} job={}: decode on {}", t.run_id(), t.job_id(), chosen);
+          return chosen;
+        };
+      }
       hooks.on_event = [&board](const std::string& ev, const pb::StageTask&) {
         if (ev == "claimed") board->claimed();
         else board->idle();

@@ -19,6 +19,8 @@
 #include "common/state/paths.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
+#include "common/worker/decode_choice.h"
+#include "common/worker/pool_board.h"
 #include "tests/hardening/redis_acl_fixture.h"
 
 using namespace h3pipe;
@@ -355,6 +357,34 @@ TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
   EXPECT_TRUE(rs.ok()) << (rs.ok() ? "" : rs.error().message);
   EXPECT_EQ(refusal(**op, {"HSET", keys::run(run), "done", "1", "cancelled", "0"}), "");
   EXPECT_TRUE(op_store.cancel(run).ok());
+
+  // The sampler's dispatch board (h3pipe:pools, the encode/sample backlogs) and the decode-host
+  // choice (decode stream lengths) run with the sampler's user too.
+  {
+    auto two = nlohmann::json::parse(R"({"name": "acl2", "redis": {"host": "127.0.0.1", "embedded": false},
+      "stages": {"sample": {"runtime": {"name": "sim"}}},
+      "hosts": [{"name": "h1"}, {"name": "h2"}],
+      "pools": [{"name": "s1", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 1}}},
+                {"name": "s2", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 2}}},
+                {"name": "d1", "host": "h1", "stage": "decode"}, {"name": "d2", "host": "h2", "stage": "decode"}]})");
+    two["redis"]["port"] = srv.port();
+    auto c2 = config::parse(two, dir.path());
+    ASSERT_TRUE(c2.ok()) << c2.error().message;
+    auto board = worker::PoolBoard::create(*c2, *c2->find_pool("s1"), srv.address("sampler"));
+    ASSERT_TRUE(board.ok()) << board.error().to_string();
+    (*board)->claimed();
+    (void)(*board)->may_claim();
+    (*board)->idle();
+    (void)(*board)->may_claim();
+    auto samp_conn = srv.connect("sampler");
+    ASSERT_TRUE(samp_conn.ok());
+    pb::StageTask t;
+    t.mutable_spec()->set_width(64);
+    t.mutable_spec()->set_height(64);
+    t.mutable_spec()->set_frames(9);
+    EXPECT_FALSE(worker::choose_decode_host(*c2, "h1", t, samp_conn->get()).empty());
+    EXPECT_EQ(refusal(**samp_conn, {"PING"}), "");  // flushes the board's unanswered sends
+  }
 
   std::string log;
   EXPECT_EQ(acl_log_entries(srv, &log), 0) << "commands denied during the real run:\n" << log;

@@ -1,0 +1,89 @@
+// Which decode host gets a latent (issue #3): the shortest expected queue, against a real Redis.
+#include <gtest/gtest.h>
+
+#include "common/config/config.h"
+#include "common/queue/keys.h"
+#include "common/worker/decode_choice.h"
+#include "tests/support/test_support.h"
+
+using namespace h3pipe;
+
+namespace {
+
+// Sampling host a; decode hosts b (one pool, 2 s a job) and c (two pools, 3 s a job); c's link is
+// slower.  No decoder on a.
+config::Cluster cluster() {
+  auto j = nlohmann::json::parse(R"({
+    "name": "t",
+    "hosts": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+    "pools": [
+      {"name": "s", "host": "a", "stage": "sample"},
+      {"name": "db", "host": "b", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 2}}},
+      {"name": "dc1", "host": "c", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 3}}},
+      {"name": "dc2", "host": "c", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 3}}}],
+    "links": [{"from": "a", "to": "b", "gbps": 2.35, "latency_ms": 1}, {"from": "a", "to": "c", "gbps": 1.0, "latency_ms": 1}]
+  })");
+  auto c = config::parse(j, ".");
+  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
+  return *c;
+}
+
+pb::StageTask task() {
+  pb::StageTask t;
+  t.set_run_id("r");
+  t.set_job_id("j");
+  auto* s = t.mutable_spec();
+  s->set_width(416);
+  s->set_height(736);
+  s->set_frames(124);
+  s->set_fps(24);
+  return t;
+}
+
+void fill(queue::Redis& r, const std::string& host, int n) {
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(r.command({"XADD", keys::stream("decode@" + host), "*", "task", "x"}).ok());
+}
+
+}  // namespace
+
+TEST(DecodeChoice, IdleHostsPickTheFastestDecodeIncludingTheTransfer) {
+  auto c = cluster();
+  auto scored = worker::score_decode_hosts(c, "a", task(), nullptr);
+  ASSERT_EQ(scored.size(), 2u);
+  EXPECT_EQ(scored[0].host, "b");  // 2 s + 15 ms beats 3 s + 35 ms
+  EXPECT_NEAR(scored[0].transfer_s, 4297600.0 * 8 / 2.35e9 + 0.001, 1e-6);
+  EXPECT_NEAR(scored[1].transfer_s, 4297600.0 * 8 / 1e9 + 0.001, 1e-6);
+  EXPECT_DOUBLE_EQ(scored[0].decode_s, 2.0);
+}
+
+TEST(DecodeChoice, BacklogMovesTheLatentToTheShorterExpectedQueue) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  auto c = cluster();
+  // b: 3 queued x 2 s / 1 pool = 6 s; c: 2 queued x 3 s / 2 pools = 3 s.
+  fill(**r, "b", 3);
+  fill(**r, "c", 2);
+  auto scored = worker::score_decode_hosts(c, "a", task(), r->get());
+  ASSERT_EQ(scored.size(), 2u);
+  EXPECT_EQ(scored[0].host, "c");
+  EXPECT_DOUBLE_EQ(scored[0].backlog_s, 3.0);
+  EXPECT_DOUBLE_EQ(scored[1].backlog_s, 6.0);
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), r->get()), "c");
+  // Drain b: back to b.
+  ASSERT_TRUE((*r)->command({"DEL", keys::stream("decode@b")}).ok());
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), r->get()), "b");
+}
+
+TEST(DecodeChoice, ALocalDecoderWinsTiesAndNoDecoderMeansSelf) {
+  auto j = nlohmann::json::parse(R"({
+    "name": "t", "hosts": [{"name": "a"}, {"name": "b"}],
+    "pools": [{"name": "s", "host": "a", "stage": "sample"},
+              {"name": "da", "host": "a", "stage": "decode"}, {"name": "db", "host": "b", "stage": "decode"}]})");
+  auto c = config::parse(j, ".");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(worker::choose_decode_host(*c, "a", task(), nullptr), "a");
+  auto none = config::parse(nlohmann::json::parse(R"({"name": "t", "hosts": [{"name": "a"}],
+    "pools": [{"name": "s", "host": "a", "stage": "sample"}]})"), ".");
+  if (none.ok()) EXPECT_EQ(worker::choose_decode_host(*none, "a", task(), nullptr), "a");
+}
