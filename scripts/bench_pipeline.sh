@@ -2,11 +2,13 @@
 # scripts/bench.sh pipeline [N]: N jobs (default 20) through the local stack with sim stage times
 # encode 20 ms, sample 200 ms, decode 40 ms.  makespan_ratio = measured makespan (submission to the
 # last receipt) / ideal pipelined bound (first job's full path + (N-1) x the bottleneck stage).
+# H3PIPE_BUILD=DIR runs the binaries of another build directory (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-20}
+b=${H3PIPE_BUILD:-build}
 dir=$(mktemp -d)
-trap 'build/bin/h3pipe --config "$dir/c.json" stop >/dev/null 2>&1 || true; [[ -n ${KEEP:-} ]] || rm -rf "$dir"' EXIT
+trap '"$b"/bin/h3pipe --config "$dir/c.json" stop >/dev/null 2>&1 || true; [[ -n ${KEEP:-} ]] || rm -rf "$dir"' EXIT
 cat >"$dir/c.json" <<JSON
 {"name": "bench", "state_dir": "$dir/state",
  "queue": {"lease_ms": 3000, "renew_ms": 500, "sweep_ms": 500, "block_ms": 100},
@@ -19,7 +21,7 @@ JSON
 for i in $(seq 1 "$n"); do
   printf '{"jobId":"b%03d","prompt":"bench %d","width":64,"height":64,"frames":9,"fps":12,"seed":%d}\n' "$i" "$i" "$i"
 done >"$dir/batch.jsonl"
-h3="build/bin/h3pipe --config $dir/c.json"
+h3="$b/bin/h3pipe --config $dir/c.json"
 $h3 start >/dev/null
 t0=$(date +%s%3N)
 run=$($h3 run "$dir/batch.jsonl" --background 2>/dev/null | tail -n1)

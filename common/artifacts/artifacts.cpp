@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <system_error>
 #include <vector>
@@ -115,15 +116,18 @@ Result<UniqueFd> open_read(const Target& t, const std::string& name) {
 
 Result<std::string> hash_fd(int fd, const fs::path& shown) {
   Sha256 h;
-  std::vector<std::uint8_t> buf(1 << 20);
+  // Not zero-filled: only the pages read() fills get touched (a small file costs a few page
+  // faults, not 256).
+  constexpr std::size_t kBuf = 1 << 20;
+  auto buf = std::make_unique_for_overwrite<std::uint8_t[]>(kBuf);
   for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
+    ssize_t n = ::read(fd, buf.get(), kBuf);
     if (n < 0) {
       if (errno == EINTR) continue;
       return io_error("read", shown, errno);
     }
     if (n == 0) break;
-    h.update(buf.data(), static_cast<std::size_t>(n));
+    h.update(buf.get(), static_cast<std::size_t>(n));
   }
   return h.hex_digest();
 }
@@ -148,13 +152,62 @@ Result<std::string> write_atomic_at(const Target& t, std::span<const std::uint8_
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     return s.error();
   }
-  H3_TRY(rename_synced(t, part, t.name));
+  // Sidecar first (see commit_part_at); the data then replaces any previous version.
   std::string hex = sha256_hex(bytes.data(), bytes.size());
   H3_TRY(write_sidecar(t, hex));
+  H3_TRY(rename_synced(t, part, t.name));
   return hex;
 }
 
-Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256) {
+Result<std::string> verify_at(const Target& t);
+
+// The tail of every write-once commit: `part` is durable and hashes to `hex`.
+Result<std::string> publish_once(const Target& t, const std::string& part, const std::string& hex, bool* reused) {
+  auto keep_existing = [&]() -> Result<std::string> {
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    auto have = verify_at(t);
+    if (!have.ok())
+      return make_error("artifact.exists", "{} already exists and does not verify ({}); remove it to redo the stage",
+                        t.shown.string(), have.error().message);
+    if (reused) *reused = true;
+    return *have;
+  };
+  struct stat st {};
+  if (::fstatat(t.dir.get(), t.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return keep_existing();
+  H3_TRY(write_sidecar(t, hex));
+  if (::renameat2(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST) return keep_existing();  // lost a race with a concurrent commit
+    if (errno != EINVAL && errno != ENOSYS) return io_error("rename", t.shown.parent_path() / part, errno);
+    // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just the same.
+    if (::linkat(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), 0) != 0) {
+      if (errno == EEXIST) return keep_existing();
+      return io_error("link", t.shown.parent_path() / part, errno);
+    }
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+  }
+  H3_TRY(fsync_fd(t.dir.get(), t.shown.parent_path()));
+  if (reused) *reused = false;
+  return hex;
+}
+
+Result<std::string> write_once_at(const Target& t, std::span<const std::uint8_t> bytes, bool* reused) {
+  std::string part = t.name + ".part";
+  Status s = write_file_synced(t, part, bytes);
+  if (!s.ok()) {
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    return s.error();
+  }
+  return publish_once(t, part, sha256_hex(bytes.data(), bytes.size()), reused);
+}
+
+// Stage outputs are committed once: the sidecar is written before the data gets its final name
+// (so a final name never exists without the sidecar that vouches for it), and the final rename
+// never replaces a file (renameat2 RENAME_NOREPLACE).  A second execution of the same stage (a
+// re-delivery after its worker died, a lease lost during a Redis fail-over) that reaches the
+// commit finds the first one's verified output and discards its own .part: the output is written
+// once whatever dies, and *reused tells the caller so.
+Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256, bool* reused) {
+  if (reused) *reused = false;
   std::string part = t.name + ".part";
   auto fd = open_read(t, part);
   if (!fd.ok()) return fd.error();
@@ -167,9 +220,7 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
     return make_error("artifact.mismatch", "{}: content hashes to {}, expected {}", t.shown.string(), *hex,
                       expected_sha256);
   }
-  H3_TRY(rename_synced(t, part, t.name));
-  H3_TRY(write_sidecar(t, *hex));
-  return *hex;
+  return publish_once(t, part, *hex, reused);
 }
 
 Result<std::string> verify_at(const Target& t) {
@@ -252,17 +303,35 @@ Result<std::string> write_atomic(const Root& root, const fs::path& final_path, s
   return write_atomic_at(*t, bytes);
 }
 
-Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256) {
+Result<std::string> write_once(const fs::path& final_path, std::span<const std::uint8_t> bytes, bool* reused) {
+  std::error_code ec;
+  fs::create_directories(parent_root(final_path), ec);
+  if (ec) return make_error("io.mkdir", "mkdir {}: {}", final_path.parent_path().string(), ec.message());
   auto t = locate(parent_root(final_path), final_path.filename(), false);
   if (!t.ok()) return t.error();
   t->shown = final_path;
-  return commit_part_at(*t, expected_sha256);
+  return write_once_at(*t, bytes, reused);
 }
 
-Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256) {
+Result<std::string> write_once(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes,
+                               bool* reused) {
+  auto t = locate(root.path, final_path, true);
+  if (!t.ok()) return t.error();
+  return write_once_at(*t, bytes, reused);
+}
+
+Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256, bool* reused) {
+  auto t = locate(parent_root(final_path), final_path.filename(), false);
+  if (!t.ok()) return t.error();
+  t->shown = final_path;
+  return commit_part_at(*t, expected_sha256, reused);
+}
+
+Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256,
+                                bool* reused) {
   auto t = locate(root.path, final_path, false);
   if (!t.ok()) return t.error();
-  return commit_part_at(*t, expected_sha256);
+  return commit_part_at(*t, expected_sha256, reused);
 }
 
 std::string read_sidecar(const fs::path& final_path) {

@@ -51,12 +51,26 @@ inline Result<std::string> write_atomic(const Root& root, const fs::path& p, std
   return write_atomic(root, p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
 }
 
-// For writers that stream into part_path(final_path) themselves (libav, the transfer receiver):
-// fsync the .part, rename it to final_path, fsync the directory, write the sidecar.  If
-// expected_sha256 is non-empty and the content differs, the .part is removed and an error
-// returned: bad bytes never reach the final name.
-Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256 = {});
-Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256 = {});
+// A stage output held in memory: like write_atomic, but committed once (see commit_part): if
+// final_path already exists, nothing is replaced, its verified hash is returned and *reused set.
+Result<std::string> write_once(const fs::path& final_path, std::span<const std::uint8_t> bytes,
+                               bool* reused = nullptr);
+Result<std::string> write_once(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes,
+                               bool* reused = nullptr);
+inline Result<std::string> write_once(const fs::path& p, std::string_view s, bool* reused = nullptr) {
+  return write_once(p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}, reused);
+}
+
+// For writers that stream into part_path(final_path) themselves (stage runtimes, libav): fsync
+// the .part, write the sidecar, rename the .part to final_path without ever replacing a file,
+// fsync the directory.  If expected_sha256 is non-empty and the content differs, the .part is
+// removed and an error returned: bad bytes never reach the final name.  If final_path already
+// exists (another execution of the same stage committed first), the .part is discarded, the
+// existing file's verified hash is returned and *reused is set: an output is written once.
+Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256 = {},
+                                bool* reused = nullptr);
+Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256 = {},
+                                bool* reused = nullptr);
 
 // Output exists, sidecar exists, and the content hashes to the sidecar's value -> the hash.
 // Errors: artifact.missing, artifact.no_sidecar, artifact.mismatch, path.* (a symlink at the

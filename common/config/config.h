@@ -85,7 +85,7 @@ struct Queue {
   int lease_ms = 5000;            // a claimed task is reclaimable after this without renewal
   int renew_ms = 1000;            // lease renewal period
   int sweep_ms = 1000;            // how often idle workers look for expired leases
-  int max_deliveries = 3;         // then dead-letter
+  int max_deliveries = 5;         // then dead-letter (5: a healthy task survives repeated kills of its worker)
   int block_ms = 200;             // XREADGROUP BLOCK
   int retry_backoff_ms = 200;     // minimum idle before a failed task is retried
 };

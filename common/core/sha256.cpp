@@ -49,9 +49,11 @@ Result<std::string> sha256_file(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return make_error("io.open", "cannot open {}: {}", path.string(), std::strerror(errno));
   Sha256 h;
-  std::vector<char> buf(1 << 20);
+  // Not zero-filled: only the pages read() fills get touched.
+  constexpr std::size_t kBuf = 1 << 20;
+  auto buf = std::make_unique_for_overwrite<char[]>(kBuf);
   for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
+    ssize_t n = ::read(fd, buf.get(), kBuf);
     if (n < 0) {
       if (errno == EINTR) continue;
       int e = errno;
@@ -59,7 +61,7 @@ Result<std::string> sha256_file(const std::filesystem::path& path) {
       return make_error("io.read", "cannot read {}: {}", path.string(), std::strerror(e));
     }
     if (n == 0) break;
-    h.update(buf.data(), static_cast<std::size_t>(n));
+    h.update(buf.get(), static_cast<std::size_t>(n));
   }
   ::close(fd);
   return h.hex_digest();

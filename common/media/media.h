@@ -19,13 +19,28 @@ struct VideoParams {
   int width = 0, height = 0, fps = 24;  // width and height must be even (yuv420p)
   int crf = 23;
   std::string preset = "veryfast";
+  std::string tune{};  // x264 tune ("zerolatency": no lookahead, no B-frames); empty = none
+  // Encoder threads; 0 = libx264's own choice (about 1.5 per core).  Each open starts that many
+  // threads, which costs more than it gains for small frames (see fast_video_params).
+  int threads = 0;
 };
 
 struct AudioParams {
   int sample_rate = 48000;
   int channels = 2;  // only stereo is supported
   int bitrate = 128000;
+  // libav's native AAC coder: "twoloop" (its default, best quality) or "fast" (several times
+  // cheaper at modest bitrates, no cheaper at 128 kbit/s: see fast_audio_params).
+  std::string coder = "twoloop";
 };
+
+// Settings for an MP4 written on a deadline (the sim decoder, previews): x264 ultrafast; for
+// frames up to kSingleThreadPixels one encoder thread and tune zerolatency (thread start-up costs
+// more than a thread gains there), x264's own frame threads above; the fast AAC coder at
+// 48 kbit/s.  bench/media (bench_mp4) measures each part.
+inline constexpr int kSingleThreadPixels = 320 * 240;
+VideoParams fast_video_params(int width, int height, int fps);
+AudioParams fast_audio_params();
 
 // Streaming MP4 writer: H.264 (libx264, yuv420p) + AAC stereo, faststart (moov before mdat).
 // Writes to `path` exactly (the caller passes artifacts::part_path(final) and commits it after
@@ -71,6 +86,12 @@ Result<Image> read_image(const std::filesystem::path& path);
 
 // Bilinear resize of an RGB24 image (used to fit reference images to a model's grid).
 Image resize_bilinear(const Image& src, int width, int height);
+
+// Runs both encoders and the MP4 muxer once on a small clip (128x128, two frames, under the
+// system temp directory, removed afterwards), so that libav's one-time set-up (codec tables,
+// x264's first open, the heap pages a small clip needs) happens at service start rather than in
+// the first job's deadline.  Idempotent; errors are returned for logging only.
+Status warm_up();
 
 // libav logs to stderr at INFO by default (x264 prints its statistics).  Services call this once
 // at start-up with e.g. AV_LOG_ERROR (16); it sets libav's process-wide level.

@@ -5,16 +5,17 @@
 namespace h3pipe::queue {
 
 const char* const kRenewScript = R"LUA(
--- KEYS[1] stream; ARGV group, consumer, id...
-local renewed = 0
+-- KEYS[1] stream; ARGV group, consumer, id...  Returns the ids that are no longer ours.
+local lost = {}
 for i = 3, #ARGV do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2])
   if #p == 1 then
     redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
-    renewed = renewed + 1
+  else
+    lost[#lost + 1] = ARGV[i]
   end
 end
-return renewed
+return lost
 )LUA";
 
 // Ack + delete + follow-up commands, only if the entry is still pending for this consumer.
@@ -48,7 +49,9 @@ std::optional<Entry> parse_entry(const redisReply* e) {
     return out;
   }
   for (std::size_t i = 0; i + 1 < fields->elements; i += 2) {
-    if (reply_str(fields->element[i]) == "task") out.payload = reply_str(fields->element[i + 1]);
+    std::string name = reply_str(fields->element[i]);
+    if (name == "task") out.payload = reply_str(fields->element[i + 1]);
+    else out.fields[std::move(name)] = reply_str(fields->element[i + 1]);
   }
   return out;
 }
@@ -216,6 +219,13 @@ void LeaseKeeper::hold(const std::string& id) {
 void LeaseKeeper::release(const std::string& id) {
   std::lock_guard lk(mu_);
   held_.erase(id);
+  std::lock_guard g(lost_mu_);
+  lost_ids_.erase(id);
+}
+
+bool LeaseKeeper::is_lost(const std::string& id) const {
+  std::lock_guard g(lost_mu_);
+  return lost_ids_.count(id) != 0;
 }
 
 void LeaseKeeper::loop() {
@@ -236,9 +246,15 @@ void LeaseKeeper::loop() {
     if (redis) {
       auto r = redis->eval(kRenewScript, {opts_.stream}, args);
       if (r.ok()) {
-        long long n = reply_int(r->get());
-        renewals_ += n;
-        if (static_cast<std::size_t>(n) < want) lost_ += static_cast<long long>(want) - n;
+        std::vector<std::string> gone;
+        for (std::size_t i = 0; r->get()->type == REDIS_REPLY_ARRAY && i < r->get()->elements; ++i)
+          gone.push_back(reply_str(r->get()->element[i]));
+        renewals_ += static_cast<long long>(want - std::min(want, gone.size()));
+        lost_ += static_cast<long long>(gone.size());
+        if (!gone.empty()) {
+          std::lock_guard g(lost_mu_);
+          lost_ids_.insert(gone.begin(), gone.end());
+        }
       } else {
         spdlog::warn("lease keeper: renewal failed: {}", r.error().message);
         if (r.error().code == "redis.io") redis.reset();

@@ -33,7 +33,8 @@ namespace h3pipe::queue {
 
 struct Entry {
   std::string id;         // stream entry id
-  std::string payload;    // serialized task (protobuf bytes)
+  std::string payload;    // serialized task (protobuf bytes): the field "task"
+  std::map<std::string, std::string> fields;  // the entry's other fields (submissions: run, spec)
   long long deliveries = 1;
   bool reclaimed = false; // came from XAUTOCLAIM (another consumer's expired lease)
   bool own_pending = false;  // came from this consumer's PEL after a restart
@@ -62,6 +63,9 @@ class StageQueue final {
   // Returns nullopt when nothing is available within block_ms.  With new_work false only
   // recovery work is taken (own pending entries, expired leases): a dispatch policy may hold a
   // pool back from new tasks, never from finishing what a crash left behind.
+  // The next claim() first re-reads this consumer's own pending entries (after an error that
+  // may have left a claimed task unfinished).
+  void recheck_own() { drained_own_ = false; }
   Result<std::optional<Entry>> claim(bool new_work = true);
   Result<bool> complete(const Entry& e, const Commands& follow_up);
   Status dead_letter(const Entry& e, const std::string& stage, const std::string& run_id,
@@ -88,6 +92,9 @@ class LeaseKeeper final {
   void release(const std::string& id);
   long long renewals() const { return renewals_.load(); }
   long long lost() const { return lost_.load(); }  // renewals refused: the entry was no longer ours
+  // True once a renewal found `id` no longer ours (reclaimed by another worker, or gone after a
+  // Redis restart that lost the claim): the work on it should stop before it commits anything.
+  bool is_lost(const std::string& id) const;
 
  private:
   void loop();
@@ -97,6 +104,8 @@ class LeaseKeeper final {
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> held_;
+  mutable std::mutex lost_mu_;
+  std::set<std::string> lost_ids_;
   bool stop_ = false;
   std::atomic<long long> renewals_{0}, lost_{0};
   std::thread thread_;

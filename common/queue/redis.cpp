@@ -1,5 +1,7 @@
 #include "common/queue/redis.h"
 
+#include <poll.h>
+
 #include "common/core/sha256.h"
 
 namespace h3pipe::queue {
@@ -40,6 +42,7 @@ Redis::~Redis() {
 }
 
 Status Redis::reconnect() {
+  unread_ = 0;  // a reply of a send() on the old connection is gone with it
   if (ctx_) {
     redisFree(ctx_);
     ctx_ = nullptr;
@@ -71,39 +74,89 @@ Status Redis::reconnect() {
   return {};
 }
 
-Result<Reply> Redis::command(const std::vector<std::string>& argv) {
-  if (!ctx_ || ctx_->err) H3_TRY(reconnect());
+void Redis::append(const std::vector<std::string>& argv) {
   std::vector<const char*> a;
   std::vector<size_t> l;
   a.reserve(argv.size());
   l.reserve(argv.size());
   for (const auto& s : argv) { a.push_back(s.data()); l.push_back(s.size()); }
-  auto r = take(ctx_, redisCommandArgv(ctx_, static_cast<int>(a.size()), a.data(), l.data()));
-  if (!r.ok() && r.error().code == "redis.io" && ctx_) {
+  redisAppendCommandArgv(ctx_, static_cast<int>(a.size()), a.data(), l.data());
+}
+
+// One reply (the first call flushes what was appended); an I/O error drops the connection.
+Result<Reply> Redis::read_reply() {
+  void* raw = nullptr;
+  if (redisGetReply(ctx_, &raw) != REDIS_OK || !raw) {
+    std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
     redisFree(ctx_);
     ctx_ = nullptr;
+    unread_ = 0;
+    return make_error("redis.io", "redis I/O error: {}", why);
   }
-  return r;
+  return take(ctx_, raw);
+}
+
+Status Redis::drop_unread() {
+  while (unread_ > 0) {
+    --unread_;
+    auto r = read_reply();
+    if (!r.ok() && r.error().code == "redis.io") return r.error();
+  }
+  return {};
+}
+
+void Redis::drop_arrived() {
+  while (unread_ > 0) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) return;  // the next command reports it
+    if (raw) {
+      freeReplyObject(raw);
+      --unread_;
+      continue;
+    }
+    pollfd p{ctx_->fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) return;
+    if (redisBufferRead(ctx_) != REDIS_OK) return;
+  }
+}
+
+Status Redis::send(const std::vector<std::string>& argv) {
+  if (!ctx_ || ctx_->err) H3_TRY(reconnect());
+  // A connection used only for send() (a pool's board state) never waits; the replies that
+  // have arrived are dropped here so they do not pile up, and past a bound the rest are awaited.
+  drop_arrived();
+  if (unread_ >= kMaxUnread) H3_TRY(drop_unread());
+  append(argv);
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
+      std::string why = ctx_->errstr[0] ? ctx_->errstr : "write failed";
+      redisFree(ctx_);
+      ctx_ = nullptr;
+      unread_ = 0;
+      return make_error("redis.io", "redis I/O error: {}", why);
+    }
+  }
+  ++unread_;
+  return {};
+}
+
+Result<Reply> Redis::command(const std::vector<std::string>& argv) {
+  if (!ctx_ || ctx_->err) H3_TRY(reconnect());
+  append(argv);
+  H3_TRY(drop_unread());
+  return read_reply();
 }
 
 Result<std::vector<Reply>> Redis::pipeline(const std::vector<std::vector<std::string>>& cmds) {
   if (!ctx_ || ctx_->err) H3_TRY(reconnect());
-  for (const auto& argv : cmds) {
-    std::vector<const char*> a;
-    std::vector<size_t> l;
-    for (const auto& s : argv) { a.push_back(s.data()); l.push_back(s.size()); }
-    redisAppendCommandArgv(ctx_, static_cast<int>(a.size()), a.data(), l.data());
-  }
+  for (const auto& argv : cmds) append(argv);
+  H3_TRY(drop_unread());
   std::vector<Reply> out;
   std::optional<Error> first_error;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(ctx_, &raw) != REDIS_OK) {
-      redisFree(ctx_);
-      ctx_ = nullptr;
-      return make_error("redis.io", "redis I/O error in pipeline");
-    }
-    auto r = take(ctx_, raw);
+    auto r = read_reply();
+    if (!r.ok() && r.error().code == "redis.io") return r.error();
     if (!r.ok()) {
       if (!first_error) first_error = r.error();
       out.emplace_back(nullptr);
@@ -117,22 +170,23 @@ Result<std::vector<Reply>> Redis::pipeline(const std::vector<std::vector<std::st
 
 Result<Reply> Redis::eval(const std::string& script, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args) {
+  // Script SHA-1s as Redis reports them, per script text (the same on every connection).
+  static thread_local std::vector<std::pair<std::string, std::string>> cache;
   std::string sha;
-  {
-    // SCRIPT LOAD returns the SHA-1; compute-free: we ask redis once per script text.
-    static thread_local std::vector<std::pair<std::string, std::string>> cache;
-    for (auto& [text, s] : cache)
-      if (text == script) sha = s;
-    if (sha.empty()) {
-      auto r = command({"SCRIPT", "LOAD", script});
-      if (!r.ok()) return r.error();
-      sha = reply_str(r->get());
-      cache.emplace_back(script, sha);
-    }
-  }
+  for (auto& [text, s] : cache)
+    if (text == script) sha = s;
   std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(keys.size())};
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
+  if (sha.empty()) {
+    // First use: learn the SHA and run the script in the same round trip.
+    argv[0] = "EVAL";
+    argv[1] = script;
+    auto r = pipeline({{"SCRIPT", "LOAD", script}, argv});
+    if (!r.ok()) return r.error();
+    cache.emplace_back(script, reply_str((*r)[0].get()));
+    return std::move((*r)[1]);
+  }
   auto r = command(argv);
   if (!r.ok() && r.error().message.rfind("NOSCRIPT", 0) == 0) {
     argv[0] = "EVAL";

@@ -39,7 +39,12 @@ class Redis final {
   Result<Reply> command(const std::vector<std::string>& argv);
   // Pipelined: sends all, reads all replies in order.
   Result<std::vector<Reply>> pipeline(const std::vector<std::vector<std::string>>& cmds);
-  // EVALSHA with EVAL fallback (script cached per connection).
+  // Sends one command now without waiting for its reply, which is read (and dropped, error
+  // replies included) with the next command's: bookkeeping that must reach Redis before a long
+  // step starts but that nobody waits for costs no round trip.  Errors: only I/O ("redis.io").
+  Status send(const std::vector<std::string>& argv);
+  // EVALSHA; on the first use of a script on this thread SCRIPT LOAD + EVAL in one round trip,
+  // and EVAL again after NOSCRIPT (a flushed script cache).
   Result<Reply> eval(const std::string& script, const std::vector<std::string>& keys,
                      const std::vector<std::string>& args);
   const RedisAddress& address() const { return addr_; }
@@ -47,8 +52,16 @@ class Redis final {
  private:
   explicit Redis(RedisAddress addr) : addr_(std::move(addr)) {}
   Status reconnect();
+  void append(const std::vector<std::string>& argv);
+  // Reads and drops the replies of send() commands; call after appending the next command(s).
+  Status drop_unread();
+  // Drops the replies of send() commands that have already arrived, without waiting.
+  void drop_arrived();
+  static constexpr int kMaxUnread = 256;
+  Result<Reply> read_reply();
   RedisAddress addr_;
   redisContext* ctx_ = nullptr;
+  int unread_ = 0;  // replies of send() commands not read yet
 };
 
 // Helpers for reading replies.

@@ -62,7 +62,7 @@ class BuiltinEncode final : public EncodeRuntime {
   Result<StageOutput> encode(const StageContext& ctx) override {
     const auto t0 = Clock::now();
     const pb::JobSpec& spec = *ctx.spec;
-    H3_TRY(prepare_output(ctx.output));
+    H3_TRY(prepare_output(ctx, config::StageKind::kEncode));
     std::optional<media::Image> ref;
     if (!spec.reference_image().empty()) {
       auto img = media::read_image(spec.reference_image());
@@ -93,7 +93,7 @@ class BuiltinSample final : public SampleRuntime {
   Result<StageOutput> sample(const StageContext& ctx) override {
     const auto t0 = Clock::now();
     const pb::JobSpec& s = *ctx.spec;
-    H3_TRY(prepare_output(ctx.output));
+    H3_TRY(prepare_output(ctx, config::StageKind::kSample));
     auto tensors = latent::read_tensors(ctx.input);
     if (!tensors)
       return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(),
@@ -135,7 +135,7 @@ class BuiltinDecode final : public DecodeRuntime {
   Result<StageOutput> decode(const StageContext& ctx) override {
     const auto t0 = Clock::now();
     const pb::JobSpec& s = *ctx.spec;
-    H3_TRY(prepare_output(ctx.output));
+    H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
     const auto geom = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
     auto lat = latent::read_latent(ctx.input, &geom);
     if (!lat)

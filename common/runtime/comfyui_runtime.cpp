@@ -149,7 +149,7 @@ class ComfyRunner final {
                                       static_cast<long>(s_.request_timeout_s * 1000), 64u << 20}) {}
 
   Result<StageOutput> run(const StageContext& ctx) {
-    H3_TRY(prepare_output(ctx.output));
+    H3_TRY(prepare_output(ctx, stage_));
     if (s_.fused) return write_fused_marker(ctx);
     const auto& wf = *s_.workflow;
     auto start = Clock::now();

@@ -214,7 +214,7 @@ class ExecRunner final {
 
   Result<StageOutput> run(const StageContext& ctx) {
     const char* stage = config::stage_name(stage_);
-    H3_TRY(prepare_output(ctx.output));
+    H3_TRY(prepare_output(ctx, stage_));
     SpawnOptions o;
     for (const auto& t : s_.command) o.argv.push_back(t.expand(ctx, stage_));
     std::vector<std::string> overrides = {

@@ -34,6 +34,11 @@ struct StageContext {
   std::filesystem::path input;            // previous stage's artifact; empty for encode
   std::filesystem::path conditioning;     // decode may want it; empty if not available
   std::filesystem::path output;           // final path to write
+  // The configured root ctx.output lies under (artifact_root for encode/sample, output_root for
+  // decode); every file the runtime creates for the output resolves below it without following a
+  // symlink (common/artifacts/safe_path.h).  Empty: derived from ctx.output (output_root() in
+  // stage_output.h).
+  std::filesystem::path root;
   std::string host, pool;
   std::function<bool()> cancelled = [] { return false; };
 };
@@ -43,6 +48,7 @@ struct StageOutput {
   std::uint64_t bytes = 0;
   std::string device = "cpu";             // what computed it ("cpu", "cuda:0", "comfyui@host:port")
   nlohmann::json settings = nlohmann::json::object();  // runtime settings worth a receipt
+  bool reused = false;  // the commit found the output already committed by another execution
 };
 
 class EncodeRuntime {

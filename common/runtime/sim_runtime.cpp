@@ -9,6 +9,7 @@
 #include "common/core/sha256.h"
 #include "common/latent/latent.h"
 #include "common/media/media.h"
+#include "common/runtime/stage_output.h"
 
 namespace h3pipe::runtime {
 namespace {
@@ -50,10 +51,15 @@ class SimEncode final : public EncodeRuntime {
     SplitMix rng{seed_of(*ctx.spec)};
     latent::TensorF32 t{{1, 77, 256}, std::vector<float>(77 * 256)};
     for (auto& v : t.data) v = rng.uniform();
-    auto sha = latent::write_tensors(ctx.output, {{"cond", t}}, {{"runtime", "sim"}, {"job", ctx.spec->job_id()}});
+    bool reused = false;
+    const OutputTarget out_at = output_target(ctx, config::StageKind::kEncode);
+    auto sha = artifacts::write_once(
+        out_at.root, out_at.path, latent::serialize_tensors({{"cond", t}}, {{"runtime", "sim"}, {"job", ctx.spec->job_id()}}), &reused);
     if (!sha.ok()) return sha.error();
     H3_TRY(finish_at(start, secs, ctx));
-    return StageOutput{*sha, t.data.size() * 4, "cpu", {{"profile_seconds", secs}}};
+    StageOutput out{*sha, t.data.size() * 4, "cpu", {{"profile_seconds", secs}}};
+    out.reused = reused;
+    return out;
   }
 
  private:
@@ -89,10 +95,14 @@ class SimSample final : public SampleRuntime {
             l.video[i++] = std::sin(phase[c] + 0.35f * x + 0.25f * y + 0.6f * t * (1 + c % 3)) + 0.05f * rng.uniform();
     for (std::size_t k = 0; k < l.audio.size(); ++k) l.audio[k] = 0.5f * std::sin(0.01f * k * (1 + k % 7)) + 0.05f * rng.uniform();
     l.metadata = {{"runtime", "sim"}, {"job", s.job_id()}, {"steps", std::to_string(s.steps())}};
-    auto sha = latent::write_latent(ctx.output, l);
+    bool reused = false;
+    const OutputTarget out_at = output_target(ctx, config::StageKind::kSample);
+    auto sha = artifacts::write_once(out_at.root, out_at.path, latent::serialize(l), &reused);
     if (!sha.ok()) return sha.error();
     H3_TRY(finish_at(start, secs, ctx));
-    return StageOutput{*sha, g.data_bytes(), "cpu", {{"profile_seconds", secs}}};
+    StageOutput out{*sha, g.data_bytes(), "cpu", {{"profile_seconds", secs}}};
+    out.reused = reused;
+    return out;
   }
 
  private:
@@ -105,13 +115,19 @@ class SimDecode final : public DecodeRuntime {
   Result<StageOutput> decode(const StageContext& ctx) override {
     auto start = Clock::now();
     double secs = clock_.draw(ctx.job_class);
+    // libav opens the .part by path: the folder is made (and checked for planted symlinks) first.
+    H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
     H3_TRY(render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output)));
-    auto sha = artifacts::commit_part(ctx.output);
+    bool reused = false;
+    const OutputTarget out_at = output_target(ctx, config::StageKind::kDecode);
+    auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused);
     if (!sha.ok()) return sha.error();
     std::error_code ec;
     auto bytes = std::filesystem::file_size(ctx.output, ec);
     H3_TRY(finish_at(start, secs, ctx));
-    return StageOutput{*sha, bytes, "cpu", {{"profile_seconds", secs}, {"codec", "h264+aac"}}};
+    StageOutput out{*sha, bytes, "cpu", {{"profile_seconds", secs}, {"codec", "h264+aac"}}};
+    out.reused = reused;
+    return out;
   }
 
  private:
@@ -149,9 +165,11 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
   auto l = latent::read_latent(latent_path, &geom);
   if (!l.ok()) return make_error("runtime.input", "latent {}: {}", latent_path.string(), l.error().message);
   const auto& g = l->geometry;
-  media::VideoParams vp{static_cast<int>(s.width()), static_cast<int>(s.height()), static_cast<int>(s.fps())};
-  vp.preset = "ultrafast";
-  auto w = media::Mp4Writer::open(mp4_part, vp, media::AudioParams{});
+  // The sim decode profile covers this write, so it uses the writer's fast settings (bench_mp4).
+  auto w = media::Mp4Writer::open(
+      mp4_part,
+      media::fast_video_params(static_cast<int>(s.width()), static_cast<int>(s.height()), static_cast<int>(s.fps())),
+      media::fast_audio_params());
   if (!w.ok()) return w.error();
   // Fixed linear map 24 channels -> RGB: channel c weighs into R, G, B by a smooth pattern.
   float m[3][24];
@@ -161,6 +179,11 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
   std::vector<std::uint8_t> small(plane * 3), frame(static_cast<std::size_t>(s.width()) * s.height() * 3);
   for (std::uint32_t f = 0; f < s.frames(); ++f) {
     std::uint32_t t = std::min<std::uint32_t>(f / 4, g.t - 1);
+    // Four frames share a latent step: the picture is built once per step.
+    if (f > 0 && t == std::min<std::uint32_t>((f - 1) / 4, g.t - 1)) {
+      H3_TRY((*w)->add_frame(frame));
+      continue;
+    }
     for (std::size_t p = 0; p < plane; ++p) {
       for (int k = 0; k < 3; ++k) {
         float acc = 0;
@@ -184,15 +207,20 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
   std::size_t total = static_cast<std::size_t>(std::llround(static_cast<double>(s.frames()) / s.fps() * 48000));
   std::vector<float> pcm(total * 2);
   double ph[2] = {0, 0};
+  double dph[2] = {0, 0};
+  auto last_step = static_cast<std::size_t>(-1);
   for (std::size_t n = 0; n < total; ++n) {
     std::size_t step = std::min<std::size_t>(n / 86, g.audio_len - 1);
     for (int ch = 0; ch < 2; ++ch) {
-      float a = 0;
-      for (std::uint32_t c = 0; c < 4; ++c) a += l->audio[(static_cast<std::size_t>(c) * 2 + ch) * g.audio_len + step];
-      double freq = 220.0 * (1.0 + 0.5 * std::tanh(a));
-      ph[ch] += 2 * M_PI * freq / 48000.0;
+      if (step != last_step) {  // pitch changes once per latent step
+        float a = 0;
+        for (std::uint32_t c = 0; c < 4; ++c) a += l->audio[(static_cast<std::size_t>(c) * 2 + ch) * g.audio_len + step];
+        dph[ch] = 2 * M_PI * (220.0 * (1.0 + 0.5 * std::tanh(a))) / 48000.0;
+      }
+      ph[ch] += dph[ch];
       pcm[n * 2 + ch] = static_cast<float>(0.2 * std::sin(ph[ch]));
     }
+    last_step = step;
   }
   H3_TRY((*w)->add_audio(pcm));
   return (*w)->finish();
@@ -205,6 +233,9 @@ Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a) {
   return std::unique_ptr<SampleRuntime>(new SimSample(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
 }
 Result<std::unique_ptr<DecodeRuntime>> make_sim_decode(const FactoryArgs& a) {
+  // libav's one-time set-up (codec tables, x264's first open) here, at service start, not in the
+  // first job's profile.  A failure shows again, with its reason, in the first real write.
+  (void)media::warm_up();
   return std::unique_ptr<DecodeRuntime>(new SimDecode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
 }
 

@@ -1,6 +1,10 @@
 #include "common/runtime/stage_output.h"
 
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "common/artifacts/artifacts.h"
@@ -73,12 +77,15 @@ Result<StageOutput> commit_stage_output(config::StageKind stage, const StageCont
     fs::remove(part, ec);
     return s.error();
   }
-  auto sha = artifacts::commit_part(ctx.output);
+  bool reused = false;
+  const OutputTarget target = output_target(ctx, stage);
+  auto sha = artifacts::commit_part(target.root, target.path, {}, &reused);
   if (!sha.ok()) {
     fs::remove(part, ec);
     return sha.error();
   }
   StageOutput out;
+  out.reused = reused;
   out.sha256 = *sha;
   out.bytes = fs::file_size(ctx.output, ec);
   out.device = std::move(device);
@@ -86,18 +93,41 @@ Result<StageOutput> commit_stage_output(config::StageKind stage, const StageCont
   return out;
 }
 
-Status prepare_output(const fs::path& output) {
+OutputTarget output_target(const StageContext& ctx, config::StageKind stage) {
   std::error_code ec;
-  if (output.has_parent_path()) {
-    fs::create_directories(output.parent_path(), ec);
-    if (ec)
-      return make_error("io.mkdir", "cannot create {}: {}", output.parent_path().string(),
-                        ec.message());
+  fs::path out = fs::absolute(ctx.output, ec);
+  if (ec) out = ctx.output;
+  if (!ctx.root.empty()) {
+    fs::path root = fs::absolute(ctx.root, ec);
+    return {artifacts::Root(ec ? ctx.root : root), out};
   }
-  fs::remove(artifacts::part_path(output), ec);
-  if (ec)
+  const fs::path dir = out.parent_path();
+  const fs::path run_dir = stage == config::StageKind::kDecode ? dir : dir.parent_path();
+  if (!ctx.run_id.empty() && run_dir.filename() == ctx.run_id && run_dir.has_parent_path() &&
+      run_dir.parent_path() != run_dir)
+    return {artifacts::Root(run_dir.parent_path()), out};
+  return {artifacts::Root(dir), out};
+}
+
+Status prepare_output(const StageContext& ctx, config::StageKind stage) {
+  const OutputTarget target = output_target(ctx, stage);
+  const artifacts::Root& root = target.root;
+  const fs::path dir = target.path.parent_path();
+  std::error_code ec;
+  fs::create_directories(root.path, ec);  // the configured root itself is trusted
+  if (ec) return make_error("io.mkdir", "cannot create {}: {}", root.path.string(), ec.message());
+  fs::path rel;
+  if (dir != root.path) {
+    auto r = artifacts::relative_beneath(root.path, dir);
+    if (!r.ok()) return r.error();
+    rel = *r;
+  }
+  auto fd = artifacts::open_dir_beneath(root.path, rel, !rel.empty());
+  if (!fd.ok()) return fd.error();
+  const std::string part = artifacts::part_path(ctx.output).filename().string();
+  if (::unlinkat(fd->get(), part.c_str(), 0) != 0 && errno != ENOENT)
     return make_error("io.remove", "cannot remove stale {}: {}",
-                      artifacts::part_path(output).string(), ec.message());
+                      artifacts::part_path(ctx.output).string(), std::strerror(errno));
   return {};
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "common/artifacts/artifacts.h"
 #include "common/runtime/runtime.h"
 
 namespace h3pipe::runtime {
@@ -22,13 +23,27 @@ std::string settings_path(const FactoryArgs& a, config::StageKind stage);
 Status validate_stage_output(config::StageKind stage, const std::filesystem::path& file,
                              const pb::JobSpec& spec, bool job_geometry = true);
 
-// validate_stage_output on part_path(ctx.output), then artifacts::commit_part.  The .part is
-// removed on any failure, so a rejected artifact never reaches the final name.
+// Where ctx.output goes, both absolute: the configured root it must stay below (ctx.root when
+// set; else the folder above the run's in ctx.output as common/state/paths.h lays stages out,
+// ROOT/RUN/JOB/NAME for encode and sample, ROOT/RUN/JOB.mp4 for decode; else, for an output not
+// laid out so, its own folder) and the output path, for the artifacts:: Root overloads.
+struct OutputTarget {
+  artifacts::Root root;
+  std::filesystem::path path;
+};
+OutputTarget output_target(const StageContext& ctx, config::StageKind stage);
+
+// validate_stage_output on part_path(ctx.output), then artifacts::commit_part below
+// output_target(ctx, stage).root.  The .part is removed on any failure, so a rejected artifact never
+// reaches the final name.
 Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
                                         std::string device, nlohmann::json settings,
                                         bool job_geometry = true);
 
-// Removes a stale .part (crash garbage) and creates the output's folder.
-Status prepare_output(const std::filesystem::path& output);
+// Creates the output's folder below output_target(ctx, stage).root and removes a stale .part (crash
+// garbage) by name in it, never following a symlink: a symlink planted anywhere below the root
+// fails here (path.symlink, naming the path) before a writer that opens the .part by path (libav,
+// an exec child, a download) can write through it.
+Status prepare_output(const StageContext& ctx, config::StageKind stage);
 
 }  // namespace h3pipe::runtime

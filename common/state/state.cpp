@@ -82,19 +82,25 @@ Status Store::reject_job(const std::string& run_id, const std::string& job_id, c
   return {};
 }
 
-Result<long long> Store::begin_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s) {
+Result<Attempt> Store::start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s) {
   auto r = redis_.pipeline({
       {"HINCRBY", keys::job(run_id, job_id), std::string("attempts:") + stage_key(s), "1"},
       {"HSET", keys::job(run_id, job_id), "state", stage_key(s)},
+      {"HGET", keys::run(run_id), "cancelled"},
+      {"HGET", keys::job(run_id, job_id), "error"},
   });
   if (!r.ok()) return r.error();
-  return reply_int((*r)[0].get());
+  return Attempt{reply_int((*r)[0].get()), reply_str((*r)[2].get()) == "1", reply_str((*r)[3].get())};
+}
+
+Result<long long> Store::begin_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s) {
+  auto a = start_attempt(run_id, job_id, s);
+  if (!a.ok()) return a.error();
+  return a->number;
 }
 
 Status Store::note_exec(const std::string& run_id, const std::string& job_id, pb::Stage s) {
-  auto r = redis_.command({"HINCRBY", keys::job(run_id, job_id), std::string("exec:") + stage_key(s), "1"});
-  if (!r.ok()) return r.error();
-  return {};
+  return redis_.send({"HINCRBY", keys::job(run_id, job_id), std::string("exec:") + stage_key(s), "1"});
 }
 
 Status Store::note_error(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason) {

@@ -35,6 +35,13 @@ struct RunStatus {
   bool finished() const { return total > 0 && total >= expected && done + failed >= total; }
 };
 
+// What a worker learns when it starts an attempt (Store::start_attempt).
+struct Attempt {
+  long long number = 0;    // 1 on the first delivery
+  bool cancelled = false;  // the run was cancelled
+  std::string last_error;  // the job's error field (the reason for a dead letter)
+};
+
 std::string new_run_id();  // r-YYYYMMDD-HHMMSS-xxxxxx (UTC, random suffix)
 long long now_ms();
 
@@ -48,8 +55,13 @@ class Store final {
   Result<bool> accept_job(const std::string& run_id, const pb::JobSpec& spec, const std::string& encode_payload);
   // Records a submission that failed validation: a failed job with the reason.
   Status reject_job(const std::string& run_id, const std::string& job_id, const std::string& reason);
-  // Start of one attempt: returns the attempt number (1 on the first delivery).
+  // Start of one attempt, in one round trip: attempts:<stage>++ and state -> stage, and reads
+  // the run's cancelled flag and the job's last error.
+  Result<Attempt> start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s);
+  // start_attempt's number alone.
   Result<long long> begin_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s);
+  // exec:<stage>++ (the runtime starts).  Sent without waiting for the reply (Redis::send): it
+  // reaches Redis before the runtime starts, and costs no round trip.
   Status note_exec(const std::string& run_id, const std::string& job_id, pb::Stage s);
   Status note_error(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason);
   Result<bool> cancelled(const std::string& run_id);

@@ -142,9 +142,11 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
     for (auto& ch : children) {
       if (ch.pid == 0) continue;  // the shared Redis placeholder
       if (dead > 0 && ch.pid == dead) {
-        // Quick deaths back off exponentially (a crash loop); a long healthy run resets it.
-        bool quick = now - ch.started < std::chrono::seconds(10);
-        ch.backoff_ms = quick ? std::min(ch.backoff_ms * 2, 5000) : 100;
+        // A death within 2 s of its start is a crash loop: back off exponentially (100 ms .. 5 s).
+        // A process that had been up longer was killed while healthy (OOM killer, an operator, a
+        // chaos run): restart it at once, so its leased task resumes without waiting out the lease.
+        bool quick = now - ch.started < std::chrono::seconds(2);
+        ch.backoff_ms = quick ? std::min(std::max(ch.backoff_ms, 50) * 2, 5000) : 20;
         ch.next_start = now + std::chrono::milliseconds(ch.backoff_ms);
         ch.pid = -1;
       }

@@ -13,6 +13,9 @@ namespace h3pipe::worker {
 
 Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c, queue::RedisAddress addr, std::string consumer) {
   std::unique_ptr<Ingest> in(new Ingest(c));
+  // protobuf's JSON parser sets itself up on first use (milliseconds): here, not in the first
+  // submission's latency.
+  (void)spec::parse_json(R"({"prompt": "warm-up"})");
   auto r = queue::Redis::connect(addr);
   if (!r.ok()) return r.error();
   in->redis_ = std::move(r.value());
@@ -47,17 +50,10 @@ Result<bool> Ingest::step() {
   if (!claimed.ok()) return claimed.error();
   if (!claimed->has_value()) return false;
   const queue::Entry& e = **claimed;
-  // The raw entry's fields: run, spec.
-  auto raw = redis_->command({"XRANGE", keys::submit(), e.id, e.id});
+  // The entry's fields (claimed with it, no second read): run, spec.
   std::string run = "default", spec_json;
-  if (raw.ok() && raw->get()->elements == 1) {
-    const redisReply* f = raw->get()->element[0]->element[1];
-    for (std::size_t i = 0; f && i + 1 < f->elements; i += 2) {
-      std::string k = queue::reply_str(f->element[i]);
-      if (k == "run") run = queue::reply_str(f->element[i + 1]);
-      if (k == "spec") spec_json = queue::reply_str(f->element[i + 1]);
-    }
-  }
+  if (auto it = e.fields.find("run"); it != e.fields.end()) run = it->second;
+  if (auto it = e.fields.find("spec"); it != e.fields.end()) spec_json = it->second;
   auto reject = [&](const std::string& job, const std::string& why) -> Result<bool> {
     spdlog::warn("ingest: run={} job={} rejected: {}", run, job, why);
     H3_TRY(store_->reject_job(run, job, why));

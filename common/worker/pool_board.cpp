@@ -20,6 +20,7 @@ Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, c
   b->policy_ = schedule::parse_policy(c.dispatch).value_or(schedule::Policy::kCompletionTime);
   b->addr_ = addr;
   b->publish(0);
+  (void)b->redis_->command({"PING"});  // the first state is on the board once create() returns
   b->heartbeat_ = std::thread([p = b.get()] { p->heartbeat_loop(); });
   return b;
 }
@@ -56,7 +57,8 @@ void PoolBoard::heartbeat_loop() {
     }
     if (r && !j.is_discarded()) {
       j["heartbeat_s"] = now_s();
-      if (!r->command({"HSET", keys::pools(), self_.name, j.dump()}).ok()) r.reset();
+      auto w = r->command({"HSET", keys::pools(), self_.name, j.dump()});
+      if (!w.ok() && w.error().code == "redis.io") r.reset();
     }
     lk.lock();
   }
@@ -67,7 +69,9 @@ void PoolBoard::publish(double busy_for_s) {
   busy_until_unix_s_ = busy_for_s > 0 ? now + busy_for_s : 0;
   nlohmann::json j = {{"stage", config::stage_name(self_.stage)}, {"host", self_.host},
                       {"busy_until_s", busy_until_unix_s_}, {"heartbeat_s", now}, {"expected_s", expected_s(self_)}};
-  (void)redis_->command({"HSET", keys::pools(), self_.name, j.dump()});
+  // Sent without waiting for the reply (read with this connection's next command): no round
+  // trip, and no other thread woken, on the worker's path between two tasks.
+  (void)redis_->send({"HSET", keys::pools(), self_.name, j.dump()});
   std::lock_guard lk(mu_);
   last_state_ = j.dump();
   next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);

@@ -20,7 +20,8 @@ class PoolBoard final {
  public:
   static Result<std::unique_ptr<PoolBoard>> create(const config::Cluster& c, const config::Pool& self,
                                                    queue::RedisAddress addr);
-  // busy: expected seconds of the task just claimed (0 = idle now).
+  // busy: expected seconds of the task just claimed (0 = idle now).  Sent without waiting for
+  // Redis's reply (Redis::send).
   void publish(double busy_for_s);
   // The policy's verdict for this pool now; true on any Redis trouble (never stall the pipeline).
   bool may_claim();

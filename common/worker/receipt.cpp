@@ -38,7 +38,7 @@ Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord&
   o.add_whitespace = true;
   o.always_print_primitive_fields = true;
   (void)google::protobuf::util::MessageToJsonString(r, &json, o);
-  auto w = artifacts::write_atomic(*path, json);
+  auto w = artifacts::write_atomic(artifacts::Root(std::filesystem::absolute(c.output_root)), std::filesystem::absolute(*path), json);
   if (!w.ok()) return w.error();
   return {};
 }

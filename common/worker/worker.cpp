@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
+#include "common/core/sha256.h"
 #include "common/latent/latent.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
@@ -33,6 +34,13 @@ pb::Stage to_pb(config::StageKind s) {
   return pb::STAGE_UNSPECIFIED;
 }
 
+// One-time library set-up that would otherwise land in the first task's stage time: OpenSSL's
+// digest fetch (verify) and protobuf's JSON type resolver (the completion's history record).
+void warm_first_use() {
+  (void)sha256_hex("");
+  (void)state::Store::complete_cmds("warm-up", "warm-up", pb::StageRecord(), "", "", "", false);
+}
+
 std::string default_decode_host(const config::Cluster& c, const std::string& self) {
   if (!c.pools_on(self, config::StageKind::kDecode).empty()) return self;
   auto all = c.pools_on("", config::StageKind::kDecode);
@@ -52,6 +60,7 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   const auto& pool = *w->opts_.pool;
   const auto& c = *w->opts_.cluster;
   w->stage_ = to_pb(pool.stage);
+  warm_first_use();
   if (!w->hooks_.decode_host) {
     std::string self = pool.host;
     w->hooks_.decode_host = [&c, self](const pb::StageTask&) { return default_decode_host(c, self); };
@@ -74,6 +83,9 @@ void StageWorker::run(const std::atomic<bool>& stop) {
     auto r = step();
     if (!r.ok()) {
       spdlog::warn("{}: {}", opts_.pool->name, r.error().to_string());
+      // The task may still be ours (e.g. Redis went away before the completion): take our own
+      // pending entries first again, rather than waiting for our own lease to expire.
+      queue_->recheck_own();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
@@ -125,21 +137,22 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   const auto& c = *opts_.cluster;
   const std::string& run = t.run_id();
   const std::string& job = t.job_id();
-  auto attempt = store_->begin_attempt(run, job, stage_);
-  if (!attempt.ok()) return attempt.error();
+  // One round trip: the attempt is counted, and the run's cancel flag and the job's last error
+  // come back with it.
+  auto started = store_->start_attempt(run, job, stage_);
+  if (!started.ok()) return started.error();
+  const long long attempt = started->number;
   if (hooks_.on_event) hooks_.on_event("claimed", t);
 
-  auto cancelled = store_->cancelled(run);
-  if (cancelled.ok() && *cancelled) {
+  if (started->cancelled) {
     spdlog::info("run={} job={} {}: run cancelled, dropping the task", run, job, state::stage_key(stage_));
     auto r = queue_->complete(e, state::Store::cancel_cmds(run, job));
     return r.ok() ? Status() : Status(r.error());
   }
-  if (*attempt > c.queue.max_deliveries) {
-    auto js = redis_->command({"HGET", keys::job(run, job), "error"});
-    std::string last = js.ok() ? queue::reply_str(js->get()) : "";
+  if (attempt > c.queue.max_deliveries) {
+    const std::string& last = started->last_error;
     std::string reason = fmt::format("{} failed {} deliveries (max_deliveries {}); last error: {}",
-                                     state::stage_key(stage_), *attempt - 1, c.queue.max_deliveries,
+                                     state::stage_key(stage_), attempt - 1, c.queue.max_deliveries,
                                      last.empty() ? "the worker died while running it" : last);
     spdlog::error("run={} job={} dead-lettered: {}", run, job, reason);
     probe_.task_dead_lettered();
@@ -163,10 +176,15 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   ctx.host = opts_.pool->host;
   ctx.pool = opts_.pool->name;
   ctx.conditioning = *cond;
-  // Cancellation reaches a running stage: the runtime polls this; Redis is asked at most once a second.
-  auto next_check = std::make_shared<Clock::time_point>(Clock::now());
+  // Cancellation reaches a running stage: the runtime polls this; Redis is asked at most once a
+  // second (start_attempt just asked).
+  auto next_check = std::make_shared<Clock::time_point>(Clock::now() + std::chrono::seconds(1));
   auto was_cancelled = std::make_shared<bool>(false);
-  ctx.cancelled = [this, run, next_check, was_cancelled] {
+  // A lease found lost (another worker owns the task now, e.g. after a Redis restart lost our
+  // claim) stops the work the same way, before it commits anything.
+  const std::string entry_id = e.id;
+  ctx.cancelled = [this, run, next_check, was_cancelled, entry_id] {
+    if (leases_->is_lost(entry_id)) return true;
     if (!*was_cancelled && Clock::now() >= *next_check) {
       *next_check = Clock::now() + std::chrono::seconds(1);
       auto c = store_->cancelled(run);
@@ -186,14 +204,14 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   rec.set_pool(opts_.pool->name);
   rec.set_runtime(c.runtime_for(*opts_.pool).name);
   rec.set_settings_json(c.runtime_for(*opts_.pool).settings.dump());
-  rec.set_attempts(static_cast<std::uint32_t>(*attempt));
+  rec.set_attempts(static_cast<std::uint32_t>(attempt));
   rec.set_queue_wait_s(queue_wait_s);
   rec.set_output_path(ctx.output.string());
   rec.set_start_unix_ms(state::now_ms());
   auto t0 = Clock::now();
 
   // Rule 1: an output that exists and verifies means the stage is done.
-  auto existing = artifacts::verify(ctx.output);
+  auto existing = artifacts::verify(artifacts::Root(fs::absolute(stage_ == pb::STAGE_DECODE ? c.output_root : c.artifact_root)), fs::absolute(ctx.output));
   if (existing.ok()) {
     rec.set_output_sha256(*existing);
     std::error_code ec;
@@ -201,15 +219,15 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
     rec.set_end_unix_ms(state::now_ms());
     probe_.task_skipped();
     spdlog::info("run={} job={} {}: output already present and verified; skipping", run, job, state::stage_key(stage_));
-    return finish(e, t, rec);
+    return finish(e, t, rec, false);
   }
   if (existing.error().code == "artifact.mismatch" || existing.error().code == "artifact.no_sidecar") {
     std::error_code ec;
     fs::remove(ctx.output, ec);  // a corrupt output is redone, never trusted
   }
   if (!ctx.input.empty()) {
-    auto in = artifacts::verify(ctx.input);
-    if (!in.ok()) return fail_attempt(e, t, *attempt, in.error());
+    auto in = artifacts::verify(artifacts::Root(fs::absolute(c.artifact_root)), fs::absolute(ctx.input));
+    if (!in.ok()) return fail_attempt(e, t, attempt, in.error());
     rec.set_input_sha256(*in);
   }
   std::error_code ec;
@@ -217,12 +235,18 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   fs::remove(artifacts::part_path(ctx.output), ec);  // stale garbage from a crashed attempt
   (void)store_->note_exec(run, job, stage_);
   auto out = execute(t, ctx);
+  if (!out.ok() && out.error().code == "runtime.cancelled" && leases_->is_lost(e.id)) {
+    probe_.lease_lost();
+    spdlog::warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job,
+                 state::stage_key(stage_));
+    return {};
+  }
   if (!out.ok() && out.error().code == "runtime.cancelled") {
     spdlog::info("run={} job={} {}: cancelled while running", run, job, state::stage_key(stage_));
     auto r = queue_->complete(e, state::Store::cancel_cmds(run, job));
     return r.ok() ? Status() : Status(r.error());
   }
-  if (!out.ok()) return fail_attempt(e, t, *attempt, out.error());
+  if (!out.ok()) return fail_attempt(e, t, attempt, out.error());
   rec.set_output_sha256(out->sha256);
   rec.set_bytes(out->bytes);
   rec.set_device(out->device);
@@ -235,7 +259,10 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   rec.set_end_unix_ms(state::now_ms());
   probe_.add_bytes(static_cast<double>(out->bytes));
   probe_.task_done(std::chrono::duration<double>(Clock::now() - t0).count(), queue_wait_s);
-  return finish(e, t, rec);
+  if (out->reused)
+    spdlog::warn("run={} job={} {}: another execution committed the output first; kept it", run, job,
+                 state::stage_key(stage_));
+  return finish(e, t, rec, !out->reused);
 }
 
 Result<runtime::StageOutput> StageWorker::execute(const pb::StageTask&, const runtime::StageContext& ctx) {
@@ -264,7 +291,7 @@ Status StageWorker::fail_attempt(const queue::Entry& e, const pb::StageTask& t, 
   return queue_->release_for_retry(e, backoff);
 }
 
-Status StageWorker::finish(const queue::Entry& e, const pb::StageTask& t, const pb::StageRecord& rec) {
+Status StageWorker::finish(const queue::Entry& e, const pb::StageTask& t, const pb::StageRecord& rec, bool wrote) {
   const auto& c = *opts_.cluster;
   const std::string& run = t.run_id();
   const std::string& job = t.job_id();
@@ -309,9 +336,13 @@ Status StageWorker::finish(const queue::Entry& e, const pb::StageTask& t, const 
   std::string payload;
   next.SerializeToString(&payload);
   auto cmds = state::Store::complete_cmds(run, job, rec, next_state, next_stream, payload, final_stage);
+  const std::vector<std::string> note_write = {"HINCRBY", keys::job(run, job),
+                                               std::string("wrote:") + state::stage_key(stage_), "1"};
+  if (wrote) cmds.push_back(note_write);
   auto ok = queue_->complete(e, cmds);
   if (!ok.ok()) return ok.error();
   if (!*ok) {
+    if (wrote) (void)redis_->command(note_write);  // the file was written even if this completion does not count
     // Someone else owns the entry now (our lease lapsed); their completion counts, ours must not.
     probe_.lease_lost();
     spdlog::warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job, state::stage_key(stage_));

@@ -62,7 +62,9 @@ class StageWorker final {
   StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
   Status process(const queue::Entry& e, double queue_wait_s);
   Result<runtime::StageOutput> execute(const pb::StageTask& t, const runtime::StageContext& ctx);
-  Status finish(const queue::Entry& e, const pb::StageTask& t, const pb::StageRecord& rec);
+  // wrote: this execution committed the output (false for a skip or a commit that found the
+  // output already there); counted as wrote:<stage> on the job, the chaos test's duplicate check.
+  Status finish(const queue::Entry& e, const pb::StageTask& t, const pb::StageRecord& rec, bool wrote);
   Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own);
   Status fail_attempt(const queue::Entry& e, const pb::StageTask& t, long long attempt, const Error& err);
 

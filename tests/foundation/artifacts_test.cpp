@@ -77,3 +77,45 @@ TEST(Artifacts, IdsNeverLeaveTheirFolder) {
   EXPECT_FALSE(artifacts::validate_id("id", std::string(129, 'a')).ok());
   EXPECT_TRUE(artifacts::validate_id("id", "job-01.v2_x").ok());
 }
+
+// Stage outputs are written once: a second execution's commit keeps the first output.
+TEST(Artifacts, CommitNeverReplacesACommittedOutput) {
+  ts::TempDir d;
+  auto p = d.path() / "out.bin";
+  { std::ofstream(artifacts::part_path(p)) << "first"; }
+  bool reused = true;
+  auto first = artifacts::commit_part(p, {}, &reused);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_FALSE(reused);
+  { std::ofstream(artifacts::part_path(p)) << "second, different"; }
+  auto second = artifacts::commit_part(p, {}, &reused);
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(*second, *first);
+  EXPECT_FALSE(fs::exists(artifacts::part_path(p)));
+  std::ifstream in(p);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "first");
+  EXPECT_TRUE(artifacts::verify(p).ok());
+
+  auto q = d.path() / "once.bin";
+  auto w1 = artifacts::write_once(q, std::string_view("one"), &reused);
+  ASSERT_TRUE(w1.ok());
+  EXPECT_FALSE(reused);
+  auto w2 = artifacts::write_once(q, std::string_view("two"), &reused);
+  ASSERT_TRUE(w2.ok());
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(*w2, *w1);
+}
+
+// A final name without a valid sidecar is not silently adopted by a commit.
+TEST(Artifacts, CommitOverAnUnverifiableOutputFailsLoudly) {
+  ts::TempDir d;
+  auto p = d.path() / "out.bin";
+  { std::ofstream(p) << "stray"; }
+  { std::ofstream(artifacts::part_path(p)) << "fresh"; }
+  auto r = artifacts::commit_part(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, "artifact.exists");
+  EXPECT_NE(r.error().message.find("out.bin"), std::string::npos);
+}

@@ -167,3 +167,46 @@ TEST(Redis, WrongPasswordIsRefusedWithAClearError) {
   EXPECT_EQ(r.error().code, "redis.auth");
   EXPECT_EQ(r.error().message.find("wrong"), std::string::npos) << "the password must never be printed";
 }
+
+// After a Redis restart that lost a claim (or a lease that lapsed while the keeper could not reach
+// Redis), another consumer may own the entry: the keeper must say so, so the work stops before it
+// commits (worker.cpp polls is_lost through ctx.cancelled).
+TEST(Queue, KeeperReportsALeaseThatIsNoLongerOurs) {
+  ts::RedisServer srv;
+  auto ra = srv.connect();
+  auto rb = srv.connect();
+  auto o = opts("a", 200);
+  StageQueue a(**ra, o), b(**rb, opts("b", 200));
+  ASSERT_TRUE(a.ensure_group().ok());
+  ASSERT_TRUE(a.enqueue("t").ok());
+  auto ea = a.claim();
+  ASSERT_TRUE(ea.ok() && ea->has_value());
+  // b takes it over (as XAUTOCLAIM would after the claim was lost), then a's keeper renews.
+  ASSERT_TRUE((*rb)->command({"XCLAIM", o.stream, o.group, "b", "0", (*ea)->id, "JUSTID"}).ok());
+  LeaseKeeper keeper(srv.address(), o, 30);
+  keeper.hold((*ea)->id);
+  EXPECT_TRUE(ts::wait_for([&] { return keeper.is_lost((*ea)->id); }, 5));
+  EXPECT_GE(keeper.lost(), 1);
+  EXPECT_FALSE(*a.complete(**ea, {}));  // and the completion refuses, as before
+  keeper.release((*ea)->id);
+  EXPECT_FALSE(keeper.is_lost((*ea)->id));
+}
+
+// A consumer whose work failed on a Redis error re-reads its own pending entries first.
+TEST(Queue, RecheckOwnRedeliversOurPendingEntryAtOnce) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  StageQueue q(**r, opts("a", 60000));
+  ASSERT_TRUE(q.ensure_group().ok());
+  ASSERT_TRUE(q.enqueue("t").ok());
+  auto e = q.claim();
+  ASSERT_TRUE(e.ok() && e->has_value());
+  auto none = q.claim();  // still ours, lease far from expiry: nothing new
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  q.recheck_own();
+  auto again = q.claim();
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->id, (*e)->id);
+  EXPECT_TRUE((*again)->own_pending);
+}

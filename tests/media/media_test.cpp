@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -52,8 +53,9 @@ nlohmann::json probe(const fs::path& f) {
   return nlohmann::json::parse(out, nullptr, false);
 }
 
-void write_clip(const fs::path& out, int w, int h, int fps, int frames) {
-  auto wr = media::Mp4Writer::open(out, {w, h, fps}, {});
+void write_clip(const fs::path& out, int w, int h, int fps, int frames, bool fast = false) {
+  auto wr = fast ? media::Mp4Writer::open(out, media::fast_video_params(w, h, fps), media::fast_audio_params())
+                 : media::Mp4Writer::open(out, {w, h, fps}, {});
   ASSERT_TRUE(wr.ok()) << wr.error().to_string();
   std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3);
   const int audio_per_frame = 48000 / fps;
@@ -139,6 +141,54 @@ TEST(Mp4Writer, OddFrameCountAndFpsAreExact) {
       EXPECT_EQ(s["nb_read_frames"], "13");
       EXPECT_EQ(s["r_frame_rate"], "25/1");
     }
+}
+
+// The settings the sim decoder writes with (single-threaded zerolatency x264 for small frames,
+// x264's own threads above; fast AAC coder): still exact frames, fps, AAC stereo 48 kHz.
+TEST(Mp4Writer, FastSettingsProbeExactly) {
+  media::set_libav_log_level(16);
+  ASSERT_TRUE(media::warm_up().ok());
+  const auto small = media::fast_video_params(64, 64, 12);
+  EXPECT_EQ(small.threads, 1);
+  EXPECT_EQ(small.tune, "zerolatency");
+  EXPECT_EQ(media::fast_video_params(736, 416, 24).threads, 0);
+  TempDir dir;
+  for (auto [w, h, fps, frames] : {std::array{64, 64, 12, 9}, std::array{416, 256, 24, 30}}) {
+    const fs::path out = dir.path() / fmt::format("fast_{}x{}.mp4", w, h);
+    write_clip(out, w, h, fps, frames, true);
+    const auto j = probe(out);
+    ASSERT_TRUE(j.is_object());
+    ASSERT_EQ(j["streams"].size(), 2u);
+    for (const auto& s : j["streams"]) {
+      if (s["codec_type"] == "video") {
+        EXPECT_EQ(s["codec_name"], "h264");
+        EXPECT_EQ(s["width"], w);
+        EXPECT_EQ(s["height"], h);
+        EXPECT_EQ(s["nb_read_frames"], std::to_string(frames));
+        EXPECT_EQ(s["r_frame_rate"], fmt::format("{}/1", fps));
+      } else {
+        EXPECT_EQ(s["codec_name"], "aac");
+        EXPECT_EQ(s["sample_rate"], "48000");
+        EXPECT_EQ(s["channels"], 2);
+        EXPECT_NEAR(std::stod(s["duration"].get<std::string>()), static_cast<double>(frames) / fps, 0.05);
+      }
+    }
+  }
+}
+
+TEST(Mp4Writer, RejectsUnknownCoderAndTune) {
+  media::set_libav_log_level(16);
+  TempDir dir;
+  media::AudioParams ap;
+  ap.coder = "no-such-coder";
+  auto a = media::Mp4Writer::open(dir.path() / "a.mp4", {64, 48, 24}, ap);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("no-such-coder"), std::string::npos);
+  media::VideoParams vp{64, 48, 24};
+  vp.tune = "no-such-tune";
+  auto v = media::Mp4Writer::open(dir.path() / "v.mp4", vp, {});
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.error().message.find("no-such-tune"), std::string::npos);
 }
 
 TEST(Mp4Writer, RejectsBadInput) {
