@@ -1,0 +1,577 @@
+#!/usr/bin/python3
+"""Chaos run (issue #7): jobs through a two-host h3pipe stack while services and Redis are killed.
+
+Host a (network namespace A): Redis (AOF everysec, password, bound to A's veth address), the
+encoder, two sampler pools and a transfer sender.  Host b (namespace B, joined by a veth pair shaped
+to 2.35 Gbit/s): the decoder and the transfer receiver.  Each host runs `h3pipe start --host H`
+(its supervisor restarts what dies); the config sets no queue or supervisor options: shipped
+defaults.
+
+Run: submit the batch; at random moments kill -9 a random service (`--kills`) and Redis
+(`--redis-kills`, restarted at once from its AOF, as a container runtime would); then
+`h3pipe resume` and wait.  Pass when:
+  * exactly one MP4 per job, each matching the SHA-256 in its receipt and its sidecar;
+  * no stage output written twice (the job hashes' wrote:<stage> counters, at most 1; the
+    transfer's done:transfer, at most 1);
+  * no .part file left on either host;
+  * every stage stream's pending list and the dead-letter stream empty.
+Every kill is printed with its time and target.  Recovery time: for each task held by a killed
+worker, the time until another delivery of it started (read from XPENDING: its idle time restarts
+when it is claimed again).  The last line is one JSON object.
+
+Usage: chaos.py --bin BUILD/bin [--jobs 200 --kills 50 --redis-kills 2 --baseline]
+Exit status: 0 pass, 1 fail, 77 skipped (not root / no namespaces), 2 set-up error.
+"""
+import argparse
+import glob
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SKIP = 77
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------- a small RESP client
+class Resp:
+    def __init__(self, host, port, password):
+        self.addr, self.password, self.sock, self.buf = (host, port), password, None, b""
+
+    def _connect(self):
+        self.sock = socket.create_connection(self.addr, timeout=5)
+        self.buf = b""
+        if self.password:
+            self._send("AUTH", self.password)
+            self._read()
+
+    def _send(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _read(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            raise RuntimeError(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("redis closed the connection")
+                self.buf += chunk
+            data, self.buf = self.buf[:n], self.buf[n + 2:]
+            return data
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise RuntimeError("bad RESP reply %r" % line)
+
+    def cmd(self, *args, retries=40):
+        for i in range(retries):
+            try:
+                if self.sock is None:
+                    self._connect()
+                self._send(*args)
+                return self._read()
+            except (OSError, ConnectionError) as e:
+                self.sock = None
+                if i + 1 == retries:
+                    raise
+                time.sleep(0.1)
+            except RuntimeError as e:
+                if str(e).startswith("LOADING") and i + 1 < retries:
+                    time.sleep(0.1)
+                    continue
+                raise
+
+
+def s(x):
+    return x.decode() if isinstance(x, bytes) else x
+
+
+# ---------------------------------------------------------------- outer: namespaces
+def sh(cmd, check=True):
+    r = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s: %s" % (cmd, r.stdout.strip()))
+    return r
+
+
+def outer(args):
+    if os.geteuid() != 0:
+        log("SKIP: network namespaces need root (CAP_NET_ADMIN)")
+        return SKIP
+    tag = "%x" % (os.getpid() & 0xFFFF)
+    na, nb = "h3ca" + tag, "h3cb" + tag
+    net = "10.%d.%d" % (200 + (os.getpid() >> 8) % 50, os.getpid() % 250)
+    ip_a, ip_b = net + ".1", net + ".2"
+    if sh("ip netns add " + na, check=False).returncode != 0:
+        log("SKIP: cannot create a network namespace here")
+        return SKIP
+    try:
+        sh("ip netns add " + nb)
+        sh("ip link add va%s type veth peer name vb%s" % (tag, tag))
+        sh("ip link set va%s netns %s" % (tag, na))
+        sh("ip link set vb%s netns %s" % (tag, nb))
+        for ns, dev, ip in ((na, "va" + tag, ip_a), (nb, "vb" + tag, ip_b)):
+            sh("ip netns exec %s ip addr add %s/24 dev %s" % (ns, ip, dev))
+            sh("ip netns exec %s ip link set %s up" % (ns, dev))
+            sh("ip netns exec %s ip link set lo up" % ns)
+            sh("ip netns exec %s tc qdisc add dev %s root tbf rate 2350mbit burst 256kb latency 50ms" % (ns, dev))
+        inner_args = [sys.executable, os.path.abspath(__file__), "--inner", "--ns-b", nb, "--ip-a", ip_a,
+                      "--ip-b", ip_b] + args.passthrough
+        return subprocess.run(["ip", "netns", "exec", na] + inner_args).returncode
+    finally:
+        sh("ip netns del " + na, check=False)
+        sh("ip netns del " + nb, check=False)
+
+
+# ---------------------------------------------------------------- inner: the run
+class Chaos:
+    def __init__(self, a):
+        self.a = a
+        self.bin = os.path.abspath(a.bin)
+        self.h3 = os.path.join(self.bin, "h3pipe")
+        self.work = tempfile.mkdtemp(prefix="h3chaos-", dir=a.workdir)
+        self.rng = random.Random(a.seed)
+        self.redis_proc = None
+        self.kills = []
+        self.tracked = []  # [stream, group, entry id, kill time, recovered time or None, target]
+        self.track_lock = threading.Lock()
+        self.stop_tracker = threading.Event()
+        self.state = {"a": os.path.join(self.work, "a"), "b": os.path.join(self.work, "b")}
+        self.config = os.path.join(self.work, "cluster.json")
+
+    # -- set-up
+    def setup(self):
+        a, w = self.a, self.work
+        keys = os.path.join(w, "keys")
+        for name in ("a", "b"):
+            self.run_h3(["keygen", "--dir", keys, "--name", name])
+        pub_a = open(os.path.join(keys, "a.pub")).read().strip()
+        self.pw_file = os.path.join(w, "redis.pw")
+        with open(os.open(self.pw_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write("chaos-%016x\n" % self.rng.getrandbits(64))
+        self.password = open(self.pw_file).read().strip()
+        self.redis_port = free_port(a.ip_a)
+        self.transfer_port = free_port(a.ip_a)  # a free number; B is an empty namespace
+        prof = lambda sec: {"default": {"kind": "fixed", "seconds": sec}}
+        cfg = {
+            "name": "chaos",
+            "redis": {"host": a.ip_a, "port": self.redis_port, "embedded": False, "password_file": self.pw_file},
+            "stages": {st: {"runtime": {"name": "sim", "settings": {}}} for st in ("encode", "sample", "decode")},
+            "hosts": [
+                {"name": "a", "address": a.ip_a, "bind": a.ip_a,
+                 "transfer_public_key_file": os.path.join(keys, "a.pub"),
+                 "transfer_secret_key_file": os.path.join(keys, "a.key")},
+                {"name": "b", "address": a.ip_b, "bind": a.ip_b, "transfer_port": self.transfer_port,
+                 "transfer_public_key_file": os.path.join(keys, "b.pub"),
+                 "transfer_secret_key_file": os.path.join(keys, "b.key"),
+                 "transfer_allowed_clients": [pub_a]},
+            ],
+            "pools": [
+                {"name": "enc", "host": "a", "stage": "encode", "profiles": prof(a.encode_s)},
+                {"name": "s0", "host": "a", "stage": "sample", "profiles": prof(a.sample_s)},
+                {"name": "s1", "host": "a", "stage": "sample", "profiles": prof(a.sample_s)},
+                {"name": "dec", "host": "b", "stage": "decode", "profiles": prof(a.decode_s)},
+            ],
+            "links": [{"from": "a", "to": "b", "gbps": 2.35, "latency_ms": 0.1}],
+        }
+        with open(self.config, "w") as f:
+            json.dump(cfg, f, indent=1)
+        self.start_redis()
+        self.r = Resp(a.ip_a, self.redis_port, self.password)
+        self.r.cmd("PING")
+        for host in ("a", "b"):
+            out = self.run_h3(["start", "--host", host], host=host)
+            log("started host %s: %s" % (host, out.strip().splitlines()[-1] if out.strip() else ""))
+
+    def start_redis(self):
+        d = os.path.join(self.work, "redis")
+        os.makedirs(d, exist_ok=True)
+        self.redis_argv = ["/usr/bin/redis-server", "--bind", self.a.ip_a, "--port", str(self.redis_port),
+                           "--requirepass", self.password, "--appendonly", "yes", "--appendfsync", "everysec",
+                           "--save", "", "--dir", d, "--protected-mode", "yes", "--daemonize", "no"]
+        self.redis_log = open(os.path.join(self.work, "redis.log"), "ab")
+        self.redis_proc = subprocess.Popen(self.redis_argv, stdout=self.redis_log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                Resp(self.a.ip_a, self.redis_port, self.password).cmd("PING", retries=1)
+                return
+            except Exception:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not come up; see %s/redis.log" % self.work)
+
+    def env(self, host):
+        e = dict(os.environ)
+        e["H3PIPE_STATE"] = self.state[host]
+        return e
+
+    def run_h3(self, argv, host="a", check=True):
+        cmd = [self.h3, "--config", self.config] + argv if argv[0] != "keygen" else [self.h3] + argv
+        if host == "b":
+            cmd = ["ip", "netns", "exec", self.a.ns_b] + cmd
+        r = subprocess.run(cmd, env=self.env(host), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if check and r.returncode != 0:
+            raise RuntimeError("h3pipe %s: exit %d\n%s%s" % (" ".join(argv), r.returncode, r.stdout, r.stderr))
+        return r.stdout
+
+    def processes(self):
+        out = []
+        for host in ("a", "b"):
+            try:
+                st = json.load(open(os.path.join(self.state[host], "stack.json")))
+            except (OSError, ValueError):
+                continue
+            for p in st.get("processes", []):
+                if p["name"] != "redis" and p.get("pid", 0) > 0:
+                    out.append((host, p["name"], p["pid"]))
+        return out
+
+    def stop(self):
+        for host in ("a", "b"):
+            self.run_h3(["stop"], host=host, check=False)
+        if self.redis_proc and self.redis_proc.poll() is None:
+            self.redis_proc.terminate()
+            self.redis_proc.wait()
+
+    # -- the batch
+    def submit(self, prefix):
+        batch = os.path.join(self.work, prefix + ".jsonl")
+        with open(batch, "w") as f:
+            for i in range(self.a.jobs):
+                f.write(json.dumps({"jobId": "%s%03d" % (prefix, i), "prompt": "chaos %d" % i, "width": 64,
+                                    "height": 64, "frames": 9, "fps": 12, "seed": i}) + "\n")
+        out = self.run_h3(["run", batch, "--background"])
+        return out.strip().splitlines()[-1]
+
+    def run_state(self, run):
+        h = self.r.cmd("HGETALL", "h3pipe:run:{%s}" % run) or []
+        d = {s(h[i]): s(h[i + 1]) for i in range(0, len(h), 2)}
+        return int(d.get("total", 0)), int(d.get("done", 0)), int(d.get("failed", 0))
+
+    def outputs(self, run):
+        return sorted(glob.glob(os.path.join(self.state["b"], "outputs", run, "*.mp4")))
+
+    def finished(self, run):
+        total, done, failed = self.run_state(run)
+        return total == self.a.jobs and done + failed >= total and len(self.outputs(run)) + failed >= total
+
+    def wait_done(self, run, stall_s):
+        """Waits until the run finishes; returns False when nothing moved for stall_s."""
+        last, since = None, time.time()
+        while True:
+            if self.finished(run):
+                return True
+            progress = (self.run_state(run), len(self.outputs(run)))
+            if progress != last:
+                last, since = progress, time.time()
+            elif time.time() - since > stall_s:
+                return False
+            time.sleep(0.05)
+
+    # -- kills
+    def held(self, name):
+        """Stage stream entries the pool named by a service process holds right now."""
+        svc, _, pool = name.partition("-")
+        if svc not in ("encoder", "sampler", "decoder"):
+            return None
+        stream, group = {"encoder": ("h3pipe:stream:encode", "encode"),
+                         "sampler": ("h3pipe:stream:sample", "sample"),
+                         "decoder": ("h3pipe:stream:decode@b", "decode")}[svc]
+        try:
+            rows = self.r.cmd("XPENDING", stream, group, "-", "+", 10, pool, retries=1) or []
+        except Exception:
+            return None
+        return stream, group, [s(row[0]) for row in rows]
+
+    def kill_service(self, t0, i):
+        procs = self.processes()
+        if not procs:
+            return
+        host, name, pid = self.rng.choice(procs)
+        held = self.held(name)
+        now = time.time()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        ids = held[2] if held else []
+        with self.track_lock:
+            for eid in ids:
+                self.tracked.append([held[0], held[1], eid, now, None, name])
+        self.kills.append({"t": round(now - t0, 3), "target": "%s/%s" % (host, name), "pid": pid, "held": ids})
+        log("kill %2d  t=+%7.3fs  %s/%s pid %d%s" % (i, now - t0, host, name, pid,
+                                                     "  holding " + ",".join(ids) if ids else ""))
+
+    def kill_redis(self, t0, i):
+        pid = self.redis_proc.pid
+        now = time.time()
+        self.redis_proc.kill()
+        self.redis_proc.wait()
+        self.kills.append({"t": round(now - t0, 3), "target": "a/redis-server", "pid": pid, "held": []})
+        log("kill %2d  t=+%7.3fs  a/redis-server pid %d (restarting from its AOF)" % (i, now - t0, pid))
+        self.start_redis()
+        log("         redis back after %.3fs" % (time.time() - now))
+
+    def tracker(self):
+        r = Resp(self.a.ip_a, self.redis_port, self.password)
+        while not self.stop_tracker.is_set():
+            with self.track_lock:
+                open_ = [t for t in self.tracked if t[4] is None]
+            by_stream = {}
+            for t in open_:
+                by_stream.setdefault((t[0], t[1]), []).append(t)
+            for (stream, group), items in by_stream.items():
+                try:
+                    rows = r.cmd("XPENDING", stream, group, "-", "+", 1000, retries=1) or []
+                except Exception:
+                    r = Resp(self.a.ip_a, self.redis_port, self.password)
+                    continue
+                now = time.time()
+                pend = {s(row[0]): (s(row[1]), int(row[2]), int(row[3])) for row in rows}
+                for t in items:
+                    p = pend.get(t[2])
+                    if p is None:
+                        t[4] = now  # acknowledged: it ran again and completed
+                    elif p[1] / 1000.0 < (now - t[3]) - 0.005:
+                        t[4] = now - p[1] / 1000.0  # delivered (or renewed by a new owner) after the kill
+            time.sleep(0.02)
+
+    # -- checks
+    STREAMS = (("h3pipe:stream:encode", "encode"), ("h3pipe:stream:sample", "sample"),
+               ("h3pipe:stream:decode@b", "decode"), ("h3pipe:submit", "ingest"))
+
+    def pending_counts(self):
+        pending, entries = 0, 0
+        for stream, group in self.STREAMS:
+            try:
+                pending += int(self.r.cmd("XPENDING", stream, group)[0])
+            except RuntimeError:
+                pass  # no such stream/group: nothing pending
+            if stream != "h3pipe:submit":
+                entries += int(self.r.cmd("XLEN", stream))
+        return pending, entries
+
+    def quiescent(self):
+        return self.pending_counts() == (0, 0)
+
+    def verify(self, run):
+        res = {"outputs": 0, "bad_outputs": [], "duplicates": 0, "duplicate_list": [], "leftovers": 0,
+               "pending": 0, "dead_letters": 0, "stream_entries": 0}
+        mp4s = self.outputs(run)
+        for mp4 in mp4s:
+            job = os.path.basename(mp4)[:-4]
+            digest = hashlib.sha256(open(mp4, "rb").read()).hexdigest()
+            try:
+                receipt = json.load(open(mp4[:-4] + ".pipeline.json"))
+                side = open(mp4 + ".sha256").read().split()[0]
+            except (OSError, ValueError, IndexError) as e:
+                res["bad_outputs"].append("%s: %s" % (job, e))
+                continue
+            if receipt.get("mp4Sha256") != digest or side != digest:
+                res["bad_outputs"].append("%s: sha256 %s, receipt %s, sidecar %s" %
+                                          (job, digest, receipt.get("mp4Sha256"), side))
+                continue
+            res["outputs"] += 1
+        jobs = [s(j) for j in (self.r.cmd("ZRANGE", "h3pipe:run:{%s}:jobs" % run, 0, -1) or [])]
+        for job in jobs:
+            h = self.r.cmd("HGETALL", "h3pipe:run:{%s}:job:%s" % (run, job)) or []
+            d = {s(h[i]): s(h[i + 1]) for i in range(0, len(h), 2)}
+            for k, v in d.items():
+                if (k.startswith("wrote:") or k == "done:transfer") and int(v) > 1:
+                    res["duplicates"] += int(v) - 1
+                    res["duplicate_list"].append("%s %s=%s" % (job, k, v))
+        res["jobs_in_redis"] = len(jobs)
+        for host in ("a", "b"):
+            for root, _, files in os.walk(self.state[host]):
+                res["leftovers"] += sum(1 for f in files if f.endswith(".part"))
+        res["pending"], res["stream_entries"] = self.pending_counts()
+        res["dead_letters"] = int(self.r.cmd("XLEN", "h3pipe:dead"))
+        return res
+
+    # -- one run
+    def run_batch(self, prefix, kills, redis_kills, expected_s):
+        t0 = time.time()
+        run = self.submit(prefix)
+        log("run %s: %d jobs submitted%s" % (run, self.a.jobs,
+                                              ", %d service kills + %d redis kills" % (kills, redis_kills)
+                                              if kills or redis_kills else " (no kills)"))
+        total = kills + redis_kills
+        times = sorted(self.rng.uniform(0.03, 0.9) * expected_s for _ in range(total))
+        redis_slots = set(self.rng.sample(range(total), redis_kills)) if redis_kills else set()
+        tracker = threading.Thread(target=self.tracker, daemon=True)
+        self.stop_tracker.clear()
+        tracker.start()
+        for i, at in enumerate(times):
+            while time.time() - t0 < at:
+                time.sleep(0.005)
+            if i in redis_slots:
+                self.kill_redis(t0, i + 1)
+            else:
+                self.kill_service(t0, i + 1)
+        ok = self.wait_done(run, self.a.stall_s)
+        if not ok:
+            log("run %s stalled for %.0fs before resume" % (run, self.a.stall_s))
+        out = self.run_h3(["resume", run], host="b")
+        log(out.strip())
+        if not self.wait_done(run, self.a.stall_s):
+            log("run %s: not finished %.0fs after resume" % (run, self.a.stall_s))
+        wall = time.time() - t0
+        # Then the queues must drain by themselves: a task whose completion Redis lost (killed
+        # after the work, before the ack) is taken again and skipped within lease + sweep.
+        deadline = time.time() + self.a.settle_s
+        while time.time() < deadline and not self.quiescent():
+            time.sleep(0.1)
+        # Recovery: every tracked task must have been taken again.
+        deadline = time.time() + 5
+        while time.time() < deadline and any(t[4] is None for t in self.tracked):
+            time.sleep(0.05)
+        self.stop_tracker.set()
+        tracker.join()
+        return run, wall
+
+
+def free_port(ip):
+    sck = socket.socket()
+    sck.bind((ip, 0))
+    port = sck.getsockname()[1]
+    sck.close()
+    return port
+
+
+def pct(xs, p):
+    if not xs:
+        return None
+    xs = sorted(xs)
+    k = min(len(xs) - 1, max(0, int(round(p / 100.0 * len(xs) + 0.5)) - 1))
+    return round(xs[k], 3)
+
+
+def inner(a):
+    c = Chaos(a)
+    try:
+        c.setup()
+    except Exception as e:
+        log("set-up failed: %s" % e)
+        c.stop()
+        return 2
+    try:
+        pools = 2
+        expected = a.jobs * a.sample_s / pools + a.encode_s + a.sample_s + a.decode_s + 1.0
+        baseline = None
+        if a.baseline:
+            brun, baseline = c.run_batch("base", 0, 0, expected)
+            bres = c.verify(brun)
+            log("baseline run %s: %.2fs, %d outputs" % (brun, baseline, bres["outputs"]))
+        run, wall = c.run_batch("chaos", a.kills, a.redis_kills, expected)
+        res = c.verify(run)
+        rec = [t[4] - t[3] for t in c.tracked if t[4] is not None]
+        unrecovered = [t[2] for t in c.tracked if t[4] is None]
+        restarts = {}
+        for host in ("a", "b"):
+            try:
+                for p in json.load(open(os.path.join(c.state[host], "stack.json")))["processes"]:
+                    restarts["%s/%s" % (host, p["name"])] = p.get("restarts", 0)
+            except (OSError, ValueError, KeyError):
+                pass
+        out = {
+            "bench": "chaos", "jobs": a.jobs, "outputs": res["outputs"], "duplicates": res["duplicates"],
+            "leftovers": res["leftovers"], "pending": res["pending"], "dead_letters": res["dead_letters"],
+            "stream_entries": res["stream_entries"],
+            "kills": len([k for k in c.kills if k["target"] != "a/redis-server"]),
+            "redis_kills": len([k for k in c.kills if k["target"] == "a/redis-server"]),
+            "tasks_interrupted": len(c.tracked), "recovery_p50_s": pct(rec, 50), "recovery_p99_s": pct(rec, 99),
+            "recovery_max_s": round(max(rec), 3) if rec else None, "unrecovered": unrecovered,
+            "wall_s": round(wall, 2), "baseline_wall_s": round(baseline, 2) if baseline else None,
+            "wall_ratio": round(wall / baseline, 3) if baseline else None,
+            "profile_s": {"encode": a.encode_s, "sample": a.sample_s, "decode": a.decode_s}, "sampler_pools": 2,
+            "restarts": restarts, "bad_outputs": res["bad_outputs"][:10],
+            "duplicate_list": res["duplicate_list"][:10], "seed": a.seed,
+        }
+        passed = (res["outputs"] == a.jobs and len(c.outputs(run)) == a.jobs and not res["bad_outputs"]
+                  and res["duplicates"] == 0 and res["leftovers"] == 0 and res["pending"] == 0
+                  and res["stream_entries"] == 0 and res["dead_letters"] == 0 and not unrecovered)
+        out["pass"] = passed
+        if not passed:
+            log("FAIL: kept %s for inspection" % c.work)
+        log(json.dumps(out))
+        return 0 if passed else 1
+    finally:
+        c.stop_tracker.set()
+        c.stop()
+        if not a.keep and os.path.isdir(c.work):
+            ok = True
+            try:
+                ok = not os.path.exists(os.path.join(c.work, "KEEP"))
+            except OSError:
+                pass
+            if ok:
+                shutil.rmtree(c.work, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", required=True, help="folder with h3pipe and the h3pipe-* services")
+    p.add_argument("--jobs", type=int, default=200)
+    p.add_argument("--kills", type=int, default=50)
+    p.add_argument("--redis-kills", type=int, default=2)
+    p.add_argument("--encode-s", type=float, default=0.1)
+    p.add_argument("--sample-s", type=float, default=1.0)
+    p.add_argument("--decode-s", type=float, default=0.25)
+    p.add_argument("--stall-s", type=float, default=30.0, help="no progress for this long: resume")
+    p.add_argument("--settle-s", type=float, default=20.0,
+                   help="after the run finished, how long the queues may take to drain (lease + sweep + slack)")
+    p.add_argument("--baseline", action="store_true", help="first run the same batch without kills")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--keep", action="store_true", help="keep the work folder")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--ns-b", help=argparse.SUPPRESS)
+    p.add_argument("--ip-a", help=argparse.SUPPRESS)
+    p.add_argument("--ip-b", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.seed is None:
+        a.seed = random.randrange(1 << 30)
+    if not a.inner:
+        a.passthrough = [x for x in sys.argv[1:] if x != "--inner"]
+        if "--seed" not in a.passthrough:
+            a.passthrough += ["--seed", str(a.seed)]
+        return outer(a)
+    return inner(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
