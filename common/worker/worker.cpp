@@ -230,9 +230,11 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
     if (!in.ok()) return fail_attempt(e, t, attempt, in.error());
     rec.set_input_sha256(*in);
   }
-  std::error_code ec;
-  fs::create_directories(ctx.output.parent_path(), ec);
-  fs::remove(artifacts::part_path(ctx.output), ec);  // stale garbage from a crashed attempt
+  // The output's folder is created below its configured root without following a symlink; stale
+  // .part files are replaced by name by the runtime's writer (write_once / prepare_output).
+  ctx.root = fs::absolute(stage_ == pb::STAGE_DECODE ? c.output_root : c.artifact_root);
+  if (auto made = artifacts::make_dirs(artifacts::Root(ctx.root), fs::absolute(ctx.output).parent_path()); !made.ok())
+    return fail_attempt(e, t, attempt, made.error());
   (void)store_->note_exec(run, job, stage_);
   auto out = execute(t, ctx);
   if (!out.ok() && out.error().code == "runtime.cancelled" && leases_->is_lost(e.id)) {
