@@ -18,6 +18,7 @@ if [ ! -x "$bin" ]; then
 fi
 case $name in
   transfer) code="$src/common/transfer/frames.cpp $src/common/transfer/offer.cpp $src/common/transfer/sender_parts.cpp" ;;
+  latent) code="$src/common/latent/latent.cpp $src/common/latent/safetensors.cpp" ;;
   *) code="$src/common/spec/spec.cpp $src/common/config/config.cpp" ;;
 esac
 for f in "$src"/fuzz/"$name"/*.cpp $code; do
@@ -29,7 +30,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 set -- -runs="$runs" -max_len=16384 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$work/" -print_final_stats=1
 [ -f "$src/fuzz/$name/$name.dict" ] && set -- "$@" -dict="$src/fuzz/$name/$name.dict"
-"$bin" "$@" "$work" "$src/fuzz/$name/corpus" >"$work/log" 2>&1
+corpora="$src/fuzz/$name/corpus"
+# The latent reader's regression corpus of malformed files is fuzzed from too.
+[ "$name" = latent ] && corpora="$corpora $src/tests/fixtures/latent"
+"$bin" "$@" "$work" $corpora >"$work/log" 2>&1
 rc=$?
 tail -25 "$work/log"
 found=$(ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null)
