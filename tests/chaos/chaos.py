@@ -153,8 +153,11 @@ def outer(args):
                       "--ip-b", ip_b] + args.passthrough
         return subprocess.run(["ip", "netns", "exec", na] + inner_args).returncode
     finally:
-        sh("ip netns del " + na, check=False)
-        sh("ip netns del " + nb, check=False)
+        # Whatever the inner run left (it was killed, or failed before stopping its stacks) dies
+        # with the namespaces.
+        for ns in (na, nb):
+            sh("ip netns pids %s | xargs -r kill -9" % ns, check=False)
+            sh("ip netns del " + ns, check=False)
 
 
 # ---------------------------------------------------------------- inner: the run
