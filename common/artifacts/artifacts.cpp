@@ -145,24 +145,28 @@ std::string read_sidecar_at(const Target& t) {
   return hex;
 }
 
-Result<std::string> write_atomic_at(const Target& t, std::span<const std::uint8_t> bytes) {
-  std::string part = t.name + ".part";
-  Status s = write_file_synced(t, part, bytes);
-  if (!s.ok()) {
-    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
-    return s.error();
-  }
-  // Sidecar first (see commit_part_at); the data then replaces any previous version.
-  std::string hex = sha256_hex(bytes.data(), bytes.size());
-  H3_TRY(write_sidecar(t, hex));
-  H3_TRY(rename_synced(t, part, t.name));
-  return hex;
+Result<std::string> verify_at(const Target& t) {
+  auto fd = open_read(t, t.name);
+  if (!fd.ok()) return fd.error();
+  std::string want = read_sidecar_at(t);
+  if (want.empty())
+    return make_error("artifact.no_sidecar", "{} has no valid .sha256 sidecar", t.shown.string());
+  auto got = hash_fd(fd->get(), t.shown);
+  if (!got.ok()) return got.error();
+  if (*got != want)
+    return make_error("artifact.mismatch", "{}: content hashes to {}, sidecar says {}", t.shown.string(), *got,
+                      want);
+  return want;
 }
 
-Result<std::string> verify_at(const Target& t);
-
-// The tail of every write-once commit: `part` is durable and hashes to `hex`.
+// `part` is durable and hashes to `hex`; publish it.  Stage outputs are committed once: the sidecar is written before the data gets its final name
+// (so a final name never exists without the sidecar that vouches for it), and the final rename
+// never replaces a file (renameat2 RENAME_NOREPLACE).  A second execution of the same stage (a
+// re-delivery after its worker died, a lease lost during a Redis fail-over) that reaches the
+// commit finds the first one's verified output and discards its own .part: the output is written
+// once whatever dies, and *reused tells the caller so.
 Result<std::string> publish_once(const Target& t, const std::string& part, const std::string& hex, bool* reused) {
+  if (reused) *reused = false;
   auto keep_existing = [&]() -> Result<std::string> {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     auto have = verify_at(t);
@@ -186,28 +190,28 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
   }
   H3_TRY(fsync_fd(t.dir.get(), t.shown.parent_path()));
-  if (reused) *reused = false;
   return hex;
 }
 
-Result<std::string> write_once_at(const Target& t, std::span<const std::uint8_t> bytes, bool* reused) {
+// Writes bytes to NAME.part (fsynced), then either replaces NAME (write_atomic: the sidecar first,
+// then the rename) or publishes it once (write_once, see publish_once).
+enum class Publish { kReplace, kOnce };
+Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t> bytes, Publish mode,
+                                   bool* reused = nullptr) {
   std::string part = t.name + ".part";
   Status s = write_file_synced(t, part, bytes);
   if (!s.ok()) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     return s.error();
   }
-  return publish_once(t, part, sha256_hex(bytes.data(), bytes.size()), reused);
+  std::string hex = sha256_hex(bytes.data(), bytes.size());
+  if (mode == Publish::kOnce) return publish_once(t, part, hex, reused);
+  H3_TRY(write_sidecar(t, hex));
+  H3_TRY(rename_synced(t, part, t.name));
+  return hex;
 }
 
-// Stage outputs are committed once: the sidecar is written before the data gets its final name
-// (so a final name never exists without the sidecar that vouches for it), and the final rename
-// never replaces a file (renameat2 RENAME_NOREPLACE).  A second execution of the same stage (a
-// re-delivery after its worker died, a lease lost during a Redis fail-over) that reaches the
-// commit finds the first one's verified output and discards its own .part: the output is written
-// once whatever dies, and *reused tells the caller so.
 Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256, bool* reused) {
-  if (reused) *reused = false;
   std::string part = t.name + ".part";
   auto fd = open_read(t, part);
   if (!fd.ok()) return fd.error();
@@ -223,18 +227,14 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
   return publish_once(t, part, *hex, reused);
 }
 
-Result<std::string> verify_at(const Target& t) {
-  auto fd = open_read(t, t.name);
-  if (!fd.ok()) return fd.error();
-  std::string want = read_sidecar_at(t);
-  if (want.empty())
-    return make_error("artifact.no_sidecar", "{} has no valid .sha256 sidecar", t.shown.string());
-  auto got = hash_fd(fd->get(), t.shown);
-  if (!got.ok()) return got.error();
-  if (*got != want)
-    return make_error("artifact.mismatch", "{}: content hashes to {}, sidecar says {}", t.shown.string(), *got,
-                      want);
-  return want;
+// The legacy overloads' target: the final path's directory (created if missing) is the root.
+Result<Target> locate_in_parent(const fs::path& final_path) {
+  std::error_code ec;
+  fs::create_directories(parent_root(final_path), ec);
+  if (ec) return make_error("io.mkdir", "mkdir {}: {}", final_path.parent_path().string(), ec.message());
+  auto t = locate(parent_root(final_path), final_path.filename(), false);
+  if (t.ok()) t->shown = final_path;
+  return t;
 }
 
 }  // namespace
@@ -288,36 +288,28 @@ Status fsync_path(const fs::path& p, bool directory) {
 }
 
 Result<std::string> write_atomic(const fs::path& final_path, std::span<const std::uint8_t> bytes) {
-  std::error_code ec;
-  fs::create_directories(parent_root(final_path), ec);
-  if (ec) return make_error("io.mkdir", "mkdir {}: {}", final_path.parent_path().string(), ec.message());
-  auto t = locate(parent_root(final_path), final_path.filename(), false);
+  auto t = locate_in_parent(final_path);
   if (!t.ok()) return t.error();
-  t->shown = final_path;
-  return write_atomic_at(*t, bytes);
+  return write_bytes_at(*t, bytes, Publish::kReplace);
 }
 
 Result<std::string> write_atomic(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes) {
   auto t = locate(root.path, final_path, true);
   if (!t.ok()) return t.error();
-  return write_atomic_at(*t, bytes);
+  return write_bytes_at(*t, bytes, Publish::kReplace);
 }
 
 Result<std::string> write_once(const fs::path& final_path, std::span<const std::uint8_t> bytes, bool* reused) {
-  std::error_code ec;
-  fs::create_directories(parent_root(final_path), ec);
-  if (ec) return make_error("io.mkdir", "mkdir {}: {}", final_path.parent_path().string(), ec.message());
-  auto t = locate(parent_root(final_path), final_path.filename(), false);
+  auto t = locate_in_parent(final_path);
   if (!t.ok()) return t.error();
-  t->shown = final_path;
-  return write_once_at(*t, bytes, reused);
+  return write_bytes_at(*t, bytes, Publish::kOnce, reused);
 }
 
 Result<std::string> write_once(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes,
                                bool* reused) {
   auto t = locate(root.path, final_path, true);
   if (!t.ok()) return t.error();
-  return write_once_at(*t, bytes, reused);
+  return write_bytes_at(*t, bytes, Publish::kOnce, reused);
 }
 
 Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256, bool* reused) {

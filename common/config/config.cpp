@@ -103,6 +103,12 @@ void parse_runtime(const nlohmann::json& j, const std::string& path, RuntimeRef&
 
 const char* stage_name(StageKind s) { return kStageNames[static_cast<int>(s)]; }
 
+const Profile* Pool::profile_for(std::string_view job_class) const {
+  auto it = profiles.find(std::string(job_class));
+  if (it == profiles.end()) it = profiles.find("default");
+  return it == profiles.end() ? nullptr : &it->second;
+}
+
 double Profile::expected() const {
   switch (kind) {
     case Kind::kFixed: return seconds;

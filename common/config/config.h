@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +54,9 @@ struct Pool {
   std::map<std::string, Profile> profiles; // job class -> stage time on this pool
   std::string shares_gpus_with;            // another pool on the same GPUs (encoder + sampler)
   int metrics_port = 0;                    // 0 = pick a free port and report it
+  // The profile for a job class: the class's own, else "default", else none (this pool cannot
+  // run that class).  The one lookup rule for the sim runtime, the planner and dispatch.
+  const Profile* profile_for(std::string_view job_class) const;
 };
 
 struct Host {

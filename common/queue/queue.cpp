@@ -219,12 +219,11 @@ void LeaseKeeper::hold(const std::string& id) {
 void LeaseKeeper::release(const std::string& id) {
   std::lock_guard lk(mu_);
   held_.erase(id);
-  std::lock_guard g(lost_mu_);
   lost_ids_.erase(id);
 }
 
 bool LeaseKeeper::is_lost(const std::string& id) const {
-  std::lock_guard g(lost_mu_);
+  std::lock_guard lk(mu_);
   return lost_ids_.count(id) != 0;
 }
 
@@ -237,6 +236,7 @@ void LeaseKeeper::loop() {
     std::vector<std::string> args = {opts_.group, opts_.consumer};
     args.insert(args.end(), held_.begin(), held_.end());
     std::size_t want = held_.size();
+    std::vector<std::string> gone;
     lk.unlock();
     if (!redis) {
       auto c = Redis::connect(addr_);
@@ -246,21 +246,18 @@ void LeaseKeeper::loop() {
     if (redis) {
       auto r = redis->eval(kRenewScript, {opts_.stream}, args);
       if (r.ok()) {
-        std::vector<std::string> gone;
         for (std::size_t i = 0; r->get()->type == REDIS_REPLY_ARRAY && i < r->get()->elements; ++i)
           gone.push_back(reply_str(r->get()->element[i]));
         renewals_ += static_cast<long long>(want - std::min(want, gone.size()));
         lost_ += static_cast<long long>(gone.size());
-        if (!gone.empty()) {
-          std::lock_guard g(lost_mu_);
-          lost_ids_.insert(gone.begin(), gone.end());
-        }
       } else {
         spdlog::warn("lease keeper: renewal failed: {}", r.error().message);
         if (r.error().code == "redis.io") redis.reset();
       }
     }
     lk.lock();
+    for (const auto& id : gone)
+      if (held_.count(id)) lost_ids_.insert(id);  // not if released meanwhile
   }
 }
 

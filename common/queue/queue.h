@@ -101,11 +101,10 @@ class LeaseKeeper final {
   RedisAddress addr_;
   QueueOptions opts_;
   int renew_ms_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> held_;
-  mutable std::mutex lost_mu_;
-  std::set<std::string> lost_ids_;
+  std::set<std::string> lost_ids_;  // held ids a renewal found no longer ours
   bool stop_ = false;
   std::atomic<long long> renewals_{0}, lost_{0};
   std::thread thread_;

@@ -140,10 +140,9 @@ ProfileClock::ProfileClock(const config::Pool& pool, double time_scale, std::uin
     : pool_(pool), scale_(time_scale), rng_(seed) {}
 
 double ProfileClock::draw(const std::string& job_class) {
-  auto it = pool_.profiles.find(job_class);
-  if (it == pool_.profiles.end()) it = pool_.profiles.find("default");
-  if (it == pool_.profiles.end()) return 0;
-  const auto& p = it->second;
+  const config::Profile* prof = pool_.profile_for(job_class);
+  if (!prof) return 0;
+  const auto& p = *prof;
   double s = 0;
   switch (p.kind) {
     case config::Profile::Kind::kFixed: s = p.seconds; break;
@@ -151,7 +150,7 @@ double ProfileClock::draw(const std::string& job_class) {
       s = std::max(0.0, std::normal_distribution<double>(p.mean, p.sd)(rng_));
       break;
     case config::Profile::Kind::kCycle: {
-      auto& pos = cycle_pos_[it->first];
+      auto& pos = cycle_pos_[prof];
       s = p.cycle[pos++ % p.cycle.size()];
       break;
     }

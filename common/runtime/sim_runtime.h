@@ -20,7 +20,7 @@ class ProfileClock final {
   const config::Pool& pool_;
   double scale_;
   std::mt19937_64 rng_;
-  std::map<std::string, std::size_t> cycle_pos_;
+  std::map<const config::Profile*, std::size_t> cycle_pos_;  // position in each cycle profile
 };
 
 Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a);

@@ -104,9 +104,8 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   auto planned_mean = [&](const std::string& pool, const std::string& cls) -> double {
     const auto* p = cluster.find_pool(pool);
     if (!p) return -1;
-    auto it = p->profiles.find(cls);
-    if (it == p->profiles.end()) it = p->profiles.find("default");
-    return it == p->profiles.end() ? -1 : it->second.expected() * cluster.time_scale;
+    const auto* prof = p->profile_for(cls);
+    return prof ? prof->expected() * cluster.time_scale : -1;
   };
 
   if (!a.svg.empty()) {

@@ -207,9 +207,7 @@ Status Sim::build() {
     p.group = g->second;
     groups_[p.group].by_stage[static_cast<int>(cfg.stage)].push_back(i);
     for (const auto& cls : classes_) {
-      auto it = cfg.profiles.find(cls);
-      if (it == cfg.profiles.end()) it = cfg.profiles.find("default");
-      const config::Profile* prof = it == cfg.profiles.end() ? nullptr : &it->second;
+      const config::Profile* prof = cfg.profile_for(cls);
       p.profile.push_back(prof);
       p.expected.push_back(prof ? prof->expected() * scale : kCannotRun);
       p.cycle_pos.push_back(0);

@@ -26,6 +26,18 @@ Result<std::string> key_at(const config::Cluster& c, const config::Host& h, bool
   return k;
 }
 
+// This host's CURVE key pair into `curve` (a CurveServer or a CurveClient).
+template <typename Curve>
+Status load_key_pair(const config::Cluster& c, const config::Host& h, Curve& curve) {
+  auto sec = key_at(c, h, true);
+  if (!sec.ok()) return sec.error();
+  auto pub = key_at(c, h, false);
+  if (!pub.ok()) return pub.error();
+  curve.secret_key = *sec;
+  curve.public_key = *pub;
+  return {};
+}
+
 }  // namespace
 
 fs::path outbox_dir(const config::Cluster& c, const std::string& host) {
@@ -62,12 +74,7 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
   o.max_file_bytes = c.limits.max_latent_bytes;
   o.curve.enabled = curve_required(c);
   if (o.curve.enabled) {
-    auto sec = key_at(c, *h, true);
-    if (!sec.ok()) return sec.error();
-    auto pub = key_at(c, *h, false);
-    if (!pub.ok()) return pub.error();
-    o.curve.secret_key = *sec;
-    o.curve.public_key = *pub;
+    H3_TRY(load_key_pair(c, *h, o.curve));
     o.curve.allowed_clients = h->transfer_allowed_clients;
     const std::size_t i = host_index(c, host);
     for (std::size_t k = 0; k < o.curve.allowed_clients.size(); ++k)
@@ -94,14 +101,7 @@ Result<SenderOptions> sender_options(const config::Cluster& c, const std::string
   o.dead_after_ms = c.transfer.dead_after_ms;
   o.max_attempts = c.transfer.max_attempts;
   o.curve.enabled = curve_required(c);
-  if (o.curve.enabled) {
-    auto sec = key_at(c, *h, true);
-    if (!sec.ok()) return sec.error();
-    auto pub = key_at(c, *h, false);
-    if (!pub.ok()) return pub.error();
-    o.curve.secret_key = *sec;
-    o.curve.public_key = *pub;
-  }
+  if (o.curve.enabled) H3_TRY(load_key_pair(c, *h, o.curve));
   for (const auto& peer : c.hosts) {
     if (peer.name == host || !runs_receiver(c, peer.name)) continue;
     if (peer.transfer_port == 0)

@@ -10,11 +10,9 @@ namespace h3pipe::worker {
 namespace {
 
 double decode_seconds(const config::Cluster& c, const config::Pool& p, const std::string& job_class) {
-  auto it = p.profiles.find(job_class);
-  if (it == p.profiles.end()) it = p.profiles.find("default");
-  if (it == p.profiles.end() && !p.profiles.empty()) it = p.profiles.begin();
-  if (it == p.profiles.end()) return 1.0;  // no profile: every decode pool counts the same
-  return std::max(1e-6, it->second.expected() * c.time_scale);
+  const config::Profile* prof = p.profile_for(job_class);
+  if (!prof) return 1.0;  // no profile: every decode pool counts the same
+  return std::max(1e-6, prof->expected() * c.time_scale);
 }
 
 const config::Link* link_between(const config::Cluster& c, const std::string& a, const std::string& b) {

@@ -197,6 +197,8 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
     case pb::STAGE_SAMPLE: ctx.input = *cond; ctx.output = *lat; break;
     default: ctx.input = *lat; ctx.output = *mp4; break;
   }
+  // The configured root the output lies under: every file check and write below stays beneath it.
+  ctx.root = fs::absolute(stage_ == pb::STAGE_DECODE ? c.output_root : c.artifact_root);
 
   pb::StageRecord rec;
   rec.set_stage(stage_);
@@ -211,7 +213,7 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   auto t0 = Clock::now();
 
   // Rule 1: an output that exists and verifies means the stage is done.
-  auto existing = artifacts::verify(artifacts::Root(fs::absolute(stage_ == pb::STAGE_DECODE ? c.output_root : c.artifact_root)), fs::absolute(ctx.output));
+  auto existing = artifacts::verify(artifacts::Root(ctx.root), fs::absolute(ctx.output));
   if (existing.ok()) {
     rec.set_output_sha256(*existing);
     std::error_code ec;
@@ -230,9 +232,8 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
     if (!in.ok()) return fail_attempt(e, t, attempt, in.error());
     rec.set_input_sha256(*in);
   }
-  // The output's folder is created below its configured root without following a symlink; stale
-  // .part files are replaced by name by the runtime's writer (write_once / prepare_output).
-  ctx.root = fs::absolute(stage_ == pb::STAGE_DECODE ? c.output_root : c.artifact_root);
+  // The output's folder is created below its root without following a symlink; stale .part files
+  // are replaced by name by the runtime's writer (write_once / prepare_output).
   if (auto made = artifacts::make_dirs(artifacts::Root(ctx.root), fs::absolute(ctx.output).parent_path()); !made.ok())
     return fail_attempt(e, t, attempt, made.error());
   (void)store_->note_exec(run, job, stage_);

@@ -1,6 +1,7 @@
 // Mp4Writer checked by ffprobe (codec, size, exact frame count, fps, AAC stereo 48 kHz) and
 // read_image on pictures made by the ffmpeg CLI.
 #include "common/media/media.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +12,6 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 
 namespace fs = std::filesystem;
@@ -19,23 +19,7 @@ using namespace h3pipe;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ =
-        fs::temp_directory_path() / ("h3pipe_media_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = h3pipe::test_support::TempDir;
 
 std::string run(const std::string& cmd) {
   std::string out;

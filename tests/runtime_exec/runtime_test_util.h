@@ -13,25 +13,12 @@
 #include "common/latent/latent.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/runtime/runtime.h"
+#include "tests/support/temp_dir.h"
 
 namespace h3pipe::runtime::testing {
 namespace fs = std::filesystem;
 
-class TempDir final {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "h3pipe-rt-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = test_support::TempDir;
 
 // 64x64, 9 frames at 24 fps: a latent of a few tens of KB.
 inline pb::JobSpec small_spec(const std::string& job_id = "job-1") {

@@ -20,27 +20,14 @@
 
 #include "common/queue/redis.h"
 #include "common/supervisor/supervisor.h"
+#include "tests/support/temp_dir.h"
 
 extern char** environ;
 
 namespace h3pipe::test_support {
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "h3pipe-test-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+// TempDir: tests/support/temp_dir.h
 
 // Waits until pred() or the deadline; returns pred()'s last value.
 inline bool wait_for(const std::function<bool()>& pred, double seconds) {

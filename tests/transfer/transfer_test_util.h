@@ -12,26 +12,13 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/proto/h3pipe.pb.h"
+#include "tests/support/temp_dir.h"
 
 namespace h3pipe::transfer::testing {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/h3xfer-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = test_support::TempDir;
 
 inline std::string random_bytes(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
