@@ -10,6 +10,7 @@
 #
 # Usage: scripts/bench_transfer.sh [BUILD_DIR]      (default: build)
 #   env: REPS=10 RATE_MBIT=2350 MTU=1500 ARTIFACT_DIR=<tmp on disk> KEEP=0
+#        EAGER=0 (senders wait for the offer's reply: the zero-round-trip start off, to compare)
 # Last line of stdout: one JSON object (ratio_13mb_curve, scp_speedup_4_3mb, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +75,7 @@ series() {  # name curve_flag rel bind_ns_b endpoint
   for _ in $(seq 100); do grep -q '"ready"' "$W/$name.recv.jsonl" 2>/dev/null && break; sleep 0.05; done
   ip netns exec "$ns_send" "$NODE" send --peer "B=tcp://$ep" --root "$W/A" --keys "$W/keys" \
     --log "$W/$name.send.jsonl" --run "$name" --sequential --exit-after $((REPS + 1)) "${tasks[@]}" $flag \
+    $([[ ${EAGER:-1} == 0 ]] && echo --no-eager) \
     2>"$W/$name.send.err"
   kill "$rp"; wait "$rp" 2>/dev/null || true
 }
@@ -125,7 +127,7 @@ SHA_GBPS=$("$SHA" | tail -1)
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- report
-W="$W" REPS="$REPS" IPERF_GBPS="$IPERF_GBPS" SHA_JSON="$SHA_GBPS" LOAD="$LOAD" RATE_MBIT="$RATE_MBIT" MTU="$MTU" \
+W="$W" REPS="$REPS" EAGER="${EAGER:-1}" IPERF_GBPS="$IPERF_GBPS" SHA_JSON="$SHA_GBPS" LOAD="$LOAD" RATE_MBIT="$RATE_MBIT" MTU="$MTU" \
   NPROC=$(nproc) /usr/bin/python3 - <<'EOF'
 import json, os, statistics
 W = os.environ["W"]
@@ -146,7 +148,7 @@ def series(name):
 def scp(name):
     return [int(x) / 1e9 for x in open(f"{W}/{name}.scp.txt").read().split()]
 
-r = {"reps": int(os.environ["REPS"]), "link_mbit": int(os.environ["RATE_MBIT"]), "mtu": int(os.environ["MTU"]),
+r = {"reps": int(os.environ["REPS"]), "eager": os.environ["EAGER"] != "0", "link_mbit": int(os.environ["RATE_MBIT"]), "mtu": int(os.environ["MTU"]),
      "iperf3_gbps": float(os.environ["IPERF_GBPS"]), "cpus": int(os.environ["NPROC"]), "loadavg": os.environ["LOAD"]}
 rows = []
 for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "common/latent/latent.h"
+#include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
 #include "common/transfer/outbox.h"
 #include "common/transfer/receiver.h"
@@ -66,7 +67,7 @@ class EventLog {
 struct Common {
   std::string keys, log = "/dev/stdout";
   std::string as = "sender";  // key pair the sender presents (tests use "stranger")
-  bool no_curve = false;
+  bool no_curve = false, no_eager = false;
   std::uint32_t chunk = 256 * 1024, window = 32;
   int heartbeat_ms = 500, dead_after_ms = 3000;
 };
@@ -146,6 +147,9 @@ int send(const Common& c, const std::string& peer, const std::string& root,
   o.dead_after_ms = c.dead_after_ms;
   o.max_attempts = max_attempts;
   o.rescan_ms = rescan_ms;
+  const EagerSpan eager = eager_span_for(c.chunk, c.window);
+  o.eager_bytes = c.no_eager ? 0 : eager.bytes;
+  o.eager_chunk_bytes = eager.chunk;
   o.curve.enabled = !c.no_curve;
   std::string server_key;
   if (o.curve.enabled) {
@@ -283,6 +287,7 @@ int main(int argc, char** argv) {
     sub->add_option("--log", c.log, "JSON lines event log");
     sub->add_flag("--no-curve", c.no_curve, "plain TCP (loopback comparisons only)");
     sub->add_option("--chunk", c.chunk);
+    sub->add_flag("--no-eager", c.no_eager, "sender: wait for the offer's reply before sending");
     sub->add_option("--window", c.window);
     sub->add_option("--heartbeat-ms", c.heartbeat_ms);
     sub->add_option("--dead-after-ms", c.dead_after_ms);

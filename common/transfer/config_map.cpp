@@ -1,5 +1,6 @@
 #include "common/transfer/config_map.h"
 
+#include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
 
 namespace h3pipe::transfer {
@@ -100,6 +101,9 @@ Result<SenderOptions> sender_options(const config::Cluster& c, const std::string
   o.heartbeat_ms = c.transfer.heartbeat_ms;
   o.dead_after_ms = c.transfer.dead_after_ms;
   o.max_attempts = c.transfer.max_attempts;
+  const EagerSpan eager = eager_span_for(c.transfer.chunk_bytes, c.transfer.window);
+  o.eager_bytes = eager.bytes;
+  o.eager_chunk_bytes = eager.chunk;
   o.curve.enabled = curve_required(c);
   if (o.curve.enabled) H3_TRY(load_key_pair(c, *h, o.curve));
   for (const auto& peer : c.hosts) {

@@ -1,5 +1,6 @@
 #include "common/transfer/frames.h"
 
+#include <algorithm>
 #include <climits>
 
 namespace h3pipe::transfer {
@@ -57,6 +58,19 @@ Result<pb::TransferFrame> parse_frame(Reader reader, std::span<const std::string
   if (f.body_case() == pb::TransferFrame::kChunk && parts.size() != 3)
     return make_error("transfer.frame.no_data", "a chunk frame without its bytes");
   return f;
+}
+
+std::uint64_t next_chunk_len(std::uint64_t next, std::uint64_t size, std::uint64_t limit,
+                             std::uint64_t chunk) {
+  if (next >= size || next >= limit) return 0;
+  return std::min({chunk, size - next, limit - next});
+}
+
+EagerSpan eager_span_for(std::uint32_t chunk_bytes, std::uint32_t window) {
+  constexpr std::uint64_t kEagerMax = 1u << 20;
+  constexpr std::uint32_t kEagerChunk = 64u << 10;
+  return {std::min(kEagerMax, grant_limit(0, window, chunk_bytes)),
+          std::min(kEagerChunk, chunk_bytes)};
 }
 
 std::uint64_t grant_limit(std::uint64_t acked, std::uint32_t credits, std::uint64_t chunk) {

@@ -45,6 +45,22 @@ ChunkCheck check_chunk(const ChunkBounds& b, std::uint64_t offset, std::uint64_t
 // a + credits * chunk, saturating at UINT64_MAX (the highest offset the sender may send up to).
 std::uint64_t grant_limit(std::uint64_t acked, std::uint32_t credits, std::uint64_t chunk);
 
+// Length of the next chunk the sender sends at `next` of a `size`-byte file: at most `chunk`
+// (the receiver's chunk size) and never past `limit` (the credit, which after eager chunks of
+// another size need not fall on a chunk boundary).  0 when nothing may be sent.
+std::uint64_t next_chunk_len(std::uint64_t next, std::uint64_t size, std::uint64_t limit,
+                             std::uint64_t chunk);
+
+// The eager span (Offer.eager_bytes, eager_chunk) a sender uses towards a receiver configured
+// with `chunk_bytes` x `window` (one cluster config gives both sides the same values): up to
+// 1 MiB in chunks of up to 64 KiB, never more than the receiver grants at the start, so that a
+// fresh offer's eager chunks are always taken.
+struct EagerSpan {
+  std::uint64_t bytes = 0;
+  std::uint32_t chunk = 0;
+};
+EagerSpan eager_span_for(std::uint32_t chunk_bytes, std::uint32_t window);
+
 // The sender's check of a receiver's OfferReply (not already_complete) for a latent of `size`
 // bytes.  Errors: transfer.protocol naming `peer`.
 Status check_offer_reply(const pb::OfferReply& r, std::uint32_t max_chunk_bytes, std::uint64_t size,

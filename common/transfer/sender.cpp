@@ -201,6 +201,7 @@ class TransferSender::Impl {
     auto made = make_job(opts_, t);
     if (!made.ok()) return fail(t, made.error());
     Job j = std::move(*made);
+    j.eager_tried = !record;  // found in the outbox: the receiver may hold part of it
     std::string target = choose(t);
     t.set_target_host(target);
     if (t.input_sha256().empty()) t.set_input_sha256(j.sha);
@@ -323,7 +324,7 @@ class TransferSender::Impl {
                    p.active->task.run_id(), p.active->task.job_id(), p.o.host, opts_.dead_after_ms);
       reset_attempt(p);
       offer(p);
-    } else if (p.st == St::kStreaming) {
+    } else if (p.st == St::kStreaming || (p.st == St::kOffered && p.eager)) {
       pump(p);
     }
   }
@@ -332,6 +333,7 @@ class TransferSender::Impl {
 
   void reset_attempt(Peer& p) {
     close_file(p);
+    p.eager = false;
     p.st = St::kIdle;
     p.tid = 0;
   }
@@ -357,9 +359,37 @@ class TransferSender::Impl {
     o->mutable_next_task()->set_input_path(j.rel);
     o->set_transfer_id(p.tid);
     o->set_attempt(static_cast<std::uint32_t>(j.attempts));
-    if (!send(p, f)) return;  // not connected yet: the next tick tries again
+    const bool eager =
+        opts_.eager_bytes > 0 && opts_.eager_chunk_bytes > 0 && !j.eager_tried && j.attempts == 1;
+    if (eager) {
+      if (!open_source(p)) return;
+      o->set_eager_bytes(std::min<std::uint64_t>(opts_.eager_bytes, j.size));
+      o->set_eager_chunk(opts_.eager_chunk_bytes);
+    }
+    if (!send(p, f)) {  // not connected yet: the next tick tries again
+      close_file(p);
+      return;
+    }
     p.st = St::kOffered;
     p.progress = Clock::now();
+    if (!eager) return;
+    j.eager_tried = true;
+    p.eager = true;
+    p.chunk = opts_.eager_chunk_bytes;
+    p.next = 0;
+    p.limit = o->eager_bytes();
+    p.hashing = false;
+    p.corrupt_pending = j.attempts <= opts_.test_only_corrupt_attempts ? 1 : 0;
+    pump(p);
+  }
+
+  bool open_source(Peer& p) {
+    if (p.fd >= 0) return true;
+    p.fd = ::open(p.active->latent.c_str(), O_RDONLY | O_CLOEXEC);
+    if (p.fd >= 0) return true;
+    fail_active(p, make_error("transfer.source", "open {}: {}", p.active->latent.string(),
+                              std::strerror(errno)));
+    return false;
   }
 
   void read_frames(Peer& p) {
@@ -402,10 +432,17 @@ class TransferSender::Impl {
       probe_.protocol_error();
       return fail_active(p, st.error());
     }
-    p.fd = ::open(j.latent.c_str(), O_RDONLY | O_CLOEXEC);
-    if (p.fd < 0)
-      return fail_active(
-          p, make_error("transfer.source", "open {}: {}", j.latent.string(), std::strerror(errno)));
+    const bool eager_taken = p.eager && r.eager_accepted();
+    p.eager = false;
+    if (eager_taken) {  // carry on from where the eager chunks got to, under the real grant
+      j.eager_taken = true;
+      p.chunk = r.chunk_size();
+      p.limit = std::max(p.limit, grant_limit(0, r.window(), r.chunk_size()));
+      j.resumed_from = 0;
+      p.st = St::kStreaming;
+      return pump(p);
+    }
+    if (!open_source(p)) return;
     p.chunk = r.chunk_size();
     p.next = r.have_offset();
     p.limit = grant_limit(r.have_offset(), r.window(), r.chunk_size());
@@ -430,13 +467,14 @@ class TransferSender::Impl {
 
   void pump(Peer& p) {
     Job& j = *p.active;
-    while (p.st == St::kStreaming && p.next < j.size && p.next < p.limit) {
-      const std::uint64_t n = std::min<std::uint64_t>(p.chunk, j.size - p.next);
+    while ((p.st == St::kStreaming || p.eager) && p.next < j.size && p.next < p.limit) {
+      const std::uint64_t n = next_chunk_len(p.next, j.size, p.limit, p.chunk);
       pb::TransferFrame f;
       auto* c = f.mutable_chunk();
       c->set_job_id(j.task.job_id());
       c->set_offset(p.next);
       c->set_transfer_id(p.tid);
+      c->set_eager(p.eager);
       zmq::message_t data(n);  // read straight into the message ZeroMQ will send: no copies
       auto* bytes = static_cast<std::uint8_t*>(data.data());
       ssize_t got = ::pread(p.fd, bytes, n, static_cast<off_t>(p.next));
@@ -505,12 +543,20 @@ class TransferSender::Impl {
     remove_record(opts_.outbox, j.task);
     spdlog::info(
         "transfer sender: run={} job={} -> {} durable ({} bytes sent, resumed from {}, {} "
-        "attempt(s), {:.3f} s)",
+        "attempt(s), {:.3f} s{})",
         j.task.run_id(), j.task.job_id(), p.o.host, j.bytes_sent, j.resumed_from.value_or(0),
-        j.attempts, secs);
-    SendReport r{
-        j.task,     j.latent, p.o.host, sha, j.size, j.bytes_sent, j.resumed_from.value_or(0),
-        j.attempts, secs,     false};
+        j.attempts, secs, j.eager_taken ? ", eager start" : "");
+    SendReport r{j.task,
+                 j.latent,
+                 p.o.host,
+                 sha,
+                 j.size,
+                 j.bytes_sent,
+                 j.resumed_from.value_or(0),
+                 j.attempts,
+                 secs,
+                 false,
+                 j.eager_taken};
     if (opts_.on_sent) opts_.on_sent(r);
   }
 

@@ -38,8 +38,9 @@ struct SendReport {
   std::uint64_t bytes_sent = 0;    // over all attempts and reconnects
   std::uint64_t resumed_from = 0;  // offset the receiver held when the last attempt began
   int attempts = 0;
-  double seconds = 0;  // queued -> acknowledged durable
-  bool local = false;  // same host: no network
+  double seconds = 0;        // queued -> acknowledged durable
+  bool local = false;        // same host: no network
+  bool eager_taken = false;  // the receiver kept the chunks sent with the first offer
 };
 
 struct SenderOptions {
@@ -57,6 +58,14 @@ struct SenderOptions {
   int backoff_initial_ms = 100;
   int backoff_max_ms = 5000;
   int rescan_ms = 5000;  // outbox rescan period (0 = only at start)
+  // Zero-round-trip start (Offer.eager_bytes): the first offer of a latent notified to this
+  // process is followed at once by up to eager_bytes of it in chunks of eager_chunk_bytes,
+  // which the receiver keeps when it starts the latent from 0: that saves the offer's round
+  // trip.  Not for latents found in the outbox at a restart (the receiver may hold part of
+  // them) nor for re-offers.  Set from the receivers' chunk and window (eager_span_for, frames.h);
+  // a span a receiver would not grant is dropped there and sent again.  0 turns it off.
+  std::uint64_t eager_bytes = 1u << 20;
+  std::uint32_t eager_chunk_bytes = 64u << 10;
 
   // Decode host for a task whose target_host is empty: the hook gets the candidate hosts and
   // this sender's queue length per host.  Default: the shortest queue (first on ties).

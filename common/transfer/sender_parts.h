@@ -30,6 +30,8 @@ struct Job {
   std::uint64_t bytes_sent = 0;
   std::optional<std::uint64_t> resumed_from;
   bool source_mismatch = false;
+  bool eager_tried = false;  // only a latent's first offer carries eager chunks
+  bool eager_taken = false;
 };
 
 enum class St { kIdle, kOffered, kStreaming, kAwaitDone };
@@ -48,6 +50,7 @@ struct Peer {
   int fd = -1;
   Sha256 hasher;
   bool hashing = false, want_out = false;
+  bool eager = false;       // streaming eager chunks: offered, the reply not in yet
   int corrupt_pending = 0;  // test-only hook: flip a bit in the next chunk
   Clock::time_point progress;
 };

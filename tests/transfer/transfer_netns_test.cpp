@@ -145,13 +145,13 @@ class Netns : public ::testing::Test {
     return latent::write_latent(root_a() / rel, l).value();
   }
 
-  void start_receiver() {
-    receiver_ = std::make_unique<Proc>(
-        b_,
-        std::vector<std::string>{"receive", "--bind", "tcp://10.213.0.2:7000", "--root",
-                                 root_b().string(), "--keys", (dir_.path() / "keys").string(),
-                                 "--log", rlog().string()},
-        dir_.path() / "recv.out");
+  void start_receiver(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {
+        "receive",         "--bind", "tcp://10.213.0.2:7000",         "--root",
+        root_b().string(), "--keys", (dir_.path() / "keys").string(), "--log",
+        rlog().string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    receiver_ = std::make_unique<Proc>(b_, args, dir_.path() / "recv.out");
     ASSERT_TRUE(wait_until([&] { return events(rlog(), "ready").size() >= ready_seen_ + 1; }, 10s));
     ++ready_seen_;
   }
@@ -226,6 +226,27 @@ TEST_F(Netns, BitFlippedInTransitIsDetectedAndResent) {
   ASSERT_TRUE(wait_until([&] { return events(rlog(), "durable").size() == 1; }, 10s));
   auto d = events(rlog(), "durable");
   EXPECT_EQ(d[0]["integrity_failures"], 1);
+  EXPECT_EQ(artifacts::verify(root_b() / rel).value(), sha);
+}
+
+TEST_F(Netns, SlowLinkLastWindowProgressesWithoutReoffers) {
+  // 4.3 MB over 20 Mbit/s takes ~1.8 s, all of it inside the first window (8 MiB): the sender
+  // holds credit to the end from the start and would hear nothing but pongs for longer than
+  // dead_after_ms (1 s here).  The receiver's checkpoints keep acknowledging progress, so the
+  // sender neither gives the attempt up nor sends anything twice.
+  shape(20);
+  const std::string rel = "run1/slow/latent.h3latent";
+  const std::string sha = make_latent(rel, 736, 416, 124);
+  const std::vector<std::string> timing = {"--heartbeat-ms", "200", "--dead-after-ms", "1000"};
+  start_receiver(timing);
+  std::vector<std::string> args = {"--task", rel, "--exit-after", "1"};
+  args.insert(args.end(), timing.begin(), timing.end());
+  start_sender(args);
+  ASSERT_EQ(sender_->wait_exit(60s), 0) << "see " << dir_.path();
+  auto sent = events(slog(), "sent");
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["bytes_sent"], sent[0]["size"]) << "nothing re-sent";
+  EXPECT_GT(sent[0]["seconds"].get<double>(), 1.0) << "the link was not slow enough to tell";
   EXPECT_EQ(artifacts::verify(root_b() / rel).value(), sha);
 }
 

@@ -8,6 +8,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/transfer/disk.h"
+#include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
 #include "common/transfer/outbox.h"
 #include "common/transfer/receiver.h"
@@ -88,6 +89,10 @@ class Loopback : public ::testing::Test {
     o.heartbeat_ms = 100;
     o.dead_after_ms = 1500;
     o.max_attempts = 3;
+    const ReceiverOptions r = receiver_options();
+    const EagerSpan eager = eager_span_for(r.chunk_bytes, r.window);  // as config_map does
+    o.eager_bytes = eager.bytes;
+    o.eager_chunk_bytes = eager.chunk;
     o.on_sent = [this](const SendReport& r) {
       std::lock_guard<std::mutex> l(mu_);
       sent_.push_back(r);
@@ -174,6 +179,31 @@ TEST_F(Loopback, ManyLatentsCrossEachDurableOnce) {
   EXPECT_TRUE(scan_outbox(dir_.path() / "A-outbox").empty()) << "records removed once durable";
   EXPECT_EQ(rprobe_.integrity_failures(), 0);
   EXPECT_EQ(sprobe_.bytes(), rprobe_.bytes());
+  for (const auto& r : sent_) {
+    EXPECT_TRUE(r.eager_taken) << r.task.job_id() << ": a fresh offer's eager chunks are kept";
+    EXPECT_EQ(r.bytes_sent, r.size) << r.task.job_id() << ": nothing sent twice";
+  }
+}
+
+TEST_F(Loopback, EagerSpanTheReceiverWouldNotGrantIsDroppedAndSentAgain) {
+  // A sender configured differently from its receiver (e.g. mid rolling update): its eager
+  // chunks are bigger than the receiver's chunk size, so the receiver drops them without an
+  // error and the sender sends the latent again from the reply's offset.
+  start_receiver(receiver_options());
+  auto o = sender_options(keys_.client);
+  o.eager_bytes = 768 * 1024;
+  o.eager_chunk_bytes = 96 * 1024;  // the receiver's chunk is 64 KiB
+  start_sender(o);
+  std::string sha;
+  const std::size_t size = 1000 * 1000;
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", size, "B", &sha));
+  ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 20s));
+  EXPECT_FALSE(sent_[0].eager_taken);
+  EXPECT_EQ(sent_[0].bytes_sent, size + o.eager_bytes);
+  EXPECT_EQ(rprobe_.bytes(), static_cast<double>(size)) << "the dropped chunks are not counted";
+  EXPECT_EQ(rprobe_.protocol_errors(), 0);
+  EXPECT_EQ(durable_calls(), 1);
+  EXPECT_EQ(artifacts::verify(dir_.path() / "B/run1/j/latent.h3latent").value(), sha);
 }
 
 TEST_F(Loopback, CorruptionInTransitIsCaughtAndResent) {
@@ -222,10 +252,14 @@ TEST_F(Loopback, ResumesFromPersistedDurablePrefix) {
     ASSERT_TRUE((*f)->write(0, bytes.data(), held + 5000).ok());  // more than durable
     ASSERT_TRUE((*f)->checkpoint(held).ok());
   }
+  // ... and the sender restarted too: it finds the task in its outbox, and offers it without
+  // eager chunks (the receiver may hold part of it).
   start_receiver(receiver_options());
-  start_sender(sender_options(keys_.client));
-  sender_->submit(task);
+  auto o = sender_options(keys_.client);
+  ASSERT_TRUE(record_task(o.outbox, task).ok());
+  start_sender(o);
   ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 20s));
+  EXPECT_FALSE(sent_[0].eager_taken);
   EXPECT_EQ(sent_[0].resumed_from, held);
   EXPECT_EQ(sent_[0].bytes_sent, size - held);
   EXPECT_EQ(rprobe_.resumed_bytes(), static_cast<double>(held));
@@ -238,7 +272,11 @@ TEST_F(Loopback, AlreadyCompleteSendsNothingAndNotifiesOnce) {
   auto task = make_latent_task(dir_.path() / "A", "run1", "j", 100 * 1000, "B");
   sender_->submit(task);
   ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 20s));
-  sender_->submit(task);  // e.g. a restarted sender finding the record again
+  // A sender that died before it removed the record finds it again at its restart.
+  sender_.reset();
+  auto o = sender_options(keys_.client);
+  ASSERT_TRUE(record_task(o.outbox, task).ok());
+  start_sender(o);
   ASSERT_TRUE(wait_until([&] { return sent_count() == 2; }, 20s));
   EXPECT_EQ(sent_[1].bytes_sent, 0u);
   EXPECT_EQ(durable_calls(), 1);
@@ -308,6 +346,34 @@ TEST_F(Loopback, SenderShipsOnlyFilesUnderItsRoot) {
   EXPECT_EQ(failed_.at("j").code, "id.dot");  // relative to the root it is ../../etc/passwd
   EXPECT_EQ(failed_.at("k").code, "id.dot");
   EXPECT_EQ(durable_calls(), 0);
+}
+
+TEST(ChunkSchedule, NeverPastTheCreditEvenOffTheChunkGrid) {
+  // After 64 KiB eager chunks, a checkpoint may ack an offset that is no multiple of the
+  // receiver's 256 KiB chunk; the sender must then stop exactly at the credit.
+  const std::uint64_t chunk = 256 * 1024, size = 13180888;
+  const std::uint64_t acked = (1u << 20) + 64 * 1024;
+  const std::uint64_t limit = grant_limit(acked, 32, chunk);
+  std::uint64_t next = 1u << 20, sent = 0, chunks = 0;
+  while (std::uint64_t n = next_chunk_len(next, size, limit, chunk)) {
+    EXPECT_LE(n, chunk);
+    EXPECT_EQ(check_chunk({next, acked, size, 256 * 1024, 32}, next, n).verdict,
+              ChunkCheck::Verdict::kAccept)
+        << "chunk at " << next;
+    next += n, sent += n, ++chunks;
+  }
+  EXPECT_EQ(next, limit);
+  EXPECT_EQ(chunks, 33u) << "32 full chunks and the 64 KiB that closes the gap";
+  EXPECT_EQ(next_chunk_len(size - 10, size, UINT64_MAX, chunk), 10u);
+  EXPECT_EQ(next_chunk_len(size, size, UINT64_MAX, chunk), 0u);
+}
+
+TEST(EagerSpan, FitsWhatTheReceiverGrantsAtTheStart) {
+  EXPECT_EQ(eager_span_for(256 * 1024, 32).bytes, 1u << 20);
+  EXPECT_EQ(eager_span_for(256 * 1024, 32).chunk, 64u * 1024);
+  EXPECT_EQ(eager_span_for(64 * 1024, 8).bytes, 512u * 1024) << "window x chunk < 1 MiB";
+  EXPECT_EQ(eager_span_for(16 * 1024, 4).chunk, 16u * 1024) << "never above the chunk size";
+  EXPECT_EQ(eager_span_for(16 * 1024, 4).bytes, 64u * 1024);
 }
 
 TEST(ResolveOffer, RejectsTraversalAndLimits) {
