@@ -4,7 +4,8 @@
 #   - time from "durable on A" (submit) to "verified and durable on B" (on_durable), median and
 #     best of REPS, and its ratio to the wire time bytes*8/2.35e9;
 #   - scp of the same files (sshd started in namespace B on a free port, temp host key, key auth);
-#   - iperf3 TCP throughput of the same link;
+#   - iperf3 TCP throughput of the same link, and the same files' bytes alone through one TCP
+#     connection (bench/transfer/raw_tcp.py): the floor under any protocol on this link;
 #   - loopback MB/s with and without CURVE; SHA-256 GB/s.
 # Needs root.  Only loopback and the two namespaces it creates carry traffic.
 #
@@ -62,6 +63,16 @@ log "iperf3 TCP: $IPERF_GBPS Gbit/s"
 read -r _ SIZE4 < <("$NODE" mklatent "$W/A/src/l4/latent.h3latent" --width 736 --height 416 --frames 124)
 read -r _ SIZE13 < <("$NODE" mklatent "$W/A/src/l13/latent.h3latent" --width 1280 --height 736 --frames 137)
 log "latents: $SIZE4 and $SIZE13 bytes (416x736x124 and 736x1280x137)"
+
+# The bytes alone through TCP, same sizes, same number of reps.
+raw_tcp() {  # size out
+  ip netns exec "$B" /usr/bin/python3 bench/transfer/raw_tcp.py recv 10.214.0.2 5202 "$1" $((REPS + 1)) &
+  local rp=$!
+  ip netns exec "$A" /usr/bin/python3 bench/transfer/raw_tcp.py send 10.214.0.2 5202 "$1" $((REPS + 1)) >"$2"
+  wait "$rp"
+}
+raw_tcp "$SIZE4" "$W/raw4.json"
+raw_tcp "$SIZE13" "$W/raw13.json"
 
 # One series: receiver in B, sender in A, warm-up + REPS sequential transfers of one file.
 series() {  # name curve_flag rel bind_ns_b endpoint
@@ -163,6 +174,13 @@ for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
         r[f"best_ratio_{key}"] = round(best / wire, 3)
         r[f"ratio_vs_iperf_{key}"] = round(med / (size * 8 / iperf), 3)
         rows.append((label, c, size, med, best, wire, med / wire, best / wire, med / (size * 8 / iperf)))
+for label, name in [("4.3MB", "raw4"), ("13MB", "raw13")]:
+    d = json.load(open(f"{W}/{name}.json"))
+    key = label.replace('.', '_').lower()
+    r[f"raw_tcp_seconds_{key}"] = round(statistics.median(d["seconds"]), 5)
+    r[f"raw_tcp_ratio_{key}"] = round(statistics.median(d["seconds"]) / (d["size"] * 8 / nominal), 3)
+    for c in ("curve", "plain"):
+        r[f"ratio_vs_raw_tcp_{key}_{c}"] = round(r[f"seconds_{key}_{c}"] / r[f"raw_tcp_seconds_{key}"], 3)
 for label, name in [("4.3MB", "scp4"), ("13MB", "scp13")]:
     d = scp(name)
     r[f"scp_seconds_{label.replace('.', '_').lower()}"] = round(statistics.median(d), 4)
@@ -178,6 +196,9 @@ print(f"link {r['link_mbit']} Mbit/s tbf, iperf3 {r['iperf3_gbps']} Gbit/s, {r['
 print(f"{'size':>6} {'mode':>5} {'bytes':>9} {'median ms':>9} {'best ms':>8} {'wire ms':>8} {'ratio':>6} {'best':>6} {'vs iperf':>8}", file=sys.stderr)
 for row in rows:
     print(f"{row[0]:>6} {row[1]:>5} {row[2]:>9} {row[3]*1e3:>9.1f} {row[4]*1e3:>8.1f} {row[5]*1e3:>8.1f} {row[6]:>6.2f} {row[7]:>6.2f} {row[8]:>8.2f}", file=sys.stderr)
+print(f"raw TCP (the bytes alone, same link) median: 4.3MB {r['raw_tcp_seconds_4_3mb']*1e3:.1f} ms "
+      f"(ratio {r['raw_tcp_ratio_4_3mb']}), 13MB {r['raw_tcp_seconds_13mb']*1e3:.1f} ms (ratio {r['raw_tcp_ratio_13mb']}); "
+      f"13MB curve / raw TCP {r['ratio_vs_raw_tcp_13mb_curve']}", file=sys.stderr)
 print(f"scp median: 4.3MB {r['scp_seconds_4_3mb']*1e3:.0f} ms, 13MB {r['scp_seconds_13mb']*1e3:.0f} ms; "
       f"speedup {r['scp_speedup_4_3mb']}x / {r['scp_speedup_13mb']}x", file=sys.stderr)
 print(f"loopback 13MB: curve {r['loopback_mbps_curve']} MB/s, plain {r['loopback_mbps_plain']} MB/s; "

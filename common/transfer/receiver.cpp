@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -40,6 +41,9 @@ struct Session {
   std::uint64_t received = 0, durable = 0, writeback_at = 0, have = 0;
   bool checkpointing = false;
   bool eager_ok = false;  // takes the chunks sent with the offer (fresh start, span fits)
+  // Set once the last byte is in: a checkpoint still queued on the I/O thread then has nothing
+  // to add to the commit behind it, and is skipped.
+  std::shared_ptr<std::atomic<bool>> finishing = std::make_shared<std::atomic<bool>>(false);
   Clock::time_point started = Clock::now(), first_byte, last_byte, committed;
   // Chunks that arrived before the I/O thread created the file (fresh offers; at most a window).
   std::deque<std::pair<std::uint64_t, zmq::message_t>> pending;
@@ -407,7 +411,12 @@ class TransferReceiver::Impl {
     if (s.checkpointing || s.received - s.durable < period) return;
     s.checkpointing = true;
     const std::uint64_t tid = s.tid, at = s.received;
-    io_.post([this, f = s.file, tid, at]() -> IoThread::Completion {
+    io_.post([this, f = s.file, tid, at, finishing = s.finishing]() -> IoThread::Completion {
+      if (finishing->load()) {
+        return [this, tid] {
+          if (auto it = by_tid_.find(tid); it != by_tid_.end()) it->second->checkpointing = false;
+        };
+      }
       Status st = f->checkpoint(at);
       return [this, tid, at, st] {
         auto it = by_tid_.find(tid);
@@ -438,6 +447,7 @@ class TransferReceiver::Impl {
 
   void finish(Session& s) {
     s.last_byte = Clock::now();
+    s.finishing->store(true);
     const std::string got = s.hasher.hex_digest();
     if (got != s.offer.sha256()) {
       probe_.integrity_failure();
