@@ -5,10 +5,12 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "common/logging/protobuf_log.h"
 
 using namespace h3pipe::cli;
 
 int main(int argc, char** argv) {
+  h3pipe::logging::route_protobuf_logs();
   CLI::App app{"h3pipe: video-diffusion stage pipeline across GPU hosts"};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--config, --redis, --state-dir) may follow the subcommand

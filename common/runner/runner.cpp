@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
+#include "common/logging/protobuf_log.h"
 
 namespace h3pipe::runner {
 namespace fs = std::filesystem;
@@ -71,6 +72,7 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+  logging::route_protobuf_logs();  // peers' malformed frames cannot flood the log
 
   if (!state_dir.empty()) ::setenv("H3PIPE_STATE", state_dir.c_str(), 1);
   auto cluster = config_file.empty() ? config::embedded_default() : config::load_file(config_file);

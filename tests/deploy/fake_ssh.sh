@@ -1,13 +1,12 @@
 #!/bin/sh
 # Stands in for ssh in remote_test: logs its arguments (one line per call, words separated by
 # a tab) to $FAKE_SSH_LOG, prints a line, and fails for the alias named in $FAKE_SSH_FAIL.
-{
-  first=1
-  for a in "$@"; do
-    if [ $first = 1 ]; then printf '%s' "$a"; first=0; else printf '\t%s' "$a"; fi
-  done
-  printf '\n'
-} >> "$FAKE_SSH_LOG"
+# One write per call (O_APPEND): calls made in parallel (preflight on every host) never
+# interleave their words.
+line=
+tab=$(printf '\t')
+for a in "$@"; do line="${line:+$line$tab}$a"; done
+printf '%s\n' "$line" >> "$FAKE_SSH_LOG"
 for a in "$@"; do
   case "$a" in
     -*|BatchMode=*|ConnectTimeout=*) ;;

@@ -202,6 +202,7 @@ TEST_F(FakeSsh, StartAllThenPreflightOnEachHost) {
   EXPECT_EQ(rc, 0) << out.str();
   auto c = calls();
   ASSERT_EQ(c.size(), 4u) << out.str();
+  for (const auto& call : c) ASSERT_GE(call.size(), 7u) << "a garbled log line";
   // Wave 0 (control) finished before wave 1 started; preflight after both.
   EXPECT_EQ(c[0][4], "node241");
   EXPECT_EQ(c[0][6], "start");
@@ -226,6 +227,7 @@ TEST_F(FakeSsh, StopAll) {
   EXPECT_EQ(stop_all(seeds(), opts(), out), 0) << out.str();
   auto c = calls();
   ASSERT_EQ(c.size(), 2u);
+  for (const auto& call : c) ASSERT_GE(call.size(), 7u) << "a garbled log line";
   EXPECT_EQ(c[1][4], "node241");  // control last
   EXPECT_EQ(c[0][6], "stop");
 }

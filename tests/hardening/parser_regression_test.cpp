@@ -1,10 +1,14 @@
 // Unit: regressions for what the spec/config fuzzers found (fuzz/spec, fuzz/config; the crashing
 // inputs are kept in their seed corpora as regress_*).
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <fstream>
 
 #include "common/config/config.h"
+#include "common/logging/protobuf_log.h"
+#include "common/proto/h3pipe.pb.h"
 #include "common/spec/spec.h"
 #include "tests/support/test_support.h"
 
@@ -64,4 +68,30 @@ TEST(ConfigRegression, EmptyRequiredNamesAreErrors) {
         "/pools/1/runtime/name: must not be empty", "/classes/0/name: must not be empty",
         "/links/0/from: must not be empty", "/links/0/to: must not be empty"})
     EXPECT_NE(m.find(path), std::string::npos) << path << "\n" << m;
+}
+
+// A peer sending frames with malformed strings over and over: every parse still fails, but
+// protobuf's own "invalid UTF-8" log line is rate-limited instead of written once per frame.
+TEST(ProtobufLog, MalformedStringLinesAreRateLimited) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("protobuf-log-test", sink));
+  h3pipe::logging::route_protobuf_logs(3, std::chrono::hours(1));
+  const std::string bad_run_id("\x0a\x02\xc3\x28", 4);  // Offer.run_id = "\xc3(" (not UTF-8)
+  for (int i = 0; i < 50; ++i) {
+    h3pipe::pb::Offer o;
+    EXPECT_FALSE(o.ParseFromString(bad_run_id));
+  }
+  auto lines = sink->last_formatted();
+  ASSERT_EQ(lines.size(), 3u) << "three lines, then silence for the rest of the period";
+  EXPECT_NE(lines[0].find("invalid UTF-8"), std::string::npos) << lines[0];
+  // A new period: the next line first says how many were dropped.
+  h3pipe::logging::route_protobuf_logs(3, std::chrono::milliseconds(0));
+  h3pipe::pb::Offer o;
+  EXPECT_FALSE(o.ParseFromString(bad_run_id));
+  lines = sink->last_formatted();
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_NE(lines[3].find("47 more log line(s) suppressed"), std::string::npos) << lines[3];
+  h3pipe::logging::route_protobuf_logs();
+  spdlog::set_default_logger(previous);
 }
