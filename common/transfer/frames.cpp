@@ -63,7 +63,8 @@ Result<pb::TransferFrame> parse_frame(Reader reader, std::span<const std::string
 std::uint64_t next_chunk_len(std::uint64_t next, std::uint64_t size, std::uint64_t limit,
                              std::uint64_t chunk) {
   if (next >= size || next >= limit) return 0;
-  return std::min({chunk, size - next, limit - next});
+  const std::uint64_t n = size - next <= kTailBytes ? std::min(chunk, kTailChunk) : chunk;
+  return std::min({n, size - next, limit - next});
 }
 
 EagerSpan eager_span_for(std::uint32_t chunk_bytes, std::uint32_t window) {

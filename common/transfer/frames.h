@@ -47,7 +47,12 @@ std::uint64_t grant_limit(std::uint64_t acked, std::uint32_t credits, std::uint6
 
 // Length of the next chunk the sender sends at `next` of a `size`-byte file: at most `chunk`
 // (the receiver's chunk size) and never past `limit` (the credit, which after eager chunks of
-// another size need not fall on a chunk boundary).  0 when nothing may be sent.
+// another size need not fall on a chunk boundary).  The last kTailBytes go in chunks of at most
+// kTailChunk: a chunk is decrypted, hashed and written only once all of it is in, so small last
+// chunks leave less of that to do after the last byte arrives (13 MB with CURVE: ~1 ms less,
+// six alternating runs of 30).  0 when nothing may be sent.
+inline constexpr std::uint64_t kTailBytes = 512 * 1024;
+inline constexpr std::uint64_t kTailChunk = 64 * 1024;
 std::uint64_t next_chunk_len(std::uint64_t next, std::uint64_t size, std::uint64_t limit,
                              std::uint64_t chunk);
 

@@ -366,6 +366,13 @@ TEST(ChunkSchedule, NeverPastTheCreditEvenOffTheChunkGrid) {
   EXPECT_EQ(chunks, 33u) << "32 full chunks and the 64 KiB that closes the gap";
   EXPECT_EQ(next_chunk_len(size - 10, size, UINT64_MAX, chunk), 10u);
   EXPECT_EQ(next_chunk_len(size, size, UINT64_MAX, chunk), 0u);
+  // The last kTailBytes go in small chunks; the whole file is still covered exactly.
+  EXPECT_EQ(next_chunk_len(size - kTailBytes - 1, size, UINT64_MAX, chunk), chunk);
+  EXPECT_EQ(next_chunk_len(size - kTailBytes, size, UINT64_MAX, chunk), kTailChunk);
+  std::uint64_t at = 0, messages = 0;
+  while (std::uint64_t n = next_chunk_len(at, size, UINT64_MAX, chunk)) at += n, ++messages;
+  EXPECT_EQ(at, size);
+  EXPECT_LE(messages, size / chunk + kTailBytes / kTailChunk + 1);
 }
 
 TEST(EagerSpan, FitsWhatTheReceiverGrantsAtTheStart) {
