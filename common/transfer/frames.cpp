@@ -74,6 +74,11 @@ EagerSpan eager_span_for(std::uint32_t chunk_bytes, std::uint32_t window) {
           std::min(kEagerChunk, chunk_bytes)};
 }
 
+bool eager_acceptable(const pb::Offer& o, std::uint32_t chunk_bytes, std::uint32_t window) {
+  return o.eager_bytes() > 0 && o.eager_bytes() <= o.size() && o.eager_chunk() > 0 &&
+         o.eager_chunk() <= chunk_bytes && o.eager_bytes() <= grant_limit(0, window, chunk_bytes);
+}
+
 std::uint64_t grant_limit(std::uint64_t acked, std::uint32_t credits, std::uint64_t chunk) {
   if (credits != 0 && chunk > (UINT64_MAX - acked) / credits) return UINT64_MAX;
   return acked + std::uint64_t{credits} * chunk;

@@ -66,6 +66,11 @@ struct EagerSpan {
 };
 EagerSpan eager_span_for(std::uint32_t chunk_bytes, std::uint32_t window);
 
+// The receiver's side: an offer's eager span is taken (when the latent starts from 0) only if it
+// is one the receiver would have granted anyway: at most its initial credit, in chunks of at most
+// its chunk size, within the offered size.
+bool eager_acceptable(const pb::Offer& o, std::uint32_t chunk_bytes, std::uint32_t window);
+
 // The sender's check of a receiver's OfferReply (not already_complete) for a latent of `size`
 // bytes.  Errors: transfer.protocol naming `peer`.
 Status check_offer_reply(const pb::OfferReply& r, std::uint32_t max_chunk_bytes, std::uint64_t size,

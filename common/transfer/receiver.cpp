@@ -208,7 +208,7 @@ class TransferReceiver::Impl {
     const bool fresh = !replaced && !fs::exists(PartFile::paths_for(*final_path).state, ec) &&
                        !fs::exists(*final_path, ec);
     auto s = std::make_unique<Session>();
-    s->eager_ok = fresh && eager_fits(o);
+    s->eager_ok = fresh && eager_acceptable(o, opts_.chunk_bytes, opts_.window);
     s->key = key;
     s->routing = routing;
     s->tid = o.transfer_id();
@@ -294,13 +294,6 @@ class TransferReceiver::Impl {
     reply(s, r.have);
     update_in_flight();
     if (s.received == s.offer.size()) finish(s);
-  }
-
-  // The offer's eager span is one this receiver would have granted anyway.
-  bool eager_fits(const pb::Offer& o) const {
-    return o.eager_bytes() > 0 && o.eager_bytes() <= o.size() && o.eager_chunk() > 0 &&
-           o.eager_chunk() <= opts_.chunk_bytes &&
-           o.eager_bytes() <= grant_limit(0, opts_.window, opts_.chunk_bytes);
   }
 
   void reply(Session& s, std::uint64_t have) {

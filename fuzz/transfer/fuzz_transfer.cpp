@@ -109,6 +109,7 @@ void check_reencodes(Reader reader, const pb::TransferFrame& f, std::size_t part
 
 struct Session {
   pb::Offer offer;
+  bool eager_ok = false;  // a fresh start (the model's receiver holds nothing) whose span fits
   std::string routing;
   std::uint64_t received = 0, durable = 0;
   Sha256 hasher;
@@ -163,6 +164,10 @@ void run_receiver(Input& in) {
           if (s && s->offer.transfer_id() == o.transfer_id() && s->routing == routing) break;
           s.emplace();
           s->offer = o;
+          s->eager_ok = eager_acceptable(o, kChunk, kWindow);
+          if (s->eager_ok)
+            check(o.eager_bytes() <= std::uint64_t{kWindow} * kChunk && o.eager_chunk() <= kChunk,
+                  "an eager span beyond the initial credit or the chunk size was accepted");
           s->routing = routing;
           break;
         }
@@ -170,6 +175,7 @@ void run_receiver(Input& in) {
           check(parts.size() == 3, "a chunk without its bytes was accepted");
           const pb::Chunk& c = f->chunk();
           if (!s || s->offer.transfer_id() != c.transfer_id() || s->routing != routing) break;
+          if (c.eager() && !s->eager_ok) break;  // dropped silently, never a protocol error
           const std::uint64_t len = parts[2].size();
           auto v = check_chunk({s->received, s->durable, s->offer.size(), kChunk, kWindow},
                                c.offset(), len);

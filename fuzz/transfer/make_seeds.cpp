@@ -155,6 +155,31 @@ int main(int argc, char** argv) {
                                           .rx_chunk(chunk(0), small.substr(0, 64))
                                           .rx_chunk(chunk(0), small.substr(0, 64)));
   seeds.emplace_back("rx_ping", Seed(0).rx(ping()));
+  {
+    // Zero-round-trip start: the offer declares an eager span, the eager chunks follow at once;
+    // then one whose span the receiver would not grant (its eager chunks are dropped).
+    auto eager_offer = offer("r", "j", small);
+    eager_offer.mutable_offer()->set_eager_bytes(100);
+    eager_offer.mutable_offer()->set_eager_chunk(64);
+    auto eager_chunk = [&](std::uint64_t at) {
+      auto f = chunk(at);
+      f.mutable_chunk()->set_eager(true);
+      return f;
+    };
+    seeds.emplace_back("rx_eager_start", Seed(0)
+                                             .rx(eager_offer)
+                                             .rx_chunk(eager_chunk(0), small.substr(0, 64))
+                                             .rx_chunk(eager_chunk(64), small.substr(64)));
+    auto too_big = offer("r", "j", big, "", 10);
+    too_big.mutable_offer()->set_eager_bytes(1000);
+    too_big.mutable_offer()->set_eager_chunk(64);
+    auto dropped = chunk(0, 10);
+    dropped.mutable_chunk()->set_eager(true);
+    seeds.emplace_back("rx_eager_refused", Seed(0)
+                                               .rx(too_big)
+                                               .rx_chunk(dropped, big.substr(0, 64))
+                                               .rx_chunk(chunk(0, 10), big.substr(0, 64)));
+  }
 
   // Sender: reply, credit, done; integrity retry then success; already complete; refused.
   seeds.emplace_back(
