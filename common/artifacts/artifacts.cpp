@@ -197,7 +197,7 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
 // then the rename) or publishes it once (write_once, see publish_once).
 enum class Publish { kReplace, kOnce };
 Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t> bytes, Publish mode,
-                                   bool* reused = nullptr) {
+                                   bool* reused = nullptr, const BeforePublish& before_publish = {}) {
   std::string part = t.name + ".part";
   Status s = write_file_synced(t, part, bytes);
   if (!s.ok()) {
@@ -205,13 +205,20 @@ Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t
     return s.error();
   }
   std::string hex = sha256_hex(bytes.data(), bytes.size());
+  if (before_publish) {
+    if (Status held = before_publish(); !held.ok()) {
+      (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+      return held.error();
+    }
+  }
   if (mode == Publish::kOnce) return publish_once(t, part, hex, reused);
   H3_TRY(write_sidecar(t, hex));
   H3_TRY(rename_synced(t, part, t.name));
   return hex;
 }
 
-Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256, bool* reused) {
+Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256, bool* reused,
+                                   const BeforePublish& before_publish = {}) {
   std::string part = t.name + ".part";
   auto fd = open_read(t, part);
   if (!fd.ok()) return fd.error();
@@ -223,6 +230,12 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     return make_error("artifact.mismatch", "{}: content hashes to {}, expected {}", t.shown.string(), *hex,
                       expected_sha256);
+  }
+  if (before_publish) {
+    if (Status held = before_publish(); !held.ok()) {
+      (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+      return held.error();
+    }
   }
   return publish_once(t, part, *hex, reused);
 }
@@ -306,10 +319,10 @@ Result<std::string> write_once(const fs::path& final_path, std::span<const std::
 }
 
 Result<std::string> write_once(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes,
-                               bool* reused) {
+                               bool* reused, const BeforePublish& before_publish) {
   auto t = locate(root.path, final_path, true);
   if (!t.ok()) return t.error();
-  return write_bytes_at(*t, bytes, Publish::kOnce, reused);
+  return write_bytes_at(*t, bytes, Publish::kOnce, reused, before_publish);
 }
 
 Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256, bool* reused) {
@@ -320,10 +333,10 @@ Result<std::string> commit_part(const fs::path& final_path, std::string_view exp
 }
 
 Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256,
-                                bool* reused) {
+                                bool* reused, const BeforePublish& before_publish) {
   auto t = locate(root.path, final_path, false);
   if (!t.ok()) return t.error();
-  return commit_part_at(*t, expected_sha256, reused);
+  return commit_part_at(*t, expected_sha256, reused, before_publish);
 }
 
 std::string read_sidecar(const fs::path& final_path) {

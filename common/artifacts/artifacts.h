@@ -4,6 +4,7 @@
 // sidecar verify is done (rule 1).  Every function is thread-safe with respect to distinct paths.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,12 +52,18 @@ inline Result<std::string> write_atomic(const Root& root, const fs::path& p, std
   return write_atomic(root, p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
 }
 
+// Called by write_once / commit_part once the .part is durable and hashed, right before it is
+// published; an error stops the publication (the .part is removed) and is returned.  The sim
+// runtime holds here until its profile time is up, so that its output appears at the end of the
+// stage as a real runtime's does.
+using BeforePublish = std::function<Status()>;
+
 // A stage output held in memory: like write_atomic, but committed once (see commit_part): if
 // final_path already exists, nothing is replaced, its verified hash is returned and *reused set.
 Result<std::string> write_once(const fs::path& final_path, std::span<const std::uint8_t> bytes,
                                bool* reused = nullptr);
 Result<std::string> write_once(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes,
-                               bool* reused = nullptr);
+                               bool* reused = nullptr, const BeforePublish& before_publish = {});
 inline Result<std::string> write_once(const fs::path& p, std::string_view s, bool* reused = nullptr) {
   return write_once(p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}, reused);
 }
@@ -70,7 +77,7 @@ inline Result<std::string> write_once(const fs::path& p, std::string_view s, boo
 Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256 = {},
                                 bool* reused = nullptr);
 Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256 = {},
-                                bool* reused = nullptr);
+                                bool* reused = nullptr, const BeforePublish& before_publish = {});
 
 // Output exists, sidecar exists, and the content hashes to the sidecar's value -> the hash.
 // Errors: artifact.missing, artifact.no_sidecar, artifact.mismatch, path.* (a symlink at the

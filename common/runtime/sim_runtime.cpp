@@ -25,6 +25,34 @@ Status finish_at(Clock::time_point start, double seconds, const StageContext& ct
   return {};
 }
 
+// The profile time covers the whole stage, as a real runtime's measured time does: the work
+// (here: computing the output and writing it durably), then the publication, last.  The hold
+// before publishing (artifacts::BeforePublish) lasts until the profile time is up minus what
+// publishing took lately, so that the output appears when the profile says the stage ends, and a
+// worker killed during the profile time loses its work as a real one would (before, the sim
+// published first and slept after, and a re-delivery found the output and skipped).
+class Publisher {
+ public:
+  artifacts::BeforePublish hold(Clock::time_point start, double secs, const StageContext& ctx) {
+    return [this, start, secs, &ctx]() -> Status {
+      Status s = finish_at(start, std::max(0.0, secs - publish_s_), ctx);
+      held_until_ = Clock::now();
+      return s;
+    };
+  }
+  // After write_once / commit_part returned: learns how long the publication took.
+  void published() {
+    if (held_until_ == Clock::time_point{}) return;
+    const double took = std::chrono::duration<double>(Clock::now() - held_until_).count();
+    publish_s_ = std::min(0.1, 0.8 * publish_s_ + 0.2 * took);
+    held_until_ = {};
+  }
+
+ private:
+  double publish_s_ = 0.002;
+  Clock::time_point held_until_{};
+};
+
 // splitmix64: a fixed, portable generator so artifacts are the same on every build.
 struct SplitMix {
   std::uint64_t s;
@@ -54,9 +82,10 @@ class SimEncode final : public EncodeRuntime {
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kEncode);
     auto sha = artifacts::write_once(
-        out_at.root, out_at.path, latent::serialize_tensors({{"cond", t}}, {{"runtime", "sim"}, {"job", ctx.spec->job_id()}}), &reused);
+        out_at.root, out_at.path, latent::serialize_tensors({{"cond", t}}, {{"runtime", "sim"}, {"job", ctx.spec->job_id()}}), &reused,
+        publisher_.hold(start, secs, ctx));
+    publisher_.published();
     if (!sha.ok()) return sha.error();
-    H3_TRY(finish_at(start, secs, ctx));
     StageOutput out{*sha, t.data.size() * 4, "cpu", {{"profile_seconds", secs}}};
     out.reused = reused;
     return out;
@@ -64,6 +93,7 @@ class SimEncode final : public EncodeRuntime {
 
  private:
   ProfileClock clock_;
+  Publisher publisher_;
 };
 
 class SimSample final : public SampleRuntime {
@@ -97,9 +127,10 @@ class SimSample final : public SampleRuntime {
     l.metadata = {{"runtime", "sim"}, {"job", s.job_id()}, {"steps", std::to_string(s.steps())}};
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kSample);
-    auto sha = artifacts::write_once(out_at.root, out_at.path, latent::serialize(l), &reused);
+    auto sha = artifacts::write_once(out_at.root, out_at.path, latent::serialize(l), &reused,
+                                     publisher_.hold(start, secs, ctx));
+    publisher_.published();
     if (!sha.ok()) return sha.error();
-    H3_TRY(finish_at(start, secs, ctx));
     StageOutput out{*sha, g.data_bytes(), "cpu", {{"profile_seconds", secs}}};
     out.reused = reused;
     return out;
@@ -107,6 +138,7 @@ class SimSample final : public SampleRuntime {
 
  private:
   ProfileClock clock_;
+  Publisher publisher_;
 };
 
 class SimDecode final : public DecodeRuntime {
@@ -120,11 +152,11 @@ class SimDecode final : public DecodeRuntime {
     H3_TRY(render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output)));
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kDecode);
-    auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused);
+    auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused, publisher_.hold(start, secs, ctx));
+    publisher_.published();
     if (!sha.ok()) return sha.error();
     std::error_code ec;
     auto bytes = std::filesystem::file_size(ctx.output, ec);
-    H3_TRY(finish_at(start, secs, ctx));
     StageOutput out{*sha, bytes, "cpu", {{"profile_seconds", secs}, {"codec", "h264+aac"}}};
     out.reused = reused;
     return out;
@@ -132,6 +164,7 @@ class SimDecode final : public DecodeRuntime {
 
  private:
   ProfileClock clock_;
+  Publisher publisher_;
 };
 
 }  // namespace

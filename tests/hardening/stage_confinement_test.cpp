@@ -220,4 +220,44 @@ TEST_F(Confinement, TransferInboxOutboxAndLocalHandoffStayBelowTheirRoots) {
   expect_outside_untouched();
 }
 
+// Not confinement, but the same sim runtimes: their profile time covers the whole stage and the
+// output is published last, as a real runtime's is.  A stage cancelled (its worker killed) once
+// its work is written but before its profile time is up leaves no output and no .part, so a
+// re-delivery redoes it instead of finding it done.
+TEST_F(Confinement, SimStagesPublishAtTheEndOfTheirProfileTime) {
+  config::Profile long_stage;
+  long_stage.seconds = 30;
+  pool_.profiles["default"] = long_stage;
+  auto enc = runtime::make_sim_encode(args());
+  auto smp = runtime::make_sim_sample(args());
+  auto dec = runtime::make_sim_decode(args());
+  ASSERT_TRUE(enc.ok() && smp.ok() && dec.ok());
+  auto cancel_once_written = [](runtime::StageContext c) {
+    const fs::path part = artifacts::part_path(c.output);
+    c.cancelled = [part] { return fs::exists(part); };  // the work is done: only the hold is left
+    return c;
+  };
+  // Inputs for sample and decode, written directly (a sim encode would take its 30 s).
+  const fs::path cond_in = artifacts_ / "in" / "j" / "cond.safetensors";
+  latent::TensorF32 t{{1, 77, 256}, std::vector<float>(77 * 256, 0.1f)};
+  ASSERT_TRUE(artifacts::write_atomic(cond_in, latent::serialize_tensors({{"cond", t}}, {})).ok());
+  const fs::path latent_in = write_latent("in");
+
+  const fs::path cond = artifacts_ / "r" / "j" / "cond.safetensors";
+  const fs::path lat = artifacts_ / "r" / "j" / "latent.h3latent";
+  const fs::path mp4 = outputs_ / "r" / "j.mp4";
+  auto e = (*enc)->encode(cancel_once_written(ctx("r", cond)));
+  auto s = (*smp)->sample(cancel_once_written(ctx("r", lat, cond_in)));
+  auto d = (*dec)->decode(cancel_once_written(ctx("r", mp4, latent_in)));
+  for (const auto* r : {&e, &s, &d}) {
+    ASSERT_FALSE(r->ok());
+    EXPECT_EQ(r->error().code, "runtime.cancelled") << r->error().to_string();
+  }
+  for (const fs::path& p : {cond, lat, mp4}) {
+    EXPECT_FALSE(fs::exists(p)) << p << " published before the end of its profile time";
+    EXPECT_FALSE(fs::exists(artifacts::part_path(p))) << p << ".part left behind";
+    EXPECT_FALSE(fs::exists(artifacts::sidecar_path(p))) << p;
+  }
+}
+
 }  // namespace
