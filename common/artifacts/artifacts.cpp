@@ -379,13 +379,17 @@ Status make_dirs(const Root& root, const fs::path& dir) {
   return mkdirs_beneath(root.path, *rel);
 }
 
-std::size_t sweep_parts(const fs::path& root) {
+std::size_t sweep_parts(const fs::path& root, std::chrono::seconds min_age) {
   std::size_t n = 0;
   std::error_code ec;
   if (!fs::exists(root, ec)) return 0;
+  const auto cutoff = fs::file_time_type::clock::now() - min_age;
   for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file(ec) && it->path().extension() == ".part") {
+      std::error_code tec;
+      const auto modified = fs::last_write_time(it->path(), tec);
+      if (tec || modified > cutoff) continue;  // possibly a live writer's
       if (fs::remove(it->path(), ec)) ++n;
     }
   }

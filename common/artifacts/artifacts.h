@@ -2,6 +2,7 @@
 // Atomic artifacts (DESIGN.md rule 2): NAME.part -> fsync -> rename -> fsync(dir), then the
 // NAME.sha256 sidecar the same way.  Readers never see a partial file; a stage whose output and
 // sidecar verify is done (rule 1).  Every function is thread-safe with respect to distinct paths.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -93,8 +94,12 @@ std::string read_sidecar(const Root& root, const fs::path& final_path);
 // `dir` may be absolute below the root or relative to it.  The root itself is created if missing.
 Status make_dirs(const Root& root, const fs::path& dir);
 
-// Removes every *.part below root (crash garbage, rule 2); returns how many were removed.
-std::size_t sweep_parts(const fs::path& root);
+// Removes the *.part files below root that nothing has modified for at least `min_age` (crash
+// garbage, rule 2); returns how many were removed.  A .part younger than that may belong to a live
+// writer of another process sharing the root (the other pools of the host, the transfer
+// receiver's resumable latents), so a restarting service never sweeps them; a stage that retries
+// replaces its own stale .part by name anyway.
+std::size_t sweep_parts(const fs::path& root, std::chrono::seconds min_age);
 
 // fsync a file or directory by path.
 Status fsync_path(const fs::path& p, bool directory);

@@ -84,9 +84,12 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       rts.decode = std::make_unique<FailingRuntime>(err);
       broken = true;
     }
-    // Crash garbage from an earlier life of this host's stage (rule 2).
-    std::size_t swept = artifacts::sweep_parts(stage == config::StageKind::kDecode ? c.output_root : c.artifact_root);
-    if (swept) spdlog::info("removed {} stale .part files", swept);
+    // Crash garbage (rule 2), only a day old and more: the root is shared with the host's other
+    // pools and its transfer receiver, whose .part files may be live (a restart used to delete
+    // them under their writers, whose commit then failed).
+    std::size_t swept = artifacts::sweep_parts(stage == config::StageKind::kDecode ? c.output_root : c.artifact_root,
+                                               std::chrono::hours(24));
+    if (swept) spdlog::info("removed {} stale .part files (untouched for a day)", swept);
 
     metrics::WorkerProbe probe(*ctx.registry, config::stage_name(stage), ctx.pool->name, ctx.host);
     // GPU series of this pool's devices (NVML at run time; none -> h3pipe_gpu_available 0 only).

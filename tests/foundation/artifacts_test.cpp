@@ -56,7 +56,12 @@ TEST(Artifacts, WriterKilledMidWriteLeavesNothingUnderTheFinalName) {
   ::waitpid(pid, nullptr, 0);
   EXPECT_FALSE(fs::exists(p));
   EXPECT_TRUE(fs::exists(artifacts::part_path(p)));
-  EXPECT_EQ(artifacts::sweep_parts(d.path()), 1u);
+  // Fresh: it may be a live writer's (another process sharing the root), so it stays.
+  EXPECT_EQ(artifacts::sweep_parts(d.path(), std::chrono::hours(24)), 0u);
+  EXPECT_TRUE(fs::exists(artifacts::part_path(p)));
+  // Untouched for longer than the age given: crash garbage, removed.
+  fs::last_write_time(artifacts::part_path(p), fs::file_time_type::clock::now() - std::chrono::hours(25));
+  EXPECT_EQ(artifacts::sweep_parts(d.path(), std::chrono::hours(24)), 1u);
   EXPECT_FALSE(fs::exists(artifacts::part_path(p)));
 }
 
