@@ -164,9 +164,17 @@ Result<std::string> verify_at(const Target& t) {
 // never replaces a file (renameat2 RENAME_NOREPLACE).  A second execution of the same stage (a
 // re-delivery after its worker died, a lease lost during a Redis fail-over) that reaches the
 // commit finds the first one's verified output and discards its own .part: the output is written
-// once whatever dies, and *reused tells the caller so.
-Result<std::string> publish_once(const Target& t, const std::string& part, const std::string& hex, bool* reused) {
+// once whatever dies, and *reused tells the caller so.  before_publish (if any) runs first; its
+// error removes the .part and is returned.
+Result<std::string> publish_once(const Target& t, const std::string& part, const std::string& hex, bool* reused,
+                                 const BeforePublish& before_publish) {
   if (reused) *reused = false;
+  if (before_publish) {
+    if (Status held = before_publish(); !held.ok()) {
+      (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+      return held.error();
+    }
+  }
   auto keep_existing = [&]() -> Result<std::string> {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     auto have = verify_at(t);
@@ -205,13 +213,7 @@ Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t
     return s.error();
   }
   std::string hex = sha256_hex(bytes.data(), bytes.size());
-  if (before_publish) {
-    if (Status held = before_publish(); !held.ok()) {
-      (void)::unlinkat(t.dir.get(), part.c_str(), 0);
-      return held.error();
-    }
-  }
-  if (mode == Publish::kOnce) return publish_once(t, part, hex, reused);
+  if (mode == Publish::kOnce) return publish_once(t, part, hex, reused, before_publish);
   H3_TRY(write_sidecar(t, hex));
   H3_TRY(rename_synced(t, part, t.name));
   return hex;
@@ -231,13 +233,7 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
     return make_error("artifact.mismatch", "{}: content hashes to {}, expected {}", t.shown.string(), *hex,
                       expected_sha256);
   }
-  if (before_publish) {
-    if (Status held = before_publish(); !held.ok()) {
-      (void)::unlinkat(t.dir.get(), part.c_str(), 0);
-      return held.error();
-    }
-  }
-  return publish_once(t, part, *hex, reused);
+  return publish_once(t, part, *hex, reused, before_publish);
 }
 
 // The legacy overloads' target: the final path's directory (created if missing) is the root.
