@@ -20,7 +20,8 @@ inline const std::vector<std::string>& acl_users() {
 
 class AclRedis {
  public:
-  AclRedis() {
+  // aof: append-only persistence, so that restart() shows what survives a restart.
+  explicit AclRedis(bool aof = false) : aof_(aof) {
     fs::path secrets = dir_.path() / "secrets";
     fs::create_directories(secrets);
     for (const auto& u : acl_users()) {
@@ -35,19 +36,29 @@ class AclRedis {
     render_out_ = out;
     if (rc != 0) return;
     port_ = supervisor::free_loopback_port();
-    pid_ = spawn(
-        {"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--dir",
-         dir_.path().string(), "--save", "", "--appendonly", "no", "--aclfile", acl_.string()},
-        (dir_.path() / "redis.log").string());
-    ready_ = wait_for([&] { return connect("admin").ok(); }, 10);
+    launch();
   }
-  ~AclRedis() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
+  ~AclRedis() { halt(SIGKILL); }
+  // A clean restart on the same data dir and ACL file (SIGTERM: the AOF is flushed).
+  void restart() {
+    halt(SIGTERM);
+    launch();
   }
   bool ready() const { return ready_; }
+  void launch() {
+    pid_ = spawn({"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                  "--dir", dir_.path().string(), "--save", "", "--appendonly", aof_ ? "yes" : "no",
+                  "--aclfile", acl_.string()},
+                 (dir_.path() / "redis.log").string());
+    ready_ = wait_for([&] { return connect("admin").ok(); }, 10);
+  }
+  void halt(int sig) {
+    if (pid_ > 0) {
+      ::kill(pid_, sig);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
   std::string why_not_ready() const {
     std::ifstream in(dir_.path() / "redis.log");
     std::string log((std::istreambuf_iterator<char>(in)), {});
@@ -74,6 +85,7 @@ class AclRedis {
   std::string render_out_;
   int port_ = 0;
   pid_t pid_ = -1;
+  bool aof_ = false;
   bool ready_ = false;
 };
 

@@ -16,11 +16,13 @@
 #include "common/queue/queue.h"
 #include "common/runtime/runtime.h"
 #include "common/spec/spec.h"
+#include "common/artifacts/artifacts.h"
 #include "common/state/paths.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/pool_board.h"
+#include "services/transfer/handoff.h"
 #include "tests/hardening/redis_acl_fixture.h"
 
 using namespace h3pipe;
@@ -92,7 +94,7 @@ TEST(RedisAcl, AnonymousAndWrongPasswordsAreRefusedAndNoClearPasswordIsStored) {
   std::string acl((std::istreambuf_iterator<char>(in)), {});
   for (const auto& u : ts::acl_users())
     EXPECT_EQ(acl.find(srv.password(u)), std::string::npos) << u;
-  EXPECT_NE(acl.find("user default off"), std::string::npos);
+  EXPECT_NE(acl.find("user default off resetpass"), std::string::npos);
   // The template as shipped cannot be loaded: its placeholders are not valid digests.
   ts::TempDir sock;
   auto [rc, out] = ts::sh(
@@ -497,6 +499,81 @@ return 1)LUA",
 
   std::string log;
   EXPECT_EQ(acl_log_entries(srv, &log), 0) << "commands denied:\n" << log;
+}
+
+// The transfer service's real Redis code (services/transfer/handoff.cpp) with only the shipped
+// h3pipe-transfer user: the decode task is enqueued once per (job, hash), a repeat is a no-op, and
+// a given-up transfer fails the job.  The shipped ACL once lacked HSETNX, which the handoff script
+// needs: every latent received on a decode host then failed (issue #15).
+TEST(RedisAcl, TransferHandoffRunsWithOnlyTheTransferUser) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  ts::TempDir dir;
+  const config::Cluster c = cluster_for(dir.path(), srv.port());
+  auto admin = srv.connect("admin");
+  ASSERT_TRUE(admin.ok());
+  const fs::path latent = c.artifact_root / "r-h" / "j1" / "latent.h3latent";
+  fs::create_directories(latent.parent_path());
+  auto sha = artifacts::write_atomic(latent, std::vector<std::uint8_t>(64, 7));
+  ASSERT_TRUE(sha.ok()) << sha.error().message;
+
+  transfer_service::Handoff handoff(c, "h1", srv.address("transfer"));
+  pb::StageTask task;
+  task.set_run_id("r-h");
+  task.set_job_id("j1");
+  task.set_stage(pb::STAGE_SAMPLE);
+  for (int i = 0; i < 2; ++i) {  // the second call is a repeat: no second decode task
+    auto st = handoff.enqueue_local(task, latent, *sha);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+  }
+  const std::string stream = worker::stream_for(config::StageKind::kDecode, "h1");
+  EXPECT_EQ(reply_int((*admin)->command({"XLEN", stream})->get()), 1);
+  EXPECT_EQ(reply_str((*admin)->command({"HGET", keys::job("r-h", "j1"), "state"})->get()),
+            "decode");
+
+  pb::StageTask lost = task;
+  lost.set_job_id("j2");
+  handoff.fail(lost, Error{"transfer.max_attempts", "gave up after 5 attempts"});
+  EXPECT_EQ(reply_str((*admin)->command({"HGET", keys::job("r-h", "j2"), "state"})->get()),
+            "failed");
+
+  std::string log;
+  EXPECT_EQ(acl_log_entries(srv, &log), 0) << "commands denied:\n" << log;
+}
+
+// What the services write survives a Redis restart with the shipped ACL file: plain commands,
+// MULTI/EXEC transactions (the CLI's submission) and script effects (every stage transition,
+// which Redis 7 logs to the AOF as MULTI/EXEC).  Redis replays the AOF as the default user and
+// re-checks each EXEC against its rights; with `default ... -@all` every transaction was dropped
+// on restart and a stopped local stack came back without its runs.
+TEST(RedisAcl, TransactionsAndScriptEffectsSurviveARestart) {
+  ts::AclRedis srv(/*aof=*/true);
+  REQUIRE_SERVER(srv);
+  {
+    auto op = srv.connect("operator");
+    ASSERT_TRUE(op.ok());
+    ASSERT_TRUE((*op)->command({"HSET", "h3pipe:run:{r}", "plain", "1"}).ok());
+    // Two writes each: Redis logs a transaction of one write without MULTI/EXEC.
+    ASSERT_TRUE((*op)->pipeline({{"MULTI"}, {"HSET", "h3pipe:run:{r}", "multi", "1"},
+                                 {"XADD", "h3pipe:submit", "*", "run", "r"}, {"EXEC"}}).ok());
+    auto enc = srv.connect("encoder");
+    ASSERT_TRUE(enc.ok());
+    auto ev = (*enc)->eval(
+        "redis.call('HSET', KEYS[1], 'script', '1') redis.call('HINCRBY', KEYS[1], 'n', 1) return 1",
+        {"h3pipe:run:{r}"}, {});
+    ASSERT_TRUE(ev.ok()) << ev.error().message;
+  }
+  srv.restart();
+  REQUIRE_SERVER(srv);
+  auto admin = srv.connect("admin");
+  ASSERT_TRUE(admin.ok());
+  EXPECT_EQ(reply_int((*admin)->command({"XLEN", "h3pipe:submit"})->get()), 1);
+  for (const char* field : {"plain", "multi", "script", "n"})
+    EXPECT_EQ(reply_str((*admin)->command({"HGET", "h3pipe:run:{r}", field})->get()), "1") << field;
+  // The default user's rights do not let anyone in: it is off and has no password.
+  auto anon = queue::Redis::connect({"127.0.0.1", srv.port(), "", "", 5000});
+  ASSERT_TRUE(anon.ok());
+  EXPECT_FALSE((*anon)->command({"PING"}).ok());
 }
 
 }  // namespace
