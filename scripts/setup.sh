@@ -9,6 +9,7 @@ packages=(
   libzmq3-dev cppzmq-dev libhiredis-dev libprotobuf-dev protobuf-compiler libssl-dev
   prometheus-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev libopenblas-dev libcurl4-openssl-dev
+  libcpp-httplib-dev
   redis-server redis-tools stunnel4 ffmpeg iproute2 iperf3 openssh-client openssh-server
   python3-numpy python3-yaml prometheus docker-compose procps
 )

@@ -1,9 +1,7 @@
 #pragma once
-// Metrics plumbing: an exposer bound to the configured interface (port 0 = a free port, read
-// back), and a tiny liveness/readiness HTTP endpoint.  Registries are passed in, never global
+// Metrics plumbing: the metric and health HTTP servers (http_servers.h) and the probes.  Registries are passed in, never global
 // (CONVENTIONS.md rule 8); probes (below and in each component) own their metric families.
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -14,36 +12,9 @@
 #include <thread>
 
 #include "common/core/result.h"
+#include "common/metrics/http_servers.h"
 
 namespace h3pipe::metrics {
-
-class MetricsServer final {
- public:
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& bind, int port,
-                                                      std::shared_ptr<prometheus::Registry> registry);
-  int port() const { return port_; }
-
- private:
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_ = 0;
-};
-
-// GET /healthz -> 200 while the process runs; GET /readyz -> 200 when ready, 503 otherwise.
-class HealthServer final {
- public:
-  static Result<std::unique_ptr<HealthServer>> start(const std::string& bind, int port);
-  ~HealthServer();
-  int port() const { return port_; }
-  void set_ready(bool r) { ready_ = r; }
-  bool ready() const { return ready_; }
-
- private:
-  void loop();
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> ready_{false}, stop_{false};
-  std::thread thread_;
-};
 
 // The stage worker's metrics.  Labels are bounded: stage, pool, host, outcome, reason.
 class WorkerProbe final {

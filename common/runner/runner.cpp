@@ -4,8 +4,10 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -20,6 +22,43 @@ namespace {
 std::atomic<bool> g_stop{false};  // the one process-wide flag a signal handler may touch
 
 void on_signal(int) { g_stop.store(true); }
+
+// A root this service writes: creates it (and its parents) and writes, syncs and removes a probe
+// file in it.  The reason is what the operator needs (`mkdir /var/lib/h3pipe/artifacts:
+// Permission denied`).
+Status check_writable(const fs::path& root) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) return make_error("io.mkdir", "cannot create {}: {}", root.string(), ec.message());
+  const fs::path probe = root / fmt::format(".h3pipe-write-probe-{}", ::getpid());
+  auto w = artifacts::write_atomic(probe, std::string("probe\n"));
+  fs::remove(probe, ec);
+  fs::remove(probe.string() + ".sha256", ec);
+  if (!w.ok()) return make_error("io.write", "cannot write in {}: {}", root.string(), w.error().message);
+  return {};
+}
+
+// The roots a service writes: all of them the state dir and the artifact root; decoders also
+// the output root.  Until every one is writable the service stays up and not ready, says why
+// every 10 s, and never starts its work (issue #15: a root-owned data dir made services report
+// ready and fail every job, and the transfer service crash-looped).
+bool wait_for_writable_roots(const Context& ctx, const ServiceInfo& info) {
+  std::vector<fs::path> roots = {ctx.cluster.state_dir / "run", ctx.cluster.artifact_root};
+  if (info.stage == config::StageKind::kDecode) roots.push_back(ctx.cluster.output_root);
+  auto last_log = std::chrono::steady_clock::time_point{};
+  while (!g_stop.load()) {
+    std::vector<std::string> problems;
+    for (const auto& r : roots)
+      if (auto st = check_writable(r); !st.ok()) problems.push_back(st.error().message);
+    if (problems.empty()) return true;
+    if (std::chrono::steady_clock::now() - last_log > std::chrono::seconds(10)) {
+      spdlog::error("{} {}: not ready: {}", info.name, ctx.instance, fmt::join(problems, "; "));
+      last_log = std::chrono::steady_clock::now();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -143,7 +182,7 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
                        {"health_port", (*hs)->port()}};
   std::error_code ec;
   fs::create_directories(run_dir, ec);
-  (void)artifacts::write_atomic(run_file, rf.dump() + "\n");
+  const bool run_file_written = artifacts::write_atomic(run_file, rf.dump() + "\n").ok();
   spdlog::info("{} {} on host {}: metrics http://{}:{}/metrics, ready http://{}:{}/readyz", info.name,
                ctx.instance, host, ctx.bind, (*ms)->port(), ctx.bind, (*hs)->port());
 
@@ -153,7 +192,14 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   ctx.stop = &g_stop;
-  int rc = body(ctx);
+  if (!wait_for_writable_roots(ctx, info)) return 0;  // stopped while waiting
+  if (!run_file_written) (void)artifacts::write_atomic(run_file, rf.dump() + "\n");
+  int rc = 1;
+  try {
+    rc = body(ctx);
+  } catch (const std::exception& e) {  // a broken invariant: say what, exit non-zero
+    spdlog::critical("{} {}: {}", info.name, ctx.instance, e.what());
+  }
   spdlog::info("{} {} stopped (rc {})", info.name, ctx.instance, rc);
   return rc;
 }
