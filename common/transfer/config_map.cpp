@@ -83,9 +83,28 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
         return make_error("config.transfer",
                           "/hosts/{}/transfer_allowed_clients/{}: not a 40-character Z85 key", i,
                           k);
+    // Not listed: admit the senders of this cluster, by the public keys their host entries
+    // name (the shipped seeds config works once every host has run keygen and the .pub files
+    // are copied, docs/deploy.md).
+    if (o.curve.allowed_clients.empty()) {
+      for (std::size_t k = 0; k < c.hosts.size(); ++k) {
+        const config::Host& peer = c.hosts[k];
+        if (peer.name == host || !runs_sender(c, peer.name) ||
+            peer.transfer_public_key_file.empty())
+          continue;
+        auto key = load_key_file(peer.transfer_public_key_file, false);
+        if (!key.ok())
+          return make_error("config.transfer",
+                            "/hosts/{}/transfer_public_key_file: {} (the receiver on {} admits "
+                            "the senders by their public keys)",
+                            k, key.error().message, host);
+        o.curve.allowed_clients.push_back(*key);
+      }
+    }
     if (o.curve.allowed_clients.empty())
       return make_error("config.transfer",
-                        "/hosts/{}/transfer_allowed_clients: empty, no sender could connect", i);
+                        "/hosts/{}/transfer_allowed_clients: empty, and no sending host names a "
+                        "transfer_public_key_file: no sender could connect", i);
   }
   return o;
 }

@@ -318,6 +318,7 @@ class TransferSender::Impl {
     }
     if (!p.active || !p.connected) return;
     if (p.st == St::kIdle) {
+      if (now < p.next_offer_at) return;
       offer(p);
     } else if (now - p.progress > milliseconds(opts_.dead_after_ms)) {
       spdlog::warn("transfer sender: run={} job={}: no progress from {} for {} ms; offering again",
@@ -527,8 +528,12 @@ class TransferSender::Impl {
             j.task.run_id(), j.task.job_id(), d.reason(), j.attempts, opts_.max_attempts);
         break;
       case A::kOfferAgain:
-        spdlog::warn("transfer sender: run={} job={}: receiver says {}: {}; offering again",
-                     j.task.run_id(), j.task.job_id(), d.code(), d.reason());
+        p.offer_again_ms = p.offer_again_ms == 0
+                               ? opts_.backoff_initial_ms
+                               : std::min(p.offer_again_ms * 2, opts_.backoff_max_ms);
+        p.next_offer_at = Clock::now() + milliseconds(p.offer_again_ms);
+        spdlog::warn("transfer sender: run={} job={}: receiver says {}: {}; offering again in {} ms",
+                     j.task.run_id(), j.task.job_id(), d.code(), d.reason(), p.offer_again_ms);
         break;
     }
     reset_attempt(p);
@@ -538,6 +543,7 @@ class TransferSender::Impl {
     Job j = std::move(*p.active);
     p.active.reset();
     reset_attempt(p);
+    p.offer_again_ms = 0;
     const double secs = std::chrono::duration<double>(Clock::now() - j.queued).count();
     probe_.transfer_done(secs);
     remove_record(opts_.outbox, j.task);

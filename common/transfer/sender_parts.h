@@ -53,6 +53,11 @@ struct Peer {
   bool eager = false;       // streaming eager chunks: offered, the reply not in yet
   int corrupt_pending = 0;  // test-only hook: flip a bit in the next chunk
   Clock::time_point progress;
+  // A receiver that asks for a new offer (its Redis hand-off failed, it restarted, an I/O error)
+  // is offered again after a doubling delay, reset by the next success: a persistent failure on
+  // the decode host costs a few log lines a second, not hundreds (issue #15).
+  int offer_again_ms = 0;
+  Clock::time_point next_offer_at;
 };
 
 // Validates a task and builds its job: the latent must lie under opts.root, named by validated

@@ -7,6 +7,11 @@
 #include <mutex>
 #include <zmq_addon.hpp>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/config/config.h"
+#include "common/transfer/config_map.h"
 #include "common/transfer/disk.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
@@ -64,6 +69,7 @@ class Loopback : public ::testing::Test {
         ctx_, std::move(o),
         [this](const pb::Offer& offer, const fs::path& p, const std::string& sha) -> Status {
           std::lock_guard<std::mutex> l(mu_);
+          ++durable_attempts_;
           if (fail_durable_ > 0) {
             --fail_durable_;
             return make_error("queue.down", "enqueue failed (test)");
@@ -138,6 +144,7 @@ class Loopback : public ::testing::Test {
   std::vector<SendReport> sent_;
   std::map<std::string, Error> failed_;
   int fail_durable_ = 0;
+  int durable_attempts_ = 0;  // on_durable calls, failed ones included
 };
 
 TEST(Keys, KeygenWritesZ85PairWithPrivateSecret) {
@@ -154,6 +161,37 @@ TEST(Keys, KeygenWritesZ85PairWithPrivateSecret) {
   ::chmod(kp->secret_path.c_str(), 0644);
   EXPECT_EQ(load_key_file(kp->secret_path, true).error().code, "keys.permissions");
   EXPECT_FALSE(is_z85_key("short"));
+}
+
+// The shipped deploy/cluster.seeds.json lists no transfer_allowed_clients: node241's receiver
+// admits node292's sender by the public key file node292's host entry names (issue #15: the
+// receiver stopped with "no sender could connect").
+TEST(Keys, ShippedSeedsConfigAdmitsTheSendingHostByItsKeyFile) {
+  TempDir d;
+  std::ifstream in(std::string(H3PIPE_SOURCE_DIR) + "/deploy/cluster.seeds.json");
+  auto j = nlohmann::json::parse(in);
+  std::map<std::string, KeyPair> pairs;
+  for (auto& h : j["hosts"]) {
+    const std::string name = h["name"];
+    ASSERT_FALSE(h.contains("transfer_allowed_clients")) << name;
+    auto kp = keygen(d.path(), name);
+    ASSERT_TRUE(kp.ok()) << kp.error().to_string();
+    h["transfer_public_key_file"] = kp->public_path.string();
+    h["transfer_secret_key_file"] = kp->secret_path.string();
+    pairs[name] = *kp;
+  }
+  j["state_dir"] = (d.path() / "state").string();
+  auto c = config::parse(j, d.path());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto r = receiver_options(*c, "node241");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->curve.allowed_clients, std::vector<std::string>{pairs["node292"].public_z85});
+  // A sending host whose key file is missing is named in the error.
+  std::filesystem::remove(pairs["node292"].public_path);
+  auto bad = receiver_options(*c, "node241");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("/hosts/0/transfer_public_key_file"), std::string::npos)
+      << bad.error().message;
 }
 
 TEST_F(Loopback, ManyLatentsCrossEachDurableOnce) {
@@ -290,6 +328,26 @@ TEST_F(Loopback, FailedEnqueueIsRetriedUntilItSucceeds) {
   ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 20s));
   EXPECT_EQ(durable_calls(), 1);
   EXPECT_EQ(sent_[0].bytes_sent, 100u * 1000) << "the second offer finds the file complete";
+}
+
+// A decode host whose hand-off keeps failing (Redis down, an ACL gap) is offered the latent
+// again after a doubling delay (100, 200, 400, 800 ms, ... up to 5 s), not in a tight loop: the
+// receiver once logged ~330 failures a second (issue #15).  Three re-offers take >= 700 ms.
+TEST_F(Loopback, OfferAgainAfterAFailedHandOffBacksOff) {
+  fail_durable_ = 1000;
+  start_receiver(receiver_options());
+  start_sender(sender_options(keys_.client));
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 100 * 1000, "B"));
+  auto attempts = [&] {
+    std::lock_guard<std::mutex> l(mu_);
+    return durable_attempts_;
+  };
+  ASSERT_TRUE(wait_until([&] { return attempts() >= 1; }, 20s));
+  const auto first = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return attempts() >= 4; }, 20s));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
+  EXPECT_GE(waited, 0.6) << "three re-offers came faster than 100 + 200 + 400 ms";
+  EXPECT_EQ(sent_count(), 0u);
 }
 
 TEST_F(Loopback, ClientKeyNotAllowedIsRefusedAndDeliversNothing) {
