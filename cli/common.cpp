@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "common/runner/runner.h"
+#include "common/supervisor/credentials.h"
 #include "common/supervisor/supervisor.h"
 
 namespace h3pipe::cli {
@@ -35,6 +36,14 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
   if (auto st = supervisor::running(c)) {
     addr.host = (*st)["redis"]["host"];
     addr.port = (*st)["redis"]["port"];
+    // The local stack's Redis has per-service ACL users: the CLI is h3pipe-operator.
+    if (const std::string dir = (*st)["redis"].value("credentials_dir", ""); !dir.empty()) {
+      const supervisor::RedisUser u = supervisor::user_for(dir, "operator");
+      config::Redis r;
+      r.password_file = u.password_file;
+      addr.user = u.user;
+      addr.password = r.password();
+    }
   }
   if (!g.redis.empty()) {
     auto colon = g.redis.rfind(':');

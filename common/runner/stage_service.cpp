@@ -155,6 +155,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       ingest_thread = std::thread([&] { ingest->run(*ctx.stop); });
     }
     ctx.health->set_ready(!broken);
+    if (broken) ctx.health->set_failed(err.to_string());
     (*w)->run(*ctx.stop);
     ctx.health->set_ready(false);
     if (ingest_thread.joinable()) ingest_thread.join();

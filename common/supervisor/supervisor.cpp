@@ -5,17 +5,25 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <thread>
 #include <vector>
 
+#include <httplib.h>
+
 #include "common/artifacts/artifacts.h"
+#include "common/supervisor/credentials.h"
 #include "common/queue/redis.h"
 
 extern char** environ;
@@ -37,21 +45,46 @@ struct Child {
   Clock::time_point started{};
   Clock::time_point next_start{};
   int backoff_ms = 100;
+  std::vector<std::string> env;  // NAME=VALUE added to (or replacing in) the supervisor's
 };
 
+// fork + exec rather than posix_spawn: the child must die with the supervisor
+// (PR_SET_PDEATHSIG; a supervisor killed with -9 leaves no invisible services behind, issue #14),
+// and must not outlive a supervisor that died before the prctl took effect.
 pid_t spawn(const Child& c) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, c.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<char*> argv;
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    std::string_view kv(*e);
+    bool replaced = false;
+    for (const auto& add : c.env)
+      if (kv.substr(0, kv.find('=') + 1) == std::string_view(add).substr(0, add.find('=') + 1))
+        replaced = true;
+    if (!replaced) env_strings.emplace_back(kv);
+  }
+  env_strings.insert(env_strings.end(), c.env.begin(), c.env.end());
+  std::vector<char*> envp, argv;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;  // -1 on failure
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != parent) ::_exit(1);
+  const int in = ::open("/dev/null", O_RDONLY);
+  const int out = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (in < 0 || out < 0) ::_exit(127);
+  ::dup2(in, 0);
+  ::dup2(out, 1);
+  ::dup2(out, 2);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGTERM, SIG_DFL);
+  ::signal(SIGINT, SIG_DFL);
+  ::execve(argv[0], argv.data(), envp.data());
+  ::_exit(127);
 }
 
 bool redis_ping(const queue::RedisAddress& a) {
@@ -64,6 +97,15 @@ bool redis_ping(const queue::RedisAddress& a) {
 fs::path stack_file(const config::Cluster& c) { return c.state_dir / "stack.json"; }
 
 bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+// How the supervisor itself reaches Redis: the local stack's admin user, or the config's.
+queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port) {
+  if (!c.redis.embedded) return {c.redis.host, c.redis.port, c.redis.user, c.redis.password()};
+  const RedisUser admin = user_for(secrets_dir(c.state_dir), "admin");
+  config::Redis r;
+  r.password_file = admin.password_file;
+  return {"127.0.0.1", redis_port, admin.user, r.password()};
+}
 
 // The supervisor proper; runs in the daemonized child and never returns.
 [[noreturn]] void supervise(const config::Cluster& c, const StartOptions& o, const std::string& host, int redis_port) {
@@ -83,11 +125,12 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
                       "--dir", (c.state_dir / "redis").string(), "--appendonly", "yes", "--appendfsync",
                       "everysec", "--save", "", "--protected-mode", "yes", "--daemonize", "no"},
             logs / "redis.log"};
-    std::string pw = c.redis.password();
-    if (!pw.empty()) {
-      r.argv.push_back("--requirepass");
-      r.argv.push_back(pw);
-    }
+    // Per-service ACL users, the default user off (credentials.h); rendered by start().
+    // Redis rewrites its process title, so leftovers are found by this file (end_leftovers).
+    r.argv.push_back("--pidfile");
+    r.argv.push_back((c.state_dir / "redis" / "redis.pid").string());
+    r.argv.push_back("--aclfile");
+    r.argv.push_back((c.state_dir / "redis" / "users.acl").string());
     children.push_back(r);
   }
   std::string cfg = o.config_file.empty() ? "" : fs::absolute(o.config_file).string();
@@ -100,6 +143,10 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
       ch.argv.push_back(fmt::format("127.0.0.1:{}", redis_port));
     }
     if (!pool.empty()) { ch.argv.push_back("--pool"); ch.argv.push_back(pool); }
+    if (c.redis.embedded) {
+      const RedisUser u = user_for(secrets_dir(c.state_dir), svc);
+      ch.env = {"H3PIPE_REDIS_USER=" + u.user, "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
+    }
     children.push_back(ch);
   };
   for (const auto* p : c.pools_on(host)) {
@@ -112,8 +159,7 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
 
   // Redis first, and wait for it, so services do not start into connection errors.  A shared
   // (non-embedded) Redis is not ours to run: the services use the config's address.
-  queue::RedisAddress addr{c.redis.embedded ? "127.0.0.1" : c.redis.host, c.redis.embedded ? redis_port : c.redis.port,
-                           c.redis.user, c.redis.password()};
+  const queue::RedisAddress addr = supervisor_address(c, redis_port);
   if (!c.redis.embedded) children[0].pid = 0;  // placeholder: never spawned, never restarted
   else {
     children[0].pid = spawn(children[0]);
@@ -126,7 +172,8 @@ bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
   }
   auto write_stack = [&] {
     nlohmann::json j = {{"supervisor_pid", ::getpid()}, {"host", host}, {"config", cfg},
-                        {"state_dir", c.state_dir.string()}, {"redis", {{"host", addr.host}, {"port", addr.port}, {"embedded", c.redis.embedded}}},
+                        {"state_dir", c.state_dir.string()}, {"redis", {{"host", addr.host}, {"port", addr.port}, {"embedded", c.redis.embedded},
+                                   {"credentials_dir", c.redis.embedded ? secrets_dir(c.state_dir).string() : ""}}},
                         {"artifact_root", c.artifact_root.string()}, {"output_root", c.output_root.string()}};
     for (const auto& ch : children)
       j["processes"].push_back({{"name", ch.name}, {"pid", ch.pid}, {"log", ch.log.string()}, {"restarts", ch.restarts}});
@@ -204,9 +251,81 @@ std::optional<nlohmann::json> running(const config::Cluster& c) {
   return j;
 }
 
+namespace {
+
+// Processes of an earlier stack of this state dir that outlived their supervisor (a supervisor of
+// an older h3pipe killed with -9): services started with `--state-dir DIR`, and the redis-server
+// of DIR/redis (by its argv, or its pid file).  Ended with SIGKILL before anything new starts.
+int end_leftovers(const fs::path& state_dir) {
+  const std::string dir = fs::absolute(state_dir).lexically_normal().string();
+  const std::string redis_dir = (fs::absolute(state_dir) / "redis").lexically_normal().string();
+  int ended = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    if (pid == ::getpid()) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::vector<std::string> argv;
+    for (std::string a; std::getline(in, a, '\0');) argv.push_back(a);
+    bool ours = false;
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      const bool service = argv[i] == "--state-dir" && fs::path(argv[i + 1]).lexically_normal() == dir &&
+                           fs::path(argv[0]).filename().string().rfind("h3pipe-", 0) == 0;
+      const bool redis = argv[i] == "--dir" && fs::path(argv[i + 1]).lexically_normal() == redis_dir &&
+                         fs::path(argv[0]).filename() == "redis-server";
+      ours = ours || service || redis;
+    }
+    if (ours && ::kill(pid, SIGKILL) == 0) ++ended;
+  }
+  // Redis rewrites its process title: its pid file names it.
+  std::ifstream pidfile(fs::path(redis_dir) / "redis.pid");
+  pid_t redis_pid = 0;
+  if (pidfile >> redis_pid && redis_pid > 0) {
+    std::ifstream comm(fmt::format("/proc/{}/comm", redis_pid));
+    std::string name;
+    if (comm >> name && name.rfind("redis-server", 0) == 0 && ::kill(redis_pid, SIGKILL) == 0)
+      ++ended;
+  }
+  return ended;
+}
+
+// A service's /readyz (its port from its run file): ready, not yet, or failed for good (the body
+// says why).
+enum class Readiness { kReady, kNotYet, kFailed };
+Readiness service_ready(const fs::path& run_file, std::string* why) {
+  std::ifstream in(run_file);
+  if (!in) return Readiness::kNotYet;
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("health_port")) return Readiness::kNotYet;
+  httplib::Client cli("127.0.0.1", j["health_port"].get<int>());
+  cli.set_connection_timeout(0, 300 * 1000);
+  cli.set_read_timeout(1, 0);
+  auto r = cli.Get("/readyz");
+  if (r && r->status == 200) return Readiness::kReady;
+  if (r && r->body.rfind("failed: ", 0) == 0) {
+    *why = r->body.substr(8);
+    while (!why->empty() && why->back() == '\n') why->pop_back();
+    return Readiness::kFailed;
+  }
+  return Readiness::kNotYet;
+}
+
+// The last lines of a log that say why a service is not ready.
+std::string log_tail(const fs::path& log, std::size_t lines = 3) {
+  std::ifstream in(log);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(in, l);) all.push_back(l);
+  std::string out;
+  for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
+    out += "\n      " + all[i];
+  return out.empty() ? "\n      (empty log)" : out;
+}
+
+}  // namespace
+
 Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
-  if (auto r = running(c)) return make_error("start.running", "a stack already runs for {} (supervisor pid {}); run `h3pipe stop` first",
-                                             c.state_dir.string(), (*r)["supervisor_pid"].get<int>());
   std::string host = o.host;
   if (host.empty()) {
     if (c.hosts.size() != 1) return make_error("start.host", "--host is required: the config names {} hosts", c.hosts.size());
@@ -215,42 +334,86 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   if (!c.find_host(host)) return make_error("start.host", "--host {}: not a host in the config", host);
   if (c.redis.embedded && ::access("/usr/bin/redis-server", X_OK) != 0)
     return make_error("start.redis", "/usr/bin/redis-server is missing; run scripts/setup.sh");
+  // The state dir holds credentials, every prompt (receipts) and the AOF: its owner's alone.
   std::error_code ec;
   fs::create_directories(c.state_dir, ec);
+  if (ec) return make_error("io.mkdir", "cannot create {}: {}", c.state_dir.string(), ec.message());
+  ::chmod(c.state_dir.c_str(), 0700);
+  // One stack per state dir: the lock is held by the supervisor for its whole life (the fd is
+  // inherited by the fork, closed on exec, so services never hold it).
+  const fs::path lock_file = c.state_dir / "supervisor.lock";
+  const int lock = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0) return make_error("io.open", "cannot open {}: {}", lock_file.string(), std::strerror(errno));
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock);
+    auto r = running(c);
+    return make_error("start.running", "a stack already runs for {}{}; run `h3pipe stop` first",
+                      c.state_dir.string(),
+                      r ? fmt::format(" (supervisor pid {})", (*r)["supervisor_pid"].get<int>()) : " (starting)");
+  }
+  if (const int n = end_leftovers(c.state_dir); n > 0)
+    std::fprintf(stderr, "start: ended %d leftover process(es) of an earlier stack of %s\n", n,
+                 c.state_dir.string().c_str());
   fs::remove(stack_file(c), ec);
+  if (c.redis.embedded) {
+    auto acl = prepare_local_acl(c.state_dir);
+    if (!acl.ok()) {
+      ::close(lock);
+      return acl.error();
+    }
+  }
   int port = !c.redis.embedded ? c.redis.port : c.redis.port > 0 ? c.redis.port : free_loopback_port();
   pid_t pid = ::fork();
   if (pid < 0) return make_error("start.fork", "fork failed");
   if (pid == 0) {
     ::setsid();
     if (::fork() != 0) ::_exit(0);  // double fork: the supervisor is nobody's child
+    ::umask(077);                   // logs, run files, Redis data: private to the owner
     int devnull = ::open("/dev/null", O_RDWR);
     ::dup2(devnull, 0);
-    int log = ::open((c.state_dir / "supervisor.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int log = ::open((c.state_dir / "supervisor.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     ::dup2(log, 1);
     ::dup2(log, 2);
     supervise(c, o, host, port);
   }
+  ::close(lock);  // the supervisor holds its own copy
   ::waitpid(pid, nullptr, 0);
-  // Wait for the stack file, Redis, and each service's readiness.
+  // "Up" means Redis answers and every service answers /readyz 200.
   auto deadline = Clock::now() + std::chrono::milliseconds(o.ready_timeout_ms);
   std::optional<nlohmann::json> st;
+  std::vector<std::string> not_ready;
   while (Clock::now() < deadline) {
     st = running(c);
     if (st) {
-      queue::RedisAddress addr{c.redis.embedded ? "127.0.0.1" : c.redis.host, port, c.redis.user, c.redis.password()};
-      bool all = redis_ping(addr);
+      not_ready.clear();
+      if (!redis_ping(supervisor_address(c, port))) not_ready.push_back("redis");
+      std::string failed;
       for (const auto& p : (*st)["processes"]) {
         std::string name = p["name"];
         if (name == "redis") continue;
-        if (!fs::exists(c.state_dir / "run" / (name + ".json"))) all = false;
+        std::string why;
+        const Readiness r = service_ready(c.state_dir / "run" / (name + ".json"), &why);
+        if (r != Readiness::kReady) not_ready.push_back(name);
+        if (r == Readiness::kFailed) failed += fmt::format("\n  {} cannot become ready: {}", name, why);
       }
-      if (all) return *st;
+      if (not_ready.empty()) return *st;
+      if (!failed.empty()) {
+        (void)stop(c);
+        return make_error("start.failed", "the stack was stopped:{}", failed);
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return make_error("start.timeout", "the stack did not become ready within {} ms; see {}/logs/", o.ready_timeout_ms,
-                    c.state_dir.string());
+  // Not up: stop what was started and say why, service by service.
+  std::string why;
+  if (st)
+    for (const auto& p : (*st)["processes"])
+      if (std::find(not_ready.begin(), not_ready.end(), p["name"].get<std::string>()) != not_ready.end())
+        why += fmt::format("\n  {} is not ready; the end of {}:{}", p["name"].get<std::string>(),
+                           p["log"].get<std::string>(), log_tail(p["log"].get<std::string>()));
+  (void)stop(c);
+  return make_error("start.timeout", "the stack did not become ready within {} ms and was stopped{}",
+                    o.ready_timeout_ms, why.empty() ? fmt::format("; see {}/logs/", c.state_dir.string()) : why);
 }
 
 Status stop(const config::Cluster& c, int timeout_ms) {

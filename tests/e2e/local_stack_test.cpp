@@ -10,6 +10,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
 #include "common/queue/keys.h"
+#include "common/supervisor/credentials.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -38,7 +39,10 @@ class Stack {
     start();
   }
   ~Stack() { ts::sh(cli() + " stop >/dev/null 2>&1"); }
-  void start() { ASSERT_EQ(ts::sh(cli() + " start >/dev/null 2>&1").first, 0) << log("supervisor.log"); }
+  void start() {
+    auto [rc, out] = ts::sh(cli() + " start 2>&1");
+    ASSERT_EQ(rc, 0) << out << log("supervisor.log");
+  }
   void stop() { ASSERT_EQ(ts::sh(cli() + " stop >/dev/null 2>&1").first, 0); }
   std::string cli() const { return ts::bin("h3pipe") + " --config " + config_.string(); }
   fs::path out(const std::string& run) const { return dir_.path() / "outputs" / run; }
@@ -59,8 +63,15 @@ class Stack {
     for (const auto& p : s["processes"]) if (p["name"] == name) return p["pid"];
     return -1;
   }
-  std::unique_ptr<queue::Redis> redis() const {
-    return std::move(queue::Redis::connect({"127.0.0.1", stack()["redis"]["port"].get<int>()}).value());
+  // The stack's Redis as one of its ACL users (supervisor/credentials.h): "operator" is what a
+  // user with redis-cli gets, "admin" the supervisor's own.
+  std::unique_ptr<queue::Redis> redis(const std::string& role = "admin") const {
+    const json s = stack();
+    const auto u = supervisor::user_for(s["redis"]["credentials_dir"].get<std::string>(), role);
+    config::Redis r;
+    r.password_file = u.password_file;
+    return std::move(
+        queue::Redis::connect({"127.0.0.1", s["redis"]["port"].get<int>(), u.user, r.password()}).value());
   }
   std::string submit(const std::string& batch_text) {
     auto f = dir_.path() / "batch.jsonl";
@@ -147,7 +158,7 @@ TEST(LocalStack, BadBatchEnqueuesNothingAndNamesLineAndField) {
 
 TEST(LocalStack, RedisCliSubmissionIsValidatedLikeTheCli) {
   Stack st;
-  auto r = st.redis();
+  auto r = st.redis("operator");
   ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "viaredis", "spec", R"({"jobId":"good","prompt":"p","width":64,"height":64,"frames":9})"}).ok());
   ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "viaredis", "spec", R"({"jobId":"bad","prompt":""})"}).ok());
   ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "viaredis", "spec", "{not json"}).ok());
@@ -261,7 +272,10 @@ TEST(LocalStack, ExecRuntimeRunsABatchWithAScriptAsEveryStage) {
   }
 }
 
-TEST(LocalStack, BadWeightsFileDeadLettersTasksWithTheTensorNameAndTheServiceStaysUp) {
+// A runtime that cannot load keeps its service up and not ready; `h3pipe start` then reports the
+// stack not up, prints the service's reason, and stops everything it started (issue #14: it used
+// to say "up" while jobs waited on a service that could never run them).
+TEST(LocalStack, BadWeightsFileFailsStartWithTheTensorNameAndLeavesNothingRunning) {
   ts::TempDir w;
   fs::path weights = w.path() / "broken.safetensors";
   // A header that promises a tensor the file does not hold (truncated data).
@@ -269,19 +283,84 @@ TEST(LocalStack, BadWeightsFileDeadLettersTasksWithTheTensorNameAndTheServiceSta
   std::string bytes(8, '\0');
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
   std::ofstream(weights, std::ios::binary) << bytes << header << std::string(100, '\0');
-  json builtin = {{"runtime", {{"name", "builtin"}, {"settings", {{"weights_file", weights.string()}}}}}};
-  Stack st(json{{"stages", {{"encode", builtin}}}});
-  std::string run = st.submit(batch(1));
-  EXPECT_EQ(st.wait(run, 60), 1);
-  auto s = st.status(run);
-  ASSERT_EQ(s["jobs"].size(), 1u);
-  std::string err = s["jobs"][0].value("error", "");
-  EXPECT_NE(err.find("runtime.permanent.weights"), std::string::npos) << err;
-  EXPECT_NE(err.find("broken.safetensors"), std::string::npos) << err;
-  std::cerr << "dead-letter reason: " << err << "\n";
-  auto r = st.redis();
-  EXPECT_EQ(queue::reply_int(r->command({"XLEN", keys::dead_letter()})->get()), 1);
-  int pid = st.pid_of("encoder-enc");
-  EXPECT_EQ(::kill(pid, 0), 0) << "the encoder stays up";
-  EXPECT_EQ(st.stack()["processes"][1]["restarts"].get<int>(), 0);
+  ts::TempDir dir;
+  json cfg = json::parse(R"({
+    "name": "e2e", "hosts": [{"name": "local"}],
+    "stages": {"encode": {"runtime": {"name": "builtin"}}},
+    "pools": [
+      {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"seconds": 0.01}}},
+      {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"seconds": 0.01}}},
+      {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"seconds": 0.01}}}]})");
+  cfg["stages"]["encode"]["runtime"]["settings"] = {{"weights_file", weights.string()}};
+  cfg["state_dir"] = dir.path().string();
+  std::ofstream(dir.path() / "cluster.json") << cfg.dump(2);
+  const std::string cli = ts::bin("h3pipe") + " --config " + (dir.path() / "cluster.json").string();
+  auto [rc, out] = ts::sh(cli + " start 2>&1");
+  std::cerr << out;
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("encoder-enc cannot become ready: runtime.permanent"), std::string::npos) << out;
+  EXPECT_NE(out.find("broken.safetensors"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir.path() / "stack.json")) << "the stack was stopped";
+  EXPECT_NE(ts::sh(cli + " status 2>&1").first, 0);
+  EXPECT_EQ(ts::sh("exec pgrep -a -f -- '--state-dir " + dir.path().string() + "'").second, "");
+}
+
+// The local stack is its owner's (issue #14): Redis refuses anonymous clients and the default
+// user, each service has its own ACL user, and the state dir, the credentials and the AOF are
+// private.
+TEST(LocalStack, RedisNeedsCredentialsAndTheStateIsPrivate) {
+  Stack st;
+  const int port = st.stack()["redis"]["port"].get<int>();
+  auto anon = queue::Redis::connect({"127.0.0.1", port});
+  ASSERT_TRUE(anon.ok());
+  auto ping = (*anon)->command({"PING"});
+  ASSERT_FALSE(ping.ok());
+  EXPECT_NE(ping.error().message.find("NOAUTH"), std::string::npos) << ping.error().message;
+  auto as_default = queue::Redis::connect({"127.0.0.1", port, "default", "x"});
+  EXPECT_TRUE(!as_default.ok() || !(*as_default)->command({"PING"}).ok());
+  // The operator may submit and read; it may not rewrite the server or wipe it.
+  auto op = st.redis("operator");
+  EXPECT_FALSE(op->command({"FLUSHALL"}).ok());
+  EXPECT_FALSE(op->command({"CONFIG", "SET", "appendfsync", "no"}).ok());
+  auto mode = [](const fs::path& p) { return fs::status(p).permissions() & fs::perms::all; };
+  EXPECT_EQ(mode(st.dir()), fs::perms::owner_all);
+  EXPECT_EQ(mode(st.dir() / "secrets"), fs::perms::owner_all);
+  for (const auto& e : fs::directory_iterator(st.dir() / "secrets"))
+    EXPECT_EQ(mode(e.path()), fs::perms::owner_read | fs::perms::owner_write) << e.path();
+  EXPECT_EQ(mode(st.dir() / "redis" / "users.acl"), fs::perms::owner_read | fs::perms::owner_write);
+  std::ifstream acl(st.dir() / "redis" / "users.acl");
+  const std::string acl_text{std::istreambuf_iterator<char>(acl), {}};
+  for (const auto& e : fs::directory_iterator(st.dir() / "secrets")) {
+    std::ifstream pw(e.path());
+    std::string line;
+    std::getline(pw, line);
+    EXPECT_EQ(acl_text.find(line), std::string::npos) << "a clear password in users.acl";
+  }
+  const std::string run = st.submit(batch(1));
+  EXPECT_EQ(st.wait(run, 60), 0);
+  for (const auto& e : fs::recursive_directory_iterator(st.dir() / "redis"))
+    if (e.is_regular_file())
+      EXPECT_EQ(mode(e.path()) & (fs::perms::group_all | fs::perms::others_all), fs::perms::none)
+          << e.path();
+}
+
+// One stack per state dir; a supervisor killed with -9 takes its services and Redis with it, and
+// the next start begins clean (issue #14).
+TEST(LocalStack, OneStackPerStateDirAndNoOrphansAfterKill9) {
+  Stack st;
+  auto [rc, out] = ts::sh(st.cli() + " start 2>&1");
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("already runs"), std::string::npos) << out;
+  const json before = st.stack();
+  std::vector<int> pids;
+  for (const auto& p : before["processes"]) pids.push_back(p["pid"].get<int>());
+  ASSERT_EQ(::kill(before["supervisor_pid"].get<int>(), SIGKILL), 0);
+  EXPECT_TRUE(ts::wait_for([&] {
+    for (int pid : pids)
+      if (::kill(pid, 0) == 0) return false;
+    return true;
+  }, 20)) << "a child outlived its supervisor";
+  st.start();
+  const std::string run = st.submit(batch(2));
+  EXPECT_EQ(st.wait(run, 60), 0);
 }
