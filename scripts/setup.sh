@@ -10,7 +10,7 @@ packages=(
   prometheus-cpp-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev libopenblas-dev libcurl4-openssl-dev
   redis-server redis-tools stunnel4 ffmpeg iproute2 iperf3 openssh-client openssh-server
-  python3-numpy python3-yaml prometheus docker-compose procps
+  python3-numpy python3-yaml python3-torch prometheus docker-compose procps
 )
 
 missing=()
