@@ -126,6 +126,12 @@ class H3SaveLatent:
     OUTPUT_NODE = True
     CATEGORY = CATEGORY
 
+    @classmethod
+    def IS_CHANGED(cls, *_, **__):
+        # NaN never equals itself: the save runs on every prompt, even when everything upstream
+        # comes from ComfyUI's cache, so the file a finished prompt lists exists then.
+        return float("nan")
+
     def save(self, samples, filename_prefix="h3pipe/latent", audio=None, profile="auto", width=0,
              height=0, frames=0, fps=24.0):
         node = type(self).__name__
@@ -253,6 +259,12 @@ class H3SaveConditioning:
     FUNCTION = "save"
     OUTPUT_NODE = True
     CATEGORY = CATEGORY
+
+    @classmethod
+    def IS_CHANGED(cls, *_, **__):
+        # NaN never equals itself: the save runs on every prompt, even when everything upstream
+        # comes from ComfyUI's cache, so the file a finished prompt lists exists then.
+        return float("nan")
 
     def save(self, conditioning, filename_prefix="h3pipe/conditioning"):
         node = type(self).__name__

@@ -236,6 +236,13 @@ class RefusalTest(ComfyDirsTest):
         self.assertTrue(torch.equal(self.load(path)[0]["samples"], other["samples"]))
 
 
+    def test_save_nodes_run_on_every_prompt(self):
+        # ComfyUI re-runs a node whose IS_CHANGED differs from the cached value; NaN never equals
+        for cls in (nodes.H3SaveLatent, nodes.H3SaveConditioning):
+            v = cls.IS_CHANGED(samples=None, filename_prefix="x")
+            self.assertNotEqual(v, v)
+
+
 class OtherFormatsTest(ComfyDirsTest):
     def test_core_savelatent_file_loads_without_a_sidecar(self):
         video = randn(1, 16, 7, 60, 106)
