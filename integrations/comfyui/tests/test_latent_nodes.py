@@ -154,6 +154,12 @@ class RefusalTest(ComfyDirsTest):
                     self.assertIn(where, str(cm.exception))
                     self.assertEqual(self.files_under(), [])
 
+    def test_a_failed_sidecar_write_leaves_no_latent(self):
+        os.makedirs(os.path.join(self.out, "h3pipe", "latent_00001_.h3latent.sha256"))  # blocks it
+        with self.assertRaises(nodes.NodeError):
+            self.save({"samples": randn(1, 16, 2, 2, 2)})
+        self.assertEqual(self.files_under(), [])
+
     def test_bad_shapes_are_refused_with_the_reason(self):
         cases = [
             ({"samples": randn(1, 4, 8, 8)}, {}, "rank 5"),            # an image latent
