@@ -81,25 +81,29 @@ def read_sidecar(path):
         return None
     fields = text.decode("ascii", "replace").split()
     digest = fields[0].lower() if fields else ""
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+    if not _is_digest(digest):
         raise SidecarError("artifact.no_sidecar", f"{side}: expected a SHA-256 hex digest, got "
                            f"{text[:80]!r}")
     return digest
 
 
-def read_verified(path, require_sidecar):
-    """The file's bytes after checking them against the sidecar.
+def _is_digest(s):
+    return len(s) == 64 and all(c in "0123456789abcdef" for c in s)
 
-    `require_sidecar`: a missing sidecar is an error (files h3pipe and these nodes write always
-    have one); otherwise a file without one (e.g. core SaveLatent's) is read unchecked."""
-    want = read_sidecar(path)
-    if want is None and require_sidecar:
-        raise SidecarError("artifact.no_sidecar", f"{path}: no {SIDECAR} sidecar beside it")
+
+def read_checked(path, expected=None):
+    """(bytes, checked): the file's bytes, checked against `expected` (a hex SHA-256) or, when
+    that is empty, against the sidecar beside it. checked is False when there was neither; the
+    caller decides whether an unchecked file may be used (core SaveLatent writes no sidecar)."""
+    want = (expected or "").strip().lower()
+    if want and not _is_digest(want):
+        raise SidecarError("artifact.bad_digest", f"expected SHA-256 \"{expected}\": not 64 hex digits")
+    want = want or read_sidecar(path)
     with open(path, "rb") as f:
         data = f.read()
-    if want is not None:
+    if want:
         got = hashlib.sha256(data).hexdigest()
         if got != want:
-            raise SidecarError("artifact.mismatch", f"{path}: SHA-256 {got} does not match its "
-                               f"sidecar {want} (changed or damaged after it was written)")
-    return data
+            raise SidecarError("artifact.mismatch", f"{path}: SHA-256 {got} does not match the "
+                               f"expected {want} (changed or damaged after it was written)")
+    return data, bool(want)

@@ -141,7 +141,7 @@ def _tensor_set(tensors, required, allowed, what):
 
 def _int_meta(meta, key):
     v = meta.get(key, "0")
-    if not v.isdigit():
+    if not (v.isascii() and v.isdigit()) or len(v) > 9:
         raise LatentError("latent.metadata", f"metadata {key} = \"{v}\": expected a decimal integer")
     return int(v)
 

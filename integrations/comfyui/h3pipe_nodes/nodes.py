@@ -4,7 +4,6 @@ A workflow split at the latent ends its sampling half in H3SaveLatent and starts
 with H3LoadLatent; h3pipe moves the file between the two servers. Errors name the node, the
 error code and what was expected; a failed save leaves nothing on disk.
 """
-import hashlib
 import os
 
 from . import conditioning_file, files, latent_file, nested, paths, profiles
@@ -20,7 +19,9 @@ class NodeError(ValueError):
     """What ComfyUI shows as the node's exception message (and h3pipe as the failure reason)."""
 
     def __init__(self, node, err):
-        code = getattr(err, "code", type(err).__name__)
+        code = getattr(err, "code", None)
+        if not isinstance(code, str):  # OSError.code does not exist; errno is not ours
+            code = "io.error" if isinstance(err, OSError) else type(err).__name__
         reason = getattr(err, "reason", None) or str(err)
         if reason.startswith(code + ": "):
             reason = reason[len(code) + 2:]
@@ -55,24 +56,14 @@ def _file_ref(kind, subfolder, name):
 
 
 def _read_checked(node, path, sha256):
-    """(bytes, checked): the file at `path`; checked is True when it matched `sha256` or, without
-    that input, the .sha256 sidecar beside it (False: there was neither)."""
+    """(bytes, checked) of the file at `path` (files.read_checked), errors as NodeError."""
     try:
         _, _, full = paths.locate(path, "input")
         if not os.path.isfile(full):
             raise LatentError("path.missing", f"{path}: no such file ({full})")
-        want = (sha256 or "").strip().lower() or files.read_sidecar(full)
-        with open(full, "rb") as f:
-            data = f.read()
+        return files.read_checked(full, sha256)
     except (paths.PathError, files.SidecarError, LatentError, OSError) as e:
         raise NodeError(node, e)
-    if want:
-        got = hashlib.sha256(data).hexdigest()
-        if got != want:
-            raise NodeError(node, files.SidecarError(
-                "artifact.mismatch", f"{path}: SHA-256 {got} does not match the expected {want} "
-                "(changed or damaged after it was written)"))
-    return data, bool(want)
 
 
 def _unsigned(node, path):
@@ -227,10 +218,13 @@ class H3LoadLatent:
             lf = latent_file.decode(data)
             if not checked and lf.source != "comfyui .latent":  # core SaveLatent writes no sidecar
                 raise _unsigned(node, path)
-            if profile != "file":
-                p = profiles.BY_NAME[profile]
-                profiles.fit(p, tuple(lf.video.shape),
+            want = lf.profile if profile == "file" else profile
+            if want in profiles.BY_NAME and (profile != "file" or geometry is not None):
+                profiles.fit(profiles.BY_NAME[want], tuple(lf.video.shape),
                              None if lf.audio is None else tuple(lf.audio.shape), geometry, fps)
+            elif geometry is not None:
+                raise LatentError("latent.profile", f"the file's profile is \"{lf.profile}\": "
+                                  "choose a profile to check the geometry against")
         except (LatentError, profiles.ShapeError) as e:
             raise NodeError(node, e)
         return latent_outputs(lf)

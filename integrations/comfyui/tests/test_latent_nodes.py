@@ -190,6 +190,13 @@ class RefusalTest(ComfyDirsTest):
             self.load(path, profile="wan2.1", width=160, height=96, frames=17)
         with self.assertRaisesRegex(nodes.NodeError, "has 128"):
             self.load(path, profile="ltxv")
+        # profile "file": the geometry is checked against the profile the file names (wan2.1)
+        with self.assertRaisesRegex(nodes.NodeError, r"latent.geometry: .*\(1, 16, 5, 12, 20\)"):
+            self.load(path, width=160, height=96, frames=17)
+        _, none = self.save({"samples": randn(1, 16, 3, 12, 20)}, profile="none")
+        with self.assertRaisesRegex(nodes.NodeError, "latent.profile: the file's profile is \"none\""):
+            self.load(none, width=160, height=96, frames=9)
+        self.load(none, profile="hunyuanvideo", width=160, height=96, frames=9)
 
     def test_a_tampered_file_fails_the_sidecar_check(self):
         _, path = self.save({"samples": randn(1, 16, 3, 4, 4)})
@@ -206,6 +213,8 @@ class RefusalTest(ComfyDirsTest):
             self.load(path)
         self.assertEqual(cm.exception.code, "artifact.no_sidecar")
         self.load(path, sha256=good.upper())
+        with self.assertRaisesRegex(nodes.NodeError, "artifact.bad_digest"):
+            self.load(path, sha256="abc")
 
     def test_paths_outside_comfyui_folders_are_refused(self):
         v = {"samples": randn(1, 16, 2, 2, 2)}
