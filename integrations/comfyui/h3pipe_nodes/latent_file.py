@@ -21,7 +21,7 @@ LAYOUTS = ("video", "video+audio", "av_nested")
 COMFY_TENSOR = "latent_tensor"
 COMFY_VERSION_MARK = "latent_format_version_0"
 STORABLE = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
-UNKNOWN = Geometry(0, 0, 0, 0.0)  # written when the writer was not told the geometry
+UNKNOWN = Geometry(0, 0, 0, 0)  # written when the writer was not told the geometry
 
 
 class LatentError(ValueError):
@@ -63,7 +63,7 @@ def _shape(t):
     return None if t is None else tuple(int(d) for d in t.shape)
 
 
-def resolve_profile(name, video, audio, geometry=None, fps=24.0):
+def resolve_profile(name, video, audio, geometry=None, fps=24):
     """(profile name, geometry) for a latent about to be written; raises LatentError."""
     try:
         if name in ("auto", "", None):
@@ -118,7 +118,7 @@ def encode(lf):
         "h3pipe.width": str(int(g.width)),
         "h3pipe.height": str(int(g.height)),
         "h3pipe.frames": str(int(g.frames)),
-        "h3pipe.fps": format(float(g.fps), ".10g"),
+        "h3pipe.fps": str(int(g.fps)),
         "h3pipe.layout": lf.layout,
         "writer": "h3pipe_nodes",
     }
@@ -140,9 +140,11 @@ def _tensor_set(tensors, required, allowed, what):
 
 
 def _int_meta(meta, key):
-    v = meta.get(key, "0")
-    if not (v.isascii() and v.isdigit()) or len(v) > 9:
-        raise LatentError("latent.metadata", f"metadata {key} = \"{v}\": expected a decimal integer")
+    """A decimal uint32, as h3pipe writes and reads them: digits only."""
+    v = meta.get(key)
+    if v is None or not (v.isascii() and v.isdigit()) or len(v) > 10 or int(v) >= 1 << 32:
+        raise LatentError("latent.metadata", f"metadata {key} must be a decimal integer, got "
+                          + ("nothing" if v is None else f"\"{v}\""))
     return int(v)
 
 
@@ -162,11 +164,8 @@ def _extra_meta(meta, key):
 def _check(profile, video, audio, geometry):
     """Shape check of a file read: against its built-in profile, or structure only."""
     try:
-        if profile in profiles.BY_NAME:
-            p = profiles.BY_NAME[profile]
-            known = geometry.width and geometry.height and geometry.frames and geometry.fps
-            profiles.fit(p, _shape(video), _shape(audio), geometry if known else None,
-                         geometry.fps or 24.0)
+        if profile in profiles.BY_NAME:  # the file must agree with itself
+            profiles.fit(profiles.BY_NAME[profile], _shape(video), _shape(audio), geometry)
         else:  # "none" or a profile declared in a cluster config: h3pipe checks it there
             profiles.check_structure(_shape(video), _shape(audio))
     except ShapeError as e:
@@ -175,27 +174,27 @@ def _check(profile, video, audio, geometry):
 
 def _decode_v2(tensors, meta):
     if meta.get("h3pipe.format") != FORMAT:
-        raise LatentError("latent.format", f"metadata h3pipe.format = "
-                          f"\"{meta.get('h3pipe.format', '')}\": expected \"{FORMAT}\"")
-    layout = meta.get("h3pipe.layout", "video+audio" if "audio" in tensors else "video")
+        raise LatentError("latent.metadata", f"metadata h3pipe.format must be \"{FORMAT}\", got "
+                          f"\"{meta.get('h3pipe.format', '')}\"")
+    profile = meta.get("h3pipe.profile", "")
+    if not profile:
+        raise LatentError("latent.metadata", "metadata h3pipe.profile is missing or empty")
+    g = Geometry(*(_int_meta(meta, f"h3pipe.{k}") for k in ("width", "height", "frames", "fps")))
+    layout = meta.get("h3pipe.layout")
     if layout not in LAYOUTS:
-        raise LatentError("latent.layout", f"metadata h3pipe.layout = \"{layout}\": expected one "
-                          f"of {', '.join(LAYOUTS)}")
-    required = ["video"] if layout == "video" else ["video", "audio"]
-    _tensor_set(tensors, required, ["video", "audio"] if layout != "video" else ["video"],
-                f"layout {layout}")
-    try:
-        fps = float(meta.get("h3pipe.fps", "0"))
-    except ValueError:
-        raise LatentError("latent.metadata", f"metadata h3pipe.fps = \"{meta['h3pipe.fps']}\": "
-                          "expected a decimal number")
-    if not (fps >= 0 and fps < float("inf")):
-        raise LatentError("latent.metadata", f"metadata h3pipe.fps = {fps}: expected >= 0")
-    g = Geometry(_int_meta(meta, "h3pipe.width"), _int_meta(meta, "h3pipe.height"),
-                 _int_meta(meta, "h3pipe.frames"), fps)
-    profile = meta.get("h3pipe.profile", "none") or "none"
-    _check(profile, tensors["video"], tensors.get("audio"), g)
-    return LatentFile(tensors["video"], tensors.get("audio"), layout, profile, g,
+        raise LatentError("latent.metadata", f"metadata h3pipe.layout is "
+                          f"{'missing' if layout is None else repr(layout)}: expected one of "
+                          f"{', '.join(LAYOUTS)}")
+    _tensor_set(tensors, ["video"], ["video", "audio"], "a version 2 latent")
+    if (layout != "video") != ("audio" in tensors):
+        raise LatentError("latent.missing_tensor" if layout != "video" else "latent.unexpected_tensor",
+                          f"layout {layout} {'needs' if layout != 'video' else 'has no'} an audio "
+                          f"tensor, the file holds {'one' if 'audio' in tensors else 'none'}")
+    audio = tensors.get("audio")
+    if audio is not None and (audio.dim() == 0 or audio.numel() == 0):
+        raise LatentError("latent.geometry", f"audio has shape {_shape(audio)}: no samples")
+    _check(profile, tensors["video"], audio, g)
+    return LatentFile(tensors["video"], audio, layout, profile, g,
                       _extra_meta(meta, "h3pipe.comfy.video_extra"),
                       _extra_meta(meta, "h3pipe.comfy.audio_extra"), "h3latent v2")
 
@@ -205,10 +204,8 @@ def _decode_v1(tensors):
     v, a = _shape(tensors["video"]), _shape(tensors["audio"])
     try:
         profiles.check_structure(v, a)
-        if v[1] != 24:
-            raise ShapeError(f"video has {v[1]} channels in {v}: version 1 latents have 24")
-        if len(a) != 4 or a[:3] != (1, 32, 2):
-            raise ShapeError(f"audio has shape {a}: version 1 latents have (1, 32, 2, L)")
+        if len(a) != 4 or a[0] != 1 or a[2] != 2:
+            raise ShapeError(f"audio has shape {a}: version 1 latents have (1, C, 2, L)")
     except ShapeError as e:
         raise LatentError(e.code, e.reason)
     return LatentFile(tensors["video"], tensors["audio"], "video+audio", "builtin", UNKNOWN,
@@ -216,11 +213,20 @@ def _decode_v1(tensors):
 
 
 def _decode_comfy(tensors):
+    if COMFY_TENSOR not in tensors:
+        raise LatentError("latent.missing_tensor", f"ComfyUI latent has no \"{COMFY_TENSOR}\" tensor")
     if COMFY_VERSION_MARK not in tensors:
-        raise LatentError("latent.comfy_legacy", f"a ComfyUI latent without {COMFY_VERSION_MARK}"
+        raise LatentError("latent.legacy", f"a ComfyUI latent without {COMFY_VERSION_MARK}"
                           " is a legacy SD1 latent (LoadLatent rescales it by 1/0.18215); "
-                          "re-save it with a current SaveLatent")
-    _tensor_set(tensors, [COMFY_TENSOR], [COMFY_TENSOR, COMFY_VERSION_MARK], "ComfyUI latent")
+                          "save it again with a current SaveLatent")
+    if tensors[COMFY_VERSION_MARK].numel() != 0:
+        raise LatentError("latent.header_schema", f"tensor {COMFY_VERSION_MARK} must be empty "
+                          f"(shape [0]), got {_shape(tensors[COMFY_VERSION_MARK])}")
+    _tensor_set(tensors, [COMFY_TENSOR], [COMFY_TENSOR, COMFY_VERSION_MARK], "a ComfyUI latent")
+    try:
+        profiles.check_structure(_shape(tensors[COMFY_TENSOR]))
+    except ShapeError as e:
+        raise LatentError(e.code, e.reason)
     return LatentFile(tensors[COMFY_TENSOR], None, "video", "none", UNKNOWN, {}, {},
                       "comfyui .latent")
 
@@ -231,7 +237,7 @@ def decode(data):
         tensors, meta = st.decode(data)
     except st.FormatError as e:
         raise LatentError(e.code, e.reason)
-    if COMFY_TENSOR in tensors:
+    if COMFY_TENSOR in tensors or COMFY_VERSION_MARK in tensors:
         lf = _decode_comfy(tensors)
     else:
         version = meta.get("h3pipe.format_version")
@@ -240,8 +246,8 @@ def decode(data):
         elif version == VERSION:
             lf = _decode_v2(tensors, meta)
         else:
-            raise LatentError("latent.format_version", f"metadata h3pipe.format_version = "
-                              f"\"{version}\": this reader knows 1 and 2")
+            raise LatentError("latent.version", f"metadata h3pipe.format_version is \"{version}\"; "
+                              "this reader knows versions 1 (no key) and 2")
     for name, t in (("video", lf.video), ("audio", lf.audio)):
         if t is not None:
             check_values(name, t)

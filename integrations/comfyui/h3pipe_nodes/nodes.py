@@ -36,7 +36,7 @@ def _geometry(node, width, height, frames, fps):
     if len(given) != 3:
         raise NodeError(node, LatentError("latent.geometry", f"width {width}, height {height}, "
                                           f"frames {frames}: give all three (or none, 0)"))
-    return Geometry(int(width), int(height), int(frames), float(fps))
+    return Geometry(int(width), int(height), int(frames), int(fps))
 
 
 def _geometry_inputs():
@@ -47,7 +47,8 @@ def _geometry_inputs():
                            "tooltip": "Job height in pixels; 0: derive it from the latent."}),
         "frames": ("INT", {"default": 0, "min": 0, "max": 100000,
                            "tooltip": "Job frame count; 0: derive it from the latent."}),
-        "fps": ("FLOAT", {"default": 24.0, "min": 0.001, "max": 1000.0, "step": 0.001}),
+        "fps": ("INT", {"default": 24, "min": 1, "max": 1000,
+                        "tooltip": "Job frame rate (h3pipe jobs have whole fps)."}),
     }
 
 
@@ -124,7 +125,7 @@ class H3SaveLatent:
         return float("nan")
 
     def save(self, samples, filename_prefix="h3pipe/latent", audio=None, profile="auto", width=0,
-             height=0, frames=0, fps=24.0):
+             height=0, frames=0, fps=24):
         node = type(self).__name__
         try:
             lf = build_latent_file(samples, audio, profile, _geometry(node, width, height, frames,
@@ -139,7 +140,7 @@ class H3SaveLatent:
         return {"ui": {"latents": [_file_ref(kind, sub, name)]}}
 
 
-def build_latent_file(samples, audio, profile, geometry, fps=24.0):
+def build_latent_file(samples, audio, profile, geometry, fps=24):
     """The LatentFile for the save node's inputs (layout detected, profile resolved)."""
     if not isinstance(samples, dict) or "samples" not in samples:
         raise LatentError("latent.type", "samples must be a LATENT (a dict with \"samples\")")
@@ -210,7 +211,7 @@ class H3LoadLatent:
     FUNCTION = "load"
     CATEGORY = CATEGORY
 
-    def load(self, path, sha256="", profile="file", width=0, height=0, frames=0, fps=24.0):
+    def load(self, path, sha256="", profile="file", width=0, height=0, frames=0, fps=24):
         node = type(self).__name__
         geometry = _geometry(node, width, height, frames, fps)
         data, checked = _read_checked(node, path, sha256)

@@ -5,7 +5,6 @@ A profile says what latent a model makes for a job of W x H, F frames at fps:
 plus an optional audio rule. `check` raises ShapeError (code latent.geometry) naming the tensor,
 the axis and what the profile expects.
 """
-import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -40,10 +39,11 @@ class Profile:
 
     def audio_lengths(self, g):
         """The audio lengths the profile accepts for geometry g (empty without an audio rule)."""
+        # integer ceilings, as h3pipe computes them: ceil(F * rate / (fps * divisor))
         if self.audio == "builtin":
-            return [math.ceil(g.frames / g.fps * 48000 / 86)]
+            return [-(-(g.frames * 48000) // (g.fps * 86))]
         if self.audio == "ltx2":
-            n = math.ceil(g.frames / g.fps * 25)
+            n = -(-(g.frames * 25) // g.fps)
             return [n - 1, n, n + 1]
         return []
 
@@ -72,10 +72,10 @@ class Geometry:
     width: int
     height: int
     frames: int
-    fps: float
+    fps: int
 
     def __str__(self):
-        return f"{self.width}x{self.height}x{self.frames}@{self.fps:g}"
+        return f"{self.width}x{self.height}x{self.frames}@{self.fps}"
 
 
 BUILTIN = [
@@ -108,7 +108,7 @@ def check_structure(video_shape, audio_shape=None):
         raise ShapeError("audio is a scalar: expected a tensor with a batch axis")
 
 
-def fit(profile, video_shape, audio_shape, geometry=None, fps=24.0):
+def fit(profile, video_shape, audio_shape, geometry=None, fps=24):
     """Checks the shapes against `profile`; returns the job geometry (derived when not given).
 
     With `geometry` the shapes must be exactly what the profile makes for it. Without, W, H and F
@@ -135,7 +135,7 @@ def fit(profile, video_shape, audio_shape, geometry=None, fps=24.0):
             raise ShapeError(f"frames {g.frames} does not fit profile {p.name}'s frame rule "
                              f"{p.frame_rule()}")
         if g.fps <= 0:
-            raise ShapeError(f"fps {g.fps:g} must be positive")
+            raise ShapeError(f"fps {g.fps} must be positive")
         want = p.video_shape(g)
         if tuple(video_shape) != want:
             raise ShapeError(f"video has shape {_fmt(video_shape)}: profile {p.name} makes "
@@ -155,7 +155,7 @@ def fit(profile, video_shape, audio_shape, geometry=None, fps=24.0):
         raise ShapeError(f"video {_fmt(video_shape)} gives {width}x{height}, not a multiple of "
                          f"{p.multiple} (profile {p.name})")
     if fps <= 0:
-        raise ShapeError(f"fps {fps:g} must be positive")
+        raise ShapeError(f"fps {fps} must be positive")
     first = (t - 1) * p.temporal + 1
     candidates = range(first, first + p.temporal) if p.any_frames else [first]
     if p.audio is None:
@@ -169,10 +169,10 @@ def fit(profile, video_shape, audio_shape, geometry=None, fps=24.0):
         if length in p.audio_lengths(g):
             return g
     raise ShapeError(f"audio length {length} fits no frame count of video {_fmt(video_shape)} at "
-                     f"{fps:g} fps (profile {p.name}); give frames and fps")
+                     f"{fps} fps (profile {p.name}); give frames and fps")
 
 
-def auto(video_shape, audio_shape, fps=24.0):
+def auto(video_shape, audio_shape, fps=24):
     """The first built-in profile (table order) the shapes fit, with its derived geometry."""
     check_structure(video_shape, audio_shape)
     tried = []

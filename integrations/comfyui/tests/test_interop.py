@@ -62,7 +62,7 @@ class NodesToH3pipeTest(ComfyDirsTest):
 
     def test_video_latent_is_valid_for_h3pipe(self):
         ref, path = self.save({"samples": torch.randn(1, 16, 3, 12, 20)}, width=160, height=96,
-                              frames=9, fps=16.0)
+                              frames=9, fps=16)
         self.check_valid(path, {"video": (1, 16, 3, 12, 20)})
 
     def test_builtin_video_plus_audio_is_valid_for_h3pipe(self):
@@ -81,7 +81,7 @@ class NodesToH3pipeTest(ComfyDirsTest):
         self.assertEqual((rc, j["error"]["code"]), (1, "latent.geometry"))
         av = {"samples": nested.NestedTensorStandIn([torch.randn(1, 128, 3, 5, 8),
                                                      torch.randn(1, 8, 18, 16)])}
-        _, path = self.save(av, profile="ltx2", width=256, height=160, frames=17, fps=24.0)
+        _, path = self.save(av, profile="ltx2", width=256, height=160, frames=17, fps=24)
         self.check_valid(path, {"video": (1, 128, 3, 5, 8), "audio": (1, 8, 18, 16)})
         j, rc = inspect(path, "--profile", "ltx2", "--geometry", "256x160x17@24")
         self.assertEqual((rc, j["valid"]), (0, True), j.get("error"))
@@ -126,7 +126,8 @@ class H3pipeToNodesTest(ComfyDirsTest):
     def test_h3pipe_latent_with_a_wrong_shape_is_refused(self):
         self.write("bad.h3latent", "F32", "video=1x16x3x12x20", "h3pipe.format:=h3latent",
                    "h3pipe.format_version:=2", "h3pipe.profile:=wan2.1", "h3pipe.width:=160",
-                   "h3pipe.height:=96", "h3pipe.frames:=13", "h3pipe.fps:=16")
+                   "h3pipe.height:=96", "h3pipe.frames:=13", "h3pipe.fps:=16",
+                   "h3pipe.layout:=video")
         with self.assertRaisesRegex(ValueError, r"latent.geometry: .*\(1, 16, 4, 12, 20\)"):
             self.load("bad.h3latent")
 

@@ -35,7 +35,7 @@ class VideoLatentTest(ComfyDirsTest):
             with self.subTest(profile=profile):
                 video = randn(*shape)
                 ref, path = self.save({"samples": video, "batch_index": [0]}, profile=profile,
-                                      width=w, height=h, frames=f, fps=16.0)
+                                      width=w, height=h, frames=f, fps=16)
                 meta = read_meta(path)
                 self.assertEqual(meta["h3pipe.format"], "h3latent")
                 self.assertEqual(meta["h3pipe.format_version"], "2")
@@ -89,7 +89,7 @@ class AudioLatentTest(ComfyDirsTest):
         audio = randn(1, 32, 2, 210, seed=1)  # L = ceil(9 / 24 * 48000 / 86)
         ref, path = self.save({"samples": video}, audio={"samples": audio, "type": "audio",
                                                          "sample_rate": 48000},
-                              width=64, height=48, frames=9, fps=24.0, profile="builtin")
+                              width=64, height=48, frames=9, fps=24, profile="builtin")
         meta = read_meta(path)
         self.assertEqual((meta["h3pipe.profile"], meta["h3pipe.layout"]), ("builtin", "video+audio"))
         latent, a = self.load(path)
@@ -121,7 +121,7 @@ class AudioLatentTest(ComfyDirsTest):
     def test_ltx2_nested_av_latent_round_trips_whole(self):
         video, audio = randn(1, 128, 3, 5, 8), randn(1, 8, 18, 16, seed=2)  # 256x160x17 @ 24
         av = {"samples": nested.NestedTensorStandIn([video, audio]), "type": "av"}
-        ref, path = self.save(av, width=256, height=160, frames=17, fps=24.0, profile="ltx2")
+        ref, path = self.save(av, width=256, height=160, frames=17, fps=24, profile="ltx2")
         meta = read_meta(path)
         self.assertEqual((meta["h3pipe.profile"], meta["h3pipe.layout"]), ("ltx2", "av_nested"))
         latent, a = self.load(path)
@@ -271,7 +271,7 @@ class OtherFormatsTest(ComfyDirsTest):
         legacy = st.encode({"latent_tensor": video})
         with open(os.path.join(self.inp, "sd1.latent"), "wb") as f:
             f.write(legacy)
-        with self.assertRaisesRegex(nodes.NodeError, "latent.comfy_legacy"):
+        with self.assertRaisesRegex(nodes.NodeError, "latent.legacy"):
             self.load("sd1.latent")
 
     def test_version_1_file_loads(self):
@@ -288,8 +288,30 @@ class OtherFormatsTest(ComfyDirsTest):
         data = st.encode({"video": randn(1, 16, 2, 2, 2)},
                          {"h3pipe.format": "h3latent", "h3pipe.format_version": "3"})
         files.publish_with_sidecar(os.path.join(self.inp, "v3.h3latent"), data)
-        with self.assertRaisesRegex(nodes.NodeError, "latent.format_version"):
+        with self.assertRaisesRegex(nodes.NodeError, "latent.version"):
             self.load("v3.h3latent")
+
+
+    def test_version_2_metadata_is_required(self):
+        full = {"h3pipe.format": "h3latent", "h3pipe.format_version": "2", "h3pipe.profile": "none",
+                "h3pipe.width": "0", "h3pipe.height": "0", "h3pipe.frames": "0", "h3pipe.fps": "0",
+                "h3pipe.layout": "video"}
+        video = randn(1, 16, 2, 2, 2)
+        for drop, value in [("h3pipe.layout", None), ("h3pipe.profile", None), ("h3pipe.fps", None),
+                            ("h3pipe.fps", "23.976"), ("h3pipe.width", "-1"), ("h3pipe.width", "\u00b2"),
+                            ("h3pipe.format", "h3cond"), ("h3pipe.layout", "video+audio")]:
+            with self.subTest(key=drop, value=value):
+                meta = dict(full)
+                if value is None:
+                    del meta[drop]
+                else:
+                    meta[drop] = value
+                files.publish_with_sidecar(os.path.join(self.inp, "m.h3latent"),
+                                           st.encode({"video": video}, meta))
+                with self.assertRaisesRegex(nodes.NodeError, "latent.(metadata|missing_tensor)"):
+                    self.load("m.h3latent")
+        files.publish_with_sidecar(os.path.join(self.inp, "m.h3latent"), st.encode({"video": video}, full))
+        self.assertTrue(torch.equal(self.load("m.h3latent")[0]["samples"], video))
 
 
 class RegistrationTest(unittest.TestCase):
