@@ -74,11 +74,18 @@ class NodesToH3pipeTest(ComfyDirsTest):
         if not v2_inspect():
             self.skipTest("this h3pipe predates latent format v2 (inspect has no --profile): "
                           "passes once the h/latent branch is merged")
-        _, path = self.save({"samples": torch.randn(1, 16, 3, 12, 20)})
+        _, path = self.save({"samples": torch.randn(1, 16, 3, 12, 20)}, profile="wan2.1",
+                            width=160, height=96, frames=9, fps=16)
         j, rc = inspect(path, "--profile", "wan2.1", "--geometry", "160x96x9@16")
         self.assertEqual((rc, j["valid"]), (0, True), j.get("error"))
-        j, rc = inspect(path, "--profile", "wan2.1", "--geometry", "160x96x17@16")
-        self.assertEqual((rc, j["error"]["code"]), (1, "latent.geometry"))
+        # a job's latent must name the job's profile and geometry (docs/latent.md)
+        for profile, geometry, code in (("wan2.1", "160x96x17@16", "latent.geometry"),
+                                        ("wan2.1", "160x96x9@24", "latent.geometry"),
+                                        ("hunyuanvideo", "160x96x9@16", "latent.profile")):
+            j, rc = inspect(path, "--profile", profile, "--geometry", geometry)
+            self.assertEqual((rc, j["error"]["code"]), (1, code), (profile, geometry))
+        _, path = self.save({"samples": torch.randn(1, 16, 3, 12, 20)}, profile="none")
+        self.assertEqual(inspect(path)[0]["valid"], True)  # structure only
         av = {"samples": nested.NestedTensorStandIn([torch.randn(1, 128, 3, 5, 8),
                                                      torch.randn(1, 8, 18, 16)])}
         _, path = self.save(av, profile="ltx2", width=256, height=160, frames=17, fps=24)
