@@ -6,9 +6,10 @@ lists of tensors (reference_latents) and scalars. Tensors are stored as `cond.I.
 the metadata key `h3pipe.conditioning`. h3pipe reads conditioning with its latent reader
 (F32/F16/BF16 only), so other dtypes (an int64 mask) are stored as F32 and converted back on load.
 
-Metadata: h3pipe.format = h3cond, h3pipe.format_version = 1, h3pipe.conditioning = JSON list,
-one entry per pair: {"tensor": REF, "options": {KEY: VALUE}}, where a VALUE is a JSON scalar,
-{"tensor": REF}, {"list": [VALUE, ...]} or {"dict": {KEY: VALUE}}, and REF is
+Metadata: h3pipe.format = h3cond, h3pipe.cond_version = 1 (not h3pipe.format_version: h3pipe
+takes a file with that key for a latent), h3pipe.conditioning = JSON list, one entry per pair:
+{"tensor": REF, "options": {KEY: VALUE}}, where a VALUE is a JSON scalar, {"tensor": REF},
+{"list": [VALUE, ...]} or {"dict": {KEY: VALUE}}, and REF is
 {"name": TENSOR_NAME, "dtype": "torch.int64"} (dtype only when converted).
 """
 import json
@@ -83,7 +84,7 @@ def encode(conditioning):
             opts[k] = w.value(f"cond.{i}.{k}", v)
         entry["options"] = opts
         pairs.append(entry)
-    meta = {"h3pipe.format": FORMAT, "h3pipe.format_version": VERSION,
+    meta = {"h3pipe.format": FORMAT, "h3pipe.cond_version": VERSION,
             "h3pipe.conditioning": json.dumps(pairs, separators=(",", ":")),
             "writer": "h3pipe_nodes"}
     return st.encode(w.tensors, meta)
@@ -126,9 +127,9 @@ def decode(data):
     if meta.get("h3pipe.format") != FORMAT:
         raise LatentError("cond.format", f"metadata h3pipe.format = "
                           f"\"{meta.get('h3pipe.format', '')}\": not an h3pipe conditioning file")
-    if meta.get("h3pipe.format_version") != VERSION:
+    if meta.get("h3pipe.cond_version") != VERSION:
         raise LatentError("cond.format", f"conditioning format version "
-                          f"\"{meta.get('h3pipe.format_version')}\": this reader knows {VERSION}")
+                          f"\"{meta.get('h3pipe.cond_version')}\": this reader knows {VERSION}")
     try:
         pairs = json.loads(meta.get("h3pipe.conditioning", ""))
     except ValueError:

@@ -11,7 +11,7 @@ import unittest
 import torch
 
 from support import ComfyDirsTest
-from h3pipe_nodes import files, nested
+from h3pipe_nodes import files, nested, nodes
 from h3pipe_nodes import safetensors_io as st
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -69,6 +69,15 @@ class NodesToH3pipeTest(ComfyDirsTest):
         _, path = self.save({"samples": torch.randn(1, 24, 3, 3, 4).half()},
                             audio={"samples": torch.randn(1, 32, 2, 210).half()}, profile="builtin")
         self.check_valid(path, {"video": (1, 24, 3, 3, 4), "audio": (1, 32, 2, 210)})
+
+    def test_conditioning_is_a_tensor_file_for_h3pipe(self):
+        cond = [[torch.randn(1, 77, 64), {"pooled_output": torch.randn(1, 32), "guidance": 3.5,
+                                          "attention_mask": torch.ones(1, 77, dtype=torch.int64)}]]
+        [ref] = nodes.H3SaveConditioning().save(cond, "h3pipe/cond")["ui"]["conditioning"]
+        path = os.path.join(self.out, ref["subfolder"], ref["filename"])
+        j, rc = inspect(path)
+        self.assertEqual((rc, j["valid"], j["kind"]), (0, True, "tensors"), j.get("error"))
+        self.assertEqual(j["sha256"], files.read_sidecar(path))
 
     def test_profile_checks_of_h3pipe_agree(self):
         if not v2_inspect():
