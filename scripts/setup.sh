@@ -11,7 +11,7 @@ packages=(
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev libopenblas-dev libcurl4-openssl-dev
   libcpp-httplib-dev
   redis-server redis-tools stunnel4 ffmpeg iproute2 iperf3 openssh-client openssh-server
-  python3-numpy python3-yaml prometheus docker-compose procps
+  python3-numpy python3-yaml python3-torch prometheus docker-compose procps
 )
 
 missing=()
