@@ -129,13 +129,30 @@ Status check_api_graph(const Json& g) {
       if (--indegree[u] == 0) ready.push_back(u);
   }
   if (seen != g.size()) {
-    auto left = make_id_set();
+    // Left over: the nodes on a cycle and those behind one; peel off the latter (nodes whose
+    // users are all gone) so the message names the loop.
+    std::set<std::string> left;
     for (const auto& [id, d] : indegree)
       if (d > 0) left.insert(id);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto it = left.begin(); it != left.end();) {
+        bool feeds = false;
+        for (const auto& u : users[*it]) feeds |= left.count(u) != 0;
+        if (!feeds) {
+          it = left.erase(it);
+          changed = true;
+        } else {
+          ++it;
+        }
+      }
+    }
+    auto loop = make_id_set();
+    loop.insert(left.begin(), left.end());
     return make_error("comfyui.workflow.cycle",
                       "the workflow has a cycle: nodes {} link to each other in a loop (ComfyUI "
                       "runs a graph without cycles)",
-                      join_ids(left));
+                      join_ids(loop));
   }
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
 #include "common/comfyui/template_check.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/comfyui/node_classes.h"
@@ -128,7 +129,11 @@ std::vector<Issue> check_workflow(const Json& g, const ObjectInfo& oi, const Che
       if (spec.type == "COMBO" && spec.choices) {
         bool file = is_model_file_input(cls, spec.name);
         if (injected && !file) continue;
-        if (file && spec.choices->empty() && o.skip_empty_file_lists) continue;
+        // A server without model files still lists built-in entries such as "pixel_space".
+        bool no_files = std::none_of(spec.choices->begin(), spec.choices->end(), [](const Json& c) {
+          return c.is_string() && c.get<std::string>().find('.') != std::string::npos;
+        });
+        if (file && no_files && o.skip_empty_file_lists) continue;
         if (std::find(spec.choices->begin(), spec.choices->end(), v) == spec.choices->end()) {
           if (file)
             issue(IssueKind::kMissingModelFile,
