@@ -59,8 +59,8 @@ const InputSpec* ClassInfo::input(const std::string& n) const {
   return nullptr;
 }
 
-Result<ObjectInfo> ObjectInfo::parse(const Json& j) {
-  if (!j.is_object() || j.empty())
+Result<ObjectInfo> ObjectInfo::parse(const Json& j, bool allow_empty) {
+  if (!j.is_object() || (j.empty() && !allow_empty))
     return make_error("comfyui.object_info",
                       "not an /object_info answer: expected an object of node classes, got {}",
                       j.is_object() ? "an empty object" : j.type_name());

@@ -39,9 +39,9 @@ struct ClassInfo {
 
 class ObjectInfo final {
  public:
-  // `j` is the body of GET /object_info.  Error comfyui.object_info naming the class whose entry
-  // is malformed.
-  static Result<ObjectInfo> parse(const Json& j);
+  // `j` is the body of GET /object_info (or entries of GET /object_info/<class> merged;
+  // allow_empty: none of them known).  Error comfyui.object_info naming the malformed class.
+  static Result<ObjectInfo> parse(const Json& j, bool allow_empty = false);
 
   const ClassInfo* find(const std::string& cls) const;
   std::size_t size() const { return classes_.size(); }

@@ -1,6 +1,7 @@
 #include "common/comfyui/split.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace h3pipe::comfyui {
@@ -308,7 +309,7 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
         save_inputs[mine] = in[theirs];
     if (save_inputs.contains(h.width) && save_inputs.contains(h.height) &&
         save_inputs.contains(h.frames))
-      save_inputs[h.fps] = decode_fps(g);
+      save_inputs[h.fps] = std::lround(decode_fps(g).get<double>());  // the node's fps is an INT
     else
       for (const auto& k : {h.width, h.height, h.frames}) save_inputs.erase(k);
   }
