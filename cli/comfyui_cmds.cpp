@@ -1,7 +1,6 @@
 // `h3pipe comfyui ...`: split a user's workflow at the latent, install h3pipe's node pack.  The
 // logic is common/comfyui; this file reads the files, fetches /object_info and prints.
 #include <CLI/CLI.hpp>
-
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -91,10 +90,14 @@ int run_split(const SplitArgs& a) {
   comfyui::SplitOptions o;
   o.object_info = oi ? &*oi : nullptr;
   o.workflow_dir = a.workflow_dir.empty() ? a.out_dir : a.workflow_dir;
-  if (!a.sample_url.empty()) o.sample_url = a.sample_url;
-  else if (!a.server.empty()) o.sample_url = a.server;
-  if (!a.decode_url.empty()) o.decode_url = a.decode_url;
-  else o.decode_url = o.sample_url;
+  if (!a.sample_url.empty())
+    o.sample_url = a.sample_url;
+  else if (!a.server.empty())
+    o.sample_url = a.server;
+  if (!a.decode_url.empty())
+    o.decode_url = a.decode_url;
+  else
+    o.decode_url = o.sample_url;
   auto r = comfyui::split_workflow(api, o);
   if (!r.ok()) return fail(r.error());
   auto files = comfyui::split_files(*r);
@@ -120,25 +123,38 @@ void register_comfyui_commands(CLI::App& app, Global& /*g*/, int& rc) {
 
   static SplitArgs sa;
   auto* s = c->add_subcommand(
-      "split", "cut a whole workflow at the latent into sample and decode workflows, their inject "
-               "maps and a config snippet");
-  s->add_option("workflow", sa.workflow, "WORKFLOW.json (API format, or UI format with --server / --object-info)")->required();
+      "split",
+      "cut a whole workflow at the latent into sample and decode workflows, their inject "
+      "maps and a config snippet");
+  s->add_option("workflow", sa.workflow,
+                "WORKFLOW.json (API format, or UI format with --server / --object-info)")
+      ->required();
   s->add_option("-o,--output", sa.out_dir, "folder to write the four files into")->required();
-  s->add_option("--server", sa.server, "ComfyUI URL: its /object_info checks classes and converts UI files");
-  s->add_option("--object-info", sa.object_info, "a saved GET /object_info answer (instead of --server)");
-  s->add_option("--workflow-dir", sa.workflow_dir, "how the config snippet names the folder (default: -o as given)");
-  s->add_option("--sample-url", sa.sample_url, "the sample pool's ComfyUI in the snippet (default: --server or http://127.0.0.1:8188)");
-  s->add_option("--decode-url", sa.decode_url, "the decode pool's ComfyUI in the snippet (default: the sample URL)");
+  s->add_option("--server", sa.server,
+                "ComfyUI URL: its /object_info checks classes and converts UI files");
+  s->add_option("--object-info", sa.object_info,
+                "a saved GET /object_info answer (instead of --server)");
+  s->add_option("--workflow-dir", sa.workflow_dir,
+                "how the config snippet names the folder (default: -o as given)");
+  s->add_option(
+      "--sample-url", sa.sample_url,
+      "the sample pool's ComfyUI in the snippet (default: --server or http://127.0.0.1:8188)");
+  s->add_option("--decode-url", sa.decode_url,
+                "the decode pool's ComfyUI in the snippet (default: the sample URL)");
   s->add_flag("--force", sa.force, "replace files already in the folder");
   s->callback([&rc] { rc = run_split(sa); });
 
   static comfyui::InstallOptions io;
   static std::string from, dir;
-  auto* i = c->add_subcommand("install-nodes", "put h3pipe's node pack into COMFYUI_DIR/custom_nodes/h3pipe_nodes");
-  i->add_option("comfyui_dir", dir, "the ComfyUI folder (with main.py, nodes.py, custom_nodes/)")->required();
+  auto* i = c->add_subcommand("install-nodes",
+                              "put h3pipe's node pack into COMFYUI_DIR/custom_nodes/h3pipe_nodes");
+  i->add_option("comfyui_dir", dir, "the ComfyUI folder (with main.py, nodes.py, custom_nodes/)")
+      ->required();
   i->add_flag("--symlink", io.symlink, "link to the pack instead of copying it");
   i->add_flag("--force", io.force, "replace another h3pipe_nodes already there");
-  i->add_option("--from", from, "the pack's folder (default: the installed or source-tree integrations/comfyui/h3pipe_nodes)");
+  i->add_option("--from", from,
+                "the pack's folder (default: the installed or source-tree "
+                "integrations/comfyui/h3pipe_nodes)");
   i->callback([&rc] {
     io.comfyui_dir = dir;
     io.pack_dir = from.empty() ? comfyui::default_pack_dir(bin_dir()) : fs::path(from);
@@ -149,9 +165,11 @@ void register_comfyui_commands(CLI::App& app, Global& /*g*/, int& rc) {
       return;
     }
     if (r->action == "unchanged")
-      fmt::print("{} is already installed from {}: nothing to do\n", r->dest.string(), io.pack_dir.string());
+      fmt::print("{} is already installed from {}: nothing to do\n", r->dest.string(),
+                 io.pack_dir.string());
     else
-      fmt::print("{} {} -> {}; restart ComfyUI to load it\n", r->action, io.pack_dir.string(), r->dest.string());
+      fmt::print("{} {} -> {}; restart ComfyUI to load it\n", r->action, io.pack_dir.string(),
+                 r->dest.string());
     rc = 0;
   });
 }

@@ -21,9 +21,13 @@ bool is_link(const Json& v) {
   return v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_number_integer();
 }
 
-Slot link_of(const Json& v) { return Slot{v[0].get<std::string>(), v[1].get<int>()}; }
+Slot link_of(const Json& v) {
+  return Slot{v[0].get<std::string>(), v[1].get<int>()};
+}
 
-Json make_link(const Slot& s) { return Json::array({s.node, s.index}); }
+Json make_link(const Slot& s) {
+  return Json::array({s.node, s.index});
+}
 
 bool id_less(const std::string& a, const std::string& b) {
   auto na = numeric(a), nb = numeric(b);

@@ -40,7 +40,9 @@ std::vector<std::string> topological_order(const Json& g);
 // "3" < "10" < "a": how node ids are listed in messages and outputs.
 bool id_less(const std::string& a, const std::string& b);
 using IdSet = std::set<std::string, decltype(&id_less)>;
-inline IdSet make_id_set() { return IdSet(&id_less); }
+inline IdSet make_id_set() {
+  return IdSet(&id_less);
+}
 std::string join_ids(const IdSet& ids);  // "3, 8, 10"
 
 // Every node `from` reaches by following links upstream, `from` included.  `cut` (optional):

@@ -1,11 +1,12 @@
 #include "common/comfyui/install_nodes.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
-#include <vector>
 #include <fstream>
 #include <iterator>
-#include <unistd.h>
+#include <vector>
 
 namespace h3pipe::comfyui {
 namespace fs = std::filesystem;
@@ -28,9 +29,11 @@ std::string read_all(const fs::path& p) {
 std::vector<fs::path> pack_files(const fs::path& root) {
   std::vector<fs::path> out;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     auto rel = fs::relative(it->path(), root, ec);
-    if (rel.begin() != rel.end() && (rel.begin()->string() == "__pycache__" || rel.filename() == "__pycache__")) {
+    if (rel.begin() != rel.end() &&
+        (rel.begin()->string() == "__pycache__" || rel.filename() == "__pycache__")) {
       if (it->is_directory()) it.disable_recursion_pending();
       continue;
     }
@@ -51,11 +54,14 @@ bool same_tree(const fs::path& a, const fs::path& b) {
 Status copy_tree(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::create_directories(to, ec);
-  if (ec) return make_error("comfyui.install.io", "cannot create {}: {}", to.string(), ec.message());
+  if (ec)
+    return make_error("comfyui.install.io", "cannot create {}: {}", to.string(), ec.message());
   for (const auto& f : pack_files(from)) {
     fs::create_directories((to / f).parent_path(), ec);
     fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing, ec);
-    if (ec) return make_error("comfyui.install.io", "cannot copy {}: {}", (from / f).string(), ec.message());
+    if (ec)
+      return make_error("comfyui.install.io", "cannot copy {}: {}", (from / f).string(),
+                        ec.message());
   }
   return Status::Ok();
 }
@@ -76,9 +82,10 @@ fs::path default_pack_dir(const fs::path& bin_dir) {
 Result<InstallResult> install_nodes(const InstallOptions& o) {
   std::error_code ec;
   if (!is_comfyui_dir(o.comfyui_dir))
-    return make_error("comfyui.install.not_comfyui",
-                      "{} is not a ComfyUI folder (expected main.py and nodes.py, or custom_nodes/)",
-                      o.comfyui_dir.string());
+    return make_error(
+        "comfyui.install.not_comfyui",
+        "{} is not a ComfyUI folder (expected main.py and nodes.py, or custom_nodes/)",
+        o.comfyui_dir.string());
   if (!fs::is_regular_file(o.pack_dir / "__init__.py", ec))
     return make_error("comfyui.install.no_pack",
                       "the node pack is not at {} (no __init__.py); set H3PIPE_COMFYUI_NODES or "
@@ -87,7 +94,8 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
   fs::path src = fs::canonical(o.pack_dir, ec);
   fs::path custom = o.comfyui_dir / "custom_nodes";
   fs::create_directories(custom, ec);
-  if (ec) return make_error("comfyui.install.io", "cannot create {}: {}", custom.string(), ec.message());
+  if (ec)
+    return make_error("comfyui.install.io", "cannot create {}: {}", custom.string(), ec.message());
   InstallResult r;
   r.dest = custom / kPackName;
   auto st = fs::symlink_status(r.dest, ec);
@@ -99,8 +107,9 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
       return r;
     }
     if (!o.force && !(ec == std::errc() && target == src))
-      return make_error("comfyui.install.exists", "{} is a symlink to {}; pass --force to replace it",
-                        r.dest.string(), fs::read_symlink(r.dest, ec).string());
+      return make_error("comfyui.install.exists",
+                        "{} is a symlink to {}; pass --force to replace it", r.dest.string(),
+                        fs::read_symlink(r.dest, ec).string());
     fs::remove(r.dest, ec);
     exists = false;
   } else if (exists) {
@@ -113,12 +122,14 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
     if (!fs::is_regular_file(r.dest / "__init__.py", ec) && !o.force)
       return make_error("comfyui.install.exists",
                         "{} exists and does not look like h3pipe's node pack; pass --force to "
-                        "replace it", r.dest.string());
+                        "replace it",
+                        r.dest.string());
   }
   if (o.symlink) {
     if (exists) fs::remove_all(r.dest, ec);
     fs::create_directory_symlink(src, r.dest, ec);
-    if (ec) return make_error("comfyui.install.io", "cannot link {}: {}", r.dest.string(), ec.message());
+    if (ec)
+      return make_error("comfyui.install.io", "cannot link {}: {}", r.dest.string(), ec.message());
     r.action = "linked";
     return r;
   }
@@ -130,7 +141,8 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
   fs::rename(tmp, r.dest, ec);
   if (ec) {
     fs::remove_all(tmp, ec);
-    return make_error("comfyui.install.io", "cannot move the copy into {}: {}", r.dest.string(), ec.message());
+    return make_error("comfyui.install.io", "cannot move the copy into {}: {}", r.dest.string(),
+                      ec.message());
   }
   r.action = exists ? "updated" : "copied";
   return r;

@@ -80,8 +80,11 @@ const std::vector<std::string>& text_inputs(const std::string& cls) {
 
 std::string fps_input(const std::string& cls) {
   static const std::map<std::string, std::string> k = {
-      {"CreateVideo", "fps"},          {"SaveAnimatedWEBP", "fps"}, {"SaveAnimatedPNG", "fps"},
-      {"SaveWEBM", "fps"},             {"LTXVConditioning", "frame_rate"},
+      {"CreateVideo", "fps"},
+      {"SaveAnimatedWEBP", "fps"},
+      {"SaveAnimatedPNG", "fps"},
+      {"SaveWEBM", "fps"},
+      {"LTXVConditioning", "frame_rate"},
       {"VHS_VideoCombine", "frame_rate"},
   };
   auto it = k.find(cls);
@@ -103,12 +106,23 @@ bool is_known_output_node(const std::string& cls) {
 }
 
 bool is_model_file_input(const std::string& cls, const std::string& input) {
-  static const std::set<std::string> k = {
-      "ckpt_name",       "vae_name",          "unet_name",         "clip_name",
-      "clip_name1",      "clip_name2",        "clip_name3",        "clip_name4",
-      "lora_name",       "control_net_name",  "style_model_name",  "upscale_model_name",
-      "gligen_name",     "hypernetwork_name", "audio_encoder_name", "model_name",
-      "photomaker_model_name"};
+  static const std::set<std::string> k = {"ckpt_name",
+                                          "vae_name",
+                                          "unet_name",
+                                          "clip_name",
+                                          "clip_name1",
+                                          "clip_name2",
+                                          "clip_name3",
+                                          "clip_name4",
+                                          "lora_name",
+                                          "control_net_name",
+                                          "style_model_name",
+                                          "upscale_model_name",
+                                          "gligen_name",
+                                          "hypernetwork_name",
+                                          "audio_encoder_name",
+                                          "model_name",
+                                          "photomaker_model_name"};
   return cls.find("Loader") != std::string::npos && k.count(input) != 0;
 }
 

@@ -37,9 +37,10 @@ const PassThroughClass* pass_through_class(const std::string& cls);
 
 // A node that makes the sampler's starting latent and so fixes the job's geometry.
 struct LatentSourceClass {
-  std::string profile;  // docs/latent.md; "" = decided from the model loaders (wan2.1 | hunyuanvideo)
+  std::string
+      profile;  // docs/latent.md; "" = decided from the model loaders (wan2.1 | hunyuanvideo)
   std::string width, height, frames, batch;  // input names; "" where the node has none
-  bool audio_only = false;                    // EmptyLatentAudio
+  bool audio_only = false;                   // EmptyLatentAudio
 };
 const LatentSourceClass* latent_source_class(const std::string& cls);
 
@@ -64,8 +65,8 @@ bool is_model_file_input(const std::string& cls, const std::string& input);
 // H3LoadAVLatent are the same nodes under the names of the first templates).
 struct HandoffNodes {
   std::string save_class = "H3SaveLatent";
-  std::string save_video_input = "samples";   // the video LATENT, or the whole AV LATENT
-  std::string save_audio_input = "audio";     // optional separate audio LATENT
+  std::string save_video_input = "samples";  // the video LATENT, or the whole AV LATENT
+  std::string save_audio_input = "audio";    // optional separate audio LATENT
   std::string save_prefix_input = "filename_prefix";
   std::string save_profile_input = "profile";  // "auto" | "none" | a built-in profile name
   // The save node's job geometry inputs (0 = derive from the latent); given, it checks exactly.

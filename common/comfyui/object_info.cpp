@@ -83,10 +83,12 @@ Result<ObjectInfo> ObjectInfo::parse(const Json& j, bool allow_empty) {
       if (c.contains("input_order") && c["input_order"].is_object() &&
           c["input_order"].contains(section) && c["input_order"][section].is_array()) {
         for (const auto& n : c["input_order"][section])
-          if (n.is_string() && sec.contains(n.get<std::string>())) order.push_back(n.get<std::string>());
+          if (n.is_string() && sec.contains(n.get<std::string>()))
+            order.push_back(n.get<std::string>());
       }
       for (auto in = sec.begin(); in != sec.end(); ++in)  // any not in input_order, after it
-        if (std::find(order.begin(), order.end(), in.key()) == order.end()) order.push_back(in.key());
+        if (std::find(order.begin(), order.end(), in.key()) == order.end())
+          order.push_back(in.key());
       for (const auto& n : order) {
         auto s = parse_input(n, sec[n], std::string(section) == "required");
         if (!s) return bad(fmt::format("input \"{}\" is not [type, options]", n));
@@ -97,9 +99,11 @@ Result<ObjectInfo> ObjectInfo::parse(const Json& j, bool allow_empty) {
       for (const auto& o : c["output"])
         ci.output_types.push_back(o.is_string() ? o.get<std::string>() : "COMBO");
     if (c.contains("output_name") && c["output_name"].is_array())
-      for (const auto& o : c["output_name"]) ci.output_names.push_back(o.is_string() ? o.get<std::string>() : "");
+      for (const auto& o : c["output_name"])
+        ci.output_names.push_back(o.is_string() ? o.get<std::string>() : "");
     ci.output_names.resize(ci.output_types.size());
-    if (c.contains("output_node") && c["output_node"].is_boolean()) ci.output_node = c["output_node"].get<bool>();
+    if (c.contains("output_node") && c["output_node"].is_boolean())
+      ci.output_node = c["output_node"].get<bool>();
     if (c.contains("python_module") && c["python_module"].is_string())
       ci.python_module = c["python_module"].get<std::string>();
     oi.classes_.emplace(it.key(), std::move(ci));

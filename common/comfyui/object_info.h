@@ -15,9 +15,9 @@ namespace h3pipe::comfyui {
 struct InputSpec {
   std::string name;
   bool required = true;
-  std::string type;                        // "INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "LATENT", ...
+  std::string type;  // "INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "LATENT", ...
   std::optional<std::vector<Json>> choices;  // COMBO: the values the server accepts
-  Json options = Json::object();           // the spec's option object (default, min, max, ...)
+  Json options = Json::object();             // the spec's option object (default, min, max, ...)
 
   // A value typed into the node (the UI shows a widget) rather than a link from another node.
   bool is_widget() const;

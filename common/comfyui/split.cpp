@@ -11,10 +11,10 @@ namespace {
 struct Trace {
   std::string decoder;
   DecodeKind kind = DecodeKind::kVideo;
-  bool fed = false;      // a sampler is behind it
-  Slot cut;              // the LATENT output the save node takes
-  std::string sampler;   // the sampler behind the cut
-  std::string source;    // when !fed: the node the latent comes from ("" = not linked)
+  bool fed = false;     // a sampler is behind it
+  Slot cut;             // the LATENT output the save node takes
+  std::string sampler;  // the sampler behind the cut
+  std::string source;   // when !fed: the node the latent comes from ("" = not linked)
   bool through_av_separate = false;
 };
 
@@ -69,8 +69,10 @@ Trace trace_decoder(const Json& g, const ObjectInfo* oi, const std::string& id,
       return t;
     }
     std::optional<PassThroughClass> p;
-    if (const auto* k = pass_through_class(cls)) p = *k;
-    else p = generic_pass_through(g, oi, at.node, at.index);
+    if (const auto* k = pass_through_class(cls))
+      p = *k;
+    else
+      p = generic_pass_through(g, oi, at.node, at.index);
     const auto& nin = node.value("inputs", Json::object());
     if (!p || !nin.contains(p->latent_input) || !is_link(nin[p->latent_input])) {
       t.source = at.node;
@@ -236,9 +238,12 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   SplitResult r;
   Slot vcut = *vcuts.begin();
   r.sampler = video[0]->sampler;
-  if (acuts.empty()) r.layout = Layout::kVideo;
-  else if (*acuts.begin() == vcut) r.layout = Layout::kAvNested;
-  else r.layout = Layout::kVideoAudio;
+  if (acuts.empty())
+    r.layout = Layout::kVideo;
+  else if (*acuts.begin() == vcut)
+    r.layout = Layout::kAvNested;
+  else
+    r.layout = Layout::kVideoAudio;
   std::optional<Slot> acut;
   if (r.layout == Layout::kVideoAudio) acut = *acuts.begin();
   if (r.layout == Layout::kAvNested && !video[0]->through_av_separate)
@@ -266,10 +271,10 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
     r.profile = ls->profile.empty() ? profile_from_loaders(sample) : ls->profile;
     if (ls->profile.empty() && r.profile.empty()) {
       r.profile = "wan2.1";
-      r.notes.push_back(fmt::format(
-          "{} makes the Wan 2.1 / HunyuanVideo grid and no loader names either model; "
-          "latent_profile wan2.1 assumed (the two grids are the same)",
-          describe(g, source)));
+      r.notes.push_back(
+          fmt::format("{} makes the Wan 2.1 / HunyuanVideo grid and no loader names either model; "
+                      "latent_profile wan2.1 assumed (the two grids are the same)",
+                      describe(g, source)));
     }
     const auto& in = g[source].value("inputs", Json::object());
     if (!ls->batch.empty() && in.contains(ls->batch) && in[ls->batch] != 1)
@@ -282,8 +287,8 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
         "image-to-video latent node; set latent_profile (docs/latent.md) by hand",
         describe(g, r.sampler)));
   }
-  bool profile_has_audio = std::find(h.audio_profiles.begin(), h.audio_profiles.end(),
-                                     r.profile) != h.audio_profiles.end();
+  bool profile_has_audio = std::find(h.audio_profiles.begin(), h.audio_profiles.end(), r.profile) !=
+                           h.audio_profiles.end();
   // The save node checks the latent against the profile and the job's geometry (injected).
   std::string save_profile = "auto";
   if (!r.profile.empty() &&
@@ -359,12 +364,14 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
         Slot s = link_of(v);
         // An audio decoder takes the loader's audio output, even from one AV latent: core
         // VAEDecode and VAEDecodeAudio both read samples["samples"].
-        bool audio_end = (acut && s == *acut) ||
-                         (s == vcut && r.layout == Layout::kAvNested && dc &&
-                          dc->kind == DecodeKind::kAudio);
-        if (audio_end) v = make_link({r.load_node, h.load_audio_output});
-        else if (s == vcut) v = make_link({r.load_node, h.load_video_output});
-        else computes = true;
+        bool audio_end = (acut && s == *acut) || (s == vcut && r.layout == Layout::kAvNested &&
+                                                  dc && dc->kind == DecodeKind::kAudio);
+        if (audio_end)
+          v = make_link({r.load_node, h.load_audio_output});
+        else if (s == vcut)
+          v = make_link({r.load_node, h.load_video_output});
+        else
+          computes = true;
       }
     }
     if (computes && sample_ids.count(id)) shared.insert(id);
@@ -403,7 +410,9 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
         "the decode workflow writes no MP4, and the decode stage keeps an .mp4: end it in "
         "CreateVideo -> SaveVideo (format mp4, codec h264) or VHS_VideoCombine (video/h264-mp4)");
   Json stages = {
-      {"encode", {{"runtime", {{"name", "comfyui"}, {"settings", {{"url", o.sample_url}, {"fused", true}}}}}}},
+      {"encode",
+       {{"runtime",
+         {{"name", "comfyui"}, {"settings", {{"url", o.sample_url}, {"fused", true}}}}}}},
       {"sample",
        {{"runtime",
          {{"name", "comfyui"},

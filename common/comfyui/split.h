@@ -39,9 +39,9 @@ struct SplitResult {
   Json decode;   // API-format graph
   Json inject;   // {"sample": {param: target | [targets]}, "decode": {...}}
   Json snippet;  // {"latent_profile": p, "stages": {"encode"|"sample"|"decode": {"runtime": ...}}}
-  std::string sampler;      // the boundary sampler's node id
+  std::string sampler;  // the boundary sampler's node id
   std::string save_node, load_node;
-  std::string profile;      // guessed latent profile; "" when it could not be told
+  std::string profile;  // guessed latent profile; "" when it could not be told
   Layout layout = Layout::kVideo;
   std::vector<std::string> notes;  // what was guessed or left out, one sentence each
 };

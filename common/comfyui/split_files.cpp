@@ -13,7 +13,8 @@ namespace {
 Status write_fsync(const fs::path& p, const std::string& content) {
   int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
-    return make_error("comfyui.split.write", "cannot create {}: {}", p.string(), std::strerror(errno));
+    return make_error("comfyui.split.write", "cannot create {}: {}", p.string(),
+                      std::strerror(errno));
   std::size_t done = 0;
   while (done < content.size()) {
     ssize_t n = ::write(fd, content.data() + done, content.size() - done);
@@ -21,7 +22,8 @@ Status write_fsync(const fs::path& p, const std::string& content) {
     if (n <= 0) {
       int err = errno;
       ::close(fd);
-      return make_error("comfyui.split.write", "cannot write {}: {}", p.string(), std::strerror(err));
+      return make_error("comfyui.split.write", "cannot write {}: {}", p.string(),
+                        std::strerror(err));
     }
     done += static_cast<std::size_t>(n);
   }
@@ -49,7 +51,8 @@ Status write_files(const fs::path& dir, const std::vector<OutputFile>& files, bo
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
       return make_error("comfyui.split.write", "\"{}\" is not a plain file name", f.name);
   if (fs::is_symlink(dir, ec))
-    return make_error("comfyui.split.write", "{} is a symlink; give the folder itself", dir.string());
+    return make_error("comfyui.split.write", "{} is a symlink; give the folder itself",
+                      dir.string());
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
     return make_error("comfyui.split.write", "cannot create the folder {}: {}", dir.string(),
@@ -62,7 +65,8 @@ Status write_files(const fs::path& dir, const std::vector<OutputFile>& files, bo
       return make_error("comfyui.split.write", "{} exists and is not a plain file; not replaced",
                         p.string());
     if (!force)
-      return make_error("comfyui.split.exists", "{} exists; pass --force to replace it", p.string());
+      return make_error("comfyui.split.exists", "{} exists; pass --force to replace it",
+                        p.string());
   }
   std::vector<fs::path> temps;
   auto cleanup = [&] {
@@ -82,8 +86,8 @@ Status write_files(const fs::path& dir, const std::vector<OutputFile>& files, bo
     fs::rename(temps[i], dir / files[i].name, ec);
     if (ec) {
       cleanup();
-      return make_error("comfyui.split.write", "cannot rename {} into place: {}",
-                        temps[i].string(), ec.message());
+      return make_error("comfyui.split.write", "cannot rename {} into place: {}", temps[i].string(),
+                        ec.message());
     }
   }
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

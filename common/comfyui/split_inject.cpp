@@ -76,8 +76,10 @@ std::vector<Target> trace_text(const Json& g, const ObjectInfo* oi, Slot from) {
     if (cls == "ConditioningZeroOut") return {};  // an empty negative: no text to write
     std::string name = output_name(g, oi, from.node, from.index);
     std::string next;
-    if ((name == "positive" || name == "negative") && in.contains(name)) next = name;
-    else if (in.contains("conditioning")) next = "conditioning";
+    if ((name == "positive" || name == "negative") && in.contains(name))
+      next = name;
+    else if (in.contains("conditioning"))
+      next = "conditioning";
     if (next.empty() || !is_link(in[next])) return {};
     from = link_of(in[next]);
   }
@@ -109,7 +111,8 @@ void find_prompts(const SplitGraphs& sg, InjectMap& m, SplitResult& r) {
   auto chain = ancestors(g, {sg.sampler});
   for (const auto& id : topological_order(g)) {
     if (!is_sampler(class_of(g, id), g[id])) continue;
-    if (chain.count(id)) conditioning_of(g, id, pos, neg);
+    if (chain.count(id))
+      conditioning_of(g, id, pos, neg);
     else
       r.notes.push_back(fmt::format(
           "{} samples another latent (audio): its prompt and steps stay as in the workflow, only "
@@ -186,7 +189,8 @@ void find_geometry(const SplitGraphs& sg, const HandoffNodes& h, InjectMap& m, S
   for (const auto& [param, input] : std::vector<std::pair<std::string, std::string>>{
            {"width", ls->width}, {"height", ls->height}, {"frames", ls->frames}}) {
     if (input.empty()) continue;
-    if (is_widget_value(in, input)) m.add(param, sg.latent_source, input);
+    if (is_widget_value(in, input))
+      m.add(param, sg.latent_source, input);
     else
       r.notes.push_back(fmt::format("{} input \"{}\" is linked, not a value: {} not injected",
                                     describe(g, sg.latent_source), input, param));
@@ -220,9 +224,10 @@ void find_reference_image(const SplitGraphs& sg, InjectMap& m, SplitResult& r) {
   m.add("reference_image", pick, "image");
   for (const auto& l : loads)
     if (l != pick)
-      r.notes.push_back(fmt::format("{} loads a second image; only {} receives the job's "
-                                    "reference image",
-                                    describe(g, l), describe(g, pick)));
+      r.notes.push_back(
+          fmt::format("{} loads a second image; only {} receives the job's "
+                      "reference image",
+                      describe(g, l), describe(g, pick)));
 }
 
 }  // namespace
@@ -248,7 +253,8 @@ void find_inject(const SplitGraphs& sg, const HandoffNodes& h, SplitResult& r) {
     bool output = sg.object_info && sg.object_info->find(class_of(sg.decode, id))
                       ? sg.object_info->find(class_of(sg.decode, id))->output_node
                       : is_known_output_node(class_of(sg.decode, id));
-    if (output && is_widget_value(in, "filename_prefix")) d.add("filename_prefix", id, "filename_prefix");
+    if (output && is_widget_value(in, "filename_prefix"))
+      d.add("filename_prefix", id, "filename_prefix");
   }
   if (!d.has("fps"))
     r.notes.push_back("no fps widget on the decode side (CreateVideo, SaveAnimatedWEBP, ...)");

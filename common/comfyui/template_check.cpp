@@ -12,7 +12,8 @@ std::string preview(const std::vector<Json>& choices) {
   if (choices.empty()) return "none";
   std::string s;
   for (std::size_t i = 0; i < choices.size() && i < 8; ++i)
-    s += (i ? ", " : "") + (choices[i].is_string() ? choices[i].get<std::string>() : choices[i].dump());
+    s += (i ? ", " : "") +
+         (choices[i].is_string() ? choices[i].get<std::string>() : choices[i].dump());
   if (choices.size() > 8) s += fmt::format(", ... ({} in all)", choices.size());
   return s;
 }
@@ -38,7 +39,8 @@ std::optional<std::string> check_value(const InputSpec& spec, const Json& v) {
   }
   if (spec.type == "BOOLEAN" && !v.is_boolean())
     return fmt::format("expected true or false, got {}", v.dump());
-  if (spec.type == "STRING" && !v.is_string()) return fmt::format("expected a string, got {}", v.dump());
+  if (spec.type == "STRING" && !v.is_string())
+    return fmt::format("expected a string, got {}", v.dump());
   return std::nullopt;
 }
 
@@ -46,11 +48,16 @@ std::optional<std::string> check_value(const InputSpec& spec, const Json& v) {
 
 const char* issue_kind_name(IssueKind k) {
   switch (k) {
-    case IssueKind::kUnknownClass: return "unknown_class";
-    case IssueKind::kMissingInput: return "missing_input";
-    case IssueKind::kBadLink: return "bad_link";
-    case IssueKind::kBadValue: return "bad_value";
-    case IssueKind::kMissingModelFile: return "missing_model_file";
+    case IssueKind::kUnknownClass:
+      return "unknown_class";
+    case IssueKind::kMissingInput:
+      return "missing_input";
+    case IssueKind::kBadLink:
+      return "bad_link";
+    case IssueKind::kBadValue:
+      return "bad_value";
+    case IssueKind::kMissingModelFile:
+      return "missing_model_file";
   }
   return "?";
 }
@@ -114,8 +121,9 @@ std::vector<Issue> check_workflow(const Json& g, const ObjectInfo& oi, const Che
         const auto* src = oi.find(class_of(g, s.node));
         if (!src) continue;
         if (s.index >= static_cast<int>(src->output_types.size())) {
-          issue(IssueKind::kBadLink, fmt::format("links to output {} of {}, which has {} output(s)",
-                                                 s.index, describe(g, s.node), src->output_types.size()));
+          issue(IssueKind::kBadLink,
+                fmt::format("links to output {} of {}, which has {} output(s)", s.index,
+                            describe(g, s.node), src->output_types.size()));
           continue;
         }
         const std::string& have = src->output_types[s.index];

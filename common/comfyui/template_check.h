@@ -18,7 +18,8 @@ const char* issue_kind_name(IssueKind k);
 struct Issue {
   IssueKind kind;
   std::string node, cls, input;
-  std::string message;  // "node 39 (VAELoader): model file \"x\" is not on the server (vae_name: ...)"
+  std::string
+      message;  // "node 39 (VAELoader): model file \"x\" is not on the server (vae_name: ...)"
 };
 
 struct CheckOptions {

@@ -25,7 +25,9 @@ bool is_virtual(const std::string& type) {
   return type == "Reroute" || type == "PrimitiveNode" || type == "Note" || type == "MarkdownNote";
 }
 
-std::string ui_name(const UiNode& n) { return fmt::format("node {} ({})", n.id, n.type); }
+std::string ui_name(const UiNode& n) {
+  return fmt::format("node {} ({})", n.id, n.type);
+}
 
 // A link as [id, from, from_slot, to, to_slot, type] (litegraph) or as an object (schema 1).
 std::optional<std::pair<long long, UiLink>> parse_link(const Json& l) {
@@ -49,8 +51,8 @@ class Converter {
     for (const auto& l : ui_["links"]) {
       auto p = parse_link(l);
       if (!p)
-        return make_error("comfyui.ui.link", "UI workflow: link {} is not [id, from, slot, to, slot, type]",
-                          l.dump());
+        return make_error("comfyui.ui.link",
+                          "UI workflow: link {} is not [id, from, slot, to, slot, type]", l.dump());
       links_[p->first] = p->second;
     }
     std::set<std::string> subgraphs;
@@ -59,10 +61,12 @@ class Converter {
       for (const auto& s : ui_["definitions"]["subgraphs"])
         if (s.contains("id") && s["id"].is_string()) subgraphs.insert(s["id"].get<std::string>());
     for (const auto& n : ui_["nodes"]) {
-      if (!n.is_object() || !n.contains("id") || !n["id"].is_number_integer() || !n.contains("type") ||
-          !n["type"].is_string())
-        return make_error("comfyui.ui.node", "UI workflow: a node without an integer \"id\" and a "
-                          "\"type\": {}", n.dump().substr(0, 120));
+      if (!n.is_object() || !n.contains("id") || !n["id"].is_number_integer() ||
+          !n.contains("type") || !n["type"].is_string())
+        return make_error("comfyui.ui.node",
+                          "UI workflow: a node without an integer \"id\" and a "
+                          "\"type\": {}",
+                          n.dump().substr(0, 120));
       UiNode u;
       u.id = n["id"].get<long long>();
       u.type = n["type"].get<std::string>();
@@ -152,7 +156,8 @@ class Converter {
         if (i >= wv.size()) break;
         inputs[spec.name] = wv[i++];
         if (spec.has_seed_control() && i < wv.size() && wv[i].is_string()) {
-          static const std::set<std::string> kControl = {"fixed", "increment", "decrement", "randomize"};
+          static const std::set<std::string> kControl = {"fixed", "increment", "decrement",
+                                                         "randomize"};
           if (kControl.count(wv[i].get<std::string>())) ++i;
         }
         if (spec.has_upload_widget() && i < wv.size() &&
@@ -168,10 +173,14 @@ class Converter {
       if (slot.contains("widget") && slot["widget"].is_object() && slot["widget"].contains("name"))
         name = slot["widget"]["name"].get<std::string>();
       if (!ci->input(name))
-        return make_error("comfyui.ui.input", "{}: input \"{}\" is not an input of class {} on the "
-                          "server", ui_name(n), name, n.type);
-      if (auto v = resolve(*lid)) inputs[name] = std::move(*v);
-      else inputs.erase(name);
+        return make_error("comfyui.ui.input",
+                          "{}: input \"{}\" is not an input of class {} on the "
+                          "server",
+                          ui_name(n), name, n.type);
+      if (auto v = resolve(*lid))
+        inputs[name] = std::move(*v);
+      else
+        inputs.erase(name);
     }
     Json node = {{"class_type", n.type}, {"inputs", std::move(inputs)}};
     node["_meta"] = {{"title", n.title.empty() ? n.type : n.title}};
@@ -192,7 +201,8 @@ bool is_ui_format(const Json& j) {
 
 Result<Json> ui_to_api(const Json& ui, const ObjectInfo& oi) {
   if (!is_ui_format(ui))
-    return make_error("comfyui.ui.not_ui", "not a UI-format workflow (no \"nodes\" array and \"links\")");
+    return make_error("comfyui.ui.not_ui",
+                      "not a UI-format workflow (no \"nodes\" array and \"links\")");
   if (!ui["links"].is_array())
     return make_error("comfyui.ui.link", "UI workflow: \"links\" must be an array");
   return Converter(ui, oi).run();

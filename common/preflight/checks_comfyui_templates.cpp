@@ -38,13 +38,17 @@ void collect(const Json& s, const std::string& where, std::vector<Template>& out
       std::stringstream ss;
       if (in) ss << in.rdbuf();
       t.graph = Json::parse(ss.str(), nullptr, false);
-      if (!in) t.error = "cannot read the workflow file (relative paths resolve against the working directory)";
-      else if (t.graph.is_discarded()) t.error = "the workflow file is not valid JSON";
+      if (!in)
+        t.error =
+            "cannot read the workflow file (relative paths resolve against the working directory)";
+      else if (t.graph.is_discarded())
+        t.error = "the workflow file is not valid JSON";
     }
     out.push_back(std::move(t));
   }
   for (auto it = s.begin(); it != s.end(); ++it)
-    if (it.key() != "workflow" && it.value().is_object()) collect(it.value(), where + "/" + it.key(), out);
+    if (it.key() != "workflow" && it.value().is_object())
+      collect(it.value(), where + "/" + it.key(), out);
     else if (it.value().is_array())
       for (std::size_t i = 0; i < it.value().size(); ++i)
         collect(it.value()[i], fmt::format("{}/{}/{}", where, it.key(), i), out);
@@ -53,8 +57,10 @@ void collect(const Json& s, const std::string& where, std::vector<Template>& out
 std::string escape(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
-    else out += fmt::format("%{:02X}", c);
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("%{:02X}", c);
   }
   return out;
 }
@@ -72,7 +78,8 @@ class ServerClasses {
       if (it == cache_.end()) {
         auto r = http_get(base_ + "/object_info/" + escape(c), timeout_);
         if (!r.ok()) return r.error().message;
-        if (r->status != 200) return fmt::format("{}/object_info/{} answered {}", base_, c, r->status);
+        if (r->status != 200)
+          return fmt::format("{}/object_info/{} answered {}", base_, c, r->status);
         auto j = Json::parse(r->body, nullptr, false);
         if (j.is_discarded() || !j.is_object())
           return fmt::format("{}/object_info/{} is not a JSON object", base_, c);
@@ -92,14 +99,16 @@ class ServerClasses {
 std::string fix_for(comfyui::IssueKind k, const std::string& url) {
   switch (k) {
     case comfyui::IssueKind::kUnknownClass:
-      return fmt::format("install the node pack that provides the class on {} (h3pipe's own: "
-                         "`h3pipe comfyui install-nodes COMFYUI_DIR`), restart it, or edit the template",
-                         url);
+      return fmt::format(
+          "install the node pack that provides the class on {} (h3pipe's own: "
+          "`h3pipe comfyui install-nodes COMFYUI_DIR`), restart it, or edit the template",
+          url);
     case comfyui::IssueKind::kMissingModelFile:
-      return fmt::format("put the file into that server's models/ folder (the loader's kind: "
-                         "checkpoints, vae, diffusion_models, text_encoders, loras, ...) or edit the "
-                         "template to name a file {} lists",
-                         url);
+      return fmt::format(
+          "put the file into that server's models/ folder (the loader's kind: "
+          "checkpoints, vae, diffusion_models, text_encoders, loras, ...) or edit the "
+          "template to name a file {} lists",
+          url);
     default:
       return "fix the template: ComfyUI rejects it at POST /prompt";
   }
@@ -107,7 +116,8 @@ std::string fix_for(comfyui::IssueKind k, const std::string& url) {
 
 }  // namespace
 
-void check_comfyui_templates(const config::Cluster& c, const Options& o, const Scope& s, Report& rep) {
+void check_comfyui_templates(const config::Cluster& c, const Options& o, const Scope& s,
+                             Report& rep) {
   std::map<std::string, ServerClasses> servers;
   for (const config::Host* h : s.checked) {
     for (const config::Pool* p : c.pools_on(h->name)) {
@@ -130,14 +140,16 @@ void check_comfyui_templates(const config::Cluster& c, const Options& o, const S
         Json info = Json::object();
         auto err = server.fetch(comfyui::classes_of(t.graph), info);
         if (err) {
-          rep.fail("comfyui.templates", target,
-                   fmt::format("template {}: cannot ask {} for its classes: {}", t.label, url, *err),
-                   "start ComfyUI on that address, or fix settings.url");
+          rep.fail(
+              "comfyui.templates", target,
+              fmt::format("template {}: cannot ask {} for its classes: {}", t.label, url, *err),
+              "start ComfyUI on that address, or fix settings.url");
           break;
         }
         auto oi = comfyui::ObjectInfo::parse(info, /*allow_empty=*/true);
         if (!oi.ok()) {
-          rep.fail("comfyui.templates", target, fmt::format("template {}: {}", t.label, oi.error().message),
+          rep.fail("comfyui.templates", target,
+                   fmt::format("template {}: {}", t.label, oi.error().message),
                    "check the server's /object_info");
           continue;
         }
@@ -153,8 +165,9 @@ void check_comfyui_templates(const config::Cluster& c, const Options& o, const S
             if (!n.contains("inputs")) continue;
             const Json& ins = n["inputs"];
             for (auto in = ins.begin(); in != ins.end(); ++in)
-              files += comfyui::is_model_file_input(n.value("class_type", std::string()), in.key()) &&
-                       in.value().is_string();
+              files +=
+                  comfyui::is_model_file_input(n.value("class_type", std::string()), in.key()) &&
+                  in.value().is_string();
           }
           rep.pass("comfyui.templates", target,
                    fmt::format("template {}: {} classes and {} model file(s) on {}", t.label,

@@ -1,12 +1,12 @@
 // `h3pipe comfyui install-nodes`: refuses what is not a ComfyUI folder, copies or links the pack,
 // and a second run changes nothing.
+#include "common/comfyui/install_nodes.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include "common/comfyui/install_nodes.h"
 
 namespace fs = std::filesystem;
 using namespace h3pipe::comfyui;
@@ -15,7 +15,10 @@ namespace {
 
 struct Tmp {
   fs::path dir = fs::temp_directory_path() / ("h3install_" + std::to_string(::getpid()));
-  Tmp() { fs::remove_all(dir); fs::create_directories(dir); }
+  Tmp() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
   ~Tmp() { fs::remove_all(dir); }
 };
 

@@ -79,9 +79,10 @@ class FakeComfyUiObjectInfo {
       } else {
         status = 404;
       }
-      std::string resp = "HTTP/1.1 " + std::to_string(status) +
-                         " OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: " +
-                         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      std::string resp =
+          "HTTP/1.1 " + std::to_string(status) +
+          " OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: " +
+          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
       (void)::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
       ::close(c);
     }
@@ -103,7 +104,8 @@ json server_classes() {
   return j;
 }
 
-std::vector<preflight::CheckResult> template_rows(const std::string& sample_url, const std::string& decode_url) {
+std::vector<preflight::CheckResult> template_rows(const std::string& sample_url,
+                                                  const std::string& decode_url) {
   fs::path tdir = kSource / "configs/comfyui/templates/wan2.1_t2v";
   json inject = read(tdir / "inject.json");
   fs::path state = fs::temp_directory_path() / ("h3pf_tpl_" + std::to_string(::getpid()));
@@ -112,17 +114,24 @@ std::vector<preflight::CheckResult> template_rows(const std::string& sample_url,
       {"state_dir", state.string()},
       {"redis", {{"host", "127.0.0.1"}, {"port", 1}, {"embedded", false}}},
       {"hosts", json::array({{{"name", "a"}, {"address", "127.0.0.1"}, {"bind", "127.0.0.1"}}})},
-      {"pools",
-       json::array({{{"name", "s0"}, {"host", "a"}, {"stage", "sample"},
-                     {"runtime", {{"name", "comfyui"},
-                                  {"settings", {{"url", sample_url},
-                                                {"workflow", (tdir / "sample.api.json").string()},
-                                                {"inject", inject["sample"]}}}}}},
-                    {{"name", "d0"}, {"host", "a"}, {"stage", "decode"},
-                     {"runtime", {{"name", "comfyui"},
-                                  {"settings", {{"url", decode_url},
-                                                {"workflow", (tdir / "decode.api.json").string()},
-                                                {"inject", inject["decode"]}}}}}}})}};
+      {"pools", json::array({{{"name", "s0"},
+                              {"host", "a"},
+                              {"stage", "sample"},
+                              {"runtime",
+                               {{"name", "comfyui"},
+                                {"settings",
+                                 {{"url", sample_url},
+                                  {"workflow", (tdir / "sample.api.json").string()},
+                                  {"inject", inject["sample"]}}}}}},
+                             {{"name", "d0"},
+                              {"host", "a"},
+                              {"stage", "decode"},
+                              {"runtime",
+                               {{"name", "comfyui"},
+                                {"settings",
+                                 {{"url", decode_url},
+                                  {"workflow", (tdir / "decode.api.json").string()},
+                                  {"inject", inject["decode"]}}}}}}})}};
   auto c = config::parse(j, state);
   EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
   preflight::Options o;
@@ -139,9 +148,12 @@ TEST(PreflightTemplates, EveryClassAndModelFileOnThePoolsServer) {
   FakeComfyUiObjectInfo good(server_classes());
   auto rows = template_rows(good.url(), good.url());
   ASSERT_EQ(rows.size(), 2u);
-  for (const auto& r : rows) EXPECT_EQ(r.outcome, preflight::Outcome::kPass) << r.target << ": " << r.detail;
-  EXPECT_NE(rows[0].detail.find("7 classes and 2 model file(s)"), std::string::npos) << rows[0].detail;
-  EXPECT_NE(rows[1].detail.find("5 classes and 1 model file(s)"), std::string::npos) << rows[1].detail;
+  for (const auto& r : rows)
+    EXPECT_EQ(r.outcome, preflight::Outcome::kPass) << r.target << ": " << r.detail;
+  EXPECT_NE(rows[0].detail.find("7 classes and 2 model file(s)"), std::string::npos)
+      << rows[0].detail;
+  EXPECT_NE(rows[1].detail.find("5 classes and 1 model file(s)"), std::string::npos)
+      << rows[1].detail;
 
   // The decode server: no VAE file, and no h3pipe node pack.
   json missing = server_classes();
@@ -151,15 +163,20 @@ TEST(PreflightTemplates, EveryClassAndModelFileOnThePoolsServer) {
   rows = template_rows(good.url(), bad.url());
   std::vector<std::string> fails;
   for (const auto& r : rows)
-    if (r.outcome == preflight::Outcome::kFail) fails.push_back(r.target + " " + r.detail + " | " + r.fix);
+    if (r.outcome == preflight::Outcome::kFail)
+      fails.push_back(r.target + " " + r.detail + " | " + r.fix);
   ASSERT_EQ(fails.size(), 2u);
   EXPECT_NE(fails[0].find("d0@a template "), std::string::npos) << fails[0];
-  EXPECT_NE(fails[0].find("decode.api.json: node 39 (VAELoader, \"Load VAE\"): input \"vae_name\": model "
-                          "file \"wan_2.1_vae.safetensors\" is not on the server (it has: pixel_space)"),
-            std::string::npos) << fails[0];
-  EXPECT_NE(fails[1].find("node 52 (H3LoadLatent, \"Load h3pipe latent\"): class \"H3LoadLatent\" is not on "
-                          "the server"),
-            std::string::npos) << fails[1];
+  EXPECT_NE(
+      fails[0].find("decode.api.json: node 39 (VAELoader, \"Load VAE\"): input \"vae_name\": model "
+                    "file \"wan_2.1_vae.safetensors\" is not on the server (it has: pixel_space)"),
+      std::string::npos)
+      << fails[0];
+  EXPECT_NE(fails[1].find(
+                "node 52 (H3LoadLatent, \"Load h3pipe latent\"): class \"H3LoadLatent\" is not on "
+                "the server"),
+            std::string::npos)
+      << fails[1];
   EXPECT_NE(fails[1].find("h3pipe comfyui install-nodes"), std::string::npos) << fails[1];
   // The sample pool's row still passes: each pool is judged against its own server.
   int pass = 0;

@@ -2,15 +2,16 @@
 // graphs, inject maps and config snippets checked exactly against the files under expected/,
 // the UI format converted with the recorded /object_info, and every way a workflow cannot be
 // split answered with the node and the reason.
+#include "common/comfyui/split.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
-#include "common/comfyui/split.h"
 #include "common/comfyui/split_files.h"
 #include "common/comfyui/ui_workflow.h"
 
@@ -114,9 +115,9 @@ TEST(Split, KeyFactsOfTheCut) {
   EXPECT_EQ(save["inputs"]["audio"], Json::array({"66", 0}));
   EXPECT_EQ(r.decode["8"]["inputs"]["samples"], Json::array({r.load_node, 0}));
   EXPECT_EQ(r.decode["67"]["inputs"]["samples"], Json::array({r.load_node, 1}));
-  EXPECT_FALSE(r.sample.contains("8"));   // no decode on the sample side
-  EXPECT_FALSE(r.decode.contains("3"));   // no sampler on the decode side
-  EXPECT_FALSE(r.decode.contains("6"));   // nor its text encoders
+  EXPECT_FALSE(r.sample.contains("8"));  // no decode on the sample side
+  EXPECT_FALSE(r.decode.contains("3"));  // no sampler on the decode side
+  EXPECT_FALSE(r.decode.contains("6"));  // nor its text encoders
   // The audio sampler gets the job's seed but keeps its own prompt and steps.
   EXPECT_EQ(r.inject["sample"]["seed"],
             Json::parse(R"([{"node":"3","input":"seed"},{"node":"66","input":"seed"}])"));
@@ -161,8 +162,10 @@ TEST(Split, UiFormatErrors) {
 TEST(Split, TwoSamplersAreAmbiguousAndNameBoth) {
   auto e = split_error(read(kDir / "workflows" / "two_seeds_unsplittable.api.json"), &recorded());
   EXPECT_EQ(e.code, "comfyui.split.ambiguous");
-  EXPECT_NE(e.message.find("node 3 (KSampler, \"KSampler seed A\")"), std::string::npos) << e.message;
-  EXPECT_NE(e.message.find("node 4 (KSampler, \"KSampler seed B\")"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("node 3 (KSampler, \"KSampler seed A\")"), std::string::npos)
+      << e.message;
+  EXPECT_NE(e.message.find("node 4 (KSampler, \"KSampler seed B\")"), std::string::npos)
+      << e.message;
 }
 
 TEST(Split, GraphsThatCannotBeSplit) {
@@ -172,21 +175,42 @@ TEST(Split, GraphsThatCannotBeSplit) {
     std::string code, says;
   };
   const std::vector<Bad> cases = {
-      {[](Json& g) { g = Json::array({1, 2}); }, "comfyui.workflow.not_graph", "non-empty JSON object"},
+      {[](Json& g) {
+         g = Json::array({1, 2});
+       },
+       "comfyui.workflow.not_graph", "non-empty JSON object"},
       {[](Json& g) { g = Json::object(); }, "comfyui.workflow.not_graph", "empty object"},
-      {[](Json& g) { g["6"].erase("class_type"); }, "comfyui.workflow.node", "node \"6\" has no \"class_type\""},
-      {[](Json& g) { g["8"]["inputs"]["vae"] = Json::array({"99", 0}); }, "comfyui.workflow.missing_node",
-       "input \"vae\" links to node \"99\""},
-      {[](Json& g) { g["48"]["inputs"]["model"] = Json::array({"3", 0}); }, "comfyui.workflow.cycle",
-       "nodes 3, 48"},
-      {[](Json& g) { g.erase("8"); g.erase("28"); g.erase("49"); g.erase("50");
-                     g["51"] = {{"class_type", "SaveLatent"}, {"inputs", {{"samples", {"3", 0}}, {"filename_prefix", "x"}}}}; },
+      {[](Json& g) { g["6"].erase("class_type"); }, "comfyui.workflow.node",
+       "node \"6\" has no \"class_type\""},
+      {[](Json& g) {
+         g["8"]["inputs"]["vae"] = Json::array({"99", 0});
+       },
+       "comfyui.workflow.missing_node", "input \"vae\" links to node \"99\""},
+      {[](Json& g) {
+         g["48"]["inputs"]["model"] = Json::array({"3", 0});
+       },
+       "comfyui.workflow.cycle", "nodes 3, 48"},
+      {[](Json& g) {
+         g.erase("8");
+         g.erase("28");
+         g.erase("49");
+         g.erase("50");
+         g["51"] = {{"class_type", "SaveLatent"},
+                    {"inputs", {{"samples", {"3", 0}}, {"filename_prefix", "x"}}}};
+       },
        "comfyui.split.no_decoder", "no VAE decode node"},
-      {[](Json& g) { g["60"] = {{"class_type", "LoadLatent"}, {"inputs", {{"latent", "x.latent"}}}};
-                     g["8"]["inputs"]["samples"] = Json::array({"60", 0}); },
-       "comfyui.split.no_sampler", "node 8 (VAEDecode, \"VAE Decode\") decodes the latent of node 60 (LoadLatent)"},
-      {[](Json& g) { g.erase("28"); g.erase("49"); g.erase("50"); }, "comfyui.split.no_output",
-       "reaches no output node"},
+      {[](Json& g) {
+         g["60"] = {{"class_type", "LoadLatent"}, {"inputs", {{"latent", "x.latent"}}}};
+         g["8"]["inputs"]["samples"] = Json::array({"60", 0});
+       },
+       "comfyui.split.no_sampler",
+       "node 8 (VAEDecode, \"VAE Decode\") decodes the latent of node 60 (LoadLatent)"},
+      {[](Json& g) {
+         g.erase("28");
+         g.erase("49");
+         g.erase("50");
+       },
+       "comfyui.split.no_output", "reaches no output node"},
   };
   for (const auto& c : cases) {
     Json g = wan;

@@ -25,7 +25,8 @@ Json read(const fs::path& p) {
 
 const ObjectInfo& recorded() {
   static ObjectInfo oi = [] {
-    auto r = ObjectInfo::parse(read(kSource / "tests/comfyui_split/recorded_object_info_v0.3.64.json"));
+    auto r =
+        ObjectInfo::parse(read(kSource / "tests/comfyui_split/recorded_object_info_v0.3.64.json"));
     EXPECT_TRUE(r.ok());
     return std::move(*r);
   }();
@@ -47,9 +48,9 @@ const ObjectInfo& with_pack() {
 // Classes not in ComfyUI core, per template (the folder's README says the same).
 const std::map<std::string, std::set<std::string>> kNotCore = {
     {"minimax_h3_two_host",
-     {"H3SaveLatent", "H3LoadLatent", "H3MultiGPUCLIPLoader", "MiniMaxH3ImageToVideo", "RayInitializer",
-      "RayUNETLoader", "RayLoraLoader", "RayMiniMaxH3SigmaShift", "RayBasicScheduler", "RayBasicGuider",
-      "XFuserSamplerCustomAdvanced"}},
+     {"H3SaveLatent", "H3LoadLatent", "H3MultiGPUCLIPLoader", "MiniMaxH3ImageToVideo",
+      "RayInitializer", "RayUNETLoader", "RayLoraLoader", "RayMiniMaxH3SigmaShift",
+      "RayBasicScheduler", "RayBasicGuider", "XFuserSamplerCustomAdvanced"}},
 };
 
 std::vector<std::string> template_names() {
@@ -61,9 +62,10 @@ std::vector<std::string> template_names() {
 }
 
 TEST(Templates, TheSetUsersAskFor) {
-  std::vector<std::string> want = {"hunyuanvideo_i2v", "hunyuanvideo_t2v", "ltxv_i2v", "ltxv_t2v",
-                                   "minimax_h3_two_host", "wan2.1_i2v", "wan2.1_t2v", "wan2.2_14b_i2v",
-                                   "wan2.2_5b_i2v", "wan2.2_5b_t2v"};
+  std::vector<std::string> want = {"hunyuanvideo_i2v", "hunyuanvideo_t2v",    "ltxv_i2v",
+                                   "ltxv_t2v",         "minimax_h3_two_host", "wan2.1_i2v",
+                                   "wan2.1_t2v",       "wan2.2_14b_i2v",      "wan2.2_5b_i2v",
+                                   "wan2.2_5b_t2v"};
   EXPECT_EQ(template_names(), want);
 }
 
@@ -75,7 +77,8 @@ TEST(Templates, EachIsTheSplitOfItsWorkflow) {
     bool core = !kNotCore.count(name);
     o.object_info = core ? &recorded() : nullptr;
     o.workflow_dir = "configs/comfyui/templates/" + name;
-    if (name == "minimax_h3_two_host") o.decode_url = "http://127.0.0.1:8192";  // the seeds' decode host
+    if (name == "minimax_h3_two_host")
+      o.decode_url = "http://127.0.0.1:8192";  // the seeds' decode host
     auto r = split_workflow(read(d / "workflow.api.json"), o);
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(r->sample, read(d / "sample.api.json"));
@@ -85,7 +88,8 @@ TEST(Templates, EachIsTheSplitOfItsWorkflow) {
     // Every job parameter a template should take is wired.
     for (const char* p : {"prompt", "seed", "width", "height", "frames", "filename_prefix"})
       EXPECT_TRUE(r->inject["sample"].contains(p)) << p;
-    for (const char* p : {"input", "fps", "filename_prefix"}) EXPECT_TRUE(r->inject["decode"].contains(p)) << p;
+    for (const char* p : {"input", "fps", "filename_prefix"})
+      EXPECT_TRUE(r->inject["decode"].contains(p)) << p;
     if (name.find("i2v") != std::string::npos || name == "minimax_h3_two_host")
       EXPECT_TRUE(r->inject["sample"].contains("reference_image"));
     else
@@ -123,12 +127,13 @@ TEST(TemplateCheck, FindsWhatPostPromptWouldReject) {
   oi_json["VAELoader"]["input"]["required"]["vae_name"][0] = Json::array({"other_vae.safetensors"});
   auto oi = ObjectInfo::parse(oi_json);
   ASSERT_TRUE(oi.ok());
-  g["3"]["inputs"]["sampler_name"] = "euler_fast";   // not a sampler ComfyUI has
-  g["3"]["inputs"]["steps"] = 0;                     // below min 1
-  g["3"]["inputs"].erase("cfg");                     // required
+  g["3"]["inputs"]["sampler_name"] = "euler_fast";            // not a sampler ComfyUI has
+  g["3"]["inputs"]["steps"] = 0;                              // below min 1
+  g["3"]["inputs"].erase("cfg");                              // required
   g["3"]["inputs"]["latent_image"] = Json::array({"38", 0});  // a CLIP where a LATENT goes
-  EXPECT_TRUE(check_workflow(read(kTemplates / "wan2.1_i2v" / "sample.api.json"), *oi,
-                             {{}, true, true}).size() == 1);  // only the VAE file
+  EXPECT_TRUE(
+      check_workflow(read(kTemplates / "wan2.1_i2v" / "sample.api.json"), *oi, {{}, true, true})
+          .size() == 1);  // only the VAE file
   auto issues = check_workflow(g, *oi);
   std::map<std::string, IssueKind> got;
   for (const auto& i : issues) got[i.node + "/" + i.input] = i.kind;
@@ -140,9 +145,10 @@ TEST(TemplateCheck, FindsWhatPostPromptWouldReject) {
   EXPECT_EQ(got["57/"], IssueKind::kUnknownClass);  // H3SaveLatent: no node pack on that server
   bool named = false;
   for (const auto& i : issues)
-    named |= i.message.find("node 39 (VAELoader, \"Load VAE\"): input \"vae_name\": model file "
-                            "\"wan_2.1_vae.safetensors\" is not on the server (it has: "
-                            "other_vae.safetensors)") != std::string::npos;
+    named |= i.message.find(
+                 "node 39 (VAELoader, \"Load VAE\"): input \"vae_name\": model file "
+                 "\"wan_2.1_vae.safetensors\" is not on the server (it has: "
+                 "other_vae.safetensors)") != std::string::npos;
   EXPECT_TRUE(named);
 }
 
