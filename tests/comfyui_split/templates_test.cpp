@@ -8,6 +8,7 @@
 
 #include "common/comfyui/split.h"
 #include "common/comfyui/template_check.h"
+#include "common/runtime/comfyui_workflow.h"
 
 namespace fs = std::filesystem;
 using namespace h3pipe::comfyui;
@@ -117,6 +118,44 @@ TEST(Templates, ClassesAndInputsValidAgainstRecordedObjectInfo) {
       if (kNotCore.count(name)) allowed = kNotCore.at(name);
       for (const auto& c : missing) EXPECT_TRUE(allowed.count(c)) << c << " is not in core";
     }
+  }
+}
+
+// The snippet's settings are what the comfyui runtime accepts: every inject target exists, is a
+// widget, and every parameter is one the runtime knows (runtime::comfyui::Workflow::parse).
+TEST(Templates, SnippetsParseAsRuntimeSettings) {
+  for (const auto& name : template_names()) {
+    SCOPED_TRACE(name);
+    Json snip = read(kTemplates / name / "config.snippet.json");
+    for (const char* stage : {"sample", "decode"}) {
+      const Json& s = snip["stages"][stage]["runtime"]["settings"];
+      EXPECT_EQ(s["workflow"], "configs/comfyui/templates/" + name + "/" + stage + ".api.json");
+      Json graph = read(kSource / s["workflow"].get<std::string>());
+      h3pipe::config::Errors e;
+      auto w = h3pipe::runtime::comfyui::Workflow::parse(graph, &s["inject"], &s["output"],
+                                                         std::string("/stages/") + stage, e);
+      EXPECT_TRUE(w.has_value()) << e.joined();
+    }
+    EXPECT_EQ(snip["stages"]["encode"]["runtime"]["settings"]["fused"], true);
+  }
+}
+
+// The whole workflows the templates and tests start from use core classes and inputs as ComfyUI
+// 0.3.64 declares them (the shapes of its example workflows).
+TEST(Templates, WholeWorkflowsAreRealShaped) {
+  std::vector<fs::path> files;
+  for (const auto& name : template_names())
+    if (!kNotCore.count(name)) files.push_back(kTemplates / name / "workflow.api.json");
+  for (const auto& e : fs::directory_iterator(kSource / "tests/comfyui_split/workflows"))
+    if (e.path().string().size() > 9 &&
+        e.path().string().substr(e.path().string().size() - 9) == ".api.json")
+      files.push_back(e.path());
+  ASSERT_GE(files.size(), 19u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.string());
+    CheckOptions o;
+    o.skip_empty_file_lists = true;
+    for (const auto& issue : check_workflow(read(f), recorded(), o)) ADD_FAILURE() << issue.message;
   }
 }
 
