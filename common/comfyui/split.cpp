@@ -50,6 +50,24 @@ std::optional<PassThroughClass> generic_pass_through(const Json& g, const Object
   return p;
 }
 
+// A class not in the tables that object_info shows to be a VAE decoder: a LATENT and a VAE in,
+// IMAGE (video) or AUDIO out, such as a custom pack's tiled decoder.
+std::optional<DecoderClass> generic_decoder(const ObjectInfo* oi, const std::string& cls) {
+  if (!oi) return std::nullopt;
+  const auto* ci = oi->find(cls);
+  if (!ci) return std::nullopt;
+  std::string latent;
+  bool vae = false;
+  for (const auto& in : ci->inputs) {
+    if (in.type == "LATENT" && latent.empty()) latent = in.name;
+    vae |= in.type == "VAE";
+  }
+  if (latent.empty() || !vae || ci->output_types.size() != 1) return std::nullopt;
+  if (ci->output_types[0] == "IMAGE") return DecoderClass{DecodeKind::kVideo, latent};
+  if (ci->output_types[0] == "AUDIO") return DecoderClass{DecodeKind::kAudio, latent};
+  return std::nullopt;
+}
+
 Trace trace_decoder(const Json& g, const ObjectInfo* oi, const std::string& id,
                     const DecoderClass& dc) {
   Trace t;
@@ -202,9 +220,16 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   }
 
   std::vector<Trace> traces;
-  for (const auto& id : topological_order(g))
+  std::map<std::string, DecoderClass> decoders;  // node id -> how it decodes
+  for (const auto& id : topological_order(g)) {
     if (const auto* dc = decoder_class(class_of(g, id)))
-      traces.push_back(trace_decoder(g, oi, id, *dc));
+      decoders[id] = *dc;
+    else if (auto gd = generic_decoder(oi, class_of(g, id)))
+      decoders[id] = *gd;
+    else
+      continue;
+    traces.push_back(trace_decoder(g, oi, id, decoders[id]));
+  }
   if (traces.empty())
     return make_error("comfyui.split.no_decoder",
                       "no VAE decode node ({}) in the workflow: h3pipe splits a workflow where a "
@@ -355,7 +380,8 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
                         "the decode side would run {} (a sampler) after the decoders; h3pipe "
                         "hands over one latent: split such a graph by hand",
                         describe(g, id));
-    const auto* dc = decoder_class(cls);
+    auto dit = decoders.find(id);
+    const DecoderClass* dc = dit == decoders.end() ? nullptr : &dit->second;
     Json node = g[id];
     bool computes = false;
     if (node.contains("inputs")) {

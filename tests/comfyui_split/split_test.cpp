@@ -152,11 +152,36 @@ TEST(Split, UiFormatErrors) {
   EXPECT_EQ(e.code, "comfyui.workflow.ui_format");
   EXPECT_NE(e.message.find("--server"), std::string::npos);
   // A class the server does not know.
+  Json sub = ui;
+  sub["definitions"] = {{"subgraphs", Json::array({{{"id", "a1b2"}, {"nodes", Json::array()}}})}};
+  sub["nodes"][3]["type"] = "a1b2";
+  auto s = ui_to_api(sub, recorded());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, "comfyui.ui.subgraph");
+  EXPECT_NE(s.error().message.find("node 90 (a1b2) is a subgraph"), std::string::npos)
+      << s.error().message;
   ui["nodes"][0]["type"] = "WanVideoModelLoader";
   auto r = ui_to_api(ui, recorded());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "comfyui.split.unknown_class");
   EXPECT_NE(r.error().message.find("node 37 (WanVideoModelLoader)"), std::string::npos);
+}
+
+TEST(Split, CustomDecoderKnownFromObjectInfo) {
+  // A custom pack's decoder (LATENT + VAE in, IMAGE out): found through /object_info.
+  Json j = read(kDir / "recorded_object_info_v0.3.64.json");
+  j["KJTiledVideoDecode"] = j["VAEDecodeTiled"];
+  j["KJTiledVideoDecode"]["name"] = "KJTiledVideoDecode";
+  j["KJTiledVideoDecode"]["python_module"] = "custom_nodes.kj";
+  auto oi = ObjectInfo::parse(j);
+  ASSERT_TRUE(oi.ok());
+  Json g = read(kDir / "workflows" / "hunyuanvideo_t2v.api.json");
+  g["73"]["class_type"] = "KJTiledVideoDecode";
+  auto r = split_ok(g, &*oi, ".");
+  EXPECT_EQ(r.sampler, "13");
+  EXPECT_EQ(r.decode["73"]["inputs"]["samples"], Json::array({r.load_node, 0}));
+  // Without object_info the class means nothing: no decoder.
+  EXPECT_EQ(split_error(g).code, "comfyui.split.no_decoder");
 }
 
 TEST(Split, TwoSamplersAreAmbiguousAndNameBoth) {
