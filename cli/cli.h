@@ -51,4 +51,6 @@ namespace h3pipe::cli {
 // report, preflight), declared in extra_commands.cpp.
 void register_extra_commands(CLI::App& app, Global& g, int& rc);
 void register_planner_commands(CLI::App& app, Global& g, int& rc);
+// comfyui split / install-nodes (comfyui_cmds.cpp).
+void register_comfyui_commands(CLI::App& app, Global& g, int& rc);
 }  // namespace h3pipe::cli

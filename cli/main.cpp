@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
     s->callback([&rc, &sub] { rc = sub.action(); });
   }
   register_extra_commands(app, g, rc);
+  register_comfyui_commands(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

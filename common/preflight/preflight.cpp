@@ -139,6 +139,7 @@ std::vector<CheckResult> run_checks(const config::Cluster& c, const Options& o) 
   check_disk(c, o, rep);
   check_keys(c, o, scope, rep);
   check_comfyui(c, o, scope, rep);
+  check_comfyui_templates(c, o, scope, rep);
   return rep.take();
 }
 

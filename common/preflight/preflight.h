@@ -19,6 +19,9 @@
 //   disk.free        free space at artifact_root, output_root and state_dir >= the threshold
 //   curve.keys       the host's transfer key files exist and are readable (secret: not group/other)
 //   comfyui.up       GET <settings.url>/system_stats answers 200 for each comfyui pool
+//   comfyui.templates every class and model file each comfyui pool's workflow(s) name is on its
+//                    server (GET /object_info/<class>), values as POST /prompt checks them; one
+//                    FAIL row per missing class or file, naming the template and the node
 //
 // Which hosts are "checked": the one named by host_filter; with no filter, every host that is
 // this machine (a one-host config, or a host whose address/bind is a local interface address or

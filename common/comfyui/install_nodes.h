@@ -1,0 +1,33 @@
+#pragma once
+// `h3pipe comfyui install-nodes COMFYUI_DIR`: puts h3pipe's node pack
+// (integrations/comfyui/h3pipe_nodes) into COMFYUI_DIR/custom_nodes/h3pipe_nodes, as a copy or
+// a symlink.  Refuses a folder that is not a ComfyUI checkout (main.py and nodes.py, or a
+// custom_nodes/ folder); running it twice changes nothing the second time.
+#include <filesystem>
+#include <string>
+
+#include "common/core/result.h"
+
+namespace h3pipe::comfyui {
+
+struct InstallOptions {
+  std::filesystem::path comfyui_dir;
+  std::filesystem::path pack_dir;  // the node pack's source folder
+  bool symlink = false;            // link instead of copying (a development checkout)
+  bool force = false;              // replace a different h3pipe_nodes already there
+};
+
+struct InstallResult {
+  std::filesystem::path dest;
+  std::string action;  // "copied", "linked", "updated", "unchanged"
+};
+
+// Errors: comfyui.install.not_comfyui, comfyui.install.no_pack, comfyui.install.exists
+// (something else is at the destination and !force), comfyui.install.io.
+Result<InstallResult> install_nodes(const InstallOptions& o);
+
+// Where the pack is: $H3PIPE_COMFYUI_NODES, else <exe>/../share/h3pipe/comfyui/h3pipe_nodes, else
+// <source tree>/integrations/comfyui/h3pipe_nodes relative to the executable's build folder.
+std::filesystem::path default_pack_dir(const std::filesystem::path& bin_dir);
+
+}  // namespace h3pipe::comfyui
