@@ -33,17 +33,20 @@ Result<config::Cluster> load_cluster(const Global& g) {
 
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c) {
   auto addr = runner::redis_address(c);
+  std::string creds = c.redis.credentials_dir;
   if (auto st = supervisor::running(c)) {
     addr.host = (*st)["redis"]["host"];
     addr.port = (*st)["redis"]["port"];
-    // The local stack's Redis has per-service ACL users: the CLI is h3pipe-operator.
-    if (const std::string dir = (*st)["redis"].value("credentials_dir", ""); !dir.empty()) {
-      const supervisor::RedisUser u = supervisor::user_for(dir, "operator");
-      config::Redis r;
-      r.password_file = u.password_file;
-      addr.user = u.user;
-      addr.password = r.password();
-    }
+    creds = (*st)["redis"].value("credentials_dir", creds);
+  }
+  // Per-service ACL users (the local stack's, or a shared Redis's credentials_dir): the CLI is
+  // h3pipe-operator.
+  if (!creds.empty()) {
+    const supervisor::RedisUser u = supervisor::user_for(creds, "operator");
+    config::Redis r;
+    r.password_file = u.password_file;
+    addr.user = u.user;
+    addr.password = r.password();
   }
   if (!g.redis.empty()) {
     auto colon = g.redis.rfind(':');

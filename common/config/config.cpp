@@ -185,6 +185,9 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
     std::string pwf;
     rr.get("password_file", pwf);
     c.redis.password_file = resolve(base_dir, pwf).string();
+    std::string creds;
+    rr.get("credentials_dir", creds);
+    c.redis.credentials_dir = resolve(base_dir, creds).string();
     rr.get("embedded", c.redis.embedded);
   }
   if (auto* v = r.raw("queue")) {
@@ -375,7 +378,8 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
   j["dispatch"] = c.dispatch;
   j["time_scale"] = c.time_scale;
   j["redis"] = {{"host", c.redis.host}, {"port", c.redis.port}, {"user", c.redis.user},
-                {"password_file", c.redis.password_file}, {"embedded", c.redis.embedded}};
+                {"password_file", c.redis.password_file}, {"embedded", c.redis.embedded},
+                {"credentials_dir", c.redis.credentials_dir}};
   if (redact && !c.redis.password_file.empty()) j["redis"]["password"] = "<redacted>";
   j["queue"] = {{"lease_ms", c.queue.lease_ms}, {"renew_ms", c.queue.renew_ms},
                 {"sweep_ms", c.queue.sweep_ms}, {"max_deliveries", c.queue.max_deliveries},

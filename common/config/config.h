@@ -81,6 +81,11 @@ struct Redis {
   int port = 0;                   // 0 with embedded = pick a free port at start
   std::string user;               // ACL user; empty = default user
   std::string password_file;      // file holding the password; empty = none
+  // A folder of redis-<role>.password files (role: encoder, sampler, decoder, transfer, operator,
+  // admin) for the per-service ACL users of configs/redis/users.acl: `h3pipe start` gives each
+  // service it starts its own user, the CLI uses the operator.  Embedded Redis: <state>/secrets,
+  // generated.
+  std::string credentials_dir;
   bool embedded = true;           // h3pipe start runs a private redis-server
   std::string password() const;   // reads password_file ("" if none)
 };

@@ -98,13 +98,25 @@ fs::path stack_file(const config::Cluster& c) { return c.state_dir / "stack.json
 
 bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
 
-// How the supervisor itself reaches Redis: the local stack's admin user, or the config's.
+// Where the per-service passwords are: generated in the state dir for the embedded Redis, the
+// config's credentials_dir for a shared one ("" = the config's one user for everything).
+fs::path credentials_dir(const config::Cluster& c) {
+  if (c.redis.embedded) return secrets_dir(c.state_dir);
+  return c.redis.credentials_dir;
+}
+
+// How the supervisor itself reaches Redis: the admin user of the credentials, or the config's.
 queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port) {
-  if (!c.redis.embedded) return {c.redis.host, c.redis.port, c.redis.user, c.redis.password()};
-  const RedisUser admin = user_for(secrets_dir(c.state_dir), "admin");
-  config::Redis r;
-  r.password_file = admin.password_file;
-  return {"127.0.0.1", redis_port, admin.user, r.password()};
+  queue::RedisAddress a{c.redis.embedded ? "127.0.0.1" : c.redis.host,
+                        c.redis.embedded ? redis_port : c.redis.port, c.redis.user, c.redis.password()};
+  if (const fs::path creds = credentials_dir(c); !creds.empty()) {
+    const RedisUser admin = user_for(creds, "admin");
+    config::Redis r;
+    r.password_file = admin.password_file;
+    a.user = admin.user;
+    a.password = r.password();
+  }
+  return a;
 }
 
 // The supervisor proper; runs in the daemonized child and never returns.
@@ -143,8 +155,8 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
       ch.argv.push_back(fmt::format("127.0.0.1:{}", redis_port));
     }
     if (!pool.empty()) { ch.argv.push_back("--pool"); ch.argv.push_back(pool); }
-    if (c.redis.embedded) {
-      const RedisUser u = user_for(secrets_dir(c.state_dir), svc);
+    if (const fs::path creds = credentials_dir(c); !creds.empty()) {
+      const RedisUser u = user_for(creds, svc);
       ch.env = {"H3PIPE_REDIS_USER=" + u.user, "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
     }
     children.push_back(ch);
@@ -173,7 +185,7 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
   auto write_stack = [&] {
     nlohmann::json j = {{"supervisor_pid", ::getpid()}, {"host", host}, {"config", cfg},
                         {"state_dir", c.state_dir.string()}, {"redis", {{"host", addr.host}, {"port", addr.port}, {"embedded", c.redis.embedded},
-                                   {"credentials_dir", c.redis.embedded ? secrets_dir(c.state_dir).string() : ""}}},
+                                   {"credentials_dir", credentials_dir(c).string()}}},
                         {"artifact_root", c.artifact_root.string()}, {"output_root", c.output_root.string()}};
     for (const auto& ch : children)
       j["processes"].push_back({{"name", ch.name}, {"pid", ch.pid}, {"log", ch.log.string()}, {"restarts", ch.restarts}});
@@ -299,7 +311,10 @@ Readiness service_ready(const fs::path& run_file, std::string* why) {
   if (!in) return Readiness::kNotYet;
   auto j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.contains("health_port")) return Readiness::kNotYet;
-  httplib::Client cli("127.0.0.1", j["health_port"].get<int>());
+  // The service listens on its host's bind address (a namespace's own address in tests).
+  std::string bind = j.value("bind", "127.0.0.1");
+  if (bind.empty() || bind == "0.0.0.0") bind = "127.0.0.1";
+  httplib::Client cli(bind, j["health_port"].get<int>());
   cli.set_connection_timeout(0, 300 * 1000);
   cli.set_read_timeout(1, 0);
   auto r = cli.Get("/readyz");

@@ -38,6 +38,7 @@ import threading
 import time
 
 SKIP = 77
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def log(msg):
@@ -46,14 +47,15 @@ def log(msg):
 
 # ---------------------------------------------------------------- a small RESP client
 class Resp:
-    def __init__(self, host, port, password):
+    def __init__(self, host, port, password, user=None):
         self.addr, self.password, self.sock, self.buf = (host, port), password, None, b""
+        self.user = user
 
     def _connect(self):
         self.sock = socket.create_connection(self.addr, timeout=5)
         self.buf = b""
         if self.password:
-            self._send("AUTH", self.password)
+            self._send(*(("AUTH", self.user, self.password) if self.user else ("AUTH", self.password)))
             self._read()
 
     def _send(self, *args):
@@ -183,16 +185,23 @@ class Chaos:
         for name in ("a", "b"):
             self.run_h3(["keygen", "--dir", keys, "--name", name])
         pub_a = open(os.path.join(keys, "a.pub")).read().strip()
-        self.pw_file = os.path.join(w, "redis.pw")
-        with open(os.open(self.pw_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-            f.write("chaos-%016x\n" % self.rng.getrandbits(64))
-        self.password = open(self.pw_file).read().strip()
+        # The shipped per-service ACL users (configs/redis/users.acl, rendered by render_acl.sh,
+        # as compose and Helm do): an ACL gap in any service shows up here as failed stages.
+        self.secrets = os.path.join(w, "secrets")
+        os.makedirs(self.secrets, mode=0o700)
+        for role in ("encoder", "sampler", "decoder", "transfer", "operator", "admin"):
+            fd = os.open(os.path.join(self.secrets, "redis-%s.password" % role), os.O_WRONLY | os.O_CREAT, 0o600)
+            with open(fd, "w") as f:
+                f.write("chaos-%s-%016x\n" % (role, self.rng.getrandbits(64)))
+        self.password = open(os.path.join(self.secrets, "redis-admin.password")).read().strip()
+        self.acl_file = os.path.join(w, "users.acl")
+        sh("sh %s %s %s" % (os.path.join(SRC, "configs", "redis", "render_acl.sh"), self.secrets, self.acl_file))
         self.redis_port = free_port(a.ip_a)
         self.transfer_port = free_port(a.ip_a)  # a free number; B is an empty namespace
         prof = lambda sec: {"default": {"kind": "fixed", "seconds": sec}}
         cfg = {
             "name": "chaos",
-            "redis": {"host": a.ip_a, "port": self.redis_port, "embedded": False, "password_file": self.pw_file},
+            "redis": {"host": a.ip_a, "port": self.redis_port, "embedded": False, "credentials_dir": self.secrets},
             "stages": {st: {"runtime": {"name": "sim", "settings": {}}} for st in ("encode", "sample", "decode")},
             "hosts": [
                 {"name": "a", "address": a.ip_a, "bind": a.ip_a,
@@ -214,7 +223,7 @@ class Chaos:
         with open(self.config, "w") as f:
             json.dump(cfg, f, indent=1)
         self.start_redis()
-        self.r = Resp(a.ip_a, self.redis_port, self.password)
+        self.r = Resp(a.ip_a, self.redis_port, self.password, "redis-admin")
         self.r.cmd("PING")
         for host in ("a", "b"):
             out = self.run_h3(["start", "--host", host], host=host)
@@ -224,14 +233,14 @@ class Chaos:
         d = os.path.join(self.work, "redis")
         os.makedirs(d, exist_ok=True)
         self.redis_argv = ["/usr/bin/redis-server", "--bind", self.a.ip_a, "--port", str(self.redis_port),
-                           "--requirepass", self.password, "--appendonly", "yes", "--appendfsync", "everysec",
+                           "--aclfile", self.acl_file, "--appendonly", "yes", "--appendfsync", "everysec",
                            "--save", "", "--dir", d, "--protected-mode", "yes", "--daemonize", "no"]
         self.redis_log = open(os.path.join(self.work, "redis.log"), "ab")
         self.redis_proc = subprocess.Popen(self.redis_argv, stdout=self.redis_log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
-                Resp(self.a.ip_a, self.redis_port, self.password).cmd("PING", retries=1)
+                Resp(self.a.ip_a, self.redis_port, self.password, "redis-admin").cmd("PING", retries=1)
                 return
             except Exception:
                 time.sleep(0.02)
@@ -350,7 +359,7 @@ class Chaos:
         log("         redis back after %.3fs" % (time.time() - now))
 
     def tracker(self):
-        r = Resp(self.a.ip_a, self.redis_port, self.password)
+        r = Resp(self.a.ip_a, self.redis_port, self.password, "redis-admin")
         while not self.stop_tracker.is_set():
             with self.track_lock:
                 open_ = [t for t in self.tracked if t[4] is None]
@@ -361,7 +370,7 @@ class Chaos:
                 try:
                     rows = r.cmd("XPENDING", stream, group, "-", "+", 1000, retries=1) or []
                 except Exception:
-                    r = Resp(self.a.ip_a, self.redis_port, self.password)
+                    r = Resp(self.a.ip_a, self.redis_port, self.password, "redis-admin")
                     continue
                 now = time.time()
                 pend = {s(row[0]): (s(row[1]), int(row[2]), int(row[3])) for row in rows}
