@@ -22,7 +22,7 @@
 {{- $full = printf "%s-%s" .Release.Name $name -}}
 {{- end -}}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $full) -}}
-{{- fail (printf "release name %q: the chart names its Services %q-<component>, and Service names must start with a lowercase letter and hold only a-z, 0-9 and '-' (DNS-1035); choose a release name starting with a letter or set fullnameOverride" .Release.Name $full) -}}
+{{- fail (printf "release name %q: the chart names its Services %s-<component>, and Service names must start with a lowercase letter and hold only a-z, 0-9 and '-' (DNS-1035); choose a release name starting with a letter or set fullnameOverride" .Release.Name $full) -}}
 {{- end -}}
 {{- if gt (len $full) 46 -}}
 {{- printf "%s-%s" ($full | trunc 37 | trimSuffix "-") ($full | sha256sum | trunc 8) -}}
