@@ -112,8 +112,12 @@ def renderer():
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode", GOFLAGS="",
                GOCACHE=os.path.join(out, "gocache"), CGO_ENABLED="0")
-    r = subprocess.run([go, "build", "-o", os.path.join(out, "helmrender"), "."],
+    # Built beside and renamed into place: deploy_helm and deploy_helm_schemas may run at once.
+    tmp = os.path.join(out, f"helmrender.{os.getpid()}")
+    r = subprocess.run([go, "build", "-o", tmp, "."],
                        cwd=os.path.join(HERE, "helmrender"), env=env, capture_output=True, text=True)
+    if r.returncode == 0:
+        os.replace(tmp, os.path.join(out, "helmrender"))
     if r.returncode:
         raise AssertionError("building helmrender failed (golang-github-masterminds-sprig-dev and "
                              "golang-k8s-sigs-yaml-dev installed?):\n" + r.stderr)
