@@ -320,8 +320,14 @@ class ChartTest(unittest.TestCase):
                 self.assertIn("NODE_NAME", env)
                 self.assertEqual(ports["transfer"], v["transfer"]["port"])
                 self.assertEqual([p["hostPort"] for p in c["ports"] if p["name"] == "transfer"], [v["transfer"]["port"]])
-                self.assertEqual("keys" in [i["name"] for i in ps.get("initContainers", [])],
-                                 bool(v["cluster"]["transfer"]["curve"]))
+                inits = {i["name"]: i for i in ps.get("initContainers", [])}
+                self.assertEqual("keys" in inits, bool(v["cluster"]["transfer"]["curve"]))
+                if "keys" in inits:
+                    # Only the node's own secret key reaches the transfer container.
+                    copy = inits["keys"]["command"][-1]
+                    self.assertEqual(re.findall(r"/secret-keys/\S*", copy),
+                                     ["/secret-keys/*.pub", '/secret-keys/$NODE_NAME.key"'])
+                    self.assertIn("NODE_NAME", [e["name"] for e in inits["keys"]["env"]])
 
     def check_cluster_json(self, r):
         v = r.values
