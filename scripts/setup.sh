@@ -12,7 +12,10 @@ packages=(
   libcpp-httplib-dev
   redis-server redis-tools stunnel4 ffmpeg iproute2 iperf3 openssh-client openssh-server
   python3-numpy python3-yaml python3-torch prometheus docker-compose procps
+  golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
 )
+# npm for tests/deploy's Kubernetes schemas; a node/npm from elsewhere (nodesource) is kept.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,6 +33,13 @@ if ((${#missing[@]})); then
   for svc in redis-server prometheus; do
     $sudo_cmd service "$svc" stop >/dev/null 2>&1 || true
   done
+fi
+
+# kubernetes-models (the Kubernetes OpenAPI schemas) for ctest's deploy_helm_schemas, into the
+# ignored tests/deploy/node_modules; without the registry that test skips and says why.
+if [[ ! -d tests/deploy/node_modules/kubernetes-models ]]; then
+  timeout 300 npm ci --prefix tests/deploy --no-audit --no-fund --omit=dev >/dev/null 2>&1 ||
+    echo "setup: npm could not install kubernetes-models (no registry?); deploy_helm_schemas will skip" >&2
 fi
 
 [[ ${1:-} == --no-build ]] && exit 0

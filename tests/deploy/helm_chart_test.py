@@ -1,295 +1,305 @@
 #!/usr/bin/python3
-"""helm/h3pipe renders to valid Kubernetes YAML for its default values and for the other
-configurations it documents.
+"""helm/h3pipe rendered by Helm's own template engine and checked the way a cluster would.
 
-Helm is not packaged in Debian: the chart is rendered with tests/deploy/helm_render.py, a
-test-only implementation of the Go-template subset the chart uses (it refuses anything else).
-Checks, per scenario: every template renders; every document is YAML without duplicate keys,
-with apiVersion/kind/metadata.name and DNS-1123 names; every value a template reads is defined
-in values.yaml, and every value in values.yaml is read; workload selectors match their pod
-labels; probes and Services name container ports that exist; volume mounts name volumes that
-exist; service arguments are the flags the binaries take; GPU limits match the pools; the
-rendered cluster.json passes h3pipe's own config loader (config_check); KEDA and
-ServiceMonitor objects point at objects the chart renders; the chart's copy of the Redis files
-equals configs/redis.  Redis credentials: every h3pipe workload runs as its own ACL user
-(H3PIPE_REDIS_USER) and mounts only that user's key of the Redis Secret; no workload gets
-redis-admin (or the operator's password); the bundled Redis mounts them all and renders the ACL
-file; the Secret holds one password per user of configs/redis/users.acl; with redis.tls every
-h3pipe pod has the stunnel client sidecar, Redis the server sidecar, and the Service only the TLS
-port.
+The chart is rendered by tests/deploy/helmrender (Go's text/template with Helm's semantics and
+sprig, on Debian's golang-go and Go packages; Helm is not packaged), built here into
+BUILD/helmrender (Go's build cache keeps that quick).  For every values variant docs/deploy.md
+names (SCENARIOS) the rendered objects must be consistent as the API server and the kubelet
+would need them: names (DNS-1123 labels, Services DNS-1035, StatefulSet names short enough for
+the controller-revision-hash label), label values, selectors matching pod labels, Service
+targetPorts and probe ports naming container ports, every volume mount naming a volume, every
+Secret / ConfigMap (and key) a pod or KEDA references rendered by the chart or named by the
+user's values (so an install starts every pod), the StatefulSet's headless governing Service,
+KEDA's Redis address fully qualified, no replicas on Deployments a ScaledObject owns, TLS keys
+split by side, the transfer port one value.  The rendered cluster.json passes h3pipe's config
+loader (h3pipe_config_check).  Values that the services would reject fail at render with a
+clear message (FAILURES).  values.yaml and the templates agree both ways (helmrender -missing,
+-unread).  With --schemas, every object is validated against the Kubernetes schemas of npm's
+kubernetes-models and the CRD schemas in tests/deploy/crds (tests/deploy/k8s_validate.js);
+exit 77 (skip) when kubernetes-models is not installed.
 
-Usage: helm_chart_test.py SOURCE_DIR CONFIG_CHECK_BINARY
+Usage: helm_chart_test.py [--schemas] SOURCE_DIR CONFIG_CHECK_BINARY BUILD_DIR
 """
 import base64
+import concurrent.futures
+import configparser
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
 
-import yaml
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import helm_render  # noqa: E402
-
-SRC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", ".."))
-CONFIG_CHECK = sys.argv[2] if len(sys.argv) > 2 else ""
+SCHEMAS = "--schemas" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a != "--schemas"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(ARGS[0]) if ARGS else os.path.abspath(os.path.join(HERE, "..", ".."))
+CONFIG_CHECK = ARGS[1] if len(ARGS) > 1 else ""
+BUILD = os.path.abspath(ARGS[2]) if len(ARGS) > 2 else os.path.join(SRC, "build")
 CHART = os.path.join(SRC, "helm", "h3pipe")
+sys.path.insert(0, HERE)
+from helm_scenarios import (EXTERNAL, FAILURES, KEYS, LONG_RELEASE, NS, POOLS, SCENARIOS,  # noqa: E402
+                            configure, effective_values, render, renderer, run_renderer)
+configure(SRC, BUILD)
 
-# The flags every service binary takes (common/runner/runner.cpp).
 SERVICE_FLAGS = {"--config", "--host", "--pool", "--bind", "--metrics-port", "--health-port",
                  "--redis", "--state-dir", "--log-level"}
 STAGE_COMPONENTS = {"encoder", "sampler", "decoder"}
 ACL_USERS = ["encoder", "sampler", "decoder", "transfer", "operator", "keda", "admin"]
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+TLS_CLIENT = {"h3pipe_ca.pem", "redis_client_cert.pem", "redis_client_key.pem"}
+TLS_SERVER = {"h3pipe_ca.pem", "redis_tls_cert.pem", "redis_tls_key.pem"}
+def pod_spec(w):
+    return w["spec"]["template"]["spec"]
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    pass
+def component(w):
+    return w["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
 
 
-def _mapping(loader, node, deep=False):
-    keys = set()
-    for k, _ in node.value:
-        key = loader.construct_object(k, deep=deep)
-        if key in keys:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", k.start_mark)
-        keys.add(key)
-    return loader.construct_mapping(node, deep)
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.items())
 
 
-UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+class Rendered:
+    """One scenario's objects, by kind and name."""
 
-SCENARIOS = {
-    "defaults": {},
-    "everything-on": {
-        "image": {"registry": "registry.example.com"},
-        "storage": {"existingClaim": "h3pipe-shared"},
-        "redis": {"passwords": {"sampler": "pw"},
-                  "external": {"enabled": True, "url": "redis://redis.prod.internal:6380"}},
-        "curve": {"keys": {"node292": {"public": "P" * 40, "secret": "S" * 40},
-                           "node241": {"public": "Q" * 40, "secret": "T" * 40}}},
-        "samplerPools": [
-            {"name": "t10x4-a", "host": "node292", "gpus": 4, "gpuModel": "T10", "sharesGpusWith": "",
-             "profiles": {"sd": {"kind": "fixed", "seconds": 127.39}}, "runtime": {"name": "sim", "settings": {}},
-             "replicas": 1, "nodeSelector": {"gpu": "t10"}, "affinity": {"nodeAffinity": {}},
-             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-             "resources": {"limits": {"memory": "32Gi"}, "requests": {"cpu": "4"}}},
-            {"name": "t10x4-b", "host": "node241", "gpus": 2, "gpuModel": "T10", "sharesGpusWith": "",
-             "profiles": {"sd": {"kind": "fixed", "seconds": 140}}, "runtime": {}, "replicas": 2,
-             "nodeSelector": {}, "affinity": {}, "tolerations": [], "resources": {}},
-        ],
-        "encoder": {"gpus": 2, "sharesGpusWith": "t10x4-a"},
-        "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
-        "keda": {"enabled": True},
-    },
-    "existing-secrets-no-encoder": {
-        "redis": {"existingSecret": "my-redis", "bundled": {"persistence": {"enabled": False}}},
-        "curve": {"existingSecret": "my-curve"},
-        "encoder": {"enabled": False},
-        "transfer": {"enabled": False},
-    },
-    "redis-tls": {
-        "redis": {"tls": {"enabled": True, "existingSecret": "h3pipe-redis-tls"}},
-        "keda": {"enabled": True},
-    },
-}
+    def __init__(self, name):
+        self.name = name
+        self.release, self.user = SCENARIOS[name]
+        self.values = effective_values(self.user)
+        self.docs = render(name)
+        self.by = {}
+        for d in self.docs:
+            self.by.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+        self.workloads = [d for k in ("Deployment", "DaemonSet", "StatefulSet") for d in self.by.get(k, {}).values()]
 
+    def kind(self, k):
+        return list(self.by.get(k, {}).values())
 
-def render(overrides):
-    helm_render.READS.clear()
-    values = helm_render.load_values(CHART, overrides)
-    r = helm_render.Renderer(CHART, values)
-    texts = r.render_all()
-    docs = []
-    for fn, text in texts.items():
-        if fn.endswith(".txt"):
-            continue
-        for d in yaml.load_all(text, Loader=UniqueKeyLoader):
-            if d is not None:
-                docs.append((fn, d))
-    return r, values, texts, docs
-
-
-def pod_spec(doc):
-    return doc["spec"]["template"]["spec"]
+    def get(self, kind, name):
+        return self.by.get(kind, {}).get(name)
 
 
 class ChartTest(unittest.TestCase):
-    def check_scenario(self, name):
-        r, values, texts, docs = render(SCENARIOS[name])
-        self.assertEqual(sorted(r.missing), [], f"{name}: templates read values that values.yaml lacks")
-        if name == "defaults":
-            self.assertEqual(helm_render.unread_values(values), [], "values.yaml keys no template reads")
-        self.assertIn("NOTES.txt", texts)
-        kinds = {}
-        for fn, d in docs:
-            with self.subTest(scenario=name, file=fn, kind=d.get("kind"), name=d.get("metadata", {}).get("name")):
-                self.assertIn("apiVersion", d)
-                self.assertIn("kind", d)
-                meta = d["metadata"]
-                self.assertTrue(DNS1123.match(meta["name"]) and len(meta["name"]) <= 63, meta["name"])
-                for k, v in meta.get("labels", {}).items():
-                    self.assertTrue(LABEL_VALUE.match(str(v)) and len(str(v)) <= 63, f"label {k}={v}")
-                kinds.setdefault(d["kind"], []).append(d)
-        workloads = kinds.get("Deployment", []) + kinds.get("DaemonSet", []) + kinds.get("StatefulSet", [])
-        self.assertTrue(workloads)
-        for w in workloads:
-            with self.subTest(scenario=name, workload=w["metadata"]["name"]):
-                self.check_workload(w, values)
-                self.check_redis_credentials(w, values)
-        for s in kinds.get("Service", []):
-            with self.subTest(scenario=name, service=s["metadata"]["name"]):
-                matches = [w for w in workloads
-                           if all(w["spec"]["template"]["metadata"]["labels"].get(k) == v
-                                  for k, v in s["spec"]["selector"].items())]
-                self.assertTrue(matches, "Service selects no workload")
-                port_names = {p["name"] for w in matches for c in pod_spec(w)["containers"] for p in c.get("ports", [])}
-                for p in s["spec"]["ports"]:
-                    self.assertIn(p["targetPort"], port_names)
-        cms = {c["metadata"]["name"]: c for c in kinds.get("ConfigMap", [])}
-        cluster = json.loads(cms["h3-h3pipe-config"]["data"]["cluster.json"])
-        self.check_cluster_json(cluster, values)
-        for so in kinds.get("ScaledObject", []):
-            with self.subTest(scenario=name, scaledobject=so["metadata"]["name"]):
-                target = so["spec"]["scaleTargetRef"]["name"]
-                self.assertIn(target, [d["metadata"]["name"] for d in kinds["Deployment"]])
-                trig = so["spec"]["triggers"][0]
-                self.assertEqual(trig["type"], "redis-streams")
-                md = trig["metadata"]
-                self.assertRegex(md["address"], r"^[a-z0-9.-]+:\d+$")
-                self.assertTrue(md["stream"].startswith("h3pipe:stream:"))
-                self.assertEqual(md["consumerGroup"], md["stream"].split(":")[-1].split("@")[0])
-                self.assertTrue(str(md["pendingEntriesCount"]).isdigit())
-                self.assertIn(trig["authenticationRef"]["name"],
-                              [t["metadata"]["name"] for t in kinds["TriggerAuthentication"]])
-        if name == "everything-on":
-            self.assertEqual(len(kinds["ScaledObject"]), 3)
-            self.assertEqual(kinds["ScaledObject"][0]["spec"]["triggers"][0]["metadata"]["address"],
-                             "redis.prod.internal:6380")
-            self.assertEqual(cluster["redis"]["host"], "redis.prod.internal")
-            self.assertEqual(cluster["redis"]["port"], 6380)
-            self.assertNotIn("StatefulSet", kinds, "external Redis: no bundled StatefulSet")
-            sm = kinds["ServiceMonitor"][0]
-            sel = sm["spec"]["selector"]["matchLabels"]
-            self.assertTrue(any(all(s["metadata"]["labels"].get(k) == v for k, v in sel.items())
-                                for s in kinds["Service"]))
-            self.assertTrue(sm["spec"]["endpoints"][0]["honorLabels"])
-            secrets = {s["metadata"]["name"] for s in kinds["Secret"]}
-            self.assertIn("h3-h3pipe-curve", secrets)
-            images = {c["image"] for w in workloads for c in pod_spec(w)["containers"]}
-            self.assertIn("registry.example.com/h3pipe/sampler:0.1.0", images)
-        if name == "defaults":
-            self.assertEqual(len(kinds["StatefulSet"]), 1)
-            self.assertNotIn("ScaledObject", kinds)
-            self.assertNotIn("ServiceMonitor", kinds)
-            redis_secret = [s for s in kinds["Secret"] if s["metadata"]["name"] == "h3-h3pipe-redis"][0]
-            self.assertEqual(sorted(redis_secret["data"]), sorted(f"redis-{u}.password" for u in ACL_USERS))
-            pws = [base64.b64decode(v).decode() for v in redis_secret["data"].values()]
-            self.assertTrue(all(len(p) >= 32 for p in pws), "random passwords are generated")
-            self.assertEqual(len(set(pws)), len(pws), "one password per user")
-            svc = [s for s in kinds["Service"] if s["metadata"]["name"] == "h3-h3pipe-redis"][0]
-            self.assertEqual([p["port"] for p in svc["spec"]["ports"]], [6379])
-        if name == "redis-tls":
-            sts = kinds["StatefulSet"][0]
-            names = [c["name"] for c in pod_spec(sts)["containers"]]
-            self.assertEqual(names, ["redis", "stunnel"])
-            svc = [s for s in kinds["Service"] if s["metadata"]["name"] == "h3-h3pipe-redis"][0]
-            self.assertEqual([p["port"] for p in svc["spec"]["ports"]], [6380], "TLS only")
-            self.assertEqual((cluster["redis"]["host"], cluster["redis"]["port"]), ("127.0.0.1", 6379))
-            conf = cms["h3-h3pipe-stunnel"]["data"]
-            for f in ("stunnel-client.conf", "stunnel-server.conf"):
-                with open(os.path.join(SRC, "configs", "redis", f)) as x:
-                    self.assertEqual(conf[f].strip(), x.read().strip())
-            for w in workloads:
-                comp = w["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
-                if comp == "redis":
-                    continue
-                with self.subTest(tunnel=w["metadata"]["name"]):
-                    tunnel = [c for c in pod_spec(w)["containers"] if c["name"] == "redis-tunnel"]
-                    self.assertEqual(len(tunnel), 1, "the stunnel client sidecar")
-                    self.assertIn("connect = h3-h3pipe-redis:6380/", tunnel[0]["args"][0])
-                    vols = {v["name"]: v for v in pod_spec(w)["volumes"]}
-                    self.assertEqual(vols["redis-tls"]["secret"]["secretName"], "h3pipe-redis-tls")
-            for so in kinds["ScaledObject"]:
-                md = so["spec"]["triggers"][0]["metadata"]
-                self.assertEqual((md["address"], md["enableTLS"]), ("h3-h3pipe-redis:6380", "true"))
-            params = {p["parameter"] for p in kinds["TriggerAuthentication"][0]["spec"]["secretTargetRef"]}
-            self.assertEqual(params, {"password", "ca", "cert", "key"})
-        if name == "existing-secrets-no-encoder":
-            self.assertNotIn("Secret", kinds)
-            self.assertNotIn("DaemonSet", kinds)
-            vols = [v for w in workloads for v in pod_spec(w).get("volumes", [])]
-            self.assertIn("my-redis", [v["secret"]["secretName"] for v in vols if "secret" in v])
+    maxDiff = None
 
-    def check_redis_credentials(self, w, values):
-        """Each h3pipe service: its own ACL user and only that user's password; Redis: all."""
-        ps = pod_spec(w)
-        comp = w["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
-        secret = values["redis"]["existingSecret"] or "h3-h3pipe-redis"
-        redis_vols = [v for v in ps.get("volumes", []) if v.get("secret", {}).get("secretName") == secret]
-        for c in ps.get("initContainers", []) + ps["containers"]:
-            for e in c.get("env", []):
-                self.assertNotIn("admin", str(e.get("value", "")), f"{c['name']}: {e}")
-        if comp == "redis":
-            self.assertEqual(len(redis_vols), 1)
-            self.assertNotIn("items", redis_vols[0]["secret"], "Redis renders the ACL file from every user's password")
-            c = ps["containers"][0]
-            env = {e["name"]: e.get("value") for e in c["env"]}
-            mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
-            self.assertEqual(mounts[redis_vols[0]["name"]], env["REDIS_SECRETS_DIR"])
-            self.assertIn("--user h3pipe-operator", " ".join(c["readinessProbe"]["exec"]["command"]))
+    # ---- per-scenario checks ------------------------------------------------------------------
+
+    def check_names(self, r):
+        for d in r.docs:
+            name = d["metadata"]["name"]
+            self.assertTrue(DNS1123.match(name) and len(name) <= 63, f"{d['kind']} name {name!r}")
+            if d["kind"] == "Service":
+                self.assertTrue(DNS1035.match(name), f"Service name {name!r} is not DNS-1035")
+            if d["kind"] == "StatefulSet":
+                # Its pods carry controller-revision-hash=<name>-<10 chars>, a label value.
+                self.assertLessEqual(len(name), 52, f"StatefulSet {name} leaves no room for the revision hash")
+            for k, v in d["metadata"].get("labels", {}).items():
+                self.assertTrue(LABEL_VALUE.match(str(v)) and len(str(v)) <= 63, f"{name}: label {k}={v}")
+            tmpl = d.get("spec", {}).get("template", {}).get("metadata", {}).get("labels", {})
+            for k, v in tmpl.items():
+                self.assertTrue(LABEL_VALUE.match(str(v)) and len(str(v)) <= 63, f"{name} pods: label {k}={v}")
+
+    def check_pods(self, r):
+        """What the kubelet needs to start every pod: volumes, mounts, Secrets, ConfigMaps, keys."""
+        for w in r.workloads:
+            wname = w["metadata"]["name"]
+            spec, ps = w["spec"], pod_spec(w)
+            self.assertTrue(selects(spec["selector"]["matchLabels"], spec["template"]["metadata"]["labels"]),
+                            f"{wname}: selector does not match the pod labels")
+            volumes = {v["name"]: v for v in ps.get("volumes", [])}
+            volumes.update({t["metadata"]["name"]: t for t in spec.get("volumeClaimTemplates", [])})
+            self.assertEqual(len(volumes), len(ps.get("volumes", [])) + len(spec.get("volumeClaimTemplates", [])),
+                             f"{wname}: duplicate volume names")
+            for v in ps.get("volumes", []):
+                self.check_source(r, wname, v)
+            for c in ps.get("initContainers", []) + ps["containers"]:
+                where = f"{wname}/{c['name']}"
+                self.assertTrue(c["image"], where)
+                ports = c.get("ports", [])
+                names = [p["name"] for p in ports if "name" in p]
+                self.assertEqual(len(names), len(set(names)), f"{where}: duplicate port names")
+                for n in names:
+                    self.assertTrue(len(n) <= 15 and DNS1123.match(n), f"{where}: port name {n}")
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                    pr = c.get(probe) or {}
+                    for how in ("httpGet", "tcpSocket"):
+                        if how in pr:
+                            port = pr[how]["port"]
+                            self.assertIn(port, names + [p["containerPort"] for p in ports], f"{where}: {probe} port")
+                mounts = [m["mountPath"] for m in c.get("volumeMounts", [])]
+                self.assertEqual(len(mounts), len(set(mounts)), f"{where}: two mounts at one path")
+                for m in c.get("volumeMounts", []):
+                    self.assertIn(m["name"], volumes, f"{where}: mounts volume {m['name']} that the pod lacks")
+                for e in c.get("env", []):
+                    ref = e.get("valueFrom", {})
+                    if "secretKeyRef" in ref:
+                        self.check_key(r, "Secret", ref["secretKeyRef"]["name"], ref["secretKeyRef"]["key"], where)
+                    if "configMapKeyRef" in ref:
+                        self.check_key(r, "ConfigMap", ref["configMapKeyRef"]["name"], ref["configMapKeyRef"]["key"], where)
+
+    def check_source(self, r, wname, v):
+        for kind, field, name_key in (("Secret", "secret", "secretName"), ("ConfigMap", "configMap", "name")):
+            if field not in v or v[field].get("optional"):
+                continue
+            name = v[field][name_key]
+            obj = r.get(kind, name)
+            self.assertTrue(obj is not None or (kind == "Secret" and name in EXTERNAL),
+                            f"{wname}: volume {v['name']} needs {kind} {name}, which is not rendered")
+            for item in v[field].get("items", []):
+                self.check_key(r, kind, name, item["key"], f"{wname} volume {v['name']}")
+
+    def check_key(self, r, kind, name, key, where):
+        obj = r.get(kind, name)
+        if obj is None:
+            self.assertIn(name, EXTERNAL, f"{where}: {kind} {name} is not rendered")
             return
-        self.assertIn(comp, STAGE_COMPONENTS | {"transfer"})
-        self.assertEqual(len(redis_vols), 1, "one Redis secret volume")
-        self.assertEqual(redis_vols[0]["secret"]["items"], [{"key": f"redis-{comp}.password", "path": "redis-password"}],
-                         "only its own user's password")
-        c = ps["containers"][0]
-        env = {e["name"]: e.get("value") for e in c.get("env", [])}
-        self.assertEqual(env["H3PIPE_REDIS_USER"], f"h3pipe-{comp}")
-        mount = [m for m in c["volumeMounts"] if m["name"] == redis_vols[0]["name"]][0]
-        self.assertEqual(env["H3PIPE_REDIS_PASSWORD_FILE"], mount["mountPath"] + "/redis-password")
-        with open(os.path.join(SRC, "configs", "redis", "users.acl")) as f:
-            self.assertIn(f"user h3pipe-{comp} on ", f.read())
+        keys = set(obj.get("data", {})) | set(obj.get("stringData", {}))
+        self.assertIn(key, keys, f"{where}: {kind} {name} has no key {key}")
 
-    def check_workload(self, w, values):
-        spec = w["spec"]
-        sel = spec["selector"]["matchLabels"]
-        labels = spec["template"]["metadata"]["labels"]
-        for k, v in sel.items():
-            self.assertEqual(labels.get(k), v, "selector does not match the pod labels")
-        ps = pod_spec(w)
-        volumes = {v["name"] for v in ps.get("volumes", [])}
-        volumes |= {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
-        for c in ps.get("initContainers", []) + ps["containers"]:
-            self.assertTrue(c["image"])
-            ports = {p["name"] for p in c.get("ports", [])}
-            for p in ports:
-                self.assertLessEqual(len(p), 15)
-            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-                pr = c.get(probe)
-                if pr and "httpGet" in pr:
-                    self.assertIn(pr["httpGet"]["port"], ports)
-                    self.assertIn(pr["httpGet"]["path"], ("/healthz", "/readyz"))
-                if pr and "tcpSocket" in pr:
-                    self.assertIn(pr["tcpSocket"]["port"], ports)
-            for m in c.get("volumeMounts", []):
-                self.assertIn(m["name"], volumes)
-        comp = labels.get("app.kubernetes.io/component")
-        if comp in STAGE_COMPONENTS | {"transfer"}:
+    def check_services(self, r):
+        for s in r.kind("Service"):
+            name = s["metadata"]["name"]
+            matches = [w for w in r.workloads if selects(s["spec"]["selector"], w["spec"]["template"]["metadata"]["labels"])]
+            self.assertTrue(matches, f"Service {name} selects no pods")
+            for p in s["spec"]["ports"]:
+                for w in matches:
+                    cports = [cp for c in pod_spec(w)["containers"] for cp in c.get("ports", [])]
+                    self.assertIn(p["targetPort"], [cp.get("name") for cp in cports] + [cp["containerPort"] for cp in cports],
+                                  f"Service {name} port {p['name']}: no such container port in {w['metadata']['name']}")
+        for sts in r.kind("StatefulSet"):
+            gov = r.get("Service", sts["spec"]["serviceName"])
+            self.assertIsNotNone(gov, "StatefulSet serviceName names no rendered Service")
+            self.assertEqual(gov["spec"].get("clusterIP"), "None", "the governing Service must be headless")
+            self.assertTrue(selects(gov["spec"]["selector"], sts["spec"]["template"]["metadata"]["labels"]))
+
+    def check_keda(self, r):
+        v = r.values
+        auths = r.by.get("TriggerAuthentication", {})
+        for a in auths.values():
+            for ref in a["spec"]["secretTargetRef"]:
+                self.check_key(r, "Secret", ref["name"], ref["key"], f"TriggerAuthentication {a['metadata']['name']}")
+        for so in r.kind("ScaledObject"):
+            target = r.get("Deployment", so["spec"]["scaleTargetRef"]["name"])
+            self.assertIsNotNone(target, "ScaledObject targets no rendered Deployment")
+            trig = so["spec"]["triggers"][0]
+            md = trig["metadata"]
+            self.assertEqual(trig["type"], "redis-streams")
+            self.assertTrue(md["stream"].startswith("h3pipe:stream:"))
+            self.assertEqual(md["consumerGroup"], md["stream"].split(":")[-1].split("@")[0])
+            self.assertTrue(str(md["pendingEntriesCount"]).isdigit())
+            self.assertIn(trig["authenticationRef"]["name"], auths)
+            self.assertRegex(md["address"], r"^[a-z0-9.-]+:\d+$")
+            if not v["redis"]["external"]["enabled"]:
+                # KEDA's operator resolves names in its own namespace: <svc>.<namespace>.svc.
+                self.assertRegex(md["address"], rf"^[a-z0-9-]+\.{NS}\.svc:\d+$")
+            host, port = md["address"].rsplit(":", 1)
+            if v["redis"]["external"]["enabled"]:
+                self.assertEqual(host, "redis.prod.internal")
+                self.assertEqual(port, "6380" if v["redis"]["external"]["url"].endswith(":6380") else "6379")
+            else:
+                svc, ns, tail = host.split(".")
+                self.assertEqual((ns, tail), (NS, "svc"), md["address"])
+                self.assertIn(int(port), [p["port"] for p in r.get("Service", svc)["spec"]["ports"]])
+            self.assertEqual(md.get("enableTLS") == "true", bool(v["redis"]["tls"]["enabled"]))
+            self.assertNotIn("replicas", target["spec"], f"{target['metadata']['name']}: replicas set while a ScaledObject owns them")
+        if v["keda"]["enabled"]:
+            scaled = {so["spec"]["scaleTargetRef"]["name"] for so in r.kind("ScaledObject")}
+            for d in r.kind("Deployment"):
+                if component(d) in ("sampler", "decoder"):
+                    self.assertIn(d["metadata"]["name"], scaled)
+        else:
+            for d in r.kind("Deployment"):
+                self.assertIn("replicas", d["spec"])
+
+    def check_tls(self, r):
+        """Each pod mounts only its side of the TLS Secret, and what its stunnel.conf names."""
+        if not r.values["redis"]["tls"]["enabled"]:
+            for w in r.workloads:
+                self.assertNotIn("redis-tunnel", [c["name"] for c in pod_spec(w)["containers"]])
+            return
+        confs = r.get("ConfigMap", f"{self.fullname(r)}-stunnel")["data"]
+        address = None
+        for w in r.workloads:
+            ps = pod_spec(w)
+            vols = {v["name"]: v for v in ps["volumes"]}
+            is_redis = component(w) == "redis"
+            for c in ps["containers"]:
+                if c["name"] not in ("redis-tunnel", "stunnel"):
+                    continue
+                conf_name = "stunnel-server.conf" if is_redis else "stunnel-client.conf"
+                mounted = {}
+                for m in c["volumeMounts"]:
+                    sec = vols[m["name"]].get("secret")
+                    if sec and sec["secretName"] == r.values["redis"]["tls"]["existingSecret"]:
+                        self.assertIn("items", sec, f"{w['metadata']['name']}: the whole TLS Secret is mounted")
+                        keys = {i["key"] for i in sec["items"]}
+                        self.assertEqual(keys, TLS_SERVER if is_redis else TLS_CLIENT, w["metadata"]["name"])
+                        mounted.update({f"{m['mountPath']}/{i['path']}": i["key"] for i in sec["items"]})
+                cp = configparser.ConfigParser(comment_prefixes=(";", "#"), interpolation=None, strict=False)
+                cp.read_string("[global]\n" + confs[conf_name])
+                section = cp[cp.sections()[-1]]
+                for k in ("CAfile", "cert", "key"):
+                    self.assertIn(section[k], mounted, f"{w['metadata']['name']}/{c['name']}: {conf_name} {k}")
+                if not is_redis:
+                    args = c["args"][0]
+                    self.assertIn(f"connect = {self.redis_tls_address(r)}/", args)
+                    check_host = re.findall(r"checkHost = ([^/]+)/", args)[-1]
+                    self.assertEqual(check_host, self.redis_tls_address(r).rsplit(":", 1)[0])
+                    address = check_host
+        for so in r.kind("ScaledObject"):
+            # KEDA checks the certificate against the host it dials: the one stunnel checks.
+            self.assertEqual(so["spec"]["triggers"][0]["metadata"]["address"].rsplit(":", 1)[0], address)
+
+    def fullname(self, r):
+        return r.get("ConfigMap", next(n for n in r.by["ConfigMap"] if n.endswith("-config")))["metadata"]["name"][:-len("-config")]
+
+    def redis_tls_address(self, r):
+        return f"{self.fullname(r)}-redis.{NS}.svc:6380"
+
+    def check_workloads(self, r):
+        v = r.values
+        secret = v["redis"]["existingSecret"] or f"{self.fullname(r)}-redis"
+        for w in r.workloads:
+            ps, comp = pod_spec(w), component(w)
+            labels = w["spec"]["template"]["metadata"]["labels"]
+            redis_vols = [x for x in ps.get("volumes", []) if x.get("secret", {}).get("secretName") == secret]
+            for c in ps.get("initContainers", []) + ps["containers"]:
+                for e in c.get("env", []):
+                    self.assertNotIn("admin", str(e.get("value", "")), f"{c['name']}: {e}")
+            if comp == "redis":
+                self.assertEqual(len(redis_vols), 1)
+                self.assertNotIn("items", redis_vols[0]["secret"], "Redis renders the ACL file from every user's password")
+                c = ps["containers"][0]
+                env = {e["name"]: e.get("value") for e in c["env"]}
+                mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+                self.assertEqual(mounts[redis_vols[0]["name"]], env["REDIS_SECRETS_DIR"])
+                self.assertIn("--user h3pipe-operator", " ".join(c["readinessProbe"]["exec"]["command"]))
+                continue
+            self.assertIn(comp, STAGE_COMPONENTS | {"transfer"})
+            self.assertEqual(len(redis_vols), 1, "one Redis secret volume")
+            self.assertEqual(redis_vols[0]["secret"]["items"], [{"key": f"redis-{comp}.password", "path": "redis-password"}],
+                             "only its own user's password")
             c = ps["containers"][0]
-            self.assertTrue(c["image"].endswith(f"/{comp}:{values['image']['tag']}"), c["image"])
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            self.assertEqual(env["H3PIPE_REDIS_USER"], f"h3pipe-{comp}")
+            mount = [m for m in c["volumeMounts"] if m["name"] == redis_vols[0]["name"]][0]
+            self.assertEqual(env["H3PIPE_REDIS_PASSWORD_FILE"], mount["mountPath"] + "/redis-password")
+            with open(os.path.join(SRC, "configs", "redis", "users.acl")) as f:
+                self.assertIn(f"user h3pipe-{comp} on ", f.read())
+            self.assertTrue(c["image"].endswith(f"/{comp}:{v['image']['tag']}"), c["image"])
             self.assertTrue(ps["securityContext"]["runAsNonRoot"])
             flags = {}
             for a in c["args"]:
                 self.assertTrue(a.startswith("--") and "=" in a, a)
-                k, v = a.split("=", 1)
+                k, val = a.split("=", 1)
                 self.assertIn(k, SERVICE_FLAGS)
-                flags[k] = v
+                flags[k] = val
             self.assertEqual(flags["--config"], "/etc/h3pipe/config/cluster.json")
             self.assertIn("/etc/h3pipe/config", [m["mountPath"] for m in c["volumeMounts"]])
             self.assertEqual(flags["--bind"], "0.0.0.0")
@@ -297,50 +307,178 @@ class ChartTest(unittest.TestCase):
             ports = {p["name"]: p["containerPort"] for p in c["ports"]}
             self.assertEqual(int(flags["--metrics-port"]), ports["metrics"])
             self.assertEqual(int(flags["--health-port"]), ports["health"])
-            env = {e["name"]: e.get("value") for e in c.get("env", [])}
             self.assertEqual(env["H3PIPE_HEALTH_PORT"], flags["--health-port"])
             if comp in STAGE_COMPONENTS:
-                self.assertIn("--pool", flags)
                 pool = labels["h3pipe.io/pool"]
                 self.assertEqual(flags["--pool"], pool)
-                pv = values[comp] if comp != "sampler" else [p for p in values["samplerPools"] if p["name"] == pool][0]
-                gpus = c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0)
-                self.assertEqual(gpus, pv["gpus"])
+                pv = v[comp] if comp != "sampler" else [p for p in v["samplerPools"] if p["name"] == pool][0]
+                self.assertEqual(c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0), pv["gpus"])
                 self.assertEqual(flags["--host"], pv["host"])
             else:
                 self.assertNotIn("--pool", flags)
                 self.assertEqual(flags["--host"], "$(NODE_NAME)")
                 self.assertIn("NODE_NAME", env)
+                self.assertEqual(ports["transfer"], v["transfer"]["port"])
+                self.assertEqual([p["hostPort"] for p in c["ports"] if p["name"] == "transfer"], [v["transfer"]["port"]])
+                inits = {i["name"]: i for i in ps.get("initContainers", [])}
+                self.assertEqual("keys" in inits, bool(v["cluster"]["transfer"]["curve"]))
+                if "keys" in inits:
+                    # Only the node's own secret key reaches the transfer container.
+                    copy = inits["keys"]["command"][-1]
+                    self.assertEqual(re.findall(r"/secret-keys/\S*", copy),
+                                     ["/secret-keys/*.pub", '/secret-keys/$NODE_NAME.key"'])
+                    self.assertIn("NODE_NAME", [e["name"] for e in inits["keys"]["env"]])
 
-    def check_cluster_json(self, cluster, values):
+    def check_cluster_json(self, r):
+        v = r.values
+        cluster = json.loads(r.get("ConfigMap", f"{self.fullname(r)}-config")["data"]["cluster.json"])
         pools = {p["name"]: p for p in cluster["pools"]}
-        for sp in values["samplerPools"]:
+        for sp in v["samplerPools"]:
             self.assertEqual(pools[sp["name"]]["gpus"], list(range(sp["gpus"])))
             self.assertEqual(pools[sp["name"]]["stage"], "sample")
-        hosts = {h["name"] for h in cluster["hosts"]}
+        hosts = {h["name"]: h for h in cluster["hosts"]}
         for p in cluster["pools"]:
             self.assertIn(p["host"], hosts)
+        for h in hosts.values():
+            self.assertEqual(h["transfer_port"], v["transfer"]["port"], "one transfer port: the DaemonSet's hostPort")
         self.assertEqual(cluster["redis"]["password_file"], "/etc/h3pipe/secrets/redis-password")
+        if v["redis"]["tls"]["enabled"]:
+            self.assertEqual((cluster["redis"]["host"], cluster["redis"]["port"]), ("127.0.0.1", 6379))
+        elif v["redis"]["external"]["enabled"]:
+            port = 6380 if v["redis"]["external"]["url"].endswith(":6380") else 6379
+            self.assertEqual((cluster["redis"]["host"], cluster["redis"]["port"]), ("redis.prod.internal", port))
+        else:
+            self.assertEqual((cluster["redis"]["host"], cluster["redis"]["port"]), (f"{self.fullname(r)}-redis.{NS}.svc", 6379))
         if CONFIG_CHECK:
             with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
                 json.dump(cluster, f)
             try:
-                r = subprocess.run([CONFIG_CHECK, f.name], capture_output=True, text=True)
-                self.assertEqual(r.returncode, 0, r.stderr)
+                res = subprocess.run([CONFIG_CHECK, f.name], capture_output=True, text=True)
+                self.assertEqual(res.returncode, 0, f"{r.name}: the config loader rejects cluster.json: {res.stderr}")
             finally:
                 os.unlink(f.name)
 
-    def test_defaults(self):
-        self.check_scenario("defaults")
+    def check_monitor(self, r):
+        for sm in r.kind("ServiceMonitor"):
+            sel = sm["spec"]["selector"]["matchLabels"]
+            svcs = [s for s in r.kind("Service") if selects(sel, s["metadata"]["labels"])]
+            self.assertTrue(svcs, "ServiceMonitor selects no Service")
+            for ep in sm["spec"]["endpoints"]:
+                for s in svcs:
+                    self.assertIn(ep["port"], [p["name"] for p in s["spec"]["ports"]], s["metadata"]["name"])
+            self.assertTrue(sm["spec"]["endpoints"][0]["honorLabels"])
 
-    def test_everything_on(self):
-        self.check_scenario("everything-on")
+    def test_scenarios(self):
+        for name in SCENARIOS:
+            with self.subTest(scenario=name):
+                r = Rendered(name)
+            for check in (self.check_names, self.check_pods, self.check_services, self.check_keda,
+                          self.check_tls, self.check_workloads, self.check_cluster_json, self.check_monitor):
+                with self.subTest(scenario=name, check=check.__name__):
+                    check(r)
+
+    # ---- what particular scenarios must render --------------------------------------------------
+
+    def test_defaults(self):
+        r = Rendered("defaults")
+        self.assertEqual(len(r.kind("StatefulSet")), 1)
+        self.assertNotIn("ScaledObject", r.by)
+        self.assertNotIn("ServiceMonitor", r.by)
+        self.assertIn("h3-h3pipe-curve", r.by["Secret"], "the CURVE keys the DaemonSet mounts")
+        redis_secret = r.get("Secret", "h3-h3pipe-redis")
+        self.assertEqual(sorted(redis_secret["data"]), sorted(f"redis-{u}.password" for u in ACL_USERS))
+        pws = [base64.b64decode(x).decode() for x in redis_secret["data"].values()]
+        self.assertTrue(all(len(p) >= 32 for p in pws), "random passwords are generated")
+        self.assertEqual(len(set(pws)), len(pws), "one password per user")
+        self.assertEqual([p["port"] for p in r.get("Service", "h3-h3pipe-redis")["spec"]["ports"]], [6379])
+        self.assertEqual(r.get("StatefulSet", "h3-h3pipe-redis")["spec"]["serviceName"], "h3-h3pipe-redis-headless")
+
+    def test_external_redis(self):
+        r = Rendered("external-redis")
+        self.assertNotIn("StatefulSet", r.by, "external Redis: no bundled StatefulSet")
+        self.assertEqual(len(r.kind("ScaledObject")), 2)
+        self.assertEqual(base64.b64decode(r.get("Secret", "h3-h3pipe-redis")["data"]["redis-sampler.password"]), b"pw")
+
+    def test_sampler_pools(self):
+        r = Rendered("sampler-pools")
+        self.assertEqual(sorted(d["metadata"]["name"] for d in r.kind("Deployment") if component(d) == "sampler"),
+                         sorted(f"h3-h3pipe-sampler-{p['name']}" for p in POOLS))
+        self.assertEqual(len(r.kind("ScaledObject")), len(POOLS) + 1)
+        images = {c["image"] for w in r.workloads for c in pod_spec(w)["containers"]}
+        self.assertIn("registry.example.com/h3pipe/sampler:0.1.0", images)
+        cpu = r.get("Deployment", "h3-h3pipe-sampler-cpu-c")
+        self.assertNotIn("limits", pod_spec(cpu)["containers"][0]["resources"], "no GPU limit for gpus: 0")
+
+    def test_tls(self):
+        r = Rendered("redis-tls")
+        sts = r.get("StatefulSet", "h3-h3pipe-redis")
+        self.assertEqual([c["name"] for c in pod_spec(sts)["containers"]], ["redis", "stunnel"])
+        self.assertEqual([p["port"] for p in r.get("Service", "h3-h3pipe-redis")["spec"]["ports"]], [6380], "TLS only")
+        conf = r.get("ConfigMap", "h3-h3pipe-stunnel")["data"]
+        for f in ("stunnel-client.conf", "stunnel-server.conf"):
+            with open(os.path.join(SRC, "configs", "redis", f)) as x:
+                self.assertEqual(conf[f].strip(), x.read().strip())
+        params = {p["parameter"] for p in r.kind("TriggerAuthentication")[0]["spec"]["secretTargetRef"]}
+        self.assertEqual(params, {"password", "ca", "cert", "key"})
 
     def test_existing_secrets(self):
-        self.check_scenario("existing-secrets-no-encoder")
+        r = Rendered("existing-secrets-no-encoder")
+        self.assertNotIn("Secret", r.by)
+        self.assertNotIn("encoder", [component(w) for w in r.workloads])
+        ds = r.get("DaemonSet", "h3-h3pipe-transfer")
+        self.assertIn("my-curve", [v.get("secret", {}).get("secretName") for v in pod_spec(ds)["volumes"]])
 
-    def test_redis_tls(self):
-        self.check_scenario("redis-tls")
+    def test_long_release(self):
+        r = Rendered("long-release")
+        full = self.fullname(r)
+        self.assertLessEqual(len(full), 46)
+        self.assertTrue(full.startswith(LONG_RELEASE[:37].rstrip("-")))
+        so_targets = {so["spec"]["scaleTargetRef"]["name"] for so in r.kind("ScaledObject")}
+        self.assertTrue(all(len(n) <= 63 for n in so_targets))
+
+    def test_numeric_strings(self):
+        r = Rendered("numeric-strings")
+        self.assertEqual(pod_spec(r.get("Deployment", "h3-h3pipe-sampler-t10x4-sample"))["containers"][0]["image"],
+                         "h3pipe/sampler:2")
+        self.assertEqual(base64.b64decode(r.get("Secret", "h3-h3pipe-redis")["data"]["redis-sampler.password"]), b"12345")
+
+    def test_release_contains_chart_name(self):
+        r = Rendered("release-contains-chart-name")
+        self.assertIn("prod-h3pipe-redis", r.by["StatefulSet"])
+
+    def test_failures(self):
+        for name, (release, values, message) in FAILURES.items():
+            with self.subTest(failure=name):
+                res = run_renderer(release, values)
+                if res.returncode == 0 and name == "no-curve-keys":
+                    r = Rendered.__new__(Rendered)
+                    SCENARIOS["_bare"] = (release, values)
+                    try:
+                        r.__init__("_bare")
+                    finally:
+                        del SCENARIOS["_bare"]
+                    self.check_pods(r)  # what a cluster would do with it: a pod that cannot start
+                self.assertNotEqual(res.returncode, 0, f"{name}: rendered")
+                self.assertIn(message, res.stderr)
+                self.assertEqual(res.stdout, "", "nothing half-written")
+
+    # ---- values.yaml and the templates ---------------------------------------------------------
+
+    def test_every_value_named_exists(self):
+        res = run_renderer("h3", KEYS, "-missing")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(json.loads(res.stdout) or [], [], "templates name values that values.yaml lacks")
+
+    def test_every_value_is_read(self):
+        names = ["defaults", "external-redis", "redis-tls", "servicemonitor", "sampler-pools"]
+
+        def unread(n):
+            res = run_renderer(SCENARIOS[n][0], SCENARIOS[n][1], "-unread")
+            self.assertEqual(res.returncode, 0, res.stderr)
+            return set(json.loads(res.stdout) or [])
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
+            sets = list(ex.map(unread, names))
+        self.assertEqual(sorted(set.intersection(*sets)), [], "values.yaml keys no template output depends on")
 
     def test_redis_files_match_configs(self):
         for a, b in (("redis.conf", "redis.conf"), ("redis-entrypoint.sh", "entrypoint.sh"), ("acl.conf", "acl.conf"),
@@ -349,17 +487,104 @@ class ChartTest(unittest.TestCase):
             with open(os.path.join(CHART, "files", a)) as x, open(os.path.join(SRC, "configs", "redis", b)) as y:
                 self.assertEqual(x.read(), y.read(), f"helm/h3pipe/files/{a} differs from configs/redis/{b}")
 
-    def test_renderer_refuses_unknown_functions(self):
+
+class EngineTest(unittest.TestCase):
+    """helmrender behaves as Helm's engine where the Python renderer did not."""
+
+    def render_tiny(self, template, values):
         with tempfile.TemporaryDirectory() as d:
             os.makedirs(os.path.join(d, "templates"))
             with open(os.path.join(d, "Chart.yaml"), "w") as f:
-                f.write("name: t\nversion: 0.0.1\n")
-            with open(os.path.join(d, "templates", "x.yaml"), "w") as f:
-                f.write("a: {{ .Values.a | someSprigFunction }}\n")
-            r = helm_render.Renderer(d, {"a": 1})
-            with self.assertRaises(helm_render.TemplateError):
-                r.render_all()
+                f.write("apiVersion: v2\nname: t\nversion: 0.0.1\n")
+            with open(os.path.join(d, "values.yaml"), "w") as f:
+                json.dump(values, f)
+            with open(os.path.join(d, "templates", "_h.tpl"), "w") as f:
+                f.write('{{- define "t.x" -}}x-{{ . }}{{- end -}}')
+            with open(os.path.join(d, "templates", "cm.yaml"), "w") as f:
+                f.write(template)
+            return subprocess.run([renderer(), "-chart", d, "-name", "r"], capture_output=True, text=True)
+
+    def test_semantics(self):
+        cases = [
+            ('a: "{{ .Values.nope }}|{{ .Values.a.b }}"', {"a": {}}, 'a: "|"'),  # missingkey=zero, no "<no value>"
+            ('a: "{{ printf "%d" .Values.n }}"', {"n": 3}, 'a: "%!d(float64=3)"'),  # values are float64, as in Helm
+            ('a: {{ include "t.x" 1 }}\nb: {{- .Values.m | toYaml | nindent 2 }}', {"m": {"k": 1}}, "a: x-1\nb:\n  k: 1"),
+            ('a: {{ (lookup "v1" "Secret" "ns" "n") | len }}', {}, "a: 0"),
+            ('a: {{ .Values.u | urlParse | toJson }}', {"u": "redis://h"}, '"host":"h"'),
+            ("a: {{ .Values.p }}", {"p": 12345678}, "a: 1.2345678e+07"),  # Helm's float rendering of big ints
+        ]
+        for tpl, values, want in cases:
+            with self.subTest(tpl=tpl):
+                r = self.render_tiny(tpl, values)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(want, r.stdout)
+
+    def test_errors(self):
+        for tpl, values, want in [
+            ('a: {{ required "x is required" .Values.x }}', {}, "Error: execution error at (t/templates/cm.yaml:1:6): x is required"),
+            ("a: {{ .Values.a | someFunction }}", {"a": 1}, 'function "someFunction" not defined'),
+            ("a: {{ if gt .Values.f 1 }}y{{ end }}", {"f": 1.5}, "incompatible types for comparison"),  # float vs int
+            ("a: {{ if gt .Values.f 1.0 }}y{{ end }}", {"f": 1.5}, ""),
+            ("a: {{ .Values.a.b.c }}", {"a": {}}, "nil pointer evaluating interface {}.c"),  # a nil parent
+            ('a: {{ if gt .Values.n 1 }}y{{ end }}', {"n": "2"}, "incompatible types for comparison"),
+            ("a: 1\na: 2", {}, 'key "a" already set'),
+        ]:
+            with self.subTest(tpl=tpl):
+                r = self.render_tiny(tpl, values)
+                if want:
+                    self.assertNotEqual(r.returncode, 0, r.stdout)
+                    self.assertIn(want, r.stderr)
+                else:
+                    self.assertEqual(r.returncode, 0, r.stderr)
+
+
+def schemas_main():
+    """Every scenario's objects against kubernetes-models and tests/deploy/crds."""
+    node = shutil.which("node")
+    if not node or not os.path.isdir(os.path.join(HERE, "node_modules", "kubernetes-models")):
+        print("SKIP: kubernetes-models is not installed in tests/deploy/node_modules "
+              "(scripts/setup.sh runs npm ci there; npm could not reach its registry?)")
+        return 77
+    with tempfile.TemporaryDirectory() as d:
+        files = []
+        for name, (release, values) in SCENARIOS.items():
+            res = run_renderer(release, values, "-o", "json")
+            if res.returncode:
+                print(f"FAIL {name}: {res.stderr}")
+                return 1
+            files.append(os.path.join(d, f"{name}.json"))
+            with open(files[-1], "w") as f:
+                f.write(res.stdout)
+        res = subprocess.run([node, os.path.join(HERE, "k8s_validate.js"), *files], capture_output=True, text=True)
+        print(res.stdout + res.stderr)
+        if res.returncode == 3:
+            return 77
+        if res.returncode:
+            return res.returncode
+        # The validator itself: one wrong field per schema must be reported.
+        bad = [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {
+                "selector": {}, "template": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": "p"}]}]}}}},
+            {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "x"},
+             "spec": {"scaleTargetRef": {"name": "x"}, "minReplicaCount": "1", "triggers": []}},
+            {"apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication", "metadata": {"name": "x"},
+             "spec": {"secretTargetRef": [{"parameter": "password", "name": "s"}]}},
+            {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": {"name": "x"},
+             "spec": {"selector": {}, "endpoints": [{"port": "m", "interval": "15 s"}]}},
+        ]
+        for i, obj in enumerate(bad):
+            path = os.path.join(d, f"bad{i}.json")
+            with open(path, "w") as f:
+                json.dump({"documents": [{"source": "bad", "object": obj}]}, f)
+            r = subprocess.run([node, os.path.join(HERE, "k8s_validate.js"), path], capture_output=True, text=True)
+            if r.returncode != 1:
+                print(f"FAIL: the validator accepts a wrong {obj['kind']}: {r.stdout}{r.stderr}")
+                return 1
+        print("the validator rejects a wrong Deployment, ScaledObject, TriggerAuthentication, ServiceMonitor")
+        return 0
 
 
 if __name__ == "__main__":
+    if SCHEMAS:
+        sys.exit(schemas_main())
     unittest.main(argv=sys.argv[:1], verbosity=2)

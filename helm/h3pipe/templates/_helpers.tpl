@@ -4,16 +4,42 @@
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* <release>-h3pipe (or the release name when it contains "h3pipe", or fullnameOverride), at
+     most 46 characters: the longest name built on it, the Redis StatefulSet "<fullname>-redis",
+     must leave room for the pods' controller-revision-hash label (<name>-<10 characters>, a
+     63-character label value), and "<fullname>-redis-headless" / "<fullname>-transfer" stay
+     under 63.  A longer name keeps its first 37 characters and a hash of the whole, so two long
+     releases in a namespace stay apart.  Service names are DNS-1035: the name must start with a
+     letter (Helm allows release names starting with a digit). */}}
 {{- define "h3pipe.fullname" -}}
-{{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
-{{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
-{{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- $full := "" -}}
+{{- if .Values.fullnameOverride -}}
+{{- $full = .Values.fullnameOverride -}}
+{{- else if contains $name .Release.Name -}}
+{{- $full = .Release.Name -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- $full = printf "%s-%s" .Release.Name $name -}}
 {{- end -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $full) -}}
+{{- fail (printf "release name %q: the chart names its Services %s-<component>, and Service names must start with a lowercase letter and hold only a-z, 0-9 and '-' (DNS-1035); choose a release name starting with a letter or set fullnameOverride" .Release.Name $full) -}}
+{{- end -}}
+{{- if gt (len $full) 46 -}}
+{{- printf "%s-%s" ($full | trunc 37 | trimSuffix "-") ($full | sha256sum | trunc 8) -}}
+{{- else -}}
+{{- $full -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The name of a stage Deployment (and its ScaledObject): <fullname>-<component>-<pool>, at
+     most 63 characters (a hash of the whole replaces the tail of a longer one).  Call with
+     (dict "root" $ "component" "sampler" "pool" NAME). */}}
+{{- define "h3pipe.stageName" -}}
+{{- $n := printf "%s-%s-%s" (include "h3pipe.fullname" .root) .component .pool -}}
+{{- if gt (len $n) 63 -}}
+{{- printf "%s-%s" ($n | trunc 54 | trimSuffix "-") ($n | sha256sum | trunc 8) -}}
+{{- else -}}
+{{- $n -}}
 {{- end -}}
 {{- end -}}
 
@@ -47,9 +73,9 @@ h3pipe.io/pool: {{ .pool }}
 {{- define "h3pipe.image" -}}
 {{- $img := .root.Values.image -}}
 {{- if $img.registry -}}
-{{- printf "%s/%s/%s:%s" $img.registry $img.repository .component $img.tag -}}
+{{- printf "%s/%s/%s:%s" $img.registry $img.repository .component (toString $img.tag) -}}
 {{- else -}}
-{{- printf "%s/%s:%s" $img.repository .component $img.tag -}}
+{{- printf "%s/%s:%s" $img.repository .component (toString $img.tag) -}}
 {{- end -}}
 {{- end -}}
 
@@ -74,16 +100,33 @@ h3pipe.io/pool: {{ .pool }}
 encoder sampler decoder transfer operator keda admin
 {{- end -}}
 
-{{/* host:port of Redis (where KEDA connects): the bundled Service, or the external URL's
-     authority; with redis.tls the bundled Service's TLS port. */}}
-{{- define "h3pipe.redisAddress" -}}
+{{/* The Redis endpoint other pods and KEDA's operator (in its own namespace) reach: the bundled
+     Service's fully qualified name <fullname>-redis.<namespace>.svc (a short name would resolve in
+     KEDA's namespace), or the external URL's host; with redis.tls the bundled TLS port 6380.
+     An external URL without a port means 6379. */}}
+{{- define "h3pipe.redisHost" -}}
 {{- if .Values.redis.external.enabled -}}
-{{- (urlParse .Values.redis.external.url).host -}}
-{{- else if .Values.redis.tls.enabled -}}
-{{- printf "%s-redis:6380" (include "h3pipe.fullname" .) -}}
+{{- $u := urlParse (required "redis.external.url: the external Redis as redis://host[:port]" .Values.redis.external.url) -}}
+{{- required (printf "redis.external.url %q: no host (expected redis://host[:port])" .Values.redis.external.url) $u.hostname -}}
 {{- else -}}
-{{- printf "%s-redis:6379" (include "h3pipe.fullname" .) -}}
+{{- printf "%s-redis.%s.svc" (include "h3pipe.fullname" .) .Release.Namespace -}}
 {{- end -}}
+{{- end -}}
+
+{{- define "h3pipe.redisPort" -}}
+{{- if .Values.redis.external.enabled -}}
+{{- $u := urlParse .Values.redis.external.url -}}
+{{- $port := trimPrefix (printf "%s:" $u.hostname) $u.host -}}
+{{- if and $port (ne $port $u.host) }}{{ $port }}{{ else }}6379{{ end -}}
+{{- else if .Values.redis.tls.enabled -}}
+6380
+{{- else -}}
+6379
+{{- end -}}
+{{- end -}}
+
+{{- define "h3pipe.redisAddress" -}}
+{{- printf "%s:%s" (include "h3pipe.redisHost" .) (include "h3pipe.redisPort" .) -}}
 {{- end -}}
 
 {{/* host:port the services connect to: Redis itself, or their stunnel client sidecar. */}}
@@ -104,7 +147,8 @@ encoder sampler decoder transfer operator keda admin
 {{- end -}}
 
 {{/* With redis.tls: the stunnel client sidecar of an h3pipe pod (stunnel-client.conf, its
-     connect line pointed at the TLS endpoint). */}}
+     connect line pointed at the TLS endpoint and its checkHost at the same host name, the one
+     KEDA checks the server certificate against too: the certificate must name it). */}}
 {{- define "h3pipe.redisTunnel" -}}
 {{- if .Values.redis.tls.enabled }}
 - name: redis-tunnel
@@ -112,7 +156,7 @@ encoder sampler decoder transfer operator keda admin
   imagePullPolicy: {{ .Values.image.pullPolicy }}
   command: ["/bin/sh", "-c"]
   args:
-    - sed -e 's/^connect = .*/connect = {{ include "h3pipe.redisAddress" . }}/' /etc/stunnel/stunnel-client.conf | exec stunnel -fd 0
+    - sed -e 's/^connect = .*/connect = {{ include "h3pipe.redisAddress" . }}/' -e 's/^checkHost = .*/checkHost = {{ include "h3pipe.redisHost" . }}/' /etc/stunnel/stunnel-client.conf | exec stunnel -fd 0
   securityContext:
     {{- toYaml .Values.containerSecurityContext | nindent 4 }}
   volumeMounts:
@@ -125,6 +169,12 @@ encoder sampler decoder transfer operator keda admin
 {{- end }}
 {{- end -}}
 
+{{- define "h3pipe.redisTlsSecret" -}}
+{{- required "redis.tls.existingSecret: name the Secret with the CA, server and client certificates" .Values.redis.tls.existingSecret -}}
+{{- end -}}
+
+{{/* The client side of the TLS Secret: the CA and the client's certificate and key, never the
+     server's key. */}}
 {{- define "h3pipe.redisTunnelVolumes" -}}
 {{- if .Values.redis.tls.enabled }}
 - name: stunnel-conf
@@ -132,8 +182,12 @@ encoder sampler decoder transfer operator keda admin
     name: {{ include "h3pipe.fullname" . }}-stunnel
 - name: redis-tls
   secret:
-    secretName: {{ required "redis.tls.existingSecret: name the Secret with the CA, server and client certificates" .Values.redis.tls.existingSecret }}
+    secretName: {{ include "h3pipe.redisTlsSecret" . }}
     defaultMode: 0440
+    items:
+      - {key: h3pipe_ca.pem, path: h3pipe_ca.pem}
+      - {key: redis_client_cert.pem, path: redis_client_cert.pem}
+      - {key: redis_client_key.pem, path: redis_client_key.pem}
 {{- end }}
 {{- end -}}
 

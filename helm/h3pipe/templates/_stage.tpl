@@ -4,17 +4,20 @@ A stage Deployment (encoder, one sampler pool, decoder).  Call with
 */}}
 {{- define "h3pipe.stageDeployment" -}}
 {{- $root := .root -}}
-{{- $fullname := include "h3pipe.fullname" $root -}}
 {{- $sel := dict "root" $root "component" .component "pool" .pool -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: {{ printf "%s-%s-%s" $fullname .component .pool | trunc 63 | trimSuffix "-" }}
+  name: {{ include "h3pipe.stageName" $sel }}
   labels:
     {{- include "h3pipe.labels" $root | nindent 4 }}
     {{- include "h3pipe.componentLabels" $sel | nindent 4 }}
 spec:
+  {{- /* With keda.enabled a ScaledObject owns the replica count of the sampler and decoder
+         Deployments: a replicas field here would reset it at every helm upgrade. */}}
+  {{- if not (and $root.Values.keda.enabled (has .component (list "sampler" "decoder"))) }}
   replicas: {{ .v.replicas }}
+  {{- end }}
   strategy:
     type: Recreate
   selector:
