@@ -2,6 +2,9 @@
 
 #include <fmt/ranges.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/core/sha256.h"
 
 namespace h3pipe::runtime::comfyui {
@@ -132,7 +135,17 @@ Result<std::string> Client::queue_prompt(const nlohmann::json& graph, const Subm
     return make_error("runtime.comfyui.http",
                       "ComfyUI server at {}: POST /prompt answered HTTP {}: {}", base_, r->status,
                       trimmed(r->body.substr(0, 300)));
-  return j["prompt_id"].get<std::string>();
+  std::string id = j["prompt_id"].get<std::string>();
+  // A 200 with node_errors: some output nodes failed validation and ComfyUI queued the prompt
+  // with only the others ("Output will be ignored"), which would hand back the wrong file.
+  if (j.contains("node_errors") && j["node_errors"].is_object() && !j["node_errors"].empty()) {
+    discard(id);
+    return make_error("runtime.permanent.comfyui_rejected",
+                      "ComfyUI server at {} rejected part of the workflow (it would have run the "
+                      "rest without it; the prompt was removed){}",
+                      base_, describe_rejection(j));
+  }
+  return id;
 }
 
 Result<PromptState> Client::history(const std::string& prompt_id) {
@@ -260,6 +273,24 @@ void Client::cancel(const std::string& prompt_id) {
     // is this prompt, since it is still in the queue.
     nlohmann::json body = {{"prompt_id", prompt_id}};
     (void)http_.post_json(base_ + "/interrupt", body.dump());
+  }
+}
+
+void Client::discard(const std::string& prompt_id) {
+  nlohmann::json del = {{"delete", {prompt_id}}};
+  bool interrupted = false;
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < end) {
+    (void)http_.post_json(base_ + "/queue", del.dump());
+    auto where = locate(prompt_id);
+    if (!where.ok() || where->kind == PromptLocation::Kind::kUnknown) return;
+    if (where->kind == PromptLocation::Kind::kDone) return forget(prompt_id);
+    if (where->kind == PromptLocation::Kind::kRunning && !interrupted) {
+      nlohmann::json body = {{"prompt_id", prompt_id}};
+      (void)http_.post_json(base_ + "/interrupt", body.dump());
+      interrupted = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

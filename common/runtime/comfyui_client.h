@@ -15,7 +15,8 @@
 // Errors name the server URL: runtime.comfyui.unreachable (connection refused, unresolvable),
 // runtime.comfyui.timeout, runtime.comfyui.http (unexpected status or body),
 // runtime.permanent.comfyui_rejected (400 at POST /prompt: the workflow failed validation, with
-// ComfyUI's node_errors quoted; retrying cannot help), runtime.permanent.comfyui_too_large (413:
+// ComfyUI's node_errors quoted; also a 200 with node_errors, where ComfyUI queues the prompt
+// with only the outputs that passed: the prompt is removed; retrying cannot help), runtime.permanent.comfyui_too_large (413:
 // a request body above the server's --max-upload-size).
 // Threading: one Client per thread (it owns an HTTP connection).
 #include <cstdint>
@@ -77,6 +78,9 @@ class Client final {
                              std::uint64_t max_bytes, long timeout_ms);
   // Best effort: removes a pending prompt, interrupts it when it is running.
   void cancel(const std::string& prompt_id);
+  // Best effort, bounded (10 s): removes the prompt wherever it is (queue, running, history) so
+  // no later attempt finds it.
+  void discard(const std::string& prompt_id);
   // Best effort: drops the prompt's history entry once its outputs are fetched.
   void forget(const std::string& prompt_id);
 

@@ -32,15 +32,15 @@ json node(const char* cls, json inputs) { return {{"class_type", cls}, {"inputs"
 
 // Frames -> scaled -> video -> SaveVideo "3" (depth 3), and a shallower side branch ending in
 // SaveVideo "10", which sorts first.
-json video_graph(int frames = 9, int size = 64) {
+json video_graph(const std::string& run, int frames = 9, int size = 64) {
   return {{"1", node("EmptyImage", {{"width", size}, {"height", size}, {"batch_size", frames}, {"color", 255}})},
           {"6", node("ImageScale", {{"image", {"1", 0}}, {"upscale_method", "nearest-exact"}, {"width", size},
                                     {"height", size}, {"crop", "disabled"}})},
           {"2", node("CreateVideo", {{"images", {"6", 0}}, {"fps", 24.0}})},
-          {"3", node("SaveVideo", {{"video", {"2", 0}}, {"filename_prefix", "h3pipe/main"}, {"format", "mp4"}, {"codec", "h264"}})},
+          {"3", node("SaveVideo", {{"video", {"2", 0}}, {"filename_prefix", "h3pipe/" + run + "/main"}, {"format", "mp4"}, {"codec", "h264"}})},
           {"4", node("EmptyImage", {{"width", 32}, {"height", 32}, {"batch_size", 2}, {"color", 0}})},
           {"5", node("CreateVideo", {{"images", {"4", 0}}, {"fps", 8.0}})},
-          {"10", node("SaveVideo", {{"video", {"5", 0}}, {"filename_prefix", "h3pipe/side"}, {"format", "mp4"}, {"codec", "h264"}})}};
+          {"10", node("SaveVideo", {{"video", {"5", 0}}, {"filename_prefix", "h3pipe/" + run + "/side"}, {"format", "mp4"}, {"codec", "h264"}})}};
 }
 
 bool wait_for_done(comfyui::Client& c, const std::string& id) {
@@ -61,6 +61,11 @@ class RealComfyUi : public ::testing::Test {
     if (url_.empty()) GTEST_SKIP() << "H3PIPE_COMFYUI_URL is not set: no real ComfyUI server to check against";
     out_ = dir_.path() / "artifacts" / run_ / "job-1" / "out.mp4";
     spec_.set_job_id("job-1");
+  }
+  // What the checks left in the server's output folder (all under h3pipe/<run>/).
+  void TearDown() override {
+    std::error_code ec;
+    if (!base_.empty()) fs::remove_all(fs::path(base_) / "output" / "h3pipe" / run_, ec);
   }
   json settings(json wf) {
     return {{"url", url_}, {"workflow", std::move(wf)}, {"poll_ms", 100}, {"timeout_s", 120},
@@ -94,8 +99,7 @@ class RealComfyUi : public ::testing::Test {
 };
 
 TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
-  auto s = settings(video_graph());
-  s["keep_history"] = true;
+  auto s = settings(video_graph(run_));
   auto rt = std::move(*make_comfyui_decode(cluster_.args(s)));
   auto first = rt->decode(ctx(1));
   ASSERT_TRUE(first.ok()) << first.error().to_string();
@@ -103,19 +107,23 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   EXPECT_EQ(id1, comfyui::prompt_id_for(run_, "job-1", "decode", 1)) << "the server keeps h3pipe's id";
   EXPECT_NE(first->settings["output"].get<std::string>().find("job-1_decode_00001_.mp4"), std::string::npos)
       << first->settings.dump() << ": node 3, the most downstream, not node \"10\"";
-  auto h1 = history(id1);
-  std::cerr << "attempt 1 listed " << h1.outputs.size() << " files\n";
+  EXPECT_EQ(history(id1).kind, comfyui::PromptState::Kind::kPending) << "history entry deleted";
 
-  // Attempt 2 of the same job: a distinct prompt; the nonce makes the save node run again.
-  auto second = rt->decode(ctx(2));
+  // Attempt 2 of the same job (attempt 1's entry is gone, its file is still there): a distinct
+  // prompt; the nonce makes the save node run again, upstream nodes come from the cache.
+  auto keep = s;
+  keep["keep_history"] = true;
+  auto second = (*make_comfyui_decode(cluster_.args(keep)))->decode(ctx(2));
   ASSERT_TRUE(second.ok()) << second.error().to_string();
   EXPECT_NE(second->settings["output"], first->settings["output"]) << "a fresh file, not the cached one";
   std::cerr << "attempt 2 output " << second->settings["output"] << " (attempt 1: " << first->settings["output"] << ")\n";
+  auto h2 = history(second->settings["prompt_id"]);
+  std::cerr << "attempt 2 listed " << h2.outputs.size() << " files\n";
 
   // The same identical prompt without a nonce, queued twice: ComfyUI's cache answers the second
   // with the first one's file and runs nothing (what a retry got before).
   comfyui::Client c(url_, {});
-  auto g = video_graph();
+  auto g = video_graph(run_);
   g["3"]["inputs"]["filename_prefix"] = "h3pipe/" + run_ + "/nonce_check";
   std::vector<std::string> files;
   for (int i = 0; i < 2; ++i) {
@@ -132,7 +140,8 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   std::cerr << "identical prompts listed " << files[0] << " and " << files[1] << "\n";
 
   // partial_execution_targets: a named output runs only its branch.
-  auto named = settings(video_graph());
+  spec_.set_job_id("job-named");
+  auto named = settings(video_graph(run_));
   named["output"] = {{"node", "10"}};
   named["inject"].erase("filename_prefix");
   named["keep_history"] = true;
@@ -141,13 +150,13 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   auto h3 = history(side->settings["prompt_id"]);
   ASSERT_EQ(h3.outputs.size(), 1u);
   EXPECT_EQ(h3.outputs[0].node_id, "10");
-  c.forget(id1);
   c.forget(second->settings["prompt_id"]);
   c.forget(side->settings["prompt_id"]);
 
   if (base_.empty()) return;
+  spec_.set_job_id("job-mounted");
   // output_dir (the server's output/ as a shared mount): fetched files deleted, history dropped.
-  auto mounted = settings(video_graph());
+  auto mounted = settings(video_graph(run_));
   mounted["output_dir"] = base_ + "/output";
   auto clean = (*make_comfyui_decode(cluster_.args(mounted)))->decode(ctx(4));
   ASSERT_TRUE(clean.ok()) << clean.error().to_string();
@@ -157,7 +166,8 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
 }
 
 TEST_F(RealComfyUi, ValidationErrorsAndOversizedUploadsArePermanent) {
-  auto s = settings(video_graph());
+  // Node 1 feeds only output 3: ComfyUI queues the rest (200 with node_errors) unless refused.
+  auto s = settings(video_graph(run_));
   s["inject"]["params.size"] = {{"node", "1"}, {"input", "width"}};
   (*spec_.mutable_params())["size"] = "wide";
   auto bad = (*make_comfyui_decode(cluster_.args(s)))->decode(ctx(1));
@@ -166,6 +176,15 @@ TEST_F(RealComfyUi, ValidationErrorsAndOversizedUploadsArePermanent) {
   std::cerr << "validation: " << bad.error().message << "\n";
   EXPECT_NE(bad.error().message.find("node 1 (EmptyImage): Failed to convert an input value to a INT value"),
             std::string::npos);
+  // Every output invalid: 400.
+  auto wf = video_graph(run_);
+  wf["1"]["inputs"]["width"] = "wide";
+  wf["4"]["inputs"]["width"] = "narrow";
+  auto all = (*make_comfyui_decode(cluster_.args(settings(wf))))->decode(ctx(2));
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.error().code, "runtime.permanent.comfyui_rejected");
+  std::cerr << "validation (all outputs): " << all.error().message << "\n";
+  EXPECT_EQ(all.error().message.find("rejected part of"), std::string::npos) << "a 400, not a partial";
 
   // An upload above the server's --max-upload-size (100 MB by default).
   fs::path big = dir_.path() / "big.h3latent";
@@ -174,7 +193,7 @@ TEST_F(RealComfyUi, ValidationErrorsAndOversizedUploadsArePermanent) {
     std::string mb(1 << 20, '\0');
     for (int i = 0; i < 101; ++i) f << mb;
   }
-  auto up = settings(video_graph());
+  auto up = settings(video_graph(run_));
   up["inject"]["input"] = {{"node", "3"}, {"input", "filename_prefix"}};
   up["max_upload_bytes"] = 1ll << 30;  // let the server decide
   up["request_timeout_s"] = 60;
@@ -192,11 +211,11 @@ TEST_F(RealComfyUi, ARetryAdoptsTheRunningPromptAndARestartReadsAsLost) {
   comfyui::Client c(url_, {});
   // A prompt that takes a few seconds on CPU (H.264 of 240 frames at 512x512), queued by
   // "attempt 1" whose worker then died.
-  auto g = video_graph(240, 512);
+  auto g = video_graph(run_, 240, 512);
   g["3"]["inputs"]["filename_prefix"] = "h3pipe/" + run_ + "/adopt";
   std::string id1 = comfyui::prompt_id_for(run_, "job-1", "decode", 1);
   ASSERT_TRUE(c.queue_prompt(g, {"h3pipe-test", id1, {"3"}}).ok());
-  auto s = settings(video_graph(240, 512));
+  auto s = settings(video_graph(run_, 240, 512));
   s["output"] = {{"node", "3"}};
   auto t0 = Clock::now();
   auto out = (*make_comfyui_decode(cluster_.args(s)))->decode(ctx(2));

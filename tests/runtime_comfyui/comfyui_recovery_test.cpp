@@ -196,6 +196,24 @@ TEST_F(ComfyUiRecoveryTest, ValidationErrorsArePermanentAndQuoteTheNodeErrors) {
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
 }
 
+TEST_F(ComfyUiRecoveryTest, APartlyInvalidWorkflowIsRejectedNotRunWithoutTheFailedOutput) {
+  // Only the final branch is invalid: ComfyUI answers 200 with node_errors and would run the
+  // early branch alone, whose file would then pass for the artifact.
+  FakeComfyUiServer server(dir_.path() / "server", opts());
+  ComfyCluster c(StageKind::kDecode, {});
+  auto settings = decode_settings(server.url(), two_output_decode());
+  settings["inject"]["params.width"] = {{"node", "6"}, {"input", "width"}};
+  (*spec_.mutable_params())["width"] = "wide";
+  auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
+  EXPECT_NE(out.error().message.find("rejected part of the workflow"), std::string::npos) << out.error().message;
+  EXPECT_NE(out.error().message.find("node 6 (ImageScale)"), std::string::npos) << out.error().message;
+  ASSERT_EQ(server.recorded("queue").size(), 1u);
+  EXPECT_EQ(server.recorded("queue")[0]["delete"][0], comfyui::prompt_id_for("run-1", "job-1", "decode", 1));
+  EXPECT_FALSE(fs::exists(out_));
+}
+
 TEST_F(ComfyUiRecoveryTest, AnUploadAboveTheServersCapIsPermanentWithTheInputDirHint) {
   auto o = opts();
   o.max_upload_bytes = 1024;  // the latent fixture is larger
