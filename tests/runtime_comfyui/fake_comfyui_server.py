@@ -5,8 +5,9 @@ What h3pipe's comfyui runtime relies on, with the status codes and JSON shapes r
 ../shared/comfyui/recorded-v0.3.64.json (fake_conformance_test.py checks them):
 - POST /prompt validates like execution.validate_prompt: unknown class, no output node, and per
   node (only those the outputs need) missing required input, bad INT/FLOAT, value not in list,
-  min/max, LoadImage's missing file -> 400 {"error", "node_errors"}; a client-chosen
-  `prompt_id` and `partial_execution_targets` are honoured; invalid JSON -> 500 text.
+  min/max, LoadImage's missing file -> 400 {"error", "node_errors"} when no output node passes,
+  else 200 with those node_errors and only the passing outputs queued (as ComfyUI does); a
+  client-chosen `prompt_id` and `partial_execution_targets` are honoured; invalid JSON -> 500.
 - One worker thread executes queued prompts in ComfyUI's order (ExecutionList with its
   output-first pick), only the nodes the output nodes need; outputs are cached by input
   signature (classic cache: only the last prompt's nodes survive), so an identical prompt runs
