@@ -169,6 +169,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
   if (!r.ok()) return make_error("config.invalid", "{}", e.joined());
   r.get("name", c.name);
   std::string state_dir, artifact_root, output_root;
+  bool input_roots_set = false;
   r.get("state_dir", state_dir);
   r.get("artifact_root", artifact_root);
   r.get("output_root", output_root);
@@ -212,6 +213,15 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
     l.get("max_latent_bytes", c.limits.max_latent_bytes, 1, std::numeric_limits<long long>::max());
     l.get("max_batch", c.limits.max_batch, 1, 10000000);
     l.get("max_prompt_bytes", c.limits.max_prompt_bytes, 1, 1 << 24);
+    if (l.raw("input_roots")) {
+      std::vector<std::string> roots;
+      l.get("input_roots", roots);
+      for (std::size_t i = 0; i < roots.size(); ++i) {
+        if (roots[i].empty()) e.add(fmt::format("/limits/input_roots/{}", i), "an empty path");
+        c.limits.input_roots.push_back(resolve(base_dir, roots[i]));
+      }
+      input_roots_set = true;
+    }
   }
   if (auto* v = r.raw("transfer")) {
     ObjectReader t(*v, "/transfer", e);
@@ -343,6 +353,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
   c.state_dir = sd;
   c.artifact_root = artifact_root.empty() ? sd / "artifacts" : resolve(base_dir, artifact_root);
   c.output_root = output_root.empty() ? sd / "outputs" : resolve(base_dir, output_root);
+  if (!input_roots_set) c.limits.input_roots = {sd / "inputs"};
   return c;
 }
 

@@ -105,6 +105,9 @@ struct Limits {
   std::uint64_t max_latent_bytes = 256ull << 20;
   std::uint32_t max_batch = 10000;
   std::uint32_t max_prompt_bytes = 16384;
+  // Folders a job's referenceImage may be read from (common/spec/input_file.h); absent from the
+  // config: <state_dir>/inputs; [] allows none.
+  std::vector<std::filesystem::path> input_roots;
 };
 
 struct Transfer {

@@ -2,17 +2,32 @@
 
 #include <fmt/ranges.h>
 
+#include <chrono>
+#include <thread>
+
+#include "common/core/sha256.h"
+
 namespace h3pipe::runtime::comfyui {
 namespace {
 
-std::string str(const nlohmann::json& j, const char* key) {
+// ComfyUI's texts (exception messages, validation details) often end in a newline; a reason
+// that ends a log line must not.
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+template <typename J>
+std::string str(const J& j, const char* key) {
   if (j.is_object() && j.contains(key)) {
     const auto& v = j[key];
-    if (v.is_string()) return v.get<std::string>();
+    if (v.is_string()) return trimmed(v.template get<std::string>());
     if (!v.is_null()) return v.dump();
   }
   return {};
 }
+
+}  // namespace
 
 // The 400 body of POST /prompt: {"error": {"type", "message", "details"}, "node_errors": {id: {
 // "errors": [{"message", "details"}], "class_type"}}}.
@@ -21,26 +36,30 @@ std::string describe_rejection(const nlohmann::json& body) {
   if (body.contains("error")) {
     const auto& e = body["error"];
     if (e.is_string())
-      s = e.get<std::string>();
+      s = trimmed(e.get<std::string>());
     else {
       s = str(e, "message");
-      if (auto d = str(e, "details"); !d.empty()) s += ": " + d;
+      // The details of prompt_outputs_failed_validation repeat the node errors below.
+      if (auto d = str(e, "details"); !d.empty() && !(body.contains("node_errors") &&
+                                                      !body["node_errors"].empty()))
+        s += ": " + d;
     }
   }
   if (body.contains("node_errors") && body["node_errors"].is_object()) {
     for (auto it = body["node_errors"].begin(); it != body["node_errors"].end(); ++it) {
       s += fmt::format("; node {} ({})", it.key(), str(it.value(), "class_type"));
-      if (it.value().contains("errors") && it.value()["errors"].is_array())
+      if (it.value().contains("errors") && it.value()["errors"].is_array()) {
+        const char* sep = ": ";
         for (const auto& er : it.value()["errors"]) {
-          s += ": " + str(er, "message");
+          s += sep + str(er, "message");
           if (auto d = str(er, "details"); !d.empty()) s += " (" + d + ")";
+          sep = ", ";
         }
+      }
     }
   }
   return s.empty() ? body.dump().substr(0, 500) : s;
 }
-
-}  // namespace
 
 std::string describe_execution_error(const nlohmann::json& status) {
   if (status.is_object() && status.contains("messages") && status["messages"].is_array()) {
@@ -55,6 +74,16 @@ std::string describe_execution_error(const nlohmann::json& status) {
     }
   }
   return fmt::format("status \"{}\" without an execution_error message", str(status, "status_str"));
+}
+
+std::string prompt_id_for(const std::string& run, const std::string& job, const std::string& stage,
+                          long long attempt) {
+  std::string h = sha256_hex(fmt::format("h3pipe-prompt\n{}\n{}\n{}\n{}", run, job, stage, attempt));
+  // UUID layout (version nibble 5, RFC 4122 variant) so tools that expect one accept it.
+  h[12] = '5';
+  h[16] = "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3];
+  return fmt::format("{}-{}-{}-{}-{}", h.substr(0, 8), h.substr(8, 4), h.substr(12, 4),
+                     h.substr(16, 4), h.substr(20, 12));
 }
 
 Client::Client(std::string base_url, http::Options options)
@@ -85,11 +114,17 @@ Result<nlohmann::json> Client::get_json(const std::string& path) {
   return j;
 }
 
-Result<std::string> Client::queue_prompt(const nlohmann::json& graph,
-                                         const std::string& client_id) {
-  nlohmann::json body = {{"prompt", graph}, {"client_id", client_id}};
+Result<std::string> Client::queue_prompt(const nlohmann::json& graph, const Submission& sub) {
+  nlohmann::json body = {{"prompt", graph}, {"client_id", sub.client_id}};
+  if (!sub.prompt_id.empty()) body["prompt_id"] = sub.prompt_id;
+  if (!sub.targets.empty()) body["partial_execution_targets"] = sub.targets;
   auto r = http_.post_json(base_ + "/prompt", body.dump());
   if (!r.ok()) return wrap(r.error());
+  if (r->status == 413)
+    return make_error("runtime.permanent.comfyui_too_large",
+                      "ComfyUI server at {} refused the workflow ({} bytes) with HTTP 413: above "
+                      "its --max-upload-size",
+                      base_, body.dump().size());
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (r->status == 400 && !j.is_discarded())
     return make_error("runtime.permanent.comfyui_rejected",
@@ -99,22 +134,39 @@ Result<std::string> Client::queue_prompt(const nlohmann::json& graph,
       !j["prompt_id"].is_string())
     return make_error("runtime.comfyui.http",
                       "ComfyUI server at {}: POST /prompt answered HTTP {}: {}", base_, r->status,
-                      r->body.substr(0, 300));
-  return j["prompt_id"].get<std::string>();
+                      trimmed(r->body.substr(0, 300)));
+  std::string id = j["prompt_id"].get<std::string>();
+  // A 200 with node_errors: some output nodes failed validation and ComfyUI queued the prompt
+  // with only the others ("Output will be ignored"), which would hand back the wrong file.
+  if (j.contains("node_errors") && j["node_errors"].is_object() && !j["node_errors"].empty()) {
+    discard(id);
+    return make_error("runtime.permanent.comfyui_rejected",
+                      "ComfyUI server at {} rejected part of the workflow (it would have run the "
+                      "rest without it; the prompt was removed){}",
+                      base_, describe_rejection(j));
+  }
+  return id;
 }
 
 Result<PromptState> Client::history(const std::string& prompt_id) {
-  auto j = get_json("/history/" + http::Client::escape(prompt_id));
-  if (!j.ok()) return j.error();
+  std::string path = "/history/" + http::Client::escape(prompt_id);
+  auto r = http_.get(base_ + path);
+  if (!r.ok()) return wrap(r.error());
+  // Ordered: the outputs keep the order the server lists them in.
+  auto j = nlohmann::ordered_json::parse(r->body, nullptr, false);
+  if (r->status != 200 || j.is_discarded())
+    return make_error("runtime.comfyui.http", "ComfyUI server at {}: GET {} answered HTTP {}: {}",
+                      base_, path, r->status, trimmed(r->body.substr(0, 300)));
   PromptState st;
-  if (!j->is_object() || !j->contains(prompt_id)) return st;
-  const auto& entry = (*j)[prompt_id];
+  if (!j.is_object() || !j.contains(prompt_id)) return st;
+  const auto& entry = j[prompt_id];
   if (entry.contains("status") && entry["status"].is_object()) {
     const auto& status = entry["status"];
     std::string s = str(status, "status_str");
     if (s == "error") {
       st.kind = PromptState::Kind::kError;
-      st.error = describe_execution_error(status);
+      st.error = describe_execution_error(nlohmann::json::parse(status.dump()));
+      st.interrupted = st.error.rfind("interrupted at", 0) == 0;
       return st;
     }
     bool completed = status.contains("completed") && status["completed"].is_boolean() &&
@@ -142,34 +194,56 @@ Result<PromptState> Client::history(const std::string& prompt_id) {
   return st;
 }
 
-Result<bool> Client::in_queue(const std::string& prompt_id) {
+Result<PromptLocation> Client::locate(const std::string& prompt_id) {
+  PromptLocation loc;
+  auto st = history(prompt_id);
+  if (!st.ok()) return st.error();
+  if (st->kind != PromptState::Kind::kPending) {
+    loc.kind = PromptLocation::Kind::kDone;
+    loc.state = std::move(*st);
+    return loc;
+  }
   auto j = get_json("/queue");
   if (!j.ok()) return j.error();
-  for (const char* list : {"queue_running", "queue_pending"}) {
+  for (auto [list, kind] : {std::pair{"queue_running", PromptLocation::Kind::kRunning},
+                            std::pair{"queue_pending", PromptLocation::Kind::kQueued}}) {
     if (!j->contains(list) || !(*j)[list].is_array()) continue;
     for (const auto& item : (*j)[list])
       if (item.is_array() && item.size() > 1 && item[1].is_string() &&
-          item[1].get<std::string>() == prompt_id)
-        return true;
+          item[1].get<std::string>() == prompt_id) {
+        loc.kind = kind;
+        return loc;
+      }
   }
-  return false;
+  st = history(prompt_id);
+  if (!st.ok()) return st.error();
+  if (st->kind != PromptState::Kind::kPending) {
+    loc.kind = PromptLocation::Kind::kDone;
+    loc.state = std::move(*st);
+  }
+  return loc;
 }
 
-Result<FileRef> Client::upload(const std::filesystem::path& file, const std::string& name,
+Result<FileRef> Client::upload(int fd, std::uint64_t size, const std::string& name,
                                const std::string& subfolder) {
   std::vector<http::FormPart> parts = {
-      {"image", "", file, name, ""},
+      {"image", "", {}, name, "", fd, size},
       {"type", "input", {}, "", ""},
       {"subfolder", subfolder, {}, "", ""},
       {"overwrite", "true", {}, "", ""},
   };
   auto r = http_.post_form(base_ + "/upload/image", parts);
   if (!r.ok()) return wrap(r.error());
+  if (r->status == 413)
+    return make_error("runtime.permanent.comfyui_too_large",
+                      "ComfyUI server at {} refused the upload of {} ({} bytes) with HTTP 413: "
+                      "above its --max-upload-size (100 MB unless set)",
+                      base_, name, size);
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (r->status != 200 || j.is_discarded() || !j.contains("name") || !j["name"].is_string())
     return make_error("runtime.comfyui.http",
-                      "ComfyUI server at {}: uploading {} answered HTTP {}: {}", base_,
-                      file.string(), r->status, r->body.substr(0, 300));
+                      "ComfyUI server at {}: uploading {} answered HTTP {}: {}", base_, name,
+                      r->status, trimmed(r->body.substr(0, 300)));
   return FileRef{j["name"].get<std::string>(), str(j, "subfolder"),
                  str(j, "type").empty() ? "input" : str(j, "type"), ""};
 }
@@ -193,12 +267,30 @@ Result<std::uint64_t> Client::view(const FileRef& f, const std::filesystem::path
 void Client::cancel(const std::string& prompt_id) {
   nlohmann::json del = {{"delete", {prompt_id}}};
   (void)http_.post_json(base_ + "/queue", del.dump());
-  auto running = in_queue(prompt_id);
-  if (running.ok() && *running) {
+  auto where = locate(prompt_id);
+  if (where.ok() && where->kind == PromptLocation::Kind::kRunning) {
     // Newer servers interrupt only the named prompt; older ones interrupt whatever runs, which
     // is this prompt, since it is still in the queue.
     nlohmann::json body = {{"prompt_id", prompt_id}};
     (void)http_.post_json(base_ + "/interrupt", body.dump());
+  }
+}
+
+void Client::discard(const std::string& prompt_id) {
+  nlohmann::json del = {{"delete", {prompt_id}}};
+  bool interrupted = false;
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < end) {
+    (void)http_.post_json(base_ + "/queue", del.dump());
+    auto where = locate(prompt_id);
+    if (!where.ok() || where->kind == PromptLocation::Kind::kUnknown) return;
+    if (where->kind == PromptLocation::Kind::kDone) return forget(prompt_id);
+    if (where->kind == PromptLocation::Kind::kRunning && !interrupted) {
+      nlohmann::json body = {{"prompt_id", prompt_id}};
+      (void)http_.post_json(base_ + "/interrupt", body.dump());
+      interrupted = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// The slice of ComfyUI's HTTP API (server.py) that h3pipe drives:
-//   POST /prompt {"prompt": graph, "client_id": id}  -> {"prompt_id", "number", "node_errors"}
-//                                                        400 {"error": {...}, "node_errors": {...}}
+// The slice of ComfyUI's HTTP API (server.py) that h3pipe drives (answers as recorded against a
+// real 0.3.64 in ../shared/comfyui/recorded-v0.3.64.json):
+//   POST /prompt {"prompt": graph, "client_id", "prompt_id", "partial_execution_targets": [ids]}
+//        -> {"prompt_id", "number", "node_errors"}; 400 {"error": {...}, "node_errors": {...}}
 //   GET  /history/{prompt_id}  -> {} until the prompt finishes, then
 //                                 {id: {"prompt", "outputs": {node: {kind: [{filename, subfolder,
 //                                 type}]}}, "status": {"status_str", "completed", "messages"}}}
@@ -13,7 +14,10 @@
 //
 // Errors name the server URL: runtime.comfyui.unreachable (connection refused, unresolvable),
 // runtime.comfyui.timeout, runtime.comfyui.http (unexpected status or body),
-// runtime.permanent.comfyui_rejected (the server refused the workflow: retrying cannot help).
+// runtime.permanent.comfyui_rejected (400 at POST /prompt: the workflow failed validation, with
+// ComfyUI's node_errors quoted; also a 200 with node_errors, where ComfyUI queues the prompt
+// with only the outputs that passed: the prompt is removed; retrying cannot help), runtime.permanent.comfyui_too_large (413:
+// a request body above the server's --max-upload-size).
 // Threading: one Client per thread (it owns an HTTP connection).
 #include <cstdint>
 #include <filesystem>
@@ -35,8 +39,24 @@ struct FileRef {
 struct PromptState {
   enum class Kind { kPending, kSuccess, kError };
   Kind kind = Kind::kPending;    // kPending: not (yet) in the history
-  std::vector<FileRef> outputs;  // kSuccess: every listed file, in node order
+  std::vector<FileRef> outputs;  // kSuccess: every listed file, in the order the server lists them
   std::string error;             // kError: which node failed and why
+  bool interrupted = false;      // kError: by POST /interrupt (execution_interrupted)
+};
+
+// Where a prompt is on the server, from /history and /queue together.  kUnknown: neither queued,
+// running nor in the history (never sent, deleted, or the server restarted since).
+struct PromptLocation {
+  enum class Kind { kQueued, kRunning, kDone, kUnknown };
+  Kind kind = Kind::kUnknown;
+  PromptState state;  // kDone
+};
+
+// What POST /prompt sends besides the graph.
+struct Submission {
+  std::string client_id;
+  std::string prompt_id;             // h3pipe's own id (prompt_id_for); ComfyUI keeps it
+  std::vector<std::string> targets;  // partial_execution_targets; empty: every output node
 };
 
 class Client final {
@@ -45,16 +65,22 @@ class Client final {
 
   const std::string& url() const { return base_; }
 
-  Result<std::string> queue_prompt(const nlohmann::json& graph, const std::string& client_id);
+  Result<std::string> queue_prompt(const nlohmann::json& graph, const Submission& s);
   Result<PromptState> history(const std::string& prompt_id);
-  // True while the prompt is running or pending in the server's queue.
-  Result<bool> in_queue(const std::string& prompt_id);
-  Result<FileRef> upload(const std::filesystem::path& file, const std::string& name,
+  // History, then the queue, then the history again (a prompt that ended between the first two
+  // reads is found by the third), so kUnknown means the server does not know the prompt.
+  Result<PromptLocation> locate(const std::string& prompt_id);
+  // Uploads `size` bytes read from the open descriptor `fd` as input/<subfolder>/<name>
+  // (overwrite=true).
+  Result<FileRef> upload(int fd, std::uint64_t size, const std::string& name,
                          const std::string& subfolder);
   Result<std::uint64_t> view(const FileRef& f, const std::filesystem::path& to,
                              std::uint64_t max_bytes, long timeout_ms);
   // Best effort: removes a pending prompt, interrupts it when it is running.
   void cancel(const std::string& prompt_id);
+  // Best effort, bounded (10 s): removes the prompt wherever it is (queue, running, history) so
+  // no later attempt finds it.
+  void discard(const std::string& prompt_id);
   // Best effort: drops the prompt's history entry once its outputs are fetched.
   void forget(const std::string& prompt_id);
 
@@ -67,7 +93,15 @@ class Client final {
 };
 
 // "node 12 (VAEDecode) raised torch.OutOfMemoryError: ..." from a history entry's status
-// messages; exposed for tests.
+// messages (ComfyUI's exception text loses its trailing newline); exposed for tests.
 std::string describe_execution_error(const nlohmann::json& status);
+// "... failed validation; node 3 (LoadImage): Custom validation failed for node (image - Invalid
+// image file: ref.png)" from a 400 body of POST /prompt; exposed for tests.
+std::string describe_rejection(const nlohmann::json& body);
+
+// h3pipe's prompt id for one attempt of a stage of a job: a UUID-shaped digest of (run, job,
+// stage, attempt), so a restarted worker can find what an earlier attempt queued.
+std::string prompt_id_for(const std::string& run, const std::string& job, const std::string& stage,
+                          long long attempt);
 
 }  // namespace h3pipe::runtime::comfyui

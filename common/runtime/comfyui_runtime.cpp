@@ -1,119 +1,32 @@
 #include "common/runtime/comfyui_runtime.h"
 
+#include <fcntl.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
+#include "common/artifacts/safe_path.h"
 #include "common/core/sha256.h"
 #include "common/latent/latent.h"
 #include "common/runtime/comfyui_client.h"
+#include "common/runtime/comfyui_settings.h"
 #include "common/runtime/comfyui_workflow.h"
 #include "common/runtime/stage_output.h"
+#include "common/spec/input_file.h"
 
 namespace h3pipe::runtime {
 namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using comfyui::FileRef;
+using comfyui::PromptLocation;
 using comfyui::PromptState;
 using config::StageKind;
-
-constexpr int kMaxPollFailures = 5;   // consecutive failed polls before giving up
-constexpr int kQueueCheckEvery = 10;  // polls between "is it still queued?" checks
-
-struct ComfySettings {
-  std::string url, device, client_id, input_dir, input_ref, upload_subfolder = "h3pipe";
-  std::optional<comfyui::Workflow> workflow;
-  double poll_ms = 500, timeout_s = 3600, request_timeout_s = 30;
-  int connect_timeout_ms = 3000;
-  bool fused = false, keep_history = false, check_geometry = true;
-  std::uint64_t max_output_bytes = 0;
-};
-
-// "http://host:port/..." -> "host:port"; empty when the URL is not http(s).
-std::string authority_of(const std::string& url) {
-  for (std::string_view scheme : {"http://", "https://"}) {
-    if (url.rfind(scheme, 0) != 0) continue;
-    auto rest = url.substr(scheme.size());
-    return rest.substr(0, rest.find('/'));
-  }
-  return {};
-}
-
-Result<ComfySettings> parse_settings(const FactoryArgs& a, StageKind stage) {
-  std::string base = settings_path(a, stage);
-  static const nlohmann::json kEmpty = nlohmann::json::object();
-  const nlohmann::json& j = a.settings ? *a.settings : kEmpty;
-  config::Errors e;
-  ComfySettings s;
-  {
-    config::ObjectReader r(j, base, e);
-    r.get("url", s.url, true);
-    r.get("fused", s.fused);
-    r.get("input_dir", s.input_dir);
-    r.get("input_ref", s.input_ref);
-    r.get("upload_subfolder", s.upload_subfolder);
-    r.get("poll_ms", s.poll_ms, 1, 600000);
-    r.get("timeout_s", s.timeout_s, 0.001, 1e7);
-    r.get("connect_timeout_ms", s.connect_timeout_ms, 1, 600000);
-    r.get("request_timeout_s", s.request_timeout_s, 0.001, 86400);
-    r.get("client_id", s.client_id);
-    r.get("device", s.device);
-    r.get("keep_history", s.keep_history);
-    r.get("check_geometry", s.check_geometry);
-    const auto* workflow = r.raw("workflow");
-    const auto* inject = r.raw("inject");
-    const auto* output = r.raw("output");
-    if (r.ok()) {
-      if (!s.url.empty() && authority_of(s.url).empty())
-        e.add(r.path("url"), fmt::format("\"{}\": expected http://host:port", s.url));
-      if (s.fused && stage != StageKind::kEncode)
-        e.add(r.path("fused"), "only the encode stage can be fused into the sample workflow");
-      if (j.contains("check_geometry") && stage != StageKind::kSample)
-        e.add(r.path("check_geometry"), "applies to the sample stage only");
-      if (s.fused && (workflow || inject || output))
-        e.add(r.path("fused"),
-              "a fused encode queues no workflow: remove workflow, inject and output");
-      if (!s.fused && !workflow)
-        e.add(r.path("workflow"), "required but missing (a file path or an inline object)");
-      if (!s.input_ref.empty() && s.input_ref != "path" && s.input_ref != "name")
-        e.add(r.path("input_ref"),
-              fmt::format("\"{}\": expected \"path\" or \"name\"", s.input_ref));
-      if (s.input_ref == "path" && s.input_dir.empty())
-        e.add(r.path("input_ref"),
-              "\"path\" needs input_dir (an uploaded file has no path this runtime knows)");
-      if (s.input_ref.empty()) s.input_ref = s.input_dir.empty() ? "name" : "path";
-      if (!s.input_dir.empty() && !fs::is_directory(s.input_dir))
-        e.add(r.path("input_dir"), fmt::format("\"{}\" is not a directory", s.input_dir));
-      if (!s.fused && workflow) {
-        s.workflow = comfyui::Workflow::parse(*workflow, inject, output, base, e);
-        if (s.workflow && stage == StageKind::kEncode && s.workflow->uses("input"))
-          e.add(base + "/inject/input", "the encode stage has no input artifact");
-      }
-    }
-  }
-  if (!e.empty())
-    return make_error("runtime.settings", "comfyui runtime ({}): invalid settings:\n{}",
-                      config::stage_name(stage), e.joined());
-  while (!s.url.empty() && s.url.back() == '/') s.url.pop_back();
-  if (s.device.empty()) s.device = "comfyui@" + authority_of(s.url);
-  if (s.client_id.empty())
-    s.client_id = "h3pipe-" + (a.pool ? a.pool->name : std::string("worker"));
-  switch (stage) {
-    case StageKind::kEncode:
-      s.max_output_bytes = 1ull << 30;
-      break;
-    case StageKind::kSample:
-      s.max_output_bytes = a.cluster ? a.cluster->limits.max_latent_bytes : (256ull << 20);
-      break;
-    case StageKind::kDecode:
-      s.max_output_bytes = 16ull << 30;
-      break;
-  }
-  return s;
-}
 
 const char* output_extension(StageKind s) {
   switch (s) {
@@ -127,7 +40,11 @@ const char* output_extension(StageKind s) {
   return "";
 }
 
-// Files this task put where the server reads them; removed when the task ends.
+std::string shown(const FileRef& f) {
+  return f.subfolder.empty() ? f.filename : f.subfolder + "/" + f.filename;
+}
+
+// Files this task put where the server reads them (input_dir); removed when the task ends.
 class StagedInputs final {
  public:
   ~StagedInputs() {
@@ -140,9 +57,37 @@ class StagedInputs final {
   std::vector<fs::path> paths_;
 };
 
+// Copies `size` bytes from fd to dest through dest.part (the server never sees a partial file).
+Status copy_fd(int fd, std::uint64_t size, const fs::path& dest) {
+  fs::path tmp = dest;
+  tmp += ".part";
+  artifacts::UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!out) return make_error("io.copy", "cannot create {}", tmp.string());
+  std::vector<char> buf(1 << 20);
+  std::uint64_t off = 0;
+  while (off < size) {
+    ssize_t n = ::pread(fd, buf.data(), std::min<std::uint64_t>(buf.size(), size - off),
+                        static_cast<off_t>(off));
+    if (n <= 0 || ::write(out.get(), buf.data(), static_cast<std::size_t>(n)) != n) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return make_error("io.copy", "copying into {} failed", dest.string());
+    }
+    off += static_cast<std::uint64_t>(n);
+  }
+  out.reset();
+  std::error_code ec;
+  fs::rename(tmp, dest, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return make_error("io.copy", "cannot rename {} into place", tmp.string());
+  }
+  return {};
+}
+
 class ComfyRunner final {
  public:
-  ComfyRunner(ComfySettings s, StageKind stage)
+  ComfyRunner(comfyui::Settings s, StageKind stage)
       : s_(std::move(s)),
         stage_(stage),
         client_(s_.url, http::Options{s_.connect_timeout_ms,
@@ -151,80 +96,121 @@ class ComfyRunner final {
   Result<StageOutput> run(const StageContext& ctx) {
     H3_TRY(prepare_output(ctx, stage_));
     if (s_.fused) return write_fused_marker(ctx);
-    const auto& wf = *s_.workflow;
+    const bool has_ref = !ctx.spec->reference_image().empty();
+    std::string key;
+    const comfyui::Workflow* wf = comfyui::choose(s_, ctx.job_class, has_ref, &key);
+    if (auto bad = check_template(ctx, wf, key, has_ref); !bad.ok()) return bad.error();
     auto start = Clock::now();
     auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                 std::chrono::duration<double>(s_.timeout_s));
     StagedInputs staged;
     auto values = job_values(ctx);
-    if (wf.uses("input")) {
+    if (wf->uses("input")) {
       if (ctx.input.empty())
         return make_error("runtime.input", "comfyui {}: the task has no input artifact",
                           stage_name());
-      auto v = stage_file(ctx.input, name_for(ctx, ctx.input.extension().string()), staged);
+      spec::InputFile in;
+      in.fd = artifacts::UniqueFd(::open(ctx.input.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+      std::error_code ec;
+      in.size = fs::file_size(ctx.input, ec);
+      if (!in.fd || ec)
+        return make_error("runtime.input", "comfyui {}: input {} cannot be read", stage_name(),
+                          ctx.input.string());
+      auto v = stage_file(in, ctx.input.string(), name_for(ctx, ctx.input.extension().string()),
+                          staged);
       if (!v.ok()) return v.error();
       values["input"] = *v;
     }
-    if (wf.uses("reference_image") && !ctx.spec->reference_image().empty()) {
-      fs::path ref = ctx.spec->reference_image();
-      auto v = stage_file(ref, name_for(ctx, "_ref" + ref.extension().string()), staged);
+    if (has_ref && wf->uses("reference_image")) {
+      // Read only from the input roots, the way submission checked it (a job naming /etc/shadow
+      // never reaches the server).
+      const auto& ref = ctx.spec->reference_image();
+      auto in = spec::open_input(s_.input_roots, ref);
+      if (!in.ok())
+        return make_error("runtime.permanent.input", "comfyui {}: referenceImage {}", stage_name(),
+                          in.error().message);
+      auto v = stage_file(*in, ref, name_for(ctx, "_ref" + fs::path(ref).extension().string()),
+                          staged);
       if (!v.ok()) return v.error();
       values["reference_image"] = *v;
     }
 
-    auto id = client_.queue_prompt(wf.instantiate(values), s_.client_id);
-    if (!id.ok()) return id.error();
-    auto state = wait(*id, deadline, ctx);
-    if (!state.ok()) return state.error();
-
-    const FileRef* pick = nullptr;
-    std::vector<std::string> listed;
-    for (const auto& f : state->outputs) {
-      listed.push_back(f.subfolder.empty() ? f.filename : f.subfolder + "/" + f.filename);
-      if (pick) continue;
-      if (!wf.output_node().empty()) {
-        if (f.node_id == wf.output_node()) pick = &f;
-      } else if (fs::path(f.filename).extension() == output_extension(stage_)) {
-        pick = &f;
+    // A restarted worker finds what an earlier attempt queued instead of queueing it again.
+    std::string id, adopted_from;
+    for (long long a = std::max<long long>(ctx.attempt, 1); a >= 1 && id.empty(); --a) {
+      std::string earlier = prompt_id(ctx, a);
+      auto loc = client_.locate(earlier);
+      if (!loc.ok()) return loc.error();
+      if (loc->kind == PromptLocation::Kind::kQueued || loc->kind == PromptLocation::Kind::kRunning) {
+        id = adopted_from = earlier;
+      } else if (loc->kind == PromptLocation::Kind::kDone) {
+        if (loc->state.kind == PromptState::Kind::kSuccess) {
+          auto out = finish(ctx, *wf, key, earlier, loc->state, start, deadline, true);
+          if (out.ok() || out.error().code.rfind("runtime.comfyui.fetch", 0) != 0) return out;
+        }
+        forget(earlier);  // failed, or its output is gone: this attempt runs afresh
       }
     }
-    if (!pick)
-      return make_error(
-          "runtime.comfyui.no_output",
-          "ComfyUI server at {}: prompt {} finished without a {} output{} (outputs: {})", s_.url,
-          *id, output_extension(stage_),
-          wf.output_node().empty() ? "" : " from node " + wf.output_node(),
-          listed.empty() ? "none" : fmt::format("{}", fmt::join(listed, ", ")));
-    long left_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    auto part = artifacts::part_path(ctx.output);
-    auto got = client_.view(*pick, part, s_.max_output_bytes, std::max<long>(left_ms, 30000));
-    if (!got.ok()) {
-      std::error_code ec;
-      fs::remove(part, ec);
-      return got.error();
+    if (!adopted_from.empty()) {
+      auto state = wait(id, deadline, ctx);
+      // An adopted prompt that was interrupted (the attempt that queued it timed out and
+      // cancelled it) is replaced by this attempt's own.
+      if (state.ok() || state.error().code != "runtime.comfyui.interrupted") {
+        if (!state.ok()) return state.error();
+        return finish(ctx, *wf, key, id, *state, start, deadline, true);
+      }
+      id.clear();
     }
-    nlohmann::json settings = {
-        {"url", s_.url},
-        {"workflow", wf.source()},
-        {"workflow_sha256", wf.sha256()},
-        {"prompt_id", *id},
-        {"output",
-         pick->subfolder.empty() ? pick->filename : pick->subfolder + "/" + pick->filename},
-        {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}};
-    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings), s_.check_geometry);
-    if (!out.ok())
-      return make_error(out.error().code, "ComfyUI server at {}: prompt {}: {}", s_.url, *id,
-                        out.error().message);
-    if (!s_.keep_history) client_.forget(*id);
-    return out;
+    {
+      id = prompt_id(ctx, std::max<long long>(ctx.attempt, 1));
+      comfyui::Submission sub{s_.client_id, id, wf->execution_targets()};
+      auto queued = client_.queue_prompt(wf->instantiate(values, id), sub);
+      if (!queued.ok()) return with_hint(queued.error());
+      id = *queued;
+    }
+    auto state = wait(id, deadline, ctx);
+    if (!state.ok()) return state.error();
+    return finish(ctx, *wf, key, id, *state, start, deadline, false);
   }
 
  private:
   const char* stage_name() const { return config::stage_name(stage_); }
 
+  std::string prompt_id(const StageContext& ctx, long long attempt) const {
+    return comfyui::prompt_id_for(ctx.run_id, ctx.spec->job_id(), stage_name(), attempt);
+  }
+
   std::string name_for(const StageContext& ctx, const std::string& suffix) const {
     return fmt::format("h3pipe_{}_{}_{}{}", ctx.run_id, ctx.spec->job_id(), stage_name(), suffix);
+  }
+
+  Status check_template(const StageContext& ctx, const comfyui::Workflow* wf,
+                        const std::string& key, bool has_ref) const {
+    const std::string& job = ctx.spec->job_id();
+    if (!wf)
+      return make_error("runtime.permanent.comfyui_template",
+                        "comfyui {}: no template for job {} (class {}, {}); configure "
+                        "templates.default",
+                        stage_name(), job, ctx.job_class,
+                        has_ref ? "with a referenceImage" : "no referenceImage");
+    // A template without reference_image for a job with one is fine (the encode stage may have
+    // consumed the image already); the reverse would load the template's placeholder image.
+    if (!has_ref && wf->uses("reference_image"))
+      return make_error("runtime.permanent.comfyui_template",
+                        "comfyui {}: job {} has no referenceImage but template \"{}\" needs one "
+                        "(it injects reference_image); give text-only jobs their own template "
+                        "(templates.default, with the image-to-video one under "
+                        "templates.reference)",
+                        stage_name(), job, key);
+    return {};
+  }
+
+  Error with_hint(Error e) const {
+    if (e.code == "runtime.permanent.comfyui_too_large" && s_.input_dir.empty())
+      e.message +=
+          "; give the stage an input_dir on a folder the server reads (its input/ or a shared "
+          "mount) so large latents are copied instead of uploaded";
+    return e;
   }
 
   std::map<std::string, nlohmann::json> job_values(const StageContext& ctx) const {
@@ -246,39 +232,128 @@ class ComfyRunner final {
     return v;
   }
 
-  // Puts a local file where the server reads it; returns the value the workflow gets.
-  Result<std::string> stage_file(const fs::path& src, const std::string& name,
-                                 StagedInputs& staged) {
-    std::error_code ec;
-    if (!fs::is_regular_file(src, ec))
-      return make_error("runtime.input", "comfyui {}: input {} does not exist", stage_name(),
-                        src.string());
+  // Puts a file (open at in.fd) where the server reads it; returns the value the workflow gets.
+  Result<std::string> stage_file(const spec::InputFile& in, const std::string& what,
+                                 const std::string& name, StagedInputs& staged) {
     if (s_.input_dir.empty()) {
-      auto f = client_.upload(src, name, s_.upload_subfolder);
-      if (!f.ok()) return f.error();
-      return f->subfolder.empty() ? f->filename : f->subfolder + "/" + f->filename;
+      if (in.size > s_.max_upload_bytes)
+        return with_hint(make_error(
+            "runtime.permanent.comfyui_too_large",
+            "comfyui {}: {} is {} bytes, above max_upload_bytes {} (the server's "
+            "--max-upload-size)",
+            stage_name(), what, in.size, s_.max_upload_bytes));
+      auto f = client_.upload(in.fd.get(), in.size, name, s_.upload_subfolder);
+      if (!f.ok()) return with_hint(f.error());
+      return shown(*f);
     }
-    // Copy then rename, so the server never reads a partial file.
     fs::path dest = fs::path(s_.input_dir) / name;
-    fs::path tmp = dest;
-    tmp += ".part";
-    fs::copy_file(src, tmp, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::rename(tmp, dest, ec);
-    if (ec) {
-      fs::remove(tmp, ec);
-      return make_error("io.copy", "comfyui {}: cannot copy {} into input_dir {}", stage_name(),
-                        src.string(), s_.input_dir);
-    }
+    if (auto st = copy_fd(in.fd.get(), in.size, dest); !st.ok())
+      return make_error("io.copy", "comfyui {}: cannot copy {} into input_dir {}: {}", stage_name(),
+                        what, s_.input_dir, st.error().message);
     staged.add(dest);
     return s_.input_ref == "name" ? name : fs::absolute(dest).string();
   }
 
-  // Polls /history until the prompt finishes, fails, vanishes, the deadline passes or the task
-  // is cancelled (the last two cancel it on the server).
+  void forget(const std::string& id) {
+    if (!s_.keep_history) client_.forget(id);
+  }
+
+  // Removes a file the prompt wrote from the server's output folder, when this host sees it
+  // (output_dir, a shared mount); the names come from the server, so never beyond that folder.
+  void remove_output(const FileRef& f, std::vector<std::string>& problems) const {
+    if (s_.output_dir.empty() || f.type != "output") return;
+    if (f.filename.empty() || f.filename.find('/') != std::string::npos || f.filename == "." ||
+        f.filename == "..") {
+      problems.push_back(fmt::format("{}: not a plain file name", shown(f)));
+      return;
+    }
+    auto dir = artifacts::open_dir_beneath(s_.output_dir, f.subfolder, false);
+    if (!dir.ok()) {
+      problems.push_back(fmt::format("{}: {}", shown(f), dir.error().message));
+      return;
+    }
+    if (::unlinkat(dir->get(), f.filename.c_str(), 0) != 0 && errno != ENOENT)
+      problems.push_back(fmt::format("{}: unlink failed", shown(f)));
+  }
+
+  // The artifact among the files a prompt lists: from the `output` node when one is named (its
+  // file of the stage's kind first), else the file of the stage's kind from the most final node
+  // (Workflow::output_rank); ties keep the server's order.
+  const FileRef* pick_output(const comfyui::Workflow& wf, const PromptState& st) const {
+    const FileRef* pick = nullptr;
+    std::tuple<int, int, int> best{};
+    for (const auto& f : st.outputs) {
+      bool kind = fs::path(f.filename).extension() == output_extension(stage_);
+      if (!wf.output_node().empty() ? f.node_id != wf.output_node() : !kind) continue;
+      auto [final_, depth] = wf.output_rank(f.node_id);
+      std::tuple<int, int, int> rank{kind ? 1 : 0, final_, depth};
+      if (!pick || rank > best) {
+        pick = &f;
+        best = rank;
+      }
+    }
+    return pick;
+  }
+
+  Result<StageOutput> finish(const StageContext& ctx, const comfyui::Workflow& wf,
+                             const std::string& key, const std::string& id, const PromptState& st,
+                             Clock::time_point start, Clock::time_point deadline, bool adopted) {
+    std::vector<std::string> cleanup;
+    struct Cleanup {
+      std::function<void()> f;
+      ~Cleanup() { f(); }
+    } done{[&] {
+      for (const auto& f : st.outputs) remove_output(f, cleanup);
+      forget(id);
+    }};
+    const FileRef* pick = pick_output(wf, st);
+    if (!pick) {
+      std::vector<std::string> listed;
+      for (const auto& f : st.outputs) listed.push_back(shown(f));
+      return make_error(
+          "runtime.comfyui.no_output",
+          "ComfyUI server at {}: prompt {} finished without a {} output{} (outputs: {})", s_.url,
+          id, output_extension(stage_),
+          wf.output_node().empty() ? "" : " from node " + wf.output_node(),
+          listed.empty() ? "none" : fmt::format("{}", fmt::join(listed, ", ")));
+    }
+    long left_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto part = artifacts::part_path(ctx.output);
+    auto got = client_.view(*pick, part, s_.max_output_bytes, std::max<long>(left_ms, 30000));
+    if (!got.ok()) {
+      std::error_code ec;
+      fs::remove(part, ec);
+      return got.error();
+    }
+    nlohmann::json settings = {
+        {"url", s_.url},
+        {"template", key},
+        {"workflow", wf.source()},
+        {"workflow_sha256", wf.sha256()},
+        {"prompt_id", id},
+        {"attempt", ctx.attempt},
+        {"adopted", adopted},
+        {"output", shown(*pick)},
+        {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}};
+    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings), s_.check_geometry);
+    if (!out.ok())
+      return make_error(out.error().code, "ComfyUI server at {}: prompt {}: {}", s_.url, id,
+                        out.error().message);
+    done.f();
+    done.f = [] {};
+    if (!cleanup.empty()) out->settings["cleanup_errors"] = cleanup;
+    return out;
+  }
+
+  // Polls the prompt until it finishes, fails, is lost, the deadline passes or the task is
+  // cancelled (the last two cancel it on the server).  Lost: the server answers but knows the
+  // prompt neither as queued, running nor done (it restarted), decided on the first poll that
+  // sees it so; an unreachable server is waited for up to unreachable_s.
   Result<PromptState> wait(const std::string& id, Clock::time_point deadline,
                            const StageContext& ctx) {
-    int failures = 0;
-    for (int polls = 1;; ++polls) {
+    std::optional<Clock::time_point> down_since;
+    for (;;) {
       auto next = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double, std::milli>(s_.poll_ms));
       while (Clock::now() < next) {
@@ -297,28 +372,35 @@ class ComfyRunner final {
         std::this_thread::sleep_for(
             std::min<Clock::duration>(next - Clock::now(), std::chrono::milliseconds(50)));
       }
-      auto st = client_.history(id);
-      if (!st.ok()) {
-        if (++failures >= kMaxPollFailures) return st.error();
+      auto loc = client_.locate(id);
+      if (!loc.ok()) {
+        if (!down_since) down_since = Clock::now();
+        double down = std::chrono::duration<double>(Clock::now() - *down_since).count();
+        if (down >= s_.unreachable_s)
+          return make_error(loc.error().code, "{} (for {:.0f} s while prompt {} was waited on)",
+                            loc.error().message, down, id);
         continue;
       }
-      failures = 0;
-      if (st->kind == PromptState::Kind::kPending && polls % kQueueCheckEvery == 0) {
-        // Neither finished nor queued means the server lost it (a restart drops queue and history).
-        auto queued = client_.in_queue(id);
-        if (queued.ok() && !*queued) {
-          st = client_.history(id);
-          if (st.ok() && st->kind == PromptState::Kind::kPending)
-            return make_error("runtime.comfyui.lost",
-                              "ComfyUI server at {} no longer knows prompt {} (restarted?)", s_.url,
-                              id);
-          if (!st.ok()) continue;
-        }
+      down_since.reset();
+      switch (loc->kind) {
+        case PromptLocation::Kind::kQueued:
+        case PromptLocation::Kind::kRunning:
+          continue;
+        case PromptLocation::Kind::kUnknown:
+          return make_error("runtime.comfyui.lost",
+                            "ComfyUI server at {} no longer knows prompt {}: neither queued, "
+                            "running nor in its history (it restarted, or the prompt was deleted)",
+                            s_.url, id);
+        case PromptLocation::Kind::kDone:
+          if (loc->state.kind == PromptState::Kind::kError) {
+            forget(id);
+            return make_error(loc->state.interrupted ? "runtime.comfyui.interrupted"
+                                                     : "runtime.comfyui.execution",
+                              "ComfyUI server at {}: prompt {} failed: {}", s_.url, id,
+                              loc->state.error);
+          }
+          return std::move(loc->state);
       }
-      if (st->kind == PromptState::Kind::kError)
-        return make_error("runtime.comfyui.execution", "ComfyUI server at {}: prompt {} failed: {}",
-                          s_.url, id, st->error);
-      if (st->kind == PromptState::Kind::kSuccess) return st;
     }
   }
 
@@ -343,14 +425,14 @@ class ComfyRunner final {
     return out;
   }
 
-  ComfySettings s_;
+  comfyui::Settings s_;
   StageKind stage_;
   comfyui::Client client_;
 };
 
 class ComfyEncode final : public EncodeRuntime {
  public:
-  explicit ComfyEncode(ComfySettings s) : r_(std::move(s), StageKind::kEncode) {}
+  explicit ComfyEncode(comfyui::Settings s) : r_(std::move(s), StageKind::kEncode) {}
   Result<StageOutput> encode(const StageContext& ctx) override { return r_.run(ctx); }
 
  private:
@@ -359,7 +441,7 @@ class ComfyEncode final : public EncodeRuntime {
 
 class ComfySample final : public SampleRuntime {
  public:
-  explicit ComfySample(ComfySettings s) : r_(std::move(s), StageKind::kSample) {}
+  explicit ComfySample(comfyui::Settings s) : r_(std::move(s), StageKind::kSample) {}
   Result<StageOutput> sample(const StageContext& ctx) override { return r_.run(ctx); }
 
  private:
@@ -368,7 +450,7 @@ class ComfySample final : public SampleRuntime {
 
 class ComfyDecode final : public DecodeRuntime {
  public:
-  explicit ComfyDecode(ComfySettings s) : r_(std::move(s), StageKind::kDecode) {}
+  explicit ComfyDecode(comfyui::Settings s) : r_(std::move(s), StageKind::kDecode) {}
   Result<StageOutput> decode(const StageContext& ctx) override { return r_.run(ctx); }
 
  private:
@@ -378,17 +460,17 @@ class ComfyDecode final : public DecodeRuntime {
 }  // namespace
 
 Result<std::unique_ptr<EncodeRuntime>> make_comfyui_encode(const FactoryArgs& a) {
-  auto s = parse_settings(a, StageKind::kEncode);
+  auto s = comfyui::parse_settings(a, StageKind::kEncode);
   if (!s.ok()) return s.error();
   return std::unique_ptr<EncodeRuntime>(new ComfyEncode(std::move(*s)));
 }
 Result<std::unique_ptr<SampleRuntime>> make_comfyui_sample(const FactoryArgs& a) {
-  auto s = parse_settings(a, StageKind::kSample);
+  auto s = comfyui::parse_settings(a, StageKind::kSample);
   if (!s.ok()) return s.error();
   return std::unique_ptr<SampleRuntime>(new ComfySample(std::move(*s)));
 }
 Result<std::unique_ptr<DecodeRuntime>> make_comfyui_decode(const FactoryArgs& a) {
-  auto s = parse_settings(a, StageKind::kDecode);
+  auto s = comfyui::parse_settings(a, StageKind::kDecode);
   if (!s.ok()) return s.error();
   return std::unique_ptr<DecodeRuntime>(new ComfyDecode(std::move(*s)));
 }

@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <functional>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -211,11 +213,47 @@ std::optional<Workflow> Workflow::parse(const nlohmann::json& workflow,
       if (auto n = resolve_node(w.graph_, r, e)) w.output_node_ = *n;
   }
   if (e.list().size() != before) return std::nullopt;
+  w.analyse();
   return w;
 }
 
-nlohmann::json Workflow::instantiate(const std::map<std::string, nlohmann::json>& values) const {
+void Workflow::analyse() {
+  for (auto it = graph_.begin(); it != graph_.end(); ++it) consumed_[it.key()] = false;
+  for (auto it = graph_.begin(); it != graph_.end(); ++it)
+    for (const auto& [name, v] : it.value()["inputs"].items())
+      if (is_link(v)) consumed_[v[0].get<std::string>()] = true;
+  // Longest path from a source (memoised); a cycle, which ComfyUI refuses at run time, counts as
+  // a source where it closes instead of recursing forever.
+  std::set<std::string> visiting;
+  std::function<int(const std::string&)> depth = [&](const std::string& id) {
+    if (auto d = depth_.find(id); d != depth_.end()) return d->second;
+    if (!visiting.insert(id).second) return 0;
+    int best = 0;
+    for (const auto& [name, v] : graph_[id]["inputs"].items())
+      if (is_link(v)) best = std::max(best, depth(v[0].get<std::string>()) + 1);
+    visiting.erase(id);
+    depth_[id] = best;
+    return best;
+  };
+  for (auto it = graph_.begin(); it != graph_.end(); ++it) depth(it.key());
+  if (!output_node_.empty())
+    exec_targets_ = {output_node_};
+  else
+    for (const auto& [id, used] : consumed_)
+      if (!used) exec_targets_.push_back(id);
+}
+
+std::pair<int, int> Workflow::output_rank(const std::string& node_id) const {
+  auto c = consumed_.find(node_id);
+  auto d = depth_.find(node_id);
+  return {c != consumed_.end() && !c->second ? 1 : 0, d == depth_.end() ? -1 : d->second};
+}
+
+nlohmann::json Workflow::instantiate(const std::map<std::string, nlohmann::json>& values,
+                                     const std::string& nonce) const {
   nlohmann::json g = graph_;
+  if (!nonce.empty())
+    for (const auto& id : exec_targets_) g[id]["inputs"]["h3pipe_attempt"] = nonce;
   for (const auto& [key, targets] : targets_) {
     auto v = values.find(key);
     if (v == values.end()) continue;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config/json_reader.h"
@@ -37,6 +38,14 @@ class Workflow final {
                                        config::Errors& e);
 
   bool uses(const std::string& key) const { return targets_.count(key) != 0; }
+  // The nodes the stage runs (partial_execution_targets): the `output` node when one is named,
+  // else every node that no other node consumes (ComfyUI runs only the output nodes among them).
+  const std::vector<std::string>& execution_targets() const { return exec_targets_; }
+  // How final a node's output is, for choosing the artifact among the files a prompt lists:
+  // greater = later.  A node nothing consumes ranks above a consumed one; then the longest path
+  // from a source (ComfyUI executes a node after everything upstream of it, so the output
+  // furthest downstream is the last to run).
+  std::pair<int, int> output_rank(const std::string& node_id) const;
   const std::map<std::string, std::vector<Target>>& targets() const { return targets_; }
   const std::string& output_node() const { return output_node_; }  // empty = any
   const std::string& source() const { return source_; }            // file path or "inline"
@@ -46,12 +55,21 @@ class Workflow final {
   // The graph with `values` (parameter -> JSON value) written into their targets.  A parameter
   // without a value leaves the template's value in place.  A string value aimed at a numeric
   // input is converted when it parses as a number (JobSpec.params are strings).
-  nlohmann::json instantiate(const std::map<std::string, nlohmann::json>& values) const;
+  // `nonce` (when not empty) is written into every execution target as the extra input
+  // "h3pipe_attempt": ComfyUI passes a node only the inputs it declares, but its output cache
+  // keys on every input, so each attempt's outputs run afresh and never come from the cache.
+  nlohmann::json instantiate(const std::map<std::string, nlohmann::json>& values,
+                             const std::string& nonce = {}) const;
 
  private:
+  void analyse();
+
   nlohmann::json graph_;
   std::map<std::string, std::vector<Target>> targets_;
   std::string output_node_, source_, sha256_;
+  std::vector<std::string> exec_targets_;
+  std::map<std::string, int> depth_;
+  std::map<std::string, bool> consumed_;
 };
 
 }  // namespace h3pipe::runtime::comfyui

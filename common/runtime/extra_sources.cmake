@@ -7,6 +7,7 @@ target_sources(h3pipe_runtime PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/http_client.cpp
   ${CMAKE_CURRENT_LIST_DIR}/comfyui_workflow.cpp
   ${CMAKE_CURRENT_LIST_DIR}/comfyui_client.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/comfyui_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/comfyui_runtime.cpp)
 # libcurl from Debian (libcurl4-openssl-dev); cmake/H3pipeDeps.cmake finds it at the top level.
 if(NOT TARGET CURL::libcurl)

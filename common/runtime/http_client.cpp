@@ -2,7 +2,10 @@
 
 #include <curl/curl.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <list>
 #include <mutex>
 
 namespace h3pipe::runtime::http {
@@ -85,6 +88,30 @@ std::size_t write_file(char* data, std::size_t size, std::size_t n, void* user) 
   return len;
 }
 
+// A form part streamed from a descriptor: libcurl pulls it through read_fd.
+struct FdSource {
+  int fd;
+  std::uint64_t size, offset = 0;
+};
+
+std::size_t read_fd(char* buf, std::size_t size, std::size_t n, void* user) {
+  auto* s = static_cast<FdSource*>(user);
+  std::size_t want = std::min<std::uint64_t>(size * n, s->size - s->offset);
+  if (want == 0) return 0;
+  ssize_t got = ::pread(s->fd, buf, want, static_cast<off_t>(s->offset));
+  if (got <= 0) return CURL_READFUNC_ABORT;  // the file shrank or cannot be read
+  s->offset += static_cast<std::uint64_t>(got);
+  return static_cast<std::size_t>(got);
+}
+
+int seek_fd(void* user, curl_off_t offset, int origin) {
+  auto* s = static_cast<FdSource*>(user);
+  if (origin != SEEK_SET || offset < 0 || static_cast<std::uint64_t>(offset) > s->size)
+    return CURL_SEEKFUNC_CANTSEEK;
+  s->offset = static_cast<std::uint64_t>(offset);
+  return CURL_SEEKFUNC_OK;
+}
+
 }  // namespace
 
 struct Client::Impl {
@@ -155,14 +182,17 @@ Result<Response> Client::post_form(const std::string& url, const std::vector<For
   if (!impl_->curl) return make_error("http.io", "POST {}: libcurl handle unavailable", url);
   impl_->prepare(url, options_.connect_timeout_ms, options_.timeout_ms);
   curl_mime* mime = curl_mime_init(impl_->curl);
+  std::list<FdSource> sources;  // stable addresses while the request runs
   for (const auto& p : parts) {
     curl_mimepart* part = curl_mime_addpart(mime);
     curl_mime_name(part, p.name.c_str());
-    if (p.file.empty()) {
+    if (p.fd >= 0) {
+      auto& src = sources.emplace_back(FdSource{p.fd, p.size});
+      curl_mime_data_cb(part, static_cast<curl_off_t>(p.size), read_fd, seek_fd, nullptr, &src);
+    } else if (p.file.empty()) {
       curl_mime_data(part, p.value.data(), p.value.size());
       continue;
-    }
-    if (curl_mime_filedata(part, p.file.c_str()) != CURLE_OK) {
+    } else if (curl_mime_filedata(part, p.file.c_str()) != CURLE_OK) {
       curl_mime_free(mime);
       return make_error("http.io", "POST {}: cannot read {}", url, p.file.string());
     }

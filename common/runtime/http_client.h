@@ -31,13 +31,17 @@ struct Response {
   std::string content_type;
 };
 
-// One multipart/form-data field: a plain value, or a file sent under `filename`.
+// One multipart/form-data field: a plain value, or a file sent under `filename`: read from an
+// open descriptor (`fd` >= 0, `size` bytes from offset 0, read with pread; the caller keeps it
+// open until the request returns; used for files opened confined to a root) or from `file`.
 struct FormPart {
   std::string name;
-  std::string value;  // used when file is empty
+  std::string value;  // used when there is neither fd nor file
   std::filesystem::path file;
   std::string filename;      // defaults to file's name
   std::string content_type;  // defaults to application/octet-stream for files
+  int fd = -1;
+  std::uint64_t size = 0;
 };
 
 class Client final {

@@ -8,8 +8,8 @@
 //  - ctx.output is the final path; the runtime writes it atomically with its .sha256 sidecar
 //    (common/artifacts, common/latent) and returns the output's SHA-256 and size;
 //  - errors are returned, never thrown; Error.code "runtime.permanent.*" means retrying cannot
-//    help (bad weights, invalid input) — the worker still retries up to max deliveries, but the
-//    reason is kept for the dead-letter entry;
+//    help (bad weights, invalid input, a workflow the server rejects): the worker dead-letters
+//    the task at once with that reason instead of retrying it;
 //  - ctx.cancelled() may be polled in long loops; returning an error with code
 //    "runtime.cancelled" when it is true;
 //  - run() may be called from one thread at a time per instance (a worker owns its runtime).
@@ -40,6 +40,9 @@ struct StageContext {
   // stage_output.h).
   std::filesystem::path root;
   std::string host, pool;
+  // This delivery's attempt number for the stage (1 = first); a runtime that hands work to a
+  // server names it by (run, job, stage, attempt) so a later attempt can find an earlier one's.
+  long long attempt = 1;
   std::function<bool()> cancelled = [] { return false; };
 };
 

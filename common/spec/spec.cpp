@@ -1,13 +1,13 @@
 #include "common/spec/spec.h"
 
 #include <google/protobuf/util/json_util.h>
-#include <sys/stat.h>
 
 #include <set>
 #include <sstream>
 
 #include "common/artifacts/artifacts.h"
 #include "common/latent/latent.h"
+#include "common/spec/input_file.h"
 
 namespace h3pipe::spec {
 namespace pbu = google::protobuf::util;
@@ -62,13 +62,10 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) 
     if (bytes > l.max_latent_bytes)
       e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes, l.max_latent_bytes)});
   }
-  if (!s.reference_image().empty()) {
-    const auto& p = s.reference_image();
-    struct stat st {};
-    if (p.find('\0') != std::string::npos) e.push_back({"referenceImage", "contains a NUL byte"});
-    else if (::stat(p.c_str(), &st) != 0) e.push_back({"referenceImage", fmt::format("{} does not exist", p)});
-    else if (!S_ISREG(st.st_mode)) e.push_back({"referenceImage", fmt::format("{} is not a regular file", p)});
-  }
+  // Only from the configured input roots, opened the confined way the runtimes open it.
+  if (!s.reference_image().empty())
+    if (auto f = open_input(l.input_roots, s.reference_image()); !f.ok())
+      e.push_back({"referenceImage", f.error().message});
   if (!s.job_class().empty())
     if (auto st = artifacts::validate_id("jobClass", s.job_class()); !st.ok()) e.push_back({"jobClass", strip_field(st.error().message)});
   return e;

@@ -175,6 +175,7 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
   ctx.job_class = c.class_of(t.spec().width(), t.spec().height(), t.spec().frames(), t.spec().steps(), t.spec().job_class());
   ctx.host = opts_.pool->host;
   ctx.pool = opts_.pool->name;
+  ctx.attempt = attempt;
   ctx.conditioning = *cond;
   // Cancellation reaches a running stage: the runtime polls this; Redis is asked at most once a
   // second (start_attempt just asked).
@@ -282,9 +283,13 @@ Status StageWorker::fail_attempt(const queue::Entry& e, const pb::StageTask& t, 
                attempt, c.queue.max_deliveries, err.to_string());
   (void)store_->note_error(t.run_id(), t.job_id(), stage_, err.to_string());
   if (hooks_.on_event) hooks_.on_event("failed_attempt", t);
-  if (attempt >= c.queue.max_deliveries) {
-    std::string reason = fmt::format("{} failed {} of {} deliveries: {}", state::stage_key(stage_), attempt,
-                                     c.queue.max_deliveries, err.to_string());
+  // runtime.permanent.*: retrying cannot help (runtime.h), so the first failure is the last.
+  const bool permanent = err.code.rfind("runtime.permanent.", 0) == 0;
+  if (attempt >= c.queue.max_deliveries || permanent) {
+    std::string reason = permanent ? fmt::format("{} failed permanently on delivery {}: {}", state::stage_key(stage_),
+                                                 attempt, err.to_string())
+                                   : fmt::format("{} failed {} of {} deliveries: {}", state::stage_key(stage_), attempt,
+                                                 c.queue.max_deliveries, err.to_string());
     probe_.task_dead_lettered();
     return queue_->dead_letter(e, state::stage_key(stage_), t.run_id(), t.job_id(), reason,
                                state::Store::fail_cmds(t.run_id(), t.job_id(), stage_, err.to_string()));

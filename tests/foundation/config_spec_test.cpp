@@ -116,7 +116,7 @@ TEST(Spec, EachRuleNamesItsField) {
   EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"/abs","prompt":"p"})"), "jobId: character '/'"));
   EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a\u0000b","prompt":"p"})"), "jobId: character NUL"));
   EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":")" + std::string(200, 'x') + R"(","prompt":"p"})"), "jobId: 200 characters"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","referenceImage":"/no/such.png"})"), "referenceImage: /no/such.png does not exist"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","referenceImage":"/no/such.png"})"), "referenceImage: /no/such.png: reference images are disabled here (limits.input_roots is [])"));
 }
 
 TEST(Spec, BatchReportsLineNumbersAndDuplicates) {

@@ -2,7 +2,8 @@
 // HTTP client with the shipped workflow templates, job parameters injected into named nodes,
 // inputs staged by copy or upload, outputs fetched through /view and validated; failures (an
 // execution error in /history, a rejected workflow, an invalid output, a lost prompt, a timeout,
-// a server that is down) and settings validated at construction.
+// a server that is down) and settings validated at construction.  comfyui_recovery_test.cpp has
+// the behaviours measured against a real server (prompt ids, cache, restarts, cleanup, 413).
 #include "common/runtime/comfyui_runtime.h"
 
 #include <gtest/gtest.h>
@@ -53,7 +54,7 @@ nlohmann::json decode_settings(const std::string& url) {
 nlohmann::json encode_settings(const std::string& url) {
   nlohmann::json wf = {{"1",
                         {{"class_type", "CLIPLoader"},
-                         {"inputs", {{"clip_name", "qwen3vl.safetensors"}, {"type", "minimax"}}}}},
+                         {"inputs", {{"clip_name", "umt5_xxl.safetensors"}, {"type", "wan"}}}}},
                        {"2",
                         {{"class_type", "CLIPTextEncode"},
                          {"_meta", {{"title", "Prompt"}}},
@@ -70,34 +71,46 @@ nlohmann::json encode_settings(const std::string& url) {
           {"timeout_s", 15}};
 }
 
+// The model files the shipped templates name: the faithful fake checks them against models/.
+const std::vector<std::string> kTemplateModels = {
+    "vae/minimax_h3_video_vae_fp16.safetensors", "vae/minimax_h3_video_vae_int8_convrot.safetensors",
+    "vae/minimax_h3_audio_vae_fp32.safetensors"};
+
 class ComfyUiRuntimeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     latent_ = dir_.path() / "fixture.h3latent";
     ASSERT_TRUE(latent::write_latent(latent_, latent_for(spec_)).ok());
     out_ = dir_.path() / "artifacts" / "run-1" / "job-1" / "artifact";
+    fs::create_directories(inputs_);
   }
 
   FakeComfyUiServer::Options server_options(std::string mode = "ok") {
     FakeComfyUiServer::Options o;
     o.mode = std::move(mode);
     o.latent = latent_;
+    o.packs = "seeds";
+    o.models = kTemplateModels;
     return o;
   }
 
+  // A reference image in the input root; the sample template loads one.
+  void give_reference() {
+    write_text(inputs_ / "ref.png", "not really a png, the fake only checks that it exists");
+    spec_.set_reference_image((inputs_ / "ref.png").string());
+  }
+
   TempDir dir_;
-  fs::path latent_, out_;
+  fs::path latent_, out_, inputs_ = dir_.path() / "inputs";
   pb::JobSpec spec_ = small_spec();
 };
 
 TEST_F(ComfyUiRuntimeTest, SampleQueuesTheTemplateWithTheJobAndFetchesTheLatent) {
   FakeComfyUiServer server(dir_.path() / "server", server_options());
-  auto ref = dir_.path() / "ref.png";
-  write_text(ref, "not really a png, the fake only checks that it exists");
-  spec_.set_reference_image(ref.string());
+  give_reference();
   (*spec_.mutable_params())["lora"] = "0.75";
   auto settings = sample_settings(server.url());
-  ClusterFixture c(StageKind::kSample);
+  ComfyCluster c(StageKind::kSample, {inputs_});
   auto rt = make_comfyui_sample(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
   auto out = (*rt)->sample(context(spec_, dir_.path() / "cond.safetensors", out_));
@@ -108,13 +121,18 @@ TEST_F(ComfyUiRuntimeTest, SampleQueuesTheTemplateWithTheJobAndFetchesTheLatent)
   ASSERT_TRUE(verified.ok());
   EXPECT_EQ(*verified, out->sha256);
   EXPECT_EQ(out->device, "comfyui@" + server.url().substr(7));
-  EXPECT_FALSE(out->settings["prompt_id"].get<std::string>().empty());
+  // h3pipe's own prompt id for (run, job, stage, attempt 1), kept by the server.
+  EXPECT_EQ(out->settings["prompt_id"], comfyui::prompt_id_for("run-1", "job-1", "sample", 1));
   EXPECT_EQ(out->settings["workflow_sha256"].get<std::string>().size(), 64u);
 
   auto prompts = server.recorded("prompt");
   ASSERT_EQ(prompts.size(), 1u);
   const auto& g = prompts[0]["prompt"];
   EXPECT_EQ(prompts[0]["client_id"], "h3pipe-pool-a");
+  EXPECT_EQ(prompts[0]["prompt_id"], out->settings["prompt_id"]);
+  // Only the stage's output runs, and it carries the attempt's nonce (cache key, unused input).
+  EXPECT_EQ(prompts[0]["partial_execution_targets"], nlohmann::json({"13"}));
+  EXPECT_EQ(g["13"]["inputs"]["h3pipe_attempt"], out->settings["prompt_id"]);
   EXPECT_EQ(g["4"]["inputs"]["prompt"], spec_.prompt());
   EXPECT_EQ(g["4"]["inputs"]["width"], 64);
   EXPECT_EQ(g["4"]["inputs"]["height"], 64);
@@ -138,6 +156,7 @@ TEST_F(ComfyUiRuntimeTest, EncodeRunsAnInlineWorkflowAndChecksTheTensorFile) {
   ASSERT_TRUE(latent::write_tensors(cond, {{"cond", t}}, {}).ok());
   auto o = server_options();
   o.conditioning = cond;
+  o.models.push_back("text_encoders/umt5_xxl.safetensors");
   FakeComfyUiServer server(dir_.path() / "server", o);
   auto settings = encode_settings(server.url());
   ClusterFixture c(StageKind::kEncode);
@@ -201,12 +220,14 @@ TEST_F(ComfyUiRuntimeTest, DecodeUploadsTheLatentWhenThereIsNoInputDir) {
 
 TEST_F(ComfyUiRuntimeTest, ExecutionErrorInHistoryFailsTheTaskWithTheNodeAndException) {
   FakeComfyUiServer server(dir_.path() / "server", server_options("fail"));
+  give_reference();
   auto settings = sample_settings(server.url());
-  ClusterFixture c(StageKind::kSample);
+  ComfyCluster c(StageKind::kSample, {inputs_});
   auto out = (*make_comfyui_sample(c.args(settings)))->sample(context(spec_, {}, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.comfyui.execution");
   const auto& m = out.error().message;
+  EXPECT_NE(m.back(), '\n') << "ComfyUI's exception text ends in a newline; the reason must not";
   EXPECT_NE(m.find(server.url()), std::string::npos) << m;
   EXPECT_NE(m.find("node 13 (H3SaveAVLatent)"), std::string::npos) << m;
   EXPECT_NE(m.find("torch.OutOfMemoryError"), std::string::npos) << m;
@@ -214,16 +235,27 @@ TEST_F(ComfyUiRuntimeTest, ExecutionErrorInHistoryFailsTheTaskWithTheNodeAndExce
   EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
 }
 
-TEST_F(ComfyUiRuntimeTest, MissingInputOnTheServerIsAnExecutionError) {
+TEST_F(ComfyUiRuntimeTest, AnImageTheServerLacksIsAPermanentValidationErrorNamingTheNode) {
   FakeComfyUiServer server(dir_.path() / "server", server_options());
-  auto settings = sample_settings(server.url());  // reference.png is not on the server
-  ClusterFixture c(StageKind::kSample);
-  auto out = (*make_comfyui_sample(c.args(settings)))->sample(context(spec_, {}, out_));
+  nlohmann::json wf = {
+      {"3", {{"class_type", "LoadImage"}, {"inputs", {{"image", "not-uploaded.png"}}}}},
+      {"4", {{"class_type", "ImageScale"},
+             {"inputs", {{"image", {"3", 0}}, {"upscale_method", "nearest-exact"}, {"width", 64},
+                         {"height", 64}, {"crop", "disabled"}}}}},
+      {"5", {{"class_type", "CreateVideo"}, {"inputs", {{"images", {"4", 0}}, {"fps", 24}}}}},
+      {"6", {{"class_type", "SaveVideo"},
+             {"inputs", {{"video", {"5", 0}}, {"filename_prefix", "x"}, {"format", "mp4"},
+                         {"codec", "h264"}}}}}};
+  nlohmann::json settings = {{"url", server.url()}, {"workflow", wf}, {"poll_ms", 20}};
+  ClusterFixture c(StageKind::kDecode);
+  auto out = (*make_comfyui_decode(c.args(settings)))->decode(context(spec_, latent_, out_));
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.error().code, "runtime.comfyui.execution");
-  EXPECT_NE(out.error().message.find("node 3 (LoadImage) raised FileNotFoundError"),
+  EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
+  EXPECT_NE(out.error().message.find("node 3 (LoadImage): Custom validation failed for node "
+                                     "(image - Invalid image file: not-uploaded.png)"),
             std::string::npos)
       << out.error().message;
+  EXPECT_EQ(server.recorded_status("prompt"), std::vector<int>({400}));
 }
 
 TEST_F(ComfyUiRuntimeTest, ServerDownGivesAClearErrorNamingTheUrl) {
@@ -264,9 +296,9 @@ TEST_F(ComfyUiRuntimeTest, LatentOfTheWrongGeometryIsRejectedUnlessTheCheckIsOff
   auto o = server_options();
   o.latent = wrong;
   FakeComfyUiServer server(dir_.path() / "server", o);
-  write_text(server.input_dir() / "reference.png", "x");
+  give_reference();
   auto settings = sample_settings(server.url());
-  ClusterFixture c(StageKind::kSample);
+  ComfyCluster c(StageKind::kSample, {inputs_});
   auto strict = (*make_comfyui_sample(c.args(settings)))->sample(context(spec_, {}, out_));
   ASSERT_FALSE(strict.ok());
   EXPECT_EQ(strict.error().code, "runtime.invalid_output");
@@ -301,9 +333,10 @@ TEST_F(ComfyUiRuntimeTest, TimeoutAndCancellationStopThePromptOnTheServer) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
   EXPECT_EQ(server.recorded("interrupt").size(), 1u);  // it was running: interrupted
 
-  // The next prompt waits behind the interrupted one, or runs: either way cancel removes it.
+  // The next attempt waits behind the interrupted one, or runs: either way cancel removes it.
   settings["timeout_s"] = 30;
   auto ctx = context(spec_, latent_, out_);
+  ctx.attempt = 2;
   auto t1 = Clock::now();
   ctx.cancelled = [t1] { return Clock::now() - t1 > std::chrono::milliseconds(300); };
   auto cancelled = (*make_comfyui_decode(c.args(settings)))->decode(ctx);

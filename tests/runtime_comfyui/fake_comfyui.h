@@ -1,7 +1,8 @@
 #pragma once
-// Starts FakeComfyUiServer (fake_comfyui_server.py, Python standard library) on a free port for
-// one test and stops it afterwards.  The comfyui runtime talks to it through its production
-// client code.
+// Starts FakeComfyUiServer (fake_comfyui_server.py, Python standard library; faithful to a real
+// ComfyUI 0.3.64, see fake_conformance_test.py) on a free port for one test and stops it
+// afterwards; restart() replaces it by a fresh process on the same port.  The comfyui runtime
+// talks to it through its production client code.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/runtime_exec/runtime_test_util.h"
@@ -31,22 +33,84 @@ class FakeComfyUiServer final {
   struct Options {
     std::string mode = "ok";  // ok | fail | forget
     int exec_delay_ms = 0;
-    fs::path latent;        // returned by H3SaveAVLatent
-    fs::path conditioning;  // returned by H3SaveConditioning
+    fs::path latent;        // written by the latent save nodes (unless they save a loaded one)
+    fs::path conditioning;  // written by H3SaveConditioning
+    fs::path mp4;           // written by SaveVideo (default: a minimal ftyp box)
+    std::string packs;      // "seeds": the seeds' custom node classes exist too
+    long long max_upload_bytes = 0;  // 0: ComfyUI's default, 100 MB
+    std::vector<std::string> models;  // files to create under models/, e.g. "vae/v.safetensors"
   };
 
   FakeComfyUiServer(const fs::path& root, const Options& o)
-      : root_(root), record_(root / "record.jsonl") {
+      : root_(root), record_(root / "record.jsonl"), options_(o) {
     fs::create_directories(root_);
+    for (const auto& m : o.models) {
+      fs::create_directories((root_ / "models" / m).parent_path());
+      write_text(root_ / "models" / m, "");
+    }
+    start(0);
+  }
+  ~FakeComfyUiServer() { stop(); }
+  FakeComfyUiServer(const FakeComfyUiServer&) = delete;
+  FakeComfyUiServer& operator=(const FakeComfyUiServer&) = delete;
+
+  // Stops the process and starts a new one on the same port after `down`: what a ComfyUI restart
+  // looks like to a client (refused connections, then a server with an empty queue and history).
+  void restart(std::chrono::milliseconds down) {
+    stop();
+    std::this_thread::sleep_for(down);
+    start(port_);
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  const fs::path& root() const { return root_; }
+  fs::path input_dir() const { return root_ / "input"; }
+  fs::path output_dir() const { return root_ / "output"; }
+
+  // Request bodies the server received, by kind: prompt, queue, history, interrupt, upload,
+  // too_large.  Prompts rejected with 400 are listed too (status in recorded_status).
+  std::vector<nlohmann::json> recorded(const std::string& kind) const {
+    std::vector<nlohmann::json> out;
+    for (const auto& j : lines())
+      if (j["kind"] == kind) out.push_back(j["body"]);
+    return out;
+  }
+  std::vector<int> recorded_status(const std::string& kind) const {
+    std::vector<int> out;
+    for (const auto& j : lines())
+      if (j["kind"] == kind) out.push_back(j.value("status", 0));
+    return out;
+  }
+
+ private:
+  std::vector<nlohmann::json> lines() const {
+    std::vector<nlohmann::json> out;
+    std::error_code ec;
+    if (!fs::exists(record_, ec)) return out;
+    std::istringstream in(read_text(record_));
+    for (std::string l; std::getline(in, l);) {
+      auto j = nlohmann::json::parse(l, nullptr, false);
+      if (!j.is_discarded()) out.push_back(std::move(j));
+    }
+    return out;
+  }
+
+  void start(int port) {
+    const Options& o = options_;
     std::vector<std::string> args = {
         "/usr/bin/python3", H3PIPE_SOURCE_DIR "/tests/runtime_comfyui/fake_comfyui_server.py",
         "--root",           root_.string(),
+        "--port",           std::to_string(port),
         "--mode",           o.mode,
         "--exec-delay-ms",  std::to_string(o.exec_delay_ms),
         "--record",         record_.string()};
     if (!o.latent.empty()) args.insert(args.end(), {"--latent", o.latent.string()});
     if (!o.conditioning.empty())
       args.insert(args.end(), {"--conditioning", o.conditioning.string()});
+    if (!o.mp4.empty()) args.insert(args.end(), {"--mp4", o.mp4.string()});
+    if (!o.packs.empty()) args.insert(args.end(), {"--packs", o.packs});
+    if (o.max_upload_bytes > 0)
+      args.insert(args.end(), {"--max-upload-bytes", std::to_string(o.max_upload_bytes)});
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     posix_spawn_file_actions_t fa;
@@ -80,26 +144,7 @@ class FakeComfyUiServer final {
     }
     port_ = std::stoi(line.substr(5));
   }
-  ~FakeComfyUiServer() { stop(); }
-  FakeComfyUiServer(const FakeComfyUiServer&) = delete;
-  FakeComfyUiServer& operator=(const FakeComfyUiServer&) = delete;
 
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  const fs::path& root() const { return root_; }
-  fs::path input_dir() const { return root_ / "input"; }
-
-  // Request bodies the server received, by kind: prompt, queue, history, interrupt, upload.
-  std::vector<nlohmann::json> recorded(const std::string& kind) const {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(read_text(record_));
-    for (std::string l; std::getline(in, l);) {
-      auto j = nlohmann::json::parse(l, nullptr, false);
-      if (!j.is_discarded() && j["kind"] == kind) out.push_back(j["body"]);
-    }
-    return out;
-  }
-
- private:
   void stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGTERM);
@@ -109,8 +154,40 @@ class FakeComfyUiServer final {
   }
 
   fs::path root_, record_;
+  Options options_;
   pid_t pid_ = -1;
   int port_ = 0;
+};
+
+// A cluster config for a comfyui runtime under test: one pool, the job classes given, and the
+// input roots reference images may come from.
+class ComfyCluster final {
+ public:
+  ComfyCluster(config::StageKind stage, std::vector<fs::path> input_roots,
+               std::vector<std::string> classes = {}) {
+    config::Pool p;
+    p.name = "pool-a";
+    p.host = "local";
+    p.stage = stage;
+    cluster_.pools.push_back(p);
+    cluster_.limits.input_roots = std::move(input_roots);
+    for (auto& c : classes) {
+      config::JobClass jc;
+      jc.name = c;
+      cluster_.classes.push_back(jc);
+    }
+  }
+  FactoryArgs args(const nlohmann::json& settings) const {
+    FactoryArgs a;
+    a.cluster = &cluster_;
+    a.pool = &cluster_.pools[0];
+    a.settings = &settings;
+    return a;
+  }
+  const config::Cluster& cluster() const { return cluster_; }
+
+ private:
+  config::Cluster cluster_;
 };
 
 // A port nothing listens on: bound, read back and closed.
