@@ -141,7 +141,7 @@ class ComfyStack {
     return -1;
   }
   std::unique_ptr<queue::Redis> redis() const {
-    return std::move(queue::Redis::connect({"127.0.0.1", stack()["redis"]["port"].get<int>()}).value());
+    return std::move(queue::Redis::connect(ts::stack_redis(stack())).value());
   }
   std::string field(const std::string& run, const std::string& job, const std::string& f) const {
     return queue::reply_str(redis()->command({"HGET", keys::job(run, job), f})->get());

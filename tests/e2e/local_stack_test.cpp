@@ -10,7 +10,6 @@
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
 #include "common/queue/keys.h"
-#include "common/supervisor/credentials.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -63,15 +62,8 @@ class Stack {
     for (const auto& p : s["processes"]) if (p["name"] == name) return p["pid"];
     return -1;
   }
-  // The stack's Redis as one of its ACL users (supervisor/credentials.h): "operator" is what a
-  // user with redis-cli gets, "admin" the supervisor's own.
   std::unique_ptr<queue::Redis> redis(const std::string& role = "admin") const {
-    const json s = stack();
-    const auto u = supervisor::user_for(s["redis"]["credentials_dir"].get<std::string>(), role);
-    config::Redis r;
-    r.password_file = u.password_file;
-    return std::move(
-        queue::Redis::connect({"127.0.0.1", s["redis"]["port"].get<int>(), u.user, r.password()}).value());
+    return std::move(queue::Redis::connect(ts::stack_redis(stack(), role)).value());
   }
   std::string submit(const std::string& batch_text) {
     auto f = dir_.path() / "batch.jsonl";

@@ -1,8 +1,10 @@
 """The node classes FakeComfyUiServer knows, and what each "does".
 
 Specs are ComfyUI's /object_info entries: the core classes come from a real 0.3.64 server
-(fake_comfyui_core_nodes.json); the h3pipe handoff pack, the node pack the recording used
-(H3TestAVLatent, H3TestDelay) and the seeds' custom classes are declared here in the same form.
+(fake_comfyui_core_nodes.json), the h3pipe node pack's from the same server with the pack
+installed (tests/comfyui_split/recorded_object_info_h3pipe_nodes.json); the test nodes the
+recording used (H3TestAVLatent, H3TestDelay) and the seeds' custom classes are declared here in the
+same form.
 Model-file and input-file lists are scanned from the fake's folders at every request, as
 ComfyUI's folder_paths does.
 
@@ -60,16 +62,11 @@ def _custom_specs(packs):
         (lambda d=1.0, lo=-100.0, hi=100.0: ["FLOAT", {"default": d, "min": lo, "max": hi}]), \
         (lambda d=True: ["BOOLEAN", {"default": d}])
     seeds = "custom_nodes.seeds"
-    specs = [
-        # The h3pipe handoff pack (integrations/comfyui/h3pipe_nodes).
-        info("H3SaveAVLatent", {"samples": ["LATENT"], "filename_prefix": s("h3pipe/latent")},
-             {"audio": ["LATENT"]}, output_node=True, module="custom_nodes.h3_latent_handoff",
-             display="Save MiniMax H3 AV Latent"),
-        info("H3LoadAVLatent", {"path": s()}, output=["LATENT"],
-             module="custom_nodes.h3_latent_handoff"),
-        info("H3SaveConditioning", {"conditioning": ["CONDITIONING"],
-                                    "filename_prefix": s("h3pipe/conditioning")}, output_node=True),
-        info("H3LoadConditioning", {"path": s()}, output=["CONDITIONING"]),
+    # The h3pipe node pack (integrations/comfyui/h3pipe_nodes) exactly as a real 0.3.64 server
+    # with the pack installed answered /object_info (recorded by the split's tests).
+    with open(os.path.join(HERE, "..", "comfyui_split", "recorded_object_info_h3pipe_nodes.json")) as fh:
+        specs = list(json.load(fh).values())
+    specs += [
         # The test nodes the recording used.
         info("H3TestAVLatent", {"prompt": s(), "width": ["INT", {"default": 256, "min": 16, "max": 4096, "step": 16}],
                                 "height": ["INT", {"default": 256, "min": 16, "max": 4096, "step": 16}],
@@ -178,7 +175,7 @@ class NodeSet:
         return {}
 
     def is_changed(self, cls, inputs):
-        if cls in ("LoadImage", "H3LoadAVLatent", "LoadLatent", "H3LoadConditioning"):
+        if cls in ("LoadImage", "H3LoadAVLatent", "H3LoadLatent", "LoadLatent", "H3LoadConditioning"):
             key = {"LoadImage": "image", "LoadLatent": "latent"}.get(cls, "path")
             p = self.input_path(str(inputs.get(key, "")))
             try:
@@ -194,7 +191,7 @@ class NodeSet:
 
     # ---- execution -------------------------------------------------------------------------
     def run(self, ctx, node_id, cls, inputs):
-        if cls in ("H3LoadAVLatent", "H3LoadConditioning", "LoadLatent"):
+        if cls in ("H3LoadAVLatent", "H3LoadLatent", "H3LoadConditioning", "LoadLatent"):
             key = "latent" if cls == "LoadLatent" else "path"
             path = self.input_path(str(inputs.get(key, "")))
             if not os.path.isfile(path):
@@ -205,6 +202,8 @@ class NodeSet:
             if len(head) != 8 or int.from_bytes(head, "little") > os.path.getsize(path):
                 raise ExecutionError(node_id, cls, "ValueError", f"{path} is not a safetensors file\n")
             kind = "CONDITIONING" if cls == "H3LoadConditioning" else "LATENT"
+            if cls in ("H3LoadAVLatent", "H3LoadLatent"):  # (latent, audio), as the pack gives
+                return ({"type": kind, "file": path}, {"type": kind, "file": path}), None
             return ({"type": kind, "file": path},), None
         if cls == "LoadImage":
             return ({"type": "IMAGE", "file": self.input_path(inputs["image"])}, {"type": "MASK"}), None
@@ -214,9 +213,9 @@ class NodeSet:
                 ctx.check_interrupt(node_id, cls)
                 time.sleep(0.01)
             return (inputs.get("samples") or {"type": "LATENT"},), None
-        if cls in ("H3SaveAVLatent", "SaveLatent"):
+        if cls in ("H3SaveAVLatent", "H3SaveLatent", "SaveLatent"):
             src = (inputs.get("samples") or {}).get("file") or self.fixtures.get("latent")
-            ext = ".h3latent" if cls == "H3SaveAVLatent" else ".latent"
+            ext = ".latent" if cls == "SaveLatent" else ".h3latent"
             ref = self.save(inputs, ext, src=src)
             return (), {"latents": [ref]}
         if cls == "H3SaveConditioning":

@@ -18,7 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/queue/redis.h"
+#include "common/supervisor/credentials.h"
 #include "common/supervisor/supervisor.h"
 #include "tests/support/temp_dir.h"
 
@@ -88,6 +91,16 @@ class RedisServer {
   int port_ = 0;
   pid_t pid_ = -1;
 };
+
+// The Redis of a running local stack (its stack.json) as one of its ACL users
+// (supervisor/credentials.h): "operator" is what a user with redis-cli gets, "admin" the
+// supervisor's own.
+inline queue::RedisAddress stack_redis(const nlohmann::json& stack, const std::string& role = "admin") {
+  const auto u = supervisor::user_for(stack["redis"]["credentials_dir"].get<std::string>(), role);
+  config::Redis r;
+  r.password_file = u.password_file;
+  return {"127.0.0.1", stack["redis"]["port"].get<int>(), u.user, r.password()};
+}
 
 inline std::string bin(const std::string& name) { return std::string(H3PIPE_BIN_DIR) + "/" + name; }
 inline std::string source(const std::string& rel) { return std::string(H3PIPE_SOURCE_DIR) + "/" + rel; }
