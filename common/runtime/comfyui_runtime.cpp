@@ -28,7 +28,7 @@ struct ComfySettings {
   std::optional<comfyui::Workflow> workflow;
   double poll_ms = 500, timeout_s = 3600, request_timeout_s = 30;
   int connect_timeout_ms = 3000;
-  bool fused = false, keep_history = false, check_geometry = true;
+  bool fused = false, keep_history = false;
   std::uint64_t max_output_bytes = 0;
 };
 
@@ -62,7 +62,6 @@ Result<ComfySettings> parse_settings(const FactoryArgs& a, StageKind stage) {
     r.get("client_id", s.client_id);
     r.get("device", s.device);
     r.get("keep_history", s.keep_history);
-    r.get("check_geometry", s.check_geometry);
     const auto* workflow = r.raw("workflow");
     const auto* inject = r.raw("inject");
     const auto* output = r.raw("output");
@@ -71,8 +70,6 @@ Result<ComfySettings> parse_settings(const FactoryArgs& a, StageKind stage) {
         e.add(r.path("url"), fmt::format("\"{}\": expected http://host:port", s.url));
       if (s.fused && stage != StageKind::kEncode)
         e.add(r.path("fused"), "only the encode stage can be fused into the sample workflow");
-      if (j.contains("check_geometry") && stage != StageKind::kSample)
-        e.add(r.path("check_geometry"), "applies to the sample stage only");
       if (s.fused && (workflow || inject || output))
         e.add(r.path("fused"),
               "a fused encode queues no workflow: remove workflow, inject and output");
@@ -212,7 +209,7 @@ class ComfyRunner final {
         {"output",
          pick->subfolder.empty() ? pick->filename : pick->subfolder + "/" + pick->filename},
         {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}};
-    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings), s_.check_geometry);
+    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings));
     if (!out.ok())
       return make_error(out.error().code, "ComfyUI server at {}: prompt {}: {}", s_.url, *id,
                         out.error().message);
