@@ -148,6 +148,9 @@ void parse_latent_profile(const nlohmann::json& j, const std::string& path, late
   p.size_multiple = 0;
   r.get("size_multiple", p.size_multiple, 1, 4096);
   if (p.size_multiple == 0) p.size_multiple = p.spatial_factor;
+  r.get("frame_offset", p.frame_offset, 1, 1024);
+  r.get("temporal_steps", p.temporal_steps, 1, 1024);
+  r.get("latent_offset", p.latent_offset, 0, 1024);
   std::string rule = "strict";
   r.get("frame_rule", rule);
   if (rule == "strict") p.frame_rule = latent::FrameRule::kStrict;
@@ -492,6 +495,8 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
     j["latent_profiles"][name] = {{"channels", p.channels}, {"temporal_factor", p.temporal_factor},
                                   {"spatial_factor", p.spatial_factor}, {"size_multiple", p.size_multiple},
                                   {"frame_rule", latent::frame_rule_name(p.frame_rule)},
+                                  {"frame_offset", p.frame_offset}, {"temporal_steps", p.temporal_steps},
+                                  {"latent_offset", p.latent_offset},
                                   {"audio", p.has_audio() ? "yes" : "none"}};
   j["redis"] = {{"host", c.redis.host}, {"port", c.redis.port}, {"user", c.redis.user},
                 {"password_file", c.redis.password_file}, {"embedded", c.redis.embedded}};

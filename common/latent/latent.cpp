@@ -140,9 +140,8 @@ std::size_t Geometry::data_bytes() const {
 
 Geometry expected_geometry(const LatentProfile& p, const JobSize& job) {
   Geometry g;
-  const std::uint64_t tf = std::max<std::uint32_t>(p.temporal_factor, 1);
   const std::uint64_t sf = std::max<std::uint32_t>(p.spatial_factor, 1);
-  const std::uint64_t t = job.frames == 0 ? 0 : (job.frames - 1) / tf + 1;
+  const std::uint64_t t = latent_frames(p, job.frames);
   g.video = {1, p.channels, t, job.height / sf, job.width / sf};  // (1, C, T', H', W')
   if (p.has_audio()) {
     const std::uint64_t den = std::uint64_t{job.fps} * std::max<std::uint32_t>(p.audio.rate_den, 1);

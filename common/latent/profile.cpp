@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace h3pipe::latent {
 namespace {
 
@@ -60,6 +62,8 @@ std::string profile_problem(const LatentProfile& p) {
   if (p.channels == 0) return "channels must be at least 1";
   if (p.temporal_factor == 0) return "temporal_factor must be at least 1";
   if (p.spatial_factor == 0) return "spatial_factor must be at least 1";
+  if (p.frame_offset == 0) return "frame_offset must be at least 1";
+  if (p.temporal_steps == 0) return "temporal_steps must be at least 1";
   if (p.size_multiple == 0 || p.size_multiple % p.spatial_factor != 0)
     return fmt::format("size_multiple {} must be a positive multiple of spatial_factor {}",
                        p.size_multiple, p.spatial_factor);
@@ -85,17 +89,28 @@ std::vector<JobIssue> job_fits(const LatentProfile& p, const JobSize& job) {
                                         "factor {})",
                                         v, p.size_multiple, p.name, p.spatial_factor)});
   }
-  const std::uint32_t tf = p.temporal_factor;
+  const std::uint32_t tf = std::max<std::uint32_t>(p.temporal_factor, 1);
+  const std::uint32_t off = std::max<std::uint32_t>(p.frame_offset, 1);
   if (job.frames == 0) {
     out.push_back({"frames", "must be at least 1"});
-  } else if (p.frame_rule == FrameRule::kStrict && tf > 1 && (job.frames - 1) % tf != 0) {
-    const std::uint64_t up = (std::uint64_t{job.frames - 1} / tf + 1) * tf + 1;
-    out.push_back({"frames", fmt::format("profile {} needs {}k+1 frames (e.g. {}), got {}",
-                                         p.name, tf, up, job.frames)});
+  } else if (job.frames < off) {
+    out.push_back({"frames", fmt::format("profile {} needs at least {} frames, got {}", p.name, off,
+                                         job.frames)});
+  } else if (p.frame_rule == FrameRule::kStrict && tf > 1 && (job.frames - off) % tf != 0) {
+    const std::uint64_t up = (std::uint64_t{job.frames - off} / tf + 1) * tf + off;
+    out.push_back({"frames", fmt::format("profile {} needs {}k+{} frames (e.g. {}), got {}",
+                                         p.name, tf, off, up, job.frames)});
   }
   if (p.has_audio() && job.fps == 0)
     out.push_back({"fps", fmt::format("must be at least 1: profile {} carries audio", p.name)});
   return out;
+}
+
+std::uint64_t latent_frames(const LatentProfile& p, std::uint32_t frames) {
+  const std::uint32_t off = std::max<std::uint32_t>(p.frame_offset, 1);
+  if (frames < off) return 0;
+  const std::uint64_t k = (frames - off) / std::max<std::uint32_t>(p.temporal_factor, 1);
+  return k * std::max<std::uint32_t>(p.temporal_steps, 1) + p.latent_offset;
 }
 
 }  // namespace h3pipe::latent

@@ -20,11 +20,15 @@ struct JobSize {
 };
 std::string to_string(const JobSize& j);  // "832x480x81@16"
 
-// How many latent frames T' a job of F frames has.
+// How many latent frames T' a job of F frames has.  With the defaults frame_offset = 1,
+// temporal_steps = 1, latent_offset = 1 below (every built-in profile):
 enum class FrameRule {
   kStrict,  // F = k * temporal_factor + 1 only (Wan's 4k+1, LTX-Video's 8k+1), T' = k + 1
   kFloor,   // any F >= 1, T' = floor((F - 1) / temporal_factor) + 1 (h3pipe's builtin grid)
 };
+// In general k = (F - frame_offset) / temporal_factor (exact for kStrict, floored for kFloor)
+// and T' = k * temporal_steps + latent_offset: MiniMax H3's nodes take F = 17k + 5 frames and
+// make T' = 5k + 2 (configs/comfyui/two_host_comfyui.json declares that profile).
 const char* frame_rule_name(FrameRule r);  // "strict", "floor"
 
 // The audio tensor a profile carries, as data: its shape with one axis being the length L,
@@ -49,6 +53,7 @@ struct LatentProfile {
   FrameRule frame_rule = FrameRule::kStrict;
   std::uint32_t size_multiple = 16;  // width and height must be multiples of it
   AudioRule audio;
+  std::uint32_t frame_offset = 1, temporal_steps = 1, latent_offset = 1;  // see FrameRule
   bool has_audio() const { return audio.present(); }
   bool operator==(const LatentProfile&) const = default;
 };
@@ -59,9 +64,13 @@ const LatentProfile* find_builtin_profile(std::string_view name);
 const LatentProfile& builtin_profile();  // "builtin", h3pipe's own grid
 
 // Why a profile's numbers cannot describe a latent ("" when they can): factors and the multiple
-// at least 1, channels at least 1, the multiple a multiple of the spatial factor, an audio rule
-// with exactly one L axis, positive fixed axes and rate_den >= 1.
+// at least 1, channels at least 1, the multiple a multiple of the spatial factor, frame_offset
+// and temporal_steps at least 1, an audio rule with exactly one L axis, positive fixed axes and
+// rate_den >= 1.
 std::string profile_problem(const LatentProfile& p);
+
+// T' for F frames by the profile's frame rule (0 when F < frame_offset).
+std::uint64_t latent_frames(const LatentProfile& p, std::uint32_t frames);
 
 // Where a job does not fit a profile: the spec field ("width", "height", "frames", "fps") and
 // the rule, e.g. {"frames", "profile wan2.1 needs 4k+1 frames (e.g. 81), got 80"}.

@@ -207,6 +207,25 @@ TEST(LatentProfileSpec, BatchUsesTheClustersProfiles) {
   EXPECT_EQ(b.errors[0].error.to_string(), "frames: profile wan2.1 needs 4k+1 frames (e.g. 81), got 80");
 }
 
+// The example two-host config declares MiniMax H3's own grid (frames 17k+5, T' = 5k+2, audio at
+// 40 steps a second) instead of switching the check off.
+TEST(LatentProfileConfig, TheMiniMaxH3GridOfTheExampleConfig) {
+  auto c = config::load_file(std::filesystem::path(H3PIPE_SOURCE_DIR) / "configs/comfyui/two_host_comfyui.json");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->latent_profile, "minimax-h3");
+  pb::JobSpec s = job(416, 736, 124);
+  s.set_fps(24);
+  auto want = spec::expected_latent(s, *c);
+  ASSERT_TRUE(want.ok()) << want.error().message;
+  EXPECT_EQ(latent::expected_geometry(want->profile, want->job),
+            (latent::Geometry{{1, 24, 37, 46, 26}, {1, 32, 2, 207}}));
+  EXPECT_EQ(schedule::class_latent_bytes(*c, "sd"), 4'301'184u);  // the seeds' "about 4.3 MB"
+  s.set_frames(121);
+  auto e = errors(s, *c);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0], "frames: profile minimax-h3 needs 17k+5 frames (e.g. 124), got 121");
+}
+
 TEST(LatentProfilePlanner, TransferSizesFromTheProfile) {
   auto c = load(base_config());
   // wan480 is a wan2.1 class: 16 x 21 x 60 x 104 floats.

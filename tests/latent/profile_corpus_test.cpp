@@ -462,3 +462,25 @@ TEST(Inspect, ProfileAndGeometryFlags) {
 
 }  // namespace
 }  // namespace h3pipe::latent
+
+namespace h3pipe::latent {
+namespace {
+
+// The fuzz target's v2 and ComfyUI seeds (fuzz/latent/corpus) are valid latents, so the fuzzer
+// starts from files that reach every check.
+TEST(FuzzSeeds, VersionTwoAndComfySeedsAreValid) {
+  const fs::path dir = fs::path(H3PIPE_SOURCE_DIR) / "fuzz/latent/corpus";
+  int seen = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("v2_", 0) != 0 && name.rfind("comfy_", 0) != 0) continue;
+    auto r = read_latent(e.path(), nullptr);
+    EXPECT_TRUE(r.ok()) << name << ": " << (r.ok() ? "" : r.error().message);
+    if (r.ok()) EXPECT_EQ(r->container, name[0] == 'v' ? Container::kV2 : Container::kComfy) << name;
+    ++seen;
+  }
+  EXPECT_GE(seen, 4);
+}
+
+}  // namespace
+}  // namespace h3pipe::latent
