@@ -241,6 +241,12 @@ Result<std::vector<std::uint8_t>> serialize_comfy(const Latent& l, DType dtype) 
 
 Result<std::string> write_latent(const std::filesystem::path& path, const Latent& l) {
   H3_TRY(check_sizes(path, l));
+  // Version 2 names the job geometry; a reader checks it against the job (docs/latent.md).
+  if (l.job.width == 0 || l.job.height == 0 || l.job.frames == 0 || l.job.fps == 0 || l.profile.empty())
+    return make_error("latent.geometry",
+                      "{}: the latent's profile and job geometry are not set (profile \"{}\", job "
+                      "{}); make it with make_latent(profile, job)",
+                      path.string(), l.profile, to_string(l.job));
   return artifacts::write_atomic(path, serialize(l));
 }
 

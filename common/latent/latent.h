@@ -112,7 +112,8 @@ std::vector<std::uint8_t> serialize(const Latent& latent, DType dtype = DType::k
 Result<std::vector<std::uint8_t>> serialize_comfy(const Latent& latent, DType dtype = DType::kF32);
 
 // Atomic write with the .sha256 sidecar (artifacts::write_atomic); returns the SHA-256 hex.
-// Fails with latent.geometry when the vectors do not match the geometry.
+// Fails with latent.geometry when the vectors do not match the geometry, and (version 2) when
+// the profile or the job geometry is not set.
 Result<std::string> write_latent(const std::filesystem::path& path, const Latent& latent);
 Result<std::string> write_comfy_latent(const std::filesystem::path& path, const Latent& latent);
 

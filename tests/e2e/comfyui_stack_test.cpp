@@ -18,8 +18,7 @@ using nlohmann::json;
 TEST(ComfyUiStackWithFakeServer, BatchSamplesThroughComfyUiAndDecodes) {
   ts::TempDir dir;
   // The latent the fake ComfyUI "samples": the job geometry (128x96, 25 frames at 12 fps).
-  latent::Latent l;
-  l.geometry = latent::Geometry::for_job(128, 96, 25, 12);
+  latent::Latent l = latent::make_latent(latent::builtin_profile(), {128, 96, 25, 12});
   l.video.assign(l.geometry.video_elems(), 0.25f);
   l.audio.assign(l.geometry.audio_elems(), 0.1f);
   fs::path lat = dir.path() / "fake.h3latent";
