@@ -200,6 +200,13 @@ Result<Classified> classify(const st::Layout& layout, const Expected* expected) 
   Classified& c = *r;
   if (expected != nullptr) {
     const LatentProfile& p = expected->profile;
+    // A job the profile cannot make has no latent to compare with (submission refuses it).
+    if (auto issues = job_fits(p, expected->job); !issues.empty()) {
+      std::string why;
+      for (const auto& i : issues) why += (why.empty() ? "" : "; ") + i.field + ": " + i.reason;
+      return make_error("latent.job_geometry", "job {} does not fit profile {}: {}",
+                        to_string(expected->job), p.name, why);
+    }
     if (c.container == Container::kV1 && p.name != "builtin")
       return make_error("latent.profile",
                         "a version 1 latent holds the builtin profile's grid; the job's profile is {}",

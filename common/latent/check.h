@@ -18,7 +18,8 @@ struct Classified {
 };
 
 // Errors: latent.version, latent.metadata, latent.legacy, latent.missing_tensor,
-// latent.unexpected_tensor, latent.profile, latent.geometry, latent.header_schema.
+// latent.unexpected_tensor, latent.job_geometry, latent.profile, latent.geometry,
+// latent.header_schema.
 Result<Classified> classify(const st::Layout& layout, const Expected* expected);
 
 std::string shape_str(const std::vector<std::uint64_t>& s);

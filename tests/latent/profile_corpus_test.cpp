@@ -456,6 +456,14 @@ TEST(Inspect, ProfileAndGeometryFlags) {
   EXPECT_EQ(inspect_main((dir.path() / "c.latent").string(), false, comfy, &right), 0);
   EXPECT_NE(comfy.str().find("form      ComfyUI .latent, layout video"), std::string::npos) << comfy.str();
   EXPECT_EQ(parse_job_size("832x480x81@16").value(), (JobSize{832, 480, 81, 16}));
+  // A job the profile cannot make is named as such, not compared shape by shape.
+  const Expected unfit{*find_builtin_profile("ltxv"), {832, 496, 81, 16}};
+  std::ostringstream u;
+  EXPECT_EQ(inspect_main(file, false, u, &unfit), 1);
+  EXPECT_NE(u.str().find("latent.job_geometry"), std::string::npos) << u.str();
+  EXPECT_NE(u.str().find("job 832x496x81@16 does not fit profile ltxv: height: 496 is not a multiple of 32"),
+            std::string::npos)
+      << u.str();
   for (const char* bad : {"832x480x81", "832x480@16", "x480x81@16", "832x480x81@16 ", "99999999999x1x1@1"})
     EXPECT_EQ(parse_job_size(bad).error().code, "latent.bad_geometry_arg") << bad;
 }
