@@ -18,12 +18,37 @@ namespace h3pipe::cli {
 
 void register_extra_commands(CLI::App& app, Global& g, int& rc) {
   auto* latent = app.add_subcommand("latent", "latent file tools");
-  auto* inspect = latent->add_subcommand("inspect", "validate a .h3latent and print its tensors, metadata and SHA-256");
-  static std::string file;
+  auto* inspect = latent->add_subcommand(
+      "inspect", "validate a latent (.h3latent v1/v2, ComfyUI .latent) and print its tensors, metadata and SHA-256");
+  static std::string file, profile_name, geometry;
   static bool json = false;
   inspect->add_option("file", file)->required();
   inspect->add_flag("--json", json);
-  inspect->callback([&rc] { rc = latent::inspect_main(file, json, std::cout); });
+  auto* po = inspect->add_option("--profile", profile_name,
+                                 "check against this latent profile (built-in, or declared in the config)");
+  auto* go = inspect->add_option("--geometry", geometry, "the job geometry WIDTHxHEIGHTxFRAMES@FPS, e.g. 832x480x81@16");
+  po->needs(go);
+  go->needs(po);
+  inspect->callback([&rc, &g] {
+    if (profile_name.empty()) {
+      rc = latent::inspect_main(file, json, std::cout);
+      return;
+    }
+    auto job = latent::parse_job_size(geometry);
+    if (!job.ok()) { fmt::print(stderr, "--geometry: {}\n", job.error().message); rc = 2; return; }
+    // Declared profiles come from the config; without one the built-in table is enough.
+    const latent::LatentProfile* p = latent::find_builtin_profile(profile_name);
+    auto c = load_cluster(g);
+    if (c.ok()) p = c->find_latent_profile(profile_name);
+    if (!p) {
+      fmt::print(stderr, "--profile: unknown latent profile \"{}\" (known: {})\n", profile_name,
+                 c.ok() ? c->latent_profile_names() : config::Cluster{}.latent_profile_names());
+      rc = 2;
+      return;
+    }
+    const latent::Expected want{*p, *job};
+    rc = latent::inspect_main(file, json, std::cout, &want);
+  });
   register_planner_commands(app, g, rc);
   auto* kg = app.add_subcommand("keygen", "write a CURVE key pair DIR/NAME.pub and DIR/NAME.key (0600)");
   static std::string kg_dir = ".", kg_name = "transfer";

@@ -22,7 +22,7 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background, con
   if (!in) { fmt::print(stderr, "{}: cannot open the batch file\n", batch_file); return 2; }
   std::stringstream ss;
   ss << in.rdbuf();
-  auto batch = spec::parse_batch(ss.str(), c->limits);
+  auto batch = spec::parse_batch(ss.str(), *c);
   if (!batch.errors.empty()) {
     for (const auto& e : batch.errors)
       fmt::print(stderr, "{}:{}: {}\n", batch_file, e.line, e.error.to_string());

@@ -84,10 +84,7 @@ int main(int argc, char** argv) {
   spec.set_height(height);
   spec.set_frames(frames);
   spec.set_fps(fps);
-  latent::Latent l;
-  l.geometry = latent::Geometry::for_job(width, height, frames, fps);
-  l.video.resize(l.geometry.video_elems());
-  l.audio.resize(l.geometry.audio_elems());
+  latent::Latent l = latent::make_latent(latent::builtin_profile(), {width, height, frames, fps});
   for (std::size_t i = 0; i < l.video.size(); ++i)
     l.video[i] = std::sin(0.37f * static_cast<float>(i));
   for (std::size_t i = 0; i < l.audio.size(); ++i)

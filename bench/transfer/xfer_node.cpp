@@ -346,12 +346,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mc->parsed()) {
-    latent::Latent l;
-    l.geometry = latent::Geometry::for_job(mk_w, mk_h, mk_frames, mk_fps);
+    latent::Latent l = latent::make_latent(
+        latent::builtin_profile(), {static_cast<std::uint32_t>(mk_w), static_cast<std::uint32_t>(mk_h),
+                                    static_cast<std::uint32_t>(mk_frames), static_cast<std::uint32_t>(mk_fps)});
     std::mt19937 rng(42);
     std::normal_distribution<float> nd;
-    l.video.resize(l.geometry.video_elems());
-    l.audio.resize(l.geometry.audio_elems());
     for (auto& v : l.video) v = nd(rng);
     for (auto& v : l.audio) v = nd(rng);
     l.metadata = {{"writer", "xfer_node mklatent"}};

@@ -99,6 +99,69 @@ void parse_runtime(const nlohmann::json& j, const std::string& path, RuntimeRef&
   }
 }
 
+// /latent_profiles/<name>: the same fields as the built-in table (docs/latent.md).
+void parse_audio_rule(const nlohmann::json& j, const std::string& path, latent::AudioRule& a, Errors& e) {
+  if (j.is_string()) {
+    auto named = latent::named_audio_rule(j.get<std::string>());
+    if (!named) return e.add(path, fmt::format("\"{}\": expected none, builtin, ltx2 or an object", j.get<std::string>()));
+    a = *named;
+    return;
+  }
+  ObjectReader r(j, path, e);
+  if (!r.ok()) return;
+  if (auto* s = r.raw("shape")) {
+    if (!s->is_array() || s->empty() || s->size() > 8) {
+      e.add(r.path("shape"), "expected an array of 1 to 8 sizes, one of them \"L\"");
+    } else {
+      for (std::size_t i = 0; i < s->size(); ++i) {
+        const auto& d = (*s)[i];
+        if (d.is_string() && d.get<std::string>() == "L") a.shape.push_back(latent::AudioRule::kLength);
+        else if (d.is_number_unsigned() && d.get<std::uint64_t>() >= 1 && d.get<std::uint64_t>() <= 65536)
+          a.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
+        else e.add(fmt::format("{}/{}", r.path("shape"), i), "expected a size in [1, 65536] or \"L\"");
+      }
+    }
+  } else {
+    e.add(r.path("shape"), "required but missing");
+  }
+  if (auto* v = r.raw("rate")) {
+    if (!v->is_array() || v->size() != 2 || !(*v)[0].is_number_unsigned() || !(*v)[1].is_number_unsigned() ||
+        (*v)[0].get<std::uint64_t>() < 1 || (*v)[1].get<std::uint64_t>() < 1 ||
+        (*v)[0].get<std::uint64_t>() > 1000000 || (*v)[1].get<std::uint64_t>() > 1000000)
+      e.add(r.path("rate"), "expected [per_second, divisor], two integers in [1, 1000000]: L = ceil(frames / fps * per_second / divisor)");
+    else {
+      a.rate_num = static_cast<std::uint32_t>((*v)[0].get<std::uint64_t>());
+      a.rate_den = static_cast<std::uint32_t>((*v)[1].get<std::uint64_t>());
+    }
+  } else {
+    e.add(r.path("rate"), "required but missing");
+  }
+  r.get("tolerance", a.tolerance, 0, 1000);
+}
+
+void parse_latent_profile(const nlohmann::json& j, const std::string& path, latent::LatentProfile& p, Errors& e) {
+  ObjectReader r(j, path, e);
+  if (!r.ok()) return;
+  r.get("channels", p.channels, 1, 65536, true);
+  r.get("temporal_factor", p.temporal_factor, 1, 1024, true);
+  r.get("spatial_factor", p.spatial_factor, 1, 1024, true);
+  p.size_multiple = 0;
+  r.get("size_multiple", p.size_multiple, 1, 4096);
+  if (p.size_multiple == 0) p.size_multiple = p.spatial_factor;
+  r.get("frame_offset", p.frame_offset, 1, 1024);
+  r.get("temporal_steps", p.temporal_steps, 1, 1024);
+  r.get("latent_offset", p.latent_offset, 0, 1024);
+  std::string rule = "strict";
+  r.get("frame_rule", rule);
+  if (rule == "strict") p.frame_rule = latent::FrameRule::kStrict;
+  else if (rule == "floor") p.frame_rule = latent::FrameRule::kFloor;
+  else e.add(r.path("frame_rule"), fmt::format("\"{}\": expected strict (F = k * temporal_factor + 1) or floor", rule));
+  if (auto* a = r.raw("audio")) parse_audio_rule(*a, r.path("audio"), p.audio, e);
+  if (r.has("channels") && r.has("temporal_factor") && r.has("spatial_factor")) {
+    if (auto why = latent::profile_problem(p); !why.empty()) e.add(path, why);
+  }
+}
+
 }  // namespace
 
 const char* stage_name(StageKind s) { return kStageNames[static_cast<int>(s)]; }
@@ -162,6 +225,36 @@ std::string Cluster::class_of(std::uint32_t w, std::uint32_t h, std::uint32_t fr
   return "default";
 }
 
+const latent::LatentProfile* Cluster::find_latent_profile(std::string_view name) const {
+  if (auto it = latent_profiles.find(std::string(name)); it != latent_profiles.end()) return &it->second;
+  return latent::find_builtin_profile(name);
+}
+
+std::string Cluster::latent_profile_names() const {
+  std::string out;
+  for (const auto& p : latent::builtin_profiles()) out += (out.empty() ? "" : ", ") + p.name;
+  for (const auto& [name, p] : latent_profiles) out += ", " + name;
+  return out;
+}
+
+Result<latent::LatentProfile> Cluster::latent_profile_for(std::string_view job_class,
+                                                          std::string_view requested) const {
+  std::string name = latent_profile, from = "the cluster's latent_profile";
+  for (const auto& c : classes) {
+    if (c.name == job_class && !c.latent_profile.empty()) {
+      name = c.latent_profile;
+      from = fmt::format("job class {}", c.name);
+    }
+  }
+  if (!requested.empty()) {
+    name = std::string(requested);
+    from = "params.latent_profile";
+  }
+  if (const auto* p = find_latent_profile(name)) return *p;
+  return make_error("config.latent_profile", "{}: unknown latent profile \"{}\" (known: {})", from, name,
+                    latent_profile_names());
+}
+
 Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
   Errors e;
   Cluster c;
@@ -177,6 +270,22 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
   if (c.dispatch != "completion_time" && c.dispatch != "first_free")
     e.add("/dispatch", fmt::format("\"{}\": expected completion_time or first_free", c.dispatch));
   r.get("time_scale", c.time_scale, 1e-6, 1e6);
+  if (auto* v = r.raw("latent_profiles")) {
+    if (!v->is_object()) e.add("/latent_profiles", "expected an object mapping profile name -> profile");
+    else for (auto it = v->begin(); it != v->end(); ++it) {
+      const std::string p = "/latent_profiles/" + it.key();
+      if (auto s = artifacts::validate_id(p, it.key()); !s.ok()) e.add(p, s.error().message);
+      else if (latent::find_builtin_profile(it.key()))
+        e.add(p, fmt::format("\"{}\" is a built-in profile; declare yours under another name", it.key()));
+      latent::LatentProfile lp;
+      lp.name = it.key();
+      parse_latent_profile(it.value(), p, lp, e);
+      c.latent_profiles[it.key()] = lp;
+    }
+  }
+  r.get("latent_profile", c.latent_profile);
+  if (!c.find_latent_profile(c.latent_profile))
+    e.add("/latent_profile", fmt::format("unknown latent profile \"{}\" (known: {})", c.latent_profile, c.latent_profile_names()));
 
   if (auto* v = r.raw("redis")) {
     ObjectReader rr(*v, "/redis", e);
@@ -254,6 +363,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
       cr.get("height", jc.height, 0, 16384);
       cr.get("frames", jc.frames, 0, 100000);
       cr.get("steps", jc.steps, 0, 10000);
+      cr.get("latent_profile", jc.latent_profile);
       c.classes.push_back(jc);
     }
   }
@@ -319,6 +429,12 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
         e.add(p + "/host", fmt::format("\"{}\" is not a host in /hosts", pl.host));
       c.pools.push_back(std::move(pl));
     }
+  }
+  for (std::size_t i = 0; i < c.classes.size(); ++i) {
+    const auto& lp = c.classes[i].latent_profile;
+    if (!lp.empty() && !c.find_latent_profile(lp))
+      e.add(fmt::format("/classes/{}/latent_profile", i),
+            fmt::format("unknown latent profile \"{}\" (known: {})", lp, c.latent_profile_names()));
   }
   for (std::size_t i = 0; i < c.pools.size(); ++i) {
     const auto& sw = c.pools[i].shares_gpus_with;
@@ -388,6 +504,14 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
   j["output_root"] = c.output_root.string();
   j["dispatch"] = c.dispatch;
   j["time_scale"] = c.time_scale;
+  j["latent_profile"] = c.latent_profile;
+  for (const auto& [name, p] : c.latent_profiles)
+    j["latent_profiles"][name] = {{"channels", p.channels}, {"temporal_factor", p.temporal_factor},
+                                  {"spatial_factor", p.spatial_factor}, {"size_multiple", p.size_multiple},
+                                  {"frame_rule", latent::frame_rule_name(p.frame_rule)},
+                                  {"frame_offset", p.frame_offset}, {"temporal_steps", p.temporal_steps},
+                                  {"latent_offset", p.latent_offset},
+                                  {"audio", p.has_audio() ? "yes" : "none"}};
   j["redis"] = {{"host", c.redis.host}, {"port", c.redis.port}, {"user", c.redis.user},
                 {"password_file", c.redis.password_file}, {"embedded", c.redis.embedded},
                 {"credentials_dir", c.redis.credentials_dir}};

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/core/result.h"
+#include "common/latent/profile.h"
 
 namespace h3pipe::config {
 
@@ -31,6 +32,7 @@ struct Profile {
 struct JobClass {
   std::string name;
   std::uint32_t width = 0, height = 0, frames = 0, steps = 0;
+  std::string latent_profile;  // "" = the cluster's latent_profile
 };
 
 // Which runtime computes a stage, and its runtime-specific settings (validated by the runtime).
@@ -135,6 +137,10 @@ struct Cluster {
   std::vector<Host> hosts;
   std::vector<Pool> pools;
   std::vector<Link> links;
+  // docs/latent.md, "Latent profiles": the cluster's default profile and the ones it declares
+  // beside the built-in table (a declared name may not shadow a built-in one).
+  std::string latent_profile = "builtin";
+  std::map<std::string, latent::LatentProfile> latent_profiles;
 
   const Host* find_host(std::string_view name) const;
   const Pool* find_pool(std::string_view name) const;
@@ -143,6 +149,14 @@ struct Cluster {
   // Class of a job by the rule in JobClass; "default" when none matches.
   std::string class_of(std::uint32_t w, std::uint32_t h, std::uint32_t frames, std::uint32_t steps,
                        std::string_view named = {}) const;
+  // A declared profile, else a built-in one; null when neither has the name.
+  const latent::LatentProfile* find_latent_profile(std::string_view name) const;
+  // The one rule for a job's profile: `requested` (the job's params["latent_profile"]) when not
+  // empty, else the job class's latent_profile, else the cluster's.  Error config.latent_profile
+  // naming the unknown profile and where it came from.
+  Result<latent::LatentProfile> latent_profile_for(std::string_view job_class,
+                                                   std::string_view requested = {}) const;
+  std::string latent_profile_names() const;  // "builtin, wan2.1, ..., <declared>"
 };
 
 // Parses and validates; on failure the Error's message lists every problem, one per line.

@@ -1,29 +1,29 @@
-// `h3pipe latent inspect FILE [--json]` (wired into the CLI by cli/).
+// `h3pipe latent inspect FILE [--json] [--profile NAME --geometry WxHxF@FPS]` (wired into the
+// CLI by cli/).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "common/core/sha256.h"
+#include "common/latent/check.h"
 #include "common/latent/latent.h"
 #include "common/latent/safetensors.h"
 
 namespace h3pipe::latent {
 namespace {
 
-std::string shape_str(const std::vector<std::uint64_t>& s) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + ")";
-}
+using detail::shape_str;
 
+// A latent in any of its forms (v1, v2, ComfyUI); anything else is a generic tensor file.
 bool is_latent(const st::Layout& l) {
-  return l.tensors.size() == 2 && l.find("video") && l.find("audio");
+  return l.find("video") || l.find(kComfyTensor) || l.find(kComfyVersion0) ||
+         l.metadata.count(kMetaVersion);
 }
 
 }  // namespace
 
-int inspect_main(const std::string& file, bool as_json, std::ostream& out) {
+int inspect_main(const std::string& file, bool as_json, std::ostream& out, const Expected* expected) {
   nlohmann::json j;
   j["file"] = file;
   std::error_code ec;
@@ -35,6 +35,9 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out) {
   std::optional<Error> error;
   auto layout = st::read_layout(file);
   std::string kind = "unknown";
+  std::optional<Latent> latent;
+  if (expected)
+    j["checked_against"] = {{"profile", expected->profile.name}, {"job", to_string(expected->job)}};
   if (!layout.ok()) {
     error = layout.error();
   } else {
@@ -47,8 +50,18 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out) {
     j["metadata"] = layout->metadata;
     if (is_latent(*layout)) {
       kind = "latent";
-      auto r = read_latent(file, nullptr);
-      if (!r.ok()) error = r.error();
+      auto r = read_latent(file, expected);
+      if (!r.ok()) {
+        error = r.error();
+      } else {
+        latent = std::move(*r);
+        j["form"] = container_name(latent->container);
+        j["profile"] = latent->profile;
+        j["layout"] = latent->layout;
+        if (latent->job != JobSize{})
+          j["job"] = {{"width", latent->job.width}, {"height", latent->job.height},
+                      {"frames", latent->job.frames}, {"fps", latent->job.fps}};
+      }
     } else {
       kind = "tensors";
       auto r = read_tensors(file);
@@ -80,11 +93,41 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out) {
       label = "          ";
     }
   }
+  if (latent) {
+    out << fmt::format("form      {}, layout {}\n", container_name(latent->container), latent->layout);
+    out << fmt::format("profile   {}", latent->profile.empty() ? "(not recorded)" : latent->profile);
+    if (latent->job != JobSize{}) out << fmt::format(", job {}", to_string(latent->job));
+    out << "\n";
+  }
+  if (expected)
+    out << fmt::format("checked   against profile {} for {}\n", expected->profile.name,
+                       to_string(expected->job));
   if (error)
     out << fmt::format("verdict   INVALID {}: {}\n", error->code, error->message);
   else
     out << fmt::format("verdict   valid {}\n", kind == "latent" ? "latent" : "tensor file");
   return error ? 1 : 0;
+}
+
+Result<JobSize> parse_job_size(std::string_view text) {
+  JobSize j;
+  std::uint32_t* dst[] = {&j.width, &j.height, &j.frames, &j.fps};
+  const char seps[] = {'x', 'x', '@', '\0'};
+  std::size_t at = 0;
+  for (int i = 0; i < 4; ++i) {
+    std::size_t n = 0;
+    std::uint64_t v = 0;
+    while (at + n < text.size() && text[at + n] >= '0' && text[at + n] <= '9' && n < 10)
+      v = v * 10 + static_cast<std::uint64_t>(text[at + n++] - '0');
+    const bool end_ok = i == 3 ? at + n == text.size() : at + n < text.size() && text[at + n] == seps[i];
+    if (n == 0 || !end_ok || v > 0xffffffffu)
+      return make_error("latent.bad_geometry_arg",
+                        "geometry \"{}\": expected WIDTHxHEIGHTxFRAMES@FPS, e.g. 832x480x81@16",
+                        std::string(text));
+    *dst[i] = static_cast<std::uint32_t>(v);
+    at += n + 1;
+  }
+  return j;
 }
 
 }  // namespace h3pipe::latent

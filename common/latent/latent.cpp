@@ -4,64 +4,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 
 #include "common/artifacts/artifacts.h"
+#include "common/latent/check.h"
 #include "common/latent/safetensors.h"
 
 namespace h3pipe::latent {
 namespace {
-
-constexpr std::uint64_t kAudioHop = 86;
-constexpr std::uint64_t kAudioRate = 48000;
-
-std::string shape_str(const std::vector<std::uint64_t>& s) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + ")";
-}
-
-// Geometry from the two tensors' shapes (structure only) or a check against `expected`.
-Result<Geometry> check_geometry(const st::Layout& layout, const Geometry* expected) {
-  const st::TensorInfo* v = layout.find("video");
-  const st::TensorInfo* a = layout.find("audio");
-  if (v == nullptr) return make_error("latent.missing_tensor", "latent has no \"video\" tensor");
-  if (a == nullptr) return make_error("latent.missing_tensor", "latent has no \"audio\" tensor");
-  for (const auto& t : layout.tensors) {
-    if (t.name != "video" && t.name != "audio")
-      return make_error("latent.unexpected_tensor",
-                        "latent holds an unexpected tensor \"{}\" (only video and audio)", t.name);
-  }
-  if (expected != nullptr) {
-    if (v->shape != expected->video_shape())
-      return make_error("latent.geometry", "tensor \"video\": shape {}, expected {}",
-                        shape_str(v->shape), shape_str(expected->video_shape()));
-    if (a->shape != expected->audio_shape())
-      return make_error("latent.geometry", "tensor \"audio\": shape {}, expected {}",
-                        shape_str(a->shape), shape_str(expected->audio_shape()));
-    return *expected;
-  }
-  auto fits = [](std::uint64_t x) { return x <= 0xffffffffu; };
-  if (v->shape.size() != 5 || v->shape[0] != 1 || !fits(v->shape[1]) || !fits(v->shape[2]) ||
-      !fits(v->shape[3]) || !fits(v->shape[4]))
-    return make_error("latent.geometry", "tensor \"video\": shape {}, expected (1, C, T, H, W)",
-                      shape_str(v->shape));
-  if (a->shape.size() != 4 || a->shape[0] != 1 || a->shape[2] != 2 || !fits(a->shape[1]) ||
-      !fits(a->shape[3]))
-    return make_error("latent.geometry", "tensor \"audio\": shape {}, expected (1, C, 2, L)",
-                      shape_str(a->shape));
-  Geometry g;
-  g.video_channels = static_cast<std::uint32_t>(v->shape[1]);
-  g.t = static_cast<std::uint32_t>(v->shape[2]);
-  g.h = static_cast<std::uint32_t>(v->shape[3]);
-  g.w = static_cast<std::uint32_t>(v->shape[4]);
-  g.audio_channels = static_cast<std::uint32_t>(a->shape[1]);
-  g.audio_len = static_cast<std::uint32_t>(a->shape[3]);
-  return g;
-}
 
 // A file descriptor that closes itself (CONVENTIONS.md rule 12).
 class Fd final {
@@ -167,73 +121,168 @@ std::size_t dtype_size(DType d) {
 
 Geometry Geometry::for_job(std::uint32_t width, std::uint32_t height, std::uint32_t frames,
                            std::uint32_t fps) {
-  Geometry g;
-  g.t = frames == 0 ? 0 : (frames - 1) / 4 + 1;
-  g.h = height / 16;
-  g.w = width / 16;
-  const std::uint64_t den = std::uint64_t{fps} * kAudioHop;
-  g.audio_len =
-      den == 0 ? 0
-               : static_cast<std::uint32_t>((std::uint64_t{frames} * kAudioRate + den - 1) / den);
-  return g;
+  return expected_geometry(builtin_profile(), JobSize{width, height, frames, fps});
 }
 
 std::size_t Geometry::video_elems() const {
-  return std::size_t{video_channels} * t * h * w;
+  std::size_t n = 1;
+  for (auto d : video) n *= d;
+  return video.empty() ? 0 : n;
 }
 std::size_t Geometry::audio_elems() const {
-  return std::size_t{audio_channels} * 2 * audio_len;
+  std::size_t n = 1;
+  for (auto d : audio) n *= d;
+  return audio.empty() ? 0 : n;
 }
 std::size_t Geometry::data_bytes() const {
   return 4 * (video_elems() + audio_elems());
 }
-std::vector<std::uint64_t> Geometry::video_shape() const {
-  return {1, video_channels, t, h, w};
-}
-std::vector<std::uint64_t> Geometry::audio_shape() const {
-  return {1, audio_channels, 2, audio_len};
+
+Geometry expected_geometry(const LatentProfile& p, const JobSize& job) {
+  Geometry g;
+  const std::uint64_t sf = std::max<std::uint32_t>(p.spatial_factor, 1);
+  const std::uint64_t t = latent_frames(p, job.frames);
+  g.video = {1, p.channels, t, job.height / sf, job.width / sf};  // (1, C, T', H', W')
+  if (p.has_audio()) {
+    const std::uint64_t den = std::uint64_t{job.fps} * std::max<std::uint32_t>(p.audio.rate_den, 1);
+    const std::uint64_t len =
+        den == 0 ? 0 : (std::uint64_t{job.frames} * p.audio.rate_num + den - 1) / den;
+    for (auto d : p.audio.shape)
+      g.audio.push_back(d == AudioRule::kLength ? len : static_cast<std::uint64_t>(d));
+  }
+  return g;
 }
 
-std::vector<std::uint8_t> serialize(const Latent& l, DType dtype) {
-  return st::serialize(
-      {{"video", l.geometry.video_shape(), l.video}, {"audio", l.geometry.audio_shape(), l.audio}},
-      l.metadata, dtype);
+std::uint64_t latent_bytes(const LatentProfile& p, const JobSize& job) {
+  return expected_geometry(p, job).data_bytes();
 }
 
-Result<std::string> write_latent(const std::filesystem::path& path, const Latent& l) {
-  if (l.video.size() != l.geometry.video_elems() || l.audio.size() != l.geometry.audio_elems())
-    return make_error("latent.geometry",
-                      "{}: video holds {} values and audio {}, the geometry needs {} and {}",
-                      path.string(), l.video.size(), l.audio.size(), l.geometry.video_elems(),
-                      l.geometry.audio_elems());
-  auto bytes = serialize(l);
-  return artifacts::write_atomic(path, bytes);
+const char* container_name(Container c) {
+  switch (c) {
+    case Container::kV1:
+      return "h3latent v1";
+    case Container::kV2:
+      return "h3latent v2";
+    case Container::kComfy:
+      return "ComfyUI .latent";
+  }
+  return "?";
 }
 
-Result<Latent> parse_latent(std::span<const std::uint8_t> bytes, const Geometry* expected) {
-  auto layout = st::parse_layout(bytes);
-  if (!layout.ok()) return layout.error();
-  auto g = check_geometry(*layout, expected);
-  if (!g.ok()) return g.error();
+Latent make_latent(const LatentProfile& p, const JobSize& job) {
   Latent l;
-  l.geometry = *g;
-  l.metadata = std::move(layout->metadata);
-  H3_TRY(decode_into(bytes, *layout, *layout->find("video"), &l.video));
-  H3_TRY(decode_into(bytes, *layout, *layout->find("audio"), &l.audio));
+  l.geometry = expected_geometry(p, job);
+  l.video.assign(l.geometry.video_elems(), 0.0f);
+  l.audio.assign(l.geometry.audio_elems(), 0.0f);
+  l.profile = p.name;
+  l.job = job;
   return l;
 }
 
-Result<Latent> read_latent(const std::filesystem::path& path, const Geometry* expected) {
-  auto f = open_validated(path);
-  if (!f.ok()) return Error{f.error().code, path.string() + ": " + f.error().message};
-  auto g = check_geometry(f->layout, expected);
-  if (!g.ok()) return Error{g.error().code, path.string() + ": " + g.error().message};
+namespace {
+
+std::map<std::string, std::string> v2_metadata(const Latent& l) {
+  auto m = l.metadata;
+  m.insert_or_assign(kMetaFormat, std::string("h3latent"));
+  m.insert_or_assign(kMetaVersion, std::to_string(2));
+  m[kMetaProfile] = l.profile;
+  m[kMetaWidth] = std::to_string(l.job.width);
+  m[kMetaHeight] = std::to_string(l.job.height);
+  m[kMetaFrames] = std::to_string(l.job.frames);
+  m[kMetaFps] = std::to_string(l.job.fps);
+  std::string layout = l.layout;
+  if (layout.empty()) layout = l.geometry.has_audio() ? "video+audio" : "video";
+  m[kMetaLayout] = std::move(layout);
+  return m;
+}
+
+Status check_sizes(const std::filesystem::path& path, const Latent& l) {
+  if (l.geometry.video.size() != 5 || l.video.size() != l.geometry.video_elems() ||
+      l.audio.size() != l.geometry.audio_elems())
+    return make_error("latent.geometry",
+                      "{}: video holds {} values and audio {}, the geometry {} / {} needs {} and {}",
+                      path.string(), l.video.size(), l.audio.size(),
+                      detail::shape_str(l.geometry.video), detail::shape_str(l.geometry.audio),
+                      l.geometry.video_elems(), l.geometry.audio_elems());
+  return {};
+}
+
+Error in_file(const std::filesystem::path& p, const Error& e) {
+  return Error{e.code, p.string() + ": " + e.message};
+}
+
+void fill(Latent* l, detail::Classified&& c, std::map<std::string, std::string> metadata) {
+  l->geometry = std::move(c.geometry);
+  l->metadata = std::move(metadata);
+  l->container = c.container;
+  l->profile = std::move(c.profile);
+  l->job = c.job;
+  l->layout = std::move(c.layout);
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> serialize(const Latent& l, DType dtype) {
+  std::vector<st::TensorRef> refs = {{"video", l.geometry.video, l.video}};
+  if (l.geometry.has_audio()) refs.push_back({"audio", l.geometry.audio, l.audio});
+  return st::serialize(refs, v2_metadata(l), dtype);
+}
+
+Result<std::vector<std::uint8_t>> serialize_comfy(const Latent& l, DType dtype) {
+  if (l.geometry.has_audio() || !l.audio.empty())
+    return make_error("latent.comfy_audio",
+                      "a ComfyUI .latent holds one video tensor; this latent (profile {}) has audio",
+                      l.profile);
+  static const std::vector<float> kEmpty;
+  // safetensors writes tensors sorted by dtype alignment, then name: the empty marker first.
+  return st::serialize({{kComfyVersion0, {0}, kEmpty}, {kComfyTensor, l.geometry.video, l.video}},
+                       l.metadata, dtype);
+}
+
+Result<std::string> write_latent(const std::filesystem::path& path, const Latent& l) {
+  H3_TRY(check_sizes(path, l));
+  // Version 2 names the job geometry; a reader checks it against the job (docs/latent.md).
+  if (l.job.width == 0 || l.job.height == 0 || l.job.frames == 0 || l.job.fps == 0 || l.profile.empty())
+    return make_error("latent.geometry",
+                      "{}: the latent's profile and job geometry are not set (profile \"{}\", job "
+                      "{}); make it with make_latent(profile, job)",
+                      path.string(), l.profile, to_string(l.job));
+  return artifacts::write_atomic(path, serialize(l));
+}
+
+Result<std::string> write_comfy_latent(const std::filesystem::path& path, const Latent& l) {
+  H3_TRY(check_sizes(path, l));
+  auto bytes = serialize_comfy(l);
+  if (!bytes.ok()) return in_file(path, bytes.error());
+  return artifacts::write_atomic(path, *bytes);
+}
+
+Result<Latent> parse_latent(std::span<const std::uint8_t> bytes, const Expected* expected) {
+  auto layout = st::parse_layout(bytes);
+  if (!layout.ok()) return layout.error();
+  auto c = detail::classify(*layout, expected);
+  if (!c.ok()) return c.error();
   Latent l;
-  l.geometry = *g;
-  l.metadata = f->layout.metadata;
-  for (auto [name, dst] : {std::pair{"video", &l.video}, std::pair{"audio", &l.audio}}) {
-    Status s = read_tensor(*f, *f->layout.find(name), dst, path);
-    if (!s.ok()) return Error{s.error().code, path.string() + ": " + s.error().message};
+  const st::TensorInfo* v = c->video;
+  const st::TensorInfo* a = c->audio;
+  fill(&l, std::move(*c), std::move(layout->metadata));
+  H3_TRY(decode_into(bytes, *layout, *v, &l.video));
+  if (a) H3_TRY(decode_into(bytes, *layout, *a, &l.audio));
+  return l;
+}
+
+Result<Latent> read_latent(const std::filesystem::path& path, const Expected* expected) {
+  auto f = open_validated(path);
+  if (!f.ok()) return in_file(path, f.error());
+  auto c = detail::classify(f->layout, expected);
+  if (!c.ok()) return in_file(path, c.error());
+  Latent l;
+  const st::TensorInfo* v = c->video;
+  const st::TensorInfo* a = c->audio;
+  fill(&l, std::move(*c), f->layout.metadata);
+  if (Status s = read_tensor(*f, *v, &l.video, path); !s.ok()) return in_file(path, s.error());
+  if (a) {
+    if (Status s = read_tensor(*f, *a, &l.audio, path); !s.ok()) return in_file(path, s.error());
   }
   return l;
 }
@@ -254,7 +303,7 @@ Result<std::string> write_tensors(const std::filesystem::path& path,
     for (auto d : t.shape) n *= d;
     if (n != t.data.size())
       return make_error("latent.geometry", "{}: tensor \"{}\" holds {} values, shape {} needs {}",
-                        path.string(), name, t.data.size(), shape_str(t.shape), n);
+                        path.string(), name, t.data.size(), detail::shape_str(t.shape), n);
     if (name == "__metadata__")
       return make_error("latent.header_schema", "{}: \"__metadata__\" is not a tensor name",
                         path.string());

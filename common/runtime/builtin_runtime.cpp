@@ -16,6 +16,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::string_view kDecodeKeys[] = {"crf", "preset"};
 
+// The builtin model's latent is the builtin profile's grid (docs/latent.md).
+Status require_builtin_profile(const StageContext& ctx) {
+  if (ctx.latent_profile.name == latent::builtin_profile().name) return {};
+  return make_error("runtime.permanent.profile",
+                    "the builtin runtime makes and reads latents of profile builtin; job {} has "
+                    "profile {} (run it on a runtime for that model, e.g. comfyui)",
+                    ctx.spec->job_id(), ctx.latent_profile.name);
+}
+
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -109,8 +118,9 @@ class BuiltinSample final : public SampleRuntime {
     cond.data = std::move(it->second.data);
     const auto dims = model::latent_dims(static_cast<int>(s.width()), static_cast<int>(s.height()),
                                          static_cast<int>(s.frames()), static_cast<int>(s.fps()));
-    latent::Latent l;
-    l.geometry = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
+    // The builtin model makes the builtin profile's grid; a job of another profile cannot run here.
+    H3_TRY(require_builtin_profile(ctx));
+    latent::Latent l = latent::make_latent(latent::builtin_profile(), expected_latent(ctx).job);
     auto st = l_.model->sample(cond, dims, s.steps(), s.seed(), l.video, l.audio, ctx.cancelled);
     if (!st) return st.error();
     l.metadata = {{"runtime", "builtin"},
@@ -136,8 +146,9 @@ class BuiltinDecode final : public DecodeRuntime {
     const auto t0 = Clock::now();
     const pb::JobSpec& s = *ctx.spec;
     H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
-    const auto geom = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
-    auto lat = latent::read_latent(ctx.input, &geom);
+    H3_TRY(require_builtin_profile(ctx));
+    const latent::Expected want = expected_latent(ctx);
+    auto lat = latent::read_latent(ctx.input, &want);
     if (!lat)
       return make_error("runtime.input", "latent {}: {}", ctx.input.string(), lat.error().message);
     const auto dims = model::latent_dims(static_cast<int>(s.width()), static_cast<int>(s.height()),

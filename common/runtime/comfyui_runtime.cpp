@@ -336,7 +336,7 @@ class ComfyRunner final {
         {"adopted", adopted},
         {"output", shown(*pick)},
         {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}};
-    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings), s_.check_geometry);
+    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings));
     if (!out.ok())
       return make_error(out.error().code, "ComfyUI server at {}: prompt {}: {}", s_.url, id,
                         out.error().message);

@@ -28,7 +28,6 @@
 //   client_id         default "h3pipe-<pool>"
 //   device            receipt text (default "comfyui@host:port")
 //   keep_history      false: the prompt's history entry is deleted once it is done
-//   check_geometry    sample only, default true: the latent must match Geometry::for_job
 //   fused             encode only: the sample workflow encodes the prompt itself (the seeds'
 //                     deployment); encode then writes a small marker conditioning file and
 //                     queues nothing

@@ -84,7 +84,6 @@ Result<Settings> parse_settings(const FactoryArgs& a, StageKind stage) {
     r.get("client_id", s.client_id);
     r.get("device", s.device);
     r.get("keep_history", s.keep_history);
-    r.get("check_geometry", s.check_geometry);
     const auto* workflow = r.raw("workflow");
     const auto* inject = r.raw("inject");
     const auto* output = r.raw("output");
@@ -94,8 +93,6 @@ Result<Settings> parse_settings(const FactoryArgs& a, StageKind stage) {
         e.add(r.path("url"), fmt::format("\"{}\": expected http://host:port", s.url));
       if (s.fused && stage != StageKind::kEncode)
         e.add(r.path("fused"), "only the encode stage can be fused into the sample workflow");
-      if (j.contains("check_geometry") && stage != StageKind::kSample)
-        e.add(r.path("check_geometry"), "applies to the sample stage only");
       if (s.fused && (workflow || inject || output || templates))
         e.add(r.path("fused"),
               "a fused encode queues no workflow: remove workflow, inject, output and templates");

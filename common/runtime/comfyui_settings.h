@@ -24,7 +24,7 @@ struct Settings {
   std::map<std::string, Workflow> templates;  // by key, see above
   double poll_ms = 500, timeout_s = 3600, request_timeout_s = 30, unreachable_s = 60;
   int connect_timeout_ms = 3000;
-  bool fused = false, keep_history = false, check_geometry = true;
+  bool fused = false, keep_history = false;
   std::uint64_t max_output_bytes = 0;
   std::uint64_t max_upload_bytes = 100ull << 20;  // ComfyUI's default --max-upload-size
   std::vector<std::filesystem::path> input_roots;  // the cluster's limits.input_roots

@@ -145,7 +145,6 @@ struct ExecSettings {
   std::string device = "exec";
   double timeout_s = 3600;
   double kill_grace_s = 2;
-  bool check_geometry = true;
 };
 
 Result<ExecSettings> parse_settings(const FactoryArgs& a, StageKind stage) {
@@ -165,9 +164,6 @@ Result<ExecSettings> parse_settings(const FactoryArgs& a, StageKind stage) {
     r.get("kill_grace_s", s.kill_grace_s, 0, 600);
     r.get("cwd", s.cwd);
     r.get("device", s.device);
-    r.get("check_geometry", s.check_geometry);
-    if (r.ok() && j.contains("check_geometry") && stage != StageKind::kSample)
-      e.add(r.path("check_geometry"), "applies to the sample stage only");
     if (auto* env = r.raw("env")) {
       if (!env->is_object()) {
         e.add(r.path("env"), "expected an object of strings");
@@ -275,7 +271,7 @@ class ExecRunner final {
                                {"env_keys", s_.env_keys},
                                {"exit_code", 0},
                                {"seconds", r->seconds}};
-    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings), s_.check_geometry);
+    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings));
     if (!out.ok()) {
       const auto& err = out.error();
       std::string code = err.code == "runtime.no_output" ? "runtime.exec.no_output" : err.code;

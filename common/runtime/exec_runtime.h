@@ -7,9 +7,8 @@
 //    "kill_grace_s": 2,        SIGTERM -> SIGKILL delay
 //    "env": {"KEY": "value"},  added to the service's environment (values may use placeholders)
 //    "cwd": "/path",           working directory (default: the service's)
-//    "device": "cuda:0",       what computed it, for the receipt (default "exec")
-//    "check_geometry": true}   sample only: the latent must match Geometry::for_job (false:
-//                              structure only, for models with another latent grid)
+//    "device": "cuda:0"}       what computed it, for the receipt (default "exec")
+// A sample command's latent must fit the job's latent profile (docs/latent.md).
 // Placeholders (docs/runtimes.md): {input} {output} {spec_json} {job_id} {run_id} {stage}
 // {conditioning} {reference_image} {prompt} {negative_prompt} {width} {height} {frames} {fps}
 // {steps} {seed}; `{{` and `}}` are literal braces.  {output} is the output's .part path: the

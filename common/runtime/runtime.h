@@ -23,6 +23,7 @@
 
 #include "common/config/config.h"
 #include "common/core/result.h"
+#include "common/latent/latent.h"
 #include "common/proto/h3pipe.pb.h"
 
 namespace h3pipe::runtime {
@@ -31,6 +32,9 @@ struct StageContext {
   std::string run_id;
   const pb::JobSpec* spec = nullptr;
   std::string job_class;                  // resolved class name (profiles)
+  // The job's latent profile (spec::latent_profile, resolved by the worker): what the sample
+  // stage must produce and the decode stage reads (docs/latent.md).
+  latent::LatentProfile latent_profile = latent::builtin_profile();
   std::filesystem::path input;            // previous stage's artifact; empty for encode
   std::filesystem::path conditioning;     // decode may want it; empty if not available
   std::filesystem::path output;           // final path to write

@@ -108,20 +108,20 @@ class SimSample final : public SampleRuntime {
     auto cond = latent::read_tensors(ctx.input);
     if (!cond.ok()) return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(), cond.error().message);
     const auto& s = *ctx.spec;
-    latent::Latent l;
-    l.geometry = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
-    l.video.resize(l.geometry.video_elems());
-    l.audio.resize(l.geometry.audio_elems());
+    // The job's profile's latent (docs/latent.md): a rehearsal of a Wan cluster moves Wan-sized
+    // latents, with audio only where the profile has it.
+    const latent::Expected want = expected_latent(ctx);
+    latent::Latent l = latent::make_latent(want.profile, want.job);
     SplitMix rng{seed_of(s) + s.steps()};
     // Smooth, structured content (a moving gradient per channel plus noise) so the MP4 shows motion.
     const auto& g = l.geometry;
-    std::vector<float> phase(g.video_channels);
+    std::vector<float> phase(g.channels());
     for (auto& p : phase) p = rng.uniform() * 3.14159f;
     std::size_t i = 0;
-    for (std::uint32_t c = 0; c < g.video_channels; ++c)
-      for (std::uint32_t t = 0; t < g.t; ++t)
-        for (std::uint32_t y = 0; y < g.h; ++y)
-          for (std::uint32_t x = 0; x < g.w; ++x)
+    for (std::uint64_t c = 0; c < g.channels(); ++c)
+      for (std::uint64_t t = 0; t < g.t(); ++t)
+        for (std::uint64_t y = 0; y < g.h(); ++y)
+          for (std::uint64_t x = 0; x < g.w(); ++x)
             l.video[i++] = std::sin(phase[c] + 0.35f * x + 0.25f * y + 0.6f * t * (1 + c % 3)) + 0.05f * rng.uniform();
     for (std::size_t k = 0; k < l.audio.size(); ++k) l.audio[k] = 0.5f * std::sin(0.01f * k * (1 + k % 7)) + 0.05f * rng.uniform();
     l.metadata = {{"runtime", "sim"}, {"job", s.job_id()}, {"steps", std::to_string(s.steps())}};
@@ -149,7 +149,7 @@ class SimDecode final : public DecodeRuntime {
     double secs = clock_.draw(ctx.job_class);
     // libav opens the .part by path: the folder is made (and checked for planted symlinks) first.
     H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
-    H3_TRY(render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output)));
+    H3_TRY(render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output), ctx.latent_profile));
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kDecode);
     auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused, publisher_.hold(start, secs, ctx));
@@ -192,9 +192,9 @@ double ProfileClock::draw(const std::string& job_class) {
 }
 
 Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::JobSpec& s,
-                         const std::filesystem::path& mp4_part) {
-  auto geom = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
-  auto l = latent::read_latent(latent_path, &geom);
+                         const std::filesystem::path& mp4_part, const latent::LatentProfile& profile) {
+  const latent::Expected want{profile, {s.width(), s.height(), s.frames(), s.fps()}};
+  auto l = latent::read_latent(latent_path, &want);
   if (!l.ok()) return make_error("runtime.input", "latent {}: {}", latent_path.string(), l.error().message);
   const auto& g = l->geometry;
   // The sim decode profile covers this write, so it uses the writer's fast settings (bench_mp4).
@@ -207,26 +207,29 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
   float m[3][24];
   for (int k = 0; k < 3; ++k)
     for (int c = 0; c < 24; ++c) m[k][c] = 0.25f * std::cos(0.7f * c + 2.1f * k);
-  const std::size_t plane = static_cast<std::size_t>(g.h) * g.w;
+  const std::size_t plane = static_cast<std::size_t>(g.h() * g.w());
+  const std::uint32_t tf = std::max<std::uint32_t>(profile.temporal_factor, 1);
+  const std::uint32_t sf = std::max<std::uint32_t>(profile.spatial_factor, 1);
+  const auto gt = static_cast<std::uint32_t>(g.t());
   std::vector<std::uint8_t> small(plane * 3), frame(static_cast<std::size_t>(s.width()) * s.height() * 3);
   for (std::uint32_t f = 0; f < s.frames(); ++f) {
-    std::uint32_t t = std::min<std::uint32_t>(f / 4, g.t - 1);
-    // Four frames share a latent step: the picture is built once per step.
-    if (f > 0 && t == std::min<std::uint32_t>((f - 1) / 4, g.t - 1)) {
+    std::uint32_t t = std::min<std::uint32_t>(f / tf, gt - 1);
+    // temporal_factor frames share a latent step: the picture is built once per step.
+    if (f > 0 && t == std::min<std::uint32_t>((f - 1) / tf, gt - 1)) {
       H3_TRY((*w)->add_frame(frame));
       continue;
     }
     for (std::size_t p = 0; p < plane; ++p) {
       for (int k = 0; k < 3; ++k) {
         float acc = 0;
-        for (std::uint32_t c = 0; c < g.video_channels; ++c)
-          acc += m[k][c % 24] * l->video[(static_cast<std::size_t>(c) * g.t + t) * plane + p];
+        for (std::uint64_t c = 0; c < g.channels(); ++c)
+          acc += m[k][c % 24] * l->video[(static_cast<std::size_t>(c) * gt + t) * plane + p];
         small[p * 3 + k] = static_cast<std::uint8_t>(std::clamp(128.f + 90.f * acc, 0.f, 255.f));
       }
     }
     for (std::uint32_t y = 0; y < s.height(); ++y)
       for (std::uint32_t x = 0; x < s.width(); ++x) {
-        std::size_t src = (static_cast<std::size_t>(y / 16) * g.w + x / 16) * 3;
+        std::size_t src = (std::min<std::size_t>(y / sf, g.h() - 1) * g.w() + std::min<std::size_t>(x / sf, g.w() - 1)) * 3;
         std::size_t dst = (static_cast<std::size_t>(y) * s.width() + x) * 3;
         frame[dst] = small[src];
         frame[dst + 1] = small[src + 1];
@@ -234,19 +237,37 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
       }
     H3_TRY((*w)->add_frame(frame));
   }
-  // Audio: each latent step becomes 86 samples per channel: a tone whose pitch and level follow
-  // the latent, so the waveform is a function of the latent (not silence).
+  // Audio: each latent step becomes a stretch of samples per channel: a tone whose pitch follows
+  // the latent, so the waveform is a function of the latent (not silence).  The audio tensor is
+  // read as (channels..., steps) with its length axis from the profile; a profile without audio
+  // gives a quiet fixed tone.
+  std::size_t len = 1, stride = 1, channels = 1;
+  const auto& rule = profile.audio.shape;
+  for (std::size_t ax = 0; ax < rule.size(); ++ax) {
+    if (rule[ax] == latent::AudioRule::kLength) {
+      len = std::max<std::size_t>(g.audio[ax], 1);
+      stride = 1;
+      for (std::size_t k = ax + 1; k < g.audio.size(); ++k) stride *= g.audio[k];
+    }
+  }
+  if (g.has_audio()) channels = std::max<std::size_t>(l->audio.size() / (len * stride), 1);
+  auto audio_at = [&](std::size_t c, std::size_t step) {
+    return g.has_audio() ? l->audio[(c % channels) * len * stride + step * stride] : 0.0f;
+  };
   std::size_t total = static_cast<std::size_t>(std::llround(static_cast<double>(s.frames()) / s.fps() * 48000));
   std::vector<float> pcm(total * 2);
   double ph[2] = {0, 0};
   double dph[2] = {0, 0};
   auto last_step = static_cast<std::size_t>(-1);
   for (std::size_t n = 0; n < total; ++n) {
-    std::size_t step = std::min<std::size_t>(n / 86, g.audio_len - 1);
+    // Samples per latent step: 48000 / (rate_num / rate_den), 86 for the builtin profile.
+    std::size_t step = std::min<std::size_t>(
+        n * std::max<std::uint32_t>(profile.audio.rate_num, 1) / (48000ull * std::max<std::uint32_t>(profile.audio.rate_den, 1)),
+        len - 1);
     for (int ch = 0; ch < 2; ++ch) {
       if (step != last_step) {  // pitch changes once per latent step
         float a = 0;
-        for (std::uint32_t c = 0; c < 4; ++c) a += l->audio[(static_cast<std::size_t>(c) * 2 + ch) * g.audio_len + step];
+        for (std::size_t c = 0; c < 4; ++c) a += audio_at(c * 2 + static_cast<std::size_t>(ch), step);
         dph[ch] = 2 * M_PI * (220.0 * (1.0 + 0.5 * std::tanh(a))) / 48000.0;
       }
       ph[ch] += dph[ch];

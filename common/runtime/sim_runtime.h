@@ -28,7 +28,9 @@ Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a);
 Result<std::unique_ptr<DecodeRuntime>> make_sim_decode(const FactoryArgs& a);
 
 // Shared with builtin: render a latent to MP4 the simple way (fixed projection).
+// The latent must fit `profile` for the spec's geometry.
 Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::JobSpec& spec,
-                         const std::filesystem::path& mp4_part);
+                         const std::filesystem::path& mp4_part,
+                         const latent::LatentProfile& profile = latent::builtin_profile());
 
 }  // namespace h3pipe::runtime

@@ -23,8 +23,13 @@ std::string settings_path(const FactoryArgs& a, config::StageKind stage) {
   return fmt::format("/stages/{}/runtime/settings", config::stage_name(stage));
 }
 
+latent::Expected expected_latent(const StageContext& ctx) {
+  const pb::JobSpec& s = *ctx.spec;
+  return {ctx.latent_profile, {s.width(), s.height(), s.frames(), s.fps()}};
+}
+
 Status validate_stage_output(config::StageKind stage, const fs::path& file, const pb::JobSpec& spec,
-                             bool job_geometry) {
+                             const latent::LatentProfile& profile) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
     return make_error("runtime.no_output", "no output was written at {}", file.string());
@@ -39,12 +44,12 @@ Status validate_stage_output(config::StageKind stage, const fs::path& file, cons
       return {};
     }
     case config::StageKind::kSample: {
-      auto g = latent::Geometry::for_job(spec.width(), spec.height(), spec.frames(), spec.fps());
-      auto l = latent::read_latent(file, job_geometry ? &g : nullptr);
+      const latent::Expected want{profile, {spec.width(), spec.height(), spec.frames(), spec.fps()}};
+      auto l = latent::read_latent(file, &want);
       if (!l.ok())
-        return make_error("runtime.invalid_output", "{} is not a valid latent for {}x{}x{}: {}",
-                          file.string(), spec.width(), spec.height(), spec.frames(),
-                          l.error().to_string());
+        return make_error("runtime.invalid_output",
+                          "{} is not a valid latent of profile {} for {}: {}", file.string(),
+                          profile.name, latent::to_string(want.job), l.error().to_string());
       return {};
     }
     case config::StageKind::kDecode: {
@@ -69,11 +74,10 @@ Status validate_stage_output(config::StageKind stage, const fs::path& file, cons
 }
 
 Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
-                                        std::string device, nlohmann::json settings,
-                                        bool job_geometry) {
+                                        std::string device, nlohmann::json settings) {
   auto part = artifacts::part_path(ctx.output);
   std::error_code ec;
-  if (auto s = validate_stage_output(stage, part, *ctx.spec, job_geometry); !s.ok()) {
+  if (auto s = validate_stage_output(stage, part, *ctx.spec, ctx.latent_profile); !s.ok()) {
     fs::remove(part, ec);
     return s.error();
   }

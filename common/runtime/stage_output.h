@@ -16,12 +16,14 @@ namespace h3pipe::runtime {
 std::string settings_path(const FactoryArgs& a, config::StageKind stage);
 
 // Checks a produced file for its stage: encode — a safetensors tensor file (latent::read_tensors);
-// sample — a dual-stream .h3latent with the job's geometry (latent::read_latent); decode — a file
-// that starts with an MP4 `ftyp` box.  Error code runtime.invalid_output, naming the file.
-// job_geometry = false checks a latent's structure only (tensors, dtype, rank, finite values),
-// for models whose latent grid is not Geometry::for_job's (docs/runtimes.md).
+// sample — a latent (v2, v1 or ComfyUI .latent) that fits the job's latent profile for its
+// geometry (latent::read_latent, docs/latent.md); decode — a file that starts with an MP4 `ftyp`
+// box.  Error code runtime.invalid_output, naming the file.
 Status validate_stage_output(config::StageKind stage, const std::filesystem::path& file,
-                             const pb::JobSpec& spec, bool job_geometry = true);
+                             const pb::JobSpec& spec, const latent::LatentProfile& profile);
+
+// What a reader of this stage's latent expects: ctx.latent_profile for the spec's geometry.
+latent::Expected expected_latent(const StageContext& ctx);
 
 // Where ctx.output goes, both absolute: the configured root it must stay below (ctx.root when
 // set; else the folder above the run's in ctx.output as common/state/paths.h lays stages out,
@@ -37,8 +39,7 @@ OutputTarget output_target(const StageContext& ctx, config::StageKind stage);
 // output_target(ctx, stage).root.  The .part is removed on any failure, so a rejected artifact never
 // reaches the final name.
 Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
-                                        std::string device, nlohmann::json settings,
-                                        bool job_geometry = true);
+                                        std::string device, nlohmann::json settings);
 
 // Creates the output's folder below output_target(ctx, stage).root and removes a stale .part (crash
 // garbage) by name in it, never following a symlink: a symlink planted anywhere below the root

@@ -86,7 +86,7 @@ Result<GpuTable> parse_gpu_table(const nlohmann::json& j) {
     for (const auto& c : j.at("classes"))
       t.classes.push_back({c.at("name").get<std::string>(), c.at("width").get<std::uint32_t>(),
                            c.at("height").get<std::uint32_t>(), c.at("frames").get<std::uint32_t>(),
-                           c.at("steps").get<std::uint32_t>()});
+                           c.at("steps").get<std::uint32_t>(), {}});
     for (const auto& [name, stage] : kStages) {
       const auto& r = j.at("reference").at(name);
       StageReference ref;

@@ -168,9 +168,7 @@ Status Sim::build() {
       host_names_.push_back(p.host);
     }
   for (const auto& cls : classes_) {
-    std::uint64_t bytes = 0;
-    for (const auto& k : c_.classes)
-      if (k.name == cls) bytes = latent_bytes(k.width, k.height, k.frames);
+    const std::uint64_t bytes = class_latent_bytes(c_, cls);
     if (bytes == 0)
       out_.warnings.push_back(
           fmt::format("job class \"{}\" is not in /classes: its latent size is unknown, so "

@@ -36,7 +36,10 @@ Result<pb::JobSpec> parse_json(std::string_view json) {
   return s;
 }
 
-std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) {
+namespace {
+
+std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits& l,
+                                      const latent::LatentProfile& profile) {
   std::vector<FieldError> e;
   if (auto st = artifacts::validate_id("jobId", s.job_id()); !st.ok()) e.push_back({"jobId", strip_field(st.error().message)});
   if (s.prompt().empty()) e.push_back({"prompt", "required and must not be empty"});
@@ -45,8 +48,7 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) 
   if (s.prompt().find('\0') != std::string::npos) e.push_back({"prompt", "contains a NUL byte"});
   // parse_json fills 0 with defaults; a spec from elsewhere (a binary task) may still hold 0.
   auto dim = [&](const char* name, std::uint32_t v, std::uint32_t max) {
-    if (v == 0) e.push_back({name, "must be at least 16"});
-    if (v % 16 != 0) e.push_back({name, fmt::format("{} is not a multiple of 16 (the latent's spatial compression)", v)});
+    if (v == 0) e.push_back({name, fmt::format("must be at least {}", profile.size_multiple)});
     if (v > max) e.push_back({name, fmt::format("{} exceeds the limit {}", v, max)});
   };
   dim("width", s.width(), l.max_width);
@@ -56,9 +58,16 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) 
   if (s.fps() > l.max_fps) e.push_back({"fps", fmt::format("{} exceeds the limit {}", s.fps(), l.max_fps)});
   for (auto [name, v] : {std::pair{"frames", s.frames()}, std::pair{"fps", s.fps()}, std::pair{"steps", s.steps()}})
     if (v == 0) e.push_back({name, "must be at least 1"});
-  // Latent bytes: video 24 x T' x H/16 x W/16 + audio 32 x 2 x L, float32 (fps 0 would divide by 0).
+  // The latent profile's rules (size multiple, frame rule); a 0 is reported above.
+  const latent::JobSize job = job_size(s);
+  for (auto& issue : latent::job_fits(profile, job)) {
+    const std::uint32_t v = issue.field == "width" ? job.width : issue.field == "height" ? job.height
+                          : issue.field == "frames" ? job.frames : job.fps;
+    if (v != 0) e.push_back({issue.field, issue.reason});
+  }
+  // Latent bytes from the profile, float32 (fps 0 would divide by 0).
   if (s.frames() > 0 && s.fps() > 0) {
-    std::uint64_t bytes = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps()).data_bytes();
+    std::uint64_t bytes = latent::latent_bytes(profile, job);
     if (bytes > l.max_latent_bytes)
       e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes, l.max_latent_bytes)});
   }
@@ -71,6 +80,39 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) 
   return e;
 }
 
+}  // namespace
+
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) {
+  return validate_with(s, l, latent::builtin_profile());
+}
+
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Cluster& c) {
+  auto profile = latent_profile(s, c);
+  if (!profile.ok()) {
+    auto e = validate_with(s, c.limits, latent::builtin_profile());
+    e.push_back({s.params().count("latent_profile") ? "params.latent_profile" : "jobClass",
+                 strip_field(profile.error().message)});
+    return e;
+  }
+  return validate_with(s, c.limits, *profile);
+}
+
+latent::JobSize job_size(const pb::JobSpec& s) {
+  return {s.width(), s.height(), s.frames(), s.fps()};
+}
+
+Result<latent::LatentProfile> latent_profile(const pb::JobSpec& s, const config::Cluster& c) {
+  auto it = s.params().find("latent_profile");
+  return c.latent_profile_for(c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class()),
+                              it == s.params().end() ? std::string_view{} : std::string_view(it->second));
+}
+
+Result<latent::Expected> expected_latent(const pb::JobSpec& s, const config::Cluster& c) {
+  auto p = latent_profile(s, c);
+  if (!p.ok()) return p.error();
+  return latent::Expected{std::move(*p), job_size(s)};
+}
+
 std::string to_json(const pb::JobSpec& s) {
   std::string out;
   pbu::JsonPrintOptions o;
@@ -81,7 +123,10 @@ std::string to_json(const pb::JobSpec& s) {
 
 nlohmann::json to_json_object(const pb::JobSpec& s) { return nlohmann::json::parse(to_json(s)); }
 
-Batch parse_batch(std::string_view text, const config::Limits& limits) {
+namespace {
+
+template <typename Check>
+Batch parse_batch_with(std::string_view text, const config::Limits& limits, Check check) {
   Batch b;
   std::set<std::string> ids;
   std::size_t line_no = 0;
@@ -102,7 +147,7 @@ Batch parse_batch(std::string_view text, const config::Limits& limits) {
       b.errors.push_back({line_no, {"", s.error().message}});
     } else {
       if (s->job_id().empty()) s->set_job_id(fmt::format("job-{}", line_no));
-      for (auto& fe : validate(*s, limits)) b.errors.push_back({line_no, fe});
+      for (auto& fe : check(*s)) b.errors.push_back({line_no, fe});
       if (!ids.insert(s->job_id()).second)
         b.errors.push_back({line_no, {"jobId", fmt::format("\"{}\" appears twice in the batch", s->job_id())}});
       b.specs.push_back(std::move(*s));
@@ -113,6 +158,16 @@ Batch parse_batch(std::string_view text, const config::Limits& limits) {
   if (b.specs.size() > limits.max_batch)
     b.errors.push_back({0, {"", fmt::format("{} jobs, at most {} per batch (limits.max_batch)", b.specs.size(), limits.max_batch)}});
   return b;
+}
+
+}  // namespace
+
+Batch parse_batch(std::string_view text, const config::Limits& limits) {
+  return parse_batch_with(text, limits, [&](const pb::JobSpec& s) { return validate(s, limits); });
+}
+
+Batch parse_batch(std::string_view text, const config::Cluster& cluster) {
+  return parse_batch_with(text, cluster.limits, [&](const pb::JobSpec& s) { return validate(s, cluster); });
 }
 
 }  // namespace h3pipe::spec

@@ -7,6 +7,7 @@
 
 #include "common/config/config.h"
 #include "common/core/result.h"
+#include "common/latent/latent.h"
 #include "common/proto/h3pipe.pb.h"
 
 namespace h3pipe::spec {
@@ -20,8 +21,19 @@ struct FieldError {
 // Parses one JSON object (unknown fields are errors).  Defaults: fps 24, steps 6, frames 49,
 // width 256, height 256 when absent (0).
 Result<pb::JobSpec> parse_json(std::string_view json);
-// Every rule; empty = valid.
+// Every rule; empty = valid.  Width, height and frames are checked against the job's latent
+// profile (docs/latent.md); this overload uses the builtin profile.
 std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& limits);
+// Every rule with the job's own latent profile (latent_profile below); an unknown
+// params["latent_profile"] is an error on that field.
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Cluster& cluster);
+
+// The job's latent profile: params["latent_profile"], else its job class's, else the cluster's
+// (config::Cluster::latent_profile_for).  Error config.latent_profile for an unknown name.
+Result<latent::LatentProfile> latent_profile(const pb::JobSpec& s, const config::Cluster& cluster);
+// The job geometry as the latent reader takes it, and what every reader expects of the job's latent.
+latent::JobSize job_size(const pb::JobSpec& s);
+Result<latent::Expected> expected_latent(const pb::JobSpec& s, const config::Cluster& cluster);
 // Canonical JSON (proto3 mapping) for storage and receipts.
 std::string to_json(const pb::JobSpec& s);
 nlohmann::json to_json_object(const pb::JobSpec& s);
@@ -37,5 +49,6 @@ struct Batch {
 // Reads a JSON-lines batch (blank lines and lines starting with '#' skipped); duplicate job ids
 // within the batch are errors; job ids default to "job-<line>".
 Batch parse_batch(std::string_view text, const config::Limits& limits);
+Batch parse_batch(std::string_view text, const config::Cluster& cluster);  // validate(s, cluster)
 
 }  // namespace h3pipe::spec

@@ -1,5 +1,9 @@
 #include "common/transfer/config_map.h"
 
+#include <memory>
+
+#include "common/latent/latent.h"
+#include "common/spec/spec.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
 
@@ -73,6 +77,18 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
   o.heartbeat_ms = c.transfer.heartbeat_ms;
   o.dead_after_ms = c.transfer.dead_after_ms;
   o.max_file_bytes = c.limits.max_latent_bytes;
+  // Every received latent must fit its job's profile (docs/latent.md) before it is committed.
+  o.check_file = [cluster = std::make_shared<const config::Cluster>(c)](
+                     const pb::Offer& offer, const std::filesystem::path& part) -> Status {
+    auto want = spec::expected_latent(offer.next_task().spec(), *cluster);
+    if (!want.ok()) return want.error();
+    auto l = latent::read_latent(part, &*want);
+    if (!l.ok())
+      return make_error(l.error().code, "latent for job {} does not fit profile {} ({}): {}",
+                        offer.job_id(), want->profile.name, latent::to_string(want->job),
+                        l.error().message);
+    return {};
+  };
   o.curve.enabled = curve_required(c);
   if (o.curve.enabled) {
     H3_TRY(load_key_pair(c, *h, o.curve));

@@ -466,7 +466,21 @@ class TransferReceiver::Impl {
     }
     s.phase = Session::Phase::kCommitting;
     const std::uint64_t tid = s.tid;
-    io_.post([this, f = s.file, tid]() -> IoThread::Completion {
+    io_.post([this, f = s.file, tid, offer = s.offer]() -> IoThread::Completion {
+      if (opts_.check_file) {
+        if (Status chk = opts_.check_file(offer, f->paths().part); !chk.ok()) {
+          f->discard();
+          return [this, tid, chk] {
+            auto it = by_tid_.find(tid);
+            if (it == by_tid_.end()) return;
+            Session& s = *it->second;
+            spdlog::error("transfer receiver: run={} job={}: refused: {}", s.offer.run_id(),
+                          s.offer.job_id(), chk.error().to_string());
+            send_done(s.routing, s.offer, tid, false, chk.error().code, chk.error().message, false);
+            erase(&s);
+          };
+        }
+      }
       Status st = f->commit();
       return [this, tid, st] {
         auto it = by_tid_.find(tid);

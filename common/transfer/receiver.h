@@ -32,6 +32,11 @@ struct ReceiverOptions {
   std::uint64_t max_file_bytes = 256ull << 20;
   CurveServer curve;
   std::string host;  // for log lines
+  // Checks the received, hash-verified file (NAME.part) before it is committed, on the I/O thread:
+  // the service checks the latent against the job's latent profile (docs/latent.md).  A failure
+  // discards the file and refuses the transfer for good (Done retry = false, the error's code and
+  // message), so the job fails with the reason instead of being re-sent.  Empty: no check.
+  std::function<Status(const pb::Offer& offer, const std::filesystem::path& part)> check_file;
 };
 
 // Called once the file is verified and durable under its final name.  A failure makes the sender

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "common/latent/latent.h"
+#include "common/spec/spec.h"
 #include "common/worker/worker.h"
 
 namespace h3pipe::worker {
@@ -27,8 +28,12 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c, const 
                                                 const pb::StageTask& task, queue::Redis* redis) {
   const auto& s = task.spec();
   const std::string cls = c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class());
-  const double bytes = static_cast<double>(
-      latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps() ? s.fps() : 24).data_bytes());
+  // The job's latent profile gives the transfer size (docs/latent.md); an unknown one (refused at
+  // submission) counts as builtin.
+  auto profile = spec::latent_profile(s, c);
+  const double bytes = static_cast<double>(latent::latent_bytes(
+      profile.ok() ? *profile : latent::builtin_profile(),
+      {s.width(), s.height(), s.frames(), s.fps() ? s.fps() : 24}));
   // Decode pools per host, in config order of first appearance.
   std::vector<std::string> order;
   std::map<std::string, std::vector<const config::Pool*>> pools;

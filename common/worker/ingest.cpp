@@ -68,7 +68,7 @@ Result<bool> Ingest::step() {
   auto spec = spec::parse_json(spec_json);
   if (!spec.ok()) return reject("sub-" + e.id, spec.error().message);
   if (spec->job_id().empty()) spec->set_job_id("sub-" + e.id);
-  auto errs = spec::validate(*spec, cluster_.limits);
+  auto errs = spec::validate(*spec, cluster_);
   if (!errs.empty()) {
     std::string why;
     for (const auto& fe : errs) why += (why.empty() ? "" : "; ") + fe.to_string();

@@ -169,7 +169,16 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
     probe_.task_dead_lettered();
     return queue_->dead_letter(e, state::stage_key(stage_), run, job, why, state::Store::fail_cmds(run, job, stage_, why));
   }
+  // The job's latent profile (params, job class, cluster): a name the config does not know cannot
+  // become valid by retrying.
+  auto profile = spec::latent_profile(t.spec(), c);
+  if (!profile.ok()) {
+    probe_.task_dead_lettered();
+    return queue_->dead_letter(e, state::stage_key(stage_), run, job, profile.error().to_string(),
+                               state::Store::fail_cmds(run, job, stage_, profile.error().to_string()));
+  }
   runtime::StageContext ctx;
+  ctx.latent_profile = std::move(*profile);
   ctx.run_id = run;
   ctx.spec = &t.spec();
   ctx.job_class = c.class_of(t.spec().width(), t.spec().height(), t.spec().frames(), t.spec().steps(), t.spec().job_class());
@@ -232,6 +241,21 @@ Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
     auto in = artifacts::verify(artifacts::Root(fs::absolute(c.artifact_root)), fs::absolute(ctx.input));
     if (!in.ok()) return fail_attempt(e, t, attempt, in.error());
     rec.set_input_sha256(*in);
+    // The decode input is checked against the job's profile before any runtime sees it.  Its
+    // bytes are verified, so a latent that does not fit never will: dead-lettered at once.
+    if (stage_ == pb::STAGE_DECODE) {
+      const latent::Expected want{ctx.latent_profile, spec::job_size(t.spec())};
+      if (auto l = latent::read_latent(fs::absolute(ctx.input), &want); !l.ok()) {
+        const std::string why = fmt::format("decode input does not fit the job's latent profile {}: {}",
+                                            ctx.latent_profile.name, l.error().to_string());
+        spdlog::error("run={} job={} dead-lettered: {}", run, job, why);
+        probe_.task_dead_lettered();
+        (void)store_->note_error(run, job, stage_, why);
+        if (hooks_.on_event) hooks_.on_event("dead_letter", t);
+        return queue_->dead_letter(e, state::stage_key(stage_), run, job, why,
+                                   state::Store::fail_cmds(run, job, stage_, why));
+      }
+    }
   }
   // The output's folder is created below its root without following a symlink; stale .part files
   // are replaced by name by the runtime's writer (write_once / prepare_output).

@@ -74,8 +74,7 @@ class ComfyStack {
   explicit ComfyStack(FakeComfyUiServer::Options o = {}) {
     // The latent the fake "samples" (the job geometry: 128x96, 25 frames at 12 fps) and the MP4
     // it "decodes" to (H.264 + AAC, made by ffmpeg).
-    latent::Latent l;
-    l.geometry = latent::Geometry::for_job(128, 96, 25, 12);
+    latent::Latent l = latent::make_latent(latent::builtin_profile(), {128, 96, 25, 12});
     l.video.assign(l.geometry.video_elems(), 0.25f);
     l.audio.assign(l.geometry.audio_elems(), 0.1f);
     o.latent = dir_.path() / "fake.h3latent";

@@ -56,6 +56,20 @@ TEST(DecodeChoice, IdleHostsPickTheFastestDecodeIncludingTheTransfer) {
   EXPECT_DOUBLE_EQ(scored[0].decode_s, 2.0);
 }
 
+TEST(DecodeChoice, TheTransferSizeComesFromTheJobsLatentProfile) {
+  auto c = cluster();
+  c.latent_profile = "wan2.1";
+  auto t = task();
+  t.mutable_spec()->set_width(832);
+  t.mutable_spec()->set_height(480);
+  t.mutable_spec()->set_frames(81);
+  t.mutable_spec()->set_fps(16);
+  auto scored = worker::score_decode_hosts(c, "a", t, nullptr);
+  ASSERT_EQ(scored.size(), 2u);
+  // (1, 16, 21, 60, 104) float32 = 8,386,560 bytes (docs/latent.md).
+  EXPECT_NEAR(scored[0].transfer_s, 8386560.0 * 8 / 2.35e9 + 0.001, 1e-6);
+}
+
 TEST(DecodeChoice, BacklogMovesTheLatentToTheShorterExpectedQueue) {
   ts::RedisServer srv;
   auto r = srv.connect();

@@ -18,7 +18,7 @@ if [ ! -x "$bin" ]; then
 fi
 case $name in
   transfer) code="$src/common/transfer/frames.cpp $src/common/transfer/offer.cpp $src/common/transfer/sender_parts.cpp" ;;
-  latent) code="$src/common/latent/latent.cpp $src/common/latent/safetensors.cpp" ;;
+  latent) code="$src/common/latent/latent.cpp $src/common/latent/safetensors.cpp $src/common/latent/check.cpp $src/common/latent/profile.cpp" ;;
   *) code="$src/common/spec/spec.cpp $src/common/config/config.cpp" ;;
 esac
 for f in "$src"/fuzz/"$name"/*.cpp $code; do

@@ -79,10 +79,8 @@ class Confinement : public ::testing::Test {
   }
   runtime::FactoryArgs args() { return {&cluster_, &pool_, &settings_, 1}; }
   fs::path write_latent(const std::string& run) {
-    latent::Latent l;
-    l.geometry = latent::Geometry::for_job(64, 64, 9, 12);
+    latent::Latent l = latent::make_latent(latent::builtin_profile(), {64, 64, 9, 12});
     l.video.assign(l.geometry.video_elems(), 0.25f);
-    l.audio.assign(l.geometry.audio_elems(), 0.0f);
     fs::path p = artifacts_ / run / "j" / "latent.h3latent";
     EXPECT_TRUE(latent::write_latent(p, l).ok());
     return p;

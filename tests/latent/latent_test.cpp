@@ -29,9 +29,14 @@ std::vector<float> pattern(std::size_t n, long mul, long mod, long off, float di
   return v;
 }
 
+// The small builtin job the v1 corpus was made for: video (1, 24, 1, 2, 2), audio (1, 32, 2, 3).
+const JobSize kSmallJob{32, 32, 1, 200};
+const Expected kSmall{builtin_profile(), kSmallJob};
+
 Latent make_latent(const Geometry& g) {
   Latent l;
   l.geometry = g;
+  l.profile = "builtin";
   l.video = pattern(g.video_elems(), 7, 1001, 500, 64.0f);
   l.audio = pattern(g.audio_elems(), 13, 777, 388, 32.0f);
   l.metadata = {{"writer", "h3pipe"}, {"job", "j1"}};
@@ -62,21 +67,26 @@ std::string code_of(const Result<Latent>& r) {
 
 TEST(Geometry, SeedSizes) {
   Geometry g = Geometry::for_job(736, 416, 124, 24);
-  EXPECT_EQ(g.t, 31u);
-  EXPECT_EQ(g.h, 26u);
-  EXPECT_EQ(g.w, 46u);
-  EXPECT_EQ(g.audio_len, 2884u);
+  EXPECT_EQ(g.t(), 31u);
+  EXPECT_EQ(g.h(), 26u);
+  EXPECT_EQ(g.w(), 46u);
+  EXPECT_EQ(g.audio, (std::vector<std::uint64_t>{1, 32, 2, 2884}));
+  EXPECT_EQ(g, expected_geometry(builtin_profile(), 736, 416, 124, 24));
+  EXPECT_EQ(expected_geometry(builtin_profile(), {32, 32, 1, 200}),
+            (Geometry{{1, 24, 1, 2, 2}, {1, 32, 2, 3}}));
   EXPECT_EQ(g.data_bytes(), 4'297'600u);
   Geometry big = Geometry::for_job(1280, 736, 124, 24);
   // 736x1280 at 124 frames gives 11.7 MB with this formula; 137 frames gives the seeds' ~13 MB.
   EXPECT_EQ(big.data_bytes(), 11'689'984u);
   EXPECT_EQ(Geometry::for_job(1280, 736, 137, 24).data_bytes(), 13'180'672u);
-  EXPECT_EQ(Geometry::for_job(64, 64, 9, 0).audio_len, 0u);  // no division by zero
+  EXPECT_EQ(Geometry::for_job(64, 64, 9, 0).audio[3], 0u);  // no division by zero
 }
 
 TEST(Latent, RoundTripBytesAndFile) {
   Geometry g = Geometry::for_job(736, 416, 124, 24);
   Latent l = make_latent(g);
+  l.job = {736, 416, 124, 24};
+  const Expected want{builtin_profile(), l.job};
   auto bytes = serialize(l);
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
@@ -84,11 +94,17 @@ TEST(Latent, RoundTripBytesAndFile) {
   EXPECT_EQ(bytes.size(), 8 + n + g.data_bytes());
   EXPECT_EQ(bytes[8], '{');
 
-  auto parsed = parse_latent(bytes, &g);
+  auto parsed = parse_latent(bytes, &want);
   ASSERT_TRUE(parsed.ok()) << parsed.error().to_string();
   EXPECT_EQ(parsed->video, l.video);
   EXPECT_EQ(parsed->audio, l.audio);
-  EXPECT_EQ(parsed->metadata, l.metadata);
+  EXPECT_EQ(parsed->metadata.at("writer"), "h3pipe");
+  EXPECT_EQ(parsed->metadata.at("h3pipe.format_version"), "2");
+  EXPECT_EQ(parsed->metadata.at("h3pipe.profile"), "builtin");
+  EXPECT_EQ(parsed->metadata.at("h3pipe.frames"), "124");
+  EXPECT_EQ(parsed->metadata.at("h3pipe.layout"), "video+audio");
+  EXPECT_EQ(parsed->container, Container::kV2);
+  EXPECT_EQ(parsed->job, l.job);
   EXPECT_EQ(parsed->geometry, g);
 
   TempDir dir;
@@ -105,11 +121,12 @@ TEST(Latent, RoundTripBytesAndFile) {
 }
 
 TEST(Latent, HalfPrecisionRoundTrip) {
-  Geometry g{24, 2, 3, 4, 32, 5};
-  Latent l = make_latent(g);
+  const Expected want{builtin_profile(), {64, 48, 5, 24}};
+  Latent l = make_latent(expected_geometry(want.profile, want.job));
+  l.job = want.job;
   for (DType d : {DType::kF16, DType::kBF16}) {
     auto bytes = serialize(l, d);
-    auto parsed = parse_latent(bytes, &g);
+    auto parsed = parse_latent(bytes, &want);
     ASSERT_TRUE(parsed.ok()) << parsed.error().to_string();
     for (std::size_t i = 0; i < l.video.size(); ++i) {
       float want = d == DType::kF16 ? l.video[i] : st::bf16_to_float(st::float_to_bf16(l.video[i]));
@@ -134,7 +151,7 @@ TEST(Latent, HalfConversionEdgeCases) {
 
 TEST(Latent, WriteRejectsWrongSizes) {
   TempDir dir;
-  Latent l = make_latent(Geometry{24, 1, 2, 2, 32, 3});
+  Latent l = make_latent(Geometry{{1, 24, 1, 2, 2}, {1, 32, 2, 3}});
   l.audio.pop_back();
   auto r = write_latent(dir.path() / "x.h3latent", l);
   ASSERT_FALSE(r.ok());
@@ -170,7 +187,7 @@ TEST(LatentCorpus, EachFileGetsItsCode) {
   ASSERT_TRUE(in) << "missing " << (kFixtures / "cases.json");
   auto cases = nlohmann::json::parse(in);
   ASSERT_GE(cases.size(), 30u);
-  const Geometry expected{24, 1, 2, 2, 32, 3};
+  const Expected* expected = &kSmall;
   for (auto it = cases.begin(); it != cases.end(); ++it) {
     const fs::path file = kFixtures / it.key();
     const std::string want = it.value()["code"];
@@ -179,8 +196,8 @@ TEST(LatentCorpus, EachFileGetsItsCode) {
     auto mem = parse_latent(bytes, nullptr);
     EXPECT_EQ(code_of(mem), want) << it.key() << ": " << (mem.ok() ? "" : mem.error().message);
     EXPECT_EQ(code_of(read_latent(file, nullptr)), want) << it.key();
-    EXPECT_EQ(code_of(parse_latent(bytes, &expected)), want_expected) << it.key();
-    auto rf = read_latent(file, &expected);
+    EXPECT_EQ(code_of(parse_latent(bytes, expected)), want_expected) << it.key();
+    auto rf = read_latent(file, expected);
     EXPECT_EQ(code_of(rf), want_expected) << it.key();
     if (!rf.ok()) {
       EXPECT_NE(rf.error().message.find(file.string()), std::string::npos)
@@ -204,7 +221,7 @@ TEST(LatentCorpus, MessagesNameTheCulprit) {
 }
 
 TEST(LatentCorpus, TruncationAtEveryByteIsRefused) {
-  Latent l = make_latent(Geometry{24, 1, 2, 2, 32, 3});
+  Latent l = make_latent(Geometry{{1, 24, 1, 2, 2}, {1, 32, 2, 3}});
   auto bytes = serialize(l);
   for (std::size_t n = 0; n < bytes.size(); ++n) {
     auto r = parse_latent(std::span(bytes).first(n), nullptr);
@@ -218,6 +235,8 @@ TEST(LatentInspect, ValidAndInvalid) {
   EXPECT_NE(out.str().find("verdict   valid latent"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("(1, 24, 1, 2, 2)"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("writer = fixture"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("form      h3latent v1, layout video+audio"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("profile   builtin"), std::string::npos) << out.str();
   std::ostringstream js;
   EXPECT_EQ(inspect_main((kFixtures / "nan_in_video.h3latent").string(), true, js), 1);
   auto j = nlohmann::json::parse(js.str());
@@ -236,9 +255,12 @@ class LatentInterop : public ::testing::TestWithParam<DType> {};
 TEST_P(LatentInterop, PythonReadsOursAndWeReadPython) {
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 not installed";
   TempDir dir;
-  const Geometry g{24, 3, 4, 5, 32, 7};
+  // Builtin job 80x64, 9 frames at 800 fps: video (1, 24, 3, 4, 5), audio (1, 32, 2, 7).
+  const Expected job{builtin_profile(), {80, 64, 9, 800}};
+  const Geometry g = expected_geometry(job.profile, job.job);
+  ASSERT_EQ(g, (Geometry{{1, 24, 3, 4, 5}, {1, 32, 2, 7}}));
   const DType d = GetParam();
-  const std::string dims = fmt::format("{} {} {} {} {}", g.t, g.h, g.w, g.audio_len, dtype_name(d));
+  const std::string dims = fmt::format("{} {} {} {} {}", g.t(), g.h(), g.w(), g.audio[3], dtype_name(d));
   auto ours = dir.path() / "ours.h3latent";
   auto bytes = serialize(make_latent(g), d);
   ASSERT_TRUE(artifacts::write_atomic(ours, bytes).ok());
@@ -250,8 +272,9 @@ TEST_P(LatentInterop, PythonReadsOursAndWeReadPython) {
   std::string write =
       fmt::format("/usr/bin/python3 {} write {} {}", kInterop.string(), theirs.string(), dims);
   ASSERT_EQ(std::system(write.c_str()), 0) << write;
-  auto r = read_latent(theirs, &g);
+  auto r = read_latent(theirs, &job);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->container, Container::kV1);
   EXPECT_EQ(r->metadata.at("writer"), "numpy");
   Latent want = make_latent(g);
   for (std::size_t i = 0; i < want.video.size(); ++i) {
@@ -264,6 +287,45 @@ TEST_P(LatentInterop, PythonReadsOursAndWeReadPython) {
         d == DType::kBF16 ? st::bf16_to_float(st::float_to_bf16(want.audio[i])) : want.audio[i];
     ASSERT_EQ(r->audio[i], w) << i;
   }
+}
+
+// Version 2 (video only) and ComfyUI's .latent, both ways, for a Wan 2.1 job.
+TEST_P(LatentInterop, VersionTwoAndComfyBothWays) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 not installed";
+  TempDir dir;
+  const DType d = GetParam();
+  const Expected wan{*find_builtin_profile("wan2.1"), {64, 48, 9, 16}};
+  Latent l = latent::make_latent(wan.profile, wan.job);
+  l.video = pattern(l.video.size(), 7, 1001, 500, 64.0f);
+  l.metadata = {{"writer", "h3pipe"}};
+  auto run = [&](const std::string& args) {
+    std::string cmd = fmt::format("/usr/bin/python3 {} {}", kInterop.string(), args);
+    return std::system(cmd.c_str());
+  };
+  auto ours = dir.path() / "ours.h3latent";
+  ASSERT_TRUE(artifacts::write_atomic(ours, serialize(l, d)).ok());
+  ASSERT_EQ(run(fmt::format("check-v2 {} {}", ours.string(), dtype_name(d))), 0);
+  auto theirs = dir.path() / "theirs.h3latent";
+  ASSERT_EQ(run(fmt::format("write-v2 {} {}", theirs.string(), dtype_name(d))), 0);
+  auto r = read_latent(theirs, &wan);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->container, Container::kV2);
+  EXPECT_EQ(r->layout, "video");
+  for (std::size_t i = 0; i < l.video.size(); ++i) {
+    float w = d == DType::kBF16 ? st::bf16_to_float(st::float_to_bf16(l.video[i])) : l.video[i];
+    ASSERT_EQ(r->video[i], w) << i;
+  }
+  if (d != DType::kF32) return;  // SaveLatent writes the sampler's float32
+  auto ours_comfy = dir.path() / "ours.latent";
+  ASSERT_TRUE(write_comfy_latent(ours_comfy, l).ok());
+  ASSERT_EQ(run(fmt::format("check-comfy {}", ours_comfy.string())), 0);
+  auto theirs_comfy = dir.path() / "theirs.latent";
+  ASSERT_EQ(run(fmt::format("write-comfy {}", theirs_comfy.string())), 0);
+  auto c = read_latent(theirs_comfy, &wan);
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  EXPECT_EQ(c->container, Container::kComfy);
+  EXPECT_EQ(c->video, l.video);
+  EXPECT_NE(c->metadata.at("prompt").find("KSampler"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, LatentInterop,

@@ -288,7 +288,7 @@ TEST_F(ComfyUiRuntimeTest, RejectedWorkflowIsPermanent) {
   EXPECT_NE(out.error().message.find("NoSuchNode"), std::string::npos) << out.error().message;
 }
 
-TEST_F(ComfyUiRuntimeTest, LatentOfTheWrongGeometryIsRejectedUnlessTheCheckIsOff) {
+TEST_F(ComfyUiRuntimeTest, LatentOfTheWrongGeometryIsRejected) {
   auto other = small_spec();
   other.set_height(128);
   auto wrong = dir_.path() / "wrong.h3latent";
@@ -304,9 +304,11 @@ TEST_F(ComfyUiRuntimeTest, LatentOfTheWrongGeometryIsRejectedUnlessTheCheckIsOff
   EXPECT_EQ(strict.error().code, "runtime.invalid_output");
   EXPECT_FALSE(fs::exists(out_));
   EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
-  settings["check_geometry"] = false;
-  auto loose = (*make_comfyui_sample(c.args(settings)))->sample(context(spec_, {}, out_));
-  EXPECT_TRUE(loose.ok()) << loose.error().to_string();
+  settings["check_geometry"] = false;  // the escape hatch is gone (docs/latent.md)
+  auto rt = make_comfyui_sample(c.args(settings));
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.error().message.find("check_geometry: unknown key"), std::string::npos)
+      << rt.error().message;
 }
 
 TEST_F(ComfyUiRuntimeTest, APromptTheServerForgetsIsReportedLost) {

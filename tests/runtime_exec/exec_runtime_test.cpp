@@ -199,7 +199,7 @@ TEST_F(ExecRuntimeTest, InvalidOutputIsRejectedForEachStage) {
   }
 }
 
-TEST_F(ExecRuntimeTest, WrongLatentGeometryIsInvalidUnlessGeometryCheckIsOff) {
+TEST_F(ExecRuntimeTest, TheLatentMustFitTheJobsProfile) {
   auto other = small_spec();
   other.set_width(128);
   auto fixture = dir_.path() / "wrong.h3latent";
@@ -210,9 +210,32 @@ TEST_F(ExecRuntimeTest, WrongLatentGeometryIsInvalidUnlessGeometryCheckIsOff) {
   auto strict = (*make_exec_sample(c.args(settings)))->sample(context(spec_, {}, out_));
   ASSERT_FALSE(strict.ok());
   EXPECT_EQ(strict.error().code, "runtime.invalid_output");
+  EXPECT_NE(strict.error().message.find("latent metadata says job 128x64x9@24, the job is 64x64x9@24"),
+            std::string::npos)
+      << strict.error().message;
+  // A Wan 2.1 job (64x64, 9 = 4k+1 frames) takes a Wan latent and refuses the builtin one.
+  const auto& wan = *latent::find_builtin_profile("wan2.1");
+  auto wan_file = dir_.path() / "wan.h3latent";
+  ASSERT_TRUE(latent::write_latent(wan_file, latent::make_latent(wan, {64, 64, 9, 24})).ok());
+  auto ctx = context(spec_, {}, out_);
+  ctx.latent_profile = wan;
+  settings["env"] = {{"FIXTURE", wan_file.string()}};
+  auto ok = (*make_exec_sample(c.args(settings)))->sample(ctx);
+  EXPECT_TRUE(ok.ok()) << ok.error().to_string();
+  fs::remove(out_);
+  fs::remove(artifacts::sidecar_path(out_));
+  auto builtin_file = dir_.path() / "builtin.h3latent";
+  ASSERT_TRUE(latent::write_latent(builtin_file, latent_for(spec_)).ok());
+  settings["env"] = {{"FIXTURE", builtin_file.string()}};
+  auto bad = (*make_exec_sample(c.args(settings)))->sample(ctx);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("profile wan2.1"), std::string::npos) << bad.error().message;
+  // The old escape hatch is gone: an unknown key.
   settings["check_geometry"] = false;
-  auto loose = (*make_exec_sample(c.args(settings)))->sample(context(spec_, {}, out_));
-  EXPECT_TRUE(loose.ok()) << loose.error().to_string();
+  auto rt = make_exec_sample(c.args(settings));
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.error().message.find("check_geometry: unknown key"), std::string::npos)
+      << rt.error().message;
 }
 
 TEST_F(ExecRuntimeTest, CancellationStopsTheCommand) {
@@ -279,11 +302,10 @@ TEST(ExecSettingsTest, EncodeHasNoInputAndPoolOverridesNameThePool) {
             std::string::npos);
 
   ClusterFixture pool(StageKind::kDecode, /*pool_override=*/true);
-  nlohmann::json bad = {{"command", {"/bin/true"}}, {"check_geometry", false}};
+  nlohmann::json bad = {{"command", {"/bin/true"}}, {"timeout_s", "soon"}};
   auto d = make_exec_decode(pool.args(bad));
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.error().message.find(
-                "/pools/0/runtime/settings/check_geometry: applies to the sample stage only"),
+  EXPECT_NE(d.error().message.find("/pools/0/runtime/settings/timeout_s: expected a number"),
             std::string::npos)
       << d.error().message;
 }

@@ -36,10 +36,8 @@ inline pb::JobSpec small_spec(const std::string& job_id = "job-1") {
 }
 
 inline latent::Latent latent_for(const pb::JobSpec& s) {
-  latent::Latent l;
-  l.geometry = latent::Geometry::for_job(s.width(), s.height(), s.frames(), s.fps());
-  l.video.resize(l.geometry.video_elems());
-  l.audio.resize(l.geometry.audio_elems());
+  latent::Latent l =
+      latent::make_latent(latent::builtin_profile(), {s.width(), s.height(), s.frames(), s.fps()});
   for (std::size_t i = 0; i < l.video.size(); ++i)
     l.video[i] = std::sin(0.01f * static_cast<float>(i));
   for (std::size_t i = 0; i < l.audio.size(); ++i)

@@ -133,10 +133,7 @@ class Netns : public ::testing::Test {
 
   std::string make_latent(const std::string& rel, std::uint32_t w, std::uint32_t h,
                           std::uint32_t frames) {
-    latent::Latent l;
-    l.geometry = latent::Geometry::for_job(w, h, frames, 24);
-    l.video.assign(l.geometry.video_elems(), 0.0f);
-    l.audio.assign(l.geometry.audio_elems(), 0.0f);
+    latent::Latent l = latent::make_latent(latent::builtin_profile(), {w, h, frames, 24});
     for (std::size_t i = 0; i < l.video.size(); ++i)
       l.video[i] = static_cast<float>((i * 2654435761u) % 1000) / 250.0f;
     for (std::size_t i = 0; i < l.audio.size(); ++i)

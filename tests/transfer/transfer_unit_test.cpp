@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <zmq_addon.hpp>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/config/config.h"
+#include "common/latent/latent.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/disk.h"
 #include "common/transfer/frames.h"
@@ -273,6 +275,69 @@ TEST_F(Loopback, RepeatedCorruptionFailsWithReasonAndNothingReachesFinalName) {
   EXPECT_FALSE(fs::exists(dir_.path() / "B/run1/j/latent.h3latent.part"));
   EXPECT_EQ(durable_calls(), 0);
   EXPECT_TRUE(fs::exists(dir_.path() / "A-outbox/run1/j.task.failed"));
+}
+
+// The receiver's file check (the service wires it to the latent profile check) runs on the
+// verified bytes before the commit: a refusal discards the file and fails the job for good with
+// the check's code, without re-sending.
+TEST_F(Loopback, AFileTheCheckRefusesIsDiscardedAndTheJobFails) {
+  auto ro = receiver_options();
+  std::atomic<int> checks{0};
+  ro.check_file = [&checks](const pb::Offer& offer, const fs::path& part) -> Status {
+    ++checks;
+    EXPECT_TRUE(fs::exists(part)) << part;
+    if (offer.job_id() == "bad")
+      return make_error("latent.geometry", "tensor \"video\": shape (1, 24, 1, 2, 2), profile wan2.1 expects ...");
+    return {};
+  };
+  start_receiver(ro);
+  start_sender(sender_options(keys_.client));
+  std::string good_sha;
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "bad", 100 * 1000, "B"));
+  sender_->submit(make_latent_task(dir_.path() / "A", "run1", "good", 100 * 1000, "B", &good_sha));
+  ASSERT_TRUE(wait_until([&] { return failed_count() == 1 && sent_count() == 1; }, 20s));
+  EXPECT_EQ(failed_.at("bad").code, "latent.geometry");
+  EXPECT_NE(failed_.at("bad").message.find("profile wan2.1 expects"), std::string::npos)
+      << failed_.at("bad").message;
+  EXPECT_EQ(checks.load(), 2) << "checked once each: a refusal is not re-sent";
+  EXPECT_FALSE(fs::exists(dir_.path() / "B/run1/bad/latent.h3latent"));
+  EXPECT_FALSE(fs::exists(dir_.path() / "B/run1/bad/latent.h3latent.part"));
+  EXPECT_EQ(durable_calls(), 1);
+  EXPECT_EQ(artifacts::verify(dir_.path() / "B/run1/good/latent.h3latent").value(), good_sha);
+}
+
+// The check the service wires (receiver_options): the latent against the job's profile from the
+// cluster config.
+TEST(ReceiverLatentCheck, WiredToTheJobsLatentProfile) {
+  TempDir dir;
+  auto c = config::parse(nlohmann::json::parse(R"({
+    "hosts": [{"name": "B"}],
+    "pools": [{"name": "s", "host": "B", "stage": "sample"}, {"name": "d", "host": "B", "stage": "decode"}],
+    "latent_profile": "wan2.1"})"), dir.path());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto o = receiver_options(*c, "B");
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  ASSERT_TRUE(o->check_file);
+  pb::Offer offer;
+  offer.set_job_id("j");
+  auto* spec = offer.mutable_next_task()->mutable_spec();
+  spec->set_width(64);
+  spec->set_height(48);
+  spec->set_frames(9);
+  spec->set_fps(16);
+  const auto& wan = *latent::find_builtin_profile("wan2.1");
+  ASSERT_TRUE(latent::write_latent(dir.path() / "wan.h3latent", latent::make_latent(wan, {64, 48, 9, 16})).ok());
+  EXPECT_TRUE(o->check_file(offer, dir.path() / "wan.h3latent").ok());
+  ASSERT_TRUE(latent::write_latent(dir.path() / "builtin.h3latent",
+                                   latent::make_latent(latent::builtin_profile(), {64, 48, 9, 16})).ok());
+  auto bad = o->check_file(offer, dir.path() / "builtin.h3latent");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, "latent.profile");
+  EXPECT_NE(bad.error().message.find("latent for job j does not fit profile wan2.1 (64x48x9@16)"),
+            std::string::npos)
+      << bad.error().message;
+  (*offer.mutable_next_task()->mutable_spec()->mutable_params())["latent_profile"] = "builtin";
+  EXPECT_TRUE(o->check_file(offer, dir.path() / "builtin.h3latent").ok()) << "the job's own profile";
 }
 
 TEST_F(Loopback, ResumesFromPersistedDurablePrefix) {
