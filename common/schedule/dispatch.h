@@ -73,11 +73,13 @@ struct Backlog {
 // sample_queued, encode_queued, encoding).
 std::size_t claim_lookahead(config::StageKind stage, const Backlog& b);
 
-// The policy a pool applies.  An encoder whose GPUs are shared with a later stage's pool claims
-// whenever its group is idle (first-free): the group reaches its encoder only after its sampler
-// (and decoder) declined every task, and conditioning made now shortens some sampler's wait.
-Policy effective_policy(Policy configured, config::StageKind stage,
-                        bool shares_gpus_with_later_stage);
+// The policy a pool applies.  Encoders and samplers apply the configured one.  An encoder whose
+// GPUs a sampler shares states its commitment (encode + that sampling, PoolState above), so under
+// kCompletionTime a job is encoded in the group that will have sampled it soonest, or left for a
+// busy group that frees in time.  Decoders always apply kCompletionTime: a decoder takes a latent
+// only if no other decoder of its host would finish it sooner (a plain queue lets an idle slow
+// decoder take it; that is never better for the latent and the decode queue is FIFO anyway).
+Policy effective_policy(Policy configured, config::StageKind stage);
 
 // Should the idle pool `self` claim one of `queued_tasks` identical tasks now?
 //  - kFirstFree: yes if there is any task and `self` can run it.
@@ -103,6 +105,7 @@ struct DecodeHostState {
   std::vector<PoolState> decoders;  // the host's decode pools, expected_s for the job's class
   std::size_t queued = 0;           // decode tasks already waiting on that host
   bool alive = true;
+  bool local = false;               // the latent is already on this host (wins ties)
 };
 
 // Expected completion time of one more decode on `h`: the queued tasks take the earliest decoder
@@ -110,12 +113,12 @@ struct DecodeHostState {
 // sooner than its arrival.  kCannotRun if no live decoder there can run it.
 double expected_decode_completion(const DecodeHostState& h);
 
-// Which host decodes a finished latent: the earliest expected decode completion
-// (kCompletionTime), or the first live host with an idle decoder and no queue, else the shortest
-// queue (kFirstFree).  Ties go to the earlier host in the vector (config order).  nullopt if no
-// host can decode the class.  (A lookahead like claim_lookahead's was tried here: giving the
-// current latent the slowest of the k earliest slots made tails worse, so routing is myopic.)
-std::optional<std::size_t> choose_decode_host(Policy policy,
-                                              const std::vector<DecodeHostState>& hosts);
+// Which host decodes a finished latent, under every policy: the earliest expected decode
+// completion.  Ties go to a host that already holds the latent (`local`: no network), then to the
+// earlier host in the vector (config order).  nullopt if no host can decode the class.  (A
+// lookahead like claim_lookahead's was tried here: giving the current latent the slowest of the
+// k earliest slots made tails worse, so routing is myopic.)  Callers build `hosts` with
+// decode_hosts() (decode_route.h), from Redis live and from the simulator's clock in a plan.
+std::optional<std::size_t> choose_decode_host(const std::vector<DecodeHostState>& hosts);
 
 }  // namespace h3pipe::schedule

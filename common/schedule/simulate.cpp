@@ -31,13 +31,15 @@ struct PoolRt {
   std::vector<double> committed;                // expected + the later stages its GPU group
                                                 // runs for the same job (dispatch.h)
   std::vector<std::size_t> cycle_pos;           // per class index
-  bool shares_later = false;                    // its GPU group has a pool of a later stage
+  bool leases_group = false;                    // an encoder whose GPU group has a sampler: the
+                                                // group keeps the job through its sampling
 };
 
 struct GroupRt {
   std::vector<std::size_t> by_stage[3];  // pool indices per stage, config order
   bool busy = false;
   double expected_end = 0;
+  std::deque<std::size_t> encoded;  // jobs its encoder finished, for its own sampler (the lease)
 };
 
 struct LinkRt {
@@ -101,6 +103,8 @@ class Sim {
   }
   void dispatch();
   bool try_claim(std::size_t pool);
+  // The sampler of `encoder`'s GPU group that samples what it encoded (the lease), or kNone.
+  std::size_t group_sampler(std::size_t encoder, std::size_t cls) const;
   void start(std::size_t pool, std::size_t job);
   void on_pool_done(std::size_t pool, std::size_t job);
   void on_link_done(std::size_t link, std::size_t job);
@@ -229,8 +233,8 @@ Status Sim::build() {
   for (auto& p : pools_) {
     p.committed = p.expected;
     const auto& g = groups_[p.group];
-    for (int later = static_cast<int>(p.cfg->stage) + 1; later < 3; ++later)
-      p.shares_later = p.shares_later || !g.by_stage[later].empty();
+    p.leases_group = p.cfg->stage == StageKind::kEncode &&
+                     !g.by_stage[static_cast<int>(StageKind::kSample)].empty();
     for (int later = static_cast<int>(p.cfg->stage) + 1; later < 3; ++later)
       for (std::size_t k = 0; k < classes_.size(); ++k) {
         double best = kCannotRun;
@@ -357,7 +361,7 @@ bool Sim::try_claim(std::size_t pool) {
     states[i].expected_s = pools_[ids[i]].committed[cls];
     states[i].free_in_s = free_in(ids[i]);
   }
-  const Policy policy = effective_policy(opt_.policy, p.cfg->stage, p.shares_later);
+  const Policy policy = effective_policy(opt_.policy, p.cfg->stage);
   if (!should_claim(policy, p.cfg->name, states, queued)) return false;
 
   if (p.cfg->stage == StageKind::kEncode)
@@ -395,12 +399,31 @@ void Sim::start(std::size_t pool, std::size_t job) {
   push(now_ + d, Ev::kPoolDone, pool, job);
 }
 
+std::size_t Sim::group_sampler(std::size_t encoder, std::size_t cls) const {
+  if (!pools_[encoder].leases_group) return kNone;
+  for (std::size_t q : groups_[pools_[encoder].group].by_stage[static_cast<int>(StageKind::kSample)])
+    if (std::isfinite(pools_[q].expected[cls])) return q;
+  return kNone;
+}
+
 void Sim::dispatch() {
   // Repeat until nothing changes: a claim changes the peers' view (free_in) and the queues.
   for (bool changed = true; changed;) {
     changed = false;
     for (auto& g : groups_) {
       if (g.busy) continue;
+      // The lease: a job encoded on these GPUs is sampled on them next, before anything else.
+      if (!g.encoded.empty()) {
+        const std::size_t job = g.encoded.front();
+        g.encoded.pop_front();
+        std::size_t sampler = kNone;
+        for (std::size_t q : g.by_stage[static_cast<int>(StageKind::kSample)])
+          if (sampler == kNone && std::isfinite(pools_[q].expected[jobs_[job].cls])) sampler = q;
+        ++sampling_;
+        start(sampler, job);
+        changed = true;
+        continue;
+      }
       for (int s : {2, 1, 0}) {  // downstream first
         for (std::size_t pool : g.by_stage[s])
           if (try_claim(pool)) {
@@ -428,6 +451,7 @@ void Sim::route_latent(std::size_t job, std::size_t from) {
   for (std::size_t h : decode_hosts_) {
     DecodeHostState st;
     st.host = host_names_[h];
+    st.local = h == from;
     if (h != from) {
       auto it = link_ix_.find({from, h});
       const double backlog =
@@ -444,7 +468,7 @@ void Sim::route_latent(std::size_t job, std::size_t from) {
     st.queued = decode_q_[h].size() + in_transit_[h];
     cands.push_back(std::move(st));
   }
-  auto pick = choose_decode_host(opt_.policy, cands);
+  auto pick = choose_decode_host(cands);
   const std::size_t to = decode_hosts_[pick.value_or(0)];
   j.decode_host = to;
   if (opt_.record) out_.job_records[job].decode_host = host_names_[to];
@@ -488,7 +512,10 @@ void Sim::on_pool_done(std::size_t pool, std::size_t job) {
     case StageKind::kEncode:
       --encoding_;
       j.ready_s = now_;
-      sample_q_.push_back(job);
+      if (std::size_t own = group_sampler(pool, j.cls); own != kNone)
+        groups_[p.group].encoded.push_back(job);
+      else
+        sample_q_.push_back(job);
       break;
     case StageKind::kSample:
       --sampling_;
