@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "common/schedule/decode_route.h"
 #include "common/schedule/geometry.h"
 
 namespace h3pipe::schedule {
@@ -242,6 +243,19 @@ Status Sim::build() {
         if (std::isfinite(best)) p.committed[k] += best;
       }
   }
+  // The lease keeps a grouped encoder's jobs on its group: a sampler with no encoder on its GPUs
+  // is fed by standalone encoders only.
+  bool standalone_encoder = false, leasing_encoder = false;
+  for (const auto& p : pools_)
+    if (p.cfg->stage == StageKind::kEncode) (p.leases_group ? leasing_encoder : standalone_encoder) = true;
+  if (leasing_encoder && !standalone_encoder)
+    for (const auto& p : pools_)
+      if (p.cfg->stage == StageKind::kSample && groups_[p.group].by_stage[0].empty())
+        out_.warnings.push_back(fmt::format(
+            "sample pool {} has no encoder on its GPUs and there is no standalone encoder: every "
+            "encoder keeps its job for the sampler on its own GPUs (a GPU group is one lease), "
+            "so {} gets no work",
+            p.cfg->name, p.cfg->name));
   for (auto& p : pools_) {
     const auto& g = groups_[p.group];
     for (const auto& v : g.by_stage)
@@ -446,30 +460,18 @@ void Sim::route_latent(std::size_t job, std::size_t from) {
   JobRt& j = jobs_[job];
   const std::uint64_t bytes = class_bytes_[j.cls];
 
-  std::vector<DecodeHostState> cands;
-  cands.reserve(decode_hosts_.size());
+  // The one decode-host choice (decode_route.h), fed from the simulator's clock.
+  DecodeLoad load;
   for (std::size_t h : decode_hosts_) {
-    DecodeHostState st;
-    st.host = host_names_[h];
-    st.local = h == from;
-    if (h != from) {
-      auto it = link_ix_.find({from, h});
-      const double backlog =
-          it == link_ix_.end() ? 0 : std::max(0.0, links_[it->second].backlog_end - now_);
-      st.transfer_s = backlog + transfer_seconds(bytes, link_cfg(from, h));
-    }
-    const auto& ids = host_decoders_[h];
-    auto& states = host_decoder_states_[h];
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      states[i].expected_s = pools_[ids[i]].expected[j.cls];
-      states[i].free_in_s = free_in(ids[i]);
-    }
-    st.decoders = states;
-    st.queued = decode_q_[h].size() + in_transit_[h];
-    cands.push_back(std::move(st));
+    if (h != from) (void)link_cfg(from, h);  // warns once about a missing link
+    load.queued[host_names_[h]] = decode_q_[h].size() + in_transit_[h];
+    for (std::size_t d : host_decoders_[h]) load.decoder_free_in_s[pools_[d].cfg->name] = free_in(d);
+    if (auto it = link_ix_.find({from, h}); it != link_ix_.end())
+      load.link_backlog_s[{host_names_[from], host_names_[h]}] =
+          std::max(0.0, links_[it->second].backlog_end - now_);
   }
-  auto pick = choose_decode_host(cands);
-  const std::size_t to = decode_hosts_[pick.value_or(0)];
+  auto route = schedule::route_latent(c_, {host_names_[from]}, classes_[j.cls], bytes, load);
+  const std::size_t to = route ? host_ix_.at(route->host) : decode_hosts_.front();
   j.decode_host = to;
   if (opt_.record) out_.job_records[job].decode_host = host_names_[to];
   if (to == from) return arrive(job, to);

@@ -1,5 +1,7 @@
 #include "common/transfer/config_map.h"
 
+#include "common/schedule/decode_route.h"
+#include "common/schedule/geometry.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
 
@@ -121,6 +123,18 @@ Result<SenderOptions> sender_options(const config::Cluster& c, const std::string
     }
     o.peers.push_back(std::move(p));
   }
+  // A task that reaches the sender without a target host: the one decode-host choice
+  // (schedule/decode_route.h) from this host, with this sender's queues as the latents on their
+  // way to each host.  (Samplers choose before the hand-off; this covers the rest.)
+  o.choose_host = [c, host](const pb::StageTask& t, const std::map<std::string, std::size_t>& queued) {
+    schedule::DecodeLoad load;
+    load.queued = queued;
+    const auto& s = t.spec();
+    const std::string cls = c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class());
+    const auto bytes = schedule::latent_bytes(s.width(), s.height(), s.frames(), s.fps() ? s.fps() : schedule::kDefaultFps);
+    auto route = schedule::route_latent(c, {host}, cls, bytes, load);
+    return route ? route->host : host;
+  };
   return o;
 }
 

@@ -241,6 +241,16 @@ TEST(Simulate, GpuGroupIsOneLease) {
   }
 }
 
+TEST(Simulate, ASamplerNoEncoderCanFeedIsAWarning) {
+  auto c = cluster({100}, {10}, false, 13);  // e0 on s0's GPUs
+  c.pools.push_back(make_pool("s9", "a", StageKind::kSample, 50));
+  auto r = simulate(c, make_jobs(3, "sd"), {});
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->warnings.empty());
+  EXPECT_NE(r->warnings[0].find("sample pool s9 has no encoder on its GPUs"), std::string::npos);
+  for (const auto& j : r->job_records) EXPECT_EQ(j.sample_pool, "s0");
+}
+
 TEST(Simulate, NoEncodePoolMeansZeroEncodeTime) {
   auto c = cluster({100}, {10}, true);
   auto r = simulate(c, make_jobs(1, "sd"), {});
