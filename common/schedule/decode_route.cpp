@@ -66,4 +66,10 @@ std::optional<DecodeRoute> route_latent(const config::Cluster& c,
   return DecodeRoute{h.host, h.transfer_s, expected_decode_completion(h)};
 }
 
+double route_tail_s(const config::Cluster& c, std::string_view host, std::string_view job_class,
+                    std::uint64_t latent_bytes) {
+  const auto r = route_latent(c, {std::string(host)}, job_class, latent_bytes, {});
+  return r ? r->done_in_s : 0.0;
+}
+
 }  // namespace h3pipe::schedule

@@ -56,4 +56,10 @@ std::optional<DecodeRoute> route_latent(const config::Cluster& c,
                                         std::string_view job_class, std::uint64_t latent_bytes,
                                         const DecodeLoad& load);
 
+// The part of a job's time after a pool on `host` finishes it that does not hold that pool, with
+// idle decoders: the fastest transfer + decode over the decode hosts (PoolState::tail_s).  From
+// the config alone, so every live worker and the planner compute the same.
+double route_tail_s(const config::Cluster& c, std::string_view host, std::string_view job_class,
+                    std::uint64_t latent_bytes);
+
 }  // namespace h3pipe::schedule

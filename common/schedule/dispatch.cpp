@@ -63,11 +63,11 @@ namespace {
 // Does the greedy earliest-completion assignment of `tasks` tasks give `me` one?  Fewer than
 // `tasks` slots of other pools complete before me's first one (me's free_in_s counts as 0).
 bool greedy_gives(const PoolState& me, const std::vector<PoolState>& pools, std::size_t tasks) {
-  const double c = me.expected_s;
+  const double c = me.expected_s + me.tail_s;
   std::size_t before = 0;
   for (const auto& p : pools) {
     if (&p == &me || !usable(p)) continue;
-    const double a = std::max(0.0, p.free_in_s);
+    const double a = std::max(0.0, p.free_in_s) + p.tail_s;
     const bool wins_ties = p.name < me.name;
     const double eps = tie_eps(c);
     if (p.expected_s <= 0) {
@@ -106,7 +106,8 @@ std::vector<std::size_t> assign_greedy(const std::vector<PoolState>& pools, std:
   std::priority_queue<Slot, std::vector<Slot>, SlotLater> heap;
   for (std::size_t i = 0; i < pools.size(); ++i)
     if (usable(pools[i]))
-      heap.push({std::max(0.0, pools[i].free_in_s) + pools[i].expected_s, &pools[i].name, i});
+      heap.push({std::max(0.0, pools[i].free_in_s) + pools[i].expected_s + pools[i].tail_s,
+                 &pools[i].name, i});
   for (std::size_t t = 0; t < tasks && !heap.empty(); ++t) {
     Slot s = heap.top();
     heap.pop();

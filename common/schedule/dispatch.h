@@ -57,6 +57,10 @@ struct PoolState {
   double free_in_s = 0;            // 0 if idle; else expected seconds until it can start a task
                                    // (for a pool whose GPUs another pool holds: that pool's rest)
   bool alive = true;               // false: a missed heartbeat; never assigned
+  double tail_s = 0;               // seconds from the end of its task to the job's end that do
+                                   // not hold the pool (route_tail_s: transfer + decode); the
+                                   // same for all its slots, so pools on hosts with a slower way
+                                   // to the decoders finish a job later
 };
 
 // The work a stage's claim decision counts (the lookahead above), from queue depths a live
@@ -93,7 +97,7 @@ bool should_claim(Policy policy, std::string_view self, const std::vector<PoolSt
 
 // The greedy earliest-completion assignment itself, for reports and tests: element i is the index
 // into `pools` of the pool that takes task i (tasks in queue order), or npos if no pool can.
-// completion_s (optional) receives each task's expected completion time.
+// completion_s (optional) receives each task's expected completion time (with the pool's tail_s).
 std::vector<std::size_t> assign_greedy(const std::vector<PoolState>& pools, std::size_t tasks,
                                        std::vector<double>* completion_s = nullptr);
 

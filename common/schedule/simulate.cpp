@@ -31,6 +31,7 @@ struct PoolRt {
   std::vector<double> expected;                 // per class index (time_scale applied)
   std::vector<double> committed;                // expected + the later stages its GPU group
                                                 // runs for the same job (dispatch.h)
+  std::vector<double> tail;                     // per class: route_tail_s (dispatch.h)
   std::vector<std::size_t> cycle_pos;           // per class index
   bool leases_group = false;                    // an encoder whose GPU group has a sampler: the
                                                 // group keeps the job through its sampling
@@ -243,6 +244,13 @@ Status Sim::build() {
         if (std::isfinite(best)) p.committed[k] += best;
       }
   }
+  for (auto& p : pools_) {
+    const bool own_decoder = !groups_[p.group].by_stage[static_cast<int>(StageKind::kDecode)].empty();
+    for (const auto& cls : classes_)
+      p.tail.push_back(own_decoder || p.cfg->stage == StageKind::kDecode
+                           ? 0.0
+                           : route_tail_s(c_, p.cfg->host, cls, class_bytes_[p.tail.size()]));
+  }
   // The lease keeps a grouped encoder's jobs on its group: a sampler with no encoder on its GPUs
   // is fed by standalone encoders only.
   bool standalone_encoder = false, leasing_encoder = false;
@@ -373,6 +381,7 @@ bool Sim::try_claim(std::size_t pool) {
   const auto& ids = p.cfg->stage == StageKind::kDecode ? host_decoders_[p.host] : stage_pools_[s];
   for (std::size_t i = 0; i < ids.size(); ++i) {
     states[i].expected_s = pools_[ids[i]].committed[cls];
+    states[i].tail_s = pools_[ids[i]].tail[cls];
     states[i].free_in_s = free_in(ids[i]);
   }
   const Policy policy = effective_policy(opt_.policy, p.cfg->stage);

@@ -82,6 +82,21 @@ TEST(ShouldClaim, AgreesWithTheGreedyAssignmentOnRandomStates) {
   }
 }
 
+TEST(ShouldClaim, TheRouteTailCountsInTheCompletion) {
+  // Equal samplers; "a" is behind a slower way to the decoders, so "b" finishes the job first.
+  std::vector<PoolState> ps = {pool("a", 100), pool("b", 100)};
+  ps[0].tail_s = 1.1;
+  ps[1].tail_s = 0.5;
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "a", ps, 1));
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "b", ps, 1));
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "a", ps, 2));
+  std::vector<double> done;
+  auto g = assign_greedy(ps, 2, &done);
+  EXPECT_EQ(g[0], 1u);
+  EXPECT_DOUBLE_EQ(done[0], 100.5);
+  EXPECT_DOUBLE_EQ(done[1], 101.1);
+}
+
 TEST(AssignGreedy, CompletionTimesAreTheEarliestSlots) {
   std::vector<PoolState> ps = {pool("fast", 100, 50), pool("slow", 300)};
   std::vector<double> done;
