@@ -105,8 +105,8 @@ class Sim {
   }
   void dispatch();
   bool try_claim(std::size_t pool);
-  // The sampler of `encoder`'s GPU group that samples what it encoded (the lease), or kNone.
-  std::size_t group_sampler(std::size_t encoder, std::size_t cls) const;
+  // The sampler of GPU group `group` that can sample class `cls` (the lease's), or kNone.
+  std::size_t group_sampler(std::size_t group, std::size_t cls) const;
   void start(std::size_t pool, std::size_t job);
   void on_pool_done(std::size_t pool, std::size_t job);
   void on_link_done(std::size_t link, std::size_t job);
@@ -422,9 +422,8 @@ void Sim::start(std::size_t pool, std::size_t job) {
   push(now_ + d, Ev::kPoolDone, pool, job);
 }
 
-std::size_t Sim::group_sampler(std::size_t encoder, std::size_t cls) const {
-  if (!pools_[encoder].leases_group) return kNone;
-  for (std::size_t q : groups_[pools_[encoder].group].by_stage[static_cast<int>(StageKind::kSample)])
+std::size_t Sim::group_sampler(std::size_t group, std::size_t cls) const {
+  for (std::size_t q : groups_[group].by_stage[static_cast<int>(StageKind::kSample)])
     if (std::isfinite(pools_[q].expected[cls])) return q;
   return kNone;
 }
@@ -439,11 +438,8 @@ void Sim::dispatch() {
       if (!g.encoded.empty()) {
         const std::size_t job = g.encoded.front();
         g.encoded.pop_front();
-        std::size_t sampler = kNone;
-        for (std::size_t q : g.by_stage[static_cast<int>(StageKind::kSample)])
-          if (sampler == kNone && std::isfinite(pools_[q].expected[jobs_[job].cls])) sampler = q;
         ++sampling_;
-        start(sampler, job);
+        start(group_sampler(static_cast<std::size_t>(&g - groups_.data()), jobs_[job].cls), job);
         changed = true;
         continue;
       }
@@ -523,7 +519,7 @@ void Sim::on_pool_done(std::size_t pool, std::size_t job) {
     case StageKind::kEncode:
       --encoding_;
       j.ready_s = now_;
-      if (std::size_t own = group_sampler(pool, j.cls); own != kNone)
+      if (p.leases_group && group_sampler(p.group, j.cls) != kNone)
         groups_[p.group].encoded.push_back(job);
       else
         sample_q_.push_back(job);
