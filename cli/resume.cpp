@@ -3,6 +3,7 @@
 // stage stream are left alone: their task will run.
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <set>
 
 #include "cli/cli.h"
@@ -11,9 +12,31 @@
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
 #include "common/state/state.h"
+#include "common/transfer/config_map.h"
+#include "common/transfer/outbox.h"
+#include "common/worker/decode_choice.h"
 #include "common/worker/worker.h"
 
 namespace h3pipe::cli {
+namespace fs = std::filesystem;
+namespace {
+
+// The hosts holding a job's latent, from its history: where it was sampled first, then where a
+// transfer delivered it.
+std::vector<std::string> latent_holders(state::Store& store, const std::string& run, const std::string& job) {
+  std::vector<std::string> out;
+  auto h = store.history(run, job);
+  if (!h.ok()) return out;
+  for (const auto& rec : *h)
+    if (rec.stage() == pb::STAGE_SAMPLE && !rec.host().empty()) out.insert(out.begin(), rec.host());
+  for (const auto& rec : *h)
+    if (rec.stage() == pb::STAGE_TRANSFER && !rec.host().empty() &&
+        std::find(out.begin(), out.end(), rec.host()) == out.end())
+      out.push_back(rec.host());
+  return out;
+}
+
+}  // namespace
 
 int cmd_resume(const Global& g, const std::string& run_id) {
   auto c = load_cluster(g);
@@ -45,7 +68,6 @@ int cmd_resume(const Global& g, const std::string& run_id) {
   }
   // Submissions not yet ingested count as in flight too.
   int counts[5] = {0, 0, 0, 0, 0};  // done, in flight, encode, sample, decode
-  std::string decode_host = c->pools_on("", config::StageKind::kDecode).front()->host;
   for (const auto& j : *jobs) {
     auto spec_it = j.fields.find("spec");
     if (spec_it == j.fields.end()) continue;  // rejected at submission: nothing to resume
@@ -64,11 +86,28 @@ int cmd_resume(const Global& g, const std::string& run_id) {
     *t.mutable_spec() = *spec;
     t.set_enqueued_unix_ms(state::now_ms());
     std::string stream, st;
+    bool via_transfer = false;
     if (auto lat = paths::latent(*c, run_id, j.job_id); lat.ok() && artifacts::verify(*lat).ok()) {
+      // The decode goes where the latent is (or will be): the hosts the job's history says hold
+      // it, through the one decode-host choice (worker/decode_choice.h).
+      auto holders = latent_holders(store, run_id, j.job_id);
+      auto target = worker::resume_decode_target(*c, holders, t, &r);
+      if (target.host.empty()) { fmt::print(stderr, "resume {}: no decode pool in the config\n", j.job_id); return 1; }
       t.set_stage(pb::STAGE_DECODE);
-      t.set_target_host(decode_host);
-      stream = worker::stream_for(config::StageKind::kDecode, decode_host);
-      st = "decode";
+      t.set_target_host(target.host);
+      if (target.via_transfer) {
+        // Only the sampling host has it and does not decode: its transfer sender moves it (the
+        // outbox record is durable; the sender takes it at its next scan if the nudge is missed).
+        t.set_input_path(fs::relative(*lat, c->artifact_root).generic_string());
+        auto sent = transfer::notify_latent_ready(transfer::notify_endpoint(*c, holders.front()), t,
+                                                  transfer::outbox_dir(*c, holders.front()));
+        if (!sent.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, sent.error().message); return 1; }
+        via_transfer = true;
+        st = "transfer";
+      } else {
+        stream = worker::stream_for(config::StageKind::kDecode, target.host);
+        st = "decode";
+      }
       counts[4]++;
     } else if (auto cond = paths::conditioning(*c, run_id, j.job_id); cond.ok() && artifacts::verify(*cond).ok()) {
       t.set_stage(pb::STAGE_SAMPLE);
@@ -87,7 +126,7 @@ int cmd_resume(const Global& g, const std::string& run_id) {
     if (j.state == "failed" || j.state == "cancelled") cmds.push_back({"HINCRBY", keys::run(run_id), "failed", "-1"});
     cmds.push_back({"HDEL", keys::job(run_id, j.job_id), "attempts:encode", "attempts:sample", "attempts:decode", "error"});
     cmds.push_back({"HSET", keys::job(run_id, j.job_id), "state", st});
-    cmds.push_back({"XADD", stream, "*", "task", payload});
+    if (!via_transfer) cmds.push_back({"XADD", stream, "*", "task", payload});
     cmds.push_back({"EXEC"});
     auto res = r.pipeline(cmds);
     if (!res.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, res.error().message); return 1; }

@@ -54,29 +54,21 @@ std::size_t claim_lookahead(config::StageKind stage, const Backlog& b) {
   return 0;
 }
 
-Policy effective_policy(Policy configured, config::StageKind stage,
-                        bool shares_gpus_with_later_stage) {
-  return stage == config::StageKind::kEncode && shares_gpus_with_later_stage ? Policy::kFirstFree
-                                                                             : configured;
+Policy effective_policy(Policy configured, config::StageKind stage) {
+  return stage == config::StageKind::kDecode ? Policy::kCompletionTime : configured;
 }
 
-bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
-                  std::size_t queued_tasks) {
-  if (queued_tasks == 0) return false;
-  const PoolState* me = nullptr;
-  for (const auto& p : pools)
-    if (p.name == self) me = &p;
-  if (!me || !usable(*me)) return false;
-  if (policy == Policy::kFirstFree) return true;
+namespace {
 
-  // Self's first slot completes at c.  Count the other pools' slots that the greedy order puts
-  // before it; self gets a task iff that count is below the number of queued tasks.
-  const double c = me->expected_s;
+// Does the greedy earliest-completion assignment of `tasks` tasks give `me` one?  Fewer than
+// `tasks` slots of other pools complete before me's first one (me's free_in_s counts as 0).
+bool greedy_gives(const PoolState& me, const std::vector<PoolState>& pools, std::size_t tasks) {
+  const double c = me.expected_s + me.tail_s;
   std::size_t before = 0;
   for (const auto& p : pools) {
-    if (&p == me || !usable(p)) continue;
-    const double a = std::max(0.0, p.free_in_s);
-    const bool wins_ties = p.name < me->name;
+    if (&p == &me || !usable(p)) continue;
+    const double a = std::max(0.0, p.free_in_s) + p.tail_s;
+    const bool wins_ties = p.name < me.name;
     const double eps = tie_eps(c);
     if (p.expected_s <= 0) {
       // A zero-time pool has unbounded slots at time a: it takes everything it can reach.
@@ -89,9 +81,22 @@ bool should_claim(Policy policy, std::string_view self, const std::vector<PoolSt
     // The next slot may tie with c: it counts only if p wins ties.
     if (wins_ties && std::fabs(a + static_cast<double>(n + 1) * p.expected_s - c) <= eps) ++n;
     before += n;
-    if (before >= queued_tasks) return false;
+    if (before >= tasks) return false;
   }
-  return before < queued_tasks;
+  return before < tasks;
+}
+
+}  // namespace
+
+bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
+                  std::size_t queued_tasks) {
+  if (queued_tasks == 0) return false;
+  const PoolState* me = nullptr;
+  for (const auto& p : pools)
+    if (p.name == self) me = &p;
+  if (!me || !usable(*me)) return false;
+  if (policy == Policy::kFirstFree) return true;
+  return greedy_gives(*me, pools, queued_tasks);
 }
 
 std::vector<std::size_t> assign_greedy(const std::vector<PoolState>& pools, std::size_t tasks,
@@ -101,7 +106,8 @@ std::vector<std::size_t> assign_greedy(const std::vector<PoolState>& pools, std:
   std::priority_queue<Slot, std::vector<Slot>, SlotLater> heap;
   for (std::size_t i = 0; i < pools.size(); ++i)
     if (usable(pools[i]))
-      heap.push({std::max(0.0, pools[i].free_in_s) + pools[i].expected_s, &pools[i].name, i});
+      heap.push({std::max(0.0, pools[i].free_in_s) + pools[i].expected_s + pools[i].tail_s,
+                 &pools[i].name, i});
   for (std::size_t t = 0; t < tasks && !heap.empty(); ++t) {
     Slot s = heap.top();
     heap.pop();
@@ -176,31 +182,16 @@ double expected_decode_completion(const DecodeHostState& h) {
   return best;
 }
 
-std::optional<std::size_t> choose_decode_host(Policy policy,
-                                              const std::vector<DecodeHostState>& hosts) {
+std::optional<std::size_t> choose_decode_host(const std::vector<DecodeHostState>& hosts) {
   std::optional<std::size_t> best;
-  if (policy == Policy::kFirstFree) {
-    std::size_t best_queue = 0;
-    for (std::size_t i = 0; i < hosts.size(); ++i) {
-      const auto& h = hosts[i];
-      if (!h.alive) continue;
-      bool can = false, idle = false;
-      for (const auto& d : h.decoders) {
-        if (!usable(d)) continue;
-        can = true;
-        idle = idle || d.free_in_s <= 0;
-      }
-      if (!can) continue;
-      if (idle && h.queued == 0) return i;
-      if (!best || h.queued < best_queue) best = i, best_queue = h.queued;
-    }
-    return best;
-  }
   double best_t = kCannotRun;
   for (std::size_t i = 0; i < hosts.size(); ++i) {
-    double t = expected_decode_completion(hosts[i]);
+    const double t = expected_decode_completion(hosts[i]);
     if (!std::isfinite(t)) continue;
-    if (!best || t < best_t - tie_eps(best_t)) best = i, best_t = t;
+    const bool sooner = !best || t < best_t - tie_eps(best_t);
+    const bool tie_local = best && !sooner && t <= best_t + tie_eps(best_t) && hosts[i].local &&
+                           !hosts[*best].local;
+    if (sooner || tie_local) best = i, best_t = t;
   }
   return best;
 }

@@ -57,6 +57,10 @@ struct PoolState {
   double free_in_s = 0;            // 0 if idle; else expected seconds until it can start a task
                                    // (for a pool whose GPUs another pool holds: that pool's rest)
   bool alive = true;               // false: a missed heartbeat; never assigned
+  double tail_s = 0;               // seconds from the end of its task to the job's end that do
+                                   // not hold the pool (route_tail_s: transfer + decode); the
+                                   // same for all its slots, so pools on hosts with a slower way
+                                   // to the decoders finish a job later
 };
 
 // The work a stage's claim decision counts (the lookahead above), from queue depths a live
@@ -73,11 +77,13 @@ struct Backlog {
 // sample_queued, encode_queued, encoding).
 std::size_t claim_lookahead(config::StageKind stage, const Backlog& b);
 
-// The policy a pool applies.  An encoder whose GPUs are shared with a later stage's pool claims
-// whenever its group is idle (first-free): the group reaches its encoder only after its sampler
-// (and decoder) declined every task, and conditioning made now shortens some sampler's wait.
-Policy effective_policy(Policy configured, config::StageKind stage,
-                        bool shares_gpus_with_later_stage);
+// The policy a pool applies.  Encoders and samplers apply the configured one.  An encoder whose
+// GPUs a sampler shares states its commitment (encode + that sampling, PoolState above), so under
+// kCompletionTime a job is encoded in the group that will have sampled it soonest, or left for a
+// busy group that frees in time.  Decoders always apply kCompletionTime: a decoder takes a latent
+// only if no other decoder of its host would finish it sooner (a plain queue lets an idle slow
+// decoder take it; that is never better for the latent and the decode queue is FIFO anyway).
+Policy effective_policy(Policy configured, config::StageKind stage);
 
 // Should the idle pool `self` claim one of `queued_tasks` identical tasks now?
 //  - kFirstFree: yes if there is any task and `self` can run it.
@@ -91,7 +97,7 @@ bool should_claim(Policy policy, std::string_view self, const std::vector<PoolSt
 
 // The greedy earliest-completion assignment itself, for reports and tests: element i is the index
 // into `pools` of the pool that takes task i (tasks in queue order), or npos if no pool can.
-// completion_s (optional) receives each task's expected completion time.
+// completion_s (optional) receives each task's expected completion time (with the pool's tail_s).
 std::vector<std::size_t> assign_greedy(const std::vector<PoolState>& pools, std::size_t tasks,
                                        std::vector<double>* completion_s = nullptr);
 
@@ -103,6 +109,7 @@ struct DecodeHostState {
   std::vector<PoolState> decoders;  // the host's decode pools, expected_s for the job's class
   std::size_t queued = 0;           // decode tasks already waiting on that host
   bool alive = true;
+  bool local = false;               // the latent is already on this host (wins ties)
 };
 
 // Expected completion time of one more decode on `h`: the queued tasks take the earliest decoder
@@ -110,12 +117,12 @@ struct DecodeHostState {
 // sooner than its arrival.  kCannotRun if no live decoder there can run it.
 double expected_decode_completion(const DecodeHostState& h);
 
-// Which host decodes a finished latent: the earliest expected decode completion
-// (kCompletionTime), or the first live host with an idle decoder and no queue, else the shortest
-// queue (kFirstFree).  Ties go to the earlier host in the vector (config order).  nullopt if no
-// host can decode the class.  (A lookahead like claim_lookahead's was tried here: giving the
-// current latent the slowest of the k earliest slots made tails worse, so routing is myopic.)
-std::optional<std::size_t> choose_decode_host(Policy policy,
-                                              const std::vector<DecodeHostState>& hosts);
+// Which host decodes a finished latent, under every policy: the earliest expected decode
+// completion.  Ties go to a host that already holds the latent (`local`: no network), then to the
+// earlier host in the vector (config order).  nullopt if no host can decode the class.  (A
+// lookahead like claim_lookahead's was tried here: giving the current latent the slowest of the
+// k earliest slots made tails worse, so routing is myopic.)  Callers build `hosts` with
+// decode_hosts() (decode_route.h), from Redis live and from the simulator's clock in a plan.
+std::optional<std::size_t> choose_decode_host(const std::vector<DecodeHostState>& hosts);
 
 }  // namespace h3pipe::schedule

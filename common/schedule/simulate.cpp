@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "common/schedule/decode_route.h"
 #include "common/schedule/geometry.h"
 
 namespace h3pipe::schedule {
@@ -30,14 +31,17 @@ struct PoolRt {
   std::vector<double> expected;                 // per class index (time_scale applied)
   std::vector<double> committed;                // expected + the later stages its GPU group
                                                 // runs for the same job (dispatch.h)
+  std::vector<double> tail;                     // per class: route_tail_s (dispatch.h)
   std::vector<std::size_t> cycle_pos;           // per class index
-  bool shares_later = false;                    // its GPU group has a pool of a later stage
+  bool leases_group = false;                    // an encoder whose GPU group has a sampler: the
+                                                // group keeps the job through its sampling
 };
 
 struct GroupRt {
   std::vector<std::size_t> by_stage[3];  // pool indices per stage, config order
   bool busy = false;
   double expected_end = 0;
+  std::deque<std::size_t> encoded;  // jobs its encoder finished, for its own sampler (the lease)
 };
 
 struct LinkRt {
@@ -101,6 +105,8 @@ class Sim {
   }
   void dispatch();
   bool try_claim(std::size_t pool);
+  // The sampler of GPU group `group` that can sample class `cls` (the lease's), or kNone.
+  std::size_t group_sampler(std::size_t group, std::size_t cls) const;
   void start(std::size_t pool, std::size_t job);
   void on_pool_done(std::size_t pool, std::size_t job);
   void on_link_done(std::size_t link, std::size_t job);
@@ -227,8 +233,8 @@ Status Sim::build() {
   for (auto& p : pools_) {
     p.committed = p.expected;
     const auto& g = groups_[p.group];
-    for (int later = static_cast<int>(p.cfg->stage) + 1; later < 3; ++later)
-      p.shares_later = p.shares_later || !g.by_stage[later].empty();
+    p.leases_group = p.cfg->stage == StageKind::kEncode &&
+                     !g.by_stage[static_cast<int>(StageKind::kSample)].empty();
     for (int later = static_cast<int>(p.cfg->stage) + 1; later < 3; ++later)
       for (std::size_t k = 0; k < classes_.size(); ++k) {
         double best = kCannotRun;
@@ -236,6 +242,26 @@ Status Sim::build() {
         if (std::isfinite(best)) p.committed[k] += best;
       }
   }
+  for (auto& p : pools_) {
+    const bool own_decoder = !groups_[p.group].by_stage[static_cast<int>(StageKind::kDecode)].empty();
+    for (const auto& cls : classes_)
+      p.tail.push_back(own_decoder || p.cfg->stage == StageKind::kDecode
+                           ? 0.0
+                           : route_tail_s(c_, p.cfg->host, cls, class_bytes_[p.tail.size()]));
+  }
+  // The lease keeps a grouped encoder's jobs on its group: a sampler with no encoder on its GPUs
+  // is fed by standalone encoders only.
+  bool standalone_encoder = false, leasing_encoder = false;
+  for (const auto& p : pools_)
+    if (p.cfg->stage == StageKind::kEncode) (p.leases_group ? leasing_encoder : standalone_encoder) = true;
+  if (leasing_encoder && !standalone_encoder)
+    for (const auto& p : pools_)
+      if (p.cfg->stage == StageKind::kSample && groups_[p.group].by_stage[0].empty())
+        out_.warnings.push_back(fmt::format(
+            "sample pool {} has no encoder on its GPUs and there is no standalone encoder: every "
+            "encoder keeps its job for the sampler on its own GPUs (a GPU group is one lease), "
+            "so {} gets no work",
+            p.cfg->name, p.cfg->name));
   for (auto& p : pools_) {
     const auto& g = groups_[p.group];
     for (const auto& v : g.by_stage)
@@ -353,9 +379,10 @@ bool Sim::try_claim(std::size_t pool) {
   const auto& ids = p.cfg->stage == StageKind::kDecode ? host_decoders_[p.host] : stage_pools_[s];
   for (std::size_t i = 0; i < ids.size(); ++i) {
     states[i].expected_s = pools_[ids[i]].committed[cls];
+    states[i].tail_s = pools_[ids[i]].tail[cls];
     states[i].free_in_s = free_in(ids[i]);
   }
-  const Policy policy = effective_policy(opt_.policy, p.cfg->stage, p.shares_later);
+  const Policy policy = effective_policy(opt_.policy, p.cfg->stage);
   if (!should_claim(policy, p.cfg->name, states, queued)) return false;
 
   if (p.cfg->stage == StageKind::kEncode)
@@ -393,12 +420,27 @@ void Sim::start(std::size_t pool, std::size_t job) {
   push(now_ + d, Ev::kPoolDone, pool, job);
 }
 
+std::size_t Sim::group_sampler(std::size_t group, std::size_t cls) const {
+  for (std::size_t q : groups_[group].by_stage[static_cast<int>(StageKind::kSample)])
+    if (std::isfinite(pools_[q].expected[cls])) return q;
+  return kNone;
+}
+
 void Sim::dispatch() {
   // Repeat until nothing changes: a claim changes the peers' view (free_in) and the queues.
   for (bool changed = true; changed;) {
     changed = false;
     for (auto& g : groups_) {
       if (g.busy) continue;
+      // The lease: a job encoded on these GPUs is sampled on them next, before anything else.
+      if (!g.encoded.empty()) {
+        const std::size_t job = g.encoded.front();
+        g.encoded.pop_front();
+        ++sampling_;
+        start(group_sampler(static_cast<std::size_t>(&g - groups_.data()), jobs_[job].cls), job);
+        changed = true;
+        continue;
+      }
       for (int s : {2, 1, 0}) {  // downstream first
         for (std::size_t pool : g.by_stage[s])
           if (try_claim(pool)) {
@@ -421,29 +463,18 @@ void Sim::route_latent(std::size_t job, std::size_t from) {
   JobRt& j = jobs_[job];
   const std::uint64_t bytes = class_bytes_[j.cls];
 
-  std::vector<DecodeHostState> cands;
-  cands.reserve(decode_hosts_.size());
+  // The one decode-host choice (decode_route.h), fed from the simulator's clock.
+  DecodeLoad load;
   for (std::size_t h : decode_hosts_) {
-    DecodeHostState st;
-    st.host = host_names_[h];
-    if (h != from) {
-      auto it = link_ix_.find({from, h});
-      const double backlog =
-          it == link_ix_.end() ? 0 : std::max(0.0, links_[it->second].backlog_end - now_);
-      st.transfer_s = backlog + transfer_seconds(bytes, link_cfg(from, h));
-    }
-    const auto& ids = host_decoders_[h];
-    auto& states = host_decoder_states_[h];
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      states[i].expected_s = pools_[ids[i]].expected[j.cls];
-      states[i].free_in_s = free_in(ids[i]);
-    }
-    st.decoders = states;
-    st.queued = decode_q_[h].size() + in_transit_[h];
-    cands.push_back(std::move(st));
+    if (h != from) (void)link_cfg(from, h);  // warns once about a missing link
+    load.queued[host_names_[h]] = decode_q_[h].size() + in_transit_[h];
+    for (std::size_t d : host_decoders_[h]) load.decoder_free_in_s[pools_[d].cfg->name] = free_in(d);
+    if (auto it = link_ix_.find({from, h}); it != link_ix_.end())
+      load.link_backlog_s[{host_names_[from], host_names_[h]}] =
+          std::max(0.0, links_[it->second].backlog_end - now_);
   }
-  auto pick = choose_decode_host(opt_.policy, cands);
-  const std::size_t to = decode_hosts_[pick.value_or(0)];
+  auto route = schedule::route_latent(c_, {host_names_[from]}, classes_[j.cls], bytes, load);
+  const std::size_t to = route ? host_ix_.at(route->host) : decode_hosts_.front();
   j.decode_host = to;
   if (opt_.record) out_.job_records[job].decode_host = host_names_[to];
   if (to == from) return arrive(job, to);
@@ -486,7 +517,10 @@ void Sim::on_pool_done(std::size_t pool, std::size_t job) {
     case StageKind::kEncode:
       --encoding_;
       j.ready_s = now_;
-      sample_q_.push_back(job);
+      if (p.leases_group && group_sampler(p.group, j.cls) != kNone)
+        groups_[p.group].encoded.push_back(job);
+      else
+        sample_q_.push_back(job);
       break;
     case StageKind::kSample:
       --sampling_;

@@ -11,11 +11,12 @@
 //  - decode: on a decode pool of the chosen host; the host's decode queue is FIFO by sample
 //    completion among latents that have arrived.
 //  - Pools joined by shares_gpus_with (transitively) form one GPU group that runs one task at a
-//    time: an encoder on a sampler's GPUs holds them while it encodes, then offloads.  When a
-//    group frees up it looks at its pools' stages downstream first (decode, sample, encode), so
-//    work already started is finished before new work is admitted, as a serial workflow does.
+//    time (one lease): an encoder on a sampler's GPUs holds them while it encodes, then offloads,
+//    and the job it encoded is sampled there next.  When a group frees up it samples such a job
+//    first, then looks at its pools' stages downstream first (decode, sample, encode), so work
+//    already started is finished before new work is admitted, as a serial workflow does.
 //  - Who claims what is decided by the same calls the live workers make (dispatch.h):
-//    should_claim for every stage, choose_decode_host when a latent is finished.  Dispatch uses
+//    should_claim for every stage, route_latent (decode_route.h) when a latent is finished.  Dispatch uses
 //    expected() of each profile; the simulated durations are expected() too, or random draws
 //    of kNormal profiles (clamped at 0) with SimOptions::stochastic.  kCycle profiles use their
 //    values in turn per pool and class.  Every duration is multiplied by Cluster::time_scale.

@@ -1,39 +1,64 @@
 #pragma once
-// Which host decodes a finished latent (issue #3: "with several decode hosts, the one with the
-// shortest expected queue").  The sampler decides when it completes the sample stage and writes
-// the choice into the decode task's target_host; the transfer sender then moves the latent there.
-//
-// Expected time until host h has decoded this job =
-//     transfer  (0 on the sampling host; else latent bytes x 8 / link gbps + link latency)
-//   + backlog   (entries in h's decode stream, i.e. queued + running, x the host's mean decode
-//                time for the job's class / the number of decode pools on h)
-//   + own decode time on h.
-// Ties go to the sampling host (no network), then to config order.  On a Redis error the backlog
-// counts as zero: the choice degrades to "fastest host for this job", never to a failure.
+// Which host decodes a finished latent, live: the sampler decides when it completes the sample
+// stage and writes the choice into the decode task's target_host; the transfer sender then moves
+// the latent there.  The choice itself is the planner's (schedule::route_latent, decode_route.h:
+// the earliest expected decode completion, ties to the sampling host, then config order); this
+// adapter only fills its inputs from Redis: each decode host's backlog is the XLEN of its decode
+// stream (waiting and running tasks).  On a Redis error a backlog counts as zero: the choice
+// degrades to "fastest host for this job", never to a failure.
 #include <string>
 #include <vector>
 
 #include "common/config/config.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/queue/redis.h"
+#include "common/schedule/decode_route.h"
 
 namespace h3pipe::worker {
 
 struct DecodeCandidate {
   std::string host;
   double transfer_s = 0;  // latent over the link (0 when local)
-  double backlog_s = 0;   // work already queued on that host's decode stream
-  double decode_s = 0;    // this job's decode time there
-  double total() const { return transfer_s + backlog_s + decode_s; }
+  double decode_s = 0;    // this job's decode time there (fastest decoder)
+  double done_s = 0;      // expected seconds until decoded there (schedule::expected_decode_completion)
+  double total() const { return done_s; }
 };
 
-// Scores every host with a decode pool (backlog from XLEN of its decode stream via `redis`;
-// pass nullptr to ignore backlogs).  Sorted best first.
-std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c, const std::string& self,
-                                                const pb::StageTask& task, queue::Redis* redis);
+// The live DecodeLoad: XLEN of every decode host's stream (nothing on a Redis error or nullptr).
+schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis);
 
-// The best host's name; `self` when the config has no decode pool at all.
-std::string choose_decode_host(const config::Cluster& c, const std::string& self, const pb::StageTask& task,
-                               queue::Redis* redis);
+// The job class and latent size the choice needs, from the task's spec.
+std::string job_class_of(const config::Cluster& c, const pb::StageTask& task);
+std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& task);
+
+// Scores every host with a decode pool for a latent held on `holders` (the first made it).
+// Sorted best first, in the order schedule::choose_decode_host ranks them.
+std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
+                                                const std::vector<std::string>& holders,
+                                                const pb::StageTask& task, queue::Redis* redis);
+inline std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c, const std::string& self,
+                                                       const pb::StageTask& task, queue::Redis* redis) {
+  return score_decode_hosts(c, std::vector<std::string>{self}, task, redis);
+}
+
+// The chosen host's name for a latent held on `holders`; holders[0] when no host can decode it
+// (the config has no decode pool).
+std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
+                               const pb::StageTask& task, queue::Redis* redis);
+inline std::string choose_decode_host(const config::Cluster& c, const std::string& self, const pb::StageTask& task,
+                                      queue::Redis* redis) {
+  return choose_decode_host(c, std::vector<std::string>{self}, task, redis);
+}
+
+// Where `resume` re-enqueues the decode of a latent held on `holders` (from the job's history:
+// the sampling host, then hosts that received it): a holder that decodes, chosen among those by
+// the same rule, so no latent is decoded where it is not; else the shared choice from holders[0],
+// whose transfer sender must move it there (via_transfer).  Empty host: no decode pool at all.
+struct ResumeTarget {
+  std::string host;
+  bool via_transfer = false;  // hand the task to holders[0]'s sender (outbox), not a decode stream
+};
+ResumeTarget resume_decode_target(const config::Cluster& c, const std::vector<std::string>& holders,
+                                  const pb::StageTask& task, queue::Redis* redis);
 
 }  // namespace h3pipe::worker

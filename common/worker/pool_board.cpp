@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/queue/keys.h"
+#include "common/schedule/decode_route.h"
+#include "common/schedule/geometry.h"
 #include "common/state/state.h"
 
 namespace h3pipe::worker {
@@ -32,6 +34,19 @@ double PoolBoard::expected_s(const config::Pool& p) const {
   if (it == p.profiles.end() && !p.profiles.empty()) it = p.profiles.begin();
   if (it == p.profiles.end()) return 1.0;  // no profile: all pools equal
   return std::max(1e-6, it->second.expected() * cluster_.time_scale);
+}
+
+// The route tail (schedule::route_tail_s) of a sample pool, as the planner states it: transfer +
+// decode from its host, for the class whose profile expected_s uses (its latent size from
+// /classes, else the first class's).  Static: computed from the config alone.
+double PoolBoard::tail_s(const config::Pool& p) const {
+  std::string cls = "default";
+  if (!p.profiles.count("default") && !p.profiles.empty()) cls = p.profiles.begin()->first;
+  const config::JobClass* k = cluster_.classes.empty() ? nullptr : &cluster_.classes.front();
+  for (const auto& x : cluster_.classes)
+    if (x.name == cls) k = &x;
+  const std::uint64_t bytes = k ? schedule::latent_bytes(k->width, k->height, k->frames) : 0;
+  return schedule::route_tail_s(cluster_, p.host, cls, bytes);
 }
 
 PoolBoard::~PoolBoard() {
@@ -100,6 +115,7 @@ bool PoolBoard::may_claim() {
     schedule::PoolState s;
     s.name = name;
     s.expected_s = expected_s(*p);
+    s.tail_s = tail_s(*p);
     s.free_in_s = std::max(0.0, j.value("busy_until_s", 0.0) - now);
     s.alive = now - j.value("heartbeat_s", 0.0) < kDeadAfterS;
     if (name == self_.name) { s.alive = true; s.free_in_s = 0; }

@@ -32,6 +32,7 @@ class PoolBoard final {
  private:
   PoolBoard(const config::Cluster& c, const config::Pool& self) : cluster_(c), self_(self) {}
   double expected_s(const config::Pool& p) const;
+  double tail_s(const config::Pool& p) const;
   const config::Cluster& cluster_;
   const config::Pool& self_;
   std::unique_ptr<queue::Redis> redis_;

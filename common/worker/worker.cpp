@@ -12,6 +12,7 @@
 #include "common/latent/latent.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
+#include "common/worker/decode_choice.h"
 
 namespace h3pipe::worker {
 namespace fs = std::filesystem;
@@ -41,11 +42,6 @@ void warm_first_use() {
   (void)state::Store::complete_cmds("warm-up", "warm-up", pb::StageRecord(), "", "", "", false);
 }
 
-std::string default_decode_host(const config::Cluster& c, const std::string& self) {
-  if (!c.pools_on(self, config::StageKind::kDecode).empty()) return self;
-  auto all = c.pools_on("", config::StageKind::kDecode);
-  return all.empty() ? self : all.front()->host;
-}
 
 }  // namespace
 
@@ -63,7 +59,9 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   warm_first_use();
   if (!w->hooks_.decode_host) {
     std::string self = pool.host;
-    w->hooks_.decode_host = [&c, self](const pb::StageTask&) { return default_decode_host(c, self); };
+    // The shared decode-host choice (decode_choice.h) without backlogs; stage services with
+    // several decode hosts wire the one that reads them from Redis.
+    w->hooks_.decode_host = [&c, self](const pb::StageTask& t) { return choose_decode_host(c, self, t, nullptr); };
   }
   auto r = queue::Redis::connect(w->opts_.redis);
   if (!r.ok()) return r.error();

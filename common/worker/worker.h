@@ -21,8 +21,8 @@ struct Hooks {
   // Dispatch policy (sample pools): asked before each claim; false = leave the task to a pool
   // that would finish it sooner.  Default: always claim.
   std::function<bool()> may_claim = [] { return true; };
-  // Chooses the decode host for a finished latent.  Default: this host if it decodes, else the
-  // first host with a decode pool.
+  // Chooses the decode host for a finished latent.  Default: the shared choice
+  // (worker::choose_decode_host, schedule/decode_route.h) without queue backlogs.
   std::function<std::string(const pb::StageTask&)> decode_host;
   // Hands a durable latent to this host's transfer sender when the decode host differs.  The
   // receiver enqueues the decode task.  Required when any decode host differs from this one.

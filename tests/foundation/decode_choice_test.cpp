@@ -1,4 +1,5 @@
-// Which decode host gets a latent (issue #3): the shortest expected queue, against a real Redis.
+// Which decode host gets a latent (issue #3, one choice since issue #13): the earliest expected
+// decode completion, with the backlog read from a real Redis.
 #include <gtest/gtest.h>
 
 #include "common/config/config.h"
@@ -75,14 +76,15 @@ TEST(DecodeChoice, BacklogMovesTheLatentToTheShorterExpectedQueue) {
   auto r = srv.connect();
   ASSERT_TRUE(r.ok());
   auto c = cluster();
-  // b: 3 queued x 2 s / 1 pool = 6 s; c: 2 queued x 3 s / 2 pools = 3 s.
+  // The queue is served FIFO on the decoders' slots (schedule::expected_decode_completion):
+  // b: 3 queued on one 2 s pool, this one done at 8 s; c: 2 queued on two 3 s pools, done at 6 s.
   fill(**r, "b", 3);
   fill(**r, "c", 2);
   auto scored = worker::score_decode_hosts(c, "a", task(), r->get());
   ASSERT_EQ(scored.size(), 2u);
   EXPECT_EQ(scored[0].host, "c");
-  EXPECT_DOUBLE_EQ(scored[0].backlog_s, 3.0);
-  EXPECT_DOUBLE_EQ(scored[1].backlog_s, 6.0);
+  EXPECT_DOUBLE_EQ(scored[0].total(), 6.0);
+  EXPECT_DOUBLE_EQ(scored[1].total(), 8.0);
   EXPECT_EQ(worker::choose_decode_host(c, "a", task(), r->get()), "c");
   // Drain b: back to b.
   ASSERT_TRUE((*r)->command({"DEL", keys::stream("decode@b")}).ok());
@@ -100,4 +102,18 @@ TEST(DecodeChoice, ALocalDecoderWinsTiesAndNoDecoderMeansSelf) {
   auto none = config::parse(nlohmann::json::parse(R"({"name": "t", "hosts": [{"name": "a"}],
     "pools": [{"name": "s", "host": "a", "stage": "sample"}]})"), ".");
   if (none.ok()) EXPECT_EQ(worker::choose_decode_host(*none, "a", task(), nullptr), "a");
+}
+
+TEST(DecodeChoice, ResumeDecodesWhereTheLatentIsOrSendsItFromTheSamplingHost) {
+  auto c = cluster();  // sampler on a (no decoder), decoders on b and c
+  // Sampled on a, delivered to c: decode on c (no transfer), though b is faster.
+  auto t = worker::resume_decode_target(c, {"a", "c"}, task(), nullptr);
+  EXPECT_EQ(t.host, "c");
+  EXPECT_FALSE(t.via_transfer);
+  // Only on a, which does not decode: the shared choice from a, through a's transfer sender.
+  t = worker::resume_decode_target(c, {"a"}, task(), nullptr);
+  EXPECT_EQ(t.host, "b");
+  EXPECT_TRUE(t.via_transfer);
+  // The sampler and the resume agree.
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), nullptr), "b");
 }

@@ -82,6 +82,21 @@ TEST(ShouldClaim, AgreesWithTheGreedyAssignmentOnRandomStates) {
   }
 }
 
+TEST(ShouldClaim, TheRouteTailCountsInTheCompletion) {
+  // Equal samplers; "a" is behind a slower way to the decoders, so "b" finishes the job first.
+  std::vector<PoolState> ps = {pool("a", 100), pool("b", 100)};
+  ps[0].tail_s = 1.1;
+  ps[1].tail_s = 0.5;
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "a", ps, 1));
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "b", ps, 1));
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "a", ps, 2));
+  std::vector<double> done;
+  auto g = assign_greedy(ps, 2, &done);
+  EXPECT_EQ(g[0], 1u);
+  EXPECT_DOUBLE_EQ(done[0], 100.5);
+  EXPECT_DOUBLE_EQ(done[1], 101.1);
+}
+
 TEST(AssignGreedy, CompletionTimesAreTheEarliestSlots) {
   std::vector<PoolState> ps = {pool("fast", 100, 50), pool("slow", 300)};
   std::vector<double> done;
@@ -100,14 +115,14 @@ TEST(DecodeHost, EarliestExpectedCompletionWins) {
   DecodeHostState far{"far", 5, {pool("d1", 12)}, 0, true};        // 5 + 12 = 17
   EXPECT_DOUBLE_EQ(expected_decode_completion(near), 110);
   EXPECT_DOUBLE_EQ(expected_decode_completion(far), 17);
-  EXPECT_EQ(choose_decode_host(Policy::kCompletionTime, {near, far}), 1u);
+  EXPECT_EQ(choose_decode_host({near, far}), 1u);
   far.alive = false;
-  EXPECT_EQ(choose_decode_host(Policy::kCompletionTime, {near, far}), 0u);
+  EXPECT_EQ(choose_decode_host({near, far}), 0u);
   far.alive = true;
   far.decoders[0].expected_s = kCannotRun;
-  EXPECT_EQ(choose_decode_host(Policy::kCompletionTime, {near, far}), 0u);
+  EXPECT_EQ(choose_decode_host({near, far}), 0u);
   near.decoders[0].expected_s = kCannotRun;
-  EXPECT_FALSE(choose_decode_host(Policy::kCompletionTime, {near, far}).has_value());
+  EXPECT_FALSE(choose_decode_host({near, far}).has_value());
 }
 
 TEST(DecodeHost, LongQueuesUseTheSameEstimate) {
@@ -119,13 +134,23 @@ TEST(DecodeHost, LongQueuesUseTheSameEstimate) {
   EXPECT_NEAR(expected_decode_completion(h), 256.0 / 3 * 20 + 10, 20);
 }
 
-TEST(DecodeHost, FirstFreePrefersAnIdleHostInOrder) {
-  DecodeHostState a{"a", 0, {pool("d0", 30, 5)}, 0, true};
-  DecodeHostState b{"b", 9, {pool("d1", 30)}, 0, true};
-  EXPECT_EQ(choose_decode_host(Policy::kFirstFree, {a, b}), 1u);
-  b.queued = 1;
-  a.queued = 0;
-  EXPECT_EQ(choose_decode_host(Policy::kFirstFree, {a, b}), 0u);
+TEST(DecodeHost, TiesGoToTheHostHoldingTheLatentThenToConfigOrder) {
+  DecodeHostState a{"a", 5, {pool("d0", 30)}, 0, true, false};   // 35
+  DecodeHostState b{"b", 0, {pool("d1", 30, 5)}, 0, true, true};  // 35, the latent is here
+  DecodeHostState c{"c", 5, {pool("d2", 30)}, 0, true, false};   // 35
+  EXPECT_EQ(choose_decode_host({a, b, c}), 1u);
+  EXPECT_EQ(choose_decode_host({a, c}), 0u);
+  b.decoders[0].free_in_s = 6;  // 36: sooner wins over local
+  EXPECT_EQ(choose_decode_host({a, b, c}), 0u);
+}
+
+TEST(Policy, DecodersAlwaysDecideByCompletionTime) {
+  EXPECT_EQ(effective_policy(Policy::kFirstFree, config::StageKind::kDecode),
+            Policy::kCompletionTime);
+  EXPECT_EQ(effective_policy(Policy::kFirstFree, config::StageKind::kEncode), Policy::kFirstFree);
+  EXPECT_EQ(effective_policy(Policy::kCompletionTime, config::StageKind::kEncode),
+            Policy::kCompletionTime);
+  EXPECT_EQ(effective_policy(Policy::kFirstFree, config::StageKind::kSample), Policy::kFirstFree);
 }
 
 TEST(Policy, NamesRoundTrip) {

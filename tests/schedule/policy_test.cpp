@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "common/schedule/plan.h"
@@ -103,52 +104,76 @@ TEST(Policy, CompletionTimeNeverLosesOnTheTestSet) {
     }
 }
 
-// Random heterogeneous clusters: completion-time is a greedy online rule, not an optimal
-// schedule, so this sweep bounds how often and by how much it may lose (docs/planner.md gives
-// the measured figures); the curated sets above must never lose.
-TEST(Policy, RandomSweepWinsOftenAndRarelyLosesByLittle) {
+// One random heterogeneous cluster of the sweep below: 1-4 samplers on hosts a/b, with encoders
+// on their GPUs, or 1-2 standalone encoders, or none; 1-2 decoders on "dec" or "a".
+config::Cluster random_cluster(std::mt19937_64& rng) {
+  config::Cluster c;
+  c.classes.push_back({"sd", 416, 736, 124, 6});
+  for (const char* h : {"a", "b", "dec"}) {
+    c.hosts.push_back({});
+    c.hosts.back().name = h;
+  }
+  const int ns = 1 + static_cast<int>(rng() % 4);
+  const bool enc = rng() % 2, standalone = rng() % 3 == 0;
+  for (int i = 0; i < ns; ++i) {
+    const double s = 30 + static_cast<double>(rng() % 400);
+    const std::string host = rng() % 2 ? "a" : "b";
+    if (enc && !standalone)
+      c.pools.push_back(make_pool(fmt::format("e{}", i), host, StageKind::kEncode,
+                                  5 + static_cast<double>(rng() % 30), fmt::format("s{}", i)));
+    c.pools.push_back(make_pool(fmt::format("s{}", i), host, StageKind::kSample, s));
+  }
+  if (standalone)
+    for (int i = 0, n = 1 + static_cast<int>(rng() % 2); i < n; ++i)
+      c.pools.push_back(make_pool(fmt::format("se{}", i), "a", StageKind::kEncode,
+                                  5 + static_cast<double>(rng() % 60)));
+  for (int i = 0, n = 1 + static_cast<int>(rng() % 2); i < n; ++i)
+    c.pools.push_back(make_pool(fmt::format("d{}", i), rng() % 3 == 0 ? "a" : "dec",
+                                StageKind::kDecode, 5 + static_cast<double>(rng() % 80)));
+  c.links.push_back({"a", "dec", 2.35, 1085});
+  c.links.push_back({"b", "dec", 1, 500});
+  c.links.push_back({"a", "b", 1, 500});
+  return c;
+}
+
+std::string describe(const config::Cluster& c) {
+  std::string s;
+  for (const auto& p : c.pools)
+    s += fmt::format(" {}@{}:{}{}", p.name, p.host, p.profiles.at("sd").seconds,
+                     p.shares_gpus_with.empty() ? "" : "+" + p.shares_gpus_with);
+  return s;
+}
+
+// Random heterogeneous clusters (issue #13 acceptance): completion-time against first-free on
+// 1,000 seeded clusters of 1..14 jobs.  Both route latents and claim decodes alike (dispatch.h),
+// so they differ in encode and sample claims only.
+TEST(Policy, RandomSweepRarelyLoses) {
   std::mt19937_64 rng(1);
   std::size_t total = 0, worse = 0, better = 0;
   double worst = 0;
-  for (int round = 0; round < 1500; ++round) {
-    config::Cluster c;
-    c.classes.push_back({"sd", 416, 736, 124, 6});
-    for (const char* h : {"a", "b", "dec"}) {
-      c.hosts.push_back({});
-      c.hosts.back().name = h;
-    }
-    const int ns = 1 + static_cast<int>(rng() % 4);
-    const bool enc = rng() % 2, standalone = rng() % 3 == 0;
-    for (int i = 0; i < ns; ++i) {
-      const double s = 30 + static_cast<double>(rng() % 400);
-      const std::string host = rng() % 2 ? "a" : "b";
-      if (enc && !standalone)
-        c.pools.push_back(make_pool(fmt::format("e{}", i), host, StageKind::kEncode,
-                                    5 + static_cast<double>(rng() % 30), fmt::format("s{}", i)));
-      c.pools.push_back(make_pool(fmt::format("s{}", i), host, StageKind::kSample, s));
-    }
-    if (standalone)
-      for (int i = 0, n = 1 + static_cast<int>(rng() % 2); i < n; ++i)
-        c.pools.push_back(make_pool(fmt::format("se{}", i), "a", StageKind::kEncode,
-                                    5 + static_cast<double>(rng() % 60)));
-    for (int i = 0, n = 1 + static_cast<int>(rng() % 2); i < n; ++i)
-      c.pools.push_back(make_pool(fmt::format("d{}", i), rng() % 3 == 0 ? "a" : "dec",
-                                  StageKind::kDecode, 5 + static_cast<double>(rng() % 80)));
-    c.links.push_back({"a", "dec", 2.35, 1085});
-    c.links.push_back({"b", "dec", 1, 500});
-    c.links.push_back({"a", "b", 1, 500});
+  for (int round = 0; round < 1000; ++round) {
+    const config::Cluster c = random_cluster(rng);
     const std::size_t n = 1 + rng() % 14;
     const double ct = makespan(c, n, Policy::kCompletionTime);
     const double ff = makespan(c, n, Policy::kFirstFree);
     ++total;
-    if (ct > ff + 1e-6) ++worse, worst = std::max(worst, ct / ff - 1);
+    if (ct > ff + 1e-6) {
+      ++worse, worst = std::max(worst, ct / ff - 1);
+      std::printf("worse: round %d, %zu jobs: completion_time %.2f s, first_free %.2f s;%s\n",
+                  round, n, ct, ff, describe(c).c_str());
+    }
     if (ct < ff - 1e-6) ++better;
   }
   RecordProperty("better", static_cast<int>(better));
   RecordProperty("worse", static_cast<int>(worse));
-  EXPECT_GT(better, total * 40 / 100);
-  EXPECT_LT(worse, total * 2 / 100);
-  EXPECT_LT(worst, 0.10);
+  // Known, measured (docs/planner.md): 1 of 1000 loses.  Round 887 (+6.9 %): standalone encoders
+  // trickle jobs in, a slow sampler that the greedy gives a later job claims the head one first
+  // (pools decide in turn), and the fastest one idles until the next arrival; first-free's use
+  // of another slow sampler happens to end sooner.  (Round 644, +0.09 %, was a tie on sample
+  // completion broken by name towards the slower link; PoolState::tail_s fixed it.)
+  EXPECT_LE(worse, 1u);
+  EXPECT_LT(worst, 0.07);
+  EXPECT_GT(better, total * 30 / 100);
   std::printf(
       "random sweep: %zu clusters, completion_time better in %zu, worse in %zu (worst +%.1f %%)\n",
       total, better, worse, worst * 100);
@@ -179,6 +204,52 @@ TEST(Simulate, GpuSharingEncoderHoldsTheSamplersGpus) {
   EXPECT_DOUBLE_EQ(j[0].sample_start_s, 13);
   EXPECT_DOUBLE_EQ(j[1].encode_start_s, 140);  // after job 0's sampling, not during it
   EXPECT_DOUBLE_EQ(j[2].sample_end_s, 420);
+}
+
+// A GPU group is one lease: no two pools sharing GPUs run at once in the plan, on the random
+// clusters and on every seed topology.
+void expect_no_group_overlap(const SimResult& r, const std::string& what) {
+  std::map<std::string, std::vector<std::pair<double, double>>> by_group;
+  for (const auto& seg : r.segments)
+    if (!r.lanes[seg.lane].group.empty())
+      by_group[r.lanes[seg.lane].group].push_back({seg.start_s, seg.end_s});
+  for (auto& [g, v] : by_group) {
+    std::sort(v.begin(), v.end());
+    for (std::size_t i = 1; i < v.size(); ++i)
+      ASSERT_GE(v[i].first + 1e-9, v[i - 1].second)
+          << what << ": group " << g << " runs two tasks at once at " << v[i].first;
+  }
+}
+
+TEST(Simulate, GpuGroupIsOneLease) {
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 300; ++round) {
+    const config::Cluster c = random_cluster(rng);
+    for (Policy p : {Policy::kCompletionTime, Policy::kFirstFree}) {
+      SimOptions o;
+      o.policy = p;
+      auto r = simulate(c, make_jobs(1 + rng() % 14, "sd"), o);
+      ASSERT_TRUE(r.ok());
+      expect_no_group_overlap(*r, fmt::format("round {}", round));
+    }
+  }
+  for (const char* t : {"serial_4xT10.json", "four_four_plus_one.json",
+                        "four_four_xtx_plus_one.json", "a6000x4_per_gpu.json"}) {
+    auto p = plan_file(std::string(H3PIPE_SOURCE_DIR) + "/configs/topologies/" + t, "sd", 25,
+                       "completion_time", false, 1);
+    ASSERT_TRUE(p.ok()) << t;
+    expect_no_group_overlap(p->sim, t);
+  }
+}
+
+TEST(Simulate, ASamplerNoEncoderCanFeedIsAWarning) {
+  auto c = cluster({100}, {10}, false, 13);  // e0 on s0's GPUs
+  c.pools.push_back(make_pool("s9", "a", StageKind::kSample, 50));
+  auto r = simulate(c, make_jobs(3, "sd"), {});
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->warnings.empty());
+  EXPECT_NE(r->warnings[0].find("sample pool s9 has no encoder on its GPUs"), std::string::npos);
+  for (const auto& j : r->job_records) EXPECT_EQ(j.sample_pool, "s0");
 }
 
 TEST(Simulate, NoEncodePoolMeansZeroEncodeTime) {

@@ -1,0 +1,130 @@
+// `resume` re-enqueues a decode where the latent is (issue #13): the hosts the job's history says
+// hold it, through the one decode-host choice; a latent only on a sampling host that does not
+// decode goes to that host's transfer sender (its outbox), never straight onto a decode stream
+// of a host that does not have it.  Real redis-server, the real h3pipe binary, real files.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+
+#include "common/artifacts/artifacts.h"
+#include "common/config/config.h"
+#include "common/queue/keys.h"
+#include "common/state/paths.h"
+#include "common/state/state.h"
+#include "common/transfer/config_map.h"
+#include "tests/support/test_support.h"
+
+using namespace h3pipe;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Fixture {
+  ts::TempDir dir;
+  ts::RedisServer redis;
+  std::string config_path;
+  config::Cluster cluster;
+
+  // Sampler on a (no decoder); decoders on b and c, b's faster.  The transfer ports only satisfy
+  // the multi-host config check: nothing listens or connects in this test.
+  Fixture() {
+    nlohmann::json j = {
+        {"name", "resume-route"},
+        {"state_dir", (dir.path() / "state").string()},
+        {"transfer", {{"curve", false}}},
+        {"hosts",
+         {{{"name", "a"}, {"address", "127.0.0.1"}},
+          {{"name", "b"}, {"address", "127.0.0.1"}, {"transfer_port", 7701}},
+          {{"name", "c"}, {"address", "127.0.0.1"}, {"transfer_port", 7702}}}},
+        {"pools",
+         {{{"name", "s"}, {"host", "a"}, {"stage", "sample"}},
+          {{"name", "db"}, {"host", "b"}, {"stage", "decode"},
+           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 2}}}}}},
+          {{"name", "dc"}, {"host", "c"}, {"stage", "decode"},
+           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 5}}}}}}}},
+        {"links", {{{"from", "a"}, {"to", "b"}, {"gbps", 10}, {"latency_ms", 1}},
+                   {{"from", "a"}, {"to", "c"}, {"gbps", 10}, {"latency_ms", 1}}}}};
+    config_path = (dir.path() / "c.json").string();
+    std::ofstream(config_path) << j.dump(2);
+    auto c = config::load_file(config_path);
+    EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().to_string());
+    if (c.ok()) cluster = *c;
+  }
+
+  // A job whose latent was sampled on a (and delivered to `received_on`, if not empty).
+  void make_job(queue::Redis& r, const std::string& run, const std::string& job, const std::string& received_on) {
+    state::Store store(r);
+    ASSERT_TRUE(store.create_run(run, 1).ok());
+    pb::JobSpec spec;
+    spec.set_job_id(job);
+    spec.set_prompt("p");
+    spec.set_width(64);
+    spec.set_height(64);
+    spec.set_frames(9);
+    spec.set_fps(12);
+    auto accepted = store.accept_job(run, spec, "x");
+    ASSERT_TRUE(accepted.ok() && *accepted);
+    ASSERT_TRUE(r.command({"DEL", keys::stream("encode")}).ok());  // the encode ran long ago
+    for (const auto& [stage, host] : std::vector<std::pair<pb::Stage, std::string>>{
+             {pb::STAGE_SAMPLE, "a"}, {pb::STAGE_TRANSFER, received_on}}) {
+      if (host.empty()) continue;
+      pb::StageRecord rec;
+      rec.set_stage(stage);
+      rec.set_host(host);
+      std::string js;
+      ASSERT_TRUE(google::protobuf::util::MessageToJsonString(rec, &js).ok());
+      ASSERT_TRUE(r.command({"RPUSH", keys::history(run, job), js}).ok());
+    }
+    auto lat = paths::latent(cluster, run, job);
+    ASSERT_TRUE(lat.ok());
+    ASSERT_TRUE(artifacts::write_once(*lat, std::string_view("latent bytes")).ok());
+  }
+
+  std::pair<int, std::string> resume(const std::string& run) {
+    return ts::sh(ts::bin("h3pipe") + " --config " + config_path + " --redis 127.0.0.1:" +
+                  std::to_string(redis.port()) + " resume " + run + " 2>&1");
+  }
+};
+
+long long xlen(queue::Redis& r, const std::string& host) {
+  auto n = r.command({"XLEN", keys::stream("decode@" + host)});
+  return n.ok() ? queue::reply_int(n->get()) : -1;
+}
+
+}  // namespace
+
+TEST(ResumeRoute, ALatentDeliveredToADecodeHostIsDecodedThere) {
+  Fixture f;
+  auto r = f.redis.connect();
+  ASSERT_TRUE(r.ok());
+  f.make_job(**r, "r1", "j1", "c");  // on a and c; b is faster but does not have it
+  auto [rc, out] = f.resume("r1");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(xlen(**r, "c"), 1) << out;
+  EXPECT_EQ(xlen(**r, "b"), 0);
+}
+
+TEST(ResumeRoute, ALatentOnlyOnTheSamplingHostGoesThroughItsSender) {
+  Fixture f;
+  auto r = f.redis.connect();
+  ASSERT_TRUE(r.ok());
+  f.make_job(**r, "r2", "j2", "");
+  auto [rc, out] = f.resume("r2");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(xlen(**r, "b"), 0) << "b never received the latent: " << out;
+  EXPECT_EQ(xlen(**r, "c"), 0);
+  // The outbox record for a's sender names the host the shared choice picks (b: faster).
+  const auto rec = transfer::outbox_dir(f.cluster, "a") / "r2" / "j2.task";
+  ASSERT_TRUE(fs::exists(rec)) << out;
+  std::ifstream in(rec, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  pb::StageTask t;
+  ASSERT_TRUE(t.ParseFromString(bytes));
+  EXPECT_EQ(t.target_host(), "b");
+  EXPECT_EQ(t.stage(), pb::STAGE_DECODE);
+  auto state = (*r)->command({"HGET", keys::job("r2", "j2"), "state"});
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(queue::reply_str(state->get()), "transfer");
+}
