@@ -1,6 +1,7 @@
 #include "common/runtime/comfyui_runtime.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
@@ -116,10 +117,13 @@ class ComfyRunner final {
       if (!in.fd || ec)
         return make_error("runtime.input", "comfyui {}: input {} cannot be read", stage_name(),
                           ctx.input.string());
-      auto v = stage_file(in, ctx.input.string(), name_for(ctx, ctx.input.extension().string()),
-                          staged);
+      const std::string name = name_for(ctx, ctx.input.extension().string());
+      auto v = stage_file(in, ctx.input.string(), name, staged);
       if (!v.ok()) return v.error();
       values["input"] = *v;
+      // The node pack's loader checks the file against the .sha256 beside it (docs/latent.md):
+      // the sidecar goes along, naming the staged file.
+      if (auto side = stage_sidecar(ctx.input, name, staged); !side.ok()) return side.error();
     }
     if (has_ref && wf->uses("reference_image")) {
       // Read only from the input roots, the way submission checked it (a job naming /etc/shadow
@@ -227,6 +231,7 @@ class ComfyRunner final {
         {"job_id", sp.job_id()},
         {"run_id", ctx.run_id},
         {"filename_prefix", fmt::format("h3pipe/{}/{}_{}", ctx.run_id, sp.job_id(), stage_name())},
+        {"latent_profile", ctx.latent_profile.name},
     };
     for (const auto& [k, val] : sp.params()) v["params." + k] = val;
     return v;
@@ -252,6 +257,24 @@ class ComfyRunner final {
                         what, s_.input_dir, st.error().message);
     staged.add(dest);
     return s_.input_ref == "name" ? name : fs::absolute(dest).string();
+  }
+
+  // Stages `<name>.sha256` holding the input's digest (from its own sidecar, which the worker
+  // verified) beside the staged input.  No local sidecar: nothing to send.
+  Status stage_sidecar(const fs::path& input, const std::string& name, StagedInputs& staged) {
+    const std::string sha = artifacts::read_sidecar(input);
+    if (sha.empty()) return {};
+    const std::string line = sha + "  " + name + "\n";
+    spec::InputFile side;
+    side.fd = artifacts::UniqueFd(::memfd_create("h3pipe-sidecar", MFD_CLOEXEC));
+    if (!side.fd || ::write(side.fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
+        ::lseek(side.fd.get(), 0, SEEK_SET) != 0)
+      return make_error("io.write", "comfyui {}: cannot stage the sidecar of {}", stage_name(),
+                        input.string());
+    side.size = line.size();
+    auto v = stage_file(side, input.string() + ".sha256", name + ".sha256", staged);
+    if (!v.ok()) return v.error();
+    return {};
   }
 
   void forget(const std::string& id) {

@@ -168,7 +168,8 @@ nlohmann::json coerce(const nlohmann::json& value, const nlohmann::json& existin
 const std::vector<std::string>& injectable_keys() {
   static const std::vector<std::string> k = {
       "prompt", "negative_prompt", "seed",   "steps",           "width", "height",         "frames",
-      "fps",    "job_id",          "run_id", "filename_prefix", "input", "reference_image"};
+      "fps",    "job_id",          "run_id", "filename_prefix", "input", "reference_image",
+      "latent_profile"};
   return k;
 }
 

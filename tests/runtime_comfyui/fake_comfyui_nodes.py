@@ -15,6 +15,7 @@ one above the highest present, so a deleted file's name comes back).
 Standard library only.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -202,6 +203,21 @@ class NodeSet:
             if len(head) != 8 or int.from_bytes(head, "little") > os.path.getsize(path):
                 raise ExecutionError(node_id, cls, "ValueError", f"{path} is not a safetensors file\n")
             kind = "CONDITIONING" if cls == "H3LoadConditioning" else "LATENT"
+            if cls in ("H3LoadAVLatent", "H3LoadLatent", "H3LoadConditioning"):
+                # As the pack does: the file must match the .sha256 beside it (or `sha256`).
+                want = str(inputs.get("sha256") or "")
+                if not want:
+                    try:
+                        with open(path + ".sha256") as f:
+                            want = f.read().split()[0]
+                    except (OSError, IndexError):
+                        raise ExecutionError(node_id, cls, "h3pipe_nodes.nodes.NodeError",
+                                             f"artifact.no_sidecar: {path}.sha256 is missing\n")
+                with open(path, "rb") as f:
+                    got = hashlib.sha256(f.read()).hexdigest()
+                if got != want.lower():
+                    raise ExecutionError(node_id, cls, "h3pipe_nodes.nodes.NodeError",
+                                         f"artifact.mismatch: {path} hashes to {got}, expected {want}\n")
             if cls in ("H3LoadAVLatent", "H3LoadLatent"):  # (latent, audio), as the pack gives
                 return ({"type": kind, "file": path}, {"type": kind, "file": path}), None
             return ({"type": kind, "file": path},), None
