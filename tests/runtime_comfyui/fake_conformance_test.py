@@ -139,6 +139,16 @@ def main():
     recording = sys.argv[1] if len(sys.argv) > 1 else DEFAULT
     with open(recording) as f:
         exchanges = json.load(f)["exchanges"]
+    # The recording's handoff nodes were a stand-in pack; the fake serves h3pipe's real node pack,
+    # so its /object_info entries are checked against the same server's answer with the real pack
+    # installed (recorded by the split's tests).
+    with open(os.path.join(HERE, "..", "comfyui_split", "recorded_object_info_h3pipe_nodes.json")) as f:
+        pack = json.load(f)
+    for ex in exchanges:
+        cls = ex["req"].rsplit("/", 1)[-1]
+        if ex["req"].startswith("GET /object_info/") and cls in pack:
+            ex["resp"] = {cls: pack[cls]}
+            ex["note"] += " (real pack)"
     root = tempfile.mkdtemp(prefix="fake-comfyui-conformance-")
     proc = subprocess.Popen(["/usr/bin/python3", os.path.join(HERE, "fake_comfyui_server.py"), "--root", root],
                             stdout=subprocess.PIPE, text=True)
