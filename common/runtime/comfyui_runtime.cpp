@@ -110,20 +110,26 @@ class ComfyRunner final {
       if (ctx.input.empty())
         return make_error("runtime.input", "comfyui {}: the task has no input artifact",
                           stage_name());
-      spec::InputFile in;
-      in.fd = artifacts::UniqueFd(::open(ctx.input.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-      std::error_code ec;
-      in.size = fs::file_size(ctx.input, ec);
-      if (!in.fd || ec)
-        return make_error("runtime.input", "comfyui {}: input {} cannot be read", stage_name(),
-                          ctx.input.string());
-      const std::string name = name_for(ctx, ctx.input.extension().string());
-      auto v = stage_file(in, ctx.input.string(), name, staged);
-      if (!v.ok()) return v.error();
-      values["input"] = *v;
-      // The node pack's loader checks the file against the .sha256 beside it (docs/latent.md):
-      // the sidecar goes along, naming the staged file.
-      if (auto side = stage_sidecar(ctx.input, name, staged); !side.ok()) return side.error();
+      if (feeds_stock_latent_loader(*wf)) {
+        auto v = stage_comfy_latent(ctx, staged);
+        if (!v.ok()) return v.error();
+        values["input"] = *v;
+      } else {
+        spec::InputFile in;
+        in.fd = artifacts::UniqueFd(::open(ctx.input.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+        std::error_code ec;
+        in.size = fs::file_size(ctx.input, ec);
+        if (!in.fd || ec)
+          return make_error("runtime.input", "comfyui {}: input {} cannot be read", stage_name(),
+                            ctx.input.string());
+        const std::string name = name_for(ctx, ctx.input.extension().string());
+        auto v = stage_file(in, ctx.input.string(), name, staged);
+        if (!v.ok()) return v.error();
+        values["input"] = *v;
+        // The node pack's loader checks the file against the .sha256 beside it
+        // (docs/latent.md): the sidecar goes along, naming the staged file.
+        if (auto side = stage_sidecar(ctx.input, name, staged); !side.ok()) return side.error();
+      }
     }
     if (has_ref && wf->uses("reference_image")) {
       // Read only from the input roots, the way submission checked it (a job naming /etc/shadow
@@ -238,8 +244,12 @@ class ComfyRunner final {
   }
 
   // Puts a file (open at in.fd) where the server reads it; returns the value the workflow gets.
+  // `subfolder` overrides upload_subfolder; `by_name` makes the workflow value the bare name
+  // (a combo of the input folder's files, like LoadLatent's).
   Result<std::string> stage_file(const spec::InputFile& in, const std::string& what,
-                                 const std::string& name, StagedInputs& staged) {
+                                 const std::string& name, StagedInputs& staged,
+                                 std::optional<std::string> subfolder = std::nullopt,
+                                 bool by_name = false) {
     if (s_.input_dir.empty()) {
       if (in.size > s_.max_upload_bytes)
         return with_hint(make_error(
@@ -247,7 +257,7 @@ class ComfyRunner final {
             "comfyui {}: {} is {} bytes, above max_upload_bytes {} (the server's "
             "--max-upload-size)",
             stage_name(), what, in.size, s_.max_upload_bytes));
-      auto f = client_.upload(in.fd.get(), in.size, name, s_.upload_subfolder);
+      auto f = client_.upload(in.fd.get(), in.size, name, subfolder.value_or(s_.upload_subfolder));
       if (!f.ok()) return with_hint(f.error());
       return shown(*f);
     }
@@ -256,7 +266,40 @@ class ComfyRunner final {
       return make_error("io.copy", "comfyui {}: cannot copy {} into input_dir {}: {}", stage_name(),
                         what, s_.input_dir, st.error().message);
     staged.add(dest);
-    return s_.input_ref == "name" ? name : fs::absolute(dest).string();
+    return by_name || s_.input_ref == "name" ? name : fs::absolute(dest).string();
+  }
+
+  // The decode template feeds the latent to core LoadLatent (stock nodes, a video-only model).
+  static bool feeds_stock_latent_loader(const comfyui::Workflow& wf) {
+    auto t = wf.targets().find("input");
+    if (t == wf.targets().end()) return false;
+    for (const auto& target : t->second)
+      if (wf.graph()[target.node_id].value("class_type", "") == "LoadLatent") return true;
+    return false;
+  }
+
+  // Core LoadLatent reads ComfyUI's own .latent (tensor latent_tensor) from the top of the input
+  // folder, by name: the job's latent goes there in that form (converted from .h3latent when
+  // needed; docs/latent.md).  A profile with audio cannot: core's LATENT has no audio.
+  Result<std::string> stage_comfy_latent(const StageContext& ctx, StagedInputs& staged) {
+    const latent::Expected want = runtime::expected_latent(ctx);
+    auto l = latent::read_latent(ctx.input, &want);
+    if (!l.ok()) return l.error();
+    auto bytes = latent::serialize_comfy(*l);
+    if (!bytes.ok())
+      return make_error("runtime.permanent.input",
+                        "comfyui {}: core LoadLatent cannot take this job's latent ({}); use "
+                        "H3LoadLatent from h3pipe's node pack", stage_name(), bytes.error().message);
+    spec::InputFile f;
+    f.fd = artifacts::UniqueFd(::memfd_create("h3pipe-latent", MFD_CLOEXEC));
+    if (!f.fd || ::write(f.fd.get(), bytes->data(), bytes->size()) != static_cast<ssize_t>(bytes->size()) ||
+        ::lseek(f.fd.get(), 0, SEEK_SET) != 0)
+      return make_error("io.write", "comfyui {}: cannot stage {}", stage_name(), ctx.input.string());
+    f.size = bytes->size();
+    const std::string name = name_for(ctx, ".latent");
+    auto v = stage_file(f, ctx.input.string(), name, staged, /*subfolder=*/"", /*by_name=*/true);
+    if (!v.ok()) return v.error();
+    return *v;
   }
 
   // Stages `<name>.sha256` holding the input's digest (from its own sidecar, which the worker

@@ -391,5 +391,41 @@ TEST(ComfyUiClientTest, RejectionsAndExecutionErrorsLoseComfyUisTrailingNewlines
             "Required input is missing (fps)");
 }
 
+// A decode template on core LoadLatent (stock nodes, a video-only model): the job's .h3latent
+// reaches the server as ComfyUI's own .latent at the top of its input folder, by name, which
+// LoadLatent's list holds; a profile with audio is refused with the hint (docs/latent.md).
+TEST_F(ComfyUiRecoveryTest, StockLoadLatentGetsComfyUisOwnLatentForAVideoOnlyProfile) {
+  FakeComfyUiServer server(dir_.path() / "server", opts());
+  json wf = two_output_decode();
+  wf["2"] = node("LoadLatent", {{"latent", "x.latent"}});
+  auto settings = decode_settings(server.url(), wf);
+  settings["inject"]["input"] = {{"node", "2"}, {"input", "latent"}};
+  ComfyCluster c(StageKind::kDecode, {});
+  auto rt = make_comfyui_decode(c.args(settings));
+  ASSERT_TRUE(rt.ok()) << rt.error().to_string();
+  auto refused = (*rt)->decode(ctx());  // the fixture is builtin: video + audio
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, "runtime.permanent.input");
+  EXPECT_NE(refused.error().message.find("H3LoadLatent"), std::string::npos) << refused.error().message;
+
+  const latent::LatentProfile wan = *latent::find_builtin_profile("wan2.1");
+  const fs::path in = dir_.path() / "wan.h3latent";
+  ASSERT_TRUE(latent::write_latent(in, latent::make_latent(wan, {64, 64, 9, 24})).ok());
+  auto wctx = ctx(1, in);
+  wctx.latent_profile = wan;
+  auto out = (*rt)->decode(wctx);
+  ASSERT_TRUE(out.ok()) << out.error().to_string();
+  int comfy_files = 0;
+  for (const auto& e : fs::directory_iterator(server.input_dir())) {
+    if (e.path().extension() != ".latent") continue;
+    auto l = latent::read_latent(e.path(), nullptr);
+    ASSERT_TRUE(l.ok()) << l.error().to_string();
+    EXPECT_EQ(l->container, latent::Container::kComfy);
+    EXPECT_EQ(l->geometry.video, latent::expected_geometry(wan, {64, 64, 9, 24}).video);
+    ++comfy_files;
+  }
+  EXPECT_EQ(comfy_files, 1);
+}
+
 }  // namespace
 }  // namespace h3pipe::runtime
