@@ -91,7 +91,22 @@ def _validate_path(path):
     return True
 
 
-class H3SaveLatent:
+class _SaveNode:
+    """What both save nodes share: an output node whose `save` runs on every prompt."""
+
+    RETURN_TYPES = ()
+    FUNCTION = "save"
+    OUTPUT_NODE = True
+    CATEGORY = CATEGORY
+
+    @classmethod
+    def IS_CHANGED(cls, *_, **__):
+        # NaN never equals itself: the save runs on every prompt, even when everything upstream
+        # comes from ComfyUI's cache, so the file a finished prompt lists exists then.
+        return float("nan")
+
+
+class H3SaveLatent(_SaveNode):
     DESCRIPTION = ("Saves the sampled latent as an h3pipe .h3latent file (format v2) in the output "
                    "folder, with its .sha256: a video LATENT, a video LATENT plus an audio LATENT, "
                    "or one AV LATENT whose samples is a NestedTensor [video, audio] (LTX-2).")
@@ -112,17 +127,6 @@ class H3SaveLatent:
                 **_geometry_inputs(),
             },
         }
-
-    RETURN_TYPES = ()
-    FUNCTION = "save"
-    OUTPUT_NODE = True
-    CATEGORY = CATEGORY
-
-    @classmethod
-    def IS_CHANGED(cls, *_, **__):
-        # NaN never equals itself: the save runs on every prompt, even when everything upstream
-        # comes from ComfyUI's cache, so the file a finished prompt lists exists then.
-        return float("nan")
 
     def save(self, samples, filename_prefix="h3pipe/latent", audio=None, profile="auto", width=0,
              height=0, frames=0, fps=24):
@@ -239,7 +243,7 @@ class H3LoadLatent:
         return _validate_path(path)
 
 
-class H3SaveConditioning:
+class H3SaveConditioning(_SaveNode):
     DESCRIPTION = ("Saves a CONDITIONING (tensors and their options) as a safetensors file with its "
                    ".sha256, so text encoding can run as its own h3pipe stage.")
 
@@ -250,16 +254,6 @@ class H3SaveConditioning:
             "filename_prefix": ("STRING", {"default": "h3pipe/conditioning"}),
         }}
 
-    RETURN_TYPES = ()
-    FUNCTION = "save"
-    OUTPUT_NODE = True
-    CATEGORY = CATEGORY
-
-    @classmethod
-    def IS_CHANGED(cls, *_, **__):
-        # NaN never equals itself: the save runs on every prompt, even when everything upstream
-        # comes from ComfyUI's cache, so the file a finished prompt lists exists then.
-        return float("nan")
 
     def save(self, conditioning, filename_prefix="h3pipe/conditioning"):
         node = type(self).__name__
