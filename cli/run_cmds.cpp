@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -14,15 +15,41 @@
 
 namespace h3pipe::cli {
 using Clock = std::chrono::steady_clock;
+namespace {
+
+// A batch file is read only when it is a regular file no larger than a batch of the config's
+// limits can be (max_batch lines of at most a prompt, a negative prompt and 16 KiB of the rest):
+// `h3pipe run /dev/zero` or a multi-GB file is refused before a byte is read (issue #14).
+Result<std::string> read_batch_file(const std::string& path, const config::Limits& limits) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st))
+    return make_error("batch.open", "{}: cannot open the batch file", path);
+  if (!std::filesystem::is_regular_file(st))
+    return make_error("batch.not_a_file", "{}: not a regular file (a JSON lines batch file is expected)", path);
+  const std::uint64_t cap = static_cast<std::uint64_t>(limits.max_batch) *
+                            (2ull * limits.max_prompt_bytes + 16 * 1024);
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return make_error("batch.open", "{}: cannot read the batch file: {}", path, ec.message());
+  if (size > cap)
+    return make_error("batch.too_large",
+                      "{}: {} bytes, above what {} jobs can take ({} bytes; limits.max_batch, "
+                      "limits.max_prompt_bytes)", path, size, limits.max_batch, cap);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("batch.open", "{}: cannot open the batch file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
 
 int cmd_run(const Global& g, const std::string& batch_file, bool background, const std::string& run_arg) {
   auto c = load_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
-  std::ifstream in(batch_file);
-  if (!in) { fmt::print(stderr, "{}: cannot open the batch file\n", batch_file); return 2; }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto batch = spec::parse_batch(ss.str(), *c);
+  auto text = read_batch_file(batch_file, c->limits);
+  if (!text.ok()) { fmt::print(stderr, "{}\n", text.error().message); return 2; }
+  auto batch = spec::parse_batch(*text, *c);
   if (!batch.errors.empty()) {
     for (const auto& e : batch.errors)
       fmt::print(stderr, "{}:{}: {}\n", batch_file, e.line, e.error.to_string());

@@ -41,6 +41,15 @@ const char* output_extension(StageKind s) {
   return "";
 }
 
+// The file kinds a stage's output check can accept: the sample stage also takes core
+// SaveLatent's .latent (docs/latent.md), the decode stage any ISO BMFF movie.
+bool acceptable_extension(StageKind s, const fs::path& ext) {
+  if (ext == output_extension(s)) return true;
+  if (s == StageKind::kSample) return ext == ".latent";
+  if (s == StageKind::kDecode) return ext == ".mov" || ext == ".m4v";
+  return false;
+}
+
 std::string shown(const FileRef& f) {
   return f.subfolder.empty() ? f.filename : f.subfolder + "/" + f.filename;
 }
@@ -340,6 +349,10 @@ class ComfyRunner final {
     }
     if (::unlinkat(dir->get(), f.filename.c_str(), 0) != 0 && errno != ENOENT)
       problems.push_back(fmt::format("{}: unlink failed", shown(f)));
+    // The node pack's save nodes write a .sha256 beside their file and list only the file.
+    const std::string side = f.filename + ".sha256";
+    if (::unlinkat(dir->get(), side.c_str(), 0) != 0 && errno != ENOENT)
+      problems.push_back(fmt::format("{}.sha256: unlink failed", shown(f)));
   }
 
   // The artifact among the files a prompt lists: from the `output` node when one is named (its
@@ -383,6 +396,13 @@ class ComfyRunner final {
           wf.output_node().empty() ? "" : " from node " + wf.output_node(),
           listed.empty() ? "none" : fmt::format("{}", fmt::join(listed, ", ")));
     }
+    // A named output node whose file is not of the stage's kind (a WEBP where an MP4 is due) is
+    // the template's fault: every retry would fetch the same kind of file.
+    if (!acceptable_extension(stage_, fs::path(pick->filename).extension()))
+      return make_error("runtime.permanent.comfyui_template",
+                        "ComfyUI server at {}: output node {} wrote {}, not a {} file; name the node "
+                        "that writes the {} (settings `output`)", s_.url, pick->node_id, shown(*pick),
+                        output_extension(stage_), stage_name());
     long left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     auto part = artifacts::part_path(ctx.output);

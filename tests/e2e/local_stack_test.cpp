@@ -356,3 +356,20 @@ TEST(LocalStack, OneStackPerStateDirAndNoOrphansAfterKill9) {
   const std::string run = st.submit(batch(2));
   EXPECT_EQ(st.wait(run, 60), 0);
 }
+
+// A batch file is read only if it is a regular file within what a batch can hold: `run
+// /dev/zero` used to read forever and die of bad_alloc (issue #14).  No stack needed: the file is
+// refused before Redis is reached.
+TEST(Cli, BatchFilesAreReadWithinTheirLimits) {
+  ts::TempDir dir;
+  const std::string cli = ts::bin("h3pipe") + " --state-dir " + dir.path().string();
+  auto [rc, out] = ts::sh(cli + " run /dev/zero 2>&1");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("/dev/zero: not a regular file"), std::string::npos) << out;
+  const fs::path big = dir.path() / "big.jsonl";
+  { std::ofstream(big) << ""; }
+  fs::resize_file(big, 8ull << 30);  // sparse 8 GiB: above 10,000 jobs of the default limits
+  std::tie(rc, out) = ts::sh(cli + " run " + big.string() + " 2>&1");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("above what 10000 jobs can take"), std::string::npos) << out;
+}

@@ -291,6 +291,7 @@ TEST_F(ComfyUiRecoveryTest, SharedMountsAreCleanedInputsOutputsAndHistory) {
   EXPECT_FALSE(fs::exists(server.output_dir() / "final" / "v_00001_.mp4"));
   EXPECT_FALSE(fs::exists(server.output_dir() / "early" / "v_00001_.mp4"));
   EXPECT_FALSE(fs::exists(server.input_dir() / "h3pipe_run-1_job-1_decode.h3latent"));
+  EXPECT_FALSE(fs::exists(server.input_dir() / "h3pipe_run-1_job-1_decode.h3latent.sha256"));
   comfyui::Client client(server.url(), {});
   auto h = client.history(out->settings["prompt_id"]);
   ASSERT_TRUE(h.ok());
@@ -425,6 +426,39 @@ TEST_F(ComfyUiRecoveryTest, StockLoadLatentGetsComfyUisOwnLatentForAVideoOnlyPro
     ++comfy_files;
   }
   EXPECT_EQ(comfy_files, 1);
+}
+
+// The node pack's save node writes a .sha256 beside the latent and lists only the latent: with a
+// shared output_dir both go (a real server kept one sidecar per job).
+TEST_F(ComfyUiRecoveryTest, SharedOutputCleanupTakesTheSaveNodesSidecarToo) {
+  FakeComfyUiServer server(dir_.path() / "server", opts());
+  ComfyCluster c(StageKind::kSample, {});
+  json settings = {{"url", server.url()}, {"poll_ms", 20}, {"workflow", sample_wf(false)},
+                   {"inject", sample_inject(false)}, {"output_dir", server.output_dir().string()}};
+  auto out = (*make_comfyui_sample(c.args(settings)))->sample(ctx());
+  ASSERT_TRUE(out.ok()) << out.error().to_string();
+  EXPECT_FALSE(out->settings.contains("cleanup_errors")) << out->settings.dump();
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(server.output_dir()))
+    if (e.is_regular_file()) left.push_back(e.path().string());
+  EXPECT_TRUE(left.empty()) << fmt::format("{}", fmt::join(left, ", "));
+}
+
+// A named output node that writes another kind of file than the stage's is the template's
+// fault: permanent, naming the node, not retried max_deliveries times (seen on a real server).
+TEST_F(ComfyUiRecoveryTest, ANamedOutputOfTheWrongKindIsAPermanentTemplateError) {
+  FakeComfyUiServer server(dir_.path() / "server", opts());
+  json wf = two_output_decode();
+  wf["9"] = node("SaveImage", {{"images", {"6", 0}}, {"filename_prefix", "final/png"}});
+  auto settings = decode_settings(server.url(), wf);
+  settings["output"] = {{"node", "9"}};
+  ComfyCluster c(StageKind::kDecode, {});
+  auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_template");
+  EXPECT_NE(out.error().message.find("output node 9 wrote final/png_00001_.png, not a .mp4"),
+            std::string::npos) << out.error().message;
+  EXPECT_FALSE(fs::exists(out_));
 }
 
 }  // namespace

@@ -233,6 +233,12 @@ class NodeSet:
             src = (inputs.get("samples") or {}).get("file") or self.fixtures.get("latent")
             ext = ".latent" if cls == "SaveLatent" else ".h3latent"
             ref = self.save(inputs, ext, src=src)
+            if cls != "SaveLatent":  # the pack writes a sidecar beside it and lists only the file
+                path = os.path.join(self.root, "output", ref["subfolder"], ref["filename"])
+                with open(path, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+                with open(path + ".sha256", "w") as f:
+                    f.write(f"{digest}  {ref['filename']}\n")
             return (), {"latents": [ref]}
         if cls == "H3SaveConditioning":
             src = (inputs.get("conditioning") or {}).get("file") or self.fixtures.get("conditioning")
