@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/preflight/checks.h"
+#include "common/supervisor/credentials.h"
 #include "common/queue/redis.h"
 
 namespace h3pipe::preflight {
@@ -21,6 +22,7 @@ std::string info_field(const std::string& info, const std::string& key) {
 
 struct Resolved {
   queue::RedisAddress addr;
+  std::string password_file;  // the config's, or the operator's of per-service credentials
   std::string error;  // why the address could not be determined
 };
 
@@ -30,6 +32,15 @@ Resolved resolve_address(const config::Cluster& c, const Options& o) {
   r.addr.port = c.redis.port;
   r.addr.user = c.redis.user;
   r.addr.timeout_ms = static_cast<int>(o.timeout.count());
+  r.password_file = c.redis.password_file;
+  // Per-service ACL users (the local stack's, or redis.credentials_dir): preflight is the operator.
+  auto use_credentials = [&](const std::string& dir) {
+    if (dir.empty()) return;
+    const supervisor::RedisUser u = supervisor::user_for(dir, "operator");
+    r.addr.user = u.user;
+    r.password_file = u.password_file.string();
+  };
+  use_credentials(c.redis.credentials_dir);
   if (c.redis.embedded) {
     // `h3pipe start` runs the embedded Redis (on a free port when /redis/port is 0) and records
     // where in <state_dir>/stack.json.
@@ -44,6 +55,7 @@ Resolved resolve_address(const config::Cluster& c, const Options& o) {
       auto j = nlohmann::json::parse(in);
       r.addr.port = j.at("redis").at("port").get<int>();
       r.addr.host = j["redis"].value("host", r.addr.host);
+      use_credentials(j["redis"].value("credentials_dir", ""));
     } catch (const std::exception& e) {
       r.error = fmt::format("{}: {}", f.string(), e.what());
     }
@@ -70,17 +82,19 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
   }
 
   // Read the password ourselves so an unreadable password file is named as such.
-  if (!c.redis.password_file.empty()) {
-    std::ifstream pf(c.redis.password_file);
+  if (!res.password_file.empty()) {
+    std::ifstream pf(res.password_file);
     if (!pf) {
       rep.add("redis.reachable", target, Outcome::kSkip, "needs redis.auth");
       rep.fail("redis.auth", target,
-               fmt::format("cannot read /redis/password_file {}", c.redis.password_file),
+               fmt::format("cannot read the password file {}", res.password_file),
                "create the file (one line, the password; chmod 600) or fix the path in the config");
       skip_rest("needs redis.auth");
       return;
     }
-    res.addr.password = c.redis.password();
+    config::Redis pr;
+    pr.password_file = res.password_file;
+    res.addr.password = pr.password();
   }
 
   auto t0 = std::chrono::steady_clock::now();
@@ -98,7 +112,7 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
     return;
   }
   rep.pass("redis.reachable", target, fmt::format("TCP connect in {:.1f} ms", connect_ms));
-  std::string who = c.redis.user.empty() ? "the default user" : "user " + c.redis.user;
+  std::string who = res.addr.user.empty() ? "the default user" : "user " + res.addr.user;
   if (!conn.ok()) {
     rep.fail("redis.auth", target, conn.error().message,
              "the password in /redis/password_file (and /redis/user) must match the server's ACL "
@@ -116,9 +130,18 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
     skip_rest("needs redis.auth");
     return;
   }
-  rep.pass("redis.auth", target,
-           res.addr.password.empty() ? "no password configured, server accepts commands"
-                                     : "authenticated as " + who);
+  // A Redis that takes commands without a password is anyone's on that network: tolerable on one
+  // machine (a warning), a failure between hosts (issue #14).
+  if (res.addr.password.empty() && c.hosts.size() > 1)
+    rep.fail("redis.auth", target, "no password configured and the server accepts commands",
+             "give every service its ACL user (configs/redis/users.acl, /redis/credentials_dir or "
+             "/redis/user + /redis/password_file)");
+  else if (res.addr.password.empty())
+    rep.warn("redis.auth", target, "no password configured and the server accepts commands",
+             "`h3pipe start` runs its Redis with per-service ACL users; a Redis of your own "
+             "needs /redis/credentials_dir or /redis/user + /redis/password_file");
+  else
+    rep.pass("redis.auth", target, "authenticated as " + who);
 
   auto server = r.command({"INFO", "server"});
   if (!server.ok()) {

@@ -225,6 +225,25 @@ TEST_F(Preflight, NoPasswordConfiguredButRequired) {
   EXPECT_NE(f->fix.find("password_file"), std::string::npos) << f->fix;
 }
 
+// A Redis that takes commands without a password: a warning on one machine, a failure when the
+// cluster spans hosts (issue #14; it used to say PASS "no password configured").
+TEST_F(Preflight, NoPasswordAtAllWarnsOnOneHostAndFailsAcrossHosts) {
+  testing::RedisServer open_redis(dir_ / "open", {}, {"127.0.0.1", 0, "", ""});
+  ASSERT_TRUE(open_redis.ok());
+  for (bool two_hosts : {false, true}) {
+    auto j = base_config(two_hosts);
+    j["redis"].erase("password_file");
+    j["redis"].erase("user");
+    j["redis"]["port"] = open_redis.port();
+    auto r = run(load(j), opts());
+    const CheckResult* row_auth =
+        row(r, "redis.auth", two_hosts ? Outcome::kFail : Outcome::kWarn);
+    ASSERT_NE(row_auth, nullptr) << r.text;
+    EXPECT_NE(row_auth->detail.find("no password"), std::string::npos) << row_auth->detail;
+    EXPECT_EQ(row(r, "redis.auth", Outcome::kPass), nullptr) << r.text;
+  }
+}
+
 TEST_F(Preflight, ServiceNotReady) {
   auto c = load(base_config());
   start_services(c, "a", /*ready=*/false);
