@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -430,6 +431,17 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
       c.pools.push_back(std::move(pl));
     }
   }
+  // Two pools of one host on one metrics port: the second cannot bind (was a 30 s start timeout).
+  std::map<std::pair<std::string, int>, std::size_t> metrics_ports;
+  for (std::size_t i = 0; i < c.pools.size(); ++i) {
+    const auto& pl = c.pools[i];
+    if (pl.metrics_port == 0) continue;
+    auto [it, fresh] = metrics_ports.emplace(std::make_pair(pl.host, pl.metrics_port), i);
+    if (!fresh)
+      e.add(fmt::format("/pools/{}/metrics_port", i),
+            fmt::format("{} is already the metrics port of pool \"{}\" on host \"{}\"",
+                        pl.metrics_port, c.pools[it->second].name, pl.host));
+  }
   for (std::size_t i = 0; i < c.classes.size(); ++i) {
     const auto& lp = c.classes[i].latent_profile;
     if (!lp.empty() && !c.find_latent_profile(lp))
@@ -476,14 +488,12 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
 Result<Cluster> load_file(const fs::path& file) {
   std::ifstream in(file);
   if (!in) return make_error("config.open", "{}: cannot open the config file", file.string());
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/false);
-  } catch (const nlohmann::json::exception& ex) {
-    // parse_error, and out_of_range for a number that overflows a double ("1e999999").
-    return make_error("config.json", "{}: not valid JSON: {}", file.string(), ex.what());
-  }
-  auto c = parse(j, fs::absolute(file).parent_path());
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string why;
+  auto j = parse_strict(text.str(), &why);  // duplicate keys refused, one-line errors
+  if (!j) return make_error("config.json", "{}: not valid JSON: {}", file.string(), why);
+  auto c = parse(*j, fs::absolute(file).parent_path());
   if (!c.ok()) return make_error("config.invalid", "{}:\n{}", file.string(), c.error().message);
   return c;
 }

@@ -141,3 +141,63 @@ class ObjectReader {
 };
 
 }  // namespace h3pipe::config
+
+namespace h3pipe::config {
+
+// Parses JSON text strictly: a key twice in one object is an error naming its JSON pointer
+// (nlohmann keeps the last one silently; a duplicated "hosts" once gave `"local" is not a host`),
+// and every error is one line with the offending bytes escaped (no raw invalid UTF-8, no caret
+// line), so `FILE:LINE: field: reason` output stays one line per problem (issue #14).
+// Returns the document, or the error text.
+// One printable line: newlines become " | ", other control and non-ASCII bytes \xNN.
+inline std::string printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\n') out += " | ";
+    else if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
+
+inline std::optional<nlohmann::json> parse_strict(std::string_view text, std::string* error) {
+  if (text.substr(0, 3) == "\xef\xbb\xbf") {
+    *error = "starts with a UTF-8 byte order mark; save the file without one";
+    return std::nullopt;
+  }
+  std::vector<std::set<std::string>> seen;  // keys of the objects open at each depth
+  std::vector<std::string> path;            // the pointer of the key being read
+  std::string duplicate;
+  nlohmann::json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t ev,
+                                             nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) {
+      seen.emplace_back();
+    } else if (ev == E::object_end) {
+      if (!seen.empty()) seen.pop_back();
+    } else if (ev == E::key && !seen.empty()) {
+      const std::string k = parsed.get<std::string>();
+      path.resize(static_cast<std::size_t>(depth));
+      path.push_back(k);
+      if (!seen.back().insert(k).second && duplicate.empty()) {
+        for (std::size_t i = 1; i < path.size(); ++i) duplicate += "/" + path[i];
+      }
+    }
+    return true;
+  };
+  try {
+    auto j = nlohmann::json::parse(text.begin(), text.end(), cb, true, /*ignore_comments=*/false);
+    if (!duplicate.empty()) {
+      *error = fmt::format("{}: duplicate key (each key may appear once)", printable(duplicate));
+      return std::nullopt;
+    }
+    return j;
+  } catch (const nlohmann::json::exception& ex) {
+    std::string what = ex.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    *error = printable(what);
+    return std::nullopt;
+  }
+}
+
+}  // namespace h3pipe::config

@@ -1,5 +1,7 @@
 #include "common/spec/spec.h"
 
+#include "common/config/json_reader.h"
+
 #include <google/protobuf/util/json_util.h>
 
 #include <set>
@@ -21,12 +23,15 @@ std::string strip_field(const std::string& m) {
 
 Result<pb::JobSpec> parse_json(std::string_view json) {
   pb::JobSpec s;
+  // protobuf's JSON parser lets a repeated key win silently and echoes raw bytes: check the text
+  // strictly first.
+  std::string why;
+  if (!config::parse_strict(json, &why)) return make_error("spec.json", "not a valid job spec: {}", why);
   pbu::JsonParseOptions opts;
   opts.ignore_unknown_fields = false;
   auto st = pbu::JsonStringToMessage(std::string(json), &s, opts);
   if (!st.ok()) {
-    std::string msg(st.message());
-    return make_error("spec.json", "not a valid job spec: {}", msg);
+    return make_error("spec.json", "not a valid job spec: {}", config::printable(std::string(st.message())));
   }
   if (s.fps() == 0) s.set_fps(24);
   if (s.steps() == 0) s.set_steps(6);

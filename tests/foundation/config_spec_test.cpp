@@ -1,12 +1,17 @@
 // Unit: config validation (every error path reports its JSON path, all errors together) and job
 // spec validation (each rule names its field).
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "common/config/config.h"
 #include "common/spec/spec.h"
 
 using namespace h3pipe;
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 json minimal() {
@@ -126,4 +131,41 @@ TEST(Spec, BatchReportsLineNumbersAndDuplicates) {
   EXPECT_EQ(b.errors[0].line, 4u);
   EXPECT_NE(b.errors[0].error.to_string().find("appears twice"), std::string::npos);
   EXPECT_EQ(b.errors[1].line, 5u);
+}
+
+// A key twice in one object is refused in configs and specs (nlohmann and protobuf keep one
+// silently), and JSON errors are one line without raw bytes (issue #14).
+TEST(StrictJson, DuplicateKeysAreRefusedAndErrorsAreOneLine) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("h3pipe-strict-{}", ::getpid());
+  fs::create_directories(dir);
+  const fs::path cfg = dir / "cluster.json";
+  std::ofstream(cfg) << R"({"name": "a", "hosts": [{"name": "h"}], "redis": {"port": 1, "port": 2}, "hosts": []})";
+  auto c = config::load_file(cfg);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("/redis/port: duplicate key"), std::string::npos) << c.error().message;
+
+  auto s = spec::parse_json(R"({"jobId": "a", "prompt": "p", "prompt": "q"})");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("/prompt: duplicate key"), std::string::npos) << s.error().message;
+
+  for (std::string bad : {std::string("{\"prompt\": \"\xff\xfe\"}"), std::string("\xef\xbb\xbf{}"),
+                          std::string(R"({"width": 1e400})")}) {
+    auto r = spec::parse_json(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    const std::string& m = r.error().message;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    for (unsigned char ch : m) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << m;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Config, TwoPoolsOfAHostOnOneMetricsPortIsAConfigError) {
+  auto j = json::parse(R"({"hosts": [{"name": "h"}], "pools": [
+    {"name": "e", "host": "h", "stage": "encode", "metrics_port": 9101},
+    {"name": "s", "host": "h", "stage": "sample", "metrics_port": 9101},
+    {"name": "d", "host": "h", "stage": "decode", "metrics_port": 9102}]})");
+  auto c = config::parse(j, fs::temp_directory_path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("/pools/1/metrics_port: 9101 is already the metrics port of pool \"e\""),
+            std::string::npos) << c.error().message;
 }
