@@ -323,6 +323,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
     l.get("max_latent_bytes", c.limits.max_latent_bytes, 1, std::numeric_limits<long long>::max());
     l.get("max_batch", c.limits.max_batch, 1, 10000000);
     l.get("max_prompt_bytes", c.limits.max_prompt_bytes, 1, 1 << 24);
+    l.get("max_params", c.limits.max_params, 0, 4096);
     if (l.raw("input_roots")) {
       std::vector<std::string> roots;
       l.get("input_roots", roots);

@@ -106,7 +106,8 @@ struct Limits {
   std::uint32_t max_fps = 60;
   std::uint64_t max_latent_bytes = 256ull << 20;
   std::uint32_t max_batch = 10000;
-  std::uint32_t max_prompt_bytes = 16384;
+  std::uint32_t max_prompt_bytes = 16384;  // also negativePrompt and each params value
+  std::uint32_t max_params = 64;           // entries of a spec's params map (keys <= 128 bytes)
   // Folders a job's referenceImage may be read from (common/spec/input_file.h); absent from the
   // config: <state_dir>/inputs; [] allows none.
   std::vector<std::filesystem::path> input_roots;

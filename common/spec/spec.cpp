@@ -50,6 +50,21 @@ std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits
   if (s.prompt().empty()) e.push_back({"prompt", "required and must not be empty"});
   if (s.prompt().size() > l.max_prompt_bytes)
     e.push_back({"prompt", fmt::format("{} bytes, at most {} allowed", s.prompt().size(), l.max_prompt_bytes)});
+  // Every string and map is bounded like the prompt: a 10 MB negative prompt or params value
+  // would ride along in every task, receipt and the AOF (issue #14).
+  if (s.negative_prompt().size() > l.max_prompt_bytes)
+    e.push_back({"negativePrompt", fmt::format("{} bytes, at most {} allowed (limits.max_prompt_bytes)",
+                                               s.negative_prompt().size(), l.max_prompt_bytes)});
+  if (s.params().size() > l.max_params)
+    e.push_back({"params", fmt::format("{} entries, at most {} allowed (limits.max_params)",
+                                       s.params().size(), l.max_params)});
+  for (const auto& [k, v] : s.params()) {
+    if (k.empty() || k.size() > 128)
+      e.push_back({"params", fmt::format("a key of {} bytes; keys are 1 to 128 bytes", k.size())});
+    else if (v.size() > l.max_prompt_bytes)
+      e.push_back({"params." + k, fmt::format("{} bytes, at most {} allowed (limits.max_prompt_bytes)",
+                                              v.size(), l.max_prompt_bytes)});
+  }
   if (s.prompt().find('\0') != std::string::npos) e.push_back({"prompt", "contains a NUL byte"});
   // parse_json fills 0 with defaults; a spec from elsewhere (a binary task) may still hold 0.
   auto dim = [&](const char* name, std::uint32_t v, std::uint32_t max) {

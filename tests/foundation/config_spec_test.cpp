@@ -169,3 +169,19 @@ TEST(Config, TwoPoolsOfAHostOnOneMetricsPortIsAConfigError) {
   EXPECT_NE(c.error().message.find("/pools/1/metrics_port: 9101 is already the metrics port of pool \"e\""),
             std::string::npos) << c.error().message;
 }
+
+TEST(Spec, NegativePromptAndParamsAreBoundedLikeThePrompt) {
+  config::Limits l;
+  l.max_prompt_bytes = 100;
+  l.max_params = 2;
+  pb::JobSpec s = *spec::parse_json(R"({"jobId": "a", "prompt": "p"})");
+  s.set_negative_prompt(std::string(101, 'n'));
+  (*s.mutable_params())["a"] = std::string(101, 'v');
+  (*s.mutable_params())["b"] = "1";
+  (*s.mutable_params())["c"] = "2";
+  std::string all;
+  for (const auto& e : spec::validate(s, l)) all += e.field + ": " + e.reason + "\n";
+  EXPECT_NE(all.find("negativePrompt: 101 bytes, at most 100"), std::string::npos) << all;
+  EXPECT_NE(all.find("params: 3 entries, at most 2"), std::string::npos) << all;
+  EXPECT_NE(all.find("params.a: 101 bytes"), std::string::npos) << all;
+}
