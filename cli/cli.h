@@ -12,6 +12,19 @@ namespace CLI { class App; }
 
 namespace h3pipe::cli {
 
+// The exit codes of every command (README, `h3pipe --help`).
+enum Exit : int {
+  kExitOk = 0,           // done; for wait: every job done
+  kExitFailed = 1,       // the operation failed; for wait: a job failed or was cancelled
+  kExitUsage = 2,        // bad flags, config, batch or spec: nothing was done
+  kExitTimedOut = 3,     // wait --timeout passed
+  kExitNoSuchRun = 4,    // the run id is unknown to this Redis
+  kExitUnreachable = 5,  // Redis did not answer (wait: not within its grace period)
+};
+inline constexpr const char* kExitCodesHelp =
+    "Exit codes: 0 ok (wait: every job done), 1 failed (wait: a job failed or was cancelled), "
+    "2 bad input or config (nothing done), 3 timed out, 4 no such run, 5 Redis unreachable.";
+
 struct Global {
   std::string config_file;   // --config
   std::string redis;         // --redis HOST:PORT

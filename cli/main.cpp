@@ -12,6 +12,7 @@ using namespace h3pipe::cli;
 int main(int argc, char** argv) {
   h3pipe::logging::route_protobuf_logs();
   CLI::App app{"h3pipe: video-diffusion stage pipeline across GPU hosts"};
+  app.footer(kExitCodesHelp);
   app.require_subcommand(1);
   app.fallthrough();  // global options (--config, --redis, --state-dir) may follow the subcommand
   Global g;
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
          s->add_option("--run-id", run_id, "choose the run id");
        },
        [&] { return cmd_run(g, batch, background, run_id); }},
-      {"wait", "wait for a run: exit 0 when every job is done, 1 if any failed",
+      {"wait", "wait for a run: exit 0 when every job is done, 1 if any failed, 4 no such run; rides out a Redis restart",
        [&](CLI::App* s) {
          s->add_option("run_id", run_id)->required();
          s->add_option("--timeout", timeout_s, "give up after this many seconds (exit 3)");

@@ -90,16 +90,44 @@ std::string bar(long long n, long long total, int width = 30) {
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   auto c = load_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
-  auto redis = connect(g, *c);
-  if (!redis.ok()) { fmt::print(stderr, "{}\n", redis.error().message); return 1; }
-  state::Store store(**redis);
-  bool tty = ::isatty(1);
   auto start = Clock::now();
+  // Redis may restart under a long wait (a crash, an upgrade: the run carries on from its AOF):
+  // reconnect for up to the timeout, or 60 s without one, before giving up (exit 5).
+  const double grace_s = timeout_s > 0 ? timeout_s : 60.0;
+  std::unique_ptr<queue::Redis> redis;
+  auto reconnect = [&]() -> bool {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(grace_s);
+    std::string why;
+    bool warned = false;
+    while (Clock::now() < deadline) {
+      auto r = connect(g, *c);
+      if (r.ok() && (*r)->command({"PING"}).ok()) {
+        redis = std::move(*r);
+        if (warned) fmt::print(stderr, "wait: Redis is back\n");
+        return true;
+      }
+      why = r.ok() ? "PING failed" : r.error().message;
+      if (!warned && redis) fmt::print(stderr, "\nwait: Redis does not answer ({}); retrying for {} s\n", why, grace_s);
+      warned = warned || static_cast<bool>(redis);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    fmt::print(stderr, "wait: Redis unreachable: {}\n", why);
+    return false;
+  };
+  if (!reconnect()) return kExitUnreachable;
+  bool tty = ::isatty(1);
   std::map<std::string, long long> last;
   state::RunStatus s;
   for (;;) {
-    auto rs = store.run_status(run_id);
-    if (!rs.ok()) { fmt::print(stderr, "{}\n", rs.error().message); return 1; }
+    auto rs = state::Store(*redis).run_status(run_id);
+    if (!rs.ok() && rs.error().code == "run.unknown") {
+      fmt::print(stderr, "{}\n", rs.error().message);
+      return kExitNoSuchRun;
+    }
+    if (!rs.ok()) {
+      if (!reconnect()) return kExitUnreachable;
+      continue;
+    }
     s = *rs;
     long long total = std::max(s.total, s.expected);
     std::map<std::string, long long> now = {{"encode", s.stage_done["encode"]}, {"sample", s.stage_done["sample"]},
@@ -120,7 +148,7 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
     if (s.finished()) break;
     if (timeout_s > 0 && std::chrono::duration<double>(Clock::now() - start).count() > timeout_s) {
       fmt::print(stderr, "\nwait: timed out after {} s\n", timeout_s);
-      return 3;
+      return kExitTimedOut;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -128,7 +156,7 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
   fmt::print("run {}: {} done, {} failed of {} ({:.1f} s)\n", run_id, s.done, s.failed, s.total, secs);
   if (s.failed) {
-    auto jobs = store.jobs(run_id);
+    auto jobs = state::Store(*redis).jobs(run_id);
     if (jobs.ok())
       for (const auto& j : *jobs)
         if (j.state == "failed" || j.state == "cancelled") fmt::print("  {} {}: {}\n", j.job_id, j.state, j.error);

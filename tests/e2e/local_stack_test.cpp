@@ -373,3 +373,29 @@ TEST(Cli, BatchFilesAreReadWithinTheirLimits) {
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("above what 10000 jobs can take"), std::string::npos) << out;
 }
+
+// `wait` names an unknown run (exit 4) and rides out a Redis restart: the run goes on from the
+// AOF and wait still ends 0 (it used to exit 1 at the first error, issue #14).
+TEST(LocalStack, WaitRidesOutARedisRestartAndNamesAnUnknownRun) {
+  Stack st(json::parse(R"({"pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.4}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}}]})"));
+  EXPECT_EQ(st.wait("no-such-run", 10), 4);
+  const std::string run = st.submit(batch(6));
+  const fs::path log = st.dir() / "wait.log";
+  pid_t waiter = ts::spawn({ts::bin("h3pipe"), "--config", (st.dir() / "cluster.json").string(), "wait",
+                            run, "--timeout", "120"}, log.string());
+  ASSERT_GT(waiter, 0);
+  ASSERT_TRUE(ts::wait_for([&] { return st.status(run)["stages"].value("sample", 0) >= 1; }, 30));
+  const int redis_pid = st.pid_of("redis");
+  ASSERT_GT(redis_pid, 0);
+  ASSERT_EQ(::kill(redis_pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(waiter, &status, 0), waiter);
+  std::ifstream in(log);
+  const std::string out{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("6 done, 0 failed"), std::string::npos) << out;
+}
