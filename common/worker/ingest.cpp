@@ -51,20 +51,36 @@ Result<bool> Ingest::step() {
   if (!claimed->has_value()) return false;
   const queue::Entry& e = **claimed;
   // The entry's fields (claimed with it, no second read): run, spec.
-  std::string run = "default", spec_json;
-  if (auto it = e.fields.find("run"); it != e.fields.end()) run = it->second;
-  if (auto it = e.fields.find("spec"); it != e.fields.end()) spec_json = it->second;
+  const auto run_field = e.fields.find("run");
+  const auto spec_field = e.fields.find("spec");
+  std::string run = run_field != e.fields.end() ? run_field->second : std::string();
+  const std::string spec_json = spec_field != e.fields.end() ? spec_field->second : std::string();
+  // A refused submission is a failed job with the reason, visible in `status`.  It never touches
+  // a job that already exists (a bad spec naming a finished job flipped it to failed): then the
+  // refusal is filed under the submission's own id.
   auto reject = [&](const std::string& job, const std::string& why) -> Result<bool> {
-    spdlog::warn("ingest: run={} job={} rejected: {}", run, job, why);
-    H3_TRY(store_->reject_job(run, job, why));
+    std::string as = job;
+    if (as != "sub-" + e.id) {
+      auto exists = redis_->command({"EXISTS", keys::job(run, job)});
+      if (!exists.ok()) return exists.error();
+      if (queue::reply_int(exists->get()) != 0) as = "sub-" + e.id;
+    }
+    spdlog::warn("ingest: run={} job={} rejected: {}", run, as, why);
+    H3_TRY(store_->reject_job(run, as, why));
     auto ok = queue_->complete(e, {});
     if (!ok.ok()) return ok.error();
     return true;
   };
+  if (run_field == e.fields.end()) {
+    run = "invalid-runs";
+    return reject("sub-" + e.id, "run: the submission has no run field (XADD h3pipe:submit * run RUN spec JSON)");
+  }
   if (auto s = artifacts::validate_id("run", run); !s.ok()) {
     run = "invalid-runs";
     return reject("sub-" + e.id, s.error().message);
   }
+  if (spec_field == e.fields.end())
+    return reject("sub-" + e.id, "spec: the submission has no spec field (XADD h3pipe:submit * run RUN spec JSON)");
   auto spec = spec::parse_json(spec_json);
   if (!spec.ok()) return reject("sub-" + e.id, spec.error().message);
   if (spec->job_id().empty()) spec->set_job_id("sub-" + e.id);
@@ -85,7 +101,18 @@ Result<bool> Ingest::step() {
   t.SerializeToString(&payload);
   auto accepted = store_->accept_job(run, *spec, payload);
   if (!accepted.ok()) return accepted.error();
-  if (!*accepted) spdlog::warn("ingest: run={} job={} already exists; duplicate submission ignored", run, spec->job_id());
+  if (!*accepted) {
+    // The same job again: identical is idempotent, another spec is refused with the reason.
+    auto stored = redis_->command({"HGET", keys::job(run, spec->job_id()), "spec"});
+    if (!stored.ok()) return stored.error();
+    if (queue::reply_str(stored->get()) != spec::to_json(*spec))
+      return reject(spec->job_id(),
+                    fmt::format("jobId {} already exists in run {} with another spec; the "
+                                "submission was refused and the existing job left as it is",
+                                spec->job_id(), run));
+    spdlog::info("ingest: run={} job={} submitted again with the same spec: nothing to do", run,
+                 spec->job_id());
+  }
   auto ok = queue_->complete(e, {});
   if (!ok.ok()) return ok.error();
   return true;

@@ -399,3 +399,40 @@ TEST(LocalStack, WaitRidesOutARedisRestartAndNamesAnUnknownRun) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << out;
   EXPECT_NE(out.find("6 done, 0 failed"), std::string::npos) << out;
 }
+
+// The stream door refuses what it cannot take, with the reason in `status`, and never touches an
+// existing job: another spec for a finished job, a bad spec naming it, no `spec`, no `run`
+// (issues #13, #14: a bad spec flipped a done job to failed; the others were dropped or filed
+// under run "default").
+TEST(LocalStack, StreamSubmissionsRefuseWithReasonsAndLeaveExistingJobsAlone) {
+  Stack st;
+  const std::string run = st.submit(batch(1));
+  ASSERT_EQ(st.wait(run, 60), 0);
+  auto r = st.redis("operator");
+  const std::string same = st.status(run)["jobs"][0].dump();
+  auto xadd = [&](std::vector<std::string> fields) {
+    std::vector<std::string> argv = {"XADD", keys::submit(), "*"};
+    argv.insert(argv.end(), fields.begin(), fields.end());
+    ASSERT_TRUE(r->command(argv).ok());
+  };
+  xadd({"run", run, "spec", R"({"jobId":"j00","prompt":"another prompt","width":64,"height":64,"frames":9})"});
+  xadd({"run", run, "spec", R"({"jobId":"j00","prompt":""})"});
+  xadd({"run", run});
+  xadd({"spec", R"({"jobId":"x","prompt":"p"})"});
+  ASSERT_TRUE(ts::wait_for([&] { return st.status(run).value("total", 0) == 4; }, 20)) << st.status(run).dump();
+  ASSERT_TRUE(ts::wait_for([&] { return st.status("invalid-runs").value("total", 0) >= 1; }, 20));
+  const json s = st.status(run);
+  std::string reasons;
+  for (const auto& j : s["jobs"]) {
+    if (j["jobId"] == "j00") {
+      EXPECT_EQ(j.value("state", ""), "done") << j.dump();
+    } else {
+      reasons += j.value("error", "") + "\n";
+    }
+  }
+  EXPECT_NE(reasons.find("j00 already exists in run"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("prompt: required"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("spec: the submission has no spec field"), std::string::npos) << reasons;
+  EXPECT_NE(st.status("invalid-runs").dump().find("run: the submission has no run field"), std::string::npos);
+  EXPECT_TRUE(fs::exists(st.out(run) / "j00.mp4"));
+}
