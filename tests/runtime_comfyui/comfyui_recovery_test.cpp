@@ -209,8 +209,12 @@ TEST_F(ComfyUiRecoveryTest, APartlyInvalidWorkflowIsRejectedNotRunWithoutTheFail
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
   EXPECT_NE(out.error().message.find("rejected part of the workflow"), std::string::npos) << out.error().message;
   EXPECT_NE(out.error().message.find("node 6 (ImageScale)"), std::string::npos) << out.error().message;
-  ASSERT_EQ(server.recorded("queue").size(), 1u);
-  EXPECT_EQ(server.recorded("queue")[0]["delete"][0], comfyui::prompt_id_for("run-1", "job-1", "decode", 1));
+  // Removed from the queue (again, with an interrupt, if the server had started it already: how
+  // many deletes that takes depends on timing), and never anything else.
+  const auto deletes = server.recorded("queue");
+  ASSERT_GE(deletes.size(), 1u);
+  for (const auto& d : deletes)
+    EXPECT_EQ(d["delete"][0], comfyui::prompt_id_for("run-1", "job-1", "decode", 1)) << d.dump();
   EXPECT_FALSE(fs::exists(out_));
 }
 
