@@ -188,7 +188,19 @@ def latent_outputs(lf):
     return video, audio
 
 
-class H3LoadLatent:
+class _LoadNode:
+    """What both load nodes share: a changed file re-runs them, a bad path fails at POST /prompt."""
+
+    @classmethod
+    def IS_CHANGED(cls, path, **_):
+        return _file_hash(path)
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, path):
+        return _validate_path(path)
+
+
+class H3LoadLatent(_LoadNode):
     DESCRIPTION = ("Loads an h3pipe latent (.h3latent v2 or v1, checked against its .sha256) or a "
                    "core SaveLatent .latent, and gives back what was saved: the LATENT (video, or "
                    "the whole AV NestedTensor LATENT) and the audio LATENT when there is one.")
@@ -234,14 +246,6 @@ class H3LoadLatent:
             raise NodeError(node, e)
         return latent_outputs(lf)
 
-    @classmethod
-    def IS_CHANGED(cls, path, **_):
-        return _file_hash(path)
-
-    @classmethod
-    def VALIDATE_INPUTS(cls, path):
-        return _validate_path(path)
-
 
 class H3SaveConditioning(_SaveNode):
     DESCRIPTION = ("Saves a CONDITIONING (tensors and their options) as a safetensors file with its "
@@ -266,7 +270,7 @@ class H3SaveConditioning(_SaveNode):
         return {"ui": {"conditioning": [_file_ref(kind, sub, name)]}}
 
 
-class H3LoadConditioning:
+class H3LoadConditioning(_LoadNode):
     DESCRIPTION = "Loads a CONDITIONING saved by H3SaveConditioning (checked against its .sha256)."
 
     @classmethod
@@ -287,14 +291,6 @@ class H3LoadConditioning:
             return (conditioning_file.decode(data),)
         except LatentError as e:
             raise NodeError(node, e)
-
-    @classmethod
-    def IS_CHANGED(cls, path, **_):
-        return _file_hash(path)
-
-    @classmethod
-    def VALIDATE_INPUTS(cls, path):
-        return _validate_path(path)
 
 
 class H3SaveAVLatent(H3SaveLatent):
