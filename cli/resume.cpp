@@ -45,6 +45,13 @@ int cmd_resume(const Global& g, const std::string& run_id) {
   if (!redis.ok()) { fmt::print(stderr, "{}\n", redis.error().message); return 1; }
   auto& r = **redis;
   state::Store store(r);
+  // The cancel flag goes first: a worker that reaches one of this run's tasks from now on runs
+  // it (a cancel whose flag is gone is not applied, state.h), so nothing resumed is dropped.
+  if (auto rs = store.run_status(run_id); !rs.ok()) { fmt::print(stderr, "{}\n", rs.error().message); return 4; }
+  if (auto u = r.command({"HSET", keys::run(run_id), "cancelled", "0"}); !u.ok()) {
+    fmt::print(stderr, "{}\n", u.error().message);
+    return 1;
+  }
   auto jobs = store.jobs(run_id);
   if (!jobs.ok()) { fmt::print(stderr, "{}\n", jobs.error().message); return 1; }
   if (jobs->empty()) { fmt::print(stderr, "run {} has no jobs in this Redis\n", run_id); return 1; }
@@ -79,13 +86,20 @@ int cmd_resume(const Global& g, const std::string& run_id) {
       counts[0]++;
       continue;
     }
-    if (in_flight.count(j.job_id)) { counts[1]++; continue; }
+    // A job with its task on a stream is left to it, unless it is terminal (failed, cancelled,
+    // or done with its files gone): a terminal job's task was acked with its last move, so what
+    // is there is stale and the start move will drop it.
+    if (in_flight.count(j.job_id) && j.state != "failed" && j.state != "cancelled" && j.state != "done") {
+      counts[1]++;
+      continue;
+    }
     pb::StageTask t;
     t.set_run_id(run_id);
     t.set_job_id(j.job_id);
     *t.mutable_spec() = *spec;
     t.set_enqueued_unix_ms(state::now_ms());
-    std::string stream, st;
+    std::string stream, sender;
+    state::JobState st = state::JobState::kEncode;
     bool via_transfer = false;
     if (auto lat = paths::latent(*c, run_id, j.job_id); lat.ok() && artifacts::verify(*lat).ok()) {
       // The decode goes where the latent is (or will be): the hosts the job's history says hold
@@ -97,42 +111,38 @@ int cmd_resume(const Global& g, const std::string& run_id) {
       t.set_target_host(target.host);
       if (target.via_transfer) {
         // Only the sampling host has it and does not decode: its transfer sender moves it (the
-        // outbox record is durable; the sender takes it at its next scan if the nudge is missed).
+        // outbox record is durable; the sender takes it at its next scan if the nudge is missed),
+        // once the job is reopened at transfer below.
         t.set_input_path(fs::relative(*lat, c->artifact_root).generic_string());
-        auto sent = transfer::notify_latent_ready(transfer::notify_endpoint(*c, holders.front()), t,
-                                                  transfer::outbox_dir(*c, holders.front()));
-        if (!sent.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, sent.error().message); return 1; }
+        sender = holders.front();
         via_transfer = true;
-        st = "transfer";
+        st = state::JobState::kTransfer;
       } else {
         stream = worker::stream_for(config::StageKind::kDecode, target.host);
-        st = "decode";
+        st = state::JobState::kDecode;
       }
       counts[4]++;
     } else if (auto cond = paths::conditioning(*c, run_id, j.job_id); cond.ok() && artifacts::verify(*cond).ok()) {
       t.set_stage(pb::STAGE_SAMPLE);
       stream = worker::stream_for(config::StageKind::kSample, "");
-      st = "sample";
+      st = state::JobState::kSample;
       counts[3]++;
     } else {
       t.set_stage(pb::STAGE_ENCODE);
       stream = worker::stream_for(config::StageKind::kEncode, "");
-      st = "encode";
       counts[2]++;
     }
     std::string payload;
     t.SerializeToString(&payload);
-    std::vector<std::vector<std::string>> cmds = {{"MULTI"}};
-    if (j.state == "failed" || j.state == "cancelled") cmds.push_back({"HINCRBY", keys::run(run_id), "failed", "-1"});
-    cmds.push_back({"HDEL", keys::job(run_id, j.job_id), "attempts:encode", "attempts:sample", "attempts:decode", "error"});
-    cmds.push_back({"HSET", keys::job(run_id, j.job_id), "state", st});
-    if (!via_transfer) cmds.push_back({"XADD", stream, "*", "task", payload});
-    cmds.push_back({"EXEC"});
-    auto res = r.pipeline(cmds);
-    if (!res.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, res.error().message); return 1; }
+    // Reopened through the state machine: the run's counters follow (a done job whose files are
+    // gone leaves done), attempts and the error are cleared, and the task is enqueued with it.
+    auto moved = store.apply(state::Store::reopen_move(run_id, j.job_id, st, via_transfer ? "" : stream, payload));
+    if (!moved.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, moved.error().message); return 1; }
+    if (via_transfer) {
+      auto sent = transfer::notify_latent_ready(transfer::notify_endpoint(*c, sender), t, transfer::outbox_dir(*c, sender));
+      if (!sent.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, sent.error().message); return 1; }
+    }
   }
-  // A job can have passed "done" in Redis only if its files verified; recount the run's done from disk.
-  (void)r.command({"HSET", keys::run(run_id), "done", std::to_string(counts[0]), "cancelled", "0"});
   fmt::print("resume {}: {} done, {} in flight, re-enqueued {} encode, {} sample, {} decode\n", run_id, counts[0],
              counts[1], counts[2], counts[3], counts[4]);
   return 0;

@@ -61,7 +61,9 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background, con
   auto redis = connect(g, *c);
   if (!redis.ok()) { fmt::print(stderr, "{}\n", redis.error().message); return 1; }
   state::Store store(**redis);
-  if (auto s = store.create_run(run_id, static_cast<long long>(batch.specs.size())); !s.ok()) {
+  std::vector<std::string> ids;
+  for (const auto& s : batch.specs) ids.push_back(s.job_id());
+  if (auto s = store.create_run(run_id, ids); !s.ok()) {
     fmt::print(stderr, "{}\n", s.error().message);
     return 1;
   }
@@ -130,13 +132,16 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
     }
     s = *rs;
     long long total = std::max(s.total, s.expected);
-    std::map<std::string, long long> now = {{"encode", s.stage_done["encode"]}, {"sample", s.stage_done["sample"]},
-                                            {"decode", s.stage_done["decode"]}, {"failed", s.failed}};
+    // Jobs at or past each stage (never executions: a re-run stage counts its job once).
+    std::map<std::string, long long> now = s.stage_jobs();
+    now["failed"] = s.failed;
+    now["cancelled"] = s.cancelled_jobs;
     if (tty) {
       std::string out = "\r";
       for (const char* st : {"encode", "sample", "decode"})
         out += fmt::format("{} {} {}/{}  ", st, bar(now[st], total, 12), now[st], total);
-      if (s.failed) out += fmt::format("failed {}", s.failed);
+      if (s.failed) out += fmt::format("failed {}  ", s.failed);
+      if (s.cancelled_jobs) out += fmt::format("cancelled {}", s.cancelled_jobs);
       fmt::print("{}", out);
       std::fflush(stdout);
     } else if (now != last) {
@@ -154,14 +159,15 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   }
   if (tty) fmt::print("\n");
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  fmt::print("run {}: {} done, {} failed of {} ({:.1f} s)\n", run_id, s.done, s.failed, s.total, secs);
-  if (s.failed) {
+  fmt::print("run {}: {} done, {} failed, {} cancelled of {} ({:.1f} s)\n", run_id, s.done, s.failed,
+             s.cancelled_jobs, s.total, secs);
+  if (s.failed || s.cancelled_jobs) {
     auto jobs = state::Store(*redis).jobs(run_id);
     if (jobs.ok())
       for (const auto& j : *jobs)
         if (j.state == "failed" || j.state == "cancelled") fmt::print("  {} {}: {}\n", j.job_id, j.state, j.error);
   }
-  return s.failed ? 1 : 0;
+  return s.failed || s.cancelled_jobs ? 1 : 0;
 }
 
 int cmd_status(const Global& g, const std::string& run_id, bool json) {
@@ -177,8 +183,11 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     for (const auto& r : *runs) {
       auto s = store.run_status(r);
       if (!s.ok()) continue;
-      out.push_back({{"run_id", r}, {"total", s->total}, {"done", s->done}, {"failed", s->failed}, {"finished", s->finished()}});
-      if (!json) fmt::print("{}  {}/{} done  {} failed{}\n", r, s->done, s->total, s->failed, s->finished() ? "" : "  (running)");
+      out.push_back({{"run_id", r}, {"total", s->total}, {"done", s->done}, {"failed", s->failed},
+                     {"cancelled_jobs", s->cancelled_jobs}, {"finished", s->finished()}});
+      if (!json)
+        fmt::print("{}  {}/{} done  {} failed  {} cancelled{}\n", r, s->done, s->total, s->failed, s->cancelled_jobs,
+                   s->finished() ? "" : "  (running)");
     }
     if (json) fmt::print("{}\n", out.dump(2));
     return 0;
@@ -188,7 +197,8 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
   auto jobs = store.jobs(run_id);
   if (!jobs.ok()) { fmt::print(stderr, "{}\n", jobs.error().message); return 1; }
   nlohmann::json j = {{"run_id", run_id}, {"created_unix_ms", s->created_ms}, {"total", s->total}, {"done", s->done}, {"failed", s->failed},
-                      {"cancelled", s->cancelled}, {"finished", s->finished()}, {"stages", s->stage_done}};
+                      {"cancelled", s->cancelled}, {"cancelled_jobs", s->cancelled_jobs}, {"finished", s->finished()},
+                      {"stages", s->stage_jobs()}, {"states", s->in_state}, {"illegal_transitions", s->illegal}};
   for (const auto& job : *jobs) {
     nlohmann::json jj = {{"job_id", job.job_id}, {"state", job.state}};
     if (!job.error.empty()) jj["error"] = job.error;
@@ -204,7 +214,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("run {}: {} done, {} failed of {}{}{}\n", run_id, s->done, s->failed, s->total,
+  fmt::print("run {}: {} done, {} failed, {} cancelled of {}{}{}\n", run_id, s->done, s->failed, s->cancelled_jobs, s->total,
              s->cancelled ? " (cancelled)" : "", s->finished() ? "" : " (running)");
   for (const auto& job : *jobs)
     fmt::print("  {:<24} {:<10} {}\n", job.job_id, job.state, job.error);

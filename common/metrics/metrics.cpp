@@ -11,13 +11,15 @@ prometheus::Histogram::BucketBoundaries seconds_buckets() {
 WorkerProbe::WorkerProbe(prometheus::Registry& reg, const std::string& stage, const std::string& pool,
                          const std::string& host)
     : tasks_(prometheus::BuildCounter().Name("h3pipe_stage_tasks_total")
-                 .Help("Stage tasks finished, by outcome (ok, skipped, retry, dead_letter)").Register(reg)),
+                 .Help("Stage tasks finished, by outcome (ok, skipped, retry, dead_letter, cancelled, refused: the job state machine dropped a stale or cancelled job's task)").Register(reg)),
       reclaims_(prometheus::BuildCounter().Name("h3pipe_stage_reclaims_total")
                     .Help("Tasks this worker took over, by reason (expired_lease, own_pending)").Register(reg)),
       ok_(tasks_.Add({{"stage", stage}, {"pool", pool}, {"host", host}, {"outcome", "ok"}})),
       skipped_(tasks_.Add({{"stage", stage}, {"pool", pool}, {"host", host}, {"outcome", "skipped"}})),
       retry_(tasks_.Add({{"stage", stage}, {"pool", pool}, {"host", host}, {"outcome", "retry"}})),
       dead_(tasks_.Add({{"stage", stage}, {"pool", pool}, {"host", host}, {"outcome", "dead_letter"}})),
+      cancelled_(tasks_.Add({{"stage", stage}, {"pool", pool}, {"host", host}, {"outcome", "cancelled"}})),
+      refused_(tasks_.Add({{"stage", stage}, {"pool", pool}, {"host", host}, {"outcome", "refused"}})),
       lease_lost_(prometheus::BuildCounter().Name("h3pipe_stage_leases_lost_total")
                       .Help("Lease renewals refused because another worker owned the task").Register(reg)
                       .Add({{"stage", stage}, {"pool", pool}, {"host", host}})),
@@ -52,6 +54,8 @@ void WorkerProbe::task_done(double s, double w) { ok_.Increment(); seconds_.Obse
 void WorkerProbe::task_skipped() { skipped_.Increment(); }
 void WorkerProbe::task_retry() { retry_.Increment(); }
 void WorkerProbe::task_dead_lettered() { dead_.Increment(); }
+void WorkerProbe::task_cancelled() { cancelled_.Increment(); }
+void WorkerProbe::task_refused() { refused_.Increment(); }
 void WorkerProbe::reclaimed(const std::string& reason) {
   auto l = labels_;
   l["reason"] = reason;
@@ -67,6 +71,8 @@ double WorkerProbe::count(const std::string& outcome) const {
   if (outcome == "skipped") return skipped_.Value();
   if (outcome == "retry") return retry_.Value();
   if (outcome == "dead_letter") return dead_.Value();
+  if (outcome == "cancelled") return cancelled_.Value();
+  if (outcome == "refused") return refused_.Value();
   return 0;
 }
 

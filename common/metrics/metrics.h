@@ -25,6 +25,8 @@ class WorkerProbe final {
   void task_skipped();          // output already present (idempotent re-delivery)
   void task_retry();
   void task_dead_lettered();
+  void task_cancelled();        // the run was cancelled: the job is cancelled
+  void task_refused();          // the job state machine refused the task (stale, done, cancelled job)
   void reclaimed(const std::string& reason);  // "expired_lease" | "own_pending"
   void lease_lost();
   void set_busy(bool busy);
@@ -36,7 +38,7 @@ class WorkerProbe final {
  private:
   prometheus::Family<prometheus::Counter>& tasks_;
   prometheus::Family<prometheus::Counter>& reclaims_;
-  prometheus::Counter &ok_, &skipped_, &retry_, &dead_, &lease_lost_, &bubble_, &bytes_;
+  prometheus::Counter &ok_, &skipped_, &retry_, &dead_, &cancelled_, &refused_, &lease_lost_, &bubble_, &bytes_;
   prometheus::Histogram &seconds_, &wait_;
   prometheus::Gauge &busy_, &depth_, &up_;
   std::map<std::string, std::string> labels_;

@@ -18,6 +18,7 @@ inline std::string run(std::string_view r) { return std::string(kPrefix) + ":run
 inline std::string run_jobs(std::string_view r) { return run(r) + ":jobs"; }       // zset job -> submit order
 inline std::string job(std::string_view r, std::string_view j) { return run(r) + ":job:" + std::string(j); }
 inline std::string history(std::string_view r, std::string_view j) { return run(r) + ":hist:" + std::string(j); }
+inline std::string run_expected(std::string_view r) { return run(r) + ":expected"; }  // set of submitted job ids
 
 inline constexpr std::string_view kIngestGroup = "ingest";
 

@@ -35,29 +35,148 @@ std::string new_run_id() {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rd() & 0xffffff);
 }
 
-Status Store::create_run(const std::string& run_id, long long expected) {
-  auto r = redis_.pipeline({
-      {"HSETNX", keys::run(run_id), "created_ms", std::to_string(now_ms())},
-      {"HINCRBY", keys::run(run_id), "expected", std::to_string(expected)},
-      {"ZADD", keys::runs(), "NX", std::to_string(now_ms()), run_id},
-  });
-  if (!r.ok()) return r.error();
-  return {};
+namespace {
+
+std::string csv(const std::vector<JobState>& states) {
+  std::string out;
+  for (JobState s : states) out += (out.empty() ? "" : ",") + std::string(job_state_name(s));
+  return out;
 }
 
-// Lua: register job if new, then enqueue its encode task; atomic so a crash never leaves a job
-// without its task or a task without its job.
-static const char* const kAcceptScript = R"LUA(
--- KEYS: job, run, run_jobs, runs, encode stream ; ARGV: spec, now, job_id, payload
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+void flatten_into(std::vector<std::string>& args, const queue::Commands& cmds) {
+  args.push_back(std::to_string(cmds.size()));
+  for (const auto& c : cmds) {
+    args.push_back(std::to_string(c.size()));
+    args.insert(args.end(), c.begin(), c.end());
+  }
+}
+
+JobState state_of(const redisReply* r) {
+  return parse_job_state(reply_str(r)).value_or(JobState::kNone);
+}
+
+}  // namespace
+
+// The state machine's Lua side: the table itself stays in C++ (judge, job_state.h); a script is
+// handed the states a move applies from and those it is already past, and keeps the run's
+// counters in step with every applied move.
+static const char* const kMoveLua = R"LUA(
+local function h3_in(list, s) return string.find(',' .. list .. ',', ',' .. s .. ',', 1, true) ~= nil end
+local function h3_judge(job, apply_from, past_from)
+  local from = redis.call('HGET', job, 'state')
+  if not from or from == '' then from = 'none' end
+  if h3_in(apply_from, from) then return 1, from end
+  if h3_in(past_from, from) then return 3, from end
+  return 2, from
+end
+local h3_tally = {done = 'done', failed = 'failed', cancelled = 'jobs_cancelled'}
+local function h3_set(job, run, from, to)
+  redis.call('HSET', job, 'state', to)
+  if from ~= 'none' then redis.call('HINCRBY', run, 'n:' .. from, -1) else redis.call('HINCRBY', run, 'total', 1) end
+  redis.call('HINCRBY', run, 'n:' .. to, 1)
+  if h3_tally[from] then redis.call('HINCRBY', run, h3_tally[from], -1) end
+  if h3_tally[to] then redis.call('HINCRBY', run, h3_tally[to], 1) end
+end
+local function h3_refused(run, from, to)
+  redis.call('HINCRBY', run, 'illegal', 1)
+  redis.call('HINCRBY', run, 'illegal:' .. from .. '>' .. to, 1)
+end
+local function h3_ours(stream, group, consumer, id)
+  return #redis.call('XPENDING', stream, group, id, id, 1, consumer) == 1
+end
+local function h3_ack(stream, group, id)
+  redis.call('XACK', stream, group, id)
+  redis.call('XDEL', stream, id)
+end
+local function h3_cmds(at, run_them)
+  local n = tonumber(ARGV[at]); at = at + 1
+  for c = 1, n do
+    local argc = tonumber(ARGV[at]); at = at + 1
+    if run_them then
+      local cmd = {}
+      for k = 1, argc do cmd[k] = ARGV[at + k - 1] end
+      redis.call(unpack(cmd))
+    end
+    at = at + argc
+  end
+  return at
+end
+)LUA";
+
+// KEYS: job, run [, stream].  ARGV: to, apply-from, past-from, ack (0|1), group, consumer, id,
+// guard ('' | 'cancelled'), record commands, next commands.  Returns {code, from} (Applied).
+static const std::string kApplyScript = std::string(kMoveLua) + R"LUA(
+local ack = ARGV[4] == '1'
+if ack and not h3_ours(KEYS[3], ARGV[5], ARGV[6], ARGV[7]) then return {0, ''} end
+if ARGV[8] == 'cancelled' and redis.call('HGET', KEYS[2], 'cancelled') ~= '1' then return {4, ''} end
+local v, from = h3_judge(KEYS[1], ARGV[2], ARGV[3])
+if ack then h3_ack(KEYS[3], ARGV[5], ARGV[7]) end
+if v == 2 then h3_refused(KEYS[2], from, ARGV[1]); return {2, from} end
+if v == 1 then h3_set(KEYS[1], KEYS[2], from, ARGV[1]) end
+local at = h3_cmds(9, true)
+h3_cmds(at, v == 1)
+return {v, from}
+)LUA";
+
+// KEYS: job, run [, stream].  ARGV: to, apply-from, attempts field, group, consumer, id.
+// Returns {code, from, attempt, cancelled flag, last error}.
+static const std::string kStartScript = std::string(kMoveLua) + R"LUA(
+local v, from = h3_judge(KEYS[1], ARGV[2], '')
+if v == 2 then
+  if KEYS[3] and h3_ours(KEYS[3], ARGV[4], ARGV[5], ARGV[6]) then h3_ack(KEYS[3], ARGV[4], ARGV[6]) end
+  h3_refused(KEYS[2], from, ARGV[1])
+  return {2, from, 0, '', ''}
+end
+if from ~= ARGV[1] then h3_set(KEYS[1], KEYS[2], from, ARGV[1]) end
+local n = redis.call('HINCRBY', KEYS[1], ARGV[3], 1)
+return {1, from, n, redis.call('HGET', KEYS[2], 'cancelled') or '', redis.call('HGET', KEYS[1], 'error') or ''}
+)LUA";
+
+// Registers a job if new and enqueues its encode task: a crash never leaves a job without its
+// task or a task without its job.  KEYS: job, run, run_jobs, runs, encode stream.
+// ARGV: spec, now, job_id, payload, run_id.  A job that exists is a resubmission: 0, no count.
+static const std::string kAcceptScript = std::string(kMoveLua) + R"LUA(
+local v, from = h3_judge(KEYS[1], 'none', '')
+if v ~= 1 then return 0 end
 local id = redis.call('XADD', KEYS[5], '*', 'task', ARGV[4])
-redis.call('HSET', KEYS[1], 'state', 'queued', 'spec', ARGV[1], 'submitted_ms', ARGV[2], 'task:encode', id)
+redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'submitted_ms', ARGV[2], 'task:encode', id)
+h3_set(KEYS[1], KEYS[2], 'none', 'queued')
 redis.call('HSETNX', KEYS[2], 'created_ms', ARGV[2])
-redis.call('HINCRBY', KEYS[2], 'total', 1)
 redis.call('ZADD', KEYS[3], 'NX', redis.call('HGET', KEYS[2], 'total'), ARGV[3])
 redis.call('ZADD', KEYS[4], 'NX', ARGV[2], ARGV[5])
 return 1
 )LUA";
+
+const char* applied_name(Applied a) {
+  switch (a) {
+    case Applied::kLeaseLost: return "lease lost";
+    case Applied::kApplied: return "applied";
+    case Applied::kRefused: return "refused";
+    case Applied::kAlreadyPast: return "already past";
+    case Applied::kNotCancelled: return "run no longer cancelled";
+  }
+  return "?";
+}
+
+std::map<std::string, long long> RunStatus::stage_jobs() const {
+  auto in = [&](const char* s) {
+    auto it = in_state.find(s);
+    return it == in_state.end() ? 0LL : it->second;
+  };
+  const long long done_n = in("done"), decode = in("decode") + done_n, sample = in("transfer") + decode;
+  return {{"encode", in("sample") + sample}, {"sample", sample}, {"decode", done_n}};
+}
+
+Status Store::create_run(const std::string& run_id, const std::vector<std::string>& job_ids) {
+  std::vector<std::string> sadd = {"SADD", keys::run_expected(run_id)};
+  sadd.insert(sadd.end(), job_ids.begin(), job_ids.end());
+  queue::Commands cmds = {{"HSETNX", keys::run(run_id), "created_ms", std::to_string(now_ms())},
+                          {"ZADD", keys::runs(), "NX", std::to_string(now_ms()), run_id}};
+  if (!job_ids.empty()) cmds.push_back(sadd);
+  auto r = redis_.pipeline(cmds);
+  if (!r.ok()) return r.error();
+  return {};
+}
 
 Result<bool> Store::accept_job(const std::string& run_id, const pb::JobSpec& s, const std::string& payload) {
   auto r = redis_.eval(kAcceptScript,
@@ -69,34 +188,65 @@ Result<bool> Store::accept_job(const std::string& run_id, const pb::JobSpec& s, 
 }
 
 Status Store::reject_job(const std::string& run_id, const std::string& job_id, const std::string& reason) {
-  std::string now = std::to_string(now_ms());
-  auto r = redis_.pipeline({
-      {"HSETNX", keys::run(run_id), "created_ms", now},
-      {"ZADD", keys::runs(), "NX", now, run_id},
-      {"HSET", keys::job(run_id, job_id), "state", "failed", "error", reason, "submitted_ms", now},
-      {"ZADD", keys::run_jobs(run_id), "NX", now, job_id},
-      {"HINCRBY", keys::run(run_id), "total", "1"},
-      {"HINCRBY", keys::run(run_id), "failed", "1"},
-  });
-  if (!r.ok()) return r.error();
+  const std::string now = std::to_string(now_ms());
+  Move m;
+  m.run_id = run_id;
+  m.job_id = job_id;
+  m.event = Event::kReject;
+  m.to = JobState::kFailed;
+  m.next = {{"HSET", keys::job(run_id, job_id), "error", reason, "submitted_ms", now},
+            {"HSETNX", keys::run(run_id), "created_ms", now},
+            {"ZADD", keys::runs(), "NX", now, run_id},
+            {"ZADD", keys::run_jobs(run_id), "NX", now, job_id}};
+  auto moved = apply(m);
+  if (!moved.ok()) return moved.error();
+  if (moved->code != Applied::kApplied)
+    return make_error("state.refused", "run {} job {}: a rejection of a job that exists ({}) was refused",
+                      run_id, job_id, job_state_name(moved->from));
   return {};
 }
 
-Result<Attempt> Store::start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s) {
-  auto r = redis_.pipeline({
-      {"HINCRBY", keys::job(run_id, job_id), std::string("attempts:") + stage_key(s), "1"},
-      {"HSET", keys::job(run_id, job_id), "state", stage_key(s)},
-      {"HGET", keys::run(run_id), "cancelled"},
-      {"HGET", keys::job(run_id, job_id), "error"},
-  });
+Result<Attempt> Store::start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s,
+                                     const std::optional<QueueAck>& entry) {
+  const JobState to = stage_state(s);
+  std::vector<std::string> keys_ = {keys::job(run_id, job_id), keys::run(run_id)};
+  std::vector<std::string> args = {job_state_name(to), csv(states_with(Event::kStart, to, Verdict::kApply)),
+                                   std::string("attempts:") + stage_key(s)};
+  if (entry) {
+    keys_.push_back(entry->stream);
+    args.insert(args.end(), {entry->group, entry->consumer, entry->entry_id});
+  }
+  auto r = redis_.eval(kStartScript, keys_, args);
   if (!r.ok()) return r.error();
-  return Attempt{reply_int((*r)[0].get()), reply_str((*r)[2].get()) == "1", reply_str((*r)[3].get())};
+  const redisReply* a = r->get();
+  if (a->type != REDIS_REPLY_ARRAY || a->elements < 5) return make_error("redis.reply", "start: unexpected reply");
+  Attempt out;
+  out.refused = reply_int(a->element[0]) == 2;
+  out.from = state_of(a->element[1]);
+  out.number = reply_int(a->element[2]);
+  out.cancelled = reply_str(a->element[3]) == "1";
+  out.last_error = reply_str(a->element[4]);
+  return out;
 }
 
-Result<long long> Store::begin_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s) {
-  auto a = start_attempt(run_id, job_id, s);
-  if (!a.ok()) return a.error();
-  return a->number;
+Result<Moved> Store::apply(const Move& m) {
+  std::vector<std::string> keys_ = {keys::job(m.run_id, m.job_id), keys::run(m.run_id)};
+  std::vector<std::string> args = {job_state_name(m.to), csv(states_with(m.event, m.to, Verdict::kApply)),
+                                   csv(states_with(m.event, m.to, Verdict::kAlreadyPast)), m.ack ? "1" : "0"};
+  if (m.ack) {
+    keys_.push_back(m.ack->stream);
+    args.insert(args.end(), {m.ack->group, m.ack->consumer, m.ack->entry_id});
+  } else {
+    args.insert(args.end(), {"", "", ""});
+  }
+  args.push_back(m.only_while_cancelled ? "cancelled" : "");
+  flatten_into(args, m.record);
+  flatten_into(args, m.next);
+  auto r = redis_.eval(kApplyScript, keys_, args);
+  if (!r.ok()) return r.error();
+  const redisReply* a = r->get();
+  if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) return make_error("redis.reply", "apply: unexpected reply");
+  return Moved{static_cast<Applied>(reply_int(a->element[0])), state_of(a->element[1])};
 }
 
 Status Store::note_exec(const std::string& run_id, const std::string& job_id, pb::Stage s) {
@@ -143,13 +293,17 @@ Result<RunStatus> Store::run_status(const std::string& run_id) {
     std::string k = reply_str(r->get()->element[i]);
     long long v = reply_int(r->get()->element[i + 1]);
     if (k == "created_ms") s.created_ms = v;
-    else if (k == "expected") s.expected = v;
     else if (k == "total") s.total = v;
     else if (k == "done") s.done = v;
     else if (k == "failed") s.failed = v;
     else if (k == "cancelled") s.cancelled = v == 1;
-    else if (k.rfind("count:", 0) == 0) s.stage_done[k.substr(6)] = v;
+    else if (k == "jobs_cancelled") s.cancelled_jobs = v;
+    else if (k == "illegal") s.illegal = v;
+    else if (k.rfind("n:", 0) == 0) s.in_state[k.substr(2)] = v;
   }
+  auto e = redis_.command({"SCARD", keys::run_expected(run_id)});
+  if (!e.ok()) return e.error();
+  s.expected = reply_int(e->get());
   return s;
 }
 
@@ -187,37 +341,57 @@ Result<std::vector<std::string>> Store::runs(std::size_t limit) {
   return out;
 }
 
-queue::Commands Store::complete_cmds(const std::string& run_id, const std::string& job_id,
-                                     const pb::StageRecord& rec, const std::string& next_state,
-                                     const std::string& next_stream, const std::string& next_payload,
-                                     bool final_stage) {
+Move Store::advance_move(const std::string& run_id, const std::string& job_id, const pb::StageRecord& rec,
+                        JobState to, const std::string& next_stream, const std::string& next_payload) {
   std::string rec_json;
   (void)google::protobuf::util::MessageToJsonString(rec, &rec_json);
-  const char* sk = stage_key(rec.stage());
-  queue::Commands c = {
-      {"RPUSH", keys::history(run_id, job_id), rec_json},
-      {"HINCRBY", keys::job(run_id, job_id), std::string("done:") + sk, "1"},
-      {"HINCRBY", keys::run(run_id), std::string("count:") + sk, "1"},
-      {"HSET", keys::job(run_id, job_id), "state", next_state},
-  };
-  if (!next_stream.empty()) c.push_back({"XADD", next_stream, "*", "task", next_payload});
-  if (final_stage) c.push_back({"HINCRBY", keys::run(run_id), "done", "1"});
-  return c;
+  Move m;
+  m.run_id = run_id;
+  m.job_id = job_id;
+  m.event = Event::kAdvance;
+  m.to = to;
+  m.record = {{"RPUSH", keys::history(run_id, job_id), rec_json},
+              {"HINCRBY", keys::job(run_id, job_id), std::string("done:") + stage_key(rec.stage()), "1"}};
+  if (!next_stream.empty()) m.next.push_back({"XADD", next_stream, "*", "task", next_payload});
+  return m;
 }
 
-queue::Commands Store::fail_cmds(const std::string& run_id, const std::string& job_id, pb::Stage s,
-                                 const std::string& reason) {
-  return {
-      {"HSET", keys::job(run_id, job_id), "state", "failed", "error", fmt::format("{}: {}", stage_key(s), reason)},
-      {"HINCRBY", keys::run(run_id), "failed", "1"},
-  };
+Move Store::fail_move(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason,
+                      const std::optional<std::string>& dead_letter_payload) {
+  Move m;
+  m.run_id = run_id;
+  m.job_id = job_id;
+  m.event = Event::kFail;
+  m.to = JobState::kFailed;
+  m.next = {{"HSET", keys::job(run_id, job_id), "error", fmt::format("{}: {}", stage_key(s), reason)}};
+  if (dead_letter_payload)
+    m.next.push_back({"XADD", keys::dead_letter(), "*", "stage", stage_key(s), "run", run_id, "job", job_id,
+                      "reason", reason, "task", *dead_letter_payload});
+  return m;
 }
 
-queue::Commands Store::cancel_cmds(const std::string& run_id, const std::string& job_id) {
-  return {
-      {"HSET", keys::job(run_id, job_id), "state", "cancelled"},
-      {"HINCRBY", keys::run(run_id), "failed", "1"},
-  };
+Move Store::cancel_move(const std::string& run_id, const std::string& job_id, pb::Stage s) {
+  Move m;
+  m.run_id = run_id;
+  m.job_id = job_id;
+  m.event = Event::kCancel;
+  m.to = JobState::kCancelled;
+  m.only_while_cancelled = true;
+  m.next = {{"HSET", keys::job(run_id, job_id), "error",
+             fmt::format("cancelled at {}: the run was cancelled (h3pipe cancel)", stage_key(s))}};
+  return m;
+}
+
+Move Store::reopen_move(const std::string& run_id, const std::string& job_id, JobState to, const std::string& stream,
+                        const std::string& payload) {
+  Move m;
+  m.run_id = run_id;
+  m.job_id = job_id;
+  m.event = Event::kReopen;
+  m.to = to;
+  m.next = {{"HDEL", keys::job(run_id, job_id), "attempts:encode", "attempts:sample", "attempts:decode", "error"}};
+  if (!stream.empty()) m.next.push_back({"XADD", stream, "*", "task", payload});
+  return m;
 }
 
 }  // namespace h3pipe::state

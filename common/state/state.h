@@ -1,10 +1,15 @@
 #pragma once
 // Run and job state in Redis (every key of a run under the hash tag {RUN}, see queue/keys.h).
+// A job's state is written only here, through the job state machine (job_state.h): Store::apply
+// checks the move against its table and applies it, the task's ack and the follow-up commands in
+// one Lua script, so a refused move changes nothing but the run's `illegal` count.
 //
 // job hash fields:  state (queued|encode|sample|transfer|decode|done|failed|cancelled),
 //   spec (canonical JSON), error, submitted_ms, attempts:<stage>, exec:<stage> (runtime started),
-//   done:<stage> (output committed), task:<stage> (stream id of the outstanding task).
-// run hash fields:  created_ms, expected, total, done, failed, cancelled, count:<stage>.
+//   done:<stage> (output committed), wrote:<stage> (committed by this execution), task:encode.
+// run hash fields:  created_ms, total, done, failed, jobs_cancelled, cancelled (the flag),
+//   n:<state> (jobs in each state, kept by every move), illegal, illegal:<from>><to>.
+// run expected set: the job ids `h3pipe run` submitted (a resubmission adds nothing).
 // history list:     one StageRecord (proto3 JSON) per completed stage, in order.
 #include <map>
 #include <optional>
@@ -15,6 +20,7 @@
 #include "common/core/result.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/queue/queue.h"
+#include "common/state/job_state.h"
 
 namespace h3pipe::state {
 
@@ -29,18 +35,54 @@ struct JobStatus {
 
 struct RunStatus {
   std::string run_id;
-  long long created_ms = 0, expected = 0, total = 0, done = 0, failed = 0;
-  bool cancelled = false;
-  std::map<std::string, long long> stage_done;  // stage -> jobs past it
-  bool finished() const { return total > 0 && total >= expected && done + failed >= total; }
+  long long created_ms = 0, expected = 0, total = 0, done = 0, failed = 0, cancelled_jobs = 0, illegal = 0;
+  bool cancelled = false;                      // the run was cancelled (h3pipe cancel)
+  std::map<std::string, long long> in_state;   // state -> jobs in it now
+  // Jobs at or past each stage ("encode", "sample", "decode"), from in_state: jobs, never executions.
+  std::map<std::string, long long> stage_jobs() const;
+  bool finished() const {
+    return total > 0 && total >= expected && done + failed + cancelled_jobs >= total;
+  }
 };
 
 // What a worker learns when it starts an attempt (Store::start_attempt).
 struct Attempt {
+  bool refused = false;    // the job is not at this stage (done, failed, cancelled, elsewhere)
+  JobState from = JobState::kNone;  // the job's state before the start
   long long number = 0;    // 1 on the first delivery
   bool cancelled = false;  // the run was cancelled
   std::string last_error;  // the job's error field (the reason for a dead letter)
 };
+
+// The task entry a move acks and deletes in the same step, only while it is still this
+// consumer's (a worker whose lease lapsed must not complete what another now owns).
+struct QueueAck {
+  std::string stream, group, consumer, entry_id;
+};
+
+// One move of the state machine with what goes with it.
+struct Move {
+  std::string run_id, job_id;
+  Event event = Event::kAdvance;
+  JobState to = JobState::kNone;
+  std::optional<QueueAck> ack;
+  queue::Commands record;  // run when the move applies or the job is already past it (history)
+  queue::Commands next;    // run only when the move applies (the next stage's task, the reason)
+  bool only_while_cancelled = false;  // a cancel: applies only while the run's flag is still set
+};
+
+enum class Applied {
+  kLeaseLost = 0,     // the entry is no longer ours: nothing happened
+  kApplied = 1,
+  kRefused = 2,       // illegal here: counted; the entry (if any) is acked, nothing else happens
+  kAlreadyPast = 3,   // entry acked, record kept, state and next untouched
+  kNotCancelled = 4,  // a cancel whose run is no longer cancelled (resumed): nothing happened
+};
+struct Moved {
+  Applied code = Applied::kLeaseLost;
+  JobState from = JobState::kNone;
+};
+const char* applied_name(Applied a);
 
 std::string new_run_id();  // r-YYYYMMDD-HHMMSS-xxxxxx (UTC, random suffix)
 long long now_ms();
@@ -49,39 +91,46 @@ class Store final {
  public:
   explicit Store(queue::Redis& redis) : redis_(redis) {}
 
-  Status create_run(const std::string& run_id, long long expected);
+  // Registers a run and the job ids `h3pipe run` is about to submit (the run is finished once
+  // each of them is in it); a second call with the same ids changes nothing.
+  Status create_run(const std::string& run_id, const std::vector<std::string>& job_ids);
   // Registers a job and enqueues its encode task in one transaction.  Returns false (and
   // changes nothing) if the job id already exists in the run.
   Result<bool> accept_job(const std::string& run_id, const pb::JobSpec& spec, const std::string& encode_payload);
   // Records a submission that failed validation: a failed job with the reason.
   Status reject_job(const std::string& run_id, const std::string& job_id, const std::string& reason);
-  // Start of one attempt, in one round trip: attempts:<stage>++ and state -> stage, and reads
-  // the run's cancelled flag and the job's last error.
-  Result<Attempt> start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s);
-  // start_attempt's number alone.
-  Result<long long> begin_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s);
+  // Start of one attempt, in one round trip: the start move (refused unless the job is at this
+  // stage; then the entry, when given, is acked: a stale or cancelled task is dropped),
+  // attempts:<stage>++, and the run's cancelled flag and the job's last error read back.
+  Result<Attempt> start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s,
+                                const std::optional<QueueAck>& entry = std::nullopt);
+  // Applies one move of the state machine (see Move, Applied).
+  Result<Moved> apply(const Move& m);
   // exec:<stage>++ (the runtime starts).  Sent without waiting for the reply (Redis::send): it
   // reaches Redis before the runtime starts, and costs no round trip.
   Status note_exec(const std::string& run_id, const std::string& job_id, pb::Stage s);
   Status note_error(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason);
   Result<bool> cancelled(const std::string& run_id);
-  Status cancel(const std::string& run_id);
+  Status cancel(const std::string& run_id);  // sets the run's flag; workers cancel its jobs as they reach them
   Result<std::vector<pb::StageRecord>> history(const std::string& run_id, const std::string& job_id);
 
   Result<RunStatus> run_status(const std::string& run_id);
   Result<std::vector<JobStatus>> jobs(const std::string& run_id);
   Result<std::vector<std::string>> runs(std::size_t limit = 20);
 
-  // Follow-up commands (run atomically by StageQueue::complete) for a finished stage:
-  // history += record, done:<stage>++, run count:<stage>++, state -> next_state; when next is
-  // non-empty it is XADDed to next_stream.  final_stage also increments run done.
-  static queue::Commands complete_cmds(const std::string& run_id, const std::string& job_id,
-                                       const pb::StageRecord& rec, const std::string& next_state,
-                                       const std::string& next_stream, const std::string& next_payload,
-                                       bool final_stage);
-  static queue::Commands fail_cmds(const std::string& run_id, const std::string& job_id,
-                                   pb::Stage s, const std::string& reason);
-  static queue::Commands cancel_cmds(const std::string& run_id, const std::string& job_id);
+  // The moves every writer uses.  advance: history += rec, done:<stage>++, state -> to, and
+  // the next task XADDed to next_stream when given.
+  static Move advance_move(const std::string& run_id, const std::string& job_id, const pb::StageRecord& rec,
+                      JobState to, const std::string& next_stream = "", const std::string& next_payload = "");
+  // fail: state -> failed with "<stage>: reason"; dead_letter_payload (when set) also files the
+  // task on h3pipe:dead with the reason.
+  static Move fail_move(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason,
+                   const std::optional<std::string>& dead_letter_payload = std::nullopt);
+  // cancel: state -> cancelled with the reason, only while the run is still cancelled.
+  static Move cancel_move(const std::string& run_id, const std::string& job_id, pb::Stage s);
+  // reopen (resume): state -> to, attempts and error cleared, the task XADDed when given.
+  static Move reopen_move(const std::string& run_id, const std::string& job_id, JobState to,
+                     const std::string& stream = "", const std::string& payload = "");
 
  private:
   queue::Redis& redis_;

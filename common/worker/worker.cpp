@@ -16,7 +16,6 @@
 
 namespace h3pipe::worker {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 std::string stream_for(config::StageKind stage, const std::string& host) {
   if (stage == config::StageKind::kDecode) return keys::stream("decode@" + host);
@@ -26,24 +25,84 @@ std::string group_for(config::StageKind stage) { return config::stage_name(stage
 
 namespace {
 
-pb::Stage to_pb(config::StageKind s) {
-  switch (s) {
-    case config::StageKind::kEncode: return pb::STAGE_ENCODE;
-    case config::StageKind::kSample: return pb::STAGE_SAMPLE;
-    case config::StageKind::kDecode: return pb::STAGE_DECODE;
-  }
-  return pb::STAGE_UNSPECIFIED;
-}
-
 // One-time library set-up that would otherwise land in the first task's stage time: OpenSSL's
 // digest fetch (verify) and protobuf's JSON type resolver (the completion's history record).
 void warm_first_use() {
   (void)sha256_hex("");
-  (void)state::Store::complete_cmds("warm-up", "warm-up", pb::StageRecord(), "", "", "", false);
+  (void)state::Store::advance_move("warm-up", "warm-up", pb::StageRecord(), state::JobState::kDone);
 }
 
-
 }  // namespace
+
+// The engine's ledger: the job state machine (state::Store) and this stage's queue in Redis.
+class StageWorker::RedisLedger final : public Ledger {
+ public:
+  explicit RedisLedger(StageWorker& w) : w_(w) {}
+  state::QueueAck entry(const std::string& id) const {
+    const auto& o = w_.queue_->options();
+    return {o.stream, o.group, o.consumer, id};
+  }
+  Result<state::Attempt> start(const pb::StageTask& t, const std::string& id) override {
+    return w_.store_->start_attempt(t.run_id(), t.job_id(), w_.stage_, entry(id));
+  }
+  Result<state::Moved> apply(state::Move m, const std::string& id) override {
+    m.ack = entry(id);
+    return w_.store_->apply(m);
+  }
+  Status dead_letter_entry(const Claimed& c, const std::string& reason) override {
+    queue::Entry e;
+    e.id = c.entry_id;
+    e.payload = c.payload;
+    return w_.queue_->dead_letter(e, state::stage_key(w_.stage_), "", "", reason, {});
+  }
+  Status retry_later(const std::string& id, int backoff_ms) override {
+    queue::Entry e;
+    e.id = id;
+    return w_.queue_->release_for_retry(e, backoff_ms);
+  }
+  void note_exec(const pb::StageTask& t) override { (void)w_.store_->note_exec(t.run_id(), t.job_id(), w_.stage_); }
+  void note_error(const pb::StageTask& t, const std::string& why) override {
+    (void)w_.store_->note_error(t.run_id(), t.job_id(), w_.stage_, why);
+  }
+  Result<bool> run_cancelled(const std::string& run) override { return w_.store_->cancelled(run); }
+  bool lease_lost(const std::string& id) override { return w_.leases_->is_lost(id); }
+
+ private:
+  StageWorker& w_;
+};
+
+// The engine's files: the artifact roots on this host's disk.
+class StageWorker::DiskFiles final : public Files {
+ public:
+  explicit DiskFiles(StageWorker& w) : w_(w) {}
+  Result<std::string> verify(const fs::path& root, const fs::path& p) override {
+    return artifacts::verify(artifacts::Root(root), p);
+  }
+  void remove(const fs::path& p) override {
+    std::error_code ec;
+    fs::remove(p, ec);
+  }
+  Result<std::uint64_t> size(const fs::path& p) override {
+    std::error_code ec;
+    auto n = fs::file_size(p, ec);
+    if (ec) return make_error("artifact.size", "{}: {}", p.string(), ec.message());
+    return static_cast<std::uint64_t>(n);
+  }
+  Status make_dirs(const fs::path& root, const fs::path& dir) override {
+    auto r = artifacts::make_dirs(artifacts::Root(root), dir);
+    if (!r.ok()) return r.error();
+    return {};
+  }
+  Status fits(const fs::path& lat, const latent::Expected& want) override {
+    auto l = latent::read_latent(lat, &want);
+    if (!l.ok()) return l.error();
+    return {};
+  }
+  Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own) override { return w_.write_receipt(t, own); }
+
+ private:
+  StageWorker& w_;
+};
 
 StageWorker::StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks)
     : opts_(std::move(opts)), rt_(std::move(rt)), probe_(probe), hooks_(std::move(hooks)) {}
@@ -55,7 +114,7 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   std::unique_ptr<StageWorker> w(new StageWorker(std::move(opts), std::move(rt), probe, std::move(hooks)));
   const auto& pool = *w->opts_.pool;
   const auto& c = *w->opts_.cluster;
-  w->stage_ = to_pb(pool.stage);
+  w->stage_ = describe(pool.stage).stage;
   warm_first_use();
   if (!w->hooks_.decode_host) {
     std::string self = pool.host;
@@ -72,11 +131,43 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   w->queue_ = std::make_unique<queue::StageQueue>(*w->redis_, qo);
   H3_TRY(w->queue_->ensure_group());
   w->leases_ = std::make_unique<queue::LeaseKeeper>(w->opts_.redis, qo, c.queue.renew_ms);
+  w->ledger_ = std::make_unique<RedisLedger>(*w);
+  w->files_ = std::make_unique<DiskFiles>(*w);
+  StageWorker* self = w.get();
+  Compute compute = [self](const runtime::StageContext& ctx) -> Result<runtime::StageOutput> {
+    switch (self->stage_) {
+      case pb::STAGE_ENCODE: return self->rt_.encode->encode(ctx);
+      case pb::STAGE_SAMPLE: return self->rt_.sample->sample(ctx);
+      default: return self->rt_.decode->decode(ctx);
+    }
+  };
+  w->engine_ = std::make_unique<StageEngine>(EngineOptions{&c, &pool}, *w->ledger_, *w->files_, std::move(compute),
+                                             Clock::system(), Routing{w->hooks_.decode_host, w->hooks_.hand_off});
+  w->engine_->on_outcome = [self](Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {
+    self->count(o, rec);
+    if (self->hooks_.on_event) self->hooks_.on_event(outcome_name(o), t);
+  };
   return w;
 }
 
+void StageWorker::count(Outcome o, const pb::StageRecord& rec) {
+  switch (o) {
+    case Outcome::kCompleted:
+      probe_.add_bytes(static_cast<double>(rec.bytes()));
+      probe_.task_done((rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, rec.queue_wait_s());
+      break;
+    case Outcome::kSkipped: probe_.task_skipped(); break;
+    case Outcome::kRetried: probe_.task_retry(); break;
+    case Outcome::kDeadLettered: probe_.task_dead_lettered(); break;
+    case Outcome::kCancelled: probe_.task_cancelled(); break;
+    case Outcome::kRefused: probe_.task_refused(); break;
+    case Outcome::kLeaseLost: probe_.lease_lost(); break;
+    case Outcome::kCount: break;
+  }
+}
+
 void StageWorker::run(const std::atomic<bool>& stop) {
-  auto idle_since = Clock::now();
+  auto idle_since = std::chrono::steady_clock::now();
   while (!stop.load()) {
     auto r = step();
     if (!r.ok()) {
@@ -87,7 +178,7 @@ void StageWorker::run(const std::atomic<bool>& stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
-    auto now = Clock::now();
+    auto now = std::chrono::steady_clock::now();
     if (*r) {
       idle_since = now;
     } else {
@@ -116,273 +207,14 @@ Result<bool> StageWorker::step() {
   pb::StageTask t;
   double wait = 0;
   if (t.ParseFromString(e.payload)) wait = std::max(0.0, (state::now_ms() - t.enqueued_unix_ms()) / 1000.0);
+  if (hooks_.on_event) hooks_.on_event("claimed", t);
   leases_->hold(e.id);
   probe_.set_busy(true);
-  Status s = process(e, wait);
+  auto r = engine_->process({e.id, e.payload}, wait);
   probe_.set_busy(false);
   leases_->release(e.id);
-  if (!s.ok()) return s.error();
+  if (!r.ok()) return r.error();
   return true;
-}
-
-Status StageWorker::process(const queue::Entry& e, double queue_wait_s) {
-  pb::StageTask t;
-  if (e.payload.empty() || !t.ParseFromString(e.payload) || t.run_id().empty()) {
-    spdlog::error("{}: entry {} holds no valid task; dead-lettering it", opts_.pool->name, e.id);
-    probe_.task_dead_lettered();
-    return queue_->dead_letter(e, state::stage_key(stage_), t.run_id(), t.job_id(), "unparseable task payload", {});
-  }
-  const auto& c = *opts_.cluster;
-  const std::string& run = t.run_id();
-  const std::string& job = t.job_id();
-  // One round trip: the attempt is counted, and the run's cancel flag and the job's last error
-  // come back with it.
-  auto started = store_->start_attempt(run, job, stage_);
-  if (!started.ok()) return started.error();
-  const long long attempt = started->number;
-  if (hooks_.on_event) hooks_.on_event("claimed", t);
-
-  if (started->cancelled) {
-    spdlog::info("run={} job={} {}: run cancelled, dropping the task", run, job, state::stage_key(stage_));
-    auto r = queue_->complete(e, state::Store::cancel_cmds(run, job));
-    return r.ok() ? Status() : Status(r.error());
-  }
-  if (attempt > c.queue.max_deliveries) {
-    const std::string& last = started->last_error;
-    std::string reason = fmt::format("{} failed {} deliveries (max_deliveries {}); last error: {}",
-                                     state::stage_key(stage_), attempt - 1, c.queue.max_deliveries,
-                                     last.empty() ? "the worker died while running it" : last);
-    spdlog::error("run={} job={} dead-lettered: {}", run, job, reason);
-    probe_.task_dead_lettered();
-    if (hooks_.on_event) hooks_.on_event("dead_letter", t);
-    return queue_->dead_letter(e, state::stage_key(stage_), run, job, reason, state::Store::fail_cmds(run, job, stage_, reason));
-  }
-
-  // Paths from (run, job, stage) alone; a task naming other paths is ignored on purpose.
-  auto cond = paths::conditioning(c, run, job);
-  auto lat = paths::latent(c, run, job);
-  auto mp4 = paths::mp4(c, run, job);
-  if (!cond.ok() || !lat.ok() || !mp4.ok()) {
-    std::string why = !cond.ok() ? cond.error().message : !lat.ok() ? lat.error().message : mp4.error().message;
-    probe_.task_dead_lettered();
-    return queue_->dead_letter(e, state::stage_key(stage_), run, job, why, state::Store::fail_cmds(run, job, stage_, why));
-  }
-  // The job's latent profile (params, job class, cluster): a name the config does not know cannot
-  // become valid by retrying.
-  auto profile = spec::latent_profile(t.spec(), c);
-  if (!profile.ok()) {
-    probe_.task_dead_lettered();
-    return queue_->dead_letter(e, state::stage_key(stage_), run, job, profile.error().to_string(),
-                               state::Store::fail_cmds(run, job, stage_, profile.error().to_string()));
-  }
-  runtime::StageContext ctx;
-  ctx.latent_profile = std::move(*profile);
-  ctx.run_id = run;
-  ctx.spec = &t.spec();
-  ctx.job_class = c.class_of(t.spec().width(), t.spec().height(), t.spec().frames(), t.spec().steps(), t.spec().job_class());
-  ctx.host = opts_.pool->host;
-  ctx.pool = opts_.pool->name;
-  ctx.attempt = attempt;
-  ctx.conditioning = *cond;
-  // Cancellation reaches a running stage: the runtime polls this; Redis is asked at most once a
-  // second (start_attempt just asked).
-  auto next_check = std::make_shared<Clock::time_point>(Clock::now() + std::chrono::seconds(1));
-  auto was_cancelled = std::make_shared<bool>(false);
-  // A lease found lost (another worker owns the task now, e.g. after a Redis restart lost our
-  // claim) stops the work the same way, before it commits anything.
-  const std::string entry_id = e.id;
-  ctx.cancelled = [this, run, next_check, was_cancelled, entry_id] {
-    if (leases_->is_lost(entry_id)) return true;
-    if (!*was_cancelled && Clock::now() >= *next_check) {
-      *next_check = Clock::now() + std::chrono::seconds(1);
-      auto c = store_->cancelled(run);
-      *was_cancelled = c.ok() && *c;
-    }
-    return *was_cancelled;
-  };
-  switch (stage_) {
-    case pb::STAGE_ENCODE: ctx.output = *cond; break;
-    case pb::STAGE_SAMPLE: ctx.input = *cond; ctx.output = *lat; break;
-    default: ctx.input = *lat; ctx.output = *mp4; break;
-  }
-  // The configured root the output lies under: every file check and write below stays beneath it.
-  ctx.root = fs::absolute(stage_ == pb::STAGE_DECODE ? c.output_root : c.artifact_root);
-
-  pb::StageRecord rec;
-  rec.set_stage(stage_);
-  rec.set_host(opts_.pool->host);
-  rec.set_pool(opts_.pool->name);
-  rec.set_runtime(c.runtime_for(*opts_.pool).name);
-  rec.set_settings_json(c.runtime_for(*opts_.pool).settings.dump());
-  rec.set_attempts(static_cast<std::uint32_t>(attempt));
-  rec.set_queue_wait_s(queue_wait_s);
-  rec.set_output_path(ctx.output.string());
-  rec.set_start_unix_ms(state::now_ms());
-  auto t0 = Clock::now();
-
-  // Rule 1: an output that exists and verifies means the stage is done.
-  auto existing = artifacts::verify(artifacts::Root(ctx.root), fs::absolute(ctx.output));
-  if (existing.ok()) {
-    rec.set_output_sha256(*existing);
-    std::error_code ec;
-    rec.set_bytes(fs::file_size(ctx.output, ec));
-    rec.set_end_unix_ms(state::now_ms());
-    probe_.task_skipped();
-    spdlog::info("run={} job={} {}: output already present and verified; skipping", run, job, state::stage_key(stage_));
-    return finish(e, t, rec, false);
-  }
-  if (existing.error().code == "artifact.mismatch" || existing.error().code == "artifact.no_sidecar") {
-    std::error_code ec;
-    fs::remove(ctx.output, ec);  // a corrupt output is redone, never trusted
-  }
-  if (!ctx.input.empty()) {
-    auto in = artifacts::verify(artifacts::Root(fs::absolute(c.artifact_root)), fs::absolute(ctx.input));
-    if (!in.ok()) return fail_attempt(e, t, attempt, in.error());
-    rec.set_input_sha256(*in);
-    // The decode input is checked against the job's profile before any runtime sees it.  Its
-    // bytes are verified, so a latent that does not fit never will: dead-lettered at once.
-    if (stage_ == pb::STAGE_DECODE) {
-      const latent::Expected want{ctx.latent_profile, spec::job_size(t.spec())};
-      if (auto l = latent::read_latent(fs::absolute(ctx.input), &want); !l.ok()) {
-        const std::string why = fmt::format("decode input does not fit the job's latent profile {}: {}",
-                                            ctx.latent_profile.name, l.error().to_string());
-        spdlog::error("run={} job={} dead-lettered: {}", run, job, why);
-        probe_.task_dead_lettered();
-        (void)store_->note_error(run, job, stage_, why);
-        if (hooks_.on_event) hooks_.on_event("dead_letter", t);
-        return queue_->dead_letter(e, state::stage_key(stage_), run, job, why,
-                                   state::Store::fail_cmds(run, job, stage_, why));
-      }
-    }
-  }
-  // The output's folder is created below its root without following a symlink; stale .part files
-  // are replaced by name by the runtime's writer (write_once / prepare_output).
-  if (auto made = artifacts::make_dirs(artifacts::Root(ctx.root), fs::absolute(ctx.output).parent_path()); !made.ok())
-    return fail_attempt(e, t, attempt, made.error());
-  (void)store_->note_exec(run, job, stage_);
-  auto out = execute(t, ctx);
-  if (!out.ok() && out.error().code == "runtime.cancelled" && leases_->is_lost(e.id)) {
-    probe_.lease_lost();
-    spdlog::warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job,
-                 state::stage_key(stage_));
-    return {};
-  }
-  if (!out.ok() && out.error().code == "runtime.cancelled") {
-    spdlog::info("run={} job={} {}: cancelled while running", run, job, state::stage_key(stage_));
-    auto r = queue_->complete(e, state::Store::cancel_cmds(run, job));
-    return r.ok() ? Status() : Status(r.error());
-  }
-  if (!out.ok()) return fail_attempt(e, t, attempt, out.error());
-  rec.set_output_sha256(out->sha256);
-  rec.set_bytes(out->bytes);
-  rec.set_device(out->device);
-  if (!out->settings.empty()) {
-    // The receipt keeps the configured settings and adds what the runtime reports it used.
-    auto merged = c.runtime_for(*opts_.pool).settings;
-    merged["runtime_reported"] = out->settings;
-    rec.set_settings_json(merged.dump());
-  }
-  rec.set_end_unix_ms(state::now_ms());
-  probe_.add_bytes(static_cast<double>(out->bytes));
-  probe_.task_done(std::chrono::duration<double>(Clock::now() - t0).count(), queue_wait_s);
-  if (out->reused)
-    spdlog::warn("run={} job={} {}: another execution committed the output first; kept it", run, job,
-                 state::stage_key(stage_));
-  return finish(e, t, rec, !out->reused);
-}
-
-Result<runtime::StageOutput> StageWorker::execute(const pb::StageTask&, const runtime::StageContext& ctx) {
-  switch (stage_) {
-    case pb::STAGE_ENCODE: return rt_.encode->encode(ctx);
-    case pb::STAGE_SAMPLE: return rt_.sample->sample(ctx);
-    default: return rt_.decode->decode(ctx);
-  }
-}
-
-Status StageWorker::fail_attempt(const queue::Entry& e, const pb::StageTask& t, long long attempt, const Error& err) {
-  const auto& c = *opts_.cluster;
-  spdlog::warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), state::stage_key(stage_),
-               attempt, c.queue.max_deliveries, err.to_string());
-  (void)store_->note_error(t.run_id(), t.job_id(), stage_, err.to_string());
-  if (hooks_.on_event) hooks_.on_event("failed_attempt", t);
-  // runtime.permanent.*: retrying cannot help (runtime.h), so the first failure is the last.
-  const bool permanent = err.code.rfind("runtime.permanent.", 0) == 0;
-  if (attempt >= c.queue.max_deliveries || permanent) {
-    std::string reason = permanent ? fmt::format("{} failed permanently on delivery {}: {}", state::stage_key(stage_),
-                                                 attempt, err.to_string())
-                                   : fmt::format("{} failed {} of {} deliveries: {}", state::stage_key(stage_), attempt,
-                                                 c.queue.max_deliveries, err.to_string());
-    probe_.task_dead_lettered();
-    return queue_->dead_letter(e, state::stage_key(stage_), t.run_id(), t.job_id(), reason,
-                               state::Store::fail_cmds(t.run_id(), t.job_id(), stage_, err.to_string()));
-  }
-  probe_.task_retry();
-  int backoff = c.queue.retry_backoff_ms << std::min<long long>(attempt - 1, 6);
-  return queue_->release_for_retry(e, backoff);
-}
-
-Status StageWorker::finish(const queue::Entry& e, const pb::StageTask& t, const pb::StageRecord& rec, bool wrote) {
-  const auto& c = *opts_.cluster;
-  const std::string& run = t.run_id();
-  const std::string& job = t.job_id();
-  pb::StageTask next = t;
-  next.set_input_sha256(rec.output_sha256());
-  next.set_input_path(rec.output_path());
-  next.set_enqueued_unix_ms(state::now_ms());
-  std::string next_state, next_stream;
-  bool final_stage = false;
-  switch (stage_) {
-    case pb::STAGE_ENCODE:
-      next.set_stage(pb::STAGE_SAMPLE);
-      next_state = "sample";
-      next_stream = stream_for(config::StageKind::kSample, "");
-      break;
-    case pb::STAGE_SAMPLE: {
-      std::string target = hooks_.decode_host(t);
-      next.set_stage(pb::STAGE_DECODE);
-      next.set_target_host(target);
-      if (target == opts_.pool->host) {
-        next_state = "decode";  // same host: the transfer is the file already in place
-        next_stream = stream_for(config::StageKind::kDecode, target);
-      } else {
-        if (!hooks_.hand_off)
-          return make_error("config.transfer", "decode host {} differs from {} but no transfer sender is wired",
-                            target, opts_.pool->host);
-        next_state = "transfer";  // the receiver on the decode host enqueues the decode task
-      }
-      break;
-    }
-    default:
-      H3_TRY(write_receipt(t, rec));
-      next_state = "done";
-      final_stage = true;
-      break;
-  }
-  if (next_state == "transfer") {
-    // Before the ack: the outbox record is what lets a restarted sender rebuild the decode task;
-    // a crash between record and ack only re-offers a latent the receiver already holds.
-    H3_TRY(hooks_.hand_off(next, fs::path(rec.output_path())));
-  }
-  std::string payload;
-  next.SerializeToString(&payload);
-  auto cmds = state::Store::complete_cmds(run, job, rec, next_state, next_stream, payload, final_stage);
-  const std::vector<std::string> note_write = {"HINCRBY", keys::job(run, job),
-                                               std::string("wrote:") + state::stage_key(stage_), "1"};
-  if (wrote) cmds.push_back(note_write);
-  auto ok = queue_->complete(e, cmds);
-  if (!ok.ok()) return ok.error();
-  if (!*ok) {
-    if (wrote) (void)redis_->command(note_write);  // the file was written even if this completion does not count
-    // Someone else owns the entry now (our lease lapsed); their completion counts, ours must not.
-    probe_.lease_lost();
-    spdlog::warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job, state::stage_key(stage_));
-    return {};
-  }
-  if (hooks_.on_event) hooks_.on_event("completed", t);
-  spdlog::info("run={} job={} {} done in {:.3f}s -> {}", run, job, state::stage_key(stage_),
-               (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, next_state);
-  (void)c;
-  return {};
 }
 
 }  // namespace h3pipe::worker

@@ -14,6 +14,7 @@
 #include "common/queue/queue.h"
 #include "common/runtime/runtime.h"
 #include "common/state/state.h"
+#include "common/worker/engine.h"
 
 namespace h3pipe::worker {
 
@@ -27,7 +28,8 @@ struct Hooks {
   // Hands a durable latent to this host's transfer sender when the decode host differs.  The
   // receiver enqueues the decode task.  Required when any decode host differs from this one.
   std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)> hand_off;
-  // Called on every transition (tests and status lines).
+  // Called with "claimed" and with every outcome (outcome_name: "completed", "skipped",
+  // "retried", "dead_lettered", "cancelled", "refused", "lease_lost"): tests and status lines.
   std::function<void(const std::string& event, const pb::StageTask&)> on_event;
 };
 
@@ -59,14 +61,11 @@ class StageWorker final {
   Result<bool> step();
 
  private:
+  class RedisLedger;
+  class DiskFiles;
   StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
-  Status process(const queue::Entry& e, double queue_wait_s);
-  Result<runtime::StageOutput> execute(const pb::StageTask& t, const runtime::StageContext& ctx);
-  // wrote: this execution committed the output (false for a skip or a commit that found the
-  // output already there); counted as wrote:<stage> on the job, the chaos test's duplicate check.
-  Status finish(const queue::Entry& e, const pb::StageTask& t, const pb::StageRecord& rec, bool wrote);
-  Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own);
-  Status fail_attempt(const queue::Entry& e, const pb::StageTask& t, long long attempt, const Error& err);
+  Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own);  // receipt.cpp
+  void count(Outcome o, const pb::StageRecord& rec);
 
   Options opts_;
   Runtimes rt_;
@@ -76,6 +75,9 @@ class StageWorker final {
   std::unique_ptr<state::Store> store_;
   std::unique_ptr<queue::StageQueue> queue_;
   std::unique_ptr<queue::LeaseKeeper> leases_;
+  std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<Files> files_;
+  std::unique_ptr<StageEngine> engine_;
   pb::Stage stage_ = pb::STAGE_UNSPECIFIED;
 };
 

@@ -9,21 +9,6 @@
 
 namespace h3pipe::transfer_service {
 namespace fs = std::filesystem;
-namespace {
-
-// KEYS: job hash, history list, run hash, decode stream.  ARGV: guard field, record json, payload.
-constexpr const char* kEnqueueOnce = R"LUA(
-if redis.call('HSETNX', KEYS[1], ARGV[1], '1') == 0 then return 0 end
-redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'done:transfer', 1)
-redis.call('HINCRBY', KEYS[3], 'count:transfer', 1)
-redis.call('HSET', KEYS[1], 'state', 'decode')
-redis.call('XADD', KEYS[4], '*', 'task', ARGV[3])
-return 1
-)LUA";
-
-}  // namespace
-
 Handoff::Handoff(const config::Cluster& cluster, std::string host, queue::RedisAddress redis)
     : cluster_(cluster), host_(std::move(host)), addr_(std::move(redis)) {}
 
@@ -47,24 +32,26 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   std::error_code ec;
   rec.set_output_path(fs::relative(final_path, cluster_.artifact_root, ec).generic_string());
   rec.set_bytes(bytes);
-  std::string rec_json, payload;
-  (void)google::protobuf::util::MessageToJsonString(rec, &rec_json);
+  std::string payload;
   task.set_stage(pb::STAGE_DECODE);
   task.set_target_host(host_);
   task.set_input_sha256(sha256);
   task.set_input_path(rec.output_path());
   task.set_enqueued_unix_ms(now);
   task.SerializeToString(&payload);
-  const std::string& run = task.run_id();
-  const std::string& job = task.job_id();
-  auto r = redis_->eval(kEnqueueOnce,
-                        {keys::job(run, job), keys::history(run, job), keys::run(run),
-                         worker::stream_for(config::StageKind::kDecode, host_)},
-                        {"xfer:" + sha256, rec_json, payload});
+  // transfer -> decode through the state machine: a latent delivered twice (a re-offer after a
+  // lost acknowledgement) finds the job already at decode and enqueues nothing.  The sampler's
+  // own transfer move may come after ours (its ack races the delivery): sample -> decode applies.
+  auto m = state::Store::advance_move(task.run_id(), task.job_id(), rec, state::JobState::kDecode,
+                                      worker::stream_for(config::StageKind::kDecode, host_), payload);
+  auto r = state::Store(*redis_).apply(m);
   if (!r.ok()) {
     redis_.reset();  // reconnect on the next call
     return r.error();
   }
+  if (r->code == state::Applied::kRefused)
+    spdlog::warn("run={} job={}: latent delivered but the job is {}; no decode enqueued", task.run_id(),
+                 task.job_id(), state::job_state_name(r->from));
   return {};
 }
 
@@ -90,9 +77,9 @@ void Handoff::fail(const pb::StageTask& task, const Error& e) {
     }
     redis_ = std::move(*r);
   }
-  auto cmds =
-      state::Store::fail_cmds(task.run_id(), task.job_id(), pb::STAGE_TRANSFER, e.to_string());
-  if (auto r = redis_->pipeline(cmds); !r.ok()) redis_.reset();
+  auto r = state::Store(*redis_).apply(
+      state::Store::fail_move(task.run_id(), task.job_id(), pb::STAGE_TRANSFER, e.to_string()));
+  if (!r.ok()) redis_.reset();
 }
 
 }  // namespace h3pipe::transfer_service

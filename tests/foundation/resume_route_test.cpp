@@ -56,7 +56,7 @@ struct Fixture {
   // A job whose latent was sampled on a (and delivered to `received_on`, if not empty).
   void make_job(queue::Redis& r, const std::string& run, const std::string& job, const std::string& received_on) {
     state::Store store(r);
-    ASSERT_TRUE(store.create_run(run, 1).ok());
+    ASSERT_TRUE(store.create_run(run, {job}).ok());
     pb::JobSpec spec;
     spec.set_job_id(job);
     spec.set_prompt("p");

@@ -199,7 +199,10 @@ TEST(RedisAcl, EachServiceIsConfinedToItsOwnStreams) {
       {"operator",
        {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:sample", ">"}},
       {"operator", {"XACK", "h3pipe:stream:sample", "g", "0-1"}},
-      {"operator", {"EVAL", "return 1", "0"}},
+      // The operator runs the job state machine's script (resume), and a script is held to
+      // its user's rights command by command.
+      {"operator", {"EVAL", "return redis.call('FLUSHALL')", "0"}},
+      {"operator", {"EVAL", "return redis.call('XACK', KEYS[1], 'g', '0-1')", "1", "h3pipe:stream:sample"}},
   };
   for (const auto& [who, argv] : denied) {
     auto r = srv.connect(who);
@@ -283,7 +286,7 @@ TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
   auto op = srv.connect("operator");
   ASSERT_TRUE(op.ok()) << op.error().message;
   state::Store op_store(**op);
-  ASSERT_TRUE(op_store.create_run(run, 2).ok());
+  ASSERT_TRUE(op_store.create_run(run, {"j1", "bad/id"}).ok());
   auto j1 =
       spec::parse_json(R"({"jobId":"j1","prompt":"a cat","width":64,"height":64,"frames":9})");
   ASSERT_TRUE(j1.ok());
@@ -437,16 +440,24 @@ TEST(RedisAcl, QueueRetryDeadLetterAndLeaseRenewalWorkForEveryStageUser) {
         },
         10));
     const std::string run = "r-" + who;
-    auto done = q.complete(got[0], state::Store::fail_cmds(run, "j", pb::STAGE_SAMPLE, "x"));
+    // The state machine's moves with the entry's ack (Store::apply's script), as the stage
+    // engine makes them: the attempt start, a failure, a dead letter.
+    state::Store store(**r);
+    for (const char* j : {"j", "j2"})
+      ASSERT_TRUE((*r)->command({"HSET", keys::job(run, j), "state", "sample"}).ok());
+    ASSERT_TRUE(store.start_attempt(run, "j", pb::STAGE_SAMPLE, state::QueueAck{stream, group, qo.consumer, got[0].id}).ok());
+    auto m = state::Store::fail_move(run, "j", pb::STAGE_SAMPLE, "x");
+    m.ack = state::QueueAck{stream, group, qo.consumer, got[0].id};
+    auto done = store.apply(m);
     ASSERT_TRUE(done.ok()) << done.error().message;
-    EXPECT_TRUE(*done);
-    ASSERT_TRUE(q.dead_letter(got[1], who, run, "j", "poison",
-                              state::Store::fail_cmds(run, "j", pb::STAGE_SAMPLE, "poison"))
-                    .ok());
+    EXPECT_EQ(done->code, state::Applied::kApplied);
+    auto dl = state::Store::fail_move(run, "j2", pb::STAGE_SAMPLE, "poison", got[1].payload);
+    dl.ack = state::QueueAck{stream, group, qo.consumer, got[1].id};
+    auto dead = store.apply(dl);
+    ASSERT_TRUE(dead.ok()) << dead.error().message;
+    EXPECT_EQ(dead->code, state::Applied::kApplied);
     EXPECT_EQ(*q.pending_count(), 0);
     // The store calls every stage worker makes around a task.
-    state::Store store(**r);
-    ASSERT_TRUE(store.begin_attempt(run, "j", pb::STAGE_SAMPLE).ok());
     ASSERT_TRUE(store.note_exec(run, "j", pb::STAGE_SAMPLE).ok());
     ASSERT_TRUE(store.note_error(run, "j", pb::STAGE_SAMPLE, "boom").ok());
     ASSERT_TRUE(store.cancelled(run).ok());
@@ -518,6 +529,9 @@ TEST(RedisAcl, TransferHandoffRunsWithOnlyTheTransferUser) {
   ASSERT_TRUE(sha.ok()) << sha.error().message;
 
   transfer_service::Handoff handoff(c, "h1", srv.address("transfer"));
+  // Both jobs are where the sampler's completion left them: at transfer.
+  for (const char* j : {"j1", "j2"})
+    ASSERT_TRUE((*admin)->command({"HSET", keys::job("r-h", j), "state", "transfer"}).ok());
   pb::StageTask task;
   task.set_run_id("r-h");
   task.set_job_id("j1");

@@ -43,7 +43,7 @@ TEST(WorkerLatentProfile, ADecodeInputThatDoesNotFitItsProfileIsDeadLetteredAtOn
   ASSERT_TRUE(r.ok());
   state::Store store(**r);
   const std::string run = "r1";
-  ASSERT_TRUE(store.create_run(run, 2).ok());
+  ASSERT_TRUE(store.create_run(run, {"bad", "good"}).ok());
 
   const auto& wan = *latent::find_builtin_profile("wan2.1");
   const latent::JobSize size{64, 48, 9, 16};
@@ -69,6 +69,9 @@ TEST(WorkerLatentProfile, ADecodeInputThatDoesNotFitItsProfileIsDeadLetteredAtOn
     s->set_fps(size.fps);
     s->set_steps(4);
     ASSERT_TRUE(q.enqueue(t.SerializeAsString()).ok());
+    // The job is where its sample left it: at decode (the state machine drops a task of a job
+    // that is not at the task's stage).
+    ASSERT_TRUE((*r)->command({"HSET", keys::job(run, job), "state", "decode"}).ok());
   }
 
   const auto* pool = c->find_pool("dec");

@@ -1,0 +1,332 @@
+#include "common/worker/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <memory>
+
+#include "common/spec/spec.h"
+#include "common/state/paths.h"
+
+namespace h3pipe::worker {
+namespace fs = std::filesystem;
+using state::Applied;
+using state::JobState;
+
+namespace {
+
+constexpr StageDescriptor kStages[] = {
+    {pb::STAGE_ENCODE, config::StageKind::kEncode, "encode", false, false, false},
+    {pb::STAGE_SAMPLE, config::StageKind::kSample, "sample", true, false, false},
+    {pb::STAGE_DECODE, config::StageKind::kDecode, "decode", true, true, true},
+};
+
+}  // namespace
+
+const StageDescriptor& describe(pb::Stage s) {
+  for (const auto& d : kStages)
+    if (d.stage == s) return d;
+  return kStages[0];
+}
+
+const StageDescriptor& describe(config::StageKind k) {
+  for (const auto& d : kStages)
+    if (d.kind == k) return d;
+  return kStages[0];
+}
+
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::kCompleted: return "completed";
+    case Outcome::kSkipped: return "skipped";
+    case Outcome::kRetried: return "retried";
+    case Outcome::kDeadLettered: return "dead_lettered";
+    case Outcome::kCancelled: return "cancelled";
+    case Outcome::kRefused: return "refused";
+    case Outcome::kLeaseLost: return "lease_lost";
+    case Outcome::kCount: break;
+  }
+  return "?";
+}
+
+Clock Clock::system() {
+  return {[] { return state::now_ms(); },
+          [] {
+            return std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                .count();
+          }};
+}
+
+StageEngine::StageEngine(EngineOptions o, Ledger& ledger, Files& files, Compute compute, Clock clock, Routing routing)
+    : opts_(o), stage_(describe(o.pool->stage)), ledger_(ledger), files_(files), compute_(std::move(compute)),
+      clock_(std::move(clock)), routing_(std::move(routing)) {}
+
+Result<Outcome> StageEngine::done(Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {
+  counts_[static_cast<int>(o)]++;
+  if (on_outcome) on_outcome(o, t, rec);
+  return o;
+}
+
+Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
+  const auto& cl = *opts_.cluster;
+  pb::StageTask t;
+  if (c.payload.empty() || !t.ParseFromString(c.payload) || t.run_id().empty() || t.job_id().empty()) {
+    spdlog::error("{}: entry {} holds no valid task; dead-lettering it", opts_.pool->name, c.entry_id);
+    H3_TRY(ledger_.dead_letter_entry(c, "unparseable task payload"));
+    return done(Outcome::kDeadLettered, pb::StageTask());
+  }
+  const std::string& run = t.run_id();
+  const std::string& job = t.job_id();
+  // The start move counts the attempt and reads the run's cancel flag and the job's last error;
+  // a job that is not at this stage (done, failed, cancelled, or elsewhere: a stale task) is
+  // refused and its entry dropped in the same step.
+  auto started = ledger_.start(t, c.entry_id);
+  if (!started.ok()) return started.error();
+  if (started->refused) {
+    spdlog::warn("run={} job={} {}: the job is {}; dropping the task (refused by the state machine)", run, job,
+                 stage_.key, state::job_state_name(started->from));
+    return done(Outcome::kRefused, t);
+  }
+  const long long attempt = started->number;
+  if (started->cancelled) {
+    auto r = cancel(c, t);
+    if (!r.ok()) return r.error();
+    if (*r) return **r;
+    // The run was resumed between the start and the cancel: the task runs after all.
+  }
+  if (attempt > cl.queue.max_deliveries) {
+    const std::string& last = started->last_error;
+    return dead_letter(c, t,
+                       fmt::format("{} failed {} deliveries (max_deliveries {}); last error: {}", stage_.key,
+                                   attempt - 1, cl.queue.max_deliveries,
+                                   last.empty() ? "the worker died while running it" : last));
+  }
+  // Paths from (run, job, stage) alone; a task naming other paths is ignored on purpose.
+  auto cond = paths::conditioning(cl, run, job);
+  auto lat = paths::latent(cl, run, job);
+  auto mp4 = paths::mp4(cl, run, job);
+  if (!cond.ok() || !lat.ok() || !mp4.ok())
+    return dead_letter(c, t, !cond.ok() ? cond.error().message : !lat.ok() ? lat.error().message : mp4.error().message);
+  // The job's latent profile: a name the config does not know cannot become valid by retrying.
+  auto profile = spec::latent_profile(t.spec(), cl);
+  if (!profile.ok()) return dead_letter(c, t, profile.error().to_string());
+
+  runtime::StageContext ctx;
+  ctx.latent_profile = std::move(*profile);
+  ctx.run_id = run;
+  ctx.spec = &t.spec();
+  ctx.job_class = cl.class_of(t.spec().width(), t.spec().height(), t.spec().frames(), t.spec().steps(),
+                              t.spec().job_class());
+  ctx.host = opts_.pool->host;
+  ctx.pool = opts_.pool->name;
+  ctx.attempt = attempt;
+  ctx.conditioning = *cond;
+  ctx.input = stage_.stage == pb::STAGE_SAMPLE ? *cond : stage_.stage == pb::STAGE_DECODE ? *lat : fs::path();
+  ctx.output = stage_.stage == pb::STAGE_ENCODE ? *cond : stage_.stage == pb::STAGE_SAMPLE ? *lat : *mp4;
+  // The configured root the output lies under: every file check and write stays beneath it.
+  ctx.root = fs::absolute(stage_.writes_outputs ? cl.output_root : cl.artifact_root);
+  // Cancellation reaches a running stage: the runtime polls this; the ledger is asked at most
+  // once a second.  A lease found lost (another worker owns the task now) stops it the same way.
+  struct Poll {
+    long long next_ms = 0;
+    bool cancelled = false;
+  };
+  auto poll = std::make_shared<Poll>();
+  poll->next_ms = clock_.steady_ms() + 1000;
+  const std::string entry_id = c.entry_id;
+  ctx.cancelled = [this, run, poll, entry_id] {
+    if (ledger_.lease_lost(entry_id)) return true;
+    if (!poll->cancelled && clock_.steady_ms() >= poll->next_ms) {
+      poll->next_ms = clock_.steady_ms() + 1000;
+      auto x = ledger_.run_cancelled(run);
+      poll->cancelled = x.ok() && *x;
+    }
+    return poll->cancelled;
+  };
+
+  const auto& rt = cl.runtime_for(*opts_.pool);
+  pb::StageRecord rec;
+  rec.set_stage(stage_.stage);
+  rec.set_host(opts_.pool->host);
+  rec.set_pool(opts_.pool->name);
+  rec.set_runtime(rt.name);
+  rec.set_settings_json(rt.settings.dump());
+  rec.set_attempts(static_cast<std::uint32_t>(attempt));
+  rec.set_queue_wait_s(queue_wait_s);
+  rec.set_output_path(ctx.output.string());
+  rec.set_start_unix_ms(clock_.unix_ms());
+
+  // Rule 1: an output that exists and verifies means the stage is done.
+  auto existing = files_.verify(ctx.root, fs::absolute(ctx.output));
+  if (existing.ok()) {
+    rec.set_output_sha256(*existing);
+    if (auto n = files_.size(ctx.output); n.ok()) rec.set_bytes(*n);
+    rec.set_end_unix_ms(clock_.unix_ms());
+    spdlog::info("run={} job={} {}: output already present and verified; skipping", run, job, stage_.key);
+    return finish(c, t, rec, false, true);
+  }
+  if (existing.error().code == "artifact.mismatch" || existing.error().code == "artifact.no_sidecar")
+    files_.remove(ctx.output);  // a corrupt output is redone, never trusted
+  if (stage_.reads_input) {
+    auto in = files_.verify(fs::absolute(cl.artifact_root), fs::absolute(ctx.input));
+    if (!in.ok()) return fail_attempt(c, t, attempt, in.error());
+    rec.set_input_sha256(*in);
+    // The decode input is checked against the job's profile before any runtime sees it.  Its
+    // bytes are verified, so a latent that does not fit never will: dead-lettered at once.
+    if (stage_.stage == pb::STAGE_DECODE) {
+      const latent::Expected want{ctx.latent_profile, spec::job_size(t.spec())};
+      if (auto f = files_.fits(fs::absolute(ctx.input), want); !f.ok()) {
+        const std::string why = fmt::format("decode input does not fit the job's latent profile {}: {}",
+                                            ctx.latent_profile.name, f.error().to_string());
+        ledger_.note_error(t, why);
+        return dead_letter(c, t, why);
+      }
+    }
+  }
+  // The output's folder is created below its root without following a symlink; stale .part files
+  // are replaced by name by the runtime's writer (write_once / prepare_output).
+  if (auto made = files_.make_dirs(ctx.root, fs::absolute(ctx.output).parent_path()); !made.ok())
+    return fail_attempt(c, t, attempt, made.error());
+  ledger_.note_exec(t);
+  auto out = compute_(ctx);
+  if (!out.ok() && out.error().code == "runtime.cancelled" && ledger_.lease_lost(c.entry_id)) {
+    spdlog::warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job, stage_.key);
+    return done(Outcome::kLeaseLost, t);
+  }
+  if (!out.ok() && out.error().code == "runtime.cancelled") {
+    spdlog::info("run={} job={} {}: cancelled while running", run, job, stage_.key);
+    auto r = cancel(c, t);
+    if (!r.ok()) return r.error();
+    if (*r) return **r;
+    // Resumed while it ran: the output was not committed; the task is taken again at once.
+    H3_TRY(ledger_.retry_later(c.entry_id, 0));
+    return done(Outcome::kRetried, t);
+  }
+  if (!out.ok()) return fail_attempt(c, t, attempt, out.error());
+  rec.set_output_sha256(out->sha256);
+  rec.set_bytes(out->bytes);
+  rec.set_device(out->device);
+  if (!out->settings.empty()) {
+    // The receipt keeps the configured settings and adds what the runtime reports it used.
+    auto merged = rt.settings;
+    merged["runtime_reported"] = out->settings;
+    rec.set_settings_json(merged.dump());
+  }
+  rec.set_end_unix_ms(clock_.unix_ms());
+  if (out->reused)
+    spdlog::warn("run={} job={} {}: another execution committed the output first; kept it", run, job, stage_.key);
+  return finish(c, t, rec, !out->reused, false);
+}
+
+Result<std::optional<Outcome>> StageEngine::cancel(const Claimed& c, const pb::StageTask& t) {
+  auto m = ledger_.apply(state::Store::cancel_move(t.run_id(), t.job_id(), stage_.stage), c.entry_id);
+  if (!m.ok()) return m.error();
+  switch (m->code) {
+    case Applied::kApplied:
+      spdlog::info("run={} job={} {}: run cancelled; the job is cancelled", t.run_id(), t.job_id(), stage_.key);
+      return std::optional<Outcome>(*done(Outcome::kCancelled, t));
+    case Applied::kNotCancelled: return std::optional<Outcome>();  // resumed meanwhile
+    case Applied::kLeaseLost: return std::optional<Outcome>(*done(Outcome::kLeaseLost, t));
+    default: return std::optional<Outcome>(*done(Outcome::kRefused, t));
+  }
+}
+
+Result<Outcome> StageEngine::dead_letter(const Claimed& c, const pb::StageTask& t, const std::string& reason) {
+  spdlog::error("run={} job={} {} dead-lettered: {}", t.run_id(), t.job_id(), stage_.key, reason);
+  auto m = ledger_.apply(state::Store::fail_move(t.run_id(), t.job_id(), stage_.stage, reason, c.payload), c.entry_id);
+  if (!m.ok()) return m.error();
+  if (m->code == Applied::kLeaseLost) return done(Outcome::kLeaseLost, t);
+  if (m->code == Applied::kRefused) return done(Outcome::kRefused, t);
+  return done(Outcome::kDeadLettered, t);
+}
+
+Result<Outcome> StageEngine::fail_attempt(const Claimed& c, const pb::StageTask& t, long long attempt,
+                                          const Error& err) {
+  const auto& cl = *opts_.cluster;
+  spdlog::warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), stage_.key, attempt,
+               cl.queue.max_deliveries, err.to_string());
+  ledger_.note_error(t, err.to_string());
+  // runtime.permanent.*: retrying cannot help (runtime.h), so the first failure is the last.
+  const bool permanent = err.code.rfind("runtime.permanent.", 0) == 0;
+  if (attempt >= cl.queue.max_deliveries || permanent)
+    return dead_letter(c, t,
+                       permanent ? fmt::format("{} failed permanently on delivery {}: {}", stage_.key, attempt,
+                                               err.to_string())
+                                 : fmt::format("{} failed {} of {} deliveries: {}", stage_.key, attempt,
+                                               cl.queue.max_deliveries, err.to_string()));
+  const int backoff = cl.queue.retry_backoff_ms << std::min<long long>(attempt - 1, 6);
+  H3_TRY(ledger_.retry_later(c.entry_id, backoff));
+  return done(Outcome::kRetried, t);
+}
+
+Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, const pb::StageRecord& rec, bool wrote,
+                                    bool skipped) {
+  const std::string& run = t.run_id();
+  const std::string& job = t.job_id();
+  pb::StageTask next = t;
+  next.set_input_sha256(rec.output_sha256());
+  next.set_input_path(rec.output_path());
+  next.set_enqueued_unix_ms(clock_.unix_ms());
+  JobState to = JobState::kDone;
+  std::string next_stream;
+  bool via_transfer = false;
+  switch (stage_.stage) {
+    case pb::STAGE_ENCODE:
+      next.set_stage(pb::STAGE_SAMPLE);
+      to = JobState::kSample;
+      next_stream = keys::stream("sample");
+      break;
+    case pb::STAGE_SAMPLE: {
+      const std::string target = routing_.decode_host(t);
+      next.set_stage(pb::STAGE_DECODE);
+      next.set_target_host(target);
+      if (target == opts_.pool->host) {
+        to = JobState::kDecode;  // same host: the transfer is the file already in place
+        next_stream = keys::stream("decode@" + target);
+      } else {
+        if (!routing_.hand_off)
+          return make_error("config.transfer", "decode host {} differs from {} but no transfer sender is wired",
+                            target, opts_.pool->host);
+        to = JobState::kTransfer;  // the receiver on the decode host enqueues the decode task
+        via_transfer = true;
+      }
+      break;
+    }
+    default: {
+      if (auto w = files_.write_receipt(t, rec); !w.ok())
+        return fail_attempt(c, t, rec.attempts(), w.error());
+      break;
+    }
+  }
+  // Before the ack: the outbox record is what lets a restarted sender rebuild the decode task; a
+  // crash between record and ack only re-offers a latent the receiver already holds.
+  if (via_transfer) H3_TRY(routing_.hand_off(next, fs::path(rec.output_path())));
+  std::string payload;
+  next.SerializeToString(&payload);
+  auto m = state::Store::advance_move(run, job, rec, to, next_stream, payload);
+  // wrote:<stage> counts the executions that committed the output (the chaos test's duplicate
+  // check): recorded even when the job was already past this stage.
+  if (wrote) m.record.push_back({"HINCRBY", keys::job(run, job), std::string("wrote:") + stage_.key, "1"});
+  auto moved = ledger_.apply(m, c.entry_id);
+  if (!moved.ok()) return moved.error();
+  switch (moved->code) {
+    case Applied::kApplied:
+      spdlog::info("run={} job={} {} done in {:.3f}s -> {}", run, job, stage_.key,
+                   (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, state::job_state_name(to));
+      return done(skipped ? Outcome::kSkipped : Outcome::kCompleted, t, rec);
+    case Applied::kAlreadyPast:
+      spdlog::info("run={} job={} {}: the job is already {}; history kept, nothing enqueued", run, job, stage_.key,
+                   state::job_state_name(moved->from));
+      return done(Outcome::kSkipped, t, rec);
+    case Applied::kLeaseLost:
+      spdlog::warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job, stage_.key);
+      return done(Outcome::kLeaseLost, t, rec);
+    default:
+      spdlog::warn("run={} job={} {}: the job is {}; completion refused by the state machine", run, job,
+                   stage_.key, state::job_state_name(moved->from));
+      return done(Outcome::kRefused, t, rec);
+  }
+}
+
+}  // namespace h3pipe::worker

@@ -1,0 +1,132 @@
+#pragma once
+// The stage engine: what a stage worker decides for one claimed task, with everything it talks
+// to behind an interface so that its rules are tested without a Redis or a real disk.
+//
+//   parse -> start (the state machine's start move: a stale or cancelled job's task is dropped)
+//   -> cancelled run? -> delivery budget -> paths and profile -> output already there? (skip)
+//   -> input verified (decode: fits the job's latent profile) -> runtime -> outcome
+//
+// Every outcome is one of Outcome and is counted: completed, skipped, retried (with backoff),
+// dead-lettered, cancelled, refused (the state machine said no), lease lost.  The live worker
+// (worker.cpp) implements the interfaces with Redis (state::Store + queue::StageQueue), the
+// artifact files and the runtimes; engine_test.cpp with memory and a settable clock.
+#include <array>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/config/config.h"
+#include "common/core/result.h"
+#include "common/proto/h3pipe.pb.h"
+#include "common/runtime/runtime.h"
+#include "common/state/state.h"
+
+namespace h3pipe::worker {
+
+// One row per stage: everything that differs between encode, sample and decode.
+struct StageDescriptor {
+  pb::Stage stage;
+  config::StageKind kind;
+  const char* key;           // "encode", ...
+  bool reads_input;          // the previous stage's artifact (sample: conditioning, decode: latent)
+  bool writes_outputs;       // the output lies under output_root (decode), else artifact_root
+  bool writes_receipt;       // the last stage writes JOB.pipeline.json before it acks
+};
+const StageDescriptor& describe(pb::Stage s);
+const StageDescriptor& describe(config::StageKind k);
+
+enum class Outcome { kCompleted, kSkipped, kRetried, kDeadLettered, kCancelled, kRefused, kLeaseLost, kCount };
+const char* outcome_name(Outcome o);
+
+struct Claimed {
+  std::string entry_id;
+  std::string payload;  // serialized pb::StageTask
+};
+
+// The job's state and the task's entry (Redis in production).
+class Ledger {
+ public:
+  virtual ~Ledger() = default;
+  virtual Result<state::Attempt> start(const pb::StageTask& t, const std::string& entry_id) = 0;
+  // Applies a move, acking the entry in the same step.
+  virtual Result<state::Moved> apply(state::Move m, const std::string& entry_id) = 0;
+  // An entry that holds no task: filed on the dead-letter stream and acked.
+  virtual Status dead_letter_entry(const Claimed& c, const std::string& reason) = 0;
+  // Keeps the entry pending; it is claimable again after backoff_ms.
+  virtual Status retry_later(const std::string& entry_id, int backoff_ms) = 0;
+  virtual void note_exec(const pb::StageTask& t) = 0;
+  virtual void note_error(const pb::StageTask& t, const std::string& reason) = 0;
+  virtual Result<bool> run_cancelled(const std::string& run_id) = 0;
+  virtual bool lease_lost(const std::string& entry_id) = 0;
+};
+
+// The artifact files (the disk in production).
+class Files {
+ public:
+  virtual ~Files() = default;
+  // The SHA-256 of a present, verified artifact; errors say why not (artifact.mismatch,
+  // artifact.no_sidecar, artifact.missing, ...).
+  virtual Result<std::string> verify(const std::filesystem::path& root, const std::filesystem::path& p) = 0;
+  virtual void remove(const std::filesystem::path& p) = 0;
+  virtual Result<std::uint64_t> size(const std::filesystem::path& p) = 0;
+  virtual Status make_dirs(const std::filesystem::path& root, const std::filesystem::path& dir) = 0;
+  // The decode input fits the job's profile and size (latent::read_latent).
+  virtual Status fits(const std::filesystem::path& latent, const latent::Expected& want) = 0;
+  // JOB.pipeline.json from the job's history and this stage's record (the last stage, before
+  // it acks).
+  virtual Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own) = 0;
+};
+
+// The runtime call.
+using Compute = std::function<Result<runtime::StageOutput>(const runtime::StageContext&)>;
+
+// Wall clock (records, queue wait) and a monotonic one (durations, cancel polling), both in ms.
+struct Clock {
+  std::function<long long()> unix_ms;
+  std::function<long long()> steady_ms;
+  static Clock system();
+};
+
+// Where the finished stage's task goes next (the sample stage's decode host, the transfer).
+struct Routing {
+  std::function<std::string(const pb::StageTask&)> decode_host;
+  std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)> hand_off;
+};
+
+struct EngineOptions {
+  const config::Cluster* cluster = nullptr;
+  const config::Pool* pool = nullptr;
+};
+
+class StageEngine final {
+ public:
+  StageEngine(EngineOptions o, Ledger& ledger, Files& files, Compute compute, Clock clock, Routing routing);
+  // One claimed entry, to its outcome.  An error is Redis failing under the engine: the entry
+  // is still pending and comes back.
+  Result<Outcome> process(const Claimed& c, double queue_wait_s);
+  long long count(Outcome o) const { return counts_[static_cast<int>(o)]; }
+  // Called with every outcome and task (metrics, tests); the task is empty when unparseable.
+  std::function<void(Outcome, const pb::StageTask&, const pb::StageRecord&)> on_outcome;
+
+ private:
+  // skipped: the output was already there (counted as skipped, not completed).
+  Result<Outcome> finish(const Claimed& c, const pb::StageTask& t, const pb::StageRecord& rec, bool wrote,
+                         bool skipped);
+  Result<Outcome> fail_attempt(const Claimed& c, const pb::StageTask& t, long long attempt, const Error& err);
+  Result<Outcome> dead_letter(const Claimed& c, const pb::StageTask& t, const std::string& reason);
+  // nullopt: the run is no longer cancelled (resumed meanwhile); nothing was done.
+  Result<std::optional<Outcome>> cancel(const Claimed& c, const pb::StageTask& t);
+  Result<Outcome> done(Outcome o, const pb::StageTask& t, const pb::StageRecord& rec = {});
+
+  EngineOptions opts_;
+  const StageDescriptor& stage_;
+  Ledger& ledger_;
+  Files& files_;
+  Compute compute_;
+  Clock clock_;
+  Routing routing_;
+  std::array<long long, static_cast<int>(Outcome::kCount)> counts_{};
+};
+
+}  // namespace h3pipe::worker
