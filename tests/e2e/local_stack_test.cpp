@@ -436,3 +436,64 @@ TEST(LocalStack, StreamSubmissionsRefuseWithReasonsAndLeaveExistingJobsAlone) {
   EXPECT_NE(st.status("invalid-runs").dump().find("run: the submission has no run field"), std::string::npos);
   EXPECT_TRUE(fs::exists(st.out(run) / "j00.mp4"));
 }
+
+// Issue #13's faults, each through the real stack and the job state machine.
+TEST(LocalStack, TheSameRunIdSubmittedTwiceFinishesAndCountsEachJobOnce) {
+  Stack st;
+  auto f = st.dir() / "b.jsonl";
+  std::ofstream(f) << batch(3, 9);
+  const std::string submit = st.cli() + " run " + f.string() + " --run-id twice --background >/dev/null 2>&1";
+  ASSERT_EQ(ts::sh(submit).first, 0);
+  ASSERT_EQ(st.wait("twice", 60), 0);
+  // The second submission of the same batch: nothing new to do, and `wait` ends (it hung at
+  // decode 3/6: the run expected six jobs).
+  ASSERT_EQ(ts::sh(submit).first, 0);
+  ASSERT_EQ(st.wait("twice", 30), 0);
+  const json s = st.status("twice");
+  EXPECT_EQ(s["total"], 3);
+  EXPECT_EQ(s["done"], 3);
+  EXPECT_EQ(s["stages"], json::parse(R"({"encode": 3, "sample": 3, "decode": 3})")) << s.dump();
+  EXPECT_EQ(s["illegal_transitions"], 0);
+}
+
+TEST(LocalStack, ResumeAfterCancelFinishesEveryJobAndCancelledIsItsOwnOutcome) {
+  Stack st(json::parse(R"({"pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.2}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}}]})"));
+  const std::string run = st.submit(batch(12, 9));
+  ASSERT_TRUE(ts::wait_for([&] { return st.status(run)["stages"].value("decode", 0) >= 2; }, 30));
+  ASSERT_EQ(ts::sh(st.cli() + " cancel " + run + " >/dev/null").first, 0);
+  // Every job ends done or cancelled; `wait` says so with exit 1.
+  EXPECT_EQ(st.wait(run, 30), 1);
+  json s = st.status(run);
+  EXPECT_GT(s["cancelled_jobs"].get<int>(), 0) << s.dump();
+  EXPECT_EQ(s["failed"], 0) << s.dump();
+  for (const auto& j : s["jobs"])
+    if (j["state"] == "cancelled")
+      EXPECT_EQ(j["error"].get<std::string>().find("cancelled at "), 0u) << j.dump();
+  // Resume: every job finishes (9 of 30 did: workers dropped the resumed tasks as cancelled).
+  auto [rc, out] = ts::sh(st.cli() + " resume " + run);
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_EQ(st.wait(run, 60), 0) << st.status(run).dump();
+  s = st.status(run);
+  EXPECT_EQ(s["done"], 12);
+  EXPECT_EQ(s["cancelled_jobs"], 0);
+  for (int i = 0; i < 12; ++i) EXPECT_TRUE(fs::exists(st.out(run) / fmt::format("j{:02d}.mp4", i))) << i;
+}
+
+TEST(LocalStack, ResumeAfterADeletedReceiptRedoesItAndTheRunFinishesWithEveryJobOnce) {
+  Stack st;
+  const std::string run = st.submit(batch(4, 9));
+  ASSERT_EQ(st.wait(run, 60), 0);
+  fs::remove(st.out(run) / "j01.pipeline.json");
+  auto [rc, out] = ts::sh(st.cli() + " resume " + run);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("re-enqueued 0 encode, 0 sample, 1 decode"), std::string::npos) << out;
+  ASSERT_EQ(st.wait(run, 60), 0);
+  const json s = st.status(run);
+  EXPECT_EQ(s["done"], 4) << s.dump();
+  EXPECT_EQ(s["finished"], true);
+  EXPECT_EQ(s["stages"]["decode"], 4) << s.dump();  // jobs, not executions
+  EXPECT_TRUE(artifacts::verify(st.out(run) / "j01.pipeline.json").ok());
+}
