@@ -131,6 +131,11 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   w->queue_ = std::make_unique<queue::StageQueue>(*w->redis_, qo);
   H3_TRY(w->queue_->ensure_group());
   w->leases_ = std::make_unique<queue::LeaseKeeper>(w->opts_.redis, qo, c.queue.renew_ms);
+  if (const std::string g = gpu_group(c, pool); !g.empty()) {
+    const int rank = pool.stage == config::StageKind::kEncode ? 1 : pool.stage == config::StageKind::kSample ? 2 : 3;
+    w->gpu_ = std::make_unique<GpuLease>(w->opts_.redis, g, pool.name, rank, c.queue.lease_ms);
+    spdlog::info("{}: shares its GPUs with GPU group {}: runs only while it holds {}", pool.name, g, w->gpu_->key());
+  }
   w->ledger_ = std::make_unique<RedisLedger>(*w);
   w->files_ = std::make_unique<DiskFiles>(*w);
   StageWorker* self = w.get();
@@ -193,12 +198,47 @@ void StageWorker::run(const std::atomic<bool>& stop) {
   }
 }
 
+Result<bool> StageWorker::work_visible() {
+  const auto& o = queue_->options();
+  auto r = redis_->pipeline({{"XLEN", o.stream},
+                             {"XPENDING", o.stream, o.group},
+                             {"XPENDING", o.stream, o.group, "-", "+", "1", o.consumer},
+                             {"XPENDING", o.stream, o.group, "IDLE", std::to_string(o.lease_ms), "-", "+", "1"}});
+  if (!r.ok()) return r.error();
+  const redisReply* summary = (*r)[1].get();
+  const long long pending =
+      summary && summary->type == REDIS_REPLY_ARRAY && summary->elements > 0 ? queue::reply_int(summary->element[0]) : 0;
+  auto some = [](const redisReply* x) { return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0; };
+  return queue::reply_int((*r)[0].get()) > pending || some((*r)[2].get()) || some((*r)[3].get());
+}
+
 Result<bool> StageWorker::step() {
+  const auto nap = std::chrono::milliseconds(opts_.cluster->queue.block_ms / 4 + 1);
+  if (gpu_) {
+    auto visible = work_visible();
+    if (!visible.ok()) return visible.error();
+    if (!*visible) {
+      std::this_thread::sleep_for(nap);
+      return false;
+    }
+    auto got = gpu_->acquire();
+    if (!got.ok()) return got.error();
+    if (!*got) {
+      std::this_thread::sleep_for(nap);
+      return false;
+    }
+  }
+  struct Release {
+    GpuLease* l;
+    ~Release() {
+      if (l) l->release();
+    }
+  } release{gpu_.get()};
   bool new_work = hooks_.may_claim();
   auto claimed = queue_->claim(new_work);
   if (!claimed.ok()) return claimed.error();
   if (!claimed->has_value()) {
-    if (!new_work) std::this_thread::sleep_for(std::chrono::milliseconds(opts_.cluster->queue.block_ms / 4 + 1));
+    if (!new_work) std::this_thread::sleep_for(nap);
     return false;
   }
   const queue::Entry& e = **claimed;

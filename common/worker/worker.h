@@ -15,6 +15,7 @@
 #include "common/runtime/runtime.h"
 #include "common/state/state.h"
 #include "common/worker/engine.h"
+#include "common/worker/gpu_lease.h"
 
 namespace h3pipe::worker {
 
@@ -66,6 +67,9 @@ class StageWorker final {
   StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
   Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own);  // receipt.cpp
   void count(Outcome o, const pb::StageRecord& rec);
+  // A task this pool could claim now (undelivered, its own pending, or an expired lease): a pool
+  // of a GPU group takes the group's lease only then, never to block idle in a claim.
+  Result<bool> work_visible();
 
   Options opts_;
   Runtimes rt_;
@@ -78,6 +82,7 @@ class StageWorker final {
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<Files> files_;
   std::unique_ptr<StageEngine> engine_;
+  std::unique_ptr<GpuLease> gpu_;  // set when the pool's GPUs are shared (gpu_lease.h)
   pb::Stage stage_ = pb::STAGE_UNSPECIFIED;
 };
 

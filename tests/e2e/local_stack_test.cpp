@@ -497,3 +497,26 @@ TEST(LocalStack, ResumeAfterADeletedReceiptRedoesItAndTheRunFinishesWithEveryJob
   EXPECT_EQ(s["stages"]["decode"], 4) << s.dump();  // jobs, not executions
   EXPECT_TRUE(artifacts::verify(st.out(run) / "j01.pipeline.json").ok());
 }
+
+// A GPU group live (issue #13): an encoder on a sampler's GPUs and that sampler take turns
+// through the group's lease in Redis; the receipts show no encode overlapping a sampling.
+TEST(LocalStack, AnEncoderAndASamplerSharingGpusNeverRunAtOnce) {
+  Stack st(json::parse(R"({"pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "shares_gpus_with": "s0", "profiles": {"default": {"kind": "fixed", "seconds": 0.08}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.12}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}}]})"));
+  const std::string run = st.submit(batch(6, 9));
+  ASSERT_EQ(st.wait(run, 60), 0);
+  std::vector<std::pair<long long, long long>> gpu_busy;  // (start, end) of every encode and sample
+  for (int i = 0; i < 6; ++i) {
+    json r;
+    std::ifstream(st.out(run) / fmt::format("j{:02d}.pipeline.json", i)) >> r;
+    for (const auto& s : r["stages"])
+      if (s["pool"] == "enc" || s["pool"] == "s0")
+        gpu_busy.emplace_back(std::stoll(s["startUnixMs"].get<std::string>()), std::stoll(s["endUnixMs"].get<std::string>()));
+  }
+  ASSERT_EQ(gpu_busy.size(), 12u);
+  std::sort(gpu_busy.begin(), gpu_busy.end());
+  for (std::size_t i = 1; i < gpu_busy.size(); ++i)
+    EXPECT_LE(gpu_busy[i - 1].second, gpu_busy[i].first) << "overlap at " << i;
+}

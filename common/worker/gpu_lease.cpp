@@ -1,0 +1,131 @@
+#include "common/worker/gpu_lease.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <random>
+
+#include "common/queue/keys.h"
+
+namespace h3pipe::worker {
+namespace {
+
+// KEYS: lease, want.  ARGV: token, ttl, rank (the pool's stage: later stages go first).  A pool
+// that finds the lease held says it wants it next; a pool of an earlier stage then leaves it to
+// the later one, so work already started is finished before new work is admitted (simulate.h).
+constexpr const char* kAcquire = R"LUA(
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+local rank = tonumber(ARGV[3])
+local want = tonumber(redis.call('GET', KEYS[2]) or '0')
+if v then
+  if rank > want then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2]) end
+  return 0
+end
+if want > rank then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if want == rank then redis.call('DEL', KEYS[2]) end
+return 1
+)LUA";
+constexpr const char* kRenew = R"LUA(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+)LUA";
+constexpr const char* kRelease = R"LUA(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+)LUA";
+
+}  // namespace
+
+std::string gpu_group(const config::Cluster& c, const config::Pool& p) {
+  // Union-find over shares_gpus_with, as the simulator builds its groups.
+  std::map<std::string, std::string> parent;
+  std::function<std::string(const std::string&)> root = [&](const std::string& n) -> std::string {
+    auto it = parent.find(n);
+    if (it == parent.end() || it->second == n) return n;
+    return it->second = root(it->second);
+  };
+  std::map<std::string, std::size_t> order;
+  for (std::size_t i = 0; i < c.pools.size(); ++i) {
+    order[c.pools[i].name] = i;
+    parent.emplace(c.pools[i].name, c.pools[i].name);
+  }
+  for (const auto& q : c.pools) {
+    if (q.shares_gpus_with.empty() || !order.count(q.shares_gpus_with)) continue;
+    std::string a = root(q.name), b = root(q.shares_gpus_with);
+    if (a == b) continue;
+    if (order[b] < order[a]) std::swap(a, b);
+    parent[b] = a;  // the earlier pool names the group
+  }
+  const std::string g = root(p.name);
+  for (const auto& q : c.pools)
+    if (q.name != p.name && root(q.name) == g) return g;
+  return "";
+}
+
+GpuLease::GpuLease(queue::RedisAddress addr, std::string group, std::string holder, int rank, int ttl_ms)
+    : addr_(std::move(addr)), key_(std::string(keys::kPrefix) + ":gpu:" + group), want_key_(key_ + ":want"),
+      rank_(rank), ttl_ms_(ttl_ms) {
+  std::random_device rd;
+  token_ = fmt::format("{}/{:08x}", holder, rd());
+  renewer_ = std::thread([this] { renew_loop(); });
+}
+
+GpuLease::~GpuLease() {
+  release();
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  renewer_.join();
+}
+
+Result<bool> GpuLease::acquire() {
+  if (!redis_) {
+    auto r = queue::Redis::connect(addr_);
+    if (!r.ok()) return r.error();
+    redis_ = std::move(*r);
+  }
+  auto r = redis_->eval(kAcquire, {key_, want_key_}, {token_, std::to_string(ttl_ms_), std::to_string(rank_)});
+  if (!r.ok()) {
+    if (r.error().code == "redis.io") redis_.reset();
+    return r.error();
+  }
+  const bool got = queue::reply_int(r->get()) == 1;
+  held_ = got;
+  return got;
+}
+
+void GpuLease::release() {
+  if (!held_.exchange(false) || !redis_) return;
+  // Best effort: a lease not released expires after ttl.
+  if (auto r = redis_->eval(kRelease, {key_}, {token_}); !r.ok() && r.error().code == "redis.io") redis_.reset();
+}
+
+void GpuLease::renew_loop() {
+  std::unique_ptr<queue::Redis> r;
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(std::max(10, ttl_ms_ / 3)), [this] { return stop_; });
+    if (stop_ || !held_) continue;
+    lk.unlock();
+    if (!r) {
+      auto c = queue::Redis::connect(addr_);
+      if (c.ok()) r = std::move(c.value());
+    }
+    if (r) {
+      auto x = r->eval(kRenew, {key_}, {token_, std::to_string(ttl_ms_)});
+      if (!x.ok()) {
+        spdlog::warn("gpu lease {}: renewal failed: {}", key_, x.error().message);
+        if (x.error().code == "redis.io") r.reset();
+      } else if (queue::reply_int(x->get()) == 0 && held_) {
+        spdlog::error("gpu lease {}: lost (expired while held); another pool of the group may start", key_);
+      }
+    }
+    lk.lock();
+  }
+}
+
+}  // namespace h3pipe::worker

@@ -1,0 +1,53 @@
+#pragma once
+// GPU groups live: the pools joined by shares_gpus_with (transitively; an encoder on a sampler's
+// GPUs, a serial box running every stage on the same cards) take turns on their GPUs through one
+// lease in Redis, h3pipe:gpu:<group>, so two of them never run at once.  That is the planner's
+// model (simulate.h: "one GPU group runs one task at a time"); without it an encoder and a
+// sampler on the same cards ran together live.
+//
+// The lease is SET NX PX with a token of the holder's own; a thread renews it every ttl/3 while
+// held, and only the holder's token can renew or release it (Lua), so a holder that dies frees
+// the GPUs after ttl at the latest.
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/config/config.h"
+#include "common/queue/redis.h"
+
+namespace h3pipe::worker {
+
+// The GPU group of a pool: the name of the first pool (config order) of its shares_gpus_with
+// component, or "" for a pool that shares its GPUs with nobody.
+std::string gpu_group(const config::Cluster& c, const config::Pool& p);
+
+class GpuLease final {
+ public:
+  // holder: what the lease says (the pool's name and a random suffix).  rank: the pool's stage
+  // (encode 1, sample 2, decode 3): while a later stage's pool waits for the lease, an earlier
+  // one does not take it.
+  GpuLease(queue::RedisAddress addr, std::string group, std::string holder, int rank, int ttl_ms);
+  ~GpuLease();
+  // Takes the lease if it is free (or already ours): false while another pool holds it.
+  Result<bool> acquire();
+  void release();
+  bool held() const { return held_.load(); }
+  const std::string& key() const { return key_; }
+
+ private:
+  void renew_loop();
+  queue::RedisAddress addr_;
+  std::string key_, want_key_, token_;
+  int rank_, ttl_ms_;
+  std::unique_ptr<queue::Redis> redis_;  // acquire/release: the worker's thread
+  std::atomic<bool> held_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread renewer_;
+};
+
+}  // namespace h3pipe::worker
