@@ -581,6 +581,8 @@ TEST(RedisAcl, TransactionsAndScriptEffectsSurviveARestart) {
   REQUIRE_SERVER(srv);
   auto admin = srv.connect("admin");
   ASSERT_TRUE(admin.ok());
+  // Until the AOF is loaded commands answer LOADING (seen under load): wait for a real answer.
+  ASSERT_TRUE(ts::wait_for([&] { return (*admin)->command({"XLEN", "h3pipe:submit"}).ok(); }, 10));
   EXPECT_EQ(reply_int((*admin)->command({"XLEN", "h3pipe:submit"})->get()), 1);
   for (const char* field : {"plain", "multi", "script", "n"})
     EXPECT_EQ(reply_str((*admin)->command({"HGET", "h3pipe:run:{r}", field})->get()), "1") << field;
