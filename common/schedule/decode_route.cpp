@@ -66,6 +66,25 @@ std::optional<DecodeRoute> route_latent(const config::Cluster& c,
   return DecodeRoute{h.host, h.transfer_s, expected_decode_completion(h)};
 }
 
+void fill_decode_side(const config::Cluster& c, const std::vector<std::string>& pool_hosts,
+                      std::string_view job_class, std::uint64_t latent_bytes,
+                      const DecodeLoad& load, Lookahead& la) {
+  la.decode_hosts = decode_hosts(c, {}, job_class, latent_bytes, load);
+  la.transfer_s.assign(pool_hosts.size(), {});
+  for (std::size_t i = 0; i < pool_hosts.size(); ++i) {
+    if (pool_hosts[i].empty()) continue;
+    for (const auto& h : la.decode_hosts) {
+      double t = 0;
+      if (h.host != pool_hosts[i]) {
+        auto b = load.link_backlog_s.find({pool_hosts[i], h.host});
+        t = (b == load.link_backlog_s.end() ? 0.0 : std::max(0.0, b->second)) +
+            transfer_seconds(latent_bytes, link_between(c, pool_hosts[i], h.host));
+      }
+      la.transfer_s[i].push_back(t);
+    }
+  }
+}
+
 double route_tail_s(const config::Cluster& c, std::string_view host, std::string_view job_class,
                     std::uint64_t latent_bytes) {
   const auto r = route_latent(c, {std::string(host)}, job_class, latent_bytes, {});

@@ -56,6 +56,13 @@ std::optional<DecodeRoute> route_latent(const config::Cluster& c,
                                         std::string_view job_class, std::uint64_t latent_bytes,
                                         const DecodeLoad& load);
 
+// The decode side of a Lookahead (dispatch.h) for pools on `pool_hosts` (parallel to the pools;
+// an empty name: no row, the pool's tail_s counts): decode_hosts from `load`, and per pool the
+// transfer to each host (0 on its own host; the link's backlog in `load`, then the latent).
+void fill_decode_side(const config::Cluster& c, const std::vector<std::string>& pool_hosts,
+                      std::string_view job_class, std::uint64_t latent_bytes,
+                      const DecodeLoad& load, Lookahead& la);
+
 // The part of a job's time after a pool on `host` finishes it that does not hold that pool, with
 // idle decoders: the fastest transfer + decode over the decode hosts (PoolState::tail_s).  From
 // the config alone, so every live worker and the planner compute the same.

@@ -95,6 +95,15 @@ Policy effective_policy(Policy configured, config::StageKind stage);
 bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
                   std::size_t queued_tasks);
 
+// When the tasks still upstream reach the next stage's queue, from the upstream stage's pool
+// states: one arrival per busy feeder whose output reaches the queue (at its free_in_s), then
+// the greedy earliest-completion assignment (assign_greedy, tails ignored) of the `queued`
+// upstream tasks on all feeders, keeping those of feeders that reach it (`reaches`, parallel to
+// `feeders`: false for an encoder whose job its own GPU group samples).  Ascending, at most
+// kRolloutTasks.
+std::vector<double> upstream_arrivals(const std::vector<PoolState>& feeders,
+                                      const std::vector<bool>& reaches, std::size_t queued);
+
 // The greedy earliest-completion assignment itself, for reports and tests: element i is the index
 // into `pools` of the pool that takes task i (tasks in queue order), or npos if no pool can.
 // completion_s (optional) receives each task's expected completion time (with the pool's tail_s).
@@ -124,5 +133,39 @@ double expected_decode_completion(const DecodeHostState& h);
 // k earliest slots made tails worse, so routing is myopic.)  Callers build `hosts` with
 // decode_hosts() (decode_route.h), from Redis live and from the simulator's clock in a plan.
 std::optional<std::size_t> choose_decode_host(const std::vector<DecodeHostState>& hosts);
+
+// What a claim decision can see beyond the stage's queue, all from heartbeats, stream depths and
+// the config (nothing a live worker lacks):
+//  - arrivals_in_s: seconds from now until each task still upstream reaches the stage's queue
+//    (upstream_arrivals, from the upstream pools' states);
+//  - the decode side the stage's latents go to: decode_hosts as decode_hosts() builds them
+//    (decode_route.h: decoders' free_in_s, each host's queued latents; transfer_s unused), and
+//    transfer_s[i][h], seconds for pool i's latent to reach host h (0 on the same host, with the
+//    link's backlog).  An empty row (or none): pool i's tail_s stands for the decode (a GPU
+//    group with its own decoder: 0).
+struct Lookahead {
+  std::vector<double> arrivals_in_s;
+  std::vector<DecodeHostState> decode_hosts;
+  std::vector<std::vector<double>> transfer_s;
+};
+
+// The claim decision when part of the work is still upstream: `ready_tasks` are in the stage's
+// queue now and more arrive at la.arrivals_in_s.  No arrivals: should_claim(..., ready_tasks).
+// Otherwise, under kCompletionTime, a one-step rollout: the stage is modelled from now on, with
+// `self` taking a ready task now or sitting out this instant, every pool then deciding by the
+// greedy count rule or by first-free (each option is worth the better of the two), then the
+// latents (the modelled tasks' and those the busy pools are making), in order of their stage end,
+// sent to the host that would decode each first and taken there by an idle decoder the greedy
+// count rule gives work (as live decoders decide), else by the one that finishes it first; links
+// are free but for the backlog in transfer_s.  `self` claims unless sitting out gives an earlier
+// last job end; on a tie, the greedy count rule over ready + arriving tasks decides.  Pools free
+// at the same instant decide in vector order in the model (config order in the simulator).  The
+// greedy count rule alone treats arriving tasks as if queued: a slow pool it gives a later task
+// takes the head one while a faster idle pool waits for the next arrival, and it ignores the
+// decoders, so sampling sooner can decode later (docs/planner.md).  The model covers the first
+// kRolloutTasks tasks; O(tasks * pools^2 + tasks * decoders).
+inline constexpr std::size_t kRolloutTasks = 256;
+bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
+                  std::size_t ready_tasks, const Lookahead& la);
 
 }  // namespace h3pipe::schedule

@@ -14,6 +14,7 @@
 
 #include "common/schedule/decode_route.h"
 #include "common/schedule/geometry.h"
+#include "common/schedule/sim_parts.h"
 
 namespace h3pipe::schedule {
 namespace {
@@ -70,21 +71,6 @@ struct Event {
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
-// Accumulates one lane's statistics without keeping its segments.
-struct LaneAcc {
-  double busy = 0, first_start = -1, last_end = 0, bubble = 0, wait_sum = 0, wait_max = 0;
-  std::size_t tasks = 0, bubbles = 0;
-  void add(double start, double end, double ready) {
-    if (tasks > 0 && start > last_end + 1e-9) ++bubbles, bubble += start - last_end;
-    if (tasks == 0) first_start = start;
-    ++tasks;
-    busy += end - start;
-    last_end = std::max(last_end, end);
-    wait_sum += start - ready;
-    wait_max = std::max(wait_max, start - ready);
-  }
-};
-
 class Sim {
  public:
   Sim(const config::Cluster& c, const std::vector<SimJob>& jobs, const SimOptions& o)
@@ -95,7 +81,6 @@ class Sim {
  private:
   Status build();
   std::size_t host_index(const std::string& name) const { return host_ix_.at(name); }
-  double draw(PoolRt& p, std::size_t cls);
   void push(double t, Ev k, std::size_t who, std::size_t job) {
     events_.push({t, seq_++, k, who, job});
   }
@@ -111,6 +96,10 @@ class Sim {
   void on_pool_done(std::size_t pool, std::size_t job);
   void on_link_done(std::size_t link, std::size_t job);
   void route_latent(std::size_t job, std::size_t from_host);
+  // What a sampler's claim sees beyond the sample queue (dispatch.h Lookahead).
+  Lookahead sample_lookahead(std::size_t cls);
+  // What the decode side looks like now (decode_route.h), with the links from `from_hosts`.
+  DecodeLoad decode_load(const std::vector<std::string>& from_hosts) const;
   void start_link(std::size_t link);
   void arrive(std::size_t job, std::size_t host);
   const config::Link& link_cfg(std::size_t from, std::size_t to);
@@ -293,25 +282,6 @@ Status Sim::build() {
   return Status::Ok();
 }
 
-double Sim::draw(PoolRt& p, std::size_t cls) {
-  const config::Profile& pr = *p.profile[cls];
-  const double scale = c_.time_scale > 0 ? c_.time_scale : 1.0;
-  double d = 0;
-  switch (pr.kind) {
-    case config::Profile::Kind::kFixed:
-      d = pr.seconds;
-      break;
-    case config::Profile::Kind::kNormal:
-      d = opt_.stochastic && pr.sd > 0 ? std::normal_distribution<double>(pr.mean, pr.sd)(rng_)
-                                       : pr.mean;
-      break;
-    case config::Profile::Kind::kCycle:
-      d = pr.cycle.empty() ? 0 : pr.cycle[p.cycle_pos[cls]++ % pr.cycle.size()];
-      break;
-  }
-  return std::max(0.0, d) * scale;
-}
-
 const config::Link& Sim::link_cfg(std::size_t from, std::size_t to) {
   auto key = std::make_pair(from, to);
   if (auto it = link_cfg_.find(key); it != link_cfg_.end()) return it->second;
@@ -383,7 +353,11 @@ bool Sim::try_claim(std::size_t pool) {
     states[i].free_in_s = free_in(ids[i]);
   }
   const Policy policy = effective_policy(opt_.policy, p.cfg->stage);
-  if (!should_claim(policy, p.cfg->name, states, queued)) return false;
+  // A sampler with encodes still upstream sees them as arrivals, and the decode side.
+  const bool upstream = p.cfg->stage == StageKind::kSample && (encoding_ > 0 || !encode_q_.empty());
+  if (upstream ? !should_claim(policy, p.cfg->name, states, sample_q_.size(), sample_lookahead(cls))
+               : !should_claim(policy, p.cfg->name, states, queued))
+    return false;
 
   if (p.cfg->stage == StageKind::kEncode)
     encode_q_.pop_front(), ++encoding_;
@@ -398,7 +372,8 @@ bool Sim::try_claim(std::size_t pool) {
 void Sim::start(std::size_t pool, std::size_t job) {
   PoolRt& p = pools_[pool];
   JobRt& j = jobs_[job];
-  const double d = draw(p, j.cls);
+  const double d = draw_seconds(*p.profile[j.cls], opt_.stochastic, rng_, p.cycle_pos[j.cls],
+                                c_.time_scale > 0 ? c_.time_scale : 1.0);
   auto& g = groups_[p.group];
   g.busy = true;
   g.expected_end = now_ + p.committed[j.cls];
@@ -464,16 +439,10 @@ void Sim::route_latent(std::size_t job, std::size_t from) {
   const std::uint64_t bytes = class_bytes_[j.cls];
 
   // The one decode-host choice (decode_route.h), fed from the simulator's clock.
-  DecodeLoad load;
-  for (std::size_t h : decode_hosts_) {
+  for (std::size_t h : decode_hosts_)
     if (h != from) (void)link_cfg(from, h);  // warns once about a missing link
-    load.queued[host_names_[h]] = decode_q_[h].size() + in_transit_[h];
-    for (std::size_t d : host_decoders_[h]) load.decoder_free_in_s[pools_[d].cfg->name] = free_in(d);
-    if (auto it = link_ix_.find({from, h}); it != link_ix_.end())
-      load.link_backlog_s[{host_names_[from], host_names_[h]}] =
-          std::max(0.0, links_[it->second].backlog_end - now_);
-  }
-  auto route = schedule::route_latent(c_, {host_names_[from]}, classes_[j.cls], bytes, load);
+  auto route = schedule::route_latent(c_, {host_names_[from]}, classes_[j.cls], bytes,
+                                      decode_load({host_names_[from]}));
   const std::size_t to = route ? host_ix_.at(route->host) : decode_hosts_.front();
   j.decode_host = to;
   if (opt_.record) out_.job_records[job].decode_host = host_names_[to];
@@ -486,6 +455,41 @@ void Sim::route_latent(std::size_t job, std::size_t from) {
   j.ready_s = now_;
   ++in_transit_[to];
   if (!l.busy) start_link(li);
+}
+
+Lookahead Sim::sample_lookahead(std::size_t cls) {
+  auto& enc = stage_states_[static_cast<int>(StageKind::kEncode)];
+  const auto& enc_ids = stage_pools_[static_cast<int>(StageKind::kEncode)];
+  std::vector<bool> reaches;  // a leasing encoder's job stays on its GPU group
+  for (std::size_t i = 0; i < enc.size(); ++i) {
+    const PoolRt& e = pools_[enc_ids[i]];
+    enc[i].expected_s = e.committed[cls];
+    enc[i].tail_s = 0;
+    enc[i].free_in_s = free_in(enc_ids[i]);
+    reaches.push_back(!e.leases_group);
+  }
+  Lookahead la;
+  la.arrivals_in_s = upstream_arrivals(enc, reaches, encode_q_.size());
+  std::vector<std::string> hosts;  // a GPU group with its own decoder: no row (its tail counts)
+  for (std::size_t q : stage_pools_[static_cast<int>(StageKind::kSample)])
+    hosts.push_back(groups_[pools_[q].group].by_stage[2].empty() ? pools_[q].cfg->host : "");
+  fill_decode_side(c_, hosts, classes_[cls], class_bytes_[cls], decode_load(hosts), la);
+  return la;
+}
+
+DecodeLoad Sim::decode_load(const std::vector<std::string>& from_hosts) const {
+  DecodeLoad load;
+  for (std::size_t h : decode_hosts_) {
+    load.queued[host_names_[h]] = decode_q_[h].size() + in_transit_[h];
+    for (std::size_t d : host_decoders_[h]) load.decoder_free_in_s[pools_[d].cfg->name] = free_in(d);
+    for (const auto& f : from_hosts) {
+      if (f.empty() || !host_ix_.count(f)) continue;
+      if (auto it = link_ix_.find({host_ix_.at(f), h}); it != link_ix_.end())
+        load.link_backlog_s[{f, host_names_[h]}] =
+            std::max(0.0, links_[it->second].backlog_end - now_);
+    }
+  }
+  return load;
 }
 
 void Sim::start_link(std::size_t li) {
@@ -578,20 +582,8 @@ Result<SimResult> Sim::run() {
   out_.makespan_s = out_.last_completion_s;
   out_.throughput_per_hour =
       out_.makespan_s > 0 ? static_cast<double>(in_.size()) / out_.makespan_s * 3600 : 0;
-  out_.stats.resize(out_.lanes.size());
-  for (std::size_t i = 0; i < out_.lanes.size(); ++i) {
-    const LaneAcc& a = acc_[i];
-    LaneStats& s = out_.stats[i];
-    s.busy_s = a.busy;
-    s.utilization = out_.makespan_s > 0 ? a.busy / out_.makespan_s : 0;
-    s.tasks = a.tasks;
-    s.bubbles = a.bubbles;
-    s.bubble_s = a.bubble;
-    s.lead_idle_s = a.tasks ? a.first_start : out_.makespan_s;
-    s.tail_idle_s = a.tasks ? std::max(0.0, out_.makespan_s - a.last_end) : 0;
-    s.queue_wait_mean_s = a.tasks ? a.wait_sum / static_cast<double>(a.tasks) : 0;
-    s.queue_wait_max_s = a.wait_max;
-  }
+  out_.stats.reserve(acc_.size());
+  for (const LaneAcc& a : acc_) out_.stats.push_back(a.stats(out_.makespan_s));
   return std::move(out_);
 }
 

@@ -80,6 +80,25 @@ TEST(DecodeRoute, AHostHoldingTheLatentNeedsNoTransferAndWinsTies) {
   EXPECT_DOUBLE_EQ(hosts[0].transfer_s, 0);
 }
 
+TEST(DecodeRoute, TheDecodeSideOfAClaimLookahead) {
+  const auto c = cluster();
+  DecodeLoad load;
+  load.queued["c"] = 2;
+  load.decoder_free_in_s["db"] = 4;
+  load.link_backlog_s[{"a", "b"}] = 5;
+  Lookahead la;
+  fill_decode_side(c, {"a", "", "b"}, "sd", kBytes, load, la);
+  ASSERT_EQ(la.decode_hosts.size(), 2u);
+  EXPECT_EQ(la.decode_hosts[1].queued, 2u);
+  EXPECT_DOUBLE_EQ(la.decode_hosts[0].decoders[0].free_in_s, 4);
+  ASSERT_EQ(la.transfer_s.size(), 3u);
+  ASSERT_EQ(la.transfer_s[0].size(), 2u);
+  EXPECT_NEAR(la.transfer_s[0][0], 5 + kBytes * 8 / 2.35e9 + 0.001, 1e-9);  // backlog + latent
+  EXPECT_NEAR(la.transfer_s[0][1], kBytes * 8 / 1e9 + 0.001, 1e-9);         // the reverse link
+  EXPECT_TRUE(la.transfer_s[1].empty());  // no host: the pool's tail_s counts
+  EXPECT_DOUBLE_EQ(la.transfer_s[2][0], 0);  // b decodes its own latents
+}
+
 TEST(DecodeRoute, ProfilesDecideWhoCanDecode) {
   auto c = cluster();
   c.pools[1].profiles.clear();  // db cannot run "sd"

@@ -110,6 +110,77 @@ TEST(AssignGreedy, CompletionTimesAreTheEarliestSlots) {
   EXPECT_DOUBLE_EQ(done[2], 300);
 }
 
+// A stage with work still upstream (should_claim with a Lookahead): samplers 279 s and 157 s on
+// one host, one decoder 0.5 s away; 1 latent-to-be in the queue, 2 more arriving at 20 and 40 s.
+Lookahead upstream(double decode_s) {
+  Lookahead la;
+  la.arrivals_in_s = {40, 20};  // any order
+  la.decode_hosts = {{"dec", 0, {pool("d0", decode_s)}, 0, true}};
+  la.transfer_s = {{0.5}, {0.5}};
+  return la;
+}
+
+TEST(ShouldClaimUpstream, TheDecodersDecideWhichSamplerTakesTheHead) {
+  // A 1 s decoder: the fast sampler takes the head (samplings end at 157, 299 and 314 s; the
+  // other way round 177, 279 and 334 s).  A 48 s decoder is the bottleneck, and the second order
+  // feeds it better (decodes end at 225.5, 327.5, 382.5 s against 205.5, 347.5, 395.5 s): the
+  // slow sampler starts now.  The count rule over the 3 tasks lets both claim either way.
+  std::vector<PoolState> ps = {pool("s0", 279), pool("s1", 157)};
+  for (auto& p : ps) p.tail_s = 1.5;
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "s0", ps, 1, upstream(1)));
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "s1", ps, 1, upstream(1)));
+  for (auto& p : ps) p.tail_s = 48.5;
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "s0", ps, 1, upstream(48)));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "s1", ps, 1, upstream(48)));
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "s0", ps, 3));
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "s1", ps, 3));
+  // first_free claims whenever idle; nothing queued now: nobody claims.
+  EXPECT_TRUE(should_claim(Policy::kFirstFree, "s1", ps, 1, upstream(48)));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "s0", ps, 0, upstream(48)));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "nobody", ps, 1, upstream(48)));
+}
+
+TEST(ShouldClaimUpstream, ASlowPoolLeavesTheHeadToAFastOneFreeingBeforeTheNextArrival) {
+  // fast frees in 10 s and finishes the head at 110 s; the next task arrives at 500 s.
+  std::vector<PoolState> ps = {pool("fast", 100, 10), pool("slow", 300)};
+  Lookahead la;
+  la.arrivals_in_s = {500};
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "slow", ps, 1, la));
+  la.arrivals_in_s = {5, 6};  // more work right away: the slow pool helps
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "slow", ps, 1, la));
+  ps[0].alive = false;  // nobody else can run it
+  la.arrivals_in_s = {500};
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "slow", ps, 1, la));
+}
+
+TEST(ShouldClaimUpstream, NoArrivalsIsTheCountRule) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> dur(1, 400), busy(0, 300), coin(0, 2), ntasks(1, 8);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<PoolState> ps;
+    for (int i = 0, n = 1 + round % 5; i < n; ++i)
+      ps.push_back(pool(fmt::format("p{}", i), dur(rng), coin(rng) ? 0 : busy(rng)));
+    const std::size_t k = ntasks(rng);
+    for (const auto& p : ps)
+      ASSERT_EQ(should_claim(Policy::kCompletionTime, p.name, ps, k, Lookahead{}),
+                should_claim(Policy::kCompletionTime, p.name, ps, k))
+          << "round " << round;
+  }
+}
+
+TEST(UpstreamArrivals, BusyFeedersThenTheGreedyOfTheQueuedOnes) {
+  // e0 busy 10 s more (40 s per task), e1 idle (20 s); 3 queued: e1 at 20, 40, e0 at 50.
+  std::vector<PoolState> feeders = {pool("e0", 40, 10), pool("e1", 20), pool("e2", 500)};
+  EXPECT_EQ(upstream_arrivals(feeders, {true, true, true}, 3),
+            (std::vector<double>{10, 20, 40, 50}));
+  // A feeder whose output does not reach the queue (an encoder leasing its sampler's GPUs)
+  // takes its greedy share, which never arrives.
+  feeders[2].expected_s = 15;  // e2 at 15, e1 at 20, e2 at 30
+  EXPECT_EQ(upstream_arrivals(feeders, {true, true, false}, 3), (std::vector<double>{10, 20}));
+  EXPECT_EQ(upstream_arrivals(feeders, {false, false, false}, 3), std::vector<double>{});
+  EXPECT_EQ(upstream_arrivals(feeders, {true, true, true}, 10000).size(), kRolloutTasks);
+}
+
 TEST(DecodeHost, EarliestExpectedCompletionWins) {
   DecodeHostState near{"near", 0, {pool("d0", 30, 20)}, 2, true};  // 20 + 30 + 30 + 30 = 110
   DecodeHostState far{"far", 5, {pool("d1", 12)}, 0, true};        // 5 + 12 = 17
