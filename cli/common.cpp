@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "common/runner/runner.h"
+#include "common/runtime/settings_check.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/supervisor.h"
 
@@ -18,16 +19,20 @@ fs::path bin_dir() {
   return fs::path(buf).parent_path();
 }
 
+// Every command loads its config here: parsed, and every runtime's settings checked as the
+// services will (runtime/settings_check.h), so a command and the stack agree on what is valid.
 Result<config::Cluster> load_cluster(const Global& g) {
   if (!g.state_dir.empty()) ::setenv("H3PIPE_STATE", g.state_dir.c_str(), 1);
-  if (!g.config_file.empty()) return config::load_file(g.config_file);
+  if (!g.config_file.empty()) return runtime::load_config(g.config_file);
   auto def = config::embedded_default();
   if (!def.ok()) return def;
   // The running stack may have been started with another config: use that one.
   if (auto st = supervisor::running(*def)) {
     std::string cfg = (*st).value("config", "");
-    if (!cfg.empty()) return config::load_file(cfg);
+    if (!cfg.empty()) return runtime::load_config(cfg);
   }
+  if (auto s = runtime::check_settings(*def, runtime::SettingsScope::kConfig); !s.ok())
+    return make_error("config.invalid", "the embedded config:\n{}", s.error().message);
   return def;
 }
 
@@ -62,6 +67,15 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
 int cmd_start(const Global& g, const std::string& host) {
   auto c = load_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  // What this machine must provide for the pools it is about to start (a program on PATH, ...):
+  // refused here, with the errors preflight and the services give, before anything starts.
+  const std::string here = host.empty() && c->hosts.size() == 1 ? c->hosts.front().name : host;
+  if (!here.empty() && c->find_host(here)) {
+    if (auto s = runtime::check_settings(*c, runtime::SettingsScope::kHost, here); !s.ok()) {
+      fmt::print(stderr, "start: invalid runtime settings on host {}:\n{}\n", here, s.error().message);
+      return 2;
+    }
+  }
   supervisor::StartOptions o;
   o.config_file = g.config_file;
   o.host = host;

@@ -9,6 +9,7 @@
 #include "common/latent/latent.h"
 #include "common/preflight/preflight.h"
 #include "common/remote/remote.h"
+#include "common/runtime/settings_check.h"
 #include "common/schedule/config_adapt.h"
 #include "common/transfer/keys.h"
 #include "common/schedule/plan.h"
@@ -123,6 +124,15 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
   p->callback([&rc, &g] {
     plan.config = g.config_file;
     plan.compare = split_commas(compare);
+    // The planner reads the files itself; the runtime settings are checked here first, as
+    // `start` and the services check them (runtime/settings_check.h).
+    std::vector<std::string> files = plan.compare;
+    if (!plan.config.empty()) files.insert(files.begin(), plan.config);
+    for (const auto& f : files) {
+      if (f.empty()) continue;
+      auto c = runtime::load_config(f);
+      if (!c.ok()) { fmt::print(stderr, "plan: {}\n", c.error().message); rc = 2; return; }
+    }
     rc = schedule::run_plan(plan, std::cout, std::cerr);
   });
 

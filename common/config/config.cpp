@@ -454,9 +454,17 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
     if (!sw.empty() && !pool_names.count(sw))
       e.add(fmt::format("/pools/{}/shares_gpus_with", i), fmt::format("\"{}\" is not a pool", sw));
   }
-  for (StageKind s : {StageKind::kSample, StageKind::kDecode}) {
+  // A stage without a pool is a stack where every job waits forever (the planner can model a
+  // cluster without encoders, but no such cluster can run: ingest lives in the encoder service).
+  static const std::pair<StageKind, const char*> kEveryStage[] = {
+      {StageKind::kEncode, "submissions are ingested by the encoder service"},
+      {StageKind::kSample, "nothing would sample the encoded jobs"},
+      {StageKind::kDecode, "nothing would decode the sampled latents into MP4s"}};
+  for (const auto& [s, why] : kEveryStage) {
     if (c.pools_on("", s).empty())
-      e.add("/pools", fmt::format("no pool runs stage {}; at least one is required", stage_name(s)));
+      e.add("/pools", fmt::format("no pool runs stage {}: {}, so every job would wait forever; "
+                                  "add a pool with \"stage\": \"{}\"",
+                                  stage_name(s), why, stage_name(s)));
   }
   if (auto* v = r.raw("links")) {
     if (!v->is_array()) e.add("/links", "expected an array");

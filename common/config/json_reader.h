@@ -113,8 +113,12 @@ class ObjectReader {
   void finish() {
     if (!ok_ || finished_) return;
     finished_ = true;
+    std::string known;
+    for (const auto& k : known_) known += (known.empty() ? "" : ", ") + k;
     for (auto it = j_.begin(); it != j_.end(); ++it) {
-      if (!known_.count(it.key())) errors_.add(path(it.key()), "unknown key");
+      if (!known_.count(it.key()))
+        errors_.add(path(it.key()), known.empty() ? std::string("unknown key; none are accepted here")
+                                                  : "unknown key; known: " + known);
     }
   }
 

@@ -2,6 +2,8 @@
 // message, all problems reported together, unknown keys are errors).
 #include <algorithm>
 
+#include <fmt/ranges.h>
+
 #include "common/model/model.h"
 
 namespace h3pipe::model {
@@ -93,10 +95,12 @@ Result<ModelConfig> parse_config(const nlohmann::json& settings, std::string_vie
     return make_error("config.invalid", "{}: expected an object of builtin model settings",
                       path_prefix.empty() ? "/" : path_prefix);
   Parser p(settings, path_prefix);
+  std::vector<std::string_view> all(kKeys.begin(), kKeys.end());
+  all.insert(all.end(), extra_keys.begin(), extra_keys.end());
+  std::sort(all.begin(), all.end());
   for (const auto& [key, value] : settings.items()) {
-    const bool known = std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end() ||
-                       std::find(extra_keys.begin(), extra_keys.end(), key) != extra_keys.end();
-    if (!known) p.fail(key, "unknown key");
+    if (std::find(all.begin(), all.end(), key) == all.end())
+      p.fail(key, fmt::format("unknown key; known: {}", fmt::join(all, ", ")));
   }
   p.integer("width", c.width, 16, 8192);
   p.integer("depth", c.depth, 1, 256);

@@ -140,6 +140,7 @@ std::vector<CheckResult> run_checks(const config::Cluster& c, const Options& o) 
   check_keys(c, o, scope, rep);
   check_comfyui(c, o, scope, rep);
   check_comfyui_templates(c, o, scope, rep);
+  check_runtime_settings(c, o, scope, rep);
   return rep.take();
 }
 

@@ -22,6 +22,8 @@
 //   comfyui.templates every class and model file each comfyui pool's workflow(s) name is on its
 //                    server (GET /object_info/<class>), values as POST /prompt checks them; one
 //                    FAIL row per missing class or file, naming the template and the node
+//   runtime.settings each checked host's pools' runtime settings as their services will check
+//                    them (runtime::check_settings, host scope: an exec program on PATH, ...)
 //
 // Which hosts are "checked": the one named by host_filter; with no filter, every host that is
 // this machine (a one-host config, or a host whose address/bind is a local interface address or

@@ -13,7 +13,7 @@ inline std::string dead_letter() { return std::string(kPrefix) + ":dead"; }
 // The documented submission stream: XADD h3pipe:submit * run RUN spec '{json}'
 inline std::string submit() { return std::string(kPrefix) + ":submit"; }
 inline std::string runs() { return std::string(kPrefix) + ":runs"; }              // zset run -> created ms
-inline std::string pools() { return std::string(kPrefix) + ":pools"; }            // hash pool -> heartbeat json
+inline std::string pools() { return std::string(kPrefix) + ":pools"; }            // hash pool -> pb::Heartbeat bytes
 inline std::string run(std::string_view r) { return std::string(kPrefix) + ":run:{" + std::string(r) + "}"; }
 inline std::string run_jobs(std::string_view r) { return run(r) + ":jobs"; }       // zset job -> submit order
 inline std::string job(std::string_view r, std::string_view j) { return run(r) + ":job:" + std::string(j); }

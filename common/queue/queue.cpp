@@ -56,6 +56,11 @@ std::optional<Entry> parse_entry(const redisReply* e) {
   return out;
 }
 
+// Redis lost the group (or the stream under it): FLUSHALL, a restart without persistence.
+bool group_gone(const Error& e) {
+  return e.code == "redis.error" && e.message.find("NOGROUP") != std::string::npos;
+}
+
 std::vector<std::string> flatten(const Commands& cmds) {
   std::vector<std::string> args = {std::to_string(cmds.size())};
   for (const auto& c : cmds) {
@@ -73,6 +78,18 @@ Status StageQueue::ensure_group() {
   return {};
 }
 
+Result<Reply> StageQueue::group_command(const std::vector<std::string>& argv) {
+  auto r = redis_.command(argv);
+  if (r.ok() || !group_gone(r.error())) return r;
+  H3_TRY(ensure_group());
+  ++groups_recreated_;
+  drained_own_ = true;  // nothing is pending for us in a new group
+  spdlog::warn("queue {}: consumer group {} was gone (Redis lost it: a FLUSHALL or a restart without "
+               "persistence); recreated it (what was claimed from the old one is gone with it)",
+               opts_.stream, opts_.group);
+  return redis_.command(argv);
+}
+
 Result<std::string> StageQueue::enqueue(const std::string& payload) {
   auto r = redis_.command({"XADD", opts_.stream, "*", "task", payload});
   if (!r.ok()) return r.error();
@@ -82,8 +99,8 @@ Result<std::string> StageQueue::enqueue(const std::string& payload) {
 Result<std::optional<Entry>> StageQueue::claim(bool new_work) {
   // 1. Own pending entries left by a previous incarnation of this consumer.
   if (!drained_own_) {
-    auto r = redis_.command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1",
-                             "STREAMS", opts_.stream, "0"});
+    auto r = group_command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1",
+                            "STREAMS", opts_.stream, "0"});
     if (!r.ok()) return r.error();
     const redisReply* rep = r->get();
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements > 0) {
@@ -102,8 +119,8 @@ Result<std::optional<Entry>> StageQueue::claim(bool new_work) {
   auto now = std::chrono::steady_clock::now();
   if (now >= next_sweep_) {
     next_sweep_ = now + std::chrono::milliseconds(opts_.sweep_ms);
-    auto r = redis_.command({"XAUTOCLAIM", opts_.stream, opts_.group, opts_.consumer,
-                             std::to_string(opts_.lease_ms), "0-0", "COUNT", "1"});
+    auto r = group_command({"XAUTOCLAIM", opts_.stream, opts_.group, opts_.consumer,
+                            std::to_string(opts_.lease_ms), "0-0", "COUNT", "1"});
     if (!r.ok()) return r.error();
     const redisReply* rep = r->get();
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 && rep->element[1]->elements > 0) {
@@ -117,8 +134,8 @@ Result<std::optional<Entry>> StageQueue::claim(bool new_work) {
   }
   // 3. New work.
   if (!new_work) return std::optional<Entry>();
-  auto r = redis_.command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1", "BLOCK",
-                           std::to_string(opts_.block_ms), "STREAMS", opts_.stream, ">"});
+  auto r = group_command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1", "BLOCK",
+                          std::to_string(opts_.block_ms), "STREAMS", opts_.stream, ">"});
   if (!r.ok()) return r.error();
   const redisReply* rep = r->get();
   if (rep->type != REDIS_REPLY_ARRAY || rep->elements == 0) return std::optional<Entry>();
@@ -234,8 +251,10 @@ void LeaseKeeper::loop() {
     cv_.wait_for(lk, std::chrono::milliseconds(renew_ms_), [this] { return stop_; });
     if (stop_ || held_.empty()) continue;
     std::vector<std::string> args = {opts_.group, opts_.consumer};
-    args.insert(args.end(), held_.begin(), held_.end());
-    std::size_t want = held_.size();
+    for (const auto& id : held_)
+      if (!lost_ids_.count(id)) args.push_back(id);  // a lost entry stays lost: no renewal
+    std::size_t want = args.size() - 2;
+    if (want == 0) continue;
     std::vector<std::string> gone;
     lk.unlock();
     if (!redis) {
@@ -250,6 +269,12 @@ void LeaseKeeper::loop() {
           gone.push_back(reply_str(r->get()->element[i]));
         renewals_ += static_cast<long long>(want - std::min(want, gone.size()));
         lost_ += static_cast<long long>(gone.size());
+      } else if (group_gone(r.error())) {
+        // The group went with every claim in it: nothing held is ours any more.
+        gone.assign(args.begin() + 2, args.end());
+        lost_ += static_cast<long long>(gone.size());
+        spdlog::warn("lease keeper: consumer group {} on {} is gone (Redis lost it); {} held entries lost",
+                     opts_.group, opts_.stream, gone.size());
       } else {
         spdlog::warn("lease keeper: renewal failed: {}", r.error().message);
         if (r.error().code == "redis.io") redis.reset();

@@ -12,6 +12,10 @@
 //   dead_letter(): XADD to h3pipe:dead with the reason, ack + delete.
 //   release_for_retry(): keep it pending but make it reclaimable after the backoff.
 //
+// When Redis reports the group gone (NOGROUP: a FLUSHALL, a restart without persistence), claim()
+// recreates it, logs one warning and carries on; what this consumer held went with the old group
+// (LeaseKeeper then reports those entries lost).
+//
 // Entries are deleted when acked, so the stream holds only outstanding work; trim() never drops
 // an entry at or above the oldest pending or undelivered id.
 // Thread-safety: a StageQueue is used by one thread; LeaseKeeper owns its own connection.
@@ -75,10 +79,15 @@ class StageQueue final {
   Result<long long> length();
   Status trim();
   const QueueOptions& options() const { return opts_; }
+  // How many times claim() found the group gone and recreated it.
+  long long groups_recreated() const { return groups_recreated_; }
 
  private:
+  // Runs a command that names the group; on NOGROUP recreates the group and runs it once more.
+  Result<Reply> group_command(const std::vector<std::string>& argv);
   Redis& redis_;
   QueueOptions opts_;
+  long long groups_recreated_ = 0;
   bool drained_own_ = false;
   std::chrono::steady_clock::time_point next_sweep_{};
 };

@@ -14,6 +14,7 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/logging/protobuf_log.h"
+#include "common/runtime/settings_check.h"
 
 namespace h3pipe::runner {
 namespace fs = std::filesystem;
@@ -147,6 +148,19 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
     if (info.stage && ctx.pool->stage != *info.stage) {
       spdlog::critical("--pool {}: runs stage {}, this service runs {}", pool_name,
                        config::stage_name(ctx.pool->stage), config::stage_name(*info.stage));
+      return 2;
+    }
+  }
+  // The runtime settings as `plan`, `preflight` and `start` check them (runtime/settings_check.h):
+  // the same error, before the runtime is built; this pool's host checks only (in a container a
+  // service has only its own programs).
+  if (auto s = runtime::check_settings(ctx.cluster, runtime::SettingsScope::kConfig); !s.ok()) {
+    spdlog::critical("invalid config:\n{}", s.error().message);
+    return 2;
+  }
+  if (ctx.pool) {
+    if (auto s = runtime::check_settings(ctx.cluster, runtime::SettingsScope::kHost, host, ctx.pool->name); !s.ok()) {
+      spdlog::critical("invalid runtime settings on host {}:\n{}", host, s.error().message);
       return 2;
     }
   }

@@ -1,8 +1,11 @@
 // Adapter from the stage interfaces to common/model (the builtin reference model).
 #include "common/runtime/builtin_runtime.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <span>
 
 #include "common/artifacts/artifacts.h"
 #include "common/latent/latent.h"
@@ -197,6 +200,42 @@ class BuiltinDecode final : public DecodeRuntime {
 };
 
 }  // namespace
+
+void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool host, config::Errors& e) {
+  const nlohmann::json empty = nlohmann::json::object();
+  const nlohmann::json& s = a.settings ? *a.settings : empty;
+  const std::string path = settings_path(a, stage);
+  const bool decode = stage == config::StageKind::kDecode;
+  auto cfg = model::parse_config(s, path,
+                                 decode ? std::span<const std::string_view>(kDecodeKeys)
+                                        : std::span<const std::string_view>());
+  if (!cfg) {
+    // Its lines are "PATH: what" under a heading line.
+    const std::string& m = cfg.error().message;
+    std::size_t at = m.find('\n');
+    if (at == std::string::npos) e.add(path, m);
+    while (at != std::string::npos) {
+      std::size_t end = m.find('\n', at + 1);
+      std::string line = m.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+      line.erase(0, line.find_first_not_of(' '));
+      auto colon = line.find(": ");
+      if (colon == std::string::npos) e.add(path, line);
+      else e.add(line.substr(0, colon), line.substr(colon + 2));
+      at = end;
+    }
+  }
+  if (decode && s.is_object()) {
+    if (auto it = s.find("crf"); it != s.end() && (!it->is_number_integer() || it->get<int>() < 0 || it->get<int>() > 51))
+      e.add(path + "/crf", "expected an integer in [0, 51]");
+    if (auto it = s.find("preset"); it != s.end() && !it->is_string())
+      e.add(path + "/preset", "expected a string");
+  }
+  if (host && cfg && !cfg->weights_file.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(cfg->weights_file, ec) || ::access(cfg->weights_file.c_str(), R_OK) != 0)
+      e.add(path + "/weights_file", fmt::format("\"{}\" is not a readable file on this host", cfg->weights_file));
+  }
+}
 
 Result<std::unique_ptr<EncodeRuntime>> make_builtin_encode(const FactoryArgs& a) {
   auto l = load(a, config::StageKind::kEncode, model::kEncoder);

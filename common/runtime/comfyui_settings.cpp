@@ -61,11 +61,10 @@ const Workflow* choose(const Settings& s, const std::string& job_class, bool has
   return nullptr;
 }
 
-Result<Settings> parse_settings(const FactoryArgs& a, StageKind stage) {
+Settings read_settings(const FactoryArgs& a, StageKind stage, bool host, config::Errors& e) {
   std::string base = settings_path(a, stage);
   static const nlohmann::json kEmpty = nlohmann::json::object();
   const nlohmann::json& j = a.settings ? *a.settings : kEmpty;
-  config::Errors e;
   Settings s;
   {
     config::ObjectReader r(j, base, e);
@@ -112,9 +111,10 @@ Result<Settings> parse_settings(const FactoryArgs& a, StageKind stage) {
               "\"path\" needs input_dir (an uploaded file has no path this runtime knows)");
       if (s.input_ref.empty()) s.input_ref = s.input_dir.empty() ? "name" : "path";
       for (auto [key, dir] : {std::pair{"input_dir", &s.input_dir}, {"output_dir", &s.output_dir}})
-        if (!dir->empty() && !fs::is_directory(*dir))
+        if (host && !dir->empty() && !fs::is_directory(*dir))
           e.add(r.path(key), fmt::format("\"{}\" is not a directory", *dir));
-      if (!s.fused && workflow)
+      // A workflow file is read where the runtime runs (host); an inline one is checked anywhere.
+      if (!s.fused && workflow && (host || workflow->is_object()))
         if (auto w = Workflow::parse(*workflow, inject, output, base, e))
           s.templates.emplace("default", std::move(*w));
       if (!s.fused && templates) {
@@ -133,6 +133,7 @@ Result<Settings> parse_settings(const FactoryArgs& a, StageKind stage) {
               e.add(tr.path("workflow"), "required but missing");
               continue;
             }
+            if (!host && !tw->is_object()) continue;
             if (auto w = Workflow::parse(*tw, ti, to, kp, e)) {
               check_template_key(key, a, kp, *w, e);
               s.templates.emplace(key, std::move(*w));
@@ -145,6 +146,12 @@ Result<Settings> parse_settings(const FactoryArgs& a, StageKind stage) {
                 "the encode stage has no input artifact");
     }
   }
+  return s;
+}
+
+Result<Settings> parse_settings(const FactoryArgs& a, StageKind stage) {
+  config::Errors e;
+  Settings s = read_settings(a, stage, true, e);
   if (!e.empty())
     return make_error("runtime.settings", "comfyui runtime ({}): invalid settings:\n{}",
                       config::stage_name(stage), e.joined());

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config/json_reader.h"
 #include "common/runtime/comfyui_workflow.h"
 #include "common/runtime/runtime.h"
 
@@ -31,6 +32,10 @@ struct Settings {
 };
 
 Result<Settings> parse_settings(const FactoryArgs& a, config::StageKind stage);
+// The checks of parse_settings, every problem into `e` under its settings path.  host false: only
+// what the config says (keys, types, values, inline workflows), true: also what this machine must
+// provide (workflow files, input_dir/output_dir).  runtime::check_settings calls it.
+Settings read_settings(const FactoryArgs& a, config::StageKind stage, bool host, config::Errors& e);
 
 // The template for a job: with a reference image "<class>+reference", "reference", then (for
 // every job) "<class>", "default".  Returns the key chosen; nullptr when none fits.

@@ -147,11 +147,10 @@ struct ExecSettings {
   double kill_grace_s = 2;
 };
 
-Result<ExecSettings> parse_settings(const FactoryArgs& a, StageKind stage) {
+ExecSettings read_settings(const FactoryArgs& a, StageKind stage, bool host, config::Errors& e) {
   std::string base = settings_path(a, stage);
   static const nlohmann::json kEmpty = nlohmann::json::object();
   const nlohmann::json& j = a.settings ? *a.settings : kEmpty;
-  config::Errors e;
   ExecSettings s;
   {
     config::ObjectReader r(j, base, e);
@@ -187,16 +186,22 @@ Result<ExecSettings> parse_settings(const FactoryArgs& a, StageKind stage) {
           parse_template(s.command_raw[i], fmt::format("{}/{}", r.path("command"), i), stage, e));
     if (!s.command.empty() && e.empty()) {
       const auto& prog = s.command.front();
-      if (prog.pieces.size() == 1 && !prog.pieces[0].ph && !resolvable(prog.pieces[0].text))
+      if (host && prog.pieces.size() == 1 && !prog.pieces[0].ph && !resolvable(prog.pieces[0].text))
         e.add(r.path("command") + "/0",
               fmt::format("\"{}\" is not an executable file{}", prog.pieces[0].text,
                           prog.pieces[0].text.find('/') == std::string::npos ? " on PATH" : ""));
       else if (prog.pieces.empty())
         e.add(r.path("command") + "/0", "the program name must not be empty");
     }
-    if (!s.cwd.empty() && !fs::is_directory(s.cwd))
+    if (host && !s.cwd.empty() && !fs::is_directory(s.cwd))
       e.add(r.path("cwd"), fmt::format("\"{}\" is not a directory", s.cwd));
   }
+  return s;
+}
+
+Result<ExecSettings> parse_settings(const FactoryArgs& a, StageKind stage) {
+  config::Errors e;
+  ExecSettings s = read_settings(a, stage, true, e);
   if (!e.empty())
     return make_error("runtime.settings", "exec runtime ({}): invalid settings:\n{}",
                       config::stage_name(stage), e.joined());
@@ -313,6 +318,10 @@ class ExecDecode final : public DecodeRuntime {
 };
 
 }  // namespace
+
+void check_exec_settings(const FactoryArgs& a, StageKind stage, bool host, config::Errors& e) {
+  (void)read_settings(a, stage, host, e);
+}
 
 Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kEncode);

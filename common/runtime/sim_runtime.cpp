@@ -279,6 +279,13 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
   return (*w)->finish();
 }
 
+void check_sim_settings(const FactoryArgs& a, config::StageKind stage, bool, config::Errors& e) {
+  if (!a.settings || !a.settings->is_object()) return;
+  for (const auto& [key, value] : a.settings->items())
+    e.add(settings_path(a, stage) + "/" + key,
+          "unknown key; the sim runtime takes no settings (its stage times are the pool's profiles)");
+}
+
 Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a) {
   return std::unique_ptr<EncodeRuntime>(new SimEncode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
 }

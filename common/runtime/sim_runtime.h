@@ -6,6 +6,7 @@
 // to 48 kHz stereo AAC).
 #include <random>
 
+#include "common/config/json_reader.h"
 #include "common/runtime/runtime.h"
 
 namespace h3pipe::runtime {
@@ -22,6 +23,10 @@ class ProfileClock final {
   std::mt19937_64 rng_;
   std::map<const config::Profile*, std::size_t> cycle_pos_;  // position in each cycle profile
 };
+
+// The sim runtime takes no settings (its stage times are the pool's profiles): every key is
+// unknown.  runtime::check_settings calls it.
+void check_sim_settings(const FactoryArgs& a, config::StageKind stage, bool host, config::Errors& e);
 
 Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a);
 Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a);

@@ -1,16 +1,35 @@
 #include "common/worker/pool_board.h"
 
-#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "common/queue/keys.h"
 #include "common/schedule/decode_route.h"
 #include "common/schedule/geometry.h"
 #include "common/state/state.h"
+#include "common/worker/heartbeat.h"
 
 namespace h3pipe::worker {
 namespace {
 constexpr double kDeadAfterS = 3.0;
 double now_s() { return state::now_ms() / 1000.0; }
+
+pb::Stage to_pb(config::StageKind s) {
+  switch (s) {
+    case config::StageKind::kEncode: return pb::STAGE_ENCODE;
+    case config::StageKind::kSample: return pb::STAGE_SAMPLE;
+    case config::StageKind::kDecode: return pb::STAGE_DECODE;
+  }
+  return pb::STAGE_UNSPECIFIED;
+}
+
+const char* service_of(config::StageKind s) {
+  switch (s) {
+    case config::StageKind::kEncode: return "encoder";
+    case config::StageKind::kSample: return "sampler";
+    case config::StageKind::kDecode: return "decoder";
+  }
+  return "";
+}
 }  // namespace
 
 Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, const config::Pool& self,
@@ -64,15 +83,15 @@ void PoolBoard::heartbeat_loop() {
   while (!stop_) {
     cv_.wait_for(lk, std::chrono::milliseconds(500), [this] { return stop_; });
     if (stop_) break;
-    nlohmann::json j = nlohmann::json::parse(last_state_, nullptr, false);
+    pb::Heartbeat hb = last_state_;
     lk.unlock();
     if (!r) {
       auto c = queue::Redis::connect(addr_);
       if (c.ok()) r = std::move(c.value());
     }
-    if (r && !j.is_discarded()) {
-      j["heartbeat_s"] = now_s();
-      auto w = r->command({"HSET", keys::pools(), self_.name, j.dump()});
+    if (r) {
+      hb.set_unix_ms(state::now_ms());
+      auto w = r->command({"HSET", keys::pools(), self_.name, encode_heartbeat(hb)});
       if (!w.ok() && w.error().code == "redis.io") r.reset();
     }
     lk.lock();
@@ -82,13 +101,20 @@ void PoolBoard::heartbeat_loop() {
 void PoolBoard::publish(double busy_for_s) {
   double now = now_s();
   busy_until_unix_s_ = busy_for_s > 0 ? now + busy_for_s : 0;
-  nlohmann::json j = {{"stage", config::stage_name(self_.stage)}, {"host", self_.host},
-                      {"busy_until_s", busy_until_unix_s_}, {"heartbeat_s", now}, {"expected_s", expected_s(self_)}};
+  pb::Heartbeat hb;
+  hb.set_service(service_of(self_.stage));
+  hb.set_host(self_.host);
+  hb.set_pool(self_.name);
+  hb.set_stage(to_pb(self_.stage));
+  hb.set_unix_ms(state::now_ms());
+  hb.set_state(busy_for_s > 0 ? "busy" : "idle");
+  hb.set_busy_until_unix_s(busy_until_unix_s_);
+  hb.set_expected_s(expected_s(self_));
   // Sent without waiting for the reply (read with this connection's next command): no round
   // trip, and no other thread woken, on the worker's path between two tasks.
-  (void)redis_->send({"HSET", keys::pools(), self_.name, j.dump()});
+  (void)redis_->send({"HSET", keys::pools(), self_.name, encode_heartbeat(hb)});
   std::lock_guard lk(mu_);
-  last_state_ = j.dump();
+  last_state_ = std::move(hb);
   next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
 }
 
@@ -101,7 +127,15 @@ bool PoolBoard::may_claim() {
                              {"XPENDING", keys::stream("sample"), "sample"},
                              {"XLEN", keys::stream("encode")},
                              {"XPENDING", keys::stream("encode"), "encode"}});
-  if (!r.ok()) return true;
+  if (!r.ok()) {
+    // Degraded, never stalled: claim as first_free would until the board reads again.
+    if (!board_unreadable_)
+      spdlog::warn("pool {}: dispatch board unreadable ({}); claiming without the policy until it reads again",
+                   self_.name, r.error().to_string());
+    board_unreadable_ = true;
+    return true;
+  }
+  board_unreadable_ = false;
   const auto& rep = *r;
   double now = now_s();
   std::vector<schedule::PoolState> pools;
@@ -110,14 +144,21 @@ bool PoolBoard::may_claim() {
     std::string name = queue::reply_str(h->element[i]);
     const config::Pool* p = cluster_.find_pool(name);
     if (!p || p->stage != config::StageKind::kSample) continue;
-    nlohmann::json j = nlohmann::json::parse(queue::reply_str(h->element[i + 1]), nullptr, false);
-    if (j.is_discarded()) continue;
+    auto hb = decode_heartbeat(name, queue::reply_str(h->element[i + 1]));
+    if (!hb.ok()) {
+      // Something else wrote to the hash (another version, an operator): that pool is left out
+      // of the decision, as a dead one would be.  Warned once until it reads again.
+      ++bad_heartbeats_;
+      if (bad_pools_.insert(name).second) spdlog::warn("pool {}: {}", self_.name, hb.error().to_string());
+      continue;
+    }
+    bad_pools_.erase(name);
     schedule::PoolState s;
     s.name = name;
     s.expected_s = expected_s(*p);
     s.tail_s = tail_s(*p);
-    s.free_in_s = std::max(0.0, j.value("busy_until_s", 0.0) - now);
-    s.alive = now - j.value("heartbeat_s", 0.0) < kDeadAfterS;
+    s.free_in_s = std::max(0.0, hb->busy_until_unix_s() - now);
+    s.alive = now - static_cast<double>(hb->unix_ms()) / 1000.0 < kDeadAfterS;
     if (name == self_.name) { s.alive = true; s.free_in_s = 0; }
     pools.push_back(s);
   }

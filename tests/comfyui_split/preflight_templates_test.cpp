@@ -131,7 +131,8 @@ std::vector<preflight::CheckResult> template_rows(const std::string& sample_url,
                                 {"settings",
                                  {{"url", decode_url},
                                   {"workflow", (tdir / "decode.api.json").string()},
-                                  {"inject", inject["decode"]}}}}}}})}};
+                                  {"inject", inject["decode"]}}}}}},
+                             {{"name", "e0"}, {"host", "a"}, {"stage", "encode"}}})}};
   auto c = config::parse(j, state);
   EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
   preflight::Options o;

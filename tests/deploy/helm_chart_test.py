@@ -422,9 +422,8 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(params, {"password", "ca", "cert", "key"})
 
     def test_existing_secrets(self):
-        r = Rendered("existing-secrets-no-encoder")
+        r = Rendered("existing-secrets")
         self.assertNotIn("Secret", r.by)
-        self.assertNotIn("encoder", [component(w) for w in r.workloads])
         ds = r.get("DaemonSet", "h3-h3pipe-transfer")
         self.assertIn("my-curve", [v.get("secret", {}).get("secretName") for v in pod_spec(ds)["volumes"]])
 

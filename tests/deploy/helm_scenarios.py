@@ -66,9 +66,9 @@ SCENARIOS = {
     "sampler-pools": ("h3", merged(KEYS, {
         "image": {"registry": "registry.example.com"}, "storage": {"existingClaim": "h3pipe-shared"},
         "samplerPools": POOLS, "encoder": {"gpus": 2, "sharesGpusWith": "t10x4-a"}, "keda": {"enabled": True}})),
-    "existing-secrets-no-encoder": ("h3", {
+    "existing-secrets": ("h3", {
         "redis": {"existingSecret": "my-redis", "bundled": {"persistence": {"enabled": False}}},
-        "curve": {"existingSecret": "my-curve"}, "encoder": {"enabled": False}}),
+        "curve": {"existingSecret": "my-curve"}}),
     "no-transfer-curve-off": ("h3", {"transfer": {"enabled": False}, "cluster": {"transfer": {"curve": False}}}),
     "transfer-port": ("h3", merged(KEYS, {"transfer": {"port": 7800}})),
     "long-release": (LONG_RELEASE, merged(KEYS, TLS, {
@@ -87,6 +87,8 @@ FAILURES = {
     "no-curve-keys": ("h3", {}, "curve.keys.node292: cluster.transfer.curve is on"),
     "release-starts-with-digit": ("3abc", KEYS, "must start with a lowercase letter"),
     "no-sampler-pools": ("h3", merged(KEYS, {"samplerPools": []}), "samplerPools: at least one sampler pool is required"),
+    "no-encoder": ("h3", merged(KEYS, {"encoder": {"enabled": False}}), "encoder.enabled: false leaves the cluster without an encode pool"),
+    "no-decoder": ("h3", merged(KEYS, {"decoder": {"enabled": False}}), "decoder.enabled: false leaves the cluster without a decode pool"),
     "transfer-port-disagrees": ("h3", merged(KEYS, {"cluster": {"hosts": [
         {"name": "node292", "address": "10.0.0.1", "transfer_port": 7701},
         {"name": "node241", "address": "10.0.0.2"}]}}), "transfer_port 7701 differs from transfer.port 7700"),

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 json minimal() {
-  return json::parse(R"({"hosts":[{"name":"a"}],"pools":[
+  return json::parse(R"({"hosts":[{"name":"a"}],"pools":[{"name":"e","host":"a","stage":"encode"},
     {"name":"s","host":"a","stage":"sample"},{"name":"d","host":"a","stage":"decode"}]})");
 }
 std::string errors_of(const json& j) {
@@ -64,14 +64,33 @@ TEST(Config, ReferencesAndRequiredFields) {
   j["stages"] = {{"sample", {{"runtime", {{"name", "magic"}}}}}};
   auto e = errors_of(j);
   EXPECT_NE(e.find("/pools/0/host: \"nowhere\" is not a host"), std::string::npos) << e;
-  EXPECT_NE(e.find("/pools/2/name: duplicate pool \"s\""), std::string::npos) << e;
-  EXPECT_NE(e.find("/pools/2/stage: \"paint\": expected encode, sample or decode"), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/3/name: duplicate pool \"s\""), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/3/stage: \"paint\": expected encode, sample or decode"), std::string::npos) << e;
   EXPECT_NE(e.find("/links/0/to: \"b\" is not a host"), std::string::npos) << e;
   EXPECT_NE(e.find("/stages/sample/runtime/name: unknown runtime \"magic\""), std::string::npos) << e;
   json none = {{"hosts", json::array()}};
   auto e2 = errors_of(none);
   EXPECT_NE(e2.find("/hosts: at least one host is required"), std::string::npos) << e2;
   EXPECT_NE(e2.find("no pool runs stage sample"), std::string::npos) << e2;
+}
+
+// A cluster missing a stage is a stack where every job waits forever: refused at load, naming the
+// stage and why (ingest lives in the encoder, so without one nothing is even accepted).
+TEST(Config, EveryStageNeedsAPool) {
+  for (const char* stage : {"encode", "sample", "decode"}) {
+    auto j = minimal();
+    json kept = json::array();
+    for (const auto& p : j["pools"])
+      if (p["stage"] != stage) kept.push_back(p);
+    j["pools"] = kept;
+    auto e = errors_of(j);
+    EXPECT_NE(e.find(std::string("/pools: no pool runs stage ") + stage), std::string::npos) << e;
+    EXPECT_NE(e.find("every job would wait forever"), std::string::npos) << e;
+  }
+  auto j = minimal();
+  j["pools"] = json::array({j["pools"][1], j["pools"][2]});
+  EXPECT_NE(errors_of(j).find("submissions are ingested by the encoder service"), std::string::npos);
+  EXPECT_EQ(errors_of(minimal()), "");
 }
 
 TEST(Config, LeaseRenewalMustFitTwiceInTheLease) {

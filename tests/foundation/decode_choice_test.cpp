@@ -21,7 +21,8 @@ config::Cluster cluster() {
       {"name": "s", "host": "a", "stage": "sample"},
       {"name": "db", "host": "b", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 2}}},
       {"name": "dc1", "host": "c", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 3}}},
-      {"name": "dc2", "host": "c", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 3}}}],
+      {"name": "dc2", "host": "c", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 3}}},
+      {"name": "e", "host": "a", "stage": "encode"}],
     "links": [{"from": "a", "to": "b", "gbps": 2.35, "latency_ms": 1}, {"from": "a", "to": "c", "gbps": 1.0, "latency_ms": 1}]
   })");
   auto c = config::parse(j, ".");
@@ -95,7 +96,8 @@ TEST(DecodeChoice, ALocalDecoderWinsTiesAndNoDecoderMeansSelf) {
   auto j = nlohmann::json::parse(R"({
     "name": "t", "hosts": [{"name": "a"}, {"name": "b"}],
     "pools": [{"name": "s", "host": "a", "stage": "sample"},
-              {"name": "da", "host": "a", "stage": "decode"}, {"name": "db", "host": "b", "stage": "decode"}]})");
+              {"name": "da", "host": "a", "stage": "decode"}, {"name": "db", "host": "b", "stage": "decode"},
+              {"name": "e", "host": "a", "stage": "encode"}]})");
   auto c = config::parse(j, ".");
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(worker::choose_decode_host(*c, "a", task(), nullptr), "a");

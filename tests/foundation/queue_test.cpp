@@ -210,3 +210,51 @@ TEST(Queue, RecheckOwnRedeliversOurPendingEntryAtOnce) {
   EXPECT_EQ((*again)->id, (*e)->id);
   EXPECT_TRUE((*again)->own_pending);
 }
+
+// Redis lost the consumer group (FLUSHALL, a restart without persistence): the consumer recreates
+// it at its next claim and takes new work, instead of failing with NOGROUP forever.
+TEST(Queue, ClaimRecreatesTheGroupAfterFlushall) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  auto admin = srv.connect();
+  StageQueue q(**r, opts("a"));
+  ASSERT_TRUE(q.ensure_group().ok());
+  ASSERT_TRUE(q.enqueue("before").ok());
+  auto first = q.claim();
+  ASSERT_TRUE(first.ok() && first->has_value());
+  ASSERT_TRUE((*admin)->command({"FLUSHALL"}).ok());
+  // The next claim finds no group: it recreates it and reports nothing to do, not an error.
+  auto none = q.claim();
+  ASSERT_TRUE(none.ok()) << none.error().to_string();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_EQ(q.groups_recreated(), 1);
+  // A newly enqueued entry (by another client, as ingest or an upstream stage would) is claimed.
+  ASSERT_TRUE((*admin)->command({"XADD", opts("x").stream, "*", "task", "after"}).ok());
+  std::optional<Entry> got;
+  ASSERT_TRUE(ts::wait_for([&] {
+    auto c = q.claim();
+    if (c.ok() && c->has_value()) got = **c;
+    return got.has_value();
+  }, 5));
+  EXPECT_EQ(got->payload, "after");
+  EXPECT_TRUE(*q.complete(*got, {}));
+  EXPECT_EQ(q.groups_recreated(), 1) << "recreated once, not at every claim";
+}
+
+// The group lost while an entry was held: the keeper reports it lost (the claim went with the
+// group) instead of failing every renewal with NOGROUP.
+TEST(Queue, KeeperReportsHeldEntriesLostWhenTheGroupIsGone) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  auto o = opts("a", 200);
+  StageQueue q(**r, o);
+  ASSERT_TRUE(q.ensure_group().ok());
+  ASSERT_TRUE(q.enqueue("t").ok());
+  auto e = q.claim();
+  ASSERT_TRUE(e.ok() && e->has_value());
+  LeaseKeeper keeper(srv.address(), o, 30);
+  keeper.hold((*e)->id);
+  ASSERT_TRUE((*r)->command({"FLUSHALL"}).ok());
+  EXPECT_TRUE(ts::wait_for([&] { return keeper.is_lost((*e)->id); }, 5));
+  EXPECT_GE(keeper.lost(), 1);
+}

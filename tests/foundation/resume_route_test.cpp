@@ -43,7 +43,8 @@ struct Fixture {
           {{"name", "db"}, {"host", "b"}, {"stage", "decode"},
            {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 2}}}}}},
           {{"name", "dc"}, {"host", "c"}, {"stage", "decode"},
-           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 5}}}}}}}},
+           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 5}}}}}},
+          {{"name", "e"}, {"host", "a"}, {"stage", "encode"}}}},
         {"links", {{{"from", "a"}, {"to", "b"}, {"gbps", 10}, {"latency_ms", 1}},
                    {{"from", "a"}, {"to", "c"}, {"gbps", 10}, {"latency_ms", 1}}}}};
     config_path = (dir.path() / "c.json").string();

@@ -371,7 +371,8 @@ TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
       "hosts": [{"name": "h1"}, {"name": "h2"}],
       "pools": [{"name": "s1", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 1}}},
                 {"name": "s2", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 2}}},
-                {"name": "d1", "host": "h1", "stage": "decode"}, {"name": "d2", "host": "h2", "stage": "decode"}]})");
+                {"name": "d1", "host": "h1", "stage": "decode"}, {"name": "d2", "host": "h2", "stage": "decode"},
+                {"name": "e1", "host": "h1", "stage": "encode"}]})");
     two["redis"]["port"] = srv.port();
     auto c2 = config::parse(two, dir.path());
     ASSERT_TRUE(c2.ok()) << c2.error().message;

@@ -18,7 +18,8 @@ nlohmann::json base_config() {
     "hosts": [{"name": "local"}],
     "pools": [
       {"name": "sampler0", "host": "local", "stage": "sample"},
-      {"name": "decoder", "host": "local", "stage": "decode"}
+      {"name": "decoder", "host": "local", "stage": "decode"},
+      {"name": "encoder", "host": "local", "stage": "encode"}
     ],
     "classes": [
       {"name": "wan480", "width": 832, "height": 480, "frames": 81, "latent_profile": "wan2.1"},

@@ -33,7 +33,8 @@ TEST(WorkerLatentProfile, ADecodeInputThatDoesNotFitItsProfileIsDeadLetteredAtOn
     "latent_profile": "wan2.1",
     "hosts": [{"name": "h1"}],
     "pools": [{"name": "samp", "host": "h1", "stage": "sample"},
-              {"name": "dec", "host": "h1", "stage": "decode", "profiles": {"default": {"seconds": 0}}}]
+              {"name": "dec", "host": "h1", "stage": "decode", "profiles": {"default": {"seconds": 0}}},
+              {"name": "enc", "host": "h1", "stage": "encode"}]
   })");
   j["redis"] = {{"port", srv.port()}, {"embedded", false}};
   j["state_dir"] = (dir.path() / "state").string();

@@ -112,7 +112,8 @@ class Preflight : public ::testing::Test {
         {"hosts", json::array({{{"name", "a"}, {"address", "127.0.0.1"}, {"bind", "127.0.0.1"}}})},
         {"pools",
          json::array({{{"name", "s0"}, {"host", "a"}, {"stage", "sample"}, {"gpus", {0}}},
-                      {{"name", "d0"}, {"host", two_hosts ? "b" : "a"}, {"stage", "decode"}}})}};
+                      {{"name", "d0"}, {"host", two_hosts ? "b" : "a"}, {"stage", "decode"}},
+                      {{"name", "e0"}, {"host", "a"}, {"stage", "encode"}}})}};
     if (two_hosts)
       j["hosts"].push_back({{"name", "b"}, {"address", "192.0.2.1"}, {"bind", "192.0.2.1"}});
     return j;

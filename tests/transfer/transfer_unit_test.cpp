@@ -312,7 +312,8 @@ TEST(ReceiverLatentCheck, WiredToTheJobsLatentProfile) {
   TempDir dir;
   auto c = config::parse(nlohmann::json::parse(R"({
     "hosts": [{"name": "B"}],
-    "pools": [{"name": "s", "host": "B", "stage": "sample"}, {"name": "d", "host": "B", "stage": "decode"}],
+    "pools": [{"name": "s", "host": "B", "stage": "sample"}, {"name": "d", "host": "B", "stage": "decode"},
+              {"name": "e", "host": "B", "stage": "encode"}],
     "latent_profile": "wan2.1"})"), dir.path());
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto o = receiver_options(*c, "B");

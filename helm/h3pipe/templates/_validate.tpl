@@ -4,6 +4,12 @@
 {{- if not .Values.samplerPools -}}
 {{- fail "samplerPools: at least one sampler pool is required (name, host, gpus, gpuModel, profiles): h3pipe's config loader rejects a cluster without a sample pool" -}}
 {{- end -}}
+{{- if not .Values.encoder.enabled -}}
+{{- fail "encoder.enabled: false leaves the cluster without an encode pool: submissions are ingested by the encoder service, so every job would wait forever (h3pipe's config loader rejects it)" -}}
+{{- end -}}
+{{- if not .Values.decoder.enabled -}}
+{{- fail "decoder.enabled: false leaves the cluster without a decode pool: nothing would decode the sampled latents, so every job would wait forever (h3pipe's config loader rejects it)" -}}
+{{- end -}}
 {{- $hosts := list -}}
 {{- range $h := .Values.cluster.hosts -}}
 {{- $hosts = append $hosts $h.name -}}

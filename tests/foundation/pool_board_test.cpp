@@ -1,0 +1,116 @@
+// The dispatch board's heartbeats (h3pipe:pools) against a real redis-server (label: redis):
+// pb::Heartbeat bytes written by one pool are what the others' policy reads, and an entry that
+// is not a heartbeat is skipped and counted, never a crash.
+#include <gtest/gtest.h>
+
+#include "common/queue/keys.h"
+#include "common/worker/heartbeat.h"
+#include "common/worker/pool_board.h"
+#include "tests/support/test_support.h"
+
+using namespace h3pipe;
+
+namespace {
+
+// Two sample pools on one host, s1 twice as fast as s2.
+config::Cluster cluster(int port) {
+  auto j = nlohmann::json::parse(R"({"name": "board", "hosts": [{"name": "h1"}],
+    "pools": [{"name": "e", "host": "h1", "stage": "encode"},
+              {"name": "s1", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 10}}},
+              {"name": "s2", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 20}}},
+              {"name": "d", "host": "h1", "stage": "decode"}]})");
+  j["redis"] = {{"port", port}, {"embedded", false}};
+  auto c = config::parse(j, ".");
+  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
+  return *c;
+}
+
+Result<pb::Heartbeat> stored(queue::Redis& r, const std::string& pool) {
+  auto v = r.command({"HGET", keys::pools(), pool});
+  if (!v.ok()) return v.error();
+  return worker::decode_heartbeat(pool, queue::reply_str(v->get()));
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+TEST(PoolBoard, HeartbeatIsAProtoMessageRoundTrippedThroughRedis) {
+  ts::RedisServer srv;
+  auto c = cluster(srv.port());
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  auto board = worker::PoolBoard::create(c, *c.find_pool("s1"), srv.address());
+  ASSERT_TRUE(board.ok()) << board.error().to_string();
+  auto hb = stored(**r, "s1");
+  ASSERT_TRUE(hb.ok()) << hb.error().to_string();
+  EXPECT_EQ(hb->pool(), "s1");
+  EXPECT_EQ(hb->host(), "h1");
+  EXPECT_EQ(hb->service(), "sampler");
+  EXPECT_EQ(hb->stage(), pb::STAGE_SAMPLE);
+  EXPECT_EQ(hb->state(), "idle");
+  EXPECT_DOUBLE_EQ(hb->expected_s(), 10);
+  EXPECT_EQ(hb->busy_until_unix_s(), 0);
+  EXPECT_NEAR(hb->unix_ms() / 1000.0, now_s(), 5);
+  // Busy: busy-until is its expected time ahead.
+  (*board)->claimed();
+  (void)(*board)->may_claim();  // reads the replies of the board's sends: the HSET has landed
+  hb = stored(**r, "s1");
+  ASSERT_TRUE(hb.ok()) << hb.error().to_string();
+  EXPECT_EQ(hb->state(), "busy");
+  EXPECT_NEAR(hb->busy_until_unix_s(), now_s() + 10, 2);
+  // The heartbeat thread renews the timestamp of the same state while the task runs.
+  const auto first_ms = hb->unix_ms();
+  EXPECT_TRUE(ts::wait_for([&] {
+    auto again = stored(**r, "s1");
+    return again.ok() && again->unix_ms() > first_ms && again->state() == "busy";
+  }, 5));
+}
+
+TEST(PoolBoard, ThePolicyReadsTheOtherPoolsHeartbeatAndSkipsGarbage) {
+  ts::RedisServer srv;
+  auto c = cluster(srv.port());
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  // One sample task queued (the groups exist, as ingest and the workers make them; nothing claimed).
+  for (const char* stage : {"encode", "sample"})
+    ASSERT_TRUE((*r)->command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok());
+  ASSERT_TRUE((*r)->command({"XADD", keys::stream("sample"), "*", "task", "t"}).ok());
+  auto fast = worker::PoolBoard::create(c, *c.find_pool("s1"), srv.address());
+  auto slow = worker::PoolBoard::create(c, *c.find_pool("s2"), srv.address());
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  // s1 is idle and twice as fast: the slow pool leaves the task to it, from s1's heartbeat.
+  EXPECT_FALSE((*slow)->may_claim());
+  EXPECT_EQ((*slow)->bad_heartbeats(), 0);
+  fast->reset();  // s1 stops: its heartbeat thread no longer rewrites the entry
+  // What is under s1 now is not a heartbeat: the policy skips it (s2 is then alone) and counts it.
+  const std::vector<std::string> garbage = {"not protobuf \xff\xfe", R"({"busy_until_s": "soon"})", "[]",
+                                            std::string("\x08\x01", 2), ""};
+  long long seen = 0;
+  for (const auto& g : garbage) {
+    ASSERT_TRUE((*r)->command({"HSET", keys::pools(), "s1", g}).ok());
+    EXPECT_TRUE((*slow)->may_claim()) << "garbage under s1: " << g;
+    EXPECT_GT((*slow)->bad_heartbeats(), seen) << "garbage under s1 counted: " << g;
+    seen = (*slow)->bad_heartbeats();
+  }
+  // Another pool's heartbeat filed under s1 is not s1's.
+  pb::Heartbeat other;
+  other.set_pool("s2");
+  other.set_unix_ms(static_cast<long long>(now_s() * 1000));
+  ASSERT_TRUE((*r)->command({"HSET", keys::pools(), "s1", worker::encode_heartbeat(other)}).ok());
+  EXPECT_TRUE((*slow)->may_claim());
+  EXPECT_GT((*slow)->bad_heartbeats(), seen);
+  // A valid one again: read and obeyed (s1 idle and fresh, so s2 defers again).
+  pb::Heartbeat back;
+  back.set_pool("s1");
+  back.set_host("h1");
+  back.set_stage(pb::STAGE_SAMPLE);
+  back.set_unix_ms(static_cast<long long>(now_s() * 1000));
+  back.set_expected_s(10);
+  ASSERT_TRUE((*r)->command({"HSET", keys::pools(), "s1", worker::encode_heartbeat(back)}).ok());
+  seen = (*slow)->bad_heartbeats();
+  EXPECT_FALSE((*slow)->may_claim());
+  EXPECT_EQ((*slow)->bad_heartbeats(), seen);
+}
