@@ -97,15 +97,20 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     worker::Options opts{&c, ctx.pool, ctx.redis, ctx.pool->name};
     worker::Hooks hooks;
     std::unique_ptr<worker::PoolBoard> board;
+    // The shared dispatch policy (common/schedule) decides whether this pool claims next, at
+    // every stage.
+    auto b = worker::PoolBoard::create(c, *ctx.pool, ctx.redis);
+    if (!b.ok()) {
+      spdlog::critical("{}", b.error().to_string());
+      return 3;
+    }
+    board = std::move(b.value());
+    hooks.may_claim = [&board] { return board->may_claim(); };
+    hooks.on_event = [&board](const std::string& ev, const pb::StageTask& t) {
+      if (ev == "claimed") board->claimed(t);
+      else board->idle();
+    };
     if (stage == config::StageKind::kSample) {
-      // The shared dispatch policy (common/schedule) decides whether this pool claims next.
-      auto b = worker::PoolBoard::create(c, *ctx.pool, ctx.redis);
-      if (!b.ok()) {
-        spdlog::critical("{}", b.error().to_string());
-        return 3;
-      }
-      board = std::move(b.value());
-      hooks.may_claim = [&board] { return board->may_claim(); };
       // Latents for another decode host go through this host's transfer sender (notify + outbox).
       hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t, const std::filesystem::path&) -> Status {
         return transfer::notify_latent_ready(transfer::notify_endpoint(c, host), t, transfer::outbox_dir(c, host));
@@ -126,10 +131,6 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
           return chosen;
         };
       }
-      hooks.on_event = [&board](const std::string& ev, const pb::StageTask&) {
-        if (ev == "claimed") board->claimed();
-        else board->idle();
-      };
     }
     auto w = worker::StageWorker::create(opts, std::move(rts), probe, hooks);
     if (!w.ok()) {

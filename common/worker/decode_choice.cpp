@@ -5,9 +5,37 @@
 
 #include "common/latent/latent.h"
 #include "common/spec/spec.h"
+#include "common/queue/keys.h"
+#include "common/state/state.h"
+#include "common/worker/heartbeat.h"
 #include "common/worker/worker.h"
 
 namespace h3pipe::worker {
+
+Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
+                                                   const std::vector<std::pair<std::string, std::string>>& streams) {
+  std::vector<StreamBacklog> out(streams.size());
+  if (streams.empty()) return out;
+  std::vector<std::vector<std::string>> lens, pend;
+  for (const auto& [s, g] : streams) {
+    lens.push_back({"XLEN", s});
+    pend.push_back({"XPENDING", s, g});
+  }
+  auto l = redis.pipeline(lens);
+  if (!l.ok()) return l.error();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].length = queue::reply_int((*l)[i].get());
+  auto count = [](const redisReply* x) {
+    return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0 ? queue::reply_int(x->element[0]) : 0LL;
+  };
+  if (auto p = redis.pipeline(pend); p.ok()) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i].claimed = count((*p)[i].get());
+    return out;
+  }
+  // A group not created yet (NOGROUP) fails the pipeline: ask one by one, a missing one is 0.
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (auto one = redis.command(pend[i]); one.ok()) out[i].claimed = count(one->get());
+  return out;
+}
 
 schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis) {
   schedule::DecodeLoad load;
@@ -15,14 +43,25 @@ schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis) 
   std::set<std::string> hosts;
   for (const auto* p : c.pools_on("", config::StageKind::kDecode)) hosts.insert(p->host);
   std::vector<std::string> order(hosts.begin(), hosts.end());
-  std::vector<std::vector<std::string>> cmds;
-  for (const auto& h : order) cmds.push_back({"XLEN", stream_for(config::StageKind::kDecode, h)});
-  auto r = redis->pipeline(cmds);
-  if (!r.ok()) return load;
-  for (std::size_t i = 0; i < order.size() && i < r->size(); ++i) {
-    const redisReply* x = (*r)[i].get();
-    if (x && x->type == REDIS_REPLY_INTEGER && x->integer > 0)
-      load.queued[order[i]] = static_cast<std::size_t>(x->integer);
+  std::vector<std::pair<std::string, std::string>> streams;
+  for (const auto& h : order)
+    streams.emplace_back(stream_for(config::StageKind::kDecode, h), group_for(config::StageKind::kDecode));
+  auto b = stream_backlogs(*redis, streams);
+  if (!b.ok()) return load;
+  // As the simulator counts them (Sim::decode_load): the tasks waiting on each host, and each
+  // decoder's seconds until idle from its heartbeat (a running decode is there, not queued).
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if ((*b)[i].waiting() > 0) load.queued[order[i]] = static_cast<std::size_t>((*b)[i].waiting());
+  auto pools = redis->command({"HGETALL", keys::pools()});
+  if (!pools.ok()) return load;
+  const double now = state::now_ms() / 1000.0;
+  const redisReply* h = pools->get();
+  for (std::size_t i = 0; h && h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2) {
+    const std::string name = queue::reply_str(h->element[i]);
+    const config::Pool* p = c.find_pool(name);
+    if (!p || p->stage != config::StageKind::kDecode) continue;
+    auto hb = decode_heartbeat(name, queue::reply_str(h->element[i + 1]));
+    if (hb.ok()) load.decoder_free_in_s[name] = std::max(0.0, hb->busy_until_unix_s() - now);
   }
   return load;
 }

@@ -3,10 +3,11 @@
 // stage and writes the choice into the decode task's target_host; the transfer sender then moves
 // the latent there.  The choice itself is the planner's (schedule::route_latent, decode_route.h:
 // the earliest expected decode completion, ties to the sampling host, then config order); this
-// adapter only fills its inputs from Redis: each decode host's backlog is the XLEN of its decode
-// stream (waiting and running tasks).  On a Redis error a backlog counts as zero: the choice
+// adapter only fills its inputs from Redis (decode_load).  On a Redis error a backlog counts as zero: the choice
 // degrades to "fastest host for this job", never to a failure.
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config/config.h"
@@ -24,7 +25,18 @@ struct DecodeCandidate {
   double total() const { return done_s; }
 };
 
-// The live DecodeLoad: XLEN of every decode host's stream (nothing on a Redis error or nullptr).
+// (length, claimed) of each (stream, group): XLEN and XPENDING's count; a stream or group that
+// does not exist yet counts 0.  Error only when Redis does not answer.
+struct StreamBacklog {
+  long long length = 0, claimed = 0;
+  long long waiting() const { return std::max(0LL, length - claimed); }
+};
+Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
+                                                   const std::vector<std::pair<std::string, std::string>>& streams);
+
+// The live DecodeLoad, as the simulator counts it: the decode tasks waiting on every decode host
+// (XLEN - XPENDING) and each decoder's seconds until idle from its heartbeat (nothing on a Redis
+// error or nullptr).
 schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis);
 
 // The job class and latent size the choice needs, from the task's spec.

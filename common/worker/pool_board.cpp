@@ -6,7 +6,13 @@
 #include "common/schedule/decode_route.h"
 #include "common/schedule/geometry.h"
 #include "common/state/state.h"
+#include "common/worker/decode_choice.h"
+#include "common/worker/gpu_lease.h"
 #include "common/worker/heartbeat.h"
+
+#include <cmath>
+#include <map>
+#include <set>
 
 namespace h3pipe::worker {
 namespace {
@@ -46,21 +52,53 @@ Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, c
   return b;
 }
 
-// A pool's expected stage time: its profile for the default class (or the only one it has);
-// sample pools of one run usually see one class, and the policy only needs relative speeds.
-double PoolBoard::expected_s(const config::Pool& p) const {
-  auto it = p.profiles.find("default");
-  if (it == p.profiles.end() && !p.profiles.empty()) it = p.profiles.begin();
-  if (it == p.profiles.end()) return 1.0;  // no profile: all pools equal
-  return std::max(1e-6, it->second.expected() * cluster_.time_scale);
+// The class the board reasons about when it does not know the next task's: the pool's
+// "default" profile (or its only one).
+std::string PoolBoard::board_class(const config::Pool& p) const {
+  if (p.profiles.count("default") || p.profiles.empty()) return "default";
+  return p.profiles.begin()->first;
+}
+
+// A pool's expected stage time for a class, as the simulator states it: its profile's expected()
+// times the time scale; kCannotRun without a profile for the class.
+double PoolBoard::expected_s(const config::Pool& p, const std::string& cls) const {
+  const config::Profile* prof = p.profile_for(cls);
+  if (!prof) {
+    auto it = p.profiles.find("default");
+    if (it == p.profiles.end() && !p.profiles.empty()) it = p.profiles.begin();
+    if (it == p.profiles.end()) return 1.0;  // no profile: all pools equal
+    prof = &it->second;
+  }
+  const double scale = cluster_.time_scale > 0 ? cluster_.time_scale : 1.0;
+  return std::max(1e-6, prof->expected() * scale);
+}
+
+// What a pool commits its GPUs for (simulate.cpp, PoolRt::committed): its own stage, plus the
+// fastest pool of each later stage in its GPU group.
+double PoolBoard::committed_s(const config::Pool& p, const std::string& cls) const {
+  double t = expected_s(p, cls);
+  const std::string g = gpu_group(cluster_, p);
+  if (g.empty()) return t;
+  for (int later = static_cast<int>(p.stage) + 1; later < 3; ++later) {
+    double best = schedule::kCannotRun;
+    for (const auto& q : cluster_.pools)
+      if (static_cast<int>(q.stage) == later && gpu_group(cluster_, q) == g) best = std::min(best, expected_s(q, cls));
+    if (std::isfinite(best)) t += best;
+  }
+  return t;
+}
+
+bool PoolBoard::group_decodes(const config::Pool& p) const {
+  const std::string g = gpu_group(cluster_, p);
+  for (const auto& q : cluster_.pools)
+    if (!g.empty() && q.stage == config::StageKind::kDecode && gpu_group(cluster_, q) == g) return true;
+  return false;
 }
 
 // The route tail (schedule::route_tail_s) of a sample pool, as the planner states it: transfer +
-// decode from its host, for the class whose profile expected_s uses (its latent size from
-// /classes, else the first class's).  Static: computed from the config alone.
-double PoolBoard::tail_s(const config::Pool& p) const {
-  std::string cls = "default";
-  if (!p.profiles.count("default") && !p.profiles.empty()) cls = p.profiles.begin()->first;
+// decode from its host for the class; 0 for a GPU group with its own decoder and for decoders.
+double PoolBoard::tail_s(const config::Pool& p, const std::string& cls) const {
+  if (p.stage == config::StageKind::kDecode || group_decodes(p)) return 0;
   const config::JobClass* k = cluster_.classes.empty() ? nullptr : &cluster_.classes.front();
   for (const auto& x : cluster_.classes)
     if (x.name == cls) k = &x;
@@ -109,7 +147,7 @@ void PoolBoard::publish(double busy_for_s) {
   hb.set_unix_ms(state::now_ms());
   hb.set_state(busy_for_s > 0 ? "busy" : "idle");
   hb.set_busy_until_unix_s(busy_until_unix_s_);
-  hb.set_expected_s(expected_s(self_));
+  hb.set_expected_s(expected_s(self_, board_class(self_)));
   // Sent without waiting for the reply (read with this connection's next command): no round
   // trip, and no other thread woken, on the worker's path between two tasks.
   (void)redis_->send({"HSET", keys::pools(), self_.name, encode_heartbeat(hb)});
@@ -118,15 +156,26 @@ void PoolBoard::publish(double busy_for_s) {
   next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
 }
 
+void PoolBoard::claimed(const pb::StageTask& t) {
+  const auto& sp = t.spec();
+  publish(committed_s(self_, cluster_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class())));
+}
+
+// The live side of the dispatch policy for every stage: the same inputs the simulator's
+// try_claim builds (simulate.cpp), read from the pools' heartbeats and the streams.
 bool PoolBoard::may_claim() {
-  if (policy_ == schedule::Policy::kFirstFree) return true;
-  if (cluster_.pools_on("", config::StageKind::kSample).size() == 1) return true;  // nobody to defer to
+  const auto stage = self_.stage;
+  const schedule::Policy policy = schedule::effective_policy(policy_, stage);
+  if (policy == schedule::Policy::kFirstFree) return true;
+  const auto peers = stage == config::StageKind::kDecode ? cluster_.pools_on(self_.host, stage) : cluster_.pools_on("", stage);
+  // Nobody to defer to (and, for samplers, no decode side that could make waiting pay).
+  if (peers.size() == 1) return true;
   if (std::chrono::steady_clock::now() >= next_heartbeat_) publish(0);
-  auto r = redis_->pipeline({{"HGETALL", keys::pools()},
-                             {"XLEN", keys::stream("sample")},
-                             {"XPENDING", keys::stream("sample"), "sample"},
-                             {"XLEN", keys::stream("encode")},
-                             {"XPENDING", keys::stream("encode"), "encode"}});
+  std::vector<std::pair<std::string, std::string>> streams = {{keys::stream("encode"), "encode"},
+                                                               {keys::stream("sample"), "sample"}};
+  if (stage == config::StageKind::kDecode) streams.emplace_back(keys::stream("decode@" + self_.host), "decode");
+  auto backlog = stream_backlogs(*redis_, streams);
+  auto r = backlog.ok() ? redis_->pipeline({{"HGETALL", keys::pools()}}) : Result<std::vector<queue::Reply>>(backlog.error());
   if (!r.ok()) {
     // Degraded, never stalled: claim as first_free would until the board reads again.
     if (!board_unreadable_)
@@ -137,13 +186,14 @@ bool PoolBoard::may_claim() {
   }
   board_unreadable_ = false;
   const auto& rep = *r;
-  double now = now_s();
-  std::vector<schedule::PoolState> pools;
+  const double now = now_s();
+  const std::string cls = board_class(self_);
+  // Every pool's heartbeat: busy-until and liveness.
+  std::map<std::string, std::pair<double, bool>> beat;  // pool -> (free_in_s, alive)
   const redisReply* h = rep[0].get();
   for (std::size_t i = 0; h && i + 1 < h->elements; i += 2) {
     std::string name = queue::reply_str(h->element[i]);
-    const config::Pool* p = cluster_.find_pool(name);
-    if (!p || p->stage != config::StageKind::kSample) continue;
+    if (!cluster_.find_pool(name)) continue;
     auto hb = decode_heartbeat(name, queue::reply_str(h->element[i + 1]));
     if (!hb.ok()) {
       // Something else wrote to the hash (another version, an operator): that pool is left out
@@ -153,27 +203,61 @@ bool PoolBoard::may_claim() {
       continue;
     }
     bad_pools_.erase(name);
-    schedule::PoolState s;
-    s.name = name;
-    s.expected_s = expected_s(*p);
-    s.tail_s = tail_s(*p);
-    s.free_in_s = std::max(0.0, hb->busy_until_unix_s() - now);
-    s.alive = now - static_cast<double>(hb->unix_ms()) / 1000.0 < kDeadAfterS;
-    if (name == self_.name) { s.alive = true; s.free_in_s = 0; }
-    pools.push_back(s);
+    beat[name] = {std::max(0.0, hb->busy_until_unix_s() - now), now - static_cast<double>(hb->unix_ms()) / 1000.0 < kDeadAfterS};
   }
-  auto pending = [](const redisReply* x) { return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0 ? queue::reply_int(x->element[0]) : 0; };
-  long long sample_len = queue::reply_int(rep[1].get()), sample_pending = pending(rep[2].get());
-  long long enc_len = queue::reply_int(rep[3].get()), enc_pending = pending(rep[4].get());
+  auto state_of = [&](const config::Pool& p) {
+    schedule::PoolState s;
+    s.name = p.name;
+    s.expected_s = committed_s(p, cls);
+    s.tail_s = tail_s(p, cls);
+    auto it = beat.find(p.name);
+    s.alive = it != beat.end() && it->second.second;
+    s.free_in_s = it != beat.end() ? it->second.first : 0;
+    if (p.name == self_.name) s.alive = true, s.free_in_s = 0;
+    return s;
+  };
+  std::vector<schedule::PoolState> pools;
+  for (const auto* p : peers) pools.push_back(state_of(*p));
+
+  const auto& q = *backlog;
   schedule::Backlog b;
-  b.sample_queued = static_cast<std::size_t>(std::max(0LL, sample_len - sample_pending));
-  b.sampling = static_cast<std::size_t>(sample_pending);
-  b.encode_queued = static_cast<std::size_t>(std::max(0LL, enc_len - enc_pending));
-  b.encoding = static_cast<std::size_t>(enc_pending);
+  b.encode_queued = static_cast<std::size_t>(q[0].waiting());
+  b.encoding = static_cast<std::size_t>(q[0].claimed);
+  b.sample_queued = static_cast<std::size_t>(q[1].waiting());
+  b.sampling = static_cast<std::size_t>(q[1].claimed);
+  if (stage == config::StageKind::kDecode) b.decode_queued_here = static_cast<std::size_t>(q[2].waiting());
   // Nothing waiting: do not block in XREADGROUP, or the first task to arrive would go to whichever
   // pool happens to be blocked there, fast or slow.  Poll again shortly instead.
-  if (b.sample_queued == 0) return false;
-  return schedule::should_claim(policy_, self_.name, pools, schedule::claim_lookahead(config::StageKind::kSample, b));
+  const std::size_t ready = stage == config::StageKind::kEncode   ? b.encode_queued
+                            : stage == config::StageKind::kSample ? b.sample_queued
+                                                                  : b.decode_queued_here;
+  if (ready == 0) return false;
+  // A sampler with encodes still upstream sees them as arrivals, and the decode side
+  // (Sim::sample_lookahead).
+  if (stage == config::StageKind::kSample && (b.encoding > 0 || b.encode_queued > 0)) {
+    std::vector<schedule::PoolState> enc;
+    std::vector<bool> reaches;  // a leasing encoder's job stays on its GPU group
+    for (const auto* e : cluster_.pools_on("", config::StageKind::kEncode)) {
+      auto s = state_of(*e);
+      s.tail_s = 0;
+      enc.push_back(s);
+      bool leases = false;
+      const std::string g = gpu_group(cluster_, *e);
+      for (const auto* q : cluster_.pools_on("", config::StageKind::kSample)) leases = leases || (!g.empty() && gpu_group(cluster_, *q) == g);
+      reaches.push_back(!leases);
+    }
+    schedule::Lookahead la;
+    la.arrivals_in_s = schedule::upstream_arrivals(enc, reaches, b.encode_queued);
+    std::vector<std::string> hosts;  // a GPU group with its own decoder: no row (its tail counts)
+    for (const auto* q : peers) hosts.push_back(group_decodes(*q) ? "" : q->host);
+    const config::JobClass* k = cluster_.classes.empty() ? nullptr : &cluster_.classes.front();
+    for (const auto& x : cluster_.classes)
+      if (x.name == cls) k = &x;
+    const std::uint64_t bytes = k ? schedule::latent_bytes(k->width, k->height, k->frames) : 0;
+    schedule::fill_decode_side(cluster_, hosts, cls, bytes, decode_load(cluster_, redis_.get()), la);
+    return schedule::should_claim(policy, self_.name, pools, b.sample_queued, la);
+  }
+  return schedule::should_claim(policy, self_.name, pools, schedule::claim_lookahead(stage, b));
 }
 
 }  // namespace h3pipe::worker

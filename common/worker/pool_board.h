@@ -1,8 +1,12 @@
 #pragma once
-// The live side of the shared dispatch policy (common/schedule/dispatch.h): every sample pool
-// publishes its state to the hash h3pipe:pools as a pb::Heartbeat (busy-until, expected stage
-// seconds, timestamp; common/worker/heartbeat.h), and before each claim asks schedule::should_claim with the same inputs the planner's
-// simulator uses, so a slower pool leaves a task to a faster pool that would finish it sooner.
+// The live side of the shared dispatch policy (common/schedule/dispatch.h): every pool of every
+// stage publishes its state to the hash h3pipe:pools as a pb::Heartbeat (busy-until for what its
+// claimed task commits its GPUs to, expected stage seconds, timestamp; heartbeat.h), and before
+// each claim asks schedule::should_claim with the inputs the planner's simulator builds in
+// Sim::try_claim: the stage's peers (decoders: those of its host) with their committed times and
+// route tails, the backlog upstream, and for a sampler with encodes still upstream the encoders'
+// arrivals and the decode side (Lookahead).  So a slower pool leaves a task to a faster one that
+// would finish it sooner, at every stage.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -28,7 +32,9 @@ class PoolBoard final {
   void publish(double busy_for_s);
   // The policy's verdict for this pool now; true on any Redis trouble (never stall the pipeline).
   bool may_claim();
-  void claimed() { publish(expected_s(self_)); }
+  // A task was claimed: busy for what it commits the pool's GPUs to (its class's profile, and
+  // the later stages of the pool's GPU group).
+  void claimed(const pb::StageTask& t);
   void idle() { publish(0); }
   // Entries of h3pipe:pools that were not a heartbeat (skipped by may_claim, warned once each).
   long long bad_heartbeats() const { return bad_heartbeats_.load(); }
@@ -36,8 +42,11 @@ class PoolBoard final {
 
  private:
   PoolBoard(const config::Cluster& c, const config::Pool& self) : cluster_(c), self_(self) {}
-  double expected_s(const config::Pool& p) const;
-  double tail_s(const config::Pool& p) const;
+  std::string board_class(const config::Pool& p) const;
+  bool group_decodes(const config::Pool& p) const;  // p's GPU group has a decoder of its own
+  double expected_s(const config::Pool& p, const std::string& cls) const;
+  double committed_s(const config::Pool& p, const std::string& cls) const;
+  double tail_s(const config::Pool& p, const std::string& cls) const;
   const config::Cluster& cluster_;
   const config::Pool& self_;
   std::unique_ptr<queue::Redis> redis_;

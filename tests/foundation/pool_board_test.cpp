@@ -55,7 +55,7 @@ TEST(PoolBoard, HeartbeatIsAProtoMessageRoundTrippedThroughRedis) {
   EXPECT_EQ(hb->busy_until_unix_s(), 0);
   EXPECT_NEAR(hb->unix_ms() / 1000.0, now_s(), 5);
   // Busy: busy-until is its expected time ahead.
-  (*board)->claimed();
+  (*board)->claimed(pb::StageTask());
   (void)(*board)->may_claim();  // reads the replies of the board's sends: the HSET has landed
   hb = stored(**r, "s1");
   ASSERT_TRUE(hb.ok()) << hb.error().to_string();

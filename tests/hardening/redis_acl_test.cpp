@@ -178,7 +178,12 @@ TEST(RedisAcl, EachServiceIsConfinedToItsOwnStreams) {
       {"encoder", {"XADD", "h3pipe:stream:decode@h1", "*", "task", "x"}},
       {"encoder",
        {"EVAL", "return redis.call('XADD', 'h3pipe:stream:decode@h1', '*', 'task', 'x')", "0"}},
-      {"encoder", {"HSET", "h3pipe:pools", "p", "x"}},
+      // The other stages' streams a board reads (XLEN, XPENDING) cannot be claimed from.
+      {"encoder", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:decode@h1", ">"}},
+      {"sampler", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:encode", ">"}},
+      {"sampler", {"XACK", "h3pipe:stream:encode", "g", "0-1"}},
+      {"decoder", {"XACK", "h3pipe:stream:sample", "g", "0-1"}},
+      {"decoder", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:encode", ">"}},
       {"sampler", {"XADD", "h3pipe:submit", "*", "run", "r", "spec", "{}"}},
       {"sampler", {"XADD", "h3pipe:stream:encode", "*", "task", "x"}},
       {"sampler", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:submit", ">"}},
@@ -372,16 +377,32 @@ TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
       "pools": [{"name": "s1", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 1}}},
                 {"name": "s2", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 2}}},
                 {"name": "d1", "host": "h1", "stage": "decode"}, {"name": "d2", "host": "h2", "stage": "decode"},
-                {"name": "e1", "host": "h1", "stage": "encode"}]})");
+                {"name": "d3", "host": "h1", "stage": "decode"},
+                {"name": "e1", "host": "h1", "stage": "encode"}, {"name": "e2", "host": "h1", "stage": "encode"}]})");
     two["redis"]["port"] = srv.port();
     auto c2 = config::parse(two, dir.path());
     ASSERT_TRUE(c2.ok()) << c2.error().message;
-    auto board = worker::PoolBoard::create(*c2, *c2->find_pool("s1"), srv.address("sampler"));
-    ASSERT_TRUE(board.ok()) << board.error().to_string();
-    (*board)->claimed();
-    (void)(*board)->may_claim();
-    (*board)->idle();
-    (void)(*board)->may_claim();
+    // Work waiting on every stream, so each board reads all it can (the sampler's with encodes
+    // upstream: the decode side too).
+    auto admin = srv.connect("admin");
+    ASSERT_TRUE(admin.ok());
+    for (const char* s : {"encode", "sample", "decode@h1"}) {
+      (void)(*admin)->command({"XGROUP", "CREATE", keys::stream(s), std::string(s).substr(0, 6), "0", "MKSTREAM"});
+      ASSERT_TRUE((*admin)->command({"XADD", keys::stream(s), "*", "task", "x"}).ok());
+    }
+    // Every stage's board, each with its own service's user.
+    for (auto [pool, user] : {std::pair{"s1", "sampler"}, {"e1", "encoder"}, {"d1", "decoder"}}) {
+      SCOPED_TRACE(pool);
+      auto board = worker::PoolBoard::create(*c2, *c2->find_pool(pool), srv.address(user));
+      ASSERT_TRUE(board.ok()) << board.error().to_string();
+      (*board)->claimed(pb::StageTask());
+      (void)(*board)->may_claim();
+      (*board)->idle();
+      (void)(*board)->may_claim();
+      auto conn = srv.connect(user);
+      ASSERT_TRUE(conn.ok());
+      EXPECT_EQ(refusal(**conn, {"PING"}), "");
+    }
     auto samp_conn = srv.connect("sampler");
     ASSERT_TRUE(samp_conn.ok());
     pb::StageTask t;
