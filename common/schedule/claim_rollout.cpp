@@ -61,7 +61,7 @@ bool run_stage(const std::vector<PoolState>& pools, std::size_t self, bool self_
       for (std::size_t i = 0; i < pools.size() && ready > 0; ++i) {
         if (free_at[i] > t + tie_eps(t) || (i == self && !self_claims && t == 0)) continue;
         if (base == Policy::kCompletionTime &&
-            !should_claim(base, pools[i].name, view, ready + arrivals.size() - next))
+            !should_claim_at(base, i, view, ready + arrivals.size() - next))
           continue;
         free_at[i] = t + pools[i].expected_s;
         view[i].free_in_s = pools[i].expected_s;
@@ -122,6 +122,13 @@ double last_job_end(const std::vector<PoolState>& pools, const Lookahead& la,
   std::stable_sort(done.begin(), done.end(),
                    [](const Done& a, const Done& b) { return a.end_s < b.end_s; });
   std::vector<Decoder> decs = decoders_after_queue(la.decode_hosts);
+  // Per host, its decoders as the claim rule sees them (free_in_s set per latent).
+  std::vector<std::vector<PoolState>> view(la.decode_hosts.size());
+  std::vector<std::vector<std::size_t>> at(la.decode_hosts.size());
+  for (std::size_t k = 0; k < decs.size(); ++k) {
+    view[decs[k].host].push_back({*decs[k].name, decs[k].dur, 0});
+    at[decs[k].host].push_back(k);
+  }
   double last = 0;
   for (const Done& d : done) {
     const std::vector<double>* row =
@@ -143,18 +150,14 @@ double last_job_end(const std::vector<PoolState>& pools, const Lookahead& la,
     // over the latents still to come gives work takes the latent when it arrives.
     const std::size_t h = decs[pick].host;
     const double arrive = d.end_s + (*row)[h];
-    std::vector<PoolState> view;
-    std::vector<std::size_t> at;
-    for (std::size_t k = 0; k < decs.size(); ++k)
-      if (decs[k].host == h) {
-        view.push_back({*decs[k].name, decs[k].dur, std::max(0.0, decs[k].avail - arrive)});
-        at.push_back(k);
-      }
+    auto& hv = view[h];
+    for (std::size_t v = 0; v < hv.size(); ++v)
+      hv[v].free_in_s = std::max(0.0, decs[at[h][v]].avail - arrive);
     const std::size_t still = done.size() - static_cast<std::size_t>(&d - done.data());
-    for (std::size_t v = 0; v < view.size(); ++v)
-      if (view[v].free_in_s <= tie_eps(arrive) &&
-          should_claim(Policy::kCompletionTime, view[v].name, view, still)) {
-        pick = at[v];
+    for (std::size_t v = 0; v < hv.size() && hv.size() > 1; ++v)
+      if (hv[v].free_in_s <= tie_eps(arrive) &&
+          should_claim_at(Policy::kCompletionTime, v, hv, still)) {
+        pick = at[h][v];
         best = arrive + decs[pick].dur;
         break;
       }
@@ -198,6 +201,8 @@ bool should_claim(Policy policy, std::string_view self, const std::vector<PoolSt
   std::vector<double> arrivals(la.arrivals_in_s);
   std::sort(arrivals.begin(), arrivals.end());
   arrivals.resize(std::min(arrivals.size(), kRolloutTasks - ready));
+  if (arrivals.empty())  // the queue alone fills the model: the count rule's case
+    return should_claim(policy, self, pools, ready_tasks + la.arrivals_in_s.size());
   // Each option is worth the better of its two continuations.
   double claim = kInf, wait = kInf;
   for (Policy base : {Policy::kCompletionTime, Policy::kFirstFree})

@@ -68,18 +68,18 @@ bool greedy_gives(const PoolState& me, const std::vector<PoolState>& pools, std:
   for (const auto& p : pools) {
     if (&p == &me || !usable(p)) continue;
     const double a = std::max(0.0, p.free_in_s) + p.tail_s;
-    const bool wins_ties = p.name < me.name;
+    auto wins_ties = [&] { return p.name < me.name; };
     const double eps = tie_eps(c);
     if (p.expected_s <= 0) {
       // A zero-time pool has unbounded slots at time a: it takes everything it can reach.
-      if (a < c - eps || (std::fabs(a - c) <= eps && wins_ties)) return false;
+      if (a < c - eps || (std::fabs(a - c) <= eps && wins_ties())) return false;
       continue;
     }
     // Slots j >= 1 complete at a + j*e.  Strictly before c (beyond the tie band): j < y.
     const double y = (c - eps - a) / p.expected_s;
     std::size_t n = y > 1 ? static_cast<std::size_t>(std::min(std::ceil(y) - 1, 1e18)) : 0;
     // The next slot may tie with c: it counts only if p wins ties.
-    if (wins_ties && std::fabs(a + static_cast<double>(n + 1) * p.expected_s - c) <= eps) ++n;
+    if (std::fabs(a + static_cast<double>(n + 1) * p.expected_s - c) <= eps && wins_ties()) ++n;
     before += n;
     if (before >= tasks) return false;
   }
@@ -90,13 +90,16 @@ bool greedy_gives(const PoolState& me, const std::vector<PoolState>& pools, std:
 
 bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
                   std::size_t queued_tasks) {
-  if (queued_tasks == 0) return false;
-  const PoolState* me = nullptr;
-  for (const auto& p : pools)
-    if (p.name == self) me = &p;
-  if (!me || !usable(*me)) return false;
+  for (std::size_t i = pools.size(); i-- > 0;)
+    if (pools[i].name == self) return should_claim_at(policy, i, pools, queued_tasks);
+  return false;
+}
+
+bool should_claim_at(Policy policy, std::size_t self, const std::vector<PoolState>& pools,
+                     std::size_t queued_tasks) {
+  if (queued_tasks == 0 || self >= pools.size() || !usable(pools[self])) return false;
   if (policy == Policy::kFirstFree) return true;
-  return greedy_gives(*me, pools, queued_tasks);
+  return greedy_gives(pools[self], pools, queued_tasks);
 }
 
 std::vector<std::size_t> assign_greedy(const std::vector<PoolState>& pools, std::size_t tasks,

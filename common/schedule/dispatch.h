@@ -94,6 +94,9 @@ Policy effective_policy(Policy configured, config::StageKind stage);
 // Returns false if `self` is not in `pools`, is dead, or cannot run the class.
 bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
                   std::size_t queued_tasks);
+// The same with `self` an index into `pools` (no name lookup; the rollout's inner loop).
+bool should_claim_at(Policy policy, std::size_t self, const std::vector<PoolState>& pools,
+                     std::size_t queued_tasks);
 
 // When the tasks still upstream reach the next stage's queue, from the upstream stage's pool
 // states: one arrival per busy feeder whose output reaches the queue (at its free_in_s), then

@@ -45,6 +45,9 @@ TEST(ShouldClaim, DeadOrIncapablePoolsAreIgnored) {
   EXPECT_FALSE(should_claim(Policy::kFirstFree, "fast", ps, 1));
   EXPECT_FALSE(should_claim(Policy::kCompletionTime, "missing", ps, 1));
   EXPECT_FALSE(should_claim(Policy::kCompletionTime, "slow", ps, 0));
+  EXPECT_TRUE(should_claim_at(Policy::kCompletionTime, 1, ps, 1));  // by index: the same rule
+  EXPECT_FALSE(should_claim_at(Policy::kCompletionTime, 2, ps, 5));
+  EXPECT_FALSE(should_claim_at(Policy::kCompletionTime, 3, ps, 1));  // out of range
 }
 
 TEST(ShouldClaim, ExactlyOneOfEqualPoolsClaimsTheLastTask) {

@@ -207,11 +207,11 @@ TEST(Reference, HandMadeCasesWithAndWithoutEncoders) {
   std::printf("%zu hand-made cases against the reference\n", cases);
 }
 
-// Standalone encoders feed the samplers one job at a time.  A sampler's lookahead counts the jobs
-// still being encoded as if they were queued (claim_lookahead), so a slower sampler may take a job
-// the job-by-job reference would leave for the faster one, because more are coming: the planner
-// is then no worse than the reference, and often better (100/300 s samplers, 4 jobs: 331.1 s
-// against 351.1 s).  Equality is not the contract here; not losing is.
+// Standalone encoders feed the samplers one job at a time.  A sampler sees the jobs still being
+// encoded (should_claim with a Lookahead: their arrivals and the decoders), so a slower sampler
+// may take a job the job-by-job reference would leave for the faster one, because more are
+// coming: the planner is then no worse than the reference, and often better (100/300 s samplers,
+// 4 jobs: 331.1 s against 351.1 s).  Equality is not the contract here; not losing is.
 TEST(Reference, StandaloneEncodersNeverWorseThanTheReference) {
   const std::vector<Shape> shapes = {
       {{100, 300}, {}, {10}, {10}},
