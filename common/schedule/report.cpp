@@ -3,6 +3,7 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -56,7 +57,10 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   std::map<std::string, double> done;                                 // job -> decode end
   std::map<std::string, std::pair<double, std::string>> first_start;  // job -> (start, class)
   std::map<std::string, PoolMeasure> pools;
+  std::map<std::string, std::map<std::string, double>> stage_start;  // job -> stage -> first start
   for (const auto& s : stages) {
+    auto [st, fresh] = stage_start[s.job_id].emplace(s.stage, s.start_s);
+    if (!fresh) st->second = std::min(st->second, s.start_s);
     t0 = std::min(t0, s.start_s);
     t1 = std::max(t1, s.end_s);
     if (s.stage == "decode") done[s.job_id] = std::max(done[s.job_id], s.end_s);
@@ -93,6 +97,7 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     for (std::size_t i = 0; i < order.size(); ++i)
       sj.push_back({fmt::format("job-{:04d}", i + 1), order[i].second, 0});
     SimOptions o;
+    o.record = true;
     o.policy = *parse_policy(a.policy.empty() ? cluster.dispatch : a.policy);
     auto r = simulate(cluster, sj, o);
     if (!r.ok()) {
@@ -127,6 +132,26 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   }
 
   const double error = planned && makespan > 0 ? (planned->makespan_s - makespan) / makespan : 0;
+  // Per job (matched by order of first start, as the plan's jobs are made), each stage's start
+  // against the plan's: the worst difference, in seconds and as a share of the planned makespan.
+  double worst_start_s = 0;
+  std::string worst_start_at;
+  if (planned) {
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& [job, fs] : first_start) order.push_back({fs.first, job});
+    std::sort(order.begin(), order.end());
+    for (std::size_t i = 0; i < order.size() && i < planned->job_records.size(); ++i) {
+      const auto& pr = planned->job_records[i];
+      const auto& ms = stage_start[order[i].second];
+      for (auto [stage, at] : {std::pair{"encode", pr.encode_start_s}, {"sample", pr.sample_start_s},
+                               {"decode", pr.decode_start_s}}) {
+        auto it = ms.find(stage);
+        if (at < 0 || it == ms.end()) continue;
+        const double d = std::abs((it->second - t0) - at);
+        if (d > worst_start_s) worst_start_s = d, worst_start_at = fmt::format("{} {}", order[i].second, stage);
+      }
+    }
+  }
   if (a.json) {
     nlohmann::json j;
     j["jobs"] = jobs;
@@ -139,6 +164,9 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
                       {"throughput_per_hour", planned->throughput_per_hour},
                       {"completion_rate_per_hour", planned->completion_rate_per_hour()}};
       j["prediction_error"] = error;
+      j["worst_start_delta_s"] = worst_start_s;
+      j["worst_start_error"] = planned->makespan_s > 0 ? worst_start_s / planned->makespan_s : 0;
+      j["worst_start_at"] = worst_start_at;
     }
     j["pools"] = nlohmann::json::array();
     for (const auto& [name, p] : pools) {
@@ -166,6 +194,10 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
         out,
         "planned:  {} jobs, makespan {:.2f} s, {:.2f} jobs/h end to end ({}); error {:+.1f}%\n",
         planned->jobs, planned->makespan_s, planned->throughput_per_hour, a.config, error * 100);
+  if (planned)
+    fmt::print(out, "per-job stage starts: worst {:.3f} s off the plan ({:.1f}% of its makespan, {})\n",
+               worst_start_s, planned->makespan_s > 0 ? worst_start_s / planned->makespan_s * 100 : 0,
+               worst_start_at.empty() ? "-" : worst_start_at);
   fmt::print(out, "{:<24} {:<8} {:<10} {:>5} {:>9} {:>6} {:>12} {:>12}\n", "pool", "kind", "class",
              "tasks", "busy_s", "util", "measured_s", "planned_s");
   for (const auto& [name, p] : pools)
