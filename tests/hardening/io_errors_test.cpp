@@ -3,8 +3,6 @@
 // the attempt.  The folders are small tmpfs mounts (mount(2) needs CAP_SYS_ADMIN: root in CI;
 // without it the tests skip and say why).
 #include <gtest/gtest.h>
-#include <sys/mount.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,50 +13,13 @@
 #include "common/config/config.h"
 #include "common/latent/latent.h"
 #include "common/runtime/sim_runtime.h"
+#include "tests/support/small_fs.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A tmpfs of `bytes` in a temp dir, unmounted at the end.
-class SmallFs {
- public:
-  explicit SmallFs(std::size_t bytes) {
-    const std::string opts = fmt::format("size={},mode=0755", bytes);
-    if (::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, opts.c_str()) == 0) mounted_ = true;
-    else why_ = std::strerror(errno);
-  }
-  ~SmallFs() {
-    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& why() const { return why_; }
-  const fs::path& path() const { return dir_.path(); }
-  // Fills it up but `leave` bytes (whole pages: tmpfs counts pages).
-  void fill(std::size_t leave) {
-    struct statvfs v {};
-    ASSERT_EQ(::statvfs(path().c_str(), &v), 0);
-    const std::size_t free = v.f_bavail * v.f_bsize;
-    ASSERT_GE(free, leave);
-    std::ofstream(path() / "filler", std::ios::binary) << std::string(free - leave, 'x');
-    ASSERT_EQ(::statvfs(path().c_str(), &v), 0);
-    ASSERT_EQ(v.f_bavail * v.f_bsize, leave);
-  }
-  bool read_only() {
-    return ::mount(nullptr, path().c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0;
-  }
-
- private:
-  ts::TempDir dir_;
-  bool mounted_ = false;
-  std::string why_;
-};
-
-#define REQUIRE_MOUNT(fs_)                                                                   \
-  if (!(fs_).mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (" << (fs_).why()          \
-                                     << "): the read-only / full folder cases need root"
 
 // Every file below `dir` whose name ends in .part.
 std::vector<std::string> parts_below(const fs::path& dir) {
@@ -80,8 +41,8 @@ const std::string kReceipt(3000, 'r');  // one page of data
 }  // namespace
 
 TEST(IoErrors, AFullFolderFailsTheWriteAndLeavesNoPart) {
-  SmallFs small(16 * kPage);
-  REQUIRE_MOUNT(small);
+  ts::SmallFs small(16 * kPage);
+  H3_REQUIRE_SMALL_FS(small);
   const artifacts::Root root(small.path());
   fs::create_directories(small.path() / "run");
   small.fill(0);
@@ -96,8 +57,8 @@ TEST(IoErrors, AFullFolderFailsTheWriteAndLeavesNoPart) {
 // The data fits, its sidecar does not: neither .part stays (both did), for the receipt's
 // write_atomic and a stage output's write_once.
 TEST(IoErrors, ASidecarThatDoesNotFitLeavesNeitherPart) {
-  SmallFs small(16 * kPage);
-  REQUIRE_MOUNT(small);
+  ts::SmallFs small(16 * kPage);
+  H3_REQUIRE_SMALL_FS(small);
   const artifacts::Root root(small.path());
   fs::create_directories(small.path() / "run");
   small.fill(kPage);
@@ -120,8 +81,8 @@ TEST(IoErrors, ASidecarThatDoesNotFitLeavesNeitherPart) {
 }
 
 TEST(IoErrors, AReadOnlyFolderFailsTheWriteNamingPathAndErrno) {
-  SmallFs small(16 * kPage);
-  REQUIRE_MOUNT(small);
+  ts::SmallFs small(16 * kPage);
+  H3_REQUIRE_SMALL_FS(small);
   fs::create_directories(small.path() / "run");
   ASSERT_TRUE(small.read_only()) << std::strerror(errno);
   const fs::path receipt = small.path() / "run" / "j.pipeline.json";
@@ -133,8 +94,8 @@ TEST(IoErrors, AReadOnlyFolderFailsTheWriteNamingPathAndErrno) {
 
 // The decoder's MP4 writer (libav, by path) in a folder that fills up mid-file.
 TEST(IoErrors, TheDecoderInAFullFolderFailsWithTheErrnoAndLeavesNoPart) {
-  SmallFs small(8 * kPage);
-  REQUIRE_MOUNT(small);
+  ts::SmallFs small(8 * kPage);
+  H3_REQUIRE_SMALL_FS(small);
   ts::TempDir d;
   config::Cluster cluster;
   cluster.artifact_root = d.path() / "artifacts";
