@@ -78,12 +78,17 @@ Status write_file_synced(const Target& t, const std::string& name, std::span<con
   Status s = write_all(fd, bytes.data(), bytes.size(), shown);
   if (s.ok()) s = fsync_fd(fd, shown);
   if (::close(fd) != 0 && s.ok()) s = io_error("close", shown, errno);
+  if (!s.ok()) (void)::unlinkat(t.dir.get(), name.c_str(), 0);  // ours (O_EXCL): no half file stays
   return s;
 }
 
+// On a failed rename `from` is removed: no .part outlives its attempt.
 Status rename_synced(const Target& t, const std::string& from, const std::string& to) {
-  if (::renameat(t.dir.get(), from.c_str(), t.dir.get(), to.c_str()) != 0)
-    return io_error("rename", t.shown.parent_path() / from, errno);
+  if (::renameat(t.dir.get(), from.c_str(), t.dir.get(), to.c_str()) != 0) {
+    Error e = io_error("rename", t.shown.parent_path() / from, errno);
+    (void)::unlinkat(t.dir.get(), from.c_str(), 0);
+    return e;
+  }
   return fsync_fd(t.dir.get(), t.shown.parent_path());
 }
 
@@ -184,16 +189,25 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
     if (reused) *reused = true;
     return *have;
   };
+  // An I/O error before the data has its name removes the .part and the sidecar written for it
+  // (the final name does not exist, so that sidecar vouches for nothing).
+  auto abandon = [&](Error e, bool sidecar_written) -> Result<std::string> {
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    struct stat final_st {};
+    if (sidecar_written && ::fstatat(t.dir.get(), t.name.c_str(), &final_st, AT_SYMLINK_NOFOLLOW) != 0)
+      (void)::unlinkat(t.dir.get(), (t.name + ".sha256").c_str(), 0);
+    return e;
+  };
   struct stat st {};
   if (::fstatat(t.dir.get(), t.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return keep_existing();
-  H3_TRY(write_sidecar(t, hex));
+  if (Status side = write_sidecar(t, hex); !side.ok()) return abandon(side.error(), false);
   if (::renameat2(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno == EEXIST) return keep_existing();  // lost a race with a concurrent commit
-    if (errno != EINVAL && errno != ENOSYS) return io_error("rename", t.shown.parent_path() / part, errno);
+    if (errno != EINVAL && errno != ENOSYS) return abandon(io_error("rename", t.shown.parent_path() / part, errno), true);
     // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just the same.
     if (::linkat(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), 0) != 0) {
       if (errno == EEXIST) return keep_existing();
-      return io_error("link", t.shown.parent_path() / part, errno);
+      return abandon(io_error("link", t.shown.parent_path() / part, errno), true);
     }
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
   }
@@ -214,7 +228,10 @@ Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t
   }
   std::string hex = sha256_hex(bytes.data(), bytes.size());
   if (mode == Publish::kOnce) return publish_once(t, part, hex, reused, before_publish);
-  H3_TRY(write_sidecar(t, hex));
+  if (Status side = write_sidecar(t, hex); !side.ok()) {
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    return side.error();
+  }
   H3_TRY(rename_synced(t, part, t.name));
   return hex;
 }
@@ -225,9 +242,14 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
   auto fd = open_read(t, part);
   if (!fd.ok()) return fd.error();
   fs::path shown_part = part_path(t.shown);
-  H3_TRY(fsync_fd(fd->get(), shown_part));
+  // The writer's .part goes with an error here, as with every error of publish_once.
+  auto drop = [&](Error e) {
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    return e;
+  };
+  if (Status synced = fsync_fd(fd->get(), shown_part); !synced.ok()) return drop(synced.error());
   auto hex = hash_fd(fd->get(), shown_part);
-  if (!hex.ok()) return hex.error();
+  if (!hex.ok()) return drop(hex.error());
   if (!expected_sha256.empty() && *hex != expected_sha256) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     return make_error("artifact.mismatch", "{}: content hashes to {}, expected {}", t.shown.string(), *hex,

@@ -2,6 +2,9 @@
 // Atomic artifacts (DESIGN.md rule 2): NAME.part -> fsync -> rename -> fsync(dir), then the
 // NAME.sha256 sidecar the same way.  Readers never see a partial file; a stage whose output and
 // sidecar verify is done (rule 1).  Every function is thread-safe with respect to distinct paths.
+// I/O errors (a read-only or full folder) are "io.<call>" naming the path and the errno text, and
+// no .part (data or sidecar) outlives the call that failed: writers remove what they created, and
+// commit_part removes the writer's .part on every error.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>

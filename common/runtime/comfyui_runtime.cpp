@@ -1,5 +1,7 @@
 #include "common/runtime/comfyui_runtime.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <fmt/ranges.h>
@@ -72,16 +74,21 @@ Status copy_fd(int fd, std::uint64_t size, const fs::path& dest) {
   fs::path tmp = dest;
   tmp += ".part";
   artifacts::UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!out) return make_error("io.copy", "cannot create {}", tmp.string());
+  if (!out) return make_error("io.copy", "open {}: {}", tmp.string(), std::strerror(errno));
   std::vector<char> buf(1 << 20);
   std::uint64_t off = 0;
   while (off < size) {
     ssize_t n = ::pread(fd, buf.data(), std::min<std::uint64_t>(buf.size(), size - off),
                         static_cast<off_t>(off));
-    if (n <= 0 || ::write(out.get(), buf.data(), static_cast<std::size_t>(n)) != n) {
+    std::string why;
+    if (n < 0) why = fmt::format("reading the source: {}", std::strerror(errno));
+    else if (n == 0) why = "the source ended early";
+    else if (ssize_t w = ::write(out.get(), buf.data(), static_cast<std::size_t>(n)); w != n)
+      why = std::strerror(w < 0 ? errno : ENOSPC);  // a short write: the device is full
+    if (!why.empty()) {
       std::error_code ec;
       fs::remove(tmp, ec);
-      return make_error("io.copy", "copying into {} failed", dest.string());
+      return make_error("io.copy", "copying into {}: {}", tmp.string(), why);
     }
     off += static_cast<std::uint64_t>(n);
   }
@@ -89,8 +96,9 @@ Status copy_fd(int fd, std::uint64_t size, const fs::path& dest) {
   std::error_code ec;
   fs::rename(tmp, dest, ec);
   if (ec) {
+    const std::string why = ec.message();
     fs::remove(tmp, ec);
-    return make_error("io.copy", "cannot rename {} into place", tmp.string());
+    return make_error("io.copy", "rename {} to {}: {}", tmp.string(), dest.string(), why);
   }
   return {};
 }

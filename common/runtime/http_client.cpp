@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <list>
 #include <mutex>
 
@@ -65,6 +67,7 @@ struct FileSink {
   std::uint64_t cap, written = 0;
   std::string error_body;  // a non-2xx body is kept here (bounded), never written to the file
   bool overflow = false, io_error = false;
+  int io_errno = 0;  // of the failed write
 };
 
 std::size_t write_file(char* data, std::size_t size, std::size_t n, void* user) {
@@ -82,6 +85,7 @@ std::size_t write_file(char* data, std::size_t size, std::size_t n, void* user) 
   }
   if (std::fwrite(data, 1, len, s->f) != len) {
     s->io_error = true;
+    s->io_errno = errno;
     return 0;
   }
   s->written += len;
@@ -214,18 +218,19 @@ Result<std::uint64_t> Client::download(const std::string& url, const std::filesy
                                        std::uint64_t max_bytes, long timeout_ms) {
   if (!impl_->curl) return make_error("http.io", "GET {}: libcurl handle unavailable", url);
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return make_error("io.open", "cannot create {}", path.string());
+  if (!f) return make_error("io.open", "open {}: {}", path.string(), std::strerror(errno));
   impl_->prepare(url, options_.connect_timeout_ms, timeout_ms);
   curl_easy_setopt(impl_->curl, CURLOPT_HTTPGET, 1L);
   FileSink sink{impl_->curl, f, max_bytes, 0, {}};
   curl_easy_setopt(impl_->curl, CURLOPT_WRITEFUNCTION, write_file);
   curl_easy_setopt(impl_->curl, CURLOPT_WRITEDATA, &sink);
   CURLcode rc = curl_easy_perform(impl_->curl);
-  bool close_failed = std::fclose(f) != 0;
+  const int close_errno = std::fclose(f) != 0 ? errno : 0;
   if (sink.overflow)
     return make_error("http.too_large", "GET {}: body exceeds {} bytes", url, max_bytes);
-  if (sink.io_error || close_failed)
-    return make_error("io.write", "writing {} failed", path.string());
+  if (sink.io_error || close_errno != 0)
+    return make_error("io.write", "write {}: {}", path.string(),
+                      std::strerror(sink.io_error ? sink.io_errno : close_errno));
   if (rc != CURLE_OK) return curl_error(rc, impl_->errbuf, "GET", url);
   long status = 0;
   curl_easy_getinfo(impl_->curl, CURLINFO_RESPONSE_CODE, &status);

@@ -149,7 +149,12 @@ class SimDecode final : public DecodeRuntime {
     double secs = clock_.draw(ctx.job_class);
     // libav opens the .part by path: the folder is made (and checked for planted symlinks) first.
     H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
-    H3_TRY(render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output), ctx.latent_profile));
+    if (Status r = render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output), ctx.latent_profile);
+        !r.ok()) {
+      std::error_code ec;
+      std::filesystem::remove(artifacts::part_path(ctx.output), ec);  // half an MP4: never kept
+      return r.error();
+    }
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kDecode);
     auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused, publisher_.hold(start, secs, ctx));
