@@ -40,12 +40,9 @@ Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord&
   (void)google::protobuf::util::MessageToJsonString(r, &json, o);
   auto w = artifacts::write_atomic(artifacts::Root(std::filesystem::absolute(c.output_root)), std::filesystem::absolute(*path), json);
   if (!w.ok()) {
-    // The error (io.*: the path and errno text; write_atomic left no .part) is the job's reason
-    // if the deliveries run out: recorded here, since a failed receipt does not pass through the
-    // runtime's failure path (it was "the worker died while running it").
-    const Error e = make_error(w.error().code, "receipt: {}", w.error().message);
-    (void)store_->note_error(t.run_id(), t.job_id(), stage_, e.to_string());
-    return e;
+    // The error (io.*: the path and errno text; write_atomic left no .part) goes through the
+    // engine's failed-attempt path, which records it as the job's reason.
+    return make_error(w.error().code, "receipt: {}", w.error().message);
   }
   return {};
 }
