@@ -56,7 +56,7 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
   ASSERT_TRUE(r.ok());
   state::Store store(**r);
   const std::string run = "r1";
-  ASSERT_TRUE(store.create_run(run, 2).ok());
+  ASSERT_TRUE(store.create_run(run, {"probe", "big"}).ok());
   queue::StageQueue q(**r, {worker::stream_for(config::StageKind::kDecode, "h1"), "decode", "test", 300, 20, 10});
   ASSERT_TRUE(q.ensure_group().ok());
   // Two jobs of one latent; "probe" is decoded first (it learns the MP4's size), "big" has a
@@ -80,6 +80,8 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
     s->set_fps(size.fps);
     s->set_steps(4);
     ASSERT_TRUE(q.enqueue(t.SerializeAsString()).ok());
+    // The job is where its sample left it: at decode.
+    ASSERT_TRUE((*r)->command({"HSET", keys::job(run, job), "state", "decode"}).ok());
   };
   const auto* pool = c->find_pool("dec");
   const auto& rt = c->runtime_for(*pool);
@@ -92,7 +94,7 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
   ASSERT_TRUE(w.ok()) << w.error().to_string();
   auto until_state = [&](const std::string& job, const std::string& want) {
     return ts::wait_for([&] {
-      (void)(*w)->step();  // a failed receipt is an error of the step: the entry is redelivered
+      (void)(*w)->step();  // a failed receipt is a failed attempt: the entry is redelivered
       return hget(**r, keys::job(run, job), "state") == want;
     }, 30);
   };
