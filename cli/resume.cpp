@@ -60,6 +60,9 @@ int cmd_resume(const Global& g, const std::string& run_id) {
   std::vector<std::string> streams = {worker::stream_for(config::StageKind::kEncode, ""),
                                       worker::stream_for(config::StageKind::kSample, "")};
   for (const auto* p : c->pools_on("", config::StageKind::kDecode)) streams.push_back(worker::stream_for(config::StageKind::kDecode, p->host));
+  // GPU groups' own sample streams (an encoder on a sampler's GPUs sends its jobs there).
+  for (const auto* p : c->pools_on("", config::StageKind::kSample))
+    if (const std::string g = worker::gpu_group(*c, *p); !g.empty()) streams.push_back(worker::group_sample_stream(g));
   std::set<std::string> in_flight;
   for (const auto& s : streams) {
     auto rng = r.command({"XRANGE", s, "-", "+"});

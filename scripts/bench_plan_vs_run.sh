@@ -52,7 +52,8 @@ r = json.loads(sys.argv[2])
 p, m = r["planned"]["makespan_s"], r["measured"]["makespan_s"]
 print(json.dumps({"topology": sys.argv[1], "jobs": r["jobs"], "planned_s": round(p, 3), "measured_s": round(m, 3),
                   "ratio": round(m / p, 4), "worst_start_delta_s": round(r["worst_start_delta_s"], 3),
-                  "worst_start_error": round(r["worst_start_error"], 4), "worst_start_at": r["worst_start_at"]}))
+                  "worst_start_error": round(r["worst_start_error"], 4), "worst_start_at": r["worst_start_at"],
+                  "assignment_differences": r["assignment_differences"]}))
 ' "$topo" "$rep")
   echo "$line"
   results+=("$line")

@@ -58,7 +58,9 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   std::map<std::string, std::pair<double, std::string>> first_start;  // job -> (start, class)
   std::map<std::string, PoolMeasure> pools;
   std::map<std::string, std::map<std::string, double>> stage_start;  // job -> stage -> first start
+  std::map<std::string, std::string> sampled_on;                      // job -> sample pool
   for (const auto& s : stages) {
+    if (s.stage == "sample") sampled_on[s.job_id] = s.pool;
     auto [st, fresh] = stage_start[s.job_id].emplace(s.stage, s.start_s);
     if (!fresh) st->second = std::min(st->second, s.start_s);
     t0 = std::min(t0, s.start_s);
@@ -132,23 +134,39 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   }
 
   const double error = planned && makespan > 0 ? (planned->makespan_s - makespan) / makespan : 0;
-  // Per job (matched by order of first start, as the plan's jobs are made), each stage's start
-  // against the plan's: the worst difference, in seconds and as a share of the planned makespan.
+  // Per job, each stage's start against the plan's: the worst difference, in seconds and as a
+  // share of the planned makespan.  A measured job is matched with the planned job that was
+  // sampled on the same pool in the same turn (the n-th job that pool sampled): which of two
+  // jobs submitted together a pool took is not a difference of schedule.  Jobs the run sampled
+  // on another pool than any planned job are counted apart (assignment differences).
   double worst_start_s = 0;
   std::string worst_start_at;
+  std::size_t unmatched = 0;
   if (planned) {
-    std::vector<std::pair<double, std::string>> order;
-    for (const auto& [job, fs] : first_start) order.push_back({fs.first, job});
-    std::sort(order.begin(), order.end());
-    for (std::size_t i = 0; i < order.size() && i < planned->job_records.size(); ++i) {
-      const auto& pr = planned->job_records[i];
-      const auto& ms = stage_start[order[i].second];
-      for (auto [stage, at] : {std::pair{"encode", pr.encode_start_s}, {"sample", pr.sample_start_s},
-                               {"decode", pr.decode_start_s}}) {
-        auto it = ms.find(stage);
-        if (at < 0 || it == ms.end()) continue;
-        const double d = std::abs((it->second - t0) - at);
-        if (d > worst_start_s) worst_start_s = d, worst_start_at = fmt::format("{} {}", order[i].second, stage);
+    std::map<std::string, std::vector<const JobRecord*>> plan_turns;
+    for (const auto& pr : planned->job_records) plan_turns[pr.sample_pool].push_back(&pr);
+    for (auto& [pool, v] : plan_turns)
+      std::sort(v.begin(), v.end(), [](const JobRecord* x, const JobRecord* y) { return x->sample_start_s < y->sample_start_s; });
+    std::map<std::string, std::vector<std::pair<double, std::string>>> run_turns;
+    for (const auto& [job, pool] : sampled_on)
+      if (auto it = stage_start[job].find("sample"); it != stage_start[job].end()) run_turns[pool].push_back({it->second, job});
+    for (auto& [pool, v] : run_turns) {
+      std::sort(v.begin(), v.end());
+      const auto& plan_v = plan_turns[pool];
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (i >= plan_v.size()) {
+          ++unmatched;
+          continue;
+        }
+        const JobRecord& pr = *plan_v[i];
+        const auto& ms = stage_start[v[i].second];
+        for (auto [stage, at] : {std::pair{"encode", pr.encode_start_s}, {"sample", pr.sample_start_s},
+                                 {"decode", pr.decode_start_s}}) {
+          auto it = ms.find(stage);
+          if (at < 0 || it == ms.end()) continue;
+          const double d = std::abs((it->second - t0) - at);
+          if (d > worst_start_s) worst_start_s = d, worst_start_at = fmt::format("{} {}", v[i].second, stage);
+        }
       }
     }
   }
@@ -167,6 +185,7 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
       j["worst_start_delta_s"] = worst_start_s;
       j["worst_start_error"] = planned->makespan_s > 0 ? worst_start_s / planned->makespan_s : 0;
       j["worst_start_at"] = worst_start_at;
+      j["assignment_differences"] = unmatched;
     }
     j["pools"] = nlohmann::json::array();
     for (const auto& [name, p] : pools) {

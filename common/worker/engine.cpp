@@ -275,7 +275,7 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
     case pb::STAGE_ENCODE:
       next.set_stage(pb::STAGE_SAMPLE);
       to = JobState::kSample;
-      next_stream = keys::stream("sample");
+      next_stream = routing_.sample_stream;
       break;
     case pb::STAGE_SAMPLE: {
       const std::string target = routing_.decode_host(t);

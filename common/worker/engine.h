@@ -19,6 +19,7 @@
 #include "common/config/config.h"
 #include "common/core/result.h"
 #include "common/proto/h3pipe.pb.h"
+#include "common/queue/keys.h"
 #include "common/runtime/runtime.h"
 #include "common/state/state.h"
 
@@ -92,6 +93,9 @@ struct Clock {
 struct Routing {
   std::function<std::string(const pb::StageTask&)> decode_host;
   std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)> hand_off;
+  // The stream an encoded job's sample task goes to: the shared one, or the GPU group's own when
+  // the encoder shares a sampler's GPUs (the group keeps the job through its sampling).
+  std::string sample_stream = keys::stream("sample");
 };
 
 struct EngineOptions {

@@ -31,9 +31,16 @@ constexpr const char* kRenew = R"LUA(
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 )LUA";
+// KEYS: lease, want.  ARGV: token, then-rank (0: none), ttl.  A holder whose job goes on to a
+// later stage of the same group says so as it lets go, so that stage takes the GPUs next.
 constexpr const char* kRelease = R"LUA(
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+local rank = tonumber(ARGV[2])
+if rank > 0 and rank > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+end
+return 1
 )LUA";
 
 }  // namespace
@@ -63,6 +70,16 @@ std::string gpu_group(const config::Cluster& c, const config::Pool& p) {
     if (q.name != p.name && root(q.name) == g) return g;
   return "";
 }
+
+const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p, config::StageKind stage) {
+  const std::string g = gpu_group(c, p);
+  if (g.empty()) return nullptr;
+  for (const auto& q : c.pools)
+    if (q.stage == stage && gpu_group(c, q) == g) return &q;
+  return nullptr;
+}
+
+std::string group_sample_stream(const std::string& group) { return keys::stream("sample@" + group); }
 
 GpuLease::GpuLease(queue::RedisAddress addr, std::string group, std::string holder, int rank, int ttl_ms)
     : addr_(std::move(addr)), key_(std::string(keys::kPrefix) + ":gpu:" + group), want_key_(key_ + ":want"),
@@ -98,10 +115,12 @@ Result<bool> GpuLease::acquire() {
   return got;
 }
 
-void GpuLease::release() {
+void GpuLease::release(int then_rank) {
   if (!held_.exchange(false) || !redis_) return;
   // Best effort: a lease not released expires after ttl.
-  if (auto r = redis_->eval(kRelease, {key_}, {token_}); !r.ok() && r.error().code == "redis.io") redis_.reset();
+  if (auto r = redis_->eval(kRelease, {key_, want_key_}, {token_, std::to_string(then_rank), std::to_string(ttl_ms_)});
+      !r.ok() && r.error().code == "redis.io")
+    redis_.reset();
 }
 
 void GpuLease::renew_loop() {

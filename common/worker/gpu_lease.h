@@ -23,6 +23,10 @@ namespace h3pipe::worker {
 // The GPU group of a pool: the name of the first pool (config order) of its shares_gpus_with
 // component, or "" for a pool that shares its GPUs with nobody.
 std::string gpu_group(const config::Cluster& c, const config::Pool& p);
+// A pool of `stage` in p's GPU group (nullptr if none).
+const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p, config::StageKind stage);
+// The stream of the sample tasks a GPU group keeps for its own sampler.
+std::string group_sample_stream(const std::string& group);
 
 class GpuLease final {
  public:
@@ -33,7 +37,9 @@ class GpuLease final {
   ~GpuLease();
   // Takes the lease if it is free (or already ours): false while another pool holds it.
   Result<bool> acquire();
-  void release();
+  // then_rank > 0: the job just finished here goes on to that stage in this group (an encode to
+  // its sampling), which takes the GPUs next.
+  void release(int then_rank = 0);
   bool held() const { return held_.load(); }
   const std::string& key() const { return key_; }
 

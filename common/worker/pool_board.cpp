@@ -213,6 +213,12 @@ bool PoolBoard::may_claim() {
     auto it = beat.find(p.name);
     s.alive = it != beat.end() && it->second.second;
     s.free_in_s = it != beat.end() ? it->second.first : 0;
+    // A pool whose GPUs another pool of its group holds is free when that pool's task ends
+    // (Sim::free_in): an encoder whose sampler now samples its job is not free.
+    if (const std::string g = gpu_group(cluster_, p); !g.empty())
+      for (const auto& q : cluster_.pools)
+        if (q.name != p.name && gpu_group(cluster_, q) == g)
+          if (auto b = beat.find(q.name); b != beat.end() && b->second.second) s.free_in_s = std::max(s.free_in_s, b->second.first);
     if (p.name == self_.name) s.alive = true, s.free_in_s = 0;
     return s;
   };

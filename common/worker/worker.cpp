@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
@@ -39,7 +40,7 @@ class StageWorker::RedisLedger final : public Ledger {
  public:
   explicit RedisLedger(StageWorker& w) : w_(w) {}
   state::QueueAck entry(const std::string& id) const {
-    const auto& o = w_.queue_->options();
+    const auto& o = w_.active_->options();
     return {o.stream, o.group, o.consumer, id};
   }
   Result<state::Attempt> start(const pb::StageTask& t, const std::string& id) override {
@@ -53,19 +54,19 @@ class StageWorker::RedisLedger final : public Ledger {
     queue::Entry e;
     e.id = c.entry_id;
     e.payload = c.payload;
-    return w_.queue_->dead_letter(e, state::stage_key(w_.stage_), "", "", reason, {});
+    return w_.active_->dead_letter(e, state::stage_key(w_.stage_), "", "", reason, {});
   }
   Status retry_later(const std::string& id, int backoff_ms) override {
     queue::Entry e;
     e.id = id;
-    return w_.queue_->release_for_retry(e, backoff_ms);
+    return w_.active_->release_for_retry(e, backoff_ms);
   }
   void note_exec(const pb::StageTask& t) override { (void)w_.store_->note_exec(t.run_id(), t.job_id(), w_.stage_); }
   void note_error(const pb::StageTask& t, const std::string& why) override {
     (void)w_.store_->note_error(t.run_id(), t.job_id(), w_.stage_, why);
   }
   Result<bool> run_cancelled(const std::string& run) override { return w_.store_->cancelled(run); }
-  bool lease_lost(const std::string& id) override { return w_.leases_->is_lost(id); }
+  bool lease_lost(const std::string& id) override { return w_.active_leases_->is_lost(id); }
 
  private:
   StageWorker& w_;
@@ -131,10 +132,30 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   w->queue_ = std::make_unique<queue::StageQueue>(*w->redis_, qo);
   H3_TRY(w->queue_->ensure_group());
   w->leases_ = std::make_unique<queue::LeaseKeeper>(w->opts_.redis, qo, c.queue.renew_ms);
+  w->active_ = w->queue_.get();
+  w->active_leases_ = w->leases_.get();
+  Routing routing{w->hooks_.decode_host, w->hooks_.hand_off};
   if (const std::string g = gpu_group(c, pool); !g.empty()) {
     const int rank = pool.stage == config::StageKind::kEncode ? 1 : pool.stage == config::StageKind::kSample ? 2 : 3;
     w->gpu_ = std::make_unique<GpuLease>(w->opts_.redis, g, pool.name, rank, c.queue.lease_ms);
     spdlog::info("{}: shares its GPUs with GPU group {}: runs only while it holds {}", pool.name, g, w->gpu_->key());
+    // The group keeps an encoded job through its sampling (simulate.h): its encoder sends the
+    // sample task to the group's own stream and hands the GPUs to the sampler as it lets go.
+    if (pool.stage == config::StageKind::kEncode && group_pool(c, pool, config::StageKind::kSample)) {
+      routing.sample_stream = group_sample_stream(g);
+      w->then_rank_ = 2;
+    }
+    if (pool.stage == config::StageKind::kSample && group_pool(c, pool, config::StageKind::kEncode)) {
+      queue::QueueOptions own{group_sample_stream(g), group_for(pool.stage), w->opts_.consumer,
+                              c.queue.lease_ms, 1, c.queue.sweep_ms};
+      w->own_queue_ = std::make_unique<queue::StageQueue>(*w->redis_, own);
+      H3_TRY(w->own_queue_->ensure_group());
+      w->own_leases_ = std::make_unique<queue::LeaseKeeper>(w->opts_.redis, own, c.queue.renew_ms);
+    }
+    if (pool.stage == config::StageKind::kSample) {
+      const config::Pool* d = group_pool(c, pool, config::StageKind::kDecode);
+      if (d && d->host == pool.host) w->then_rank_ = 3;
+    }
   }
   w->ledger_ = std::make_unique<RedisLedger>(*w);
   w->files_ = std::make_unique<DiskFiles>(*w);
@@ -147,7 +168,7 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
     }
   };
   w->engine_ = std::make_unique<StageEngine>(EngineOptions{&c, &pool}, *w->ledger_, *w->files_, std::move(compute),
-                                             Clock::system(), Routing{w->hooks_.decode_host, w->hooks_.hand_off});
+                                             Clock::system(), routing);
   w->engine_->on_outcome = [self](Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {
     self->count(o, rec);
     if (self->hooks_.on_event) self->hooks_.on_event(outcome_name(o), t);
@@ -180,6 +201,7 @@ void StageWorker::run(const std::atomic<bool>& stop) {
       // The task may still be ours (e.g. Redis went away before the completion): take our own
       // pending entries first again, rather than waiting for our own lease to expire.
       queue_->recheck_own();
+      if (own_queue_) own_queue_->recheck_own();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
@@ -199,7 +221,15 @@ void StageWorker::run(const std::atomic<bool>& stop) {
 }
 
 Result<bool> StageWorker::work_visible() {
-  const auto& o = queue_->options();
+  if (own_queue_) {
+    auto own = work_visible(*own_queue_);
+    if (!own.ok() || *own) return own;
+  }
+  return work_visible(*queue_);
+}
+
+Result<bool> StageWorker::work_visible(const queue::StageQueue& q) {
+  const auto& o = q.options();
   auto r = redis_->pipeline({{"XLEN", o.stream},
                              {"XPENDING", o.stream, o.group},
                              {"XPENDING", o.stream, o.group, "-", "+", "1", o.consumer},
@@ -215,45 +245,71 @@ Result<bool> StageWorker::work_visible() {
 Result<bool> StageWorker::step() {
   const auto nap = std::chrono::milliseconds(opts_.cluster->queue.block_ms / 4 + 1);
   if (gpu_) {
+    // Polled often: a GPU group hands its GPUs from stage to stage at every job, and each wait
+    // here is time the GPUs sit idle (two small Redis commands per poll).
+    const auto gpu_nap = std::min(nap, std::chrono::milliseconds(5));
     auto visible = work_visible();
     if (!visible.ok()) return visible.error();
     if (!*visible) {
-      std::this_thread::sleep_for(nap);
+      std::this_thread::sleep_for(gpu_nap);
       return false;
     }
     auto got = gpu_->acquire();
     if (!got.ok()) return got.error();
     if (!*got) {
-      std::this_thread::sleep_for(nap);
+      std::this_thread::sleep_for(gpu_nap);
       return false;
     }
   }
+  // The GPUs are let go whatever happens below; after a completed task whose job goes on in
+  // this group, to that stage first.
+  int then_rank = 0;
   struct Release {
     GpuLease* l;
+    const int& rank;
     ~Release() {
-      if (l) l->release();
+      if (l) l->release(rank);
     }
-  } release{gpu_.get()};
-  bool new_work = hooks_.may_claim();
-  auto claimed = queue_->claim(new_work);
-  if (!claimed.ok()) return claimed.error();
-  if (!claimed->has_value()) {
+  } release{gpu_.get(), then_rank};
+  // The group's own sample tasks first (no policy: the job is this group's), then the stage's
+  // shared stream under the dispatch policy.
+  std::optional<queue::Entry> got;
+  active_ = queue_.get();
+  active_leases_ = leases_.get();
+  if (own_queue_) {
+    auto own = own_queue_->claim(true);
+    if (!own.ok()) return own.error();
+    if (own->has_value()) {
+      got = std::move(**own);
+      active_ = own_queue_.get();
+      active_leases_ = own_leases_.get();
+    }
+  }
+  bool new_work = true;
+  if (!got) {
+    new_work = hooks_.may_claim();
+    auto claimed = queue_->claim(new_work);
+    if (!claimed.ok()) return claimed.error();
+    if (claimed->has_value()) got = std::move(**claimed);
+  }
+  if (!got) {
     if (!new_work) std::this_thread::sleep_for(nap);
     return false;
   }
-  const queue::Entry& e = **claimed;
+  const queue::Entry& e = *got;
   if (e.reclaimed) probe_.reclaimed("expired_lease");
   if (e.own_pending) probe_.reclaimed("own_pending");
   pb::StageTask t;
   double wait = 0;
   if (t.ParseFromString(e.payload)) wait = std::max(0.0, (state::now_ms() - t.enqueued_unix_ms()) / 1000.0);
   if (hooks_.on_event) hooks_.on_event("claimed", t);
-  leases_->hold(e.id);
+  active_leases_->hold(e.id);
   probe_.set_busy(true);
   auto r = engine_->process({e.id, e.payload}, wait);
   probe_.set_busy(false);
-  leases_->release(e.id);
+  active_leases_->release(e.id);
   if (!r.ok()) return r.error();
+  if (*r == Outcome::kCompleted || *r == Outcome::kSkipped) then_rank = then_rank_;
   return true;
 }
 

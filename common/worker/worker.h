@@ -70,6 +70,7 @@ class StageWorker final {
   // A task this pool could claim now (undelivered, its own pending, or an expired lease): a pool
   // of a GPU group takes the group's lease only then, never to block idle in a claim.
   Result<bool> work_visible();
+  Result<bool> work_visible(const queue::StageQueue& q);
 
   Options opts_;
   Runtimes rt_;
@@ -83,6 +84,13 @@ class StageWorker final {
   std::unique_ptr<Files> files_;
   std::unique_ptr<StageEngine> engine_;
   std::unique_ptr<GpuLease> gpu_;  // set when the pool's GPUs are shared (gpu_lease.h)
+  int then_rank_ = 0;              // a completed task goes on to this stage of the GPU group
+  // A sampler whose GPU group has an encoder: the group's own sample stream, taken first (the
+  // jobs its encoder encoded), then the shared one.  active_ is the queue of the task at hand.
+  std::unique_ptr<queue::StageQueue> own_queue_;
+  std::unique_ptr<queue::LeaseKeeper> own_leases_;
+  queue::StageQueue* active_ = nullptr;
+  queue::LeaseKeeper* active_leases_ = nullptr;
   pb::Stage stage_ = pb::STAGE_UNSPECIFIED;
 };
 

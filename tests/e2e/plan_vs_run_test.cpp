@@ -16,6 +16,8 @@ namespace {
 
 struct Outcome {
   double planned_s = 0, measured_s = 0, error = 0;
+  double worst_start_error = 1;
+  int assignment_differences = -1;
 };
 
 Outcome plan_and_run(const json& cfg, int jobs) {
@@ -39,7 +41,8 @@ Outcome plan_and_run(const json& cfg, int jobs) {
   json r = json::parse(rep, nullptr, false);
   if (r.is_discarded()) return {};
   return {r["planned"]["makespan_s"].get<double>(), r["measured"]["makespan_s"].get<double>(),
-          r["prediction_error"].get<double>()};
+          r["prediction_error"].get<double>(), r["worst_start_error"].get<double>(),
+          r["assignment_differences"].get<int>()};
 }
 
 json rehearsal() {
@@ -80,4 +83,29 @@ TEST(PlanVsRun, CompletionTimeBeatsFirstFreeOnAHeterogeneousTail) {
   // the bound here is loose; the 12-job test above holds the 3 % prediction bound.
   EXPECT_LE(std::abs(ct.error), 0.20) << ct.planned_s << " planned, measured " << ct.measured_s;
   EXPECT_LE(std::abs(ff.error), 0.20) << ff.planned_s << " planned, measured " << ff.measured_s;
+}
+
+// A seed topology with GPU groups (two T10 boxes, each an encoder on its sampler's GPUs, one
+// 3080 Ti decoder), its hosts folded onto the local one: the GPU group lease, the group keeping
+// its job through sampling and the dispatch at every stage, against the plan of the same jobs.
+TEST(PlanVsRun, TwoGpuGroupsAndASharedDecoderRunAsPlanned) {
+  json c;
+  std::ifstream(ts::source("configs/topologies/four_four_plus_one.json")) >> c;
+  c["time_scale"] = 0.02;
+  c["hosts"] = json::parse(R"([{"name": "local"}])");
+  c.erase("links");
+  c["redis"] = {{"embedded", true}};
+  for (auto& p : c["pools"]) {
+    p["host"] = "local";
+    p.erase("gpus");
+  }
+  // Jobs of class sd (the plan's profiles), small frames (the sim runtime's MP4s stay cheap).
+  for (auto& p : c["pools"])
+    if (p["profiles"].contains("sd")) p["profiles"]["default"] = p["profiles"]["sd"];
+  auto o = plan_and_run(c, 6);
+  ASSERT_GT(o.measured_s, 0);
+  EXPECT_LE(std::abs(o.planned_s - o.measured_s) / o.planned_s, 0.02)
+      << "planned " << o.planned_s << " s, measured " << o.measured_s << " s";
+  EXPECT_LE(o.worst_start_error, 0.03);
+  EXPECT_EQ(o.assignment_differences, 0);
 }
