@@ -524,49 +524,22 @@ class ComfyRunner final {
   comfyui::Client client_;
 };
 
-class ComfyEncode final : public EncodeRuntime {
- public:
-  explicit ComfyEncode(comfyui::Settings s) : r_(std::move(s), StageKind::kEncode) {}
-  Result<StageOutput> encode(const StageContext& ctx) override { return r_.run(ctx); }
-
- private:
-  ComfyRunner r_;
-};
-
-class ComfySample final : public SampleRuntime {
- public:
-  explicit ComfySample(comfyui::Settings s) : r_(std::move(s), StageKind::kSample) {}
-  Result<StageOutput> sample(const StageContext& ctx) override { return r_.run(ctx); }
-
- private:
-  ComfyRunner r_;
-};
-
-class ComfyDecode final : public DecodeRuntime {
- public:
-  explicit ComfyDecode(comfyui::Settings s) : r_(std::move(s), StageKind::kDecode) {}
-  Result<StageOutput> decode(const StageContext& ctx) override { return r_.run(ctx); }
-
- private:
-  ComfyRunner r_;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<EncodeRuntime>> make_comfyui_encode(const FactoryArgs& a) {
   auto s = comfyui::parse_settings(a, StageKind::kEncode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<EncodeRuntime>(new ComfyEncode(std::move(*s)));
+  return std::unique_ptr<EncodeRuntime>(new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kEncode));
 }
 Result<std::unique_ptr<SampleRuntime>> make_comfyui_sample(const FactoryArgs& a) {
   auto s = comfyui::parse_settings(a, StageKind::kSample);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<SampleRuntime>(new ComfySample(std::move(*s)));
+  return std::unique_ptr<SampleRuntime>(new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kSample));
 }
 Result<std::unique_ptr<DecodeRuntime>> make_comfyui_decode(const FactoryArgs& a) {
   auto s = comfyui::parse_settings(a, StageKind::kDecode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<DecodeRuntime>(new ComfyDecode(std::move(*s)));
+  return std::unique_ptr<DecodeRuntime>(new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kDecode));
 }
 
 }  // namespace h3pipe::runtime

@@ -290,33 +290,6 @@ class ExecRunner final {
   StageKind stage_;
 };
 
-class ExecEncode final : public EncodeRuntime {
- public:
-  explicit ExecEncode(ExecSettings s) : r_(std::move(s), StageKind::kEncode) {}
-  Result<StageOutput> encode(const StageContext& ctx) override { return r_.run(ctx); }
-
- private:
-  ExecRunner r_;
-};
-
-class ExecSample final : public SampleRuntime {
- public:
-  explicit ExecSample(ExecSettings s) : r_(std::move(s), StageKind::kSample) {}
-  Result<StageOutput> sample(const StageContext& ctx) override { return r_.run(ctx); }
-
- private:
-  ExecRunner r_;
-};
-
-class ExecDecode final : public DecodeRuntime {
- public:
-  explicit ExecDecode(ExecSettings s) : r_(std::move(s), StageKind::kDecode) {}
-  Result<StageOutput> decode(const StageContext& ctx) override { return r_.run(ctx); }
-
- private:
-  ExecRunner r_;
-};
-
 }  // namespace
 
 void check_exec_settings(const FactoryArgs& a, StageKind stage, bool host, config::Errors& e) {
@@ -326,17 +299,17 @@ void check_exec_settings(const FactoryArgs& a, StageKind stage, bool host, confi
 Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kEncode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<EncodeRuntime>(new ExecEncode(std::move(*s)));
+  return std::unique_ptr<EncodeRuntime>(new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kEncode));
 }
 Result<std::unique_ptr<SampleRuntime>> make_exec_sample(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kSample);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<SampleRuntime>(new ExecSample(std::move(*s)));
+  return std::unique_ptr<SampleRuntime>(new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kSample));
 }
 Result<std::unique_ptr<DecodeRuntime>> make_exec_decode(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kDecode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<DecodeRuntime>(new ExecDecode(std::move(*s)));
+  return std::unique_ptr<DecodeRuntime>(new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kDecode));
 }
 
 }  // namespace h3pipe::runtime

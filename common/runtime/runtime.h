@@ -79,6 +79,22 @@ class DecodeRuntime {
   virtual Result<StageOutput> decode(const StageContext& ctx) = 0;
 };
 
+// One stage's runtime over a runner that does every stage the same way (`Result<StageOutput>
+// run(const StageContext&)`, told its stage when built): the forwarding the three interfaces
+// need, written once (the exec and ComfyUI runtimes).
+template <class Runner>
+class RunnerRuntime final : public EncodeRuntime, public SampleRuntime, public DecodeRuntime {
+ public:
+  template <class... Args>
+  explicit RunnerRuntime(Args&&... args) : r_(std::forward<Args>(args)...) {}
+  Result<StageOutput> encode(const StageContext& ctx) override { return r_.run(ctx); }
+  Result<StageOutput> sample(const StageContext& ctx) override { return r_.run(ctx); }
+  Result<StageOutput> decode(const StageContext& ctx) override { return r_.run(ctx); }
+
+ private:
+  Runner r_;
+};
+
 // Everything a runtime factory may need: the runtime's own settings, the pool it runs for,
 // and the cluster (time_scale, limits).
 struct FactoryArgs {

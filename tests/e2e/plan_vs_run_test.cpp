@@ -18,6 +18,7 @@ struct Outcome {
   double planned_s = 0, measured_s = 0, error = 0;
   double worst_start_error = 1;
   int assignment_differences = -1;
+  std::string worst_start_at;
 };
 
 Outcome plan_and_run(const json& cfg, int jobs) {
@@ -42,7 +43,7 @@ Outcome plan_and_run(const json& cfg, int jobs) {
   if (r.is_discarded()) return {};
   return {r["planned"]["makespan_s"].get<double>(), r["measured"]["makespan_s"].get<double>(),
           r["prediction_error"].get<double>(), r["worst_start_error"].get<double>(),
-          r["assignment_differences"].get<int>()};
+          r["assignment_differences"].get<int>(), r["worst_start_at"].get<std::string>()};
 }
 
 json rehearsal() {
@@ -91,7 +92,9 @@ TEST(PlanVsRun, CompletionTimeBeatsFirstFreeOnAHeterogeneousTail) {
 TEST(PlanVsRun, TwoGpuGroupsAndASharedDecoderRunAsPlanned) {
   json c;
   std::ifstream(ts::source("configs/topologies/four_four_plus_one.json")) >> c;
-  c["time_scale"] = 0.02;
+  // 1/40 of the seeds' times (a 13 s sample takes 0.33 s): the stack's own polling and commit
+  // overhead (tens of ms per stage) stays well inside the bounds on a loaded 2-core machine.
+  c["time_scale"] = 0.025;
   c["hosts"] = json::parse(R"([{"name": "local"}])");
   c.erase("links");
   c["redis"] = {{"embedded", true}};
@@ -106,6 +109,6 @@ TEST(PlanVsRun, TwoGpuGroupsAndASharedDecoderRunAsPlanned) {
   ASSERT_GT(o.measured_s, 0);
   EXPECT_LE(std::abs(o.planned_s - o.measured_s) / o.planned_s, 0.02)
       << "planned " << o.planned_s << " s, measured " << o.measured_s << " s";
-  EXPECT_LE(o.worst_start_error, 0.03);
+  EXPECT_LE(o.worst_start_error, 0.03) << o.worst_start_at;
   EXPECT_EQ(o.assignment_differences, 0);
 }
