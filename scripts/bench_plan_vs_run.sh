@@ -7,8 +7,8 @@
 #
 # Every host of a topology is folded onto this machine's one local host, links dropped: the
 # dispatch policy, GPU groups (one lease per group) and the decode choice are what is compared;
-# transfers between hosts are not (their plan-vs-run across network namespaces is not part of
-# this benchmark yet).
+# transfers between hosts are not.  As root it also runs a two-decode-host topology across two
+# network namespaces (tests/chaos/plan_vs_run_netns.py: real transfers, the decode-host choice).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${H3PIPE_BUILD:-build}
@@ -58,10 +58,18 @@ print(json.dumps({"topology": sys.argv[1], "jobs": r["jobs"], "planned_s": round
   echo "$line"
   results+=("$line")
 done
+# The two-decode-host topology across two network namespaces (root only; tests/chaos/plan_vs_run_netns.py).
+netns=null
+if [[ $(id -u) -eq 0 ]]; then
+  netns=$(/usr/bin/python3 tests/chaos/plan_vs_run_netns.py --bin "$build/bin" --jobs 12 2>/dev/null | tail -1 || true)
+  [[ $netns == \{* ]] || netns=null
+  echo "$netns"
+fi
 /usr/bin/python3 -c '
 import json, sys
-rows = [json.loads(x) for x in sys.argv[2:]]
+rows = [json.loads(x) for x in sys.argv[3:]]
+netns = json.loads(sys.argv[2])
 print(json.dumps({"bench": "plan-vs-run", "time_scale": float(sys.argv[1]), "topologies": rows,
                   "worst_makespan_error": round(max(abs(r["ratio"] - 1) for r in rows), 4),
-                  "worst_start_error": max(r["worst_start_error"] for r in rows)}))
-' "$scale" "${results[@]}"
+                  "worst_start_error": max(r["worst_start_error"] for r in rows), "netns_two_decode_hosts": netns}))
+' "$scale" "$netns" "${results[@]}"

@@ -111,9 +111,14 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       else board->idle();
     };
     if (stage == config::StageKind::kSample) {
-      // Latents for another decode host go through this host's transfer sender (notify + outbox).
+      // Latents for another decode host go through this host's transfer sender: the outbox record
+      // before the ack (durable), the nudge after it (the job's history has the sample record
+      // before any receiver can act).
       hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t, const std::filesystem::path&) -> Status {
-        return transfer::notify_latent_ready(transfer::notify_endpoint(c, host), t, transfer::outbox_dir(c, host));
+        return transfer::record_task(transfer::outbox_dir(c, host), t);
+      };
+      hooks.nudge = [&c, host = ctx.host](const pb::StageTask& t) -> Status {
+        return transfer::notify_latent_ready(transfer::notify_endpoint(c, host), t, {});
       };
       // Several decode hosts: each latent goes where it is expected to be decoded soonest
       // (transfer + that host's decode backlog + its decode time; common/worker/decode_choice.h).

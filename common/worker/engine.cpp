@@ -310,6 +310,10 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
   if (wrote) m.record.push_back({"HINCRBY", keys::job(run, job), std::string("wrote:") + stage_.key, "1"});
   auto moved = ledger_.apply(m, c.entry_id);
   if (!moved.ok()) return moved.error();
+  if (via_transfer && routing_.nudge && moved->code != Applied::kRefused)
+    if (auto n = routing_.nudge(next); !n.ok())
+      spdlog::warn("run={} job={}: {} (the sender finds the latent at its next outbox scan)", run, job,
+                   n.error().to_string());
   switch (moved->code) {
     case Applied::kApplied:
       spdlog::info("run={} job={} {} done in {:.3f}s -> {}", run, job, stage_.key,

@@ -93,6 +93,10 @@ struct Clock {
 struct Routing {
   std::function<std::string(const pb::StageTask&)> decode_host;
   std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)> hand_off;
+  // After the completion move: tells the transfer sender the latent is ready (best effort: the
+  // sender also rescans its outbox).  Not before, or a fast receiver and decoder could write the
+  // receipt before this stage's record is in the job's history.
+  std::function<Status(const pb::StageTask& decode_task)> nudge;
   // The stream an encoded job's sample task goes to: the shared one, or the GPU group's own when
   // the encoder shares a sampler's GPUs (the group keeps the job through its sampling).
   std::string sample_stream = keys::stream("sample");

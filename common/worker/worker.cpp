@@ -134,7 +134,7 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   w->leases_ = std::make_unique<queue::LeaseKeeper>(w->opts_.redis, qo, c.queue.renew_ms);
   w->active_ = w->queue_.get();
   w->active_leases_ = w->leases_.get();
-  Routing routing{w->hooks_.decode_host, w->hooks_.hand_off};
+  Routing routing{w->hooks_.decode_host, w->hooks_.hand_off, w->hooks_.nudge};
   if (const std::string g = gpu_group(c, pool); !g.empty()) {
     const int rank = pool.stage == config::StageKind::kEncode ? 1 : pool.stage == config::StageKind::kSample ? 2 : 3;
     w->gpu_ = std::make_unique<GpuLease>(w->opts_.redis, g, pool.name, rank, c.queue.lease_ms);

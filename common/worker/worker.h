@@ -29,6 +29,8 @@ struct Hooks {
   // Hands a durable latent to this host's transfer sender when the decode host differs.  The
   // receiver enqueues the decode task.  Required when any decode host differs from this one.
   std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)> hand_off;
+  // Then, after the completion is recorded, tells the sender (optional; engine.h Routing::nudge).
+  std::function<Status(const pb::StageTask& decode_task)> nudge;
   // Called with "claimed" and with every outcome (outcome_name: "completed", "skipped",
   // "retried", "dead_lettered", "cancelled", "refused", "lease_lost"): tests and status lines.
   std::function<void(const std::string& event, const pb::StageTask&)> on_event;

@@ -130,7 +130,7 @@ def sh(cmd, check=True):
     return r
 
 
-def outer(args):
+def outer(args, script=None):
     if os.geteuid() != 0:
         log("SKIP: network namespaces need root (CAP_NET_ADMIN)")
         return SKIP
@@ -151,7 +151,7 @@ def outer(args):
             sh("ip netns exec %s ip link set %s up" % (ns, dev))
             sh("ip netns exec %s ip link set lo up" % ns)
             sh("ip netns exec %s tc qdisc add dev %s root tbf rate 2350mbit burst 256kb latency 50ms" % (ns, dev))
-        inner_args = [sys.executable, os.path.abspath(__file__), "--inner", "--ns-b", nb, "--ip-a", ip_a,
+        inner_args = [sys.executable, script or os.path.abspath(__file__), "--inner", "--ns-b", nb, "--ip-a", ip_a,
                       "--ip-b", ip_b] + args.passthrough
         return subprocess.run(["ip", "netns", "exec", na] + inner_args).returncode
     finally:
@@ -179,6 +179,19 @@ class Chaos:
         self.config = os.path.join(self.work, "cluster.json")
 
     # -- set-up
+    def pool_list(self, prof):
+        """The pools of the two hosts (a subclass may run another topology on them)."""
+        a = self.a
+        return [
+            {"name": "enc", "host": "a", "stage": "encode", "profiles": prof(a.encode_s)},
+            {"name": "s0", "host": "a", "stage": "sample", "profiles": prof(a.sample_s)},
+            {"name": "s1", "host": "a", "stage": "sample", "profiles": prof(a.sample_s)},
+            {"name": "dec", "host": "b", "stage": "decode", "profiles": prof(a.decode_s)},
+        ]
+
+    def adjust_config(self, cfg, keys):
+        """A subclass's changes to the two hosts' config before it is written."""
+
     def setup(self):
         a, w = self.a, self.work
         keys = os.path.join(w, "keys")
@@ -212,14 +225,10 @@ class Chaos:
                  "transfer_secret_key_file": os.path.join(keys, "b.key"),
                  "transfer_allowed_clients": [pub_a]},
             ],
-            "pools": [
-                {"name": "enc", "host": "a", "stage": "encode", "profiles": prof(a.encode_s)},
-                {"name": "s0", "host": "a", "stage": "sample", "profiles": prof(a.sample_s)},
-                {"name": "s1", "host": "a", "stage": "sample", "profiles": prof(a.sample_s)},
-                {"name": "dec", "host": "b", "stage": "decode", "profiles": prof(a.decode_s)},
-            ],
+            "pools": self.pool_list(prof),
             "links": [{"from": "a", "to": "b", "gbps": 2.35, "latency_ms": 0.1}],
         }
+        self.adjust_config(cfg, keys)
         with open(self.config, "w") as f:
             json.dump(cfg, f, indent=1)
         self.start_redis()

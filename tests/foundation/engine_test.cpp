@@ -460,6 +460,31 @@ TEST(StageEngine, TheDecodeWritesTheReceiptThenFinishesTheJob) {
   EXPECT_TRUE(rig.ledger.enqueued.empty());
 }
 
+TEST(StageEngine, ALatentForAnotherHostIsRecordedBeforeTheAckAndAnnouncedAfterIt) {
+  // A receiver that acted on the announcement before the sampler's completion could decode and
+  // write the receipt without the sample record (seen across namespaces: 1 receipt of 12).
+  Rig rig(config::StageKind::kSample);
+  rig.files.sha["/art/r1/j/cond.safetensors"] = "c";
+  std::vector<std::string> order;
+  Routing routing{[](const pb::StageTask&) { return std::string("h2"); },
+                  [&](const pb::StageTask& t, const std::filesystem::path&) -> Status {
+                    order.push_back(std::string("outbox at ") + state::job_state_name(rig.ledger.jobs[t.job_id()].state));
+                    return {};
+                  },
+                  [&](const pb::StageTask& t) -> Status {
+                    order.push_back(std::string("nudge at ") + state::job_state_name(rig.ledger.jobs[t.job_id()].state));
+                    return {};
+                  }};
+  Clock clock{[&] { return rig.now; }, [&] { return rig.now; }};
+  const config::Pool* pool = &rig.c.pools[1];
+  StageEngine engine(EngineOptions{&rig.c, pool}, rig.ledger, rig.files, rig.runtime, clock, routing);
+  auto o = engine.process(rig.claim(pb::STAGE_SAMPLE, "j", JobState::kSample), 0);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(*o, Outcome::kCompleted);
+  EXPECT_EQ(order, (std::vector<std::string>{"outbox at sample", "nudge at transfer"}));
+  EXPECT_EQ(rig.ledger.jobs["j"].history.size(), 1u);
+}
+
 TEST(StageDescriptors, OneRowPerStage) {
   EXPECT_STREQ(describe(pb::STAGE_ENCODE).key, "encode");
   EXPECT_FALSE(describe(pb::STAGE_ENCODE).reads_input);
