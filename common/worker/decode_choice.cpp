@@ -6,6 +6,8 @@
 #include "common/latent/latent.h"
 #include "common/spec/spec.h"
 #include "common/queue/keys.h"
+#include "common/transfer/config_map.h"
+#include "common/transfer/outbox.h"
 #include "common/state/state.h"
 #include "common/worker/heartbeat.h"
 #include "common/worker/worker.h"
@@ -37,8 +39,17 @@ Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
   return out;
 }
 
-schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis) {
+schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, const std::string& from_host) {
   schedule::DecodeLoad load;
+  // Latents this host's transfer sender still has to deliver (its outbox records, removed on
+  // delivery) count where they go, as the simulator counts latents on a link.
+  if (!from_host.empty()) {
+    std::error_code ec;
+    const auto outbox = transfer::outbox_dir(c, from_host);
+    if (std::filesystem::is_directory(outbox, ec))
+      for (const auto& t : transfer::scan_outbox(outbox, nullptr))
+        if (!t.target_host().empty()) load.queued[t.target_host()]++;
+  }
   if (!redis) return load;
   std::set<std::string> hosts;
   for (const auto* p : c.pools_on("", config::StageKind::kDecode)) hosts.insert(p->host);
@@ -51,7 +62,7 @@ schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis) 
   // As the simulator counts them (Sim::decode_load): the tasks waiting on each host, and each
   // decoder's seconds until idle from its heartbeat (a running decode is there, not queued).
   for (std::size_t i = 0; i < order.size(); ++i)
-    if ((*b)[i].waiting() > 0) load.queued[order[i]] = static_cast<std::size_t>((*b)[i].waiting());
+    if ((*b)[i].waiting() > 0) load.queued[order[i]] += static_cast<std::size_t>((*b)[i].waiting());
   auto pools = redis->command({"HGETALL", keys::pools()});
   if (!pools.ok()) return load;
   const double now = state::now_ms() / 1000.0;
@@ -83,7 +94,7 @@ std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& tas
 std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
                                                 const pb::StageTask& task, queue::Redis* redis) {
-  const auto load = decode_load(c, redis);
+  const auto load = decode_load(c, redis, holders.empty() ? std::string() : holders.front());
   const auto hosts = schedule::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), load);
   // Rank by taking the shared choice's pick out, one host at a time, so the order is its order.
   std::vector<schedule::DecodeHostState> left = hosts;
@@ -106,7 +117,7 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
 std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
                                const pb::StageTask& task, queue::Redis* redis) {
   auto route = schedule::route_latent(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
-                                      decode_load(c, redis));
+                                      decode_load(c, redis, holders.empty() ? std::string() : holders.front()));
   if (route) return route->host;
   return holders.empty() ? std::string() : holders.front();
 }

@@ -37,7 +37,9 @@ Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
 // The live DecodeLoad, as the simulator counts it: the decode tasks waiting on every decode host
 // (XLEN - XPENDING) and each decoder's seconds until idle from its heartbeat (nothing on a Redis
 // error or nullptr).
-schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis);
+// from_host: the host whose transfer sender's outbox (on this machine) adds the latents still in
+// transit, counted on the host each goes to.
+schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, const std::string& from_host = "");
 
 // The job class and latent size the choice needs, from the task's spec.
 std::string job_class_of(const config::Cluster& c, const pb::StageTask& task);

@@ -4,7 +4,10 @@
 
 #include "common/config/config.h"
 #include "common/queue/keys.h"
+#include "common/transfer/config_map.h"
+#include "common/transfer/outbox.h"
 #include "common/worker/decode_choice.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -118,4 +121,24 @@ TEST(DecodeChoice, ResumeDecodesWhereTheLatentIsOrSendsItFromTheSamplingHost) {
   EXPECT_TRUE(t.via_transfer);
   // The sampler and the resume agree.
   EXPECT_EQ(worker::choose_decode_host(c, "a", task(), nullptr), "b");
+}
+
+// Latents still in the sampling host's transfer outbox count on the host each goes to, as the
+// planner counts latents on a link: two on their way to b send the next one to c.
+TEST(DecodeChoice, LatentsStillInTheOutboxCountWhereTheyGo) {
+  ts::TempDir dir;
+  auto c = cluster();
+  c.state_dir = dir.path();
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), nullptr), "b");
+  const auto outbox = transfer::outbox_dir(c, "a");
+  for (const char* job : {"x1", "x2"}) {
+    pb::StageTask t = task();
+    t.set_job_id(job);
+    t.set_target_host("b");
+    ASSERT_TRUE(transfer::record_task(outbox, t).ok());
+  }
+  const auto load = worker::decode_load(c, nullptr, "a");
+  EXPECT_EQ(load.queued.at("b"), 2u);
+  // b: two ahead on one 2 s pool, done at 6 s; c: two idle 3 s pools, about 3 s.
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), nullptr), "c");
 }
