@@ -14,6 +14,7 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/logging/protobuf_log.h"
+#include "common/metrics/degraded.h"
 #include "common/runtime/settings_check.h"
 
 namespace h3pipe::runner {
@@ -176,6 +177,7 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   spdlog::info("effective config: {}", config::to_json(ctx.cluster).dump());
 
   ctx.registry = std::make_shared<prometheus::Registry>();
+  metrics::register_degraded(ctx.registry);
   auto ms = metrics::MetricsServer::start(ctx.bind, metrics_port, ctx.registry);
   if (!ms.ok()) {
     spdlog::critical("{}", ms.error().message);

@@ -5,6 +5,7 @@
 
 #include "common/latent/latent.h"
 #include "common/spec/spec.h"
+#include "common/metrics/degraded.h"
 #include "common/queue/keys.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
@@ -57,8 +58,14 @@ schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, 
   std::vector<std::pair<std::string, std::string>> streams;
   for (const auto& h : order)
     streams.emplace_back(stream_for(config::StageKind::kDecode, h), group_for(config::StageKind::kDecode));
+  // A backlog it cannot read counts as empty: the choice becomes "fastest host for this job".
+  static metrics::Degraded unknown("decode_backlog_unknown", "decode-host choice");
   auto b = stream_backlogs(*redis, streams);
-  if (!b.ok()) return load;
+  if (!b.ok()) {
+    unknown.hit(b.error().to_string());
+    return load;
+  }
+  unknown.ok();
   // As the simulator counts them (Sim::decode_load): the tasks waiting on each host, and each
   // decoder's seconds until idle from its heartbeat (a running decode is there, not queued).
   for (std::size_t i = 0; i < order.size(); ++i)

@@ -178,13 +178,10 @@ bool PoolBoard::may_claim() {
   auto r = backlog.ok() ? redis_->pipeline({{"HGETALL", keys::pools()}}) : Result<std::vector<queue::Reply>>(backlog.error());
   if (!r.ok()) {
     // Degraded, never stalled: claim as first_free would until the board reads again.
-    if (!board_unreadable_)
-      spdlog::warn("pool {}: dispatch board unreadable ({}); claiming without the policy until it reads again",
-                   self_.name, r.error().to_string());
-    board_unreadable_ = true;
+    board_state_.hit(r.error().to_string() + "; claiming without the policy until it reads again");
     return true;
   }
-  board_unreadable_ = false;
+  board_state_.ok();
   const auto& rep = *r;
   const double now = now_s();
   const std::string cls = board_class(self_);

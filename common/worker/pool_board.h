@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/config/config.h"
+#include "common/metrics/degraded.h"
 #include "common/queue/redis.h"
 #include "common/schedule/dispatch.h"
 #include "h3pipe.pb.h"
@@ -52,7 +53,8 @@ class PoolBoard final {
   std::unique_ptr<queue::Redis> redis_;
   std::atomic<long long> bad_heartbeats_{0};
   std::set<std::string> bad_pools_;  // pools whose entry was not a heartbeat at the last read
-  bool board_unreadable_ = false;    // the last read of the board failed (warned once)
+  // The last read of the board failed: claims as first-free would, warned once, counted.
+  metrics::Degraded board_state_{"dispatch_board_unreadable", "pool " + self_.name};
   schedule::Policy policy_ = schedule::Policy::kCompletionTime;
   std::chrono::steady_clock::time_point next_heartbeat_{};
   double busy_until_unix_s_ = 0;

@@ -47,8 +47,10 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   auto r = state::Store(*redis_).apply(m);
   if (!r.ok()) {
     redis_.reset();  // reconnect on the next call
+    degraded_.hit(r.error().to_string() + " (the sender offers the latent again)");
     return r.error();
   }
+  degraded_.ok();
   if (r->code == state::Applied::kRefused)
     spdlog::warn("run={} job={}: latent delivered but the job is {}; no decode enqueued", task.run_id(),
                  task.job_id(), state::job_state_name(r->from));
@@ -79,7 +81,11 @@ void Handoff::fail(const pb::StageTask& task, const Error& e) {
   }
   auto r = state::Store(*redis_).apply(
       state::Store::fail_move(task.run_id(), task.job_id(), pb::STAGE_TRANSFER, e.to_string()));
-  if (!r.ok()) redis_.reset();
+  if (!r.ok()) {
+    redis_.reset();
+    degraded_.hit(fmt::format("run={} job={}: the transfer failure was not recorded: {}", task.run_id(),
+                              task.job_id(), r.error().to_string()));
+  }
 }
 
 }  // namespace h3pipe::transfer_service

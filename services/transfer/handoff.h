@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/config/config.h"
+#include "common/metrics/degraded.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/queue/redis.h"
 
@@ -32,6 +33,7 @@ class Handoff final {
   queue::RedisAddress addr_;
   std::mutex mu_;
   std::unique_ptr<queue::Redis> redis_;
+  metrics::Degraded degraded_{"transfer_handoff_redis", "transfer handoff on host " + host_};
 };
 
 }  // namespace h3pipe::transfer_service
