@@ -186,7 +186,9 @@ build_one() {  # build_one TARGET TAG FILE [extra podman build args]
   log=$(mktemp /tmp/h3pipe-image-build.XXXXXX)
   echo "images: building $tag" >&2
   # The whole log to a file; its STEP lines (and cache hits) as progress.
-  if ! nice -n 19 podman build --layers "${no_cache[@]}" -f "$file" --target "$target" \
+  # --format docker: podman's default OCI format has no HEALTHCHECK field and drops it (with
+  # only a warning), so a container would have no health check at all.
+  if ! nice -n 19 podman build --format docker --layers "${no_cache[@]}" -f "$file" --target "$target" \
          --build-arg DEBIAN_IMAGE="$base" --build-arg DEBIAN_SLIM_IMAGE="$slim" \
          "$@" -t "$tag" . 2>&1 | tee "$log" | awk '/STEP [0-9]+\// { print substr($0, 1, 110); fflush() }' >&2; then
     tail -n 30 "$log" >&2
