@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The images of docker/Dockerfile built and run for real with podman (docs/deploy.md, "Images").
 
-    container_test.py REPO [--no-build] [--keep]
+    container_test.py REPO [--no-build] [--one-host] [--keep]
 
 Opt-in: runs only with H3PIPE_CONTAINER_TESTS=1, because it first builds every image with
 scripts/images.sh --standins (cold: the debootstrap base and the build stage, ~20 min on 2 shared
@@ -23,10 +23,14 @@ docker-compose. Checks:
              own HEALTHCHECK run once per service (`podman healthcheck run`) reports healthy, and
              unhealthy for a container whose service does not listen; every service process runs
              as uid 10001; a batch submitted with the CLI image (`compose run cli run`) finishes
-             with one valid MP4 per job (ffprobe: h264, the batch's frame count) and its receipt,
+             with one valid MP4 per job (ffprobe: 256x256, 49 frames) and its receipt,
              owned by uid 10001 in the mounted data folder.
+  two hosts  container_two_host.py: control + redis-tls + sampler-host on one, redis-tunnel +
+             decoder-host on the other (two network namespaces joined by a veth pair), CURVE keys
+             from the CLI image's keygen; a batch sampled on the first is decoded on the second
+             (--one-host leaves it out).
 Not here: Grafana (no Debian package, no registry: its image cannot be had), GPUs (no NVIDIA
-container toolkit), a two-host run (see docs/deploy.md).
+container toolkit).
 """
 import glob
 import hashlib
@@ -151,8 +155,10 @@ def check_layers(tmp, refs):
 
 def check_image_configs(refs):
     for name, ref in refs.items():
-        cfg = json.loads(run(["podman", "image", "inspect", ref]).stdout)[0]["Config"]
-        hc = (cfg.get("Healthcheck") or {}).get("Test") or []
+        info = json.loads(run(["podman", "image", "inspect", ref]).stdout)[0]
+        cfg = info["Config"]
+        # podman shows a docker-format image's HEALTHCHECK beside Config, not in it.
+        hc = (info.get("Healthcheck") or cfg.get("Healthcheck") or {}).get("Test") or []
         if name == "stunnel":
             check("image.user[stunnel]", cfg.get("User") == "10001:10001", cfg.get("User"))
             continue
@@ -166,9 +172,9 @@ def check_image_configs(refs):
 
 
 # --- compose ------------------------------------------------------------------------------------
-def http_status(port, path="/readyz"):
+def http_status(port, path="/readyz", host="127.0.0.1"):
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=3) as r:
+        with urllib.request.urlopen("http://%s:%d%s" % (host, port, path), timeout=3) as r:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
@@ -306,28 +312,27 @@ def check_compose(repo, tmp, version, env):
         run(compose + ["down", "-v", "--remove-orphans", "-t", "5"], env=env, check_rc=False, timeout=180)
 
 
-def check_outputs(data):
+def check_outputs(data, jobs=JOBS, prefix=""):
     mp4s = sorted(glob.glob(os.path.join(data, "outputs", "*", "*.mp4")))
-    check("outputs.one_mp4_per_job", len(mp4s) == JOBS, "%s" % mp4s)
+    check(prefix + "outputs.one_mp4_per_job", len(mp4s) == jobs, "%s" % mp4s)
     for mp4 in mp4s:
         job = os.path.basename(mp4)[:-4]
         st = os.stat(mp4)
-        check("outputs.owner_10001[%s]" % job, st.st_uid == 10001 and st.st_gid == 10001,
+        check(prefix + "outputs.owner_10001[%s]" % job, st.st_uid == 10001 and st.st_gid == 10001,
               "uid %d gid %d" % (st.st_uid, st.st_gid))
         digest = hashlib.sha256(open(mp4, "rb").read()).hexdigest()
         try:
             receipt = json.load(open(mp4[:-4] + ".pipeline.json"))
         except (OSError, ValueError) as e:
-            check("outputs.receipt[%s]" % job, False, str(e))
+            check(prefix + "outputs.receipt[%s]" % job, False, str(e))
             continue
-        check("outputs.receipt[%s]" % job, receipt.get("mp4Sha256") == digest,
+        check(prefix + "outputs.receipt[%s]" % job, receipt.get("mp4Sha256") == digest,
               "receipt %s, file %s" % (receipt.get("mp4Sha256"), digest))
-        if shutil.which("ffprobe"):
-            p = run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
-                     "stream=codec_name,width,height,nb_read_frames", "-of", "json", mp4], check_rc=False)
-            s = (json.loads(p.stdout or "{}").get("streams") or [{}])[0]
-            check("outputs.valid_mp4[%s]" % job, p.returncode == 0 and s.get("width") == 256 and
-                  s.get("height") == 256 and s.get("nb_read_frames") == "49", "%s %s" % (s, p.stderr[-300:]))
+        p = run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                 "stream=codec_name,width,height,nb_read_frames", "-of", "json", mp4], check_rc=False)
+        s = (json.loads(p.stdout or "{}").get("streams") or [{}])[0]
+        check(prefix + "outputs.valid_mp4[%s]" % job, p.returncode == 0 and s.get("width") == 256 and
+              s.get("height") == 256 and s.get("nb_read_frames") == "49", "%s %s" % (s, p.stderr[-300:]))
 
 
 # --- main ---------------------------------------------------------------------------------------
@@ -338,7 +343,8 @@ def main():
         skip("opt-in (set H3PIPE_CONTAINER_TESTS=1): it builds every image with scripts/images.sh first, "
              "about 20 minutes cold on 2 cores, too long for the CI suite")
     for tool, pkg in (("podman", "podman"), ("docker-compose", "docker-compose"), ("unshare", "util-linux"),
-                      ("ip", "iproute2"), ("runc", "runc")):
+                      ("nsenter", "util-linux"), ("ip", "iproute2"), ("runc", "runc"), ("ffprobe", "ffmpeg"),
+                      ("openssl", "openssl")):
         if not shutil.which(tool):
             skip("%s is not installed (apt-get install %s)" % (tool, pkg))
     if os.geteuid() != 0:
@@ -375,7 +381,12 @@ def main():
         check_scanner(tmp)
         check_layers(tmp, list(refs.values()))
         service, host = start_podman_service(tmp, env)
-        check_compose(repo, tmp, version, dict(env, DOCKER_HOST=host, COMPOSE_INTERACTIVE_NO_CLI="1"))
+        compose_env = dict(env, DOCKER_HOST=host, COMPOSE_INTERACTIVE_NO_CLI="1")
+        check_compose(repo, tmp, version, compose_env)
+        if not failed and "--one-host" not in sys.argv:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import container_two_host
+            container_two_host.check_two_hosts(sys.modules[__name__], repo, tmp, version, compose_env)
     except Exception as e:  # noqa: BLE001  report it as a failure with what happened
         check("container_test.ran_to_the_end", False, "%s: %s" % (type(e).__name__, e))
     finally:
