@@ -309,7 +309,23 @@ def check_compose(repo, tmp, version, env):
             logs = run(compose + ["logs", "--no-color", "--tail=40", "redis"] + list(SERVICES), env=env,
                        check_rc=False, timeout=60)
             print("\n".join(l for l in logs.stdout.splitlines() if "effective config" not in l)[-8000:], flush=True)
-        run(compose + ["down", "-v", "--remove-orphans", "-t", "5"], env=env, check_rc=False, timeout=180)
+        compose_down(compose, "ct1", env)
+
+
+def compose_down(compose, project, env, podman=("podman",)):
+    """`compose down`, then whatever it left: with network_mode service:redis (redis-tls) compose
+    1.29 can stop Redis and fail to remove it while the sidecar still holds its namespace."""
+    run(compose + ["down", "-v", "--remove-orphans", "-t", "5"], env=env, check_rc=False, timeout=180)
+    label = "label=com.docker.compose.project=" + project
+    podman = list(podman)
+    left = run(podman + ["ps", "-aq", "--filter", label], env=env, check_rc=False).stdout.split()
+    if left:
+        print("compose down left %d container(s) of %s: removing them" % (len(left), project), flush=True)
+        run(podman + ["rm", "-f", "-t", "0"] + left, env=env, check_rc=False, timeout=120)
+    for kind in ("network", "volume"):
+        names = run(podman + [kind, "ls", "-q", "--filter", label], env=env, check_rc=False).stdout.split()
+        if names:
+            run(podman + [kind, "rm", "-f"] + names, env=env, check_rc=False, timeout=60)
 
 
 def check_outputs(data, jobs=JOBS, prefix=""):

@@ -189,8 +189,9 @@ def check_two_hosts(t, repo, tmp, version, env_a):
             for comp, env in ((compose_a, env_a), (compose_b, env_b)):
                 logs = t.run(comp + ["logs", "--no-color", "--tail=25"], env=env, check_rc=False, timeout=60)
                 print("\n".join(x for x in logs.stdout.splitlines() if "effective config" not in x)[-5000:], flush=True)
-        t.run(compose_b + ["down", "-v", "--remove-orphans", "-t", "5"], env=env_b, check_rc=False, timeout=180)
-        t.run(compose_a + ["down", "-v", "--remove-orphans", "-t", "5"], env=env_a, check_rc=False, timeout=180)
+        t.compose_down(compose_b, "ctb", env_b, ["nsenter", "-t", str(holder.pid), "--net", "--mount", "--", "podman",
+                                                 "--tmpdir", os.path.join(root, "b-libpod")])
+        t.compose_down(compose_a, "cta", env_a)
         for s in services:
             s.terminate()
             s.wait(30)
