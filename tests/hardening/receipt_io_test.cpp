@@ -16,6 +16,7 @@
 #include "common/worker/worker.h"
 #include "tests/support/small_fs.h"
 #include "tests/support/test_support.h"
+#include "tests/support/decode_task.h"
 
 using namespace h3pipe;
 namespace fs = std::filesystem;
@@ -66,20 +67,7 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
     auto at = paths::latent(*c, run, job);
     ASSERT_TRUE(at.ok());
     ASSERT_TRUE(latent::write_latent(*at, latent::make_latent(latent::builtin_profile(), size)).ok());
-    pb::StageTask t;
-    t.set_run_id(run);
-    t.set_job_id(job);
-    t.set_stage(pb::STAGE_DECODE);
-    t.set_target_host("h1");
-    auto* s = t.mutable_spec();
-    s->set_job_id(job);
-    s->set_prompt(prompt);
-    s->set_width(size.width);
-    s->set_height(size.height);
-    s->set_frames(size.frames);
-    s->set_fps(size.fps);
-    s->set_steps(4);
-    ASSERT_TRUE(q.enqueue(t.SerializeAsString()).ok());
+    ASSERT_TRUE(q.enqueue(ts::decode_task(run, job, size, prompt).SerializeAsString()).ok());
     // The job is where its sample left it: at decode.
     ASSERT_TRUE((*r)->command({"HSET", keys::job(run, job), "state", "decode"}).ok());
   };

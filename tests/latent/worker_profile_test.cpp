@@ -15,6 +15,7 @@
 #include "common/state/state.h"
 #include "common/worker/worker.h"
 #include "tests/support/test_support.h"
+#include "tests/support/decode_task.h"
 
 using namespace h3pipe;
 namespace fs = std::filesystem;
@@ -56,20 +57,7 @@ TEST(WorkerLatentProfile, ADecodeInputThatDoesNotFitItsProfileIsDeadLetteredAtOn
     // "bad" holds the builtin grid for the same job, "good" the Wan 2.1 one.
     auto l = latent::make_latent(job == "bad" ? latent::builtin_profile() : wan, size);
     ASSERT_TRUE(latent::write_latent(*at, l).ok());
-    pb::StageTask t;
-    t.set_run_id(run);
-    t.set_job_id(job);
-    t.set_stage(pb::STAGE_DECODE);
-    t.set_target_host("h1");
-    auto* s = t.mutable_spec();
-    s->set_job_id(job);
-    s->set_prompt("a cat");
-    s->set_width(size.width);
-    s->set_height(size.height);
-    s->set_frames(size.frames);
-    s->set_fps(size.fps);
-    s->set_steps(4);
-    ASSERT_TRUE(q.enqueue(t.SerializeAsString()).ok());
+    ASSERT_TRUE(q.enqueue(ts::decode_task(run, job, size, "a cat").SerializeAsString()).ok());
     // The job is where its sample left it: at decode (the state machine drops a task of a job
     // that is not at the task's stage).
     ASSERT_TRUE((*r)->command({"HSET", keys::job(run, job), "state", "decode"}).ok());
