@@ -11,6 +11,7 @@
 #include "common/worker/heartbeat.h"
 
 #include <cmath>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -156,6 +157,37 @@ void PoolBoard::publish(double busy_for_s) {
   next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
 }
 
+// The next undelivered task of this pool's stream: the entry after the group's last-delivered id.
+std::optional<std::string> PoolBoard::head_class() {
+  const std::string stream = self_.stage == config::StageKind::kDecode ? keys::stream("decode@" + self_.host)
+                                                                      : keys::stream(config::stage_name(self_.stage));
+  auto g = redis_->command({"XINFO", "GROUPS", stream});
+  if (!g.ok()) return std::nullopt;
+  std::string last;
+  for (std::size_t i = 0; g->get()->type == REDIS_REPLY_ARRAY && i < g->get()->elements; ++i) {
+    const redisReply* grp = g->get()->element[i];
+    std::string name, id;
+    for (std::size_t k = 0; grp && k + 1 < grp->elements; k += 2) {
+      const std::string f = queue::reply_str(grp->element[k]);
+      if (f == "name") name = queue::reply_str(grp->element[k + 1]);
+      if (f == "last-delivered-id") id = queue::reply_str(grp->element[k + 1]);
+    }
+    if (name == config::stage_name(self_.stage)) last = id;
+  }
+  if (last.empty()) return std::nullopt;
+  auto e = redis_->command({"XRANGE", stream, "(" + last, "+", "COUNT", "1"});
+  if (!e.ok() || e->get()->type != REDIS_REPLY_ARRAY || e->get()->elements == 0) return std::nullopt;
+  const redisReply* fields = e->get()->element[0]->element[1];
+  for (std::size_t k = 0; fields && k + 1 < fields->elements; k += 2) {
+    if (queue::reply_str(fields->element[k]) != "task") continue;
+    pb::StageTask t;
+    if (!t.ParseFromString(queue::reply_str(fields->element[k + 1]))) return std::nullopt;
+    const auto& sp = t.spec();
+    return cluster_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class());
+  }
+  return std::nullopt;
+}
+
 void PoolBoard::claimed(const pb::StageTask& t) {
   const auto& sp = t.spec();
   publish(committed_s(self_, cluster_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class())));
@@ -184,7 +216,9 @@ bool PoolBoard::may_claim() {
   board_state_.ok();
   const auto& rep = *r;
   const double now = now_s();
-  const std::string cls = board_class(self_);
+  // The class the next task of this pool's stream is of, when the cluster has several (the
+  // simulator decides on the head task's class); else the pool's own default.
+  const std::string cls = cluster_.classes.size() > 1 ? head_class().value_or(board_class(self_)) : board_class(self_);
   // Every pool's heartbeat: busy-until and liveness.
   std::map<std::string, std::pair<double, bool>> beat;  // pool -> (free_in_s, alive)
   const redisReply* h = rep[0].get();

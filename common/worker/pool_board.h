@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -44,6 +45,7 @@ class PoolBoard final {
  private:
   PoolBoard(const config::Cluster& c, const config::Pool& self) : cluster_(c), self_(self) {}
   std::string board_class(const config::Pool& p) const;
+  std::optional<std::string> head_class();  // the class of the next task on this pool's stream
   bool group_decodes(const config::Pool& p) const;  // p's GPU group has a decoder of its own
   double expected_s(const config::Pool& p, const std::string& cls) const;
   double committed_s(const config::Pool& p, const std::string& cls) const;

@@ -114,3 +114,42 @@ TEST(PoolBoard, ThePolicyReadsTheOtherPoolsHeartbeatAndSkipsGarbage) {
   EXPECT_FALSE((*slow)->may_claim());
   EXPECT_EQ((*slow)->bad_heartbeats(), seen);
 }
+
+// Per-class profiles live (issue #13): the board decides on the class of the next queued task,
+// as the simulator decides on the head task's class.  s1 is the faster pool for class "a", s2 for
+// class "b".
+TEST(PoolBoard, TheClaimDecisionUsesTheClassOfTheNextQueuedTask) {
+  ts::RedisServer srv;
+  auto j = nlohmann::json::parse(R"({"name": "classes", "hosts": [{"name": "h1"}],
+    "classes": [{"name": "a", "width": 64, "height": 64, "frames": 9}, {"name": "b", "width": 128, "height": 128, "frames": 9}],
+    "pools": [{"name": "e", "host": "h1", "stage": "encode"},
+              {"name": "s1", "host": "h1", "stage": "sample", "profiles": {"a": {"seconds": 10}, "b": {"seconds": 40}}},
+              {"name": "s2", "host": "h1", "stage": "sample", "profiles": {"a": {"seconds": 20}, "b": {"seconds": 20}}},
+              {"name": "d", "host": "h1", "stage": "decode"}]})");
+  j["redis"] = {{"port", srv.port()}, {"embedded", false}};
+  auto c = config::parse(j, ".");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  for (const char* stage : {"encode", "sample"})
+    ASSERT_TRUE((*r)->command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok());
+  auto s1 = worker::PoolBoard::create(*c, *c->find_pool("s1"), srv.address());
+  auto s2 = worker::PoolBoard::create(*c, *c->find_pool("s2"), srv.address());
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  auto enqueue = [&](const char* cls) {
+    pb::StageTask t;
+    t.set_run_id("r");
+    t.set_job_id(cls);
+    t.mutable_spec()->set_job_class(cls);
+    ASSERT_TRUE((*r)->command({"XADD", keys::stream("sample"), "*", "task", t.SerializeAsString()}).ok());
+  };
+  enqueue("b");
+  // Head of class b: s2 (20 s) finishes it before s1 (40 s): s1 leaves it, s2 takes it.
+  EXPECT_FALSE((*s1)->may_claim());
+  EXPECT_TRUE((*s2)->may_claim());
+  // s2 takes it (XREADGROUP); the next one is of class a: now s1 is the faster pool.
+  ASSERT_TRUE((*r)->command({"XREADGROUP", "GROUP", "sample", "s2", "COUNT", "1", "STREAMS", keys::stream("sample"), ">"}).ok());
+  (*s2)->claimed(pb::StageTask());
+  enqueue("a");
+  EXPECT_TRUE((*s1)->may_claim());
+}

@@ -371,7 +371,9 @@ TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
   // The sampler's dispatch board (h3pipe:pools, the encode/sample backlogs) and the decode-host
   // choice (decode stream lengths) run with the sampler's user too.
   {
+    // Two classes: each board also reads the class of its stream's next task (XINFO GROUPS, XRANGE).
     auto two = nlohmann::json::parse(R"({"name": "acl2", "redis": {"host": "127.0.0.1", "embedded": false},
+      "classes": [{"name": "a", "width": 64, "height": 64, "frames": 9}, {"name": "b", "width": 128, "height": 128, "frames": 9}],
       "stages": {"sample": {"runtime": {"name": "sim"}}},
       "hosts": [{"name": "h1"}, {"name": "h2"}],
       "pools": [{"name": "s1", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 1}}},
