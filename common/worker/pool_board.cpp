@@ -39,6 +39,16 @@ const char* service_of(config::StageKind s) {
 }
 }  // namespace
 
+PoolBoard::PoolBoard(const config::Cluster& c, const config::Pool& self) : cluster_(c), self_(self) {
+  for (const auto& p : c.pools) groups_[p.name] = gpu_group(c, p);
+}
+
+const std::string& PoolBoard::group_of(const config::Pool& p) const {
+  static const std::string none;
+  auto it = groups_.find(p.name);
+  return it == groups_.end() ? none : it->second;
+}
+
 Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, const config::Pool& self,
                                                      queue::RedisAddress addr) {
   std::unique_ptr<PoolBoard> b(new PoolBoard(c, self));
@@ -78,21 +88,21 @@ double PoolBoard::expected_s(const config::Pool& p, const std::string& cls) cons
 // fastest pool of each later stage in its GPU group.
 double PoolBoard::committed_s(const config::Pool& p, const std::string& cls) const {
   double t = expected_s(p, cls);
-  const std::string g = gpu_group(cluster_, p);
+  const std::string g = group_of(p);
   if (g.empty()) return t;
   for (int later = static_cast<int>(p.stage) + 1; later < 3; ++later) {
     double best = schedule::kCannotRun;
     for (const auto& q : cluster_.pools)
-      if (static_cast<int>(q.stage) == later && gpu_group(cluster_, q) == g) best = std::min(best, expected_s(q, cls));
+      if (static_cast<int>(q.stage) == later && group_of(q) == g) best = std::min(best, expected_s(q, cls));
     if (std::isfinite(best)) t += best;
   }
   return t;
 }
 
 bool PoolBoard::group_decodes(const config::Pool& p) const {
-  const std::string g = gpu_group(cluster_, p);
+  const std::string g = group_of(p);
   for (const auto& q : cluster_.pools)
-    if (!g.empty() && q.stage == config::StageKind::kDecode && gpu_group(cluster_, q) == g) return true;
+    if (!g.empty() && q.stage == config::StageKind::kDecode && group_of(q) == g) return true;
   return false;
 }
 
@@ -246,9 +256,9 @@ bool PoolBoard::may_claim() {
     s.free_in_s = it != beat.end() ? it->second.first : 0;
     // A pool whose GPUs another pool of its group holds is free when that pool's task ends
     // (Sim::free_in): an encoder whose sampler now samples its job is not free.
-    if (const std::string g = gpu_group(cluster_, p); !g.empty())
+    if (const std::string g = group_of(p); !g.empty())
       for (const auto& q : cluster_.pools)
-        if (q.name != p.name && gpu_group(cluster_, q) == g)
+        if (q.name != p.name && group_of(q) == g)
           if (auto b = beat.find(q.name); b != beat.end() && b->second.second) s.free_in_s = std::max(s.free_in_s, b->second.first);
     if (p.name == self_.name) s.alive = true, s.free_in_s = 0;
     return s;
@@ -279,8 +289,8 @@ bool PoolBoard::may_claim() {
       s.tail_s = 0;
       enc.push_back(s);
       bool leases = false;
-      const std::string g = gpu_group(cluster_, *e);
-      for (const auto* q : cluster_.pools_on("", config::StageKind::kSample)) leases = leases || (!g.empty() && gpu_group(cluster_, *q) == g);
+      const std::string g = group_of(*e);
+      for (const auto* q : cluster_.pools_on("", config::StageKind::kSample)) leases = leases || (!g.empty() && group_of(*q) == g);
       reaches.push_back(!leases);
     }
     schedule::Lookahead la;

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -43,7 +44,10 @@ class PoolBoard final {
   ~PoolBoard();
 
  private:
-  PoolBoard(const config::Cluster& c, const config::Pool& self) : cluster_(c), self_(self) {}
+  PoolBoard(const config::Cluster& c, const config::Pool& self);
+  // The GPU group of a pool ("" when it shares its GPUs with nobody), computed once.
+  const std::string& group_of(const config::Pool& p) const;
+  std::map<std::string, std::string> groups_;
   std::string board_class(const config::Pool& p) const;
   std::optional<std::string> head_class();  // the class of the next task on this pool's stream
   bool group_decodes(const config::Pool& p) const;  // p's GPU group has a decoder of its own

@@ -20,8 +20,8 @@
 namespace h3pipe::worker {
 
 struct Hooks {
-  // Dispatch policy (sample pools): asked before each claim; false = leave the task to a pool
-  // that would finish it sooner.  Default: always claim.
+  // Dispatch policy (every stage: PoolBoard): asked before each claim; false = leave the task to
+  // a pool that would finish it sooner.  Default: always claim.
   std::function<bool()> may_claim = [] { return true; };
   // Chooses the decode host for a finished latent.  Default: the shared choice
   // (worker::choose_decode_host, schedule/decode_route.h) without queue backlogs.

@@ -15,9 +15,9 @@ namespace h3pipe::transfer_service {
 class Handoff final {
  public:
   Handoff(const config::Cluster& cluster, std::string host, queue::RedisAddress redis);
-  // Idempotent per (job, sha256): a Lua script sets the guard field xfer:<sha> on the job hash and,
-  // only if it was new, records the transfer stage (history, counters, state "decode") and XADDs
-  // the decode task to this host's decode stream.  Thread-safe.
+  // The job's transfer -> decode move (state::Store::apply) with the transfer's history record
+  // and the decode task for this host's stream, in one script; a latent delivered again finds the
+  // job already at decode and enqueues nothing.  Thread-safe.
   Status enqueue_decode(const pb::Offer& offer, const std::filesystem::path& final_path,
                         const std::string& sha256);
   Status enqueue_local(const pb::StageTask& task, const std::filesystem::path& final_path,

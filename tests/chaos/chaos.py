@@ -563,6 +563,14 @@ def inner(a):
                 shutil.rmtree(c.work, ignore_errors=True)
 
 
+def add_namespace_args(p):
+    """The arguments outer() hands the run it re-executes inside namespace A."""
+    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--ns-b", help=argparse.SUPPRESS)
+    p.add_argument("--ip-a", help=argparse.SUPPRESS)
+    p.add_argument("--ip-b", help=argparse.SUPPRESS)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", required=True, help="folder with h3pipe and the h3pipe-* services")
@@ -579,10 +587,7 @@ def main():
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     p.add_argument("--workdir", default=None)
-    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--ns-b", help=argparse.SUPPRESS)
-    p.add_argument("--ip-a", help=argparse.SUPPRESS)
-    p.add_argument("--ip-b", help=argparse.SUPPRESS)
+    add_namespace_args(p)
     a = p.parse_args()
     if a.seed is None:
         a.seed = random.randrange(1 << 30)

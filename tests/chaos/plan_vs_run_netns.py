@@ -100,10 +100,7 @@ def main():
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--keep", action="store_true")
     p.add_argument("--workdir", default=None)
-    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--ns-b", help=argparse.SUPPRESS)
-    p.add_argument("--ip-a", help=argparse.SUPPRESS)
-    p.add_argument("--ip-b", help=argparse.SUPPRESS)
+    chaos.add_namespace_args(p)
     a = p.parse_args()
     if a.seed is None:
         a.seed = random.randrange(1 << 30)
