@@ -21,11 +21,6 @@ double tie_eps(double t) {
   return 1e-9 * std::max(1.0, std::fabs(t));
 }
 
-// a ends before b beyond the tie band (an infinite end: never).
-bool sooner(double a, double b) {
-  return std::isfinite(a) && (!std::isfinite(b) || a < b - tie_eps(b));
-}
-
 // A stage task the model finishes: on pool `pool` at `end_s` (seconds from now).
 struct Done {
   double end_s;
@@ -186,15 +181,11 @@ std::vector<double> upstream_arrivals(const std::vector<PoolState>& feeders,
   return out;
 }
 
-bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
-                  std::size_t ready_tasks, const Lookahead& la) {
-  if (policy == Policy::kFirstFree || la.arrivals_in_s.empty())
-    return should_claim(policy, self, pools, ready_tasks);
-  if (ready_tasks == 0) return false;
-  std::size_t me = kNo;
-  for (std::size_t i = 0; i < pools.size(); ++i)
-    if (pools[i].name == self) me = i;
-  if (me == kNo || !usable(pools[me])) return false;
+namespace {
+
+// The rollout's answer for pools[me] on its own, as if no other pool were asked at this instant.
+bool rollout_claims(Policy policy, std::size_t me, const std::vector<PoolState>& pools,
+                    std::size_t ready_tasks, const Lookahead& la) {
   std::vector<PoolState> now = pools;
   now[me].free_in_s = 0;  // asked by an idle pool
   const std::size_t ready = std::min(ready_tasks, kRolloutTasks);
@@ -202,7 +193,7 @@ bool should_claim(Policy policy, std::string_view self, const std::vector<PoolSt
   std::sort(arrivals.begin(), arrivals.end());
   arrivals.resize(std::min(arrivals.size(), kRolloutTasks - ready));
   if (arrivals.empty())  // the queue alone fills the model: the count rule's case
-    return should_claim(policy, self, pools, ready_tasks + la.arrivals_in_s.size());
+    return should_claim_at(policy, me, pools, ready_tasks + la.arrivals_in_s.size());
   // Each option is worth the better of its two continuations.
   double claim = kInf, wait = kInf;
   for (Policy base : {Policy::kCompletionTime, Policy::kFirstFree})
@@ -212,9 +203,48 @@ bool should_claim(Policy policy, std::string_view self, const std::vector<PoolSt
       double& v = take ? claim : wait;
       v = std::min(v, last_job_end(now, la, std::move(done)));
     }
-  if (sooner(wait, claim)) return false;
-  if (sooner(claim, wait)) return true;
-  return should_claim(policy, self, pools, ready_tasks + la.arrivals_in_s.size());
+  // Within the band the greedy count rule decides: a live pool sees the model's times through
+  // heartbeats and polls a few milliseconds off, and a choice that turns on less than that
+  // would flip between the plan and the run.
+  const double band = kRolloutTieBand * (std::isfinite(claim) ? claim : wait);
+  if (std::isfinite(wait) && (!std::isfinite(claim) || wait < claim - band)) return false;
+  if (std::isfinite(claim) && (!std::isfinite(wait) || claim < wait - band)) return true;
+  return should_claim_at(policy, me, pools, ready_tasks + la.arrivals_in_s.size());
+}
+
+}  // namespace
+
+bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
+                  std::size_t ready_tasks, const Lookahead& la) {
+  if (policy == Policy::kFirstFree || la.arrivals_in_s.empty())
+    return should_claim(policy, self, pools, ready_tasks);
+  if (ready_tasks == 0) return false;
+  std::size_t me = kNo;
+  for (std::size_t i = 0; i < pools.size(); ++i)
+    if (pools[i].name == self) me = i;
+  if (me == kNo || !usable(pools[me])) return false;
+  // The instant as the simulator runs it (Sim::dispatch): the idle pools asked in vector order,
+  // again after every claim, until none claims.  A live pool asks whenever it polls, so it
+  // answers for the idle pools before it too: it claims only if the instant hands it a task,
+  // whichever pool polls first (a slower idle pool, asked first, leaves the head task to a
+  // faster idle one the instant gives it to).
+  std::vector<PoolState> cur = pools;
+  cur[me].free_in_s = 0;
+  std::vector<bool> took(pools.size(), false);
+  std::size_t ready = ready_tasks;
+  for (bool changed = true; changed && ready > 0;) {
+    changed = false;
+    for (std::size_t i = 0; i < cur.size() && ready > 0; ++i) {
+      if (took[i] || !usable(cur[i]) || cur[i].free_in_s > 0) continue;
+      if (!rollout_claims(policy, i, cur, ready, la)) continue;
+      if (i == me) return true;
+      took[i] = true;
+      cur[i].free_in_s = cur[i].expected_s;
+      --ready;
+      changed = true;
+    }
+  }
+  return false;
 }
 
 }  // namespace h3pipe::schedule

@@ -155,19 +155,24 @@ struct Lookahead {
 // The claim decision when part of the work is still upstream: `ready_tasks` are in the stage's
 // queue now and more arrive at la.arrivals_in_s.  No arrivals: should_claim(..., ready_tasks).
 // Otherwise, under kCompletionTime, a one-step rollout: the stage is modelled from now on, with
-// `self` taking a ready task now or sitting out this instant, every pool then deciding by the
+// a pool taking a ready task now or sitting out this instant, every pool then deciding by the
 // greedy count rule or by first-free (each option is worth the better of the two), then the
 // latents (the modelled tasks' and those the busy pools are making), in order of their stage end,
 // sent to the host that would decode each first and taken there by an idle decoder the greedy
 // count rule gives work (as live decoders decide), else by the one that finishes it first; links
-// are free but for the backlog in transfer_s.  `self` claims unless sitting out gives an earlier
-// last job end; on a tie, the greedy count rule over ready + arriving tasks decides.  Pools free
-// at the same instant decide in vector order in the model (config order in the simulator).  The
-// greedy count rule alone treats arriving tasks as if queued: a slow pool it gives a later task
-// takes the head one while a faster idle pool waits for the next arrival, and it ignores the
-// decoders, so sampling sooner can decode later (docs/planner.md).  The model covers the first
-// kRolloutTasks tasks; O(tasks * pools^2 + tasks * decoders).
+// are free but for the backlog in transfer_s.  A pool claims unless sitting out gives an earlier
+// last job end by more than kRolloutTieBand of it; within that band (a near tie, which the few
+// milliseconds a live pool's view is off by could flip) the greedy count rule over ready +
+// arriving tasks decides.  That rule alone treats arriving tasks as if queued: a slow pool it
+// gives a later task takes the head one while a faster idle pool waits for the next arrival, and
+// it ignores the decoders, so sampling sooner can decode later (docs/planner.md).
+// The instant is modelled as the simulator runs it (Sim::dispatch): the idle pools asked in
+// vector order (config order), again after each claim, until none claims; `self` claims if that
+// hands it a task.  So the answer does not depend on which idle pool asks first (live: whichever
+// polls first).  The model covers the first kRolloutTasks tasks; O(idle pools * (tasks * pools^2
+// + tasks * decoders)).
 inline constexpr std::size_t kRolloutTasks = 256;
+inline constexpr double kRolloutTieBand = 0.02;
 bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
                   std::size_t ready_tasks, const Lookahead& la);
 

@@ -156,6 +156,46 @@ TEST(ShouldClaimUpstream, ASlowPoolLeavesTheHeadToAFastOneFreeingBeforeTheNextAr
   EXPECT_TRUE(should_claim(Policy::kCompletionTime, "slow", ps, 1, la));
 }
 
+// Two samplers on host a (1.0 and 1.6 s), an encoder handing them a job every 0.1 s, decoders
+// of 1.0 s on a and 0.8 s on b (plan_vs_run_netns.py): which sampler takes the first job decides
+// nothing about the last job's end, a tie.  The count rule over the 12 tasks gives both work, so
+// both claimed the head when asked, and live the one that polled first took it (the slow one in
+// 4 of 6 runs; the planner asks in config order, so the plan had the fast one).  The instant is
+// now modelled as the planner runs it: whichever asks, only the fast one claims.
+TEST(ShouldClaimUpstream, ATieGoesToThePoolThePlannerWouldAskFirstWhicheverAsks) {
+  std::vector<PoolState> ps = {pool("s-fast", 1.0), pool("s-slow", 1.6)};
+  Lookahead la;
+  for (int i = 1; i <= 11; ++i) la.arrivals_in_s.push_back(0.1 * i - 0.004);  // a few ms early, as live
+  la.decode_hosts = {{"a", 0, {pool("dec-a", 1.0)}, 0, true, true}, {"b", 0, {pool("dec-b", 0.8)}, 0, true}};
+  la.transfer_s = {{0, 0.001}, {0, 0.001}};
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "s-fast", ps, 1, la));
+  EXPECT_FALSE(should_claim(Policy::kCompletionTime, "s-slow", ps, 1, la));
+  // Both take one of two ready tasks.
+  EXPECT_TRUE(should_claim(Policy::kCompletionTime, "s-slow", ps, 2, la));
+}
+
+// The property behind it: with k tasks ready, at most k idle pools claim, however the rollout's
+// options compare (every pool models the same instant).
+TEST(ShouldClaimUpstream, NoMoreIdlePoolsClaimThanTasksAreReady) {
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> dur(0.5, 3), arrive(0, 2), busy(0, 2);
+  std::uniform_int_distribution<int> coin(0, 2), ntasks(1, 3), narr(1, 12);
+  for (int round = 0; round < 1500; ++round) {
+    std::vector<PoolState> ps;
+    for (int i = 0, n = 2 + round % 4; i < n; ++i)
+      ps.push_back(pool(fmt::format("p{}", i), dur(rng), coin(rng) ? 0 : busy(rng)));
+    Lookahead la;
+    for (int i = 0, n = narr(rng); i < n; ++i) la.arrivals_in_s.push_back(arrive(rng));
+    la.decode_hosts = {{"a", 0, {pool("d0", dur(rng))}, 0, true, true}, {"b", 0, {pool("d1", dur(rng))}, 0, true}};
+    la.transfer_s.assign(ps.size(), {0, 0.01});
+    const std::size_t k = ntasks(rng);
+    std::size_t claims = 0;
+    for (const auto& p : ps)
+      if (p.free_in_s == 0 && should_claim(Policy::kCompletionTime, p.name, ps, k, la)) ++claims;
+    ASSERT_LE(claims, k) << "round " << round;
+  }
+}
+
 TEST(ShouldClaimUpstream, NoArrivalsIsTheCountRule) {
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<int> dur(1, 400), busy(0, 300), coin(0, 2), ntasks(1, 8);
