@@ -106,6 +106,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     }
     board = std::move(b.value());
     hooks.may_claim = [&board] { return board->may_claim(); };
+    hooks.idle_wait = [&board](std::chrono::milliseconds d) { board->wait_for_work(d); };
     hooks.on_event = [&board](const std::string& ev, const pb::StageTask& t) {
       if (ev == "claimed") board->claimed(t);
       else board->idle();

@@ -14,6 +14,7 @@
 #include <optional>
 #include <map>
 #include <set>
+#include <utility>
 
 namespace h3pipe::worker {
 namespace {
@@ -167,10 +168,24 @@ void PoolBoard::publish(double busy_for_s) {
   next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
 }
 
+std::string PoolBoard::stage_stream() const {
+  return self_.stage == config::StageKind::kDecode ? keys::stream("decode@" + self_.host)
+                                                   : keys::stream(config::stage_name(self_.stage));
+}
+
+void PoolBoard::wait_for_work(std::chrono::milliseconds max) {
+  if (!std::exchange(nothing_ready_, false)) {
+    std::this_thread::sleep_for(max);
+    return;
+  }
+  auto r = redis_->command({"XREAD", "BLOCK", std::to_string(std::max<long long>(1, max.count())), "STREAMS", stage_stream(), "$"});
+  // On trouble the next may_claim reads the board again (and degrades there if it must).
+  if (!r.ok()) std::this_thread::sleep_for(max);
+}
+
 // The next undelivered task of this pool's stream: the entry after the group's last-delivered id.
 std::optional<std::string> PoolBoard::head_class() {
-  const std::string stream = self_.stage == config::StageKind::kDecode ? keys::stream("decode@" + self_.host)
-                                                                      : keys::stream(config::stage_name(self_.stage));
+  const std::string stream = stage_stream();
   auto g = redis_->command({"XINFO", "GROUPS", stream});
   if (!g.ok()) return std::nullopt;
   std::string last;
@@ -278,7 +293,10 @@ bool PoolBoard::may_claim() {
   const std::size_t ready = stage == config::StageKind::kEncode   ? b.encode_queued
                             : stage == config::StageKind::kSample ? b.sample_queued
                                                                   : b.decode_queued_here;
-  if (ready == 0) return false;
+  if (ready == 0) {
+    nothing_ready_ = true;  // wait_for_work blocks on the stream
+    return false;
+  }
   // A sampler with encodes still upstream sees them as arrivals, and the decode side
   // (Sim::sample_lookahead).
   if (stage == config::StageKind::kSample && (b.encoding > 0 || b.encode_queued > 0)) {

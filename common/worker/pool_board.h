@@ -39,6 +39,11 @@ class PoolBoard final {
   // the later stages of the pool's GPU group).
   void claimed(const pb::StageTask& t);
   void idle() { publish(0); }
+  // After may_claim said no: when no task was waiting, blocks on the stage's stream until one is
+  // added (XREAD BLOCK ... $) or `max` passes, so an idle pool decides when a task arrives rather
+  // than at its next poll; else (a task waits for a pool that would finish it sooner) sleeps
+  // `max`.  An entry added between may_claim's read and the XREAD is seen at the next ask.
+  void wait_for_work(std::chrono::milliseconds max);
   // Entries of h3pipe:pools that were not a heartbeat (skipped by may_claim, warned once each).
   long long bad_heartbeats() const { return bad_heartbeats_.load(); }
   ~PoolBoard();
@@ -50,6 +55,8 @@ class PoolBoard final {
   std::map<std::string, std::string> groups_;
   std::string board_class(const config::Pool& p) const;
   std::optional<std::string> head_class();  // the class of the next task on this pool's stream
+  std::string stage_stream() const;         // the stream this pool claims from
+  bool nothing_ready_ = false;              // may_claim's last answer: no task was waiting
   bool group_decodes(const config::Pool& p) const;  // p's GPU group has a decoder of its own
   double expected_s(const config::Pool& p, const std::string& cls) const;
   double committed_s(const config::Pool& p, const std::string& cls) const;

@@ -293,7 +293,7 @@ Result<bool> StageWorker::step() {
     if (claimed->has_value()) got = std::move(**claimed);
   }
   if (!got) {
-    if (!new_work) std::this_thread::sleep_for(nap);
+    if (!new_work) hooks_.idle_wait ? hooks_.idle_wait(nap) : std::this_thread::sleep_for(nap);
     return false;
   }
   const queue::Entry& e = *got;

@@ -23,6 +23,9 @@ struct Hooks {
   // Dispatch policy (every stage: PoolBoard): asked before each claim; false = leave the task to
   // a pool that would finish it sooner.  Default: always claim.
   std::function<bool()> may_claim = [] { return true; };
+  // When may_claim said no: waits up to the given time before the next ask (PoolBoard: until a
+  // task arrives on the stream when none was waiting).  Default: sleeps it.
+  std::function<void(std::chrono::milliseconds)> idle_wait;
   // Chooses the decode host for a finished latent.  Default: the shared choice
   // (worker::choose_decode_host, schedule/decode_route.h) without queue backlogs.
   std::function<std::string(const pb::StageTask&)> decode_host;
