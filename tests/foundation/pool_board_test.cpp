@@ -3,6 +3,8 @@
 // is not a heartbeat is skipped and counted, never a crash.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "common/queue/keys.h"
 #include "common/worker/heartbeat.h"
 #include "common/worker/pool_board.h"
@@ -152,4 +154,37 @@ TEST(PoolBoard, TheClaimDecisionUsesTheClassOfTheNextQueuedTask) {
   (*s2)->claimed(pb::StageTask());
   enqueue("a");
   EXPECT_TRUE((*s1)->may_claim());
+}
+
+// An idle pool with nothing to claim waits on its stream and decides when a task arrives
+// (XREAD BLOCK $), not at the end of its wait; a pool that leaves a waiting task to a faster one
+// sleeps its wait out (the task does not wake it).
+TEST(PoolBoard, AnIdlePoolWakesWhenATaskArrives) {
+  ts::RedisServer srv;
+  auto c = cluster(srv.port());
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  for (const char* stage : {"encode", "sample"})
+    ASSERT_TRUE((*r)->command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok());
+  auto fast = worker::PoolBoard::create(c, *c.find_pool("s1"), srv.address());
+  auto slow = worker::PoolBoard::create(c, *c.find_pool("s2"), srv.address());
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  EXPECT_FALSE((*fast)->may_claim());  // nothing queued
+  std::thread add([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto w = srv.connect();
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->command({"XADD", keys::stream("sample"), "*", "task", "t"}).ok());
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  (*fast)->wait_for_work(std::chrono::seconds(30));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  add.join();
+  EXPECT_LT(waited, 15) << "woke by the wait's end, not by the task";
+  EXPECT_TRUE((*fast)->may_claim());
+  // The slow pool leaves the queued task to s1: it sleeps its (short) wait out.
+  EXPECT_FALSE((*slow)->may_claim());
+  const auto t1 = std::chrono::steady_clock::now();
+  (*slow)->wait_for_work(std::chrono::milliseconds(200));
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 0.19);
 }
