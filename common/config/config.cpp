@@ -217,6 +217,24 @@ std::vector<const Pool*> Cluster::pools_on(std::string_view host, std::optional<
     if ((host.empty() || p.host == host) && (!stage || p.stage == *stage)) out.push_back(&p);
   return out;
 }
+std::vector<std::size_t> Cluster::gpu_group_leaders() const {
+  std::vector<std::size_t> lead(pools.size());
+  for (std::size_t i = 0; i < pools.size(); ++i) lead[i] = i;
+  auto root = [&](std::size_t i) {
+    while (lead[i] != i) i = lead[i] = lead[lead[i]];
+    return i;
+  };
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    if (pools[i].shares_gpus_with.empty()) continue;
+    for (std::size_t k = 0; k < pools.size(); ++k)
+      if (pools[k].name == pools[i].shares_gpus_with) {
+        const std::size_t a = root(i), b = root(k);
+        if (a != b) lead[std::max(a, b)] = std::min(a, b);  // the earlier pool leads
+      }
+  }
+  for (std::size_t i = 0; i < pools.size(); ++i) lead[i] = root(i);
+  return lead;
+}
 std::string Cluster::class_of(std::uint32_t w, std::uint32_t h, std::uint32_t frames,
                               std::uint32_t steps, std::string_view named) const {
   if (!named.empty()) return std::string(named);

@@ -147,6 +147,10 @@ struct Cluster {
   const Pool* find_pool(std::string_view name) const;
   const RuntimeRef& runtime_for(const Pool& p) const;
   std::vector<const Pool*> pools_on(std::string_view host, std::optional<StageKind> stage = {}) const;
+  // GPU groups (shares_gpus_with, transitive): for each pool (index into `pools`), the index of
+  // the first pool of its group in config order (its own index when it shares with nobody).  The
+  // one grouping the simulator and the live GPU leases use.
+  std::vector<std::size_t> gpu_group_leaders() const;
   // Class of a job by the rule in JobClass; "default" when none matches.
   std::string class_of(std::uint32_t w, std::uint32_t h, std::uint32_t frames, std::uint32_t steps,
                        std::string_view named = {}) const;

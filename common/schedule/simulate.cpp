@@ -7,7 +7,6 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <numeric>
 #include <queue>
 #include <random>
 #include <set>
@@ -176,18 +175,8 @@ Status Sim::build() {
   in_transit_.assign(host_names_.size(), 0);
   decode_q_.resize(host_names_.size());
 
-  // GPU groups: union-find over shares_gpus_with.
-  std::vector<std::size_t> parent(c_.pools.size());
-  std::iota(parent.begin(), parent.end(), 0);
-  std::function<std::size_t(std::size_t)> root = [&](std::size_t i) {
-    return parent[i] == i ? i : parent[i] = root(parent[i]);
-  };
-  for (std::size_t i = 0; i < c_.pools.size(); ++i) {
-    const auto& sw = c_.pools[i].shares_gpus_with;
-    if (sw.empty()) continue;
-    for (std::size_t k = 0; k < c_.pools.size(); ++k)
-      if (c_.pools[k].name == sw) parent[root(i)] = root(k);
-  }
+  // GPU groups: numbered in the order of their first pool.
+  const std::vector<std::size_t> leader = c_.gpu_group_leaders();
   std::map<std::size_t, std::size_t> group_of_root;
   const double scale = c_.time_scale > 0 ? c_.time_scale : 1.0;
   for (std::size_t i = 0; i < c_.pools.size(); ++i) {
@@ -195,7 +184,7 @@ Status Sim::build() {
     PoolRt p;
     p.cfg = &cfg;
     p.host = host_ix_.at(cfg.host);
-    auto [g, fresh] = group_of_root.emplace(root(i), groups_.size());
+    auto [g, fresh] = group_of_root.emplace(leader[i], groups_.size());
     if (fresh) groups_.emplace_back();
     p.group = g->second;
     groups_[p.group].by_stage[static_cast<int>(cfg.stage)].push_back(i);

@@ -46,28 +46,14 @@ return 1
 }  // namespace
 
 std::string gpu_group(const config::Cluster& c, const config::Pool& p) {
-  // Union-find over shares_gpus_with, as the simulator builds its groups.
-  std::map<std::string, std::string> parent;
-  std::function<std::string(const std::string&)> root = [&](const std::string& n) -> std::string {
-    auto it = parent.find(n);
-    if (it == parent.end() || it->second == n) return n;
-    return it->second = root(it->second);
-  };
-  std::map<std::string, std::size_t> order;
+  // The simulator's grouping (Cluster::gpu_group_leaders); the first pool names the group.
+  const auto leader = c.gpu_group_leaders();
   for (std::size_t i = 0; i < c.pools.size(); ++i) {
-    order[c.pools[i].name] = i;
-    parent.emplace(c.pools[i].name, c.pools[i].name);
+    if (c.pools[i].name != p.name) continue;
+    for (std::size_t k = 0; k < c.pools.size(); ++k)
+      if (k != i && leader[k] == leader[i]) return c.pools[leader[i]].name;
+    return "";
   }
-  for (const auto& q : c.pools) {
-    if (q.shares_gpus_with.empty() || !order.count(q.shares_gpus_with)) continue;
-    std::string a = root(q.name), b = root(q.shares_gpus_with);
-    if (a == b) continue;
-    if (order[b] < order[a]) std::swap(a, b);
-    parent[b] = a;  // the earlier pool names the group
-  }
-  const std::string g = root(p.name);
-  for (const auto& q : c.pools)
-    if (q.name != p.name && root(q.name) == g) return g;
   return "";
 }
 
