@@ -58,7 +58,7 @@ std::optional<Entry> parse_entry(const redisReply* e) {
 
 // Redis lost the group (or the stream under it): FLUSHALL, a restart without persistence.
 bool group_gone(const Error& e) {
-  return e.code == "redis.error" && e.message.find("NOGROUP") != std::string::npos;
+  return e.code == errc::redis::kError && e.message.find("NOGROUP") != std::string::npos;
 }
 
 std::vector<std::string> flatten(const Commands& cmds) {
@@ -277,7 +277,7 @@ void LeaseKeeper::loop() {
                      opts_.group, opts_.stream, gone.size());
       } else {
         spdlog::warn("lease keeper: renewal failed: {}", r.error().message);
-        if (r.error().code == "redis.io") redis.reset();
+        if (r.error().code == errc::redis::kIo) redis.reset();
       }
     }
     lk.lock();
