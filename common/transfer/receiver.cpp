@@ -81,7 +81,7 @@ class TransferReceiver::Impl {
     try {
       sock_.bind(opts_.bind_endpoint);
     } catch (const zmq::error_t& e) {
-      return make_error("transfer.bind", "cannot bind {}: {}", opts_.bind_endpoint, e.what());
+      return make_error(errc::transfer::kBind, "cannot bind {}: {}", opts_.bind_endpoint, e.what());
     }
     return sock_.get(zmq::sockopt::last_endpoint);
   }
@@ -131,7 +131,7 @@ class TransferReceiver::Impl {
       std::vector<std::string_view> views;
       for (const auto& p : parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
       auto f = parse_frame(Reader::kReceiver, views);
-      if (!f.ok() && f.error().code == "transfer.frame.parts") {
+      if (!f.ok() && f.error().code == errc::transfer::kFrameParts) {
         probe_.protocol_error();
         continue;
       }
@@ -139,7 +139,7 @@ class TransferReceiver::Impl {
       last_rx_[routing] = Clock::now();
       if (!f.ok()) {
         probe_.protocol_error();
-        if (f.error().code != "transfer.frame.no_data")
+        if (f.error().code != errc::transfer::kFrameNoData)
           spdlog::warn("transfer receiver: {}", f.error().message);
         continue;
       }
@@ -170,14 +170,14 @@ class TransferReceiver::Impl {
   }
 
   void send_done(const std::string& routing, const pb::Offer& o, std::uint64_t tid, bool ok,
-                 const std::string& code, const std::string& reason, bool retry) {
+                 std::string_view code, const std::string& reason, bool retry) {
     pb::TransferFrame f;
     auto* d = f.mutable_done();
     d->set_job_id(o.job_id());
     d->set_transfer_id(tid);
     d->set_ok(ok);
     d->set_sha256(ok ? o.sha256() : "");
-    d->set_code(code);
+    d->set_code(std::string(code));
     d->set_reason(reason);
     d->set_retry(retry);
     send(routing, f);
@@ -221,7 +221,7 @@ class TransferReceiver::Impl {
                   o.run_id(), o.job_id(), o.size(), o.sha256(), o.attempt());
 
     struct Opened {
-      Result<std::shared_ptr<PartFile>> file = make_error("", "");
+      Result<std::shared_ptr<PartFile>> file = Error{};
       Sha256 hasher;
       std::uint64_t have = 0;
       bool complete = false, notified = false;
@@ -337,7 +337,7 @@ class TransferReceiver::Impl {
       if (unknown_told_.insert(c.transfer_id()).second) {
         pb::Offer o;
         o.set_job_id(c.job_id());
-        send_done(routing, o, c.transfer_id(), false, "transfer.unknown",
+        send_done(routing, o, c.transfer_id(), false, errc::transfer::kUnknown.id,
                   "no such transfer on the receiver; offer again", true);
       }
       return;
@@ -353,7 +353,7 @@ class TransferReceiver::Impl {
       probe_.protocol_error();
       spdlog::warn("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
                    problem);
-      send_done(routing, s.offer, s.tid, false, "transfer.protocol", problem, true);
+      send_done(routing, s.offer, s.tid, false, errc::transfer::kProtocol.id, problem, true);
       close_session(&s);
       return;
     }
@@ -457,7 +457,7 @@ class TransferReceiver::Impl {
         return [this, tid, reason] {
           auto it = by_tid_.find(tid);
           if (it == by_tid_.end()) return;
-          send_done(it->second->routing, it->second->offer, tid, false, "transfer.integrity",
+          send_done(it->second->routing, it->second->offer, tid, false, errc::transfer::kIntegrity.id,
                     reason, true);
           erase(it->second);
         };
@@ -596,10 +596,10 @@ Result<std::unique_ptr<TransferReceiver>> TransferReceiver::start(zmq::context_t
                                                                   ReceiverOptions opts,
                                                                   OnDurable on_durable,
                                                                   TransferProbe& probe) {
-  if (opts.root.empty()) return make_error("transfer.config", "receiver root must be set");
+  if (opts.root.empty()) return make_error(errc::transfer::kConfig, "receiver root must be set");
   opts.root = fs::absolute(opts.root);  // offers resolve below it (artifacts::Root checks)
   if (opts.chunk_bytes == 0 || opts.chunk_bytes > (16u << 20) || opts.window == 0)
-    return make_error("transfer.config", "chunk_bytes must be 1..16 MiB and window at least 1");
+    return make_error(errc::transfer::kConfig, "chunk_bytes must be 1..16 MiB and window at least 1");
   auto impl = std::make_unique<Impl>(ctx, std::move(opts), std::move(on_durable), probe);
   auto ep = impl->bind();
   if (!ep.ok()) return ep.error();

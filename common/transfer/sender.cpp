@@ -67,7 +67,7 @@ class TransferSender::Impl {
       notify_->bind(opts_.notify_endpoint);
       return notify_->get(zmq::sockopt::last_endpoint);
     } catch (const zmq::error_t& e) {
-      return make_error("transfer.bind", "cannot bind the notify socket {}: {}",
+      return make_error(errc::transfer::kBind, "cannot bind the notify socket {}: {}",
                         opts_.notify_endpoint, e.what());
     }
   }
@@ -214,7 +214,7 @@ class TransferSender::Impl {
       }
     }
     fail(j.task,
-         make_error("transfer.peer", "no transfer peer configured for decode host \"{}\"", target));
+         make_error(errc::transfer::kPeer, "no transfer peer configured for decode host \"{}\"", target));
   }
 
   void deliver_here(Job j) {
@@ -388,7 +388,7 @@ class TransferSender::Impl {
     if (p.fd >= 0) return true;
     p.fd = ::open(p.active->latent.c_str(), O_RDONLY | O_CLOEXEC);
     if (p.fd >= 0) return true;
-    fail_active(p, make_error("transfer.source", "open {}: {}", p.active->latent.string(),
+    fail_active(p, make_error(errc::transfer::kSource, "open {}: {}", p.active->latent.string(),
                               std::strerror(errno)));
     return false;
   }
@@ -480,7 +480,7 @@ class TransferSender::Impl {
       auto* bytes = static_cast<std::uint8_t*>(data.data());
       ssize_t got = ::pread(p.fd, bytes, n, static_cast<off_t>(p.next));
       if (got != static_cast<ssize_t>(n))
-        return fail_active(p, make_error("transfer.source", "read {} at {}: short read",
+        return fail_active(p, make_error(errc::transfer::kSource, "read {} at {}: short read",
                                          j.latent.string(), p.next));
       if (p.hashing && p.hashed == p.next) {
         p.hasher.update(bytes, n);
@@ -601,12 +601,12 @@ TransferSender::TransferSender(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 Result<std::unique_ptr<TransferSender>> TransferSender::start(zmq::context_t& ctx,
                                                               SenderOptions opts,
                                                               TransferProbe& probe) {
-  if (opts.host.empty()) return make_error("transfer.config", "sender host must be set");
+  if (opts.host.empty()) return make_error(errc::transfer::kConfig, "sender host must be set");
   if (opts.max_attempts < 1)
-    return make_error("transfer.config", "max_attempts must be at least 1");
+    return make_error(errc::transfer::kConfig, "max_attempts must be at least 1");
   for (const auto& p : opts.peers) {
     if (p.host.empty() || p.endpoint.empty())
-      return make_error("transfer.config", "every peer needs a host and an endpoint");
+      return make_error(errc::transfer::kConfig, "every peer needs a host and an endpoint");
   }
   auto impl = std::make_unique<Impl>(ctx, std::move(opts), probe);
   auto ep = impl->bind();
