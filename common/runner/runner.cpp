@@ -31,12 +31,12 @@ void on_signal(int) { g_stop.store(true); }
 Status check_writable(const fs::path& root) {
   std::error_code ec;
   fs::create_directories(root, ec);
-  if (ec) return make_error("io.mkdir", "cannot create {}: {}", root.string(), ec.message());
+  if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", root.string(), ec.message());
   const fs::path probe = root / fmt::format(".h3pipe-write-probe-{}", ::getpid());
   auto w = artifacts::write_atomic(probe, std::string("probe\n"));
   fs::remove(probe, ec);
   fs::remove(probe.string() + ".sha256", ec);
-  if (!w.ok()) return make_error("io.write", "cannot write in {}: {}", root.string(), w.error().message);
+  if (!w.ok()) return make_error(errc::io::kWrite, "cannot write in {}: {}", root.string(), w.error().message);
   return {};
 }
 

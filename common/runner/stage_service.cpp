@@ -71,7 +71,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     if (stage == config::StageKind::kSample) take(runtime::make_sample(rt.name, fa), rts.sample);
     if (stage == config::StageKind::kDecode) take(runtime::make_decode(rt.name, fa), rts.decode);
     if (!ok) {
-      if (err.code.rfind("runtime.permanent", 0) != 0) {
+      if (!errc::is_permanent(err.code)) {
         spdlog::critical("{}", err.to_string());
         return 2;
       }

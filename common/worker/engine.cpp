@@ -166,7 +166,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     spdlog::info("run={} job={} {}: output already present and verified; skipping", run, job, stage_.key);
     return finish(c, t, rec, false, true);
   }
-  if (existing.error().code == "artifact.mismatch" || existing.error().code == "artifact.no_sidecar")
+  if (existing.error().code == errc::artifact::kMismatch || existing.error().code == errc::artifact::kNoSidecar)
     files_.remove(ctx.output);  // a corrupt output is redone, never trusted
   if (stage_.reads_input) {
     auto in = files_.verify(fs::absolute(cl.artifact_root), fs::absolute(ctx.input));
@@ -190,11 +190,11 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     return fail_attempt(c, t, attempt, made.error());
   ledger_.note_exec(t);
   auto out = compute_(ctx);
-  if (!out.ok() && out.error().code == "runtime.cancelled" && ledger_.lease_lost(c.entry_id)) {
+  if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.lease_lost(c.entry_id)) {
     spdlog::warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job, stage_.key);
     return done(Outcome::kLeaseLost, t);
   }
-  if (!out.ok() && out.error().code == "runtime.cancelled") {
+  if (!out.ok() && out.error().code == errc::runtime::kCancelled) {
     spdlog::info("run={} job={} {}: cancelled while running", run, job, stage_.key);
     auto r = cancel(c, t);
     if (!r.ok()) return r.error();
@@ -247,8 +247,9 @@ Result<Outcome> StageEngine::fail_attempt(const Claimed& c, const pb::StageTask&
   spdlog::warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), stage_.key, attempt,
                cl.queue.max_deliveries, err.to_string());
   ledger_.note_error(t, err.to_string());
-  // runtime.permanent.*: retrying cannot help (runtime.h), so the first failure is the last.
-  const bool permanent = err.code.rfind("runtime.permanent.", 0) == 0;
+  // A permanent code (the catalogue's retry class): retrying cannot help, so the first failure is
+  // the last.
+  const bool permanent = errc::is_permanent(err.code);
   if (attempt >= cl.queue.max_deliveries || permanent)
     return dead_letter(c, t,
                        permanent ? fmt::format("{} failed permanently on delivery {}: {}", stage_.key, attempt,
@@ -286,7 +287,7 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
         next_stream = keys::stream("decode@" + target);
       } else {
         if (!routing_.hand_off)
-          return make_error("config.transfer", "decode host {} differs from {} but no transfer sender is wired",
+          return make_error(errc::config::kTransfer, "decode host {} differs from {} but no transfer sender is wired",
                             target, opts_.pool->host);
         to = JobState::kTransfer;  // the receiver on the decode host enqueues the decode task
         via_transfer = true;

@@ -141,7 +141,7 @@ void PoolBoard::heartbeat_loop() {
     if (r) {
       hb.set_unix_ms(state::now_ms());
       auto w = r->command({"HSET", keys::pools(), self_.name, encode_heartbeat(hb)});
-      if (!w.ok() && w.error().code == "redis.io") r.reset();
+      if (!w.ok() && w.error().code == errc::redis::kIo) r.reset();
     }
     lk.lock();
   }

@@ -86,7 +86,7 @@ class StageWorker::DiskFiles final : public Files {
   Result<std::uint64_t> size(const fs::path& p) override {
     std::error_code ec;
     auto n = fs::file_size(p, ec);
-    if (ec) return make_error("artifact.size", "{}: {}", p.string(), ec.message());
+    if (ec) return make_error(errc::artifact::kSize, "{}: {}", p.string(), ec.message());
     return static_cast<std::uint64_t>(n);
   }
   Status make_dirs(const fs::path& root, const fs::path& dir) override {
