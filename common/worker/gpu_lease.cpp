@@ -1,11 +1,20 @@
 #include "common/worker/gpu_lease.h"
 
-#include <spdlog/spdlog.h>
-
 #include <map>
 #include <random>
 
+#include "common/logging/log.h"
 #include "common/queue/keys.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("gpu_lease");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::worker {
 namespace {
@@ -137,10 +146,10 @@ void GpuLease::renew_loop() {
     if (r) {
       auto x = r->eval(kRenew, {key_}, {token_, std::to_string(ttl_ms_)});
       if (!x.ok()) {
-        spdlog::warn("gpu lease {}: renewal failed: {}", key_, x.error().message);
+        logger().warn("gpu lease {}: renewal failed: {}", key_, x.error().message);
         if (x.error().code == errc::redis::kIo) r.reset();
       } else if (queue::reply_int(x->get()) == 0 && held_) {
-        spdlog::error("gpu lease {}: lost (expired while held); another pool of the group may start", key_);
+        logger().error("gpu lease {}: lost (expired while held); another pool of the group may start", key_);
       }
     }
     lk.lock();
