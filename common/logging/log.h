@@ -4,7 +4,7 @@
 // Every component logger writes through one shared sink with one level and one pattern, and the
 // pattern carries the component's name on every line:
 //
-//   2026-12-01T14:20:29.123 warn [encoder] [engine] run=r1 job=j1 encode attempt 1/3 failed: ...
+//   2026-12-01T14:20:29.123 warning [encoder] [engine] run=r1 job=j1 encode attempt 1/3 failed: ...
 //
 // configure() sets the service's name, the level and stderr as the sink; before it is called the
 // loggers write to stderr at level info.  Loggers are spdlog's (fmt-style, thread-safe); get() is

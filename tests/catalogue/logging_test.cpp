@@ -31,7 +31,7 @@ TEST(Logging, EveryLineCarriesTheServiceAndItsComponentName) {
   get("queue")->info("stream {} created", "h3pipe:encode");
   auto lines = cap.lines();
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_NE(lines[0].find(" warn [encoder] [engine] run=r1 job=j1 attempt 1 failed"), std::string::npos)
+  EXPECT_NE(lines[0].find(" warning [encoder] [engine] run=r1 job=j1 attempt 1 failed"), std::string::npos)
       << lines[0];
   EXPECT_NE(lines[1].find(" info [encoder] [queue] stream h3pipe:encode created"), std::string::npos)
       << lines[1];
