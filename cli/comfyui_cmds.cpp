@@ -19,12 +19,12 @@ using comfyui::Json;
 
 Result<Json> read_json(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("comfyui.split.read", "cannot read {} {}", what, path);
+  if (!in) return make_error(errc::comfyui::kSplitRead, "cannot read {} {}", what, path);
   std::stringstream ss;
   ss << in.rdbuf();
   auto j = Json::parse(ss.str(), nullptr, false);
   if (j.is_discarded())
-    return make_error("comfyui.split.read", "{} {} is not valid JSON", what, path);
+    return make_error(errc::comfyui::kSplitRead, "{} {} is not valid JSON", what, path);
   return j;
 }
 
@@ -33,13 +33,13 @@ Result<Json> fetch_object_info(std::string url) {
   runtime::http::Client c({3000, 60000, 256u << 20});
   auto r = c.get(url + "/object_info");
   if (!r.ok())
-    return make_error("comfyui.split.server", "cannot fetch {}/object_info: {}", url,
+    return make_error(errc::comfyui::kSplitServer, "cannot fetch {}/object_info: {}", url,
                       r.error().message);
   if (r->status != 200)
-    return make_error("comfyui.split.server", "{}/object_info answered {}", url, r->status);
+    return make_error(errc::comfyui::kSplitServer, "{}/object_info answered {}", url, r->status);
   auto j = Json::parse(r->body, nullptr, false);
   if (j.is_discarded())
-    return make_error("comfyui.split.server", "{}/object_info is not JSON", url);
+    return make_error(errc::comfyui::kSplitServer, "{}/object_info is not JSON", url);
   return j;
 }
 
@@ -79,7 +79,7 @@ int run_split(const SplitArgs& a) {
   if (comfyui::is_ui_format(*wf)) {
     if (!oi)
       return fail(make_error(
-          "comfyui.split.needs_object_info",
+          errc::comfyui::kSplitNeedsObjectInfo,
           "this is a UI-format workflow (nodes/links); its widget values are mapped to input "
           "names with the server's /object_info: pass --server URL or --object-info FILE (or "
           "export it from ComfyUI with \"Export (API)\")"));

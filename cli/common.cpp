@@ -32,7 +32,7 @@ Result<config::Cluster> load_cluster(const Global& g) {
     if (!cfg.empty()) return runtime::load_config(cfg);
   }
   if (auto s = runtime::check_settings(*def, runtime::SettingsScope::kConfig); !s.ok())
-    return make_error("config.invalid", "the embedded config:\n{}", s.error().message);
+    return make_error(errc::config::kInvalid, "the embedded config:\n{}", s.error().message);
   return def;
 }
 
@@ -59,7 +59,7 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
     addr.port = std::atoi(g.redis.substr(colon + 1).c_str());
   }
   if (addr.port == 0)
-    return make_error("cli.redis", "no running local stack under {} and the config names no redis port; run `h3pipe start` or pass --redis HOST:PORT",
+    return make_error(errc::cli::kRedis, "no running local stack under {} and the config names no redis port; run `h3pipe start` or pass --redis HOST:PORT",
                       c.state_dir.string());
   return queue::Redis::connect(addr);
 }

@@ -89,7 +89,7 @@ Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::st
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (!j.is_discarded()) out.push_back(std::move(j));
   }
-  if (out.empty()) return make_error("report.none", "no receipts under {}", dir->string());
+  if (out.empty()) return make_error(errc::report::kNone, "no receipts under {}", dir->string());
   return out;
 }
 

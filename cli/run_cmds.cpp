@@ -24,19 +24,19 @@ Result<std::string> read_batch_file(const std::string& path, const config::Limit
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(st))
-    return make_error("batch.open", "{}: cannot open the batch file", path);
+    return make_error(errc::batch::kOpen, "{}: cannot open the batch file", path);
   if (!std::filesystem::is_regular_file(st))
-    return make_error("batch.not_a_file", "{}: not a regular file (a JSON lines batch file is expected)", path);
+    return make_error(errc::batch::kNotAFile, "{}: not a regular file (a JSON lines batch file is expected)", path);
   const std::uint64_t cap = static_cast<std::uint64_t>(limits.max_batch) *
                             (2ull * limits.max_prompt_bytes + 16 * 1024);
   const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return make_error("batch.open", "{}: cannot read the batch file: {}", path, ec.message());
+  if (ec) return make_error(errc::batch::kOpen, "{}: cannot read the batch file: {}", path, ec.message());
   if (size > cap)
-    return make_error("batch.too_large",
+    return make_error(errc::batch::kTooLarge,
                       "{}: {} bytes, above what {} jobs can take ({} bytes; limits.max_batch, "
                       "limits.max_prompt_bytes)", path, size, limits.max_batch, cap);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("batch.open", "{}: cannot open the batch file", path);
+  if (!in) return make_error(errc::batch::kOpen, "{}: cannot open the batch file", path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -122,7 +122,7 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   state::RunStatus s;
   for (;;) {
     auto rs = state::Store(*redis).run_status(run_id);
-    if (!rs.ok() && rs.error().code == "run.unknown") {
+    if (!rs.ok() && rs.error().code == errc::run::kUnknown) {
       fmt::print(stderr, "{}\n", rs.error().message);
       return kExitNoSuchRun;
     }

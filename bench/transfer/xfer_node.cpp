@@ -10,8 +10,6 @@
 // TEST ONLY: H3PIPE_TEST_ONLY_CORRUPT_ATTEMPTS=N makes the sender flip a bit in the first chunk of
 // each of the first N attempts of every transfer (SenderOptions::test_only_corrupt_attempts).
 #include <signal.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +24,7 @@
 #include <thread>
 
 #include "common/latent/latent.h"
+#include "common/logging/log.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
 #include "common/transfer/outbox.h"
@@ -333,8 +332,7 @@ int main(int argc, char** argv) {
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
   if (!std::getenv("XFER_NO_MALLOPT")) tune_allocator();
-  spdlog::set_default_logger(spdlog::stderr_color_mt("xfer_node"));  // stdout stays for results
-  spdlog::set_level(spdlog::level::info);
+  h3pipe::logging::configure("xfer_node", "info");  // the loggers write to stderr: stdout stays for results
   if (kc->parsed()) {
     for (const char* n : {"receiver", "sender", "stranger"}) {
       auto kp = keygen(keydir, n, true);

@@ -17,9 +17,9 @@
 namespace h3pipe::artifacts {
 namespace {
 
-Error io_error(std::string_view what, const fs::path& p, int err) {
-  return make_error(std::string("io.") + std::string(what), "{} {}: {}", what, p.string(),
-                    std::strerror(err));
+// The message names the failed call: "fsync /out/j.mp4: No space left on device".
+Error io_error(const ErrorCode& call, const fs::path& p, int err) {
+  return make_error(call, "{} {}: {}", call.leaf(), p.string(), std::strerror(err));
 }
 
 Status write_all(int fd, const std::uint8_t* data, std::size_t len, const fs::path& p) {
@@ -27,7 +27,7 @@ Status write_all(int fd, const std::uint8_t* data, std::size_t len, const fs::pa
     ssize_t n = ::write(fd, data, len);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return io_error("write", p, errno);
+      return io_error(errc::io::kWrite, p, errno);
     }
     data += n;
     len -= static_cast<std::size_t>(n);
@@ -50,13 +50,13 @@ Result<Target> locate(const fs::path& root, const fs::path& final_path, bool cre
   if (create_dirs) {
     std::error_code ec;
     fs::create_directories(root.empty() ? fs::path(".") : root, ec);  // the root is trusted config
-    if (ec) return make_error("io.mkdir", "mkdir {}: {}", root.string(), ec.message());
+    if (ec) return make_error(errc::io::kMkdir, "mkdir {}: {}", root.string(), ec.message());
   }
   auto dir = open_dir_beneath(root, rel->parent_path(), create_dirs);
   if (!dir.ok()) return dir.error();
   std::string name = rel->filename().native();
   if (name.size() + std::string_view(".sha256.part").size() > NAME_MAX)
-    return make_error("path.too_long", "{}: the name leaves no room for its .sha256.part sibling ({} bytes)",
+    return make_error(errc::path::kTooLong, "{}: the name leaves no room for its .sha256.part sibling ({} bytes)",
                       final_path.string(), name.size());
   return Target{std::move(*dir), name, final_path.is_absolute() ? final_path : root / final_path};
 }
@@ -65,19 +65,19 @@ Result<Target> locate(const fs::path& root, const fs::path& final_path, bool cre
 fs::path parent_root(const fs::path& p) { return p.parent_path().empty() ? fs::path(".") : p.parent_path(); }
 
 Status fsync_fd(int fd, const fs::path& p) {
-  if (::fsync(fd) != 0) return io_error("fsync", p, errno);
+  if (::fsync(fd) != 0) return io_error(errc::io::kFsync, p, errno);
   return {};
 }
 
 // name.part is created fresh (a stale one is unlinked first, never opened: it may be a symlink).
 Status write_file_synced(const Target& t, const std::string& name, std::span<const std::uint8_t> bytes) {
   fs::path shown = t.shown.parent_path() / name;
-  if (::unlinkat(t.dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error("unlink", shown, errno);
+  if (::unlinkat(t.dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error(errc::io::kUnlink, shown, errno);
   int fd = ::openat(t.dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("open", shown, errno);
+  if (fd < 0) return io_error(errc::io::kOpen, shown, errno);
   Status s = write_all(fd, bytes.data(), bytes.size(), shown);
   if (s.ok()) s = fsync_fd(fd, shown);
-  if (::close(fd) != 0 && s.ok()) s = io_error("close", shown, errno);
+  if (::close(fd) != 0 && s.ok()) s = io_error(errc::io::kClose, shown, errno);
   if (!s.ok()) (void)::unlinkat(t.dir.get(), name.c_str(), 0);  // ours (O_EXCL): no half file stays
   return s;
 }
@@ -85,7 +85,7 @@ Status write_file_synced(const Target& t, const std::string& name, std::span<con
 // On a failed rename `from` is removed: no .part outlives its attempt.
 Status rename_synced(const Target& t, const std::string& from, const std::string& to) {
   if (::renameat(t.dir.get(), from.c_str(), t.dir.get(), to.c_str()) != 0) {
-    Error e = io_error("rename", t.shown.parent_path() / from, errno);
+    Error e = io_error(errc::io::kRename, t.shown.parent_path() / from, errno);
     (void)::unlinkat(t.dir.get(), from.c_str(), 0);
     return e;
   }
@@ -107,15 +107,15 @@ Result<UniqueFd> open_read(const Target& t, const std::string& name) {
     int e = errno;
     fs::path shown = t.shown.parent_path() / name;
     if (e == ELOOP)
-      return make_error("path.symlink", "{} is a symlink; artifacts are never read through one", shown.string());
-    if (e == ENOENT) return make_error("artifact.missing", "{} does not exist", shown.string());
-    return io_error("open", shown, e);
+      return make_error(errc::path::kSymlink, "{} is a symlink; artifacts are never read through one", shown.string());
+    if (e == ENOENT) return make_error(errc::artifact::kMissing, "{} does not exist", shown.string());
+    return io_error(errc::io::kOpen, shown, e);
   }
   UniqueFd out(fd);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return io_error("stat", t.shown.parent_path() / name, errno);
+  if (::fstat(fd, &st) != 0) return io_error(errc::io::kStat, t.shown.parent_path() / name, errno);
   if (!S_ISREG(st.st_mode))
-    return make_error("artifact.not_regular", "{} is not a regular file", (t.shown.parent_path() / name).string());
+    return make_error(errc::artifact::kNotRegular, "{} is not a regular file", (t.shown.parent_path() / name).string());
   return out;
 }
 
@@ -129,7 +129,7 @@ Result<std::string> hash_fd(int fd, const fs::path& shown) {
     ssize_t n = ::read(fd, buf.get(), kBuf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return io_error("read", shown, errno);
+      return io_error(errc::io::kRead, shown, errno);
     }
     if (n == 0) break;
     h.update(buf.get(), static_cast<std::size_t>(n));
@@ -155,11 +155,11 @@ Result<std::string> verify_at(const Target& t) {
   if (!fd.ok()) return fd.error();
   std::string want = read_sidecar_at(t);
   if (want.empty())
-    return make_error("artifact.no_sidecar", "{} has no valid .sha256 sidecar", t.shown.string());
+    return make_error(errc::artifact::kNoSidecar, "{} has no valid .sha256 sidecar", t.shown.string());
   auto got = hash_fd(fd->get(), t.shown);
   if (!got.ok()) return got.error();
   if (*got != want)
-    return make_error("artifact.mismatch", "{}: content hashes to {}, sidecar says {}", t.shown.string(), *got,
+    return make_error(errc::artifact::kMismatch, "{}: content hashes to {}, sidecar says {}", t.shown.string(), *got,
                       want);
   return want;
 }
@@ -184,7 +184,7 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     auto have = verify_at(t);
     if (!have.ok())
-      return make_error("artifact.exists", "{} already exists and does not verify ({}); remove it to redo the stage",
+      return make_error(errc::artifact::kExists, "{} already exists and does not verify ({}); remove it to redo the stage",
                         t.shown.string(), have.error().message);
     if (reused) *reused = true;
     return *have;
@@ -203,11 +203,11 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
   if (Status side = write_sidecar(t, hex); !side.ok()) return abandon(side.error(), false);
   if (::renameat2(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno == EEXIST) return keep_existing();  // lost a race with a concurrent commit
-    if (errno != EINVAL && errno != ENOSYS) return abandon(io_error("rename", t.shown.parent_path() / part, errno), true);
+    if (errno != EINVAL && errno != ENOSYS) return abandon(io_error(errc::io::kRename, t.shown.parent_path() / part, errno), true);
     // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just the same.
     if (::linkat(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), 0) != 0) {
       if (errno == EEXIST) return keep_existing();
-      return abandon(io_error("link", t.shown.parent_path() / part, errno), true);
+      return abandon(io_error(errc::io::kLink, t.shown.parent_path() / part, errno), true);
     }
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
   }
@@ -252,7 +252,7 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
   if (!hex.ok()) return drop(hex.error());
   if (!expected_sha256.empty() && *hex != expected_sha256) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
-    return make_error("artifact.mismatch", "{}: content hashes to {}, expected {}", t.shown.string(), *hex,
+    return make_error(errc::artifact::kMismatch, "{}: content hashes to {}, expected {}", t.shown.string(), *hex,
                       expected_sha256);
   }
   return publish_once(t, part, *hex, reused, before_publish);
@@ -262,7 +262,7 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
 Result<Target> locate_in_parent(const fs::path& final_path) {
   std::error_code ec;
   fs::create_directories(parent_root(final_path), ec);
-  if (ec) return make_error("io.mkdir", "mkdir {}: {}", final_path.parent_path().string(), ec.message());
+  if (ec) return make_error(errc::io::kMkdir, "mkdir {}: {}", final_path.parent_path().string(), ec.message());
   auto t = locate(parent_root(final_path), final_path.filename(), false);
   if (t.ok()) t->shown = final_path;
   return t;
@@ -271,17 +271,17 @@ Result<Target> locate_in_parent(const fs::path& final_path) {
 }  // namespace
 
 Status validate_id(std::string_view field, std::string_view id) {
-  if (id.empty()) return make_error("id.empty", "{}: must not be empty", field);
+  if (id.empty()) return make_error(errc::id::kEmpty, "{}: must not be empty", field);
   if (id.size() > kMaxIdLength)
-    return make_error("id.too_long", "{}: {} characters, at most {} allowed", field, id.size(),
+    return make_error(errc::id::kTooLong, "{}: {} characters, at most {} allowed", field, id.size(),
                       kMaxIdLength);
   if (id.front() == '.')
-    return make_error("id.dot", "{}: must not start with '.' (got \"{}\")", field, id);
+    return make_error(errc::id::kDot, "{}: must not start with '.' (got \"{}\")", field, id);
   for (unsigned char c : id) {
     bool ok = std::isalnum(c) || c == '_' || c == '-' || c == '.';
     if (!ok) {
       std::string shown = c == 0 ? "NUL" : c == '/' ? "'/'" : fmt::format("0x{:02x}", c);
-      return make_error("id.char", "{}: character {} not allowed; use letters, digits, '.', '_', '-'",
+      return make_error(errc::id::kChar, "{}: character {} not allowed; use letters, digits, '.', '_', '-'",
                         field, shown);
     }
   }
@@ -311,9 +311,9 @@ fs::path sidecar_path(const fs::path& final_path) {
 
 Status fsync_path(const fs::path& p, bool directory) {
   int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return io_error("open", p, errno);
+  if (fd < 0) return io_error(errc::io::kOpen, p, errno);
   Status s;
-  if (::fsync(fd) != 0) s = io_error("fsync", p, errno);
+  if (::fsync(fd) != 0) s = io_error(errc::io::kFsync, p, errno);
   ::close(fd);
   return s;
 }
@@ -370,7 +370,7 @@ std::string read_sidecar(const Root& root, const fs::path& final_path) {
 Result<std::string> verify(const fs::path& final_path) {
   auto t = locate(parent_root(final_path), final_path.filename(), false);
   if (!t.ok()) {
-    if (t.error().code == "path.missing") return make_error("artifact.missing", "{} does not exist", final_path.string());
+    if (t.error().code == errc::path::kMissing) return make_error(errc::artifact::kMissing, "{} does not exist", final_path.string());
     return t.error();
   }
   t->shown = final_path;
@@ -381,8 +381,8 @@ Result<std::string> verify(const Root& root, const fs::path& final_path) {
   auto t = locate(root.path, final_path, false);
   if (!t.ok()) {
     // A missing directory below the root means a missing artifact; every other refusal stands.
-    if (t.error().code == "path.missing")
-      return make_error("artifact.missing", "{} does not exist", final_path.string());
+    if (t.error().code == errc::path::kMissing)
+      return make_error(errc::artifact::kMissing, "{} does not exist", final_path.string());
     return t.error();
   }
   return verify_at(*t);
@@ -393,7 +393,7 @@ Status make_dirs(const Root& root, const fs::path& dir) {
   if (!rel.ok()) return rel.error();
   std::error_code ec;
   fs::create_directories(root.path.empty() ? fs::path(".") : root.path, ec);
-  if (ec) return make_error("io.mkdir", "mkdir {}: {}", root.path.string(), ec.message());
+  if (ec) return make_error(errc::io::kMkdir, "mkdir {}: {}", root.path.string(), ec.message());
   return mkdirs_beneath(root.path, *rel);
 }
 

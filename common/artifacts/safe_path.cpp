@@ -56,34 +56,35 @@ std::string shown(const fs::path& root, const fs::path& rel) {
   return (root / fs::path(r)).string();
 }
 
-Error errno_error(int err, const fs::path& root, const fs::path& rel, std::string_view what) {
+// `call` is the io.* code for an errno without a path.* meaning; its leaf names the call.
+Error errno_error(int err, const fs::path& root, const fs::path& rel, const ErrorCode& call) {
+  const std::string_view what = call.leaf();
   switch (err) {
     case ELOOP:
       return make_error(
-          "path.symlink",
+          errc::path::kSymlink,
           "{} {}: a symlink below the root {} was refused (symlinks are never followed there)",
           what, shown(root, rel), root.string());
     case EXDEV:
-      return make_error("path.escape", "{} {}: resolution would leave the root {}", what,
+      return make_error(errc::path::kEscape, "{} {}: resolution would leave the root {}", what,
                         shown(root, rel), root.string());
     case ENOENT:
-      return make_error("path.missing", "{} {}: no such file or directory", what, shown(root, rel));
+      return make_error(errc::path::kMissing, "{} {}: no such file or directory", what, shown(root, rel));
     case ENAMETOOLONG:
-      return make_error("path.too_long", "{} {}: a name is too long", what, shown(root, rel));
+      return make_error(errc::path::kTooLong, "{} {}: a name is too long", what, shown(root, rel));
     default:
-      return make_error(std::string("io.") + std::string(what), "{} {}: {}", what, shown(root, rel),
-                        std::strerror(err));
+      return make_error(call, "{} {}: {}", what, shown(root, rel), std::strerror(err));
   }
 }
 
 Result<UniqueFd> open_root(const fs::path& root) {
   if (root.native().find('\0') != std::string::npos)
-    return make_error("path.nul", "root {}: contains a NUL byte", shown(root, {}));
+    return make_error(errc::path::kNul, "root {}: contains a NUL byte", shown(root, {}));
   const char* p = root.empty() ? "." : root.c_str();
   int fd = ::open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
-    return make_error(e == ENOENT ? "path.missing" : "io.open", "root {}: {}", root.string(),
+    return make_error(e == ENOENT ? errc::path::kMissing : errc::io::kOpen, "root {}: {}", root.string(),
                       std::strerror(e));
   }
   return UniqueFd(fd);
@@ -141,21 +142,21 @@ bool openat2_available() {
 Status check_relative(const fs::path& relative) {
   const std::string& s = relative.native();
   if (s.find('\0') != std::string::npos)
-    return make_error("path.nul", "{}: contains a NUL byte", shown({}, relative));
-  if (s.empty()) return make_error("path.empty", "an empty path names nothing below the root");
+    return make_error(errc::path::kNul, "{}: contains a NUL byte", shown({}, relative));
+  if (s.empty()) return make_error(errc::path::kEmpty, "an empty path names nothing below the root");
   if (s.front() == '/')
-    return make_error("path.absolute",
+    return make_error(errc::path::kAbsolute,
                       "{}: an absolute path where a path below the root is required", s);
   if (s.size() > kMaxRelative)
-    return make_error("path.too_long", "{}...: {} bytes, at most {} allowed", s.substr(0, 64),
+    return make_error(errc::path::kTooLong, "{}...: {} bytes, at most {} allowed", s.substr(0, 64),
                       s.size(), kMaxRelative);
   auto parts = components(s);
-  if (parts.empty()) return make_error("path.empty", "{}: names nothing below the root", s);
+  if (parts.empty()) return make_error(errc::path::kEmpty, "{}: names nothing below the root", s);
   for (const auto& c : parts) {
     if (c == "." || c == "..")
-      return make_error("path.dotdot", "{}: component \"{}\" is not allowed below the root", s, c);
+      return make_error(errc::path::kDotdot, "{}: component \"{}\" is not allowed below the root", s, c);
     if (c.size() > kMaxComponent)
-      return make_error("path.too_long", "{}...: a component of {} bytes, at most {} allowed",
+      return make_error(errc::path::kTooLong, "{}...: a component of {} bytes, at most {} allowed",
                         s.substr(0, 64), c.size(), kMaxComponent);
   }
   return {};
@@ -164,20 +165,20 @@ Status check_relative(const fs::path& relative) {
 Result<fs::path> relative_beneath(const fs::path& root, const fs::path& path) {
   if (path.native().find('\0') != std::string::npos ||
       root.native().find('\0') != std::string::npos)
-    return make_error("path.nul", "{}: contains a NUL byte", shown({}, path));
+    return make_error(errc::path::kNul, "{}: contains a NUL byte", shown({}, path));
   if (!path.is_absolute()) {
     H3_TRY(check_relative(path));
     return path;
   }
   std::error_code ec;
   fs::path abs_root = root.is_absolute() ? root : fs::absolute(root, ec);
-  if (ec) return make_error("io.cwd", "cannot make {} absolute: {}", root.string(), ec.message());
+  if (ec) return make_error(errc::io::kCwd, "cannot make {} absolute: {}", root.string(), ec.message());
   auto rc = components(abs_root.native());
   auto pc = components(path.native());
   bool under = pc.size() > rc.size();
   for (std::size_t i = 0; under && i < rc.size(); ++i) under = rc[i] == pc[i];
   if (!under)
-    return make_error("path.not_beneath", "{} is not below the root {}", path.string(),
+    return make_error(errc::path::kNotBeneath, "{} is not below the root {}", path.string(),
                       abs_root.string());
   fs::path rel;
   for (std::size_t i = rc.size(); i < pc.size(); ++i) rel /= pc[i];
@@ -192,7 +193,7 @@ Result<int> open_beneath(const fs::path& root, const fs::path& relative, int fla
   if (!rootfd.ok()) return rootfd.error();
   bool use_openat2 = how == Resolver::kOpenat2 || (how == Resolver::kAuto && openat2_available());
   if (how == Resolver::kOpenat2 && !openat2_available())
-    return make_error("path.unsupported", "openat2 is not available on this kernel");
+    return make_error(errc::path::kUnsupported, "openat2 is not available on this kernel");
   if (use_openat2) {
     long fd = sys_openat2(rootfd->get(), relative.c_str(), flags, mode);
     if (fd < 0) {
@@ -203,7 +204,7 @@ Result<int> open_beneath(const fs::path& root, const fs::path& relative, int fla
             S_ISLNK(st.st_mode))
           e = ELOOP;
       }
-      return errno_error(e, root, relative, "open");
+      return errno_error(e, root, relative, errc::io::kOpen);
     }
     return static_cast<int>(fd);
   }
@@ -212,18 +213,18 @@ Result<int> open_beneath(const fs::path& root, const fs::path& relative, int fla
   UniqueFd dir = std::move(*rootfd);
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
     int next = open_one(dir.get(), parts[i], O_RDONLY | O_DIRECTORY, 0);
-    if (next < 0) return errno_error(classify(dir.get(), parts[i], errno), root, relative, "open");
+    if (next < 0) return errno_error(classify(dir.get(), parts[i], errno), root, relative, errc::io::kOpen);
     dir = UniqueFd(next);
   }
   int fd = open_one(dir.get(), parts.back(), flags, mode);
-  if (fd < 0) return errno_error(classify(dir.get(), parts.back(), errno), root, relative, "open");
+  if (fd < 0) return errno_error(classify(dir.get(), parts.back(), errno), root, relative, errc::io::kOpen);
   return fd;
 }
 
 Status mkdirs_beneath(const fs::path& root, const fs::path& relative, Resolver how) {
   H3_TRY(check_relative(relative));
   if (how == Resolver::kOpenat2 && !openat2_available())
-    return make_error("path.unsupported", "openat2 is not available on this kernel");
+    return make_error(errc::path::kUnsupported, "openat2 is not available on this kernel");
   auto rootfd = open_root(root);
   if (!rootfd.ok()) return rootfd.error();
   // One name per step is safe with either resolver: mkdirat never follows a symlink at its last
@@ -232,9 +233,9 @@ Status mkdirs_beneath(const fs::path& root, const fs::path& relative, Resolver h
   UniqueFd dir = std::move(*rootfd);
   for (const auto& name : components(relative.native())) {
     if (::mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST)
-      return errno_error(errno, root, relative, "mkdir");
+      return errno_error(errno, root, relative, errc::io::kMkdir);
     int next = open_one(dir.get(), name, O_RDONLY | O_DIRECTORY, 0);
-    if (next < 0) return errno_error(classify(dir.get(), name, errno), root, relative, "mkdir");
+    if (next < 0) return errno_error(classify(dir.get(), name, errno), root, relative, errc::io::kMkdir);
     dir = UniqueFd(next);
   }
   return {};

@@ -73,24 +73,24 @@ long long next_free_id(const Json& g) {
 
 Status check_api_graph(const Json& g) {
   if (!g.is_object() || g.empty())
-    return make_error("comfyui.workflow.not_graph",
+    return make_error(errc::comfyui::kWorkflowNotGraph,
                       "not a ComfyUI workflow: expected a non-empty JSON object of nodes "
                       "({{\"<id>\": {{\"class_type\": ..., \"inputs\": {{...}}}}}}), got {}",
                       g.is_object() ? "an empty object" : g.type_name());
   if (g.contains("nodes") && g.contains("links") && g["nodes"].is_array())
-    return make_error("comfyui.workflow.ui_format",
+    return make_error(errc::comfyui::kWorkflowUiFormat,
                       "this is a UI-format workflow (nodes/links); convert it with --server URL or "
                       "--object-info FILE, or export it with \"Export (API)\"");
   for (auto it = g.begin(); it != g.end(); ++it) {
     const auto& n = it.value();
     if (!n.is_object() || !n.contains("class_type") || !n["class_type"].is_string() ||
         n["class_type"].get<std::string>().empty())
-      return make_error("comfyui.workflow.node",
+      return make_error(errc::comfyui::kWorkflowNode,
                         "not a ComfyUI API-format graph: node \"{}\" has no \"class_type\" "
                         "(every value must be {{\"class_type\": string, \"inputs\": object}})",
                         it.key());
     if (n.contains("inputs") && !n["inputs"].is_object())
-      return make_error("comfyui.workflow.node", "{}: \"inputs\" must be an object, got {}",
+      return make_error(errc::comfyui::kWorkflowNode, "{}: \"inputs\" must be an object, got {}",
                         describe(g, it.key()), n["inputs"].type_name());
   }
   for (auto it = g.begin(); it != g.end(); ++it) {
@@ -99,11 +99,11 @@ Status check_api_graph(const Json& g) {
       if (!is_link(in.value())) continue;
       Slot s = link_of(in.value());
       if (!g.contains(s.node))
-        return make_error("comfyui.workflow.missing_node",
+        return make_error(errc::comfyui::kWorkflowMissingNode,
                           "{}: input \"{}\" links to node \"{}\", which is not in the workflow",
                           describe(g, it.key()), in.key(), s.node);
       if (s.index < 0)
-        return make_error("comfyui.workflow.node", "{}: input \"{}\" names output slot {}",
+        return make_error(errc::comfyui::kWorkflowNode, "{}: input \"{}\" names output slot {}",
                           describe(g, it.key()), in.key(), s.index);
     }
   }
@@ -153,7 +153,7 @@ Status check_api_graph(const Json& g) {
     }
     auto loop = make_id_set();
     loop.insert(left.begin(), left.end());
-    return make_error("comfyui.workflow.cycle",
+    return make_error(errc::comfyui::kWorkflowCycle,
                       "the workflow has a cycle: nodes {} link to each other in a loop (ComfyUI "
                       "runs a graph without cycles)",
                       join_ids(loop));

@@ -55,12 +55,12 @@ Status copy_tree(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::create_directories(to, ec);
   if (ec)
-    return make_error("comfyui.install.io", "cannot create {}: {}", to.string(), ec.message());
+    return make_error(errc::comfyui::kInstallIo, "cannot create {}: {}", to.string(), ec.message());
   for (const auto& f : pack_files(from)) {
     fs::create_directories((to / f).parent_path(), ec);
     fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing, ec);
     if (ec)
-      return make_error("comfyui.install.io", "cannot copy {}: {}", (from / f).string(),
+      return make_error(errc::comfyui::kInstallIo, "cannot copy {}: {}", (from / f).string(),
                         ec.message());
   }
   return Status::Ok();
@@ -83,11 +83,11 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
   std::error_code ec;
   if (!is_comfyui_dir(o.comfyui_dir))
     return make_error(
-        "comfyui.install.not_comfyui",
+        errc::comfyui::kInstallNotComfyui,
         "{} is not a ComfyUI folder (expected main.py and nodes.py, or custom_nodes/)",
         o.comfyui_dir.string());
   if (!fs::is_regular_file(o.pack_dir / "__init__.py", ec))
-    return make_error("comfyui.install.no_pack",
+    return make_error(errc::comfyui::kInstallNoPack,
                       "the node pack is not at {} (no __init__.py); set H3PIPE_COMFYUI_NODES or "
                       "pass --from DIR",
                       o.pack_dir.string());
@@ -95,7 +95,7 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
   fs::path custom = o.comfyui_dir / "custom_nodes";
   fs::create_directories(custom, ec);
   if (ec)
-    return make_error("comfyui.install.io", "cannot create {}: {}", custom.string(), ec.message());
+    return make_error(errc::comfyui::kInstallIo, "cannot create {}: {}", custom.string(), ec.message());
   InstallResult r;
   r.dest = custom / kPackName;
   auto st = fs::symlink_status(r.dest, ec);
@@ -107,20 +107,20 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
       return r;
     }
     if (!o.force && !(ec == std::errc() && target == src))
-      return make_error("comfyui.install.exists",
+      return make_error(errc::comfyui::kInstallExists,
                         "{} is a symlink to {}; pass --force to replace it", r.dest.string(),
                         fs::read_symlink(r.dest, ec).string());
     fs::remove(r.dest, ec);
     exists = false;
   } else if (exists) {
     if (!fs::is_directory(st))
-      return make_error("comfyui.install.exists", "{} exists and is not a folder", r.dest.string());
+      return make_error(errc::comfyui::kInstallExists, "{} exists and is not a folder", r.dest.string());
     if (!o.symlink && same_tree(src, r.dest)) {
       r.action = "unchanged";
       return r;
     }
     if (!fs::is_regular_file(r.dest / "__init__.py", ec) && !o.force)
-      return make_error("comfyui.install.exists",
+      return make_error(errc::comfyui::kInstallExists,
                         "{} exists and does not look like h3pipe's node pack; pass --force to "
                         "replace it",
                         r.dest.string());
@@ -129,7 +129,7 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
     if (exists) fs::remove_all(r.dest, ec);
     fs::create_directory_symlink(src, r.dest, ec);
     if (ec)
-      return make_error("comfyui.install.io", "cannot link {}: {}", r.dest.string(), ec.message());
+      return make_error(errc::comfyui::kInstallIo, "cannot link {}: {}", r.dest.string(), ec.message());
     r.action = "linked";
     return r;
   }
@@ -141,7 +141,7 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
   fs::rename(tmp, r.dest, ec);
   if (ec) {
     fs::remove_all(tmp, ec);
-    return make_error("comfyui.install.io", "cannot move the copy into {}: {}", r.dest.string(),
+    return make_error(errc::comfyui::kInstallIo, "cannot move the copy into {}: {}", r.dest.string(),
                       ec.message());
   }
   r.action = exists ? "updated" : "copied";

@@ -61,7 +61,7 @@ const InputSpec* ClassInfo::input(const std::string& n) const {
 
 Result<ObjectInfo> ObjectInfo::parse(const Json& j, bool allow_empty) {
   if (!j.is_object() || (j.empty() && !allow_empty))
-    return make_error("comfyui.object_info",
+    return make_error(errc::comfyui::kObjectInfo,
                       "not an /object_info answer: expected an object of node classes, got {}",
                       j.is_object() ? "an empty object" : j.type_name());
   ObjectInfo oi;
@@ -70,7 +70,7 @@ Result<ObjectInfo> ObjectInfo::parse(const Json& j, bool allow_empty) {
     ClassInfo ci;
     ci.name = it.key();
     auto bad = [&](const std::string& why) {
-      return make_error("comfyui.object_info", "/object_info: class \"{}\": {}", it.key(), why);
+      return make_error(errc::comfyui::kObjectInfo, "/object_info: class \"{}\": {}", it.key(), why);
     };
     if (!c.is_object()) return bad("expected an object");
     const Json empty = Json::object();

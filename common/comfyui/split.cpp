@@ -131,7 +131,7 @@ Error ambiguous(const Json& g, const std::vector<const Trace*>& ts, const char* 
                         t->cut.index, describe(g, t->decoder));
     if (t->cut.node != t->sampler) list += fmt::format(" (through {})", describe(g, t->cut.node));
   }
-  return make_error("comfyui.split.ambiguous",
+  return make_error(errc::comfyui::kSplitAmbiguous,
                     "more than one {} latent reaches a decoder, so there is no single latent to "
                     "hand over: {}; keep one sampler branch per workflow",
                     what, list);
@@ -213,7 +213,7 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   if (oi) {
     for (const auto& id : topological_order(g))
       if (!oi->find(class_of(g, id)))
-        return make_error("comfyui.split.unknown_class",
+        return make_error(errc::comfyui::kSplitUnknownClass,
                           "{}: the server does not know class \"{}\" (not in its /object_info); "
                           "install the custom node pack that provides it, or remove the node",
                           describe(g, id), class_of(g, id));
@@ -231,7 +231,7 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
     traces.push_back(trace_decoder(g, oi, id, decoders[id]));
   }
   if (traces.empty())
-    return make_error("comfyui.split.no_decoder",
+    return make_error(errc::comfyui::kSplitNoDecoder,
                       "no VAE decode node ({}) in the workflow: h3pipe splits a workflow where a "
                       "sampler's LATENT is decoded, and this one decodes nothing",
                       decoder_names());
@@ -241,7 +241,7 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
     if (t.fed) (t.kind == DecodeKind::kVideo ? video : audio).push_back(&t);
   if (video.empty()) {
     if (!audio.empty())
-      return make_error("comfyui.split.audio_only",
+      return make_error(errc::comfyui::kSplitAudioOnly,
                         "{} decodes the audio latent of {}, but no sampler's latent reaches a "
                         "video decoder: an h3pipe latent carries a video",
                         describe(g, audio[0]->decoder), describe(g, audio[0]->sampler));
@@ -251,7 +251,7 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
                          t.source.empty() ? std::string("has no linked LATENT input")
                                           : "decodes the latent of " + describe(g, t.source) +
                                                 ", which is not a sampler");
-    return make_error("comfyui.split.no_sampler",
+    return make_error(errc::comfyui::kSplitNoSampler,
                       "no sampler (KSampler, SamplerCustomAdvanced, ...) feeds a decoder: {}", why);
   }
   std::set<Slot> vcuts, acuts;
@@ -364,7 +364,7 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   for (const auto& id : downstream)
     if (is_output_node(g, oi, id)) outputs.push_back(id);
   if (outputs.empty())
-    return make_error("comfyui.split.no_output",
+    return make_error(errc::comfyui::kSplitNoOutput,
                       "what {} decodes reaches no output node (SaveVideo, SaveAnimatedWEBP, "
                       "SaveAudio, ...): the decode workflow would write nothing",
                       describe(g, video[0]->decoder));
@@ -376,7 +376,7 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   for (const auto& id : decode_ids) {
     std::string cls = class_of(g, id);
     if (is_sampler(cls, g[id]))
-      return make_error("comfyui.split.decode_samples",
+      return make_error(errc::comfyui::kSplitDecodeSamples,
                         "the decode side would run {} (a sampler) after the decoders; h3pipe "
                         "hands over one latent: split such a graph by hand",
                         describe(g, id));

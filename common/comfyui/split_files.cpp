@@ -13,7 +13,7 @@ namespace {
 Status write_fsync(const fs::path& p, const std::string& content) {
   int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
-    return make_error("comfyui.split.write", "cannot create {}: {}", p.string(),
+    return make_error(errc::comfyui::kSplitWrite, "cannot create {}: {}", p.string(),
                       std::strerror(errno));
   std::size_t done = 0;
   while (done < content.size()) {
@@ -22,7 +22,7 @@ Status write_fsync(const fs::path& p, const std::string& content) {
     if (n <= 0) {
       int err = errno;
       ::close(fd);
-      return make_error("comfyui.split.write", "cannot write {}: {}", p.string(),
+      return make_error(errc::comfyui::kSplitWrite, "cannot write {}: {}", p.string(),
                         std::strerror(err));
     }
     done += static_cast<std::size_t>(n);
@@ -30,7 +30,7 @@ Status write_fsync(const fs::path& p, const std::string& content) {
   if (::fsync(fd) != 0) {
     int err = errno;
     ::close(fd);
-    return make_error("comfyui.split.write", "cannot fsync {}: {}", p.string(), std::strerror(err));
+    return make_error(errc::comfyui::kSplitWrite, "cannot fsync {}: {}", p.string(), std::strerror(err));
   }
   ::close(fd);
   return Status::Ok();
@@ -49,23 +49,23 @@ Status write_files(const fs::path& dir, const std::vector<OutputFile>& files, bo
   std::error_code ec;
   for (const auto& f : files)
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
-      return make_error("comfyui.split.write", "\"{}\" is not a plain file name", f.name);
+      return make_error(errc::comfyui::kSplitWrite, "\"{}\" is not a plain file name", f.name);
   if (fs::is_symlink(dir, ec))
-    return make_error("comfyui.split.write", "{} is a symlink; give the folder itself",
+    return make_error(errc::comfyui::kSplitWrite, "{} is a symlink; give the folder itself",
                       dir.string());
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
-    return make_error("comfyui.split.write", "cannot create the folder {}: {}", dir.string(),
+    return make_error(errc::comfyui::kSplitWrite, "cannot create the folder {}: {}", dir.string(),
                       ec ? ec.message() : "not a directory");
   for (const auto& f : files) {
     fs::path p = dir / f.name;
     auto st = fs::symlink_status(p, ec);
     if (ec || !fs::exists(st)) continue;
     if (fs::is_symlink(st) || !fs::is_regular_file(st))
-      return make_error("comfyui.split.write", "{} exists and is not a plain file; not replaced",
+      return make_error(errc::comfyui::kSplitWrite, "{} exists and is not a plain file; not replaced",
                         p.string());
     if (!force)
-      return make_error("comfyui.split.exists", "{} exists; pass --force to replace it",
+      return make_error(errc::comfyui::kSplitExists, "{} exists; pass --force to replace it",
                         p.string());
   }
   std::vector<fs::path> temps;
@@ -86,7 +86,7 @@ Status write_files(const fs::path& dir, const std::vector<OutputFile>& files, bo
     fs::rename(temps[i], dir / files[i].name, ec);
     if (ec) {
       cleanup();
-      return make_error("comfyui.split.write", "cannot rename {} into place: {}", temps[i].string(),
+      return make_error(errc::comfyui::kSplitWrite, "cannot rename {} into place: {}", temps[i].string(),
                         ec.message());
     }
   }

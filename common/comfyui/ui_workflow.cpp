@@ -51,7 +51,7 @@ class Converter {
     for (const auto& l : ui_["links"]) {
       auto p = parse_link(l);
       if (!p)
-        return make_error("comfyui.ui.link",
+        return make_error(errc::comfyui::kUiLink,
                           "UI workflow: link {} is not [id, from, slot, to, slot, type]", l.dump());
       links_[p->first] = p->second;
     }
@@ -63,7 +63,7 @@ class Converter {
     for (const auto& n : ui_["nodes"]) {
       if (!n.is_object() || !n.contains("id") || !n["id"].is_number_integer() ||
           !n.contains("type") || !n["type"].is_string())
-        return make_error("comfyui.ui.node",
+        return make_error(errc::comfyui::kUiNode,
                           "UI workflow: a node without an integer \"id\" and a "
                           "\"type\": {}",
                           n.dump().substr(0, 120));
@@ -74,7 +74,7 @@ class Converter {
       u.mode = n.value("mode", 0);
       u.json = &n;
       if (subgraphs.count(u.type))
-        return make_error("comfyui.ui.subgraph",
+        return make_error(errc::comfyui::kUiSubgraph,
                           "{} is a subgraph; convert it to nodes in the editor (or export the "
                           "workflow with \"Export (API)\") and split that",
                           ui_name(u));
@@ -88,7 +88,7 @@ class Converter {
       api[std::to_string(id)] = std::move(*node);
     }
     if (api.empty())
-      return make_error("comfyui.workflow.not_graph", "the UI workflow has no nodes to run");
+      return make_error(errc::comfyui::kWorkflowNotGraph, "the UI workflow has no nodes to run");
     return api;
   }
 
@@ -140,7 +140,7 @@ class Converter {
   Result<Json> convert(const UiNode& n) {
     const ClassInfo* ci = oi_.find(n.type);
     if (!ci)
-      return make_error("comfyui.split.unknown_class",
+      return make_error(errc::comfyui::kSplitUnknownClass,
                         "{}: the server does not know class \"{}\" (not in its /object_info); "
                         "install the custom node pack that provides it, or remove the node",
                         ui_name(n), n.type);
@@ -173,7 +173,7 @@ class Converter {
       if (slot.contains("widget") && slot["widget"].is_object() && slot["widget"].contains("name"))
         name = slot["widget"]["name"].get<std::string>();
       if (!ci->input(name))
-        return make_error("comfyui.ui.input",
+        return make_error(errc::comfyui::kUiInput,
                           "{}: input \"{}\" is not an input of class {} on the "
                           "server",
                           ui_name(n), name, n.type);
@@ -201,10 +201,10 @@ bool is_ui_format(const Json& j) {
 
 Result<Json> ui_to_api(const Json& ui, const ObjectInfo& oi) {
   if (!is_ui_format(ui))
-    return make_error("comfyui.ui.not_ui",
+    return make_error(errc::comfyui::kUiNotUi,
                       "not a UI-format workflow (no \"nodes\" array and \"links\")");
   if (!ui["links"].is_array())
-    return make_error("comfyui.ui.link", "UI workflow: \"links\" must be an array");
+    return make_error(errc::comfyui::kUiLink, "UI workflow: \"links\" must be an array");
   return Converter(ui, oi).run();
 }
 

@@ -270,7 +270,7 @@ Result<latent::LatentProfile> Cluster::latent_profile_for(std::string_view job_c
     from = "params.latent_profile";
   }
   if (const auto* p = find_latent_profile(name)) return *p;
-  return make_error("config.latent_profile", "{}: unknown latent profile \"{}\" (known: {})", from, name,
+  return make_error(errc::config::kLatentProfile, "{}: unknown latent profile \"{}\" (known: {})", from, name,
                     latent_profile_names());
 }
 
@@ -278,7 +278,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
   Errors e;
   Cluster c;
   ObjectReader r(j, "", e);
-  if (!r.ok()) return make_error("config.invalid", "{}", e.joined());
+  if (!r.ok()) return make_error(errc::config::kInvalid, "{}", e.joined());
   r.get("name", c.name);
   std::string state_dir, artifact_root, output_root;
   bool input_roots_set = false;
@@ -502,7 +502,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
     }
   }
   r.finish();
-  if (!e.empty()) return make_error("config.invalid", "{}", e.joined());
+  if (!e.empty()) return make_error(errc::config::kInvalid, "{}", e.joined());
 
   fs::path sd = state_dir.empty() ? default_state_dir() : resolve(base_dir, state_dir);
   c.state_dir = sd;
@@ -514,14 +514,14 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
 
 Result<Cluster> load_file(const fs::path& file) {
   std::ifstream in(file);
-  if (!in) return make_error("config.open", "{}: cannot open the config file", file.string());
+  if (!in) return make_error(errc::config::kOpen, "{}: cannot open the config file", file.string());
   std::stringstream text;
   text << in.rdbuf();
   std::string why;
   auto j = parse_strict(text.str(), &why);  // duplicate keys refused, one-line errors
-  if (!j) return make_error("config.json", "{}: not valid JSON: {}", file.string(), why);
+  if (!j) return make_error(errc::config::kJson, "{}: not valid JSON: {}", file.string(), why);
   auto c = parse(*j, fs::absolute(file).parent_path());
-  if (!c.ok()) return make_error("config.invalid", "{}:\n{}", file.string(), c.error().message);
+  if (!c.ok()) return make_error(errc::config::kInvalid, "{}:\n{}", file.string(), c.error().message);
   return c;
 }
 

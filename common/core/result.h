@@ -8,20 +8,31 @@
 
 #include <fmt/format.h>
 
+#include "common/core/error_codes.h"
+
 namespace h3pipe {
 
 // An error: a stable machine-readable code and a human-readable message that names the field,
-// file or peer concerned.
+// file or peer concerned.  The code is the wire text of a catalogue entry (error_codes.inc), kept
+// as text because it travels: receipts, status, dead-letter reasons, transfer replies.
 struct Error {
-  std::string code;     // e.g. "latent.header_too_large", "spec.invalid", "io.fsync"
+  std::string code;     // e.g. "latent.header_too_large", "io.fsync"
   std::string message;  // complete sentence for operators
 
   std::string to_string() const { return code + ": " + message; }
 };
 
+// An error with a catalogue code: make_error(errc::io::kFsync, "fsync {}: {}", path, why).
 template <typename... Args>
-Error make_error(std::string code, fmt::format_string<Args...> f, Args&&... args) {
-  return Error{std::move(code), fmt::format(f, std::forward<Args>(args)...)};
+Error make_error(const ErrorCode& code, fmt::format_string<Args...> f, Args&&... args) {
+  return Error{std::string(code.id), fmt::format(f, std::forward<Args>(args)...)};
+}
+
+// The cause's code with a new message, for a layer that adds context to an error it passes on
+// ("{}: {}", path, cause.message).
+template <typename... Args>
+Error rephrase(const Error& cause, fmt::format_string<Args...> f, Args&&... args) {
+  return Error{cause.code, fmt::format(f, std::forward<Args>(args)...)};
 }
 
 template <typename T>

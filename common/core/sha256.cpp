@@ -47,7 +47,7 @@ std::string sha256_hex(const void* data, std::size_t len) {
 
 Result<std::string> sha256_file(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error("io.open", "cannot open {}: {}", path.string(), std::strerror(errno));
+  if (fd < 0) return make_error(errc::io::kOpen, "cannot open {}: {}", path.string(), std::strerror(errno));
   Sha256 h;
   // Not zero-filled: only the pages read() fills get touched.
   constexpr std::size_t kBuf = 1 << 20;
@@ -58,7 +58,7 @@ Result<std::string> sha256_file(const std::filesystem::path& path) {
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
-      return make_error("io.read", "cannot read {}: {}", path.string(), std::strerror(e));
+      return make_error(errc::io::kRead, "cannot read {}: {}", path.string(), std::strerror(e));
     }
     if (n == 0) break;
     h.update(buf.get(), static_cast<std::size_t>(n));

@@ -62,7 +62,7 @@ Result<std::unique_ptr<Nvml>> Nvml::load(const std::string& library) {
   void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = ::dlerror();
-    return make_error("gpu.nvml_absent", "no NVIDIA driver here ({})",
+    return make_error(errc::gpu::kNvmlAbsent, "no NVIDIA driver here ({})",
                       e ? e : library + ": dlopen failed");
   }
   auto api = std::make_unique<Api>();
@@ -73,7 +73,7 @@ Result<std::unique_ptr<Nvml>> Nvml::load(const std::string& library) {
   resolve(h, "nvmlDeviceGetHandleByIndex_v2", api->handle_by_index);
   if (!api->init || !api->shutdown || !api->count || !api->handle_by_index) {
     ::dlclose(h);
-    return make_error("gpu.nvml_absent", "{} lacks the NVML v2 entry points (driver too old?)",
+    return make_error(errc::gpu::kNvmlAbsent, "{} lacks the NVML v2 entry points (driver too old?)",
                       library);
   }
   resolve(h, "nvmlSystemGetDriverVersion", api->driver_version);
@@ -87,7 +87,7 @@ Result<std::unique_ptr<Nvml>> Nvml::load(const std::string& library) {
   if (nvmlReturn_t r = api->init(); r != kNvmlSuccess) {
     std::string why = api->why(r);
     ::dlclose(h);
-    return make_error("gpu.nvml_init", "nvmlInit failed: {} (driver not loaded, or no device node)",
+    return make_error(errc::gpu::kNvmlInit, "nvmlInit failed: {} (driver not loaded, or no device node)",
                       why);
   }
   auto n = std::unique_ptr<Nvml>(new Nvml());
@@ -110,15 +110,15 @@ std::string Nvml::driver_version() const {
 Result<int> Nvml::device_count() const {
   unsigned int n = 0;
   if (nvmlReturn_t r = api_->count(&n); r != kNvmlSuccess)
-    return make_error("gpu.count", "nvmlDeviceGetCount failed: {}", api_->why(r));
+    return make_error(errc::gpu::kCount, "nvmlDeviceGetCount failed: {}", api_->why(r));
   return static_cast<int>(n);
 }
 
 Result<DeviceSample> Nvml::sample(int index) const {
-  if (index < 0) return make_error("gpu.device", "GPU {} is not visible to this process", index);
+  if (index < 0) return make_error(errc::gpu::kDevice, "GPU {} is not visible to this process", index);
   nvmlDevice_t d = nullptr;
   if (nvmlReturn_t r = api_->handle_by_index(static_cast<unsigned>(index), &d); r != kNvmlSuccess)
-    return make_error("gpu.device", "GPU {}: {}", index, api_->why(r));
+    return make_error(errc::gpu::kDevice, "GPU {}: {}", index, api_->why(r));
   DeviceSample s;
   s.index = index;
   char buf[96] = {};
@@ -133,7 +133,7 @@ Result<DeviceSample> Nvml::sample(int index) const {
     // A lost GPU answers every query with an error: report it as gone rather than as zeros.
     nvmlReturn_t r = api_->memory(d, &m);
     if (r != kNvmlSuccess && r != 3 /* NVML_ERROR_NOT_SUPPORTED */)
-      return make_error("gpu.device", "GPU {}: {}", index, api_->why(r));
+      return make_error(errc::gpu::kDevice, "GPU {}: {}", index, api_->why(r));
     if (r == kNvmlSuccess) {
       s.memory_used_bytes = static_cast<double>(m.used);
       s.memory_total_bytes = static_cast<double>(m.total);

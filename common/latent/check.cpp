@@ -34,7 +34,7 @@ Status only_tensors(const st::Layout& l, std::initializer_list<std::string_view>
     if (!ok) {
       std::string names;
       for (auto a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
-      return make_error("latent.unexpected_tensor",
+      return make_error(errc::latent::kUnexpectedTensor,
                         "latent holds an unexpected tensor \"{}\" ({} holds only {})", t.name, form,
                         names);
     }
@@ -44,7 +44,7 @@ Status only_tensors(const st::Layout& l, std::initializer_list<std::string_view>
 
 Status video_rank5(const st::TensorInfo& v) {
   if (v.shape.size() != 5 || v.shape[0] != 1)
-    return make_error("latent.geometry", "tensor \"{}\": shape {}, expected (1, C, T, H, W)",
+    return make_error(errc::latent::kGeometry, "tensor \"{}\": shape {}, expected (1, C, T, H, W)",
                       v.name, shape_str(v.shape));
   return {};
 }
@@ -53,32 +53,32 @@ Status video_rank5(const st::TensorInfo& v) {
 Status read_v2_metadata(const st::Layout& l, Classified* c) {
   const std::string* fmt_name = meta(l, kMetaFormat);
   if (fmt_name == nullptr || *fmt_name != "h3latent")
-    return make_error("latent.metadata", "__metadata__ \"{}\" must be \"h3latent\", got {}",
+    return make_error(errc::latent::kMetadata, "__metadata__ \"{}\" must be \"h3latent\", got {}",
                       kMetaFormat, fmt_name ? "\"" + *fmt_name + "\"" : std::string("nothing"));
   const std::string* profile = meta(l, kMetaProfile);
   if (profile == nullptr || profile->empty())
-    return make_error("latent.metadata", "__metadata__ \"{}\" is missing or empty", kMetaProfile);
+    return make_error(errc::latent::kMetadata, "__metadata__ \"{}\" is missing or empty", kMetaProfile);
   c->profile = *profile;
   for (auto [key, dst] : {std::pair{kMetaWidth, &c->job.width}, std::pair{kMetaHeight, &c->job.height},
                           std::pair{kMetaFrames, &c->job.frames}, std::pair{kMetaFps, &c->job.fps}}) {
     const std::string* v = meta(l, key);
     if (v == nullptr || !parse_u32(*v, dst))
-      return make_error("latent.metadata", "__metadata__ \"{}\" must be a decimal integer, got {}",
+      return make_error(errc::latent::kMetadata, "__metadata__ \"{}\" must be a decimal integer, got {}",
                         key, v ? "\"" + *v + "\"" : std::string("nothing"));
   }
   const std::string* layout = meta(l, kMetaLayout);
   if (layout == nullptr)
-    return make_error("latent.metadata", "__metadata__ \"{}\" is missing (video, video+audio or "
+    return make_error(errc::latent::kMetadata, "__metadata__ \"{}\" is missing (video, video+audio or "
                       "av_nested)", kMetaLayout);
   bool known = false;
   for (const char* k : kLayouts) known = known || *layout == k;
   if (!known)
-    return make_error("latent.metadata",
+    return make_error(errc::latent::kMetadata,
                       "__metadata__ \"{}\" is \"{}\", expected video, video+audio or av_nested",
                       kMetaLayout, *layout);
   const bool wants_audio = *layout != "video";
   if (wants_audio != (c->audio != nullptr))
-    return make_error(wants_audio ? "latent.missing_tensor" : "latent.unexpected_tensor",
+    return make_error(wants_audio ? errc::latent::kMissingTensor : errc::latent::kUnexpectedTensor,
                       "layout \"{}\" {} an \"audio\" tensor, the file holds {}", *layout,
                       wants_audio ? "needs" : "has no", c->audio ? "one" : "none");
   c->layout = *layout;
@@ -93,15 +93,15 @@ Result<Classified> classify_form(const st::Layout& l) {
     c.container = Container::kComfy;
     c.video = l.find(kComfyTensor);
     if (c.video == nullptr)
-      return make_error("latent.missing_tensor", "ComfyUI latent has no \"{}\" tensor", kComfyTensor);
+      return make_error(errc::latent::kMissingTensor, "ComfyUI latent has no \"{}\" tensor", kComfyTensor);
     const st::TensorInfo* v0 = l.find(kComfyVersion0);
     if (v0 == nullptr)
-      return make_error("latent.legacy",
+      return make_error(errc::latent::kLegacy,
                         "a ComfyUI latent without \"{}\" is a legacy SD1 latent (LoadLatent "
                         "rescales it by 1/0.18215); save it again with a current SaveLatent",
                         kComfyVersion0);
     if (v0->elems != 0)
-      return make_error("latent.header_schema", "tensor \"{}\" must be empty (shape [0]), got {}",
+      return make_error(errc::latent::kHeaderSchema, "tensor \"{}\" must be empty (shape [0]), got {}",
                         kComfyVersion0, shape_str(v0->shape));
     H3_TRY(only_tensors(l, {kComfyTensor, kComfyVersion0}, "a ComfyUI latent"));
     H3_TRY(video_rank5(*c.video));
@@ -110,16 +110,16 @@ Result<Classified> classify_form(const st::Layout& l) {
     c.container = Container::kV1;
     c.video = l.find("video");
     c.audio = l.find("audio");
-    if (c.video == nullptr) return make_error("latent.missing_tensor", "latent has no \"video\" tensor");
+    if (c.video == nullptr) return make_error(errc::latent::kMissingTensor, "latent has no \"video\" tensor");
     if (c.audio == nullptr)
-      return make_error("latent.missing_tensor",
+      return make_error(errc::latent::kMissingTensor,
                         "latent has no \"audio\" tensor (a version 1 file, without \"{}\", needs "
                         "both)", kMetaVersion);
     H3_TRY(only_tensors(l, {"video", "audio"}, "a version 1 latent"));
     H3_TRY(video_rank5(*c.video));
     const auto& a = c.audio->shape;
     if (a.size() != 4 || a[0] != 1 || a[2] != 2)
-      return make_error("latent.geometry", "tensor \"audio\": shape {}, expected (1, C, 2, L)",
+      return make_error(errc::latent::kGeometry, "tensor \"audio\": shape {}, expected (1, C, 2, L)",
                         shape_str(a));
     c.profile = "builtin";
     c.layout = "video+audio";
@@ -127,15 +127,15 @@ Result<Classified> classify_form(const st::Layout& l) {
     c.container = Container::kV2;
     c.video = l.find("video");
     c.audio = l.find("audio");
-    if (c.video == nullptr) return make_error("latent.missing_tensor", "latent has no \"video\" tensor");
+    if (c.video == nullptr) return make_error(errc::latent::kMissingTensor, "latent has no \"video\" tensor");
     H3_TRY(only_tensors(l, {"video", "audio"}, "a version 2 latent"));
     H3_TRY(video_rank5(*c.video));
     if (c.audio != nullptr && (c.audio->shape.empty() || c.audio->elems == 0))
-      return make_error("latent.geometry", "tensor \"audio\": shape {} holds no samples",
+      return make_error(errc::latent::kGeometry, "tensor \"audio\": shape {} holds no samples",
                         shape_str(c.audio->shape));
     H3_TRY(read_v2_metadata(l, &c));
   } else {
-    return make_error("latent.version",
+    return make_error(errc::latent::kVersion,
                       "__metadata__ \"{}\" is \"{}\"; this h3pipe reads versions 1 (no key) and 2",
                       kMetaVersion, *version);
   }
@@ -153,19 +153,19 @@ Status check_shapes(const Classified& c, const LatentProfile& p, const JobSize& 
                                       shape_str(want.video), to_string(job));
   for (std::size_t i = 0; i < 5; ++i) {
     if (c.geometry.video[i] != want.video[i])
-      return make_error("latent.geometry", "tensor \"{}\": shape {}, {} ({} {}, expected {})",
+      return make_error(errc::latent::kGeometry, "tensor \"{}\": shape {}, {} ({} {}, expected {})",
                         c.video->name, shape_str(c.geometry.video), ctx, kVideoAxes[i],
                         c.geometry.video[i], want.video[i]);
   }
   if (!p.has_audio()) {
     if (c.audio)
-      return make_error("latent.unexpected_tensor",
+      return make_error(errc::latent::kUnexpectedTensor,
                         "profile {} has no audio, the latent holds an \"audio\" tensor {}", p.name,
                         shape_str(c.geometry.audio));
     return {};
   }
   if (!c.audio)
-    return make_error("latent.missing_tensor", "profile {} needs an \"audio\" tensor {}{}", p.name,
+    return make_error(errc::latent::kMissingTensor, "profile {} needs an \"audio\" tensor {}{}", p.name,
                       shape_str(want.audio),
                       c.container == Container::kComfy ? " (a ComfyUI .latent holds video only)" : "");
   const auto& got = c.geometry.audio;
@@ -179,7 +179,7 @@ Status check_shapes(const Classified& c, const LatentProfile& p, const JobSize& 
     }
   }
   if (!same)
-    return make_error("latent.geometry", "tensor \"audio\": shape {}, profile {} expects {}{} for {}",
+    return make_error(errc::latent::kGeometry, "tensor \"audio\": shape {}, profile {} expects {}{} for {}",
                       shape_str(got), p.name, shape_str(want.audio),
                       p.audio.tolerance ? fmt::format(" (L within +-{})", p.audio.tolerance) : "",
                       to_string(job));
@@ -204,19 +204,19 @@ Result<Classified> classify(const st::Layout& layout, const Expected* expected) 
     if (auto issues = job_fits(p, expected->job); !issues.empty()) {
       std::string why;
       for (const auto& i : issues) why += (why.empty() ? "" : "; ") + i.field + ": " + i.reason;
-      return make_error("latent.job_geometry", "job {} does not fit profile {}: {}",
+      return make_error(errc::latent::kJobGeometry, "job {} does not fit profile {}: {}",
                         to_string(expected->job), p.name, why);
     }
     if (c.container == Container::kV1 && p.name != "builtin")
-      return make_error("latent.profile",
+      return make_error(errc::latent::kProfile,
                         "a version 1 latent holds the builtin profile's grid; the job's profile is {}",
                         p.name);
     if (c.container == Container::kV2) {
       if (c.profile != p.name)
-        return make_error("latent.profile", "latent was made for profile {}, the job's profile is {}",
+        return make_error(errc::latent::kProfile, "latent was made for profile {}, the job's profile is {}",
                           c.profile, p.name);
       if (c.job != expected->job)
-        return make_error("latent.geometry", "latent metadata says job {}, the job is {}",
+        return make_error(errc::latent::kGeometry, "latent metadata says job {}, the job is {}",
                           to_string(c.job), to_string(expected->job));
     }
     c.profile = p.name;

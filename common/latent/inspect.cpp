@@ -121,7 +121,7 @@ Result<JobSize> parse_job_size(std::string_view text) {
       v = v * 10 + static_cast<std::uint64_t>(text[at + n++] - '0');
     const bool end_ok = i == 3 ? at + n == text.size() : at + n < text.size() && text[at + n] == seps[i];
     if (n == 0 || !end_ok || v > 0xffffffffu)
-      return make_error("latent.bad_geometry_arg",
+      return make_error(errc::latent::kBadGeometryArg,
                         "geometry \"{}\": expected WIDTHxHEIGHTxFRAMES@FPS, e.g. 832x480x81@16",
                         std::string(text));
     *dst[i] = static_cast<std::uint32_t>(v);

@@ -37,8 +37,8 @@ Status pread_all(int fd, std::uint8_t* dst, std::uint64_t len, std::uint64_t off
   while (len > 0) {
     ssize_t n = ::pread(fd, dst, len, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error("io.read", "cannot read {}: {}", p.string(), std::strerror(errno));
-    if (n == 0) return make_error("latent.truncated", "{} shrank while being read", p.string());
+    if (n < 0) return make_error(errc::io::kRead, "cannot read {}: {}", p.string(), std::strerror(errno));
+    if (n == 0) return make_error(errc::latent::kTruncated, "{} shrank while being read", p.string());
     dst += n;
     off += static_cast<std::uint64_t>(n);
     len -= static_cast<std::uint64_t>(n);
@@ -55,12 +55,12 @@ struct OpenedFile {
 Result<OpenedFile> open_validated(const std::filesystem::path& path) {
   auto fd = std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd->get() < 0)
-    return make_error("io.open", "cannot open {}: {}", path.string(), std::strerror(errno));
+    return make_error(errc::io::kOpen, "cannot open {}: {}", path.string(), std::strerror(errno));
   struct stat sb {};
   if (::fstat(fd->get(), &sb) != 0)
-    return make_error("io.stat", "cannot stat {}: {}", path.string(), std::strerror(errno));
+    return make_error(errc::io::kStat, "cannot stat {}: {}", path.string(), std::strerror(errno));
   if (!S_ISREG(sb.st_mode))
-    return make_error("latent.not_a_file", "{} is not a regular file", path.string());
+    return make_error(errc::latent::kNotAFile, "{} is not a regular file", path.string());
   const auto size = static_cast<std::uint64_t>(sb.st_size);
   std::uint8_t prefix[8] = {};
   if (size >= 8) H3_TRY(pread_all(fd->get(), prefix, 8, 0, path));
@@ -199,7 +199,7 @@ std::map<std::string, std::string> v2_metadata(const Latent& l) {
 Status check_sizes(const std::filesystem::path& path, const Latent& l) {
   if (l.geometry.video.size() != 5 || l.video.size() != l.geometry.video_elems() ||
       l.audio.size() != l.geometry.audio_elems())
-    return make_error("latent.geometry",
+    return make_error(errc::latent::kGeometry,
                       "{}: video holds {} values and audio {}, the geometry {} / {} needs {} and {}",
                       path.string(), l.video.size(), l.audio.size(),
                       detail::shape_str(l.geometry.video), detail::shape_str(l.geometry.audio),
@@ -230,7 +230,7 @@ std::vector<std::uint8_t> serialize(const Latent& l, DType dtype) {
 
 Result<std::vector<std::uint8_t>> serialize_comfy(const Latent& l, DType dtype) {
   if (l.geometry.has_audio() || !l.audio.empty())
-    return make_error("latent.comfy_audio",
+    return make_error(errc::latent::kComfyAudio,
                       "a ComfyUI .latent holds one video tensor; this latent (profile {}) has audio",
                       l.profile);
   static const std::vector<float> kEmpty;
@@ -243,7 +243,7 @@ Result<std::string> write_latent(const std::filesystem::path& path, const Latent
   H3_TRY(check_sizes(path, l));
   // Version 2 names the job geometry; a reader checks it against the job (docs/latent.md).
   if (l.job.width == 0 || l.job.height == 0 || l.job.frames == 0 || l.job.fps == 0 || l.profile.empty())
-    return make_error("latent.geometry",
+    return make_error(errc::latent::kGeometry,
                       "{}: the latent's profile and job geometry are not set (profile \"{}\", job "
                       "{}); make it with make_latent(profile, job)",
                       path.string(), l.profile, to_string(l.job));
@@ -302,10 +302,10 @@ Result<std::string> write_tensors(const std::filesystem::path& path,
     std::uint64_t n = 1;
     for (auto d : t.shape) n *= d;
     if (n != t.data.size())
-      return make_error("latent.geometry", "{}: tensor \"{}\" holds {} values, shape {} needs {}",
+      return make_error(errc::latent::kGeometry, "{}: tensor \"{}\" holds {} values, shape {} needs {}",
                         path.string(), name, t.data.size(), detail::shape_str(t.shape), n);
     if (name == "__metadata__")
-      return make_error("latent.header_schema", "{}: \"__metadata__\" is not a tensor name",
+      return make_error(errc::latent::kHeaderSchema, "{}: \"__metadata__\" is not a tensor name",
                         path.string());
   }
   return artifacts::write_atomic(path, serialize_tensors(tensors, metadata));

@@ -23,7 +23,7 @@ class StrictDom final {
   bool number_unsigned(json::number_unsigned_t v) { return put(json(v)); }
   bool number_float(json::number_float_t v, const json::string_t&) { return put(json(v)); }
   bool string(json::string_t& v) { return put(json(std::move(v))); }
-  bool binary(json::binary_t&) { return fail("latent.header_json", "binary values are not JSON"); }
+  bool binary(json::binary_t&) { return fail(errc::latent::kHeaderJson, "binary values are not JSON"); }
   bool start_object(std::size_t) { return open(json::object()); }
   bool start_array(std::size_t) { return open(json::array()); }
   bool end_object() { return close(); }
@@ -31,7 +31,7 @@ class StrictDom final {
   bool key(json::string_t& k) {
     json* top = stack_.back();
     if (top->contains(k)) {
-      return fail("latent.duplicate_key", "header: duplicate key \"{}\"{}", k,
+      return fail(errc::latent::kDuplicateKey, "header: duplicate key \"{}\"{}", k,
                   stack_.size() > 1 ? " inside a nested object" : "");
     }
     key_ = std::move(k);
@@ -39,7 +39,7 @@ class StrictDom final {
   }
   bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) {
     if (error_.code.empty())
-      error_ = make_error("latent.header_json", "header is not strict JSON at byte {}: {}", pos,
+      error_ = make_error(errc::latent::kHeaderJson, "header is not strict JSON at byte {}: {}", pos,
                           ex.what());
     return false;
   }
@@ -49,8 +49,8 @@ class StrictDom final {
 
  private:
   template <typename... A>
-  bool fail(std::string code, fmt::format_string<A...> f, A&&... a) {
-    error_ = make_error(std::move(code), f, std::forward<A>(a)...);
+  bool fail(const ErrorCode& code, fmt::format_string<A...> f, A&&... a) {
+    error_ = make_error(code, f, std::forward<A>(a)...);
     return false;
   }
   json* insert(json v) {
@@ -73,7 +73,7 @@ class StrictDom final {
   }
   bool open(json v) {
     if (static_cast<int>(stack_.size()) >= kMaxJsonDepth)
-      return fail("latent.header_json", "header nests deeper than {} levels", kMaxJsonDepth);
+      return fail(errc::latent::kHeaderJson, "header nests deeper than {} levels", kMaxJsonDepth);
     stack_.push_back(insert(std::move(v)));
     return true;
   }
@@ -109,20 +109,20 @@ std::string shape_str(const std::vector<std::uint64_t>& s) {
 // Stage 1: entry structure and dtype.
 Status check_entry(const std::string& name, const json& v, TensorInfo* t) {
   if (!v.is_object())
-    return make_error("latent.header_schema", "tensor \"{}\": entry must be an object", name);
+    return make_error(errc::latent::kHeaderSchema, "tensor \"{}\": entry must be an object", name);
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
-      return make_error("latent.header_schema", "tensor \"{}\": unknown field \"{}\"", name,
+      return make_error(errc::latent::kHeaderSchema, "tensor \"{}\": unknown field \"{}\"", name,
                         it.key());
   }
   for (const char* f : {"dtype", "shape", "data_offsets"}) {
     if (!v.contains(f))
-      return make_error("latent.header_schema", "tensor \"{}\": missing field \"{}\"", name, f);
+      return make_error(errc::latent::kHeaderSchema, "tensor \"{}\": missing field \"{}\"", name, f);
   }
   if (!v["dtype"].is_string())
-    return make_error("latent.header_schema", "tensor \"{}\": dtype must be a string", name);
+    return make_error(errc::latent::kHeaderSchema, "tensor \"{}\": dtype must be a string", name);
   if (!dtype_from(v["dtype"].get_ref<const std::string&>(), &t->dtype))
-    return make_error("latent.bad_dtype",
+    return make_error(errc::latent::kBadDtype,
                       "tensor \"{}\": dtype \"{}\" not allowed (F32, F16, BF16)", name,
                       v["dtype"].get_ref<const std::string&>());
   t->name = name;
@@ -133,14 +133,14 @@ Status check_entry(const std::string& name, const json& v, TensorInfo* t) {
 Status check_extent(const json& v, TensorInfo* t) {
   const json& shape = v["shape"];
   if (!shape.is_array() || shape.size() > kMaxRank)
-    return make_error("latent.bad_shape",
+    return make_error(errc::latent::kBadShape,
                       "tensor \"{}\": shape must be an array of at most {} sizes", t->name,
                       kMaxRank);
   std::uint64_t elems = 1;
   bool overflow = false;
   for (const json& d : shape) {
     if (!d.is_number_unsigned())
-      return make_error("latent.bad_shape",
+      return make_error(errc::latent::kBadShape,
                         "tensor \"{}\": shape entries must be non-negative integers, got {}",
                         t->name, d.dump());
     std::uint64_t n = d.get<std::uint64_t>();
@@ -149,23 +149,23 @@ Status check_extent(const json& v, TensorInfo* t) {
   }
   std::uint64_t bytes = 0;
   if (overflow || __builtin_mul_overflow(elems, std::uint64_t{dtype_size(t->dtype)}, &bytes))
-    return make_error("latent.shape_overflow",
+    return make_error(errc::latent::kShapeOverflow,
                       "tensor \"{}\": shape {} x {} bytes overflows 64 bits", t->name,
                       shape_str(t->shape), dtype_size(t->dtype));
   t->elems = elems;
   const json& off = v["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
       !off[1].is_number_unsigned())
-    return make_error("latent.bad_offsets",
+    return make_error(errc::latent::kBadOffsets,
                       "tensor \"{}\": data_offsets must be two non-negative integers [begin, end]",
                       t->name);
   t->begin = off[0].get<std::uint64_t>();
   t->end = off[1].get<std::uint64_t>();
   if (t->begin > t->end)
-    return make_error("latent.bad_offsets", "tensor \"{}\": data_offsets [{}, {}] end before begin",
+    return make_error(errc::latent::kBadOffsets, "tensor \"{}\": data_offsets [{}, {}] end before begin",
                       t->name, t->begin, t->end);
   if (t->end - t->begin != bytes)
-    return make_error("latent.size_mismatch",
+    return make_error(errc::latent::kSizeMismatch,
                       "tensor \"{}\": shape {} {} needs {} bytes, data_offsets [{}, {}] span {}",
                       t->name, shape_str(t->shape), dtype_name(t->dtype), bytes, t->begin, t->end,
                       t->end - t->begin);
@@ -181,22 +181,22 @@ Status check_coverage(std::vector<TensorInfo>& ts, std::uint64_t data_len) {
   const TensorInfo* prev = nullptr;
   for (const TensorInfo& t : ts) {
     if (t.begin < at)
-      return make_error("latent.offsets_overlap",
+      return make_error(errc::latent::kOffsetsOverlap,
                         "tensor \"{}\" [{}, {}] overlaps tensor \"{}\" [{}, {}]", t.name, t.begin,
                         t.end, prev->name, prev->begin, prev->end);
     if (t.begin > at)
-      return make_error("latent.offsets_gap",
+      return make_error(errc::latent::kOffsetsGap,
                         "hole of {} bytes in the data before tensor \"{}\" at {}", t.begin - at,
                         t.name, t.begin);
     at = t.end;
     prev = &t;
   }
   if (at > data_len)
-    return make_error("latent.offsets_past_eof",
+    return make_error(errc::latent::kOffsetsPastEof,
                       "tensor \"{}\" ends at data byte {}, past the {} bytes the file holds",
                       prev->name, at, data_len);
   if (at < data_len)
-    return make_error("latent.trailing_bytes",
+    return make_error(errc::latent::kTrailingBytes,
                       "{} bytes after the last tensor's data (tensors cover {} of {} bytes)",
                       data_len - at, at, data_len);
   return {};
@@ -205,10 +205,10 @@ Status check_coverage(std::vector<TensorInfo>& ts, std::uint64_t data_len) {
 Status check_metadata(const json* meta, std::map<std::string, std::string>* out) {
   if (meta == nullptr) return {};
   if (!meta->is_object())
-    return make_error("latent.metadata_type", "__metadata__ must be an object of strings");
+    return make_error(errc::latent::kMetadataType, "__metadata__ must be an object of strings");
   for (auto it = meta->begin(); it != meta->end(); ++it) {
     if (!it.value().is_string())
-      return make_error("latent.metadata_type",
+      return make_error(errc::latent::kMetadataType,
                         "__metadata__ \"{}\": value must be a string, got {}", it.key(),
                         it.value().type_name());
     (*out)[it.key()] = it.value().get<std::string>();
@@ -235,15 +235,15 @@ const TensorInfo* Layout::find(std::string_view name) const {
 
 Result<std::uint64_t> check_prefix(std::span<const std::uint8_t> bytes, std::uint64_t file_size) {
   if (bytes.size() < 8 || file_size < 8)
-    return make_error("latent.too_short", "file holds {} bytes, less than the 8-byte header length",
+    return make_error(errc::latent::kTooShort, "file holds {} bytes, less than the 8-byte header length",
                       file_size);
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = n << 8 | bytes[i];
   if (n > kMaxHeaderBytes)
-    return make_error("latent.header_too_large", "header length {} exceeds the {} byte limit", n,
+    return make_error(errc::latent::kHeaderTooLarge, "header length {} exceeds the {} byte limit", n,
                       kMaxHeaderBytes);
   if (n > file_size - 8)
-    return make_error("latent.header_past_eof",
+    return make_error(errc::latent::kHeaderPastEof,
                       "header length {} runs past the end of the file ({} bytes after the prefix)",
                       n, file_size - 8);
   return n;
@@ -251,24 +251,24 @@ Result<std::uint64_t> check_prefix(std::span<const std::uint8_t> bytes, std::uin
 
 Result<Layout> parse_header(std::span<const std::uint8_t> header, std::uint64_t data_len) {
   if (header.empty() || header[0] != '{')
-    return make_error("latent.header_start", "header must start with '{{', got {}",
+    return make_error(errc::latent::kHeaderStart, "header must start with '{{', got {}",
                       header.empty() ? std::string("nothing") : fmt::format("0x{:02x}", header[0]));
   // nlohmann's lexer takes a NUL byte for the end of input, which would let bytes after it pass
   // unparsed; a NUL is never valid JSON (not whitespace, and escaped inside strings).
   if (const void* nul = std::memchr(header.data(), 0, header.size()))
-    return make_error("latent.header_json",
+    return make_error(errc::latent::kHeaderJson,
                       "header is not strict JSON: NUL byte at header offset {}",
                       static_cast<const std::uint8_t*>(nul) - header.data());
   StrictDom dom;
   bool ok = json::sax_parse(header.begin(), header.end(), &dom);
   if (!ok) {
     if (!dom.error().code.empty()) return dom.error();
-    return make_error("latent.header_json", "header is not strict JSON");
+    return make_error(errc::latent::kHeaderJson, "header is not strict JSON");
   }
   json& root = dom.root();
-  if (!root.is_object()) return make_error("latent.header_schema", "header must be a JSON object");
+  if (!root.is_object()) return make_error(errc::latent::kHeaderSchema, "header must be a JSON object");
   if (root.size() > kMaxTensors + 1)
-    return make_error("latent.header_schema", "header lists {} entries, at most {} allowed",
+    return make_error(errc::latent::kHeaderSchema, "header lists {} entries, at most {} allowed",
                       root.size(), kMaxTensors);
 
   Layout layout;
@@ -376,7 +376,7 @@ Status decode(const TensorInfo& t, std::span<const std::uint8_t> raw, float* out
   }
   for (std::uint64_t i = 0; i < t.elems; ++i) {
     if (!std::isfinite(out[i]))
-      return make_error("latent.nonfinite", "tensor \"{}\": element {} is {}", t.name, i,
+      return make_error(errc::latent::kNonfinite, "tensor \"{}\": element {} is {}", t.name, i,
                         std::isnan(out[i]) ? "NaN" : (out[i] > 0 ? "+Inf" : "-Inf"));
   }
   return {};

@@ -1,10 +1,21 @@
 #include "common/logging/protobuf_log.h"
 
 #include <google/protobuf/stubs/logging.h>
-#include <spdlog/spdlog.h>
 
 #include <mutex>
 #include <string>
+
+#include "common/logging/log.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("protobuf");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::logging {
 namespace {
@@ -56,8 +67,8 @@ void handle(google::protobuf::LogLevel level, const char* file, int line,
     dropped = l.suppressed;
     l.suppressed = 0;
   }
-  if (dropped > 0) spdlog::warn("protobuf: {} more log line(s) suppressed (rate limit)", dropped);
-  spdlog::log(level_of(level), "protobuf: {} ({}:{})", message, file, line);
+  if (dropped > 0) logger().warn("protobuf: {} more log line(s) suppressed (rate limit)", dropped);
+  logger().log(level_of(level), "protobuf: {} ({}:{})", message, file, line);
 }
 
 }  // namespace

@@ -16,10 +16,10 @@ using namespace detail;
 namespace {
 
 Error image_error(const std::filesystem::path& p, std::string_view what, int rc) {
-  return make_error("media.image", "image {}: {}: {}", p.string(), what, av_error_text(rc));
+  return make_error(errc::media::kImage, "image {}: {}: {}", p.string(), what, av_error_text(rc));
 }
 Error image_error(const std::filesystem::path& p, std::string_view what) {
-  return make_error("media.image", "image {}: {}", p.string(), what);
+  return make_error(errc::media::kImage, "image {}: {}", p.string(), what);
 }
 
 // Receives frames until one is out; sends `pkt` first (nullptr = drain).

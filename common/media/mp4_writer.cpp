@@ -36,10 +36,10 @@ struct Mp4Writer::Impl {
   bool header_written = false, finished = false, failed = false;
 
   Error err(std::string_view what, int rc) const {
-    return make_error("media.mp4", "mp4 writer {}: {}: {}", path, what, av_error_text(rc));
+    return make_error(errc::media::kMp4, "mp4 writer {}: {}: {}", path, what, av_error_text(rc));
   }
   Error err(std::string_view what) const {
-    return make_error("media.mp4", "mp4 writer {}: {}", path, what);
+    return make_error(errc::media::kMp4, "mp4 writer {}: {}", path, what);
   }
 
   // Sends `frame` (nullptr = flush) and writes every packet the encoder yields.
@@ -278,7 +278,7 @@ Status warm_up() {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::temp_directory_path(ec);
-  if (ec) return make_error("media.mp4", "warm-up: no temp directory: {}", ec.message());
+  if (ec) return make_error(errc::media::kMp4, "warm-up: no temp directory: {}", ec.message());
   std::random_device rd;
   const fs::path path = dir / fmt::format("h3pipe-warm-up-{}-{:08x}.mp4", ::getpid(), rd());
   Status s = [&]() -> Status {

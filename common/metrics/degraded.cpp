@@ -1,7 +1,18 @@
 #include "common/metrics/degraded.h"
 
 #include <prometheus/counter.h>
-#include <spdlog/spdlog.h>
+
+#include "common/logging/log.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("degraded");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::metrics {
 namespace {
@@ -30,11 +41,11 @@ void register_degraded(const std::shared_ptr<prometheus::Registry>& registry) {
 void Degraded::hit(const std::string& why) {
   ++count_;
   count_state(state_);
-  if (!degraded_.exchange(true)) spdlog::warn("{}: degraded ({}): {}", what_, state_, why);
+  if (!degraded_.exchange(true)) logger().warn("{}: degraded ({}): {}", what_, state_, why);
 }
 
 void Degraded::ok() {
-  if (degraded_.exchange(false)) spdlog::info("{}: no longer degraded ({})", what_, state_);
+  if (degraded_.exchange(false)) logger().info("{}: no longer degraded ({})", what_, state_);
 }
 
 }  // namespace h3pipe::metrics

@@ -39,14 +39,14 @@ class HttpEndpoint {
   httplib::Server& server() { return server_; }
 
   // Binds bind:port (0 = a free port, read back) and serves on a thread of its own.
-  Status listen(const std::string& what, const std::string& bind, int port) {
+  Status listen(const ErrorCode& in_use, const std::string& what, const std::string& bind, int port) {
     if (port == 0) {
       port_ = server_.bind_to_any_port(bind);
     } else if (server_.bind_to_port(bind, port)) {
       port_ = port;
     }
     if (port_ <= 0)
-      return make_error(what + ".bind", "cannot serve {} on {}:{}: the address is in use or not "
+      return make_error(in_use, "cannot serve {} on {}:{}: the address is in use or not "
                         "local", what, bind, port);
     // The socket listens from bind on; the accept loop starts on the thread.  Wait for it, so
     // that a destructor right after start() finds a running server to stop.
@@ -73,7 +73,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(
     prometheus::TextSerializer().Serialize(out, registry->Collect());
     res.set_content(out.str(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  H3_TRY(s->http_->listen("metrics", bind, port));
+  H3_TRY(s->http_->listen(errc::metrics::kBind, "metrics", bind, port));
   return s;
 }
 
@@ -98,7 +98,7 @@ Result<std::unique_ptr<HealthServer>> HealthServer::start(const std::string& bin
     res.set_content(r ? "ready\n" : failed.empty() ? "not ready\n" : "failed: " + failed + "\n",
                     "text/plain");
   });
-  H3_TRY(h->http_->listen("health", bind, port));
+  H3_TRY(h->http_->listen(errc::health::kBind, "health", bind, port));
   return h;
 }
 

@@ -92,7 +92,7 @@ Result<ModelConfig> parse_config(const nlohmann::json& settings, std::string_vie
   ModelConfig c;
   if (settings.is_null()) return c;
   if (!settings.is_object())
-    return make_error("config.invalid", "{}: expected an object of builtin model settings",
+    return make_error(errc::config::kInvalid, "{}: expected an object of builtin model settings",
                       path_prefix.empty() ? "/" : path_prefix);
   Parser p(settings, path_prefix);
   std::vector<std::string_view> all(kKeys.begin(), kKeys.end());
@@ -133,7 +133,7 @@ Result<ModelConfig> parse_config(const nlohmann::json& settings, std::string_vie
   if (!p.errors_.empty()) {
     std::string msg = "invalid builtin model settings:";
     for (const auto& e : p.errors_) msg += "\n  " + e;
-    return Error{"config.invalid", msg};
+    return make_error(errc::config::kInvalid, "{}", msg);
   }
   return c;
 }

@@ -139,7 +139,7 @@ Status Dit::sample(Exec& ex, const Tensor& cond, const LatentDims& dims, std::ui
 
   for (std::uint32_t step = 0; step < steps; ++step) {
     if (cancelled && cancelled())
-      return make_error("runtime.cancelled", "sampling cancelled at step {}", step);
+      return make_error(errc::runtime::kCancelled, "sampling cancelled at step {}", step);
     // Patchify: video feature (c, py, px), audio feature (c, side, j).
     ex.pool.run(static_cast<std::size_t>(T), [&](std::size_t t, int) {
       for (int y = 0; y < hp; ++y)

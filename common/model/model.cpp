@@ -47,7 +47,7 @@ Model::~Model() = default;
 Result<std::unique_ptr<Model>> Model::load(const ModelConfig& c, unsigned parts) {
   if (c.width % c.heads != 0 || c.vae_channels.size() != 5 || c.audio_channels.size() != 3 ||
       c.patch[0] != 1 || c.patch[1] != c.patch[2] || c.threads < 1)
-    return make_error("config.invalid", "builtin model config is inconsistent (see parse_config)");
+    return make_error(errc::config::kInvalid, "builtin model config is inconsistent (see parse_config)");
   // The model parallelises itself; OpenBLAS runs each product on the calling worker.
   openblas_set_num_threads(1);
   auto specs = param_specs(c);
@@ -69,7 +69,7 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& c, unsigned parts)
     impl->gpu = GpuGemm::create();
     if (!impl->gpu)
       return make_error(
-          "runtime.permanent.config",
+          errc::runtime::kPermanentConfig,
           "device \"cuda\": this build has no CUDA support (H3PIPE_CUDA) or no GPU is visible");
   }
   if (parts & kEncoder) impl->text = std::make_unique<TextEncoder>(impl->weights, impl->config);
@@ -96,12 +96,12 @@ std::int64_t Model::parameters() const {
 
 Result<Tensor> Model::encode(std::string_view prompt, const media::Image* reference) {
   if (!impl_->text)
-    return make_error("runtime.permanent.config",
+    return make_error(errc::runtime::kPermanentConfig,
                       "the builtin model was loaded without its encoder");
   if (reference &&
       (reference->width <= 0 || reference->height <= 0 ||
        reference->rgb.size() != static_cast<std::size_t>(reference->width) * reference->height * 3))
-    return make_error("runtime.permanent.input",
+    return make_error(errc::runtime::kPermanentInput,
                       "reference image has inconsistent size {}x{} / {} bytes", reference->width,
                       reference->height, reference->rgb.size());
   Exec ex = impl_->exec();
@@ -112,14 +112,14 @@ Result<Tensor> Model::encode(std::string_view prompt, const media::Image* refere
 
 namespace {
 Error not_loaded(const char* what) {
-  return make_error("runtime.permanent.config", "the builtin model was loaded without its {}",
+  return make_error(errc::runtime::kPermanentConfig, "the builtin model was loaded without its {}",
                     what);
 }
 
 Status check_dims(const LatentDims& d) {
   if (d.t < 1 || d.h < 1 || d.w < 1 || d.audio_len < 1 || d.t > 4096 || d.h > 1024 || d.w > 1024 ||
       d.audio_len > (1 << 24))
-    return make_error("runtime.permanent.input",
+    return make_error(errc::runtime::kPermanentInput,
                       "latent geometry t={} h={} w={} audio_len={} out of range", d.t, d.h, d.w,
                       d.audio_len);
   return Status::Ok();
@@ -135,15 +135,15 @@ Status Model::sample(const Tensor& cond, const LatentDims& dims, std::uint32_t s
   if (cond.shape.size() != 2 || cond.shape[0] < 1 || cond.shape[1] != c.width ||
       cond.data.size() != static_cast<std::size_t>(cond.shape[0] * cond.shape[1]))
     return make_error(
-        "runtime.permanent.input",
+        errc::runtime::kPermanentInput,
         "conditioning must be (N, {}) float32 with N >= 1; got shape [{}] and {} values", c.width,
         fmt::join(cond.shape, ", "), cond.data.size());
   for (std::size_t i = 0; i < cond.data.size(); ++i)
     if (!std::isfinite(cond.data[i]))
-      return make_error("runtime.permanent.input",
+      return make_error(errc::runtime::kPermanentInput,
                         "conditioning has a non-finite value at element {}", i);
   if (steps < 1 || steps > 1000)
-    return make_error("runtime.permanent.input", "steps {} out of range [1, 1000]", steps);
+    return make_error(errc::runtime::kPermanentInput, "steps {} out of range [1, 1000]", steps);
   video_out.resize(static_cast<std::size_t>(dims.video_numel()));
   audio_out.resize(static_cast<std::size_t>(dims.audio_numel()));
   Exec ex = impl_->exec();
@@ -153,10 +153,10 @@ Status Model::sample(const Tensor& cond, const LatentDims& dims, std::uint32_t s
   H3_TRY(s);
   for (float v : video_out)
     if (!std::isfinite(v))
-      return make_error("runtime.numeric", "sampler produced a non-finite video latent");
+      return make_error(errc::runtime::kNumeric, "sampler produced a non-finite video latent");
   for (float v : audio_out)
     if (!std::isfinite(v))
-      return make_error("runtime.numeric", "sampler produced a non-finite audio latent");
+      return make_error(errc::runtime::kNumeric, "sampler produced a non-finite audio latent");
   return Status::Ok();
 }
 
@@ -170,10 +170,10 @@ Status Model::decode_video(const float* video, const LatentDims& dims, int frame
   H3_TRY(check_dims(dims));
   const int produced = 1 + kTemporalFactor * (dims.t - 1);
   if (!video || frames < 1 || frames > produced + kTemporalFactor - 1)
-    return make_error("runtime.permanent.input", "{} frames cannot come from {} latent frames",
+    return make_error(errc::runtime::kPermanentInput, "{} frames cannot come from {} latent frames",
                       frames, dims.t);
   if (out_w < 1 || out_h < 1 || out_w > dims.w * kSpatialFactor || out_h > dims.h * kSpatialFactor)
-    return make_error("runtime.permanent.input", "output {}x{} exceeds the latent's {}x{}", out_w,
+    return make_error(errc::runtime::kPermanentInput, "output {}x{} exceeds the latent's {}x{}", out_w,
                       out_h, dims.w * kSpatialFactor, dims.h * kSpatialFactor);
   const DecodePlan plan = impl_->video->plan(dims);
   Exec ex = impl_->exec();
@@ -188,7 +188,7 @@ Status Model::decode_audio(const float* audio, const LatentDims& dims,
   H3_TRY(check_dims(dims));
   if (!audio || samples_per_channel < 0 ||
       samples_per_channel > std::int64_t{dims.audio_len} * kAudioHop)
-    return make_error("runtime.permanent.input",
+    return make_error(errc::runtime::kPermanentInput,
                       "{} samples cannot come from {} audio latent steps", samples_per_channel,
                       dims.audio_len);
   Exec ex = impl_->exec();

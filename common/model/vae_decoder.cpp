@@ -270,7 +270,7 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
   std::vector<float> lat, x0, t1, t2, x1, xf, a, b, y0, y1;  // grow only, kept across segments
   for (int f0 = 0; f0 < T && emitted < frames; f0 += plan.segment_frames) {
     if (cancelled && cancelled())
-      return make_error("runtime.cancelled", "decode cancelled at latent frame {}", f0);
+      return make_error(errc::runtime::kCancelled, "decode cancelled at latent frame {}", f0);
     const int s = std::min(plan.segment_frames, T - f0);
     const bool clip_start = f0 == 0;
     const int seg_out = clip_start ? 1 + 4 * (s - 1) : 4 * s;
@@ -323,7 +323,7 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
       const std::size_t p2 = static_cast<std::size_t>(h2) * w2, p3 = p2 * 4, p4 = p3 * 4;
       for (int f = 0; f < n2; ++f) {
         if (cancelled && cancelled())
-          return make_error("runtime.cancelled", "decode cancelled at output frame {}", emitted);
+          return make_error(errc::runtime::kCancelled, "decode cancelled at output frame {}", emitted);
         float* in1 = y1.data() + static_cast<std::size_t>(f) * im.c1 * p1;
         rms_norm_silu(ex, in1, in1, 1, im.c1, p1, im.gu1);
         xf.resize(std::max(xf.size(), static_cast<std::size_t>(im.c2) * p2));
@@ -393,7 +393,7 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
   // gets its last frame repeated (at most 3 times).
   while (emitted < frames && emitted > 0) H3_TRY(emit(last.data()));
   if (emitted != frames)
-    return make_error("runtime.permanent.input", "decoder produced {} of {} frames", emitted,
+    return make_error(errc::runtime::kPermanentInput, "decoder produced {} of {} frames", emitted,
                       frames);
   return Status::Ok();
 }

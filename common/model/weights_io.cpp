@@ -20,7 +20,7 @@ Error weights_error(const std::filesystem::path& f, const std::vector<std::strin
   for (std::size_t i = 0; i < problems.size() && i < kMaxReported; ++i) msg += "\n  " + problems[i];
   if (problems.size() > kMaxReported)
     msg += fmt::format("\n  ... and {} more", problems.size() - kMaxReported);
-  return Error{"runtime.permanent.weights", msg};
+  return make_error(errc::runtime::kPermanentWeights, "{}", msg);
 }
 
 std::string shape_str(const std::vector<std::int64_t>& s) {
@@ -146,7 +146,7 @@ Status save_safetensors(const std::filesystem::path& file, const Weights& w,
   for (const auto& s : specs) {
     const Tensor* t = w.find(s.name);
     if (!t)
-      return make_error("runtime.permanent.weights", "save {}: tensor {} missing", file.string(),
+      return make_error(errc::runtime::kPermanentWeights, "save {}: tensor {} missing", file.string(),
                         s.name);
     const std::uint64_t bytes = t->data.size() * 4;
     h[s.name] = {{"dtype", "F32"}, {"shape", t->shape}, {"data_offsets", {off, off + bytes}}};
@@ -156,7 +156,7 @@ Status save_safetensors(const std::filesystem::path& file, const Weights& w,
   header.resize((header.size() + 7) / 8 * 8, ' ');
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   if (!out)
-    return make_error("io.write", "save {}: cannot open: {}", file.string(), std::strerror(errno));
+    return make_error(errc::io::kWrite, "save {}: cannot open: {}", file.string(), std::strerror(errno));
   unsigned char len_bytes[8];
   std::uint64_t len = header.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
@@ -168,7 +168,7 @@ Status save_safetensors(const std::filesystem::path& file, const Weights& w,
               static_cast<std::streamsize>(t->data.size() * 4));
   }
   out.flush();
-  if (!out) return make_error("io.write", "save {}: write failed", file.string());
+  if (!out) return make_error(errc::io::kWrite, "save {}: write failed", file.string());
   return Status::Ok();
 }
 

@@ -101,7 +101,7 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
   auto conn = queue::Redis::connect(res.addr);
   double connect_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (!conn.ok() && conn.error().code == "redis.connect") {
+  if (!conn.ok() && conn.error().code == errc::redis::kConnect) {
     rep.fail("redis.reachable", target, conn.error().message,
              c.redis.embedded
                  ? "start the cluster (h3pipe start); the embedded Redis runs with it"

@@ -33,7 +33,7 @@ int remaining_ms(Clock::time_point deadline) {
 Result<Url> parse_url(const std::string& url) {
   constexpr std::string_view kScheme = "http://";
   if (url.rfind(kScheme, 0) != 0)
-    return make_error("http.url", "\"{}\": expected an http:// URL", url);
+    return make_error(errc::http::kUrl, "\"{}\": expected an http:// URL", url);
   Url u;
   std::string rest = url.substr(kScheme.size());
   auto slash = rest.find('/');
@@ -42,7 +42,7 @@ Result<Url> parse_url(const std::string& url) {
   auto colon = authority.rfind(':');
   if (!authority.empty() && authority.front() == '[') {  // [v6]:port
     auto close = authority.find(']');
-    if (close == std::string::npos) return make_error("http.url", "\"{}\": bad IPv6 literal", url);
+    if (close == std::string::npos) return make_error(errc::http::kUrl, "\"{}\": bad IPv6 literal", url);
     u.host = authority.substr(1, close - 1);
     colon = authority.find(':', close);
   } else {
@@ -51,11 +51,11 @@ Result<Url> parse_url(const std::string& url) {
   if (colon != std::string::npos) {
     std::string p = authority.substr(colon + 1);
     if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5)
-      return make_error("http.url", "\"{}\": bad port", url);
+      return make_error(errc::http::kUrl, "\"{}\": bad port", url);
     u.port = std::stoi(p);
-    if (u.port < 1 || u.port > 65535) return make_error("http.url", "\"{}\": bad port", url);
+    if (u.port < 1 || u.port > 65535) return make_error(errc::http::kUrl, "\"{}\": bad port", url);
   }
-  if (u.host.empty()) return make_error("http.url", "\"{}\": no host", url);
+  if (u.host.empty()) return make_error(errc::http::kUrl, "\"{}\": no host", url);
   return u;
 }
 
@@ -70,7 +70,7 @@ Result<HttpResponse> http_get(const std::string& url, std::chrono::milliseconds 
   addrinfo* res = nullptr;
   std::string port = std::to_string(u->port);
   if (int rc = ::getaddrinfo(u->host.c_str(), port.c_str(), &hints, &res); rc != 0)
-    return make_error("http.connect", "{}: cannot resolve {}: {}", url, u->host,
+    return make_error(errc::http::kConnect, "{}: cannot resolve {}: {}", url, u->host,
                       ::gai_strerror(rc));
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(res, ::freeaddrinfo);
 
@@ -100,7 +100,7 @@ Result<HttpResponse> http_get(const std::string& url, std::chrono::milliseconds 
     std::swap(s.fd, c.fd);
     break;
   }
-  if (s.fd < 0) return make_error("http.connect", "{}: {}", url, why);
+  if (s.fd < 0) return make_error(errc::http::kConnect, "{}: {}", url, why);
 
   std::string req = "GET " + u->path + " HTTP/1.0\r\nHost: " + u->host +
                     "\r\nUser-Agent: h3pipe-preflight\r\n" +
@@ -109,10 +109,10 @@ Result<HttpResponse> http_get(const std::string& url, std::chrono::milliseconds 
   while (sent < req.size()) {
     pollfd p{s.fd, POLLOUT, 0};
     if (::poll(&p, 1, remaining_ms(deadline)) <= 0)
-      return make_error("http.io", "{}: timed out sending", url);
+      return make_error(errc::http::kIo, "{}: timed out sending", url);
     ssize_t n = ::send(s.fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno != EAGAIN && errno != EINTR)
-      return make_error("http.io", "{}: {}", url, std::strerror(errno));
+      return make_error(errc::http::kIo, "{}: {}", url, std::strerror(errno));
     if (n > 0) sent += static_cast<std::size_t>(n);
   }
   std::string raw;
@@ -122,25 +122,25 @@ Result<HttpResponse> http_get(const std::string& url, std::chrono::milliseconds 
     int pr = ::poll(&p, 1, remaining_ms(deadline));
     if (pr <= 0) {
       if (raw.find("\r\n\r\n") != std::string::npos) break;  // headers in, server keeps it open
-      return make_error("http.io", "{}: no reply within {} ms", url, timeout.count());
+      return make_error(errc::http::kIo, "{}: no reply within {} ms", url, timeout.count());
     }
     ssize_t n = ::recv(s.fd, buf, sizeof buf, 0);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       if (errno == ECONNRESET && !raw.empty()) break;
-      return make_error("http.io", "{}: {}", url, std::strerror(errno));
+      return make_error(errc::http::kIo, "{}: {}", url, std::strerror(errno));
     }
     raw.append(buf, static_cast<std::size_t>(n));
     if (raw.size() > kMaxBody) break;
   }
   // "HTTP/1.x NNN reason"
   if (raw.rfind("HTTP/", 0) != 0 || raw.size() < 12)
-    return make_error("http.io", "{}: not an HTTP reply", url);
+    return make_error(errc::http::kIo, "{}: not an HTTP reply", url);
   auto sp = raw.find(' ');
   HttpResponse r;
   r.status = std::atoi(raw.c_str() + sp + 1);
-  if (r.status < 100 || r.status > 599) return make_error("http.io", "{}: bad status line", url);
+  if (r.status < 100 || r.status > 599) return make_error(errc::http::kIo, "{}: bad status line", url);
   auto hdr_end = raw.find("\r\n\r\n");
   if (hdr_end != std::string::npos) r.body = raw.substr(hdr_end + 4);
   return r;

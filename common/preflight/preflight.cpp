@@ -39,7 +39,7 @@ fs::path run_file_path(const config::Cluster& c, const std::string& service,
 Result<RunFile> read_run_file(const fs::path& file) {
   std::ifstream in(file);
   if (!in)
-    return make_error("preflight.run_file", "not running here: no run file {}", file.string());
+    return make_error(errc::preflight::kRunFile, "not running here: no run file {}", file.string());
   try {
     auto j = nlohmann::json::parse(in);
     RunFile r;
@@ -50,7 +50,7 @@ Result<RunFile> read_run_file(const fs::path& file) {
     r.bind = j.value("bind", std::string());
     return r;
   } catch (const std::exception& e) {
-    return make_error("preflight.run_file", "{}: not a run file: {}", file.string(), e.what());
+    return make_error(errc::preflight::kRunFile, "{}: not a run file: {}", file.string(), e.what());
   }
 }
 

@@ -1,6 +1,16 @@
 #include "common/queue/queue.h"
 
-#include <spdlog/spdlog.h>
+#include "common/logging/log.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("queue");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::queue {
 
@@ -58,7 +68,7 @@ std::optional<Entry> parse_entry(const redisReply* e) {
 
 // Redis lost the group (or the stream under it): FLUSHALL, a restart without persistence.
 bool group_gone(const Error& e) {
-  return e.code == "redis.error" && e.message.find("NOGROUP") != std::string::npos;
+  return e.code == errc::redis::kError && e.message.find("NOGROUP") != std::string::npos;
 }
 
 std::vector<std::string> flatten(const Commands& cmds) {
@@ -84,7 +94,7 @@ Result<Reply> StageQueue::group_command(const std::vector<std::string>& argv) {
   H3_TRY(ensure_group());
   ++groups_recreated_;
   drained_own_ = true;  // nothing is pending for us in a new group
-  spdlog::warn("queue {}: consumer group {} was gone (Redis lost it: a FLUSHALL or a restart without "
+  logger().warn("queue {}: consumer group {} was gone (Redis lost it: a FLUSHALL or a restart without "
                "persistence); recreated it (what was claimed from the old one is gone with it)",
                opts_.stream, opts_.group);
   return redis_.command(argv);
@@ -260,7 +270,7 @@ void LeaseKeeper::loop() {
     if (!redis) {
       auto c = Redis::connect(addr_);
       if (c.ok()) redis = std::move(c.value());
-      else spdlog::warn("lease keeper: {}", c.error().message);
+      else logger().warn("lease keeper: {}", c.error().message);
     }
     if (redis) {
       auto r = redis->eval(kRenewScript, {opts_.stream}, args);
@@ -273,11 +283,11 @@ void LeaseKeeper::loop() {
         // The group went with every claim in it: nothing held is ours any more.
         gone.assign(args.begin() + 2, args.end());
         lost_ += static_cast<long long>(gone.size());
-        spdlog::warn("lease keeper: consumer group {} on {} is gone (Redis lost it); {} held entries lost",
+        logger().warn("lease keeper: consumer group {} on {} is gone (Redis lost it); {} held entries lost",
                      opts_.group, opts_.stream, gone.size());
       } else {
-        spdlog::warn("lease keeper: renewal failed: {}", r.error().message);
-        if (r.error().code == "redis.io") redis.reset();
+        logger().warn("lease keeper: renewal failed: {}", r.error().message);
+        if (r.error().code == errc::redis::kIo) redis.reset();
       }
     }
     lk.lock();

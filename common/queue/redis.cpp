@@ -8,9 +8,9 @@ namespace h3pipe::queue {
 namespace {
 
 Result<Reply> take(redisContext* ctx, void* raw) {
-  if (!raw) return make_error("redis.io", "redis I/O error: {}", ctx && ctx->errstr[0] ? ctx->errstr : "connection lost");
+  if (!raw) return make_error(errc::redis::kIo, "redis I/O error: {}", ctx && ctx->errstr[0] ? ctx->errstr : "connection lost");
   Reply r(static_cast<redisReply*>(raw));
-  if (r->type == REDIS_REPLY_ERROR) return make_error("redis.error", "{}", std::string(r->str, r->len));
+  if (r->type == REDIS_REPLY_ERROR) return make_error(errc::redis::kError, "{}", std::string(r->str, r->len));
   return r;
 }
 
@@ -53,7 +53,7 @@ Status Redis::reconnect() {
     std::string why = ctx_ ? ctx_->errstr : "out of memory";
     if (ctx_) redisFree(ctx_);
     ctx_ = nullptr;
-    return make_error("redis.connect", "cannot connect to redis at {}:{}: {}", addr_.host, addr_.port, why);
+    return make_error(errc::redis::kConnect, "cannot connect to redis at {}:{}: {}", addr_.host, addr_.port, why);
   }
   redisSetTimeout(ctx_, tv);
   if (!addr_.password.empty()) {
@@ -67,7 +67,7 @@ Status Redis::reconnect() {
     if (!r.ok()) {
       redisFree(ctx_);
       ctx_ = nullptr;
-      return make_error("redis.auth", "redis at {}:{} refused authentication{}: {}", addr_.host,
+      return make_error(errc::redis::kAuth, "redis at {}:{} refused authentication{}: {}", addr_.host,
                         addr_.port, addr_.user.empty() ? "" : " for user " + addr_.user, r.error().message);
     }
   }
@@ -91,7 +91,7 @@ Result<Reply> Redis::read_reply() {
     redisFree(ctx_);
     ctx_ = nullptr;
     unread_ = 0;
-    return make_error("redis.io", "redis I/O error: {}", why);
+    return make_error(errc::redis::kIo, "redis I/O error: {}", why);
   }
   return take(ctx_, raw);
 }
@@ -100,7 +100,7 @@ Status Redis::drop_unread() {
   while (unread_ > 0) {
     --unread_;
     auto r = read_reply();
-    if (!r.ok() && r.error().code == "redis.io") return r.error();
+    if (!r.ok() && r.error().code == errc::redis::kIo) return r.error();
   }
   return {};
 }
@@ -134,7 +134,7 @@ Status Redis::send(const std::vector<std::string>& argv) {
       redisFree(ctx_);
       ctx_ = nullptr;
       unread_ = 0;
-      return make_error("redis.io", "redis I/O error: {}", why);
+      return make_error(errc::redis::kIo, "redis I/O error: {}", why);
     }
   }
   ++unread_;
@@ -156,7 +156,7 @@ Result<std::vector<Reply>> Redis::pipeline(const std::vector<std::vector<std::st
   std::optional<Error> first_error;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     auto r = read_reply();
-    if (!r.ok() && r.error().code == "redis.io") return r.error();
+    if (!r.ok() && r.error().code == errc::redis::kIo) return r.error();
     if (!r.ok()) {
       if (!first_error) first_error = r.error();
       out.emplace_back(nullptr);

@@ -26,7 +26,7 @@ Result<std::vector<const config::Host*>> selected_hosts(const config::Cluster& c
   }
   for (const auto& n : o.hosts) {
     const config::Host* h = c.find_host(n);
-    if (!h) return make_error("remote.host", "no host \"{}\" in the config", n);
+    if (!h) return make_error(errc::remote::kHost, "no host \"{}\" in the config", n);
     out.push_back(h);
   }
   return out;
@@ -52,7 +52,7 @@ Result<HostCommand> wrap(const config::Cluster& c, const Options& o, const confi
   hc.wave = wave;
   if (h.ssh.empty()) {
     if (!local(c, o, h))
-      return make_error("remote.ssh",
+      return make_error(errc::remote::kSsh,
                         "host \"{}\" has no ssh alias (hosts[].ssh) and is not this machine",
                         h.name);
     hc.via = "local";
@@ -60,7 +60,7 @@ Result<HostCommand> wrap(const config::Cluster& c, const Options& o, const confi
     return hc;
   }
   if (!safe_alias(h.ssh))
-    return make_error("remote.ssh",
+    return make_error(errc::remote::kSsh,
                       "host \"{}\": ssh alias \"{}\" is not a plain host name or alias", h.name,
                       h.ssh);
   hc.via = h.ssh;
@@ -101,12 +101,12 @@ Result<std::vector<std::string>> compose_profiles(const config::Cluster& c, cons
   auto encoders = c.pools_on(h.name, config::StageKind::kEncode);
   auto decoders = c.pools_on(h.name, config::StageKind::kDecode);
   if (samplers.size() > 2)
-    return make_error("remote.compose",
+    return make_error(errc::remote::kCompose,
                       "host \"{}\" has {} sampler pools; compose.yaml has two sampler "
                       "slots per host (sampler0, sampler1): use the native launcher or add a slot",
                       h.name, samplers.size());
   if (encoders.size() > 1 || decoders.size() > 1)
-    return make_error("remote.compose",
+    return make_error(errc::remote::kCompose,
                       "host \"{}\" has more than one encoder or decoder pool; "
                       "compose.yaml has one slot each",
                       h.name);
@@ -121,7 +121,7 @@ Result<std::vector<HostCommand>> plan(const config::Cluster& c, const Options& o
   auto hosts = selected_hosts(c, o);
   if (!hosts.ok()) return hosts.error();
   if (o.config_path.empty() && o.launcher == Launcher::kNative)
-    return make_error("remote.config", "the config's path on the remote hosts is required");
+    return make_error(errc::remote::kConfig, "the config's path on the remote hosts is required");
   std::vector<HostCommand> out;
   bool start = o.action == Action::kStart;
   for (const config::Host* h : *hosts) {

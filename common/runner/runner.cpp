@@ -2,8 +2,6 @@
 
 #include <CLI/CLI.hpp>
 #include <signal.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
@@ -13,9 +11,20 @@
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
+#include "common/logging/log.h"
 #include "common/logging/protobuf_log.h"
 #include "common/metrics/degraded.h"
 #include "common/runtime/settings_check.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("runner");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::runner {
 namespace fs = std::filesystem;
@@ -31,12 +40,12 @@ void on_signal(int) { g_stop.store(true); }
 Status check_writable(const fs::path& root) {
   std::error_code ec;
   fs::create_directories(root, ec);
-  if (ec) return make_error("io.mkdir", "cannot create {}: {}", root.string(), ec.message());
+  if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", root.string(), ec.message());
   const fs::path probe = root / fmt::format(".h3pipe-write-probe-{}", ::getpid());
   auto w = artifacts::write_atomic(probe, std::string("probe\n"));
   fs::remove(probe, ec);
   fs::remove(probe.string() + ".sha256", ec);
-  if (!w.ok()) return make_error("io.write", "cannot write in {}: {}", root.string(), w.error().message);
+  if (!w.ok()) return make_error(errc::io::kWrite, "cannot write in {}: {}", root.string(), w.error().message);
   return {};
 }
 
@@ -54,7 +63,7 @@ bool wait_for_writable_roots(const Context& ctx, const ServiceInfo& info) {
       if (auto st = check_writable(r); !st.ok()) problems.push_back(st.error().message);
     if (problems.empty()) return true;
     if (std::chrono::steady_clock::now() - last_log > std::chrono::seconds(10)) {
-      spdlog::error("{} {}: not ready: {}", info.name, ctx.instance, fmt::join(problems, "; "));
+      logger().error("{} {}: not ready: {}", info.name, ctx.instance, fmt::join(problems, "; "));
       last_log = std::chrono::steady_clock::now();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -109,45 +118,42 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  auto logger = spdlog::stderr_color_mt(info.name);
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+  logging::configure(info.name, log_level);
   logging::route_protobuf_logs();  // peers' malformed frames cannot flood the log
 
   if (!state_dir.empty()) ::setenv("H3PIPE_STATE", state_dir.c_str(), 1);
   auto cluster = config_file.empty() ? config::embedded_default() : config::load_file(config_file);
   if (!cluster.ok()) {
-    spdlog::critical("invalid config:\n{}", cluster.error().message);
+    logger().critical("invalid config:\n{}", cluster.error().message);
     return 2;
   }
   Context ctx;
   ctx.cluster = std::move(cluster.value());
   if (host.empty()) {
     if (ctx.cluster.hosts.size() != 1) {
-      spdlog::critical("--host is required: the config names {} hosts", ctx.cluster.hosts.size());
+      logger().critical("--host is required: the config names {} hosts", ctx.cluster.hosts.size());
       return 2;
     }
     host = ctx.cluster.hosts.front().name;
   }
   const config::Host* h = ctx.cluster.find_host(host);
   if (!h) {
-    spdlog::critical("--host {}: not a host in the config", host);
+    logger().critical("--host {}: not a host in the config", host);
     return 2;
   }
   ctx.host = host;
   if (info.needs_pool) {
     ctx.pool = ctx.cluster.find_pool(pool_name);
     if (!ctx.pool) {
-      spdlog::critical("--pool {}: not a pool in the config", pool_name);
+      logger().critical("--pool {}: not a pool in the config", pool_name);
       return 2;
     }
     if (ctx.pool->host != host) {
-      spdlog::critical("--pool {}: runs on host {}, not {}", pool_name, ctx.pool->host, host);
+      logger().critical("--pool {}: runs on host {}, not {}", pool_name, ctx.pool->host, host);
       return 2;
     }
     if (info.stage && ctx.pool->stage != *info.stage) {
-      spdlog::critical("--pool {}: runs stage {}, this service runs {}", pool_name,
+      logger().critical("--pool {}: runs stage {}, this service runs {}", pool_name,
                        config::stage_name(ctx.pool->stage), config::stage_name(*info.stage));
       return 2;
     }
@@ -156,12 +162,12 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   // the same error, before the runtime is built; this pool's host checks only (in a container a
   // service has only its own programs).
   if (auto s = runtime::check_settings(ctx.cluster, runtime::SettingsScope::kConfig); !s.ok()) {
-    spdlog::critical("invalid config:\n{}", s.error().message);
+    logger().critical("invalid config:\n{}", s.error().message);
     return 2;
   }
   if (ctx.pool) {
     if (auto s = runtime::check_settings(ctx.cluster, runtime::SettingsScope::kHost, host, ctx.pool->name); !s.ok()) {
-      spdlog::critical("invalid runtime settings on host {}:\n{}", host, s.error().message);
+      logger().critical("invalid runtime settings on host {}:\n{}", host, s.error().message);
       return 2;
     }
   }
@@ -174,18 +180,18 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   }
   ctx.bind = bind.empty() ? h->bind : bind;
   if (metrics_port < 0) metrics_port = ctx.pool ? ctx.pool->metrics_port : 0;
-  spdlog::info("effective config: {}", config::to_json(ctx.cluster).dump());
+  logger().info("effective config: {}", config::to_json(ctx.cluster).dump());
 
   ctx.registry = std::make_shared<prometheus::Registry>();
   metrics::register_degraded(ctx.registry);
   auto ms = metrics::MetricsServer::start(ctx.bind, metrics_port, ctx.registry);
   if (!ms.ok()) {
-    spdlog::critical("{}", ms.error().message);
+    logger().critical("{}", ms.error().message);
     return 2;
   }
   auto hs = metrics::HealthServer::start(ctx.bind, health_port);
   if (!hs.ok()) {
-    spdlog::critical("{}", hs.error().message);
+    logger().critical("{}", hs.error().message);
     return 2;
   }
   ctx.health = hs->get();
@@ -199,7 +205,7 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   const bool run_file_written = artifacts::write_atomic(run_file, rf.dump() + "\n").ok();
-  spdlog::info("{} {} on host {}: metrics http://{}:{}/metrics, ready http://{}:{}/readyz", info.name,
+  logger().info("{} {} on host {}: metrics http://{}:{}/metrics, ready http://{}:{}/readyz", info.name,
                ctx.instance, host, ctx.bind, (*ms)->port(), ctx.bind, (*hs)->port());
 
   struct sigaction sa {};
@@ -214,9 +220,9 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   try {
     rc = body(ctx);
   } catch (const std::exception& e) {  // a broken invariant: say what, exit non-zero
-    spdlog::critical("{} {}: {}", info.name, ctx.instance, e.what());
+    logger().critical("{} {}: {}", info.name, ctx.instance, e.what());
   }
-  spdlog::info("{} {} stopped (rc {})", info.name, ctx.instance, rc);
+  logger().info("{} {} stopped (rc {})", info.name, ctx.instance, rc);
   return rc;
 }
 

@@ -1,6 +1,5 @@
 // encoder / sampler / decoder: wire config -> runtime -> StageWorker (+ ingest in the encoder).
 #include <malloc.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <set>
@@ -8,6 +7,7 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/gpu/gpu_monitor.h"
+#include "common/logging/log.h"
 #include "common/media/media.h"
 
 extern "C" {
@@ -20,6 +20,16 @@ extern "C" {
 #include "common/worker/pool_board.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/worker.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("stage");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::runner {
 
@@ -71,13 +81,13 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     if (stage == config::StageKind::kSample) take(runtime::make_sample(rt.name, fa), rts.sample);
     if (stage == config::StageKind::kDecode) take(runtime::make_decode(rt.name, fa), rts.decode);
     if (!ok) {
-      if (err.code.rfind("runtime.permanent", 0) != 0) {
-        spdlog::critical("{}", err.to_string());
+      if (!errc::is_permanent(err.code)) {
+        logger().critical("{}", err.to_string());
         return 2;
       }
       // A runtime that cannot load (bad weights file): stay up, never ready, and fail every task
       // with the reason, so tasks reach the dead-letter stream instead of a restart loop.
-      spdlog::error("runtime {} cannot start: {}; every task of pool {} will fail with this reason",
+      logger().error("runtime {} cannot start: {}; every task of pool {} will fail with this reason",
                     rt.name, err.to_string(), ctx.pool->name);
       rts.encode = std::make_unique<FailingRuntime>(err);
       rts.sample = std::make_unique<FailingRuntime>(err);
@@ -89,7 +99,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     // them under their writers, whose commit then failed).
     std::size_t swept = artifacts::sweep_parts(stage == config::StageKind::kDecode ? c.output_root : c.artifact_root,
                                                std::chrono::hours(24));
-    if (swept) spdlog::info("removed {} stale .part files (untouched for a day)", swept);
+    if (swept) logger().info("removed {} stale .part files (untouched for a day)", swept);
 
     metrics::WorkerProbe probe(*ctx.registry, config::stage_name(stage), ctx.pool->name, ctx.host);
     // GPU series of this pool's devices (NVML at run time; none -> h3pipe_gpu_available 0 only).
@@ -101,7 +111,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     // every stage.
     auto b = worker::PoolBoard::create(c, *ctx.pool, ctx.redis);
     if (!b.ok()) {
-      spdlog::critical("{}", b.error().to_string());
+      logger().critical("{}", b.error().to_string());
       return 3;
     }
     board = std::move(b.value());
@@ -133,14 +143,14 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
             if (r.ok()) *conn = std::move(r.value());
           }
           auto chosen = worker::choose_decode_host(c, host, t, conn->get());
-          spdlog::debug("run={} job={}: decode on {}", t.run_id(), t.job_id(), chosen);
+          logger().debug("run={} job={}: decode on {}", t.run_id(), t.job_id(), chosen);
           return chosen;
         };
       }
     }
     auto w = worker::StageWorker::create(opts, std::move(rts), probe, hooks);
     if (!w.ok()) {
-      spdlog::critical("{}", w.error().to_string());
+      logger().critical("{}", w.error().to_string());
       return 3;
     }
     std::unique_ptr<worker::Ingest> ingest;
@@ -148,7 +158,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     if (stage == config::StageKind::kEncode) {
       auto in = worker::Ingest::create(c, ctx.redis, ctx.pool->name);
       if (!in.ok()) {
-        spdlog::critical("{}", in.error().to_string());
+        logger().critical("{}", in.error().to_string());
         return 3;
       }
       ingest = std::move(in.value());

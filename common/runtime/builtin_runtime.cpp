@@ -22,7 +22,7 @@ constexpr std::string_view kDecodeKeys[] = {"crf", "preset"};
 // The builtin model's latent is the builtin profile's grid (docs/latent.md).
 Status require_builtin_profile(const StageContext& ctx) {
   if (ctx.latent_profile.name == latent::builtin_profile().name) return {};
-  return make_error("runtime.permanent.profile",
+  return make_error(errc::runtime::kPermanentProfile,
                     "the builtin runtime makes and reads latents of profile builtin; job {} has "
                     "profile {} (run it on a runtime for that model, e.g. comfyui)",
                     ctx.spec->job_id(), ctx.latent_profile.name);
@@ -52,12 +52,12 @@ Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned part
   if (decode) {
     if (auto it = s.find("crf"); it != s.end()) {
       if (!it->is_number_integer() || it->get<int>() < 0 || it->get<int>() > 51)
-        return make_error("config.invalid", "{}/crf: expected an integer in [0, 51]", path);
+        return make_error(errc::config::kInvalid, "{}/crf: expected an integer in [0, 51]", path);
       l.crf = it->get<int>();
     }
     if (auto it = s.find("preset"); it != s.end()) {
       if (!it->is_string())
-        return make_error("config.invalid", "{}/preset: expected a string", path);
+        return make_error(errc::config::kInvalid, "{}/preset: expected a string", path);
       l.preset = it->get<std::string>();
     }
   }
@@ -78,7 +78,7 @@ class BuiltinEncode final : public EncodeRuntime {
     std::optional<media::Image> ref;
     if (!spec.reference_image().empty()) {
       auto img = media::read_image(spec.reference_image());
-      if (!img) return make_error("runtime.permanent.input", "{}", img.error().message);
+      if (!img) return make_error(errc::runtime::kPermanentInput, "{}", img.error().message);
       ref = std::move(*img);
     }
     auto cond = l_.model->encode(spec.prompt(), ref ? &*ref : nullptr);
@@ -108,11 +108,11 @@ class BuiltinSample final : public SampleRuntime {
     H3_TRY(prepare_output(ctx, config::StageKind::kSample));
     auto tensors = latent::read_tensors(ctx.input);
     if (!tensors)
-      return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(),
+      return make_error(errc::runtime::kInput, "conditioning {}: {}", ctx.input.string(),
                         tensors.error().message);
     const auto it = tensors->find("cond");
     if (it == tensors->end())
-      return make_error("runtime.permanent.input", "conditioning {}: no tensor \"cond\"",
+      return make_error(errc::runtime::kPermanentInput, "conditioning {}: no tensor \"cond\"",
                         ctx.input.string());
     model::Tensor cond;
     for (auto d : it->second.shape) cond.shape.push_back(static_cast<std::int64_t>(d));
@@ -153,7 +153,7 @@ class BuiltinDecode final : public DecodeRuntime {
     const latent::Expected want = expected_latent(ctx);
     auto lat = latent::read_latent(ctx.input, &want);
     if (!lat)
-      return make_error("runtime.input", "latent {}: {}", ctx.input.string(), lat.error().message);
+      return make_error(errc::runtime::kInput, "latent {}: {}", ctx.input.string(), lat.error().message);
     const auto dims = model::latent_dims(static_cast<int>(s.width()), static_cast<int>(s.height()),
                                          static_cast<int>(s.frames()), static_cast<int>(s.fps()));
     const std::filesystem::path part = artifacts::part_path(ctx.output);

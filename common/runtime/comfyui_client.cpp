@@ -92,24 +92,24 @@ Client::Client(std::string base_url, http::Options options)
 }
 
 Error Client::wrap(const Error& e) const {
-  if (e.code == "http.connect")
-    return make_error("runtime.comfyui.unreachable", "ComfyUI server at {} is unreachable: {}",
+  if (e.code == errc::http::kConnect)
+    return make_error(errc::runtime::kComfyuiUnreachable, "ComfyUI server at {} is unreachable: {}",
                       base_, e.message);
-  if (e.code == "http.timeout")
-    return make_error("runtime.comfyui.timeout", "ComfyUI server at {} did not answer in time: {}",
+  if (e.code == errc::http::kTimeout)
+    return make_error(errc::runtime::kComfyuiTimeout, "ComfyUI server at {} did not answer in time: {}",
                       base_, e.message);
-  return make_error("runtime.comfyui.http", "ComfyUI server at {}: {}", base_, e.message);
+  return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: {}", base_, e.message);
 }
 
 Result<nlohmann::json> Client::get_json(const std::string& path) {
   auto r = http_.get(base_ + path);
   if (!r.ok()) return wrap(r.error());
   if (r->status != 200)
-    return make_error("runtime.comfyui.http", "ComfyUI server at {}: GET {} answered HTTP {}: {}",
+    return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: GET {} answered HTTP {}: {}",
                       base_, path, r->status, r->body.substr(0, 300));
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (j.is_discarded())
-    return make_error("runtime.comfyui.http", "ComfyUI server at {}: GET {} did not return JSON",
+    return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: GET {} did not return JSON",
                       base_, path);
   return j;
 }
@@ -121,18 +121,18 @@ Result<std::string> Client::queue_prompt(const nlohmann::json& graph, const Subm
   auto r = http_.post_json(base_ + "/prompt", body.dump());
   if (!r.ok()) return wrap(r.error());
   if (r->status == 413)
-    return make_error("runtime.permanent.comfyui_too_large",
+    return make_error(errc::runtime::kPermanentComfyuiTooLarge,
                       "ComfyUI server at {} refused the workflow ({} bytes) with HTTP 413: above "
                       "its --max-upload-size",
                       base_, body.dump().size());
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (r->status == 400 && !j.is_discarded())
-    return make_error("runtime.permanent.comfyui_rejected",
+    return make_error(errc::runtime::kPermanentComfyuiRejected,
                       "ComfyUI server at {} rejected the workflow: {}", base_,
                       describe_rejection(j));
   if (r->status != 200 || j.is_discarded() || !j.contains("prompt_id") ||
       !j["prompt_id"].is_string())
-    return make_error("runtime.comfyui.http",
+    return make_error(errc::runtime::kComfyuiHttp,
                       "ComfyUI server at {}: POST /prompt answered HTTP {}: {}", base_, r->status,
                       trimmed(r->body.substr(0, 300)));
   std::string id = j["prompt_id"].get<std::string>();
@@ -140,7 +140,7 @@ Result<std::string> Client::queue_prompt(const nlohmann::json& graph, const Subm
   // with only the others ("Output will be ignored"), which would hand back the wrong file.
   if (j.contains("node_errors") && j["node_errors"].is_object() && !j["node_errors"].empty()) {
     discard(id);
-    return make_error("runtime.permanent.comfyui_rejected",
+    return make_error(errc::runtime::kPermanentComfyuiRejected,
                       "ComfyUI server at {} rejected part of the workflow (it would have run the "
                       "rest without it; the prompt was removed){}",
                       base_, describe_rejection(j));
@@ -155,7 +155,7 @@ Result<PromptState> Client::history(const std::string& prompt_id) {
   // Ordered: the outputs keep the order the server lists them in.
   auto j = nlohmann::ordered_json::parse(r->body, nullptr, false);
   if (r->status != 200 || j.is_discarded())
-    return make_error("runtime.comfyui.http", "ComfyUI server at {}: GET {} answered HTTP {}: {}",
+    return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: GET {} answered HTTP {}: {}",
                       base_, path, r->status, trimmed(r->body.substr(0, 300)));
   PromptState st;
   if (!j.is_object() || !j.contains(prompt_id)) return st;
@@ -235,13 +235,13 @@ Result<FileRef> Client::upload(int fd, std::uint64_t size, const std::string& na
   auto r = http_.post_form(base_ + "/upload/image", parts);
   if (!r.ok()) return wrap(r.error());
   if (r->status == 413)
-    return make_error("runtime.permanent.comfyui_too_large",
+    return make_error(errc::runtime::kPermanentComfyuiTooLarge,
                       "ComfyUI server at {} refused the upload of {} ({} bytes) with HTTP 413: "
                       "above its --max-upload-size (100 MB unless set)",
                       base_, name, size);
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (r->status != 200 || j.is_discarded() || !j.contains("name") || !j["name"].is_string())
-    return make_error("runtime.comfyui.http",
+    return make_error(errc::runtime::kComfyuiHttp,
                       "ComfyUI server at {}: uploading {} answered HTTP {}: {}", base_, name,
                       r->status, trimmed(r->body.substr(0, 300)));
   return FileRef{j["name"].get<std::string>(), str(j, "subfolder"),
@@ -255,9 +255,9 @@ Result<std::uint64_t> Client::view(const FileRef& f, const std::filesystem::path
                                 http::Client::escape(f.type));
   auto r = http_.download(url, to, max_bytes, timeout_ms);
   if (!r.ok()) {
-    if (r.error().code == "http.status" || r.error().code == "http.too_large" ||
-        r.error().code.rfind("io.", 0) == 0)
-      return make_error("runtime.comfyui.fetch", "ComfyUI server at {}: fetching output {}/{}: {}",
+    if (r.error().code == errc::http::kStatus || r.error().code == errc::http::kTooLarge ||
+        errc::domain_of(r.error().code) == "io")
+      return make_error(errc::runtime::kComfyuiFetch, "ComfyUI server at {}: fetching output {}/{}: {}",
                         base_, f.subfolder, f.filename, r.error().message);
     return wrap(r.error());
   }

@@ -74,7 +74,7 @@ Status copy_fd(int fd, std::uint64_t size, const fs::path& dest) {
   fs::path tmp = dest;
   tmp += ".part";
   artifacts::UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!out) return make_error("io.copy", "open {}: {}", tmp.string(), std::strerror(errno));
+  if (!out) return make_error(errc::io::kCopy, "open {}: {}", tmp.string(), std::strerror(errno));
   std::vector<char> buf(1 << 20);
   std::uint64_t off = 0;
   while (off < size) {
@@ -88,7 +88,7 @@ Status copy_fd(int fd, std::uint64_t size, const fs::path& dest) {
     if (!why.empty()) {
       std::error_code ec;
       fs::remove(tmp, ec);
-      return make_error("io.copy", "copying into {}: {}", tmp.string(), why);
+      return make_error(errc::io::kCopy, "copying into {}: {}", tmp.string(), why);
     }
     off += static_cast<std::uint64_t>(n);
   }
@@ -98,7 +98,7 @@ Status copy_fd(int fd, std::uint64_t size, const fs::path& dest) {
   if (ec) {
     const std::string why = ec.message();
     fs::remove(tmp, ec);
-    return make_error("io.copy", "rename {} to {}: {}", tmp.string(), dest.string(), why);
+    return make_error(errc::io::kCopy, "rename {} to {}: {}", tmp.string(), dest.string(), why);
   }
   return {};
 }
@@ -125,7 +125,7 @@ class ComfyRunner final {
     auto values = job_values(ctx);
     if (wf->uses("input")) {
       if (ctx.input.empty())
-        return make_error("runtime.input", "comfyui {}: the task has no input artifact",
+        return make_error(errc::runtime::kInput, "comfyui {}: the task has no input artifact",
                           stage_name());
       if (feeds_stock_latent_loader(*wf)) {
         auto v = stage_comfy_latent(ctx, staged);
@@ -137,7 +137,7 @@ class ComfyRunner final {
         std::error_code ec;
         in.size = fs::file_size(ctx.input, ec);
         if (!in.fd || ec)
-          return make_error("runtime.input", "comfyui {}: input {} cannot be read", stage_name(),
+          return make_error(errc::runtime::kInput, "comfyui {}: input {} cannot be read", stage_name(),
                             ctx.input.string());
         const std::string name = name_for(ctx, ctx.input.extension().string());
         auto v = stage_file(in, ctx.input.string(), name, staged);
@@ -154,7 +154,7 @@ class ComfyRunner final {
       const auto& ref = ctx.spec->reference_image();
       auto in = spec::open_input(s_.input_roots, ref);
       if (!in.ok())
-        return make_error("runtime.permanent.input", "comfyui {}: referenceImage {}", stage_name(),
+        return make_error(errc::runtime::kPermanentInput, "comfyui {}: referenceImage {}", stage_name(),
                           in.error().message);
       auto v = stage_file(*in, ref, name_for(ctx, "_ref" + fs::path(ref).extension().string()),
                           staged);
@@ -173,7 +173,7 @@ class ComfyRunner final {
       } else if (loc->kind == PromptLocation::Kind::kDone) {
         if (loc->state.kind == PromptState::Kind::kSuccess) {
           auto out = finish(ctx, *wf, key, earlier, loc->state, start, deadline, true);
-          if (out.ok() || out.error().code.rfind("runtime.comfyui.fetch", 0) != 0) return out;
+          if (out.ok() || out.error().code != errc::runtime::kComfyuiFetch) return out;
         }
         forget(earlier);  // failed, or its output is gone: this attempt runs afresh
       }
@@ -182,7 +182,7 @@ class ComfyRunner final {
       auto state = wait(id, deadline, ctx);
       // An adopted prompt that was interrupted (the attempt that queued it timed out and
       // cancelled it) is replaced by this attempt's own.
-      if (state.ok() || state.error().code != "runtime.comfyui.interrupted") {
+      if (state.ok() || state.error().code != errc::runtime::kComfyuiInterrupted) {
         if (!state.ok()) return state.error();
         return finish(ctx, *wf, key, id, *state, start, deadline, true);
       }
@@ -215,7 +215,7 @@ class ComfyRunner final {
                         const std::string& key, bool has_ref) const {
     const std::string& job = ctx.spec->job_id();
     if (!wf)
-      return make_error("runtime.permanent.comfyui_template",
+      return make_error(errc::runtime::kPermanentComfyuiTemplate,
                         "comfyui {}: no template for job {} (class {}, {}); configure "
                         "templates.default",
                         stage_name(), job, ctx.job_class,
@@ -223,7 +223,7 @@ class ComfyRunner final {
     // A template without reference_image for a job with one is fine (the encode stage may have
     // consumed the image already); the reverse would load the template's placeholder image.
     if (!has_ref && wf->uses("reference_image"))
-      return make_error("runtime.permanent.comfyui_template",
+      return make_error(errc::runtime::kPermanentComfyuiTemplate,
                         "comfyui {}: job {} has no referenceImage but template \"{}\" needs one "
                         "(it injects reference_image); give text-only jobs their own template "
                         "(templates.default, with the image-to-video one under "
@@ -233,7 +233,7 @@ class ComfyRunner final {
   }
 
   Error with_hint(Error e) const {
-    if (e.code == "runtime.permanent.comfyui_too_large" && s_.input_dir.empty())
+    if (e.code == errc::runtime::kPermanentComfyuiTooLarge && s_.input_dir.empty())
       e.message +=
           "; give the stage an input_dir on a folder the server reads (its input/ or a shared "
           "mount) so large latents are copied instead of uploaded";
@@ -270,7 +270,7 @@ class ComfyRunner final {
     if (s_.input_dir.empty()) {
       if (in.size > s_.max_upload_bytes)
         return with_hint(make_error(
-            "runtime.permanent.comfyui_too_large",
+            errc::runtime::kPermanentComfyuiTooLarge,
             "comfyui {}: {} is {} bytes, above max_upload_bytes {} (the server's "
             "--max-upload-size)",
             stage_name(), what, in.size, s_.max_upload_bytes));
@@ -280,7 +280,7 @@ class ComfyRunner final {
     }
     fs::path dest = fs::path(s_.input_dir) / name;
     if (auto st = copy_fd(in.fd.get(), in.size, dest); !st.ok())
-      return make_error("io.copy", "comfyui {}: cannot copy {} into input_dir {}: {}", stage_name(),
+      return make_error(errc::io::kCopy, "comfyui {}: cannot copy {} into input_dir {}: {}", stage_name(),
                         what, s_.input_dir, st.error().message);
     staged.add(dest);
     return by_name || s_.input_ref == "name" ? name : fs::absolute(dest).string();
@@ -304,14 +304,14 @@ class ComfyRunner final {
     if (!l.ok()) return l.error();
     auto bytes = latent::serialize_comfy(*l);
     if (!bytes.ok())
-      return make_error("runtime.permanent.input",
+      return make_error(errc::runtime::kPermanentInput,
                         "comfyui {}: core LoadLatent cannot take this job's latent ({}); use "
                         "H3LoadLatent from h3pipe's node pack", stage_name(), bytes.error().message);
     spec::InputFile f;
     f.fd = artifacts::UniqueFd(::memfd_create("h3pipe-latent", MFD_CLOEXEC));
     if (!f.fd || ::write(f.fd.get(), bytes->data(), bytes->size()) != static_cast<ssize_t>(bytes->size()) ||
         ::lseek(f.fd.get(), 0, SEEK_SET) != 0)
-      return make_error("io.write", "comfyui {}: cannot stage {}", stage_name(), ctx.input.string());
+      return make_error(errc::io::kWrite, "comfyui {}: cannot stage {}", stage_name(), ctx.input.string());
     f.size = bytes->size();
     const std::string name = name_for(ctx, ".latent");
     auto v = stage_file(f, ctx.input.string(), name, staged, /*subfolder=*/"", /*by_name=*/true);
@@ -329,7 +329,7 @@ class ComfyRunner final {
     side.fd = artifacts::UniqueFd(::memfd_create("h3pipe-sidecar", MFD_CLOEXEC));
     if (!side.fd || ::write(side.fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
         ::lseek(side.fd.get(), 0, SEEK_SET) != 0)
-      return make_error("io.write", "comfyui {}: cannot stage the sidecar of {}", stage_name(),
+      return make_error(errc::io::kWrite, "comfyui {}: cannot stage the sidecar of {}", stage_name(),
                         input.string());
     side.size = line.size();
     auto v = stage_file(side, input.string() + ".sha256", name + ".sha256", staged);
@@ -398,7 +398,7 @@ class ComfyRunner final {
       std::vector<std::string> listed;
       for (const auto& f : st.outputs) listed.push_back(shown(f));
       return make_error(
-          "runtime.comfyui.no_output",
+          errc::runtime::kComfyuiNoOutput,
           "ComfyUI server at {}: prompt {} finished without a {} output{} (outputs: {})", s_.url,
           id, output_extension(stage_),
           wf.output_node().empty() ? "" : " from node " + wf.output_node(),
@@ -407,7 +407,7 @@ class ComfyRunner final {
     // A named output node whose file is not of the stage's kind (a WEBP where an MP4 is due) is
     // the template's fault: every retry would fetch the same kind of file.
     if (!acceptable_extension(stage_, fs::path(pick->filename).extension()))
-      return make_error("runtime.permanent.comfyui_template",
+      return make_error(errc::runtime::kPermanentComfyuiTemplate,
                         "ComfyUI server at {}: output node {} wrote {}, not a {} file; name the node "
                         "that writes the {} (settings `output`)", s_.url, pick->node_id, shown(*pick),
                         output_extension(stage_), stage_name());
@@ -432,7 +432,7 @@ class ComfyRunner final {
         {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}};
     auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings));
     if (!out.ok())
-      return make_error(out.error().code, "ComfyUI server at {}: prompt {}: {}", s_.url, id,
+      return rephrase(out.error(), "ComfyUI server at {}: prompt {}: {}", s_.url, id,
                         out.error().message);
     done.f();
     done.f = [] {};
@@ -453,13 +453,13 @@ class ComfyRunner final {
       while (Clock::now() < next) {
         if (ctx.cancelled && ctx.cancelled()) {
           client_.cancel(id);
-          return make_error("runtime.cancelled",
+          return make_error(errc::runtime::kCancelled,
                             "cancelled; prompt {} removed from ComfyUI server at {}", id, s_.url);
         }
         if (Clock::now() >= deadline) {
           client_.cancel(id);
           return make_error(
-              "runtime.timeout",
+              errc::runtime::kTimeout,
               "ComfyUI server at {}: prompt {} did not finish within {} s; it was cancelled",
               s_.url, id, s_.timeout_s);
         }
@@ -471,7 +471,7 @@ class ComfyRunner final {
         if (!down_since) down_since = Clock::now();
         double down = std::chrono::duration<double>(Clock::now() - *down_since).count();
         if (down >= s_.unreachable_s)
-          return make_error(loc.error().code, "{} (for {:.0f} s while prompt {} was waited on)",
+          return rephrase(loc.error(), "{} (for {:.0f} s while prompt {} was waited on)",
                             loc.error().message, down, id);
         continue;
       }
@@ -481,15 +481,15 @@ class ComfyRunner final {
         case PromptLocation::Kind::kRunning:
           continue;
         case PromptLocation::Kind::kUnknown:
-          return make_error("runtime.comfyui.lost",
+          return make_error(errc::runtime::kComfyuiLost,
                             "ComfyUI server at {} no longer knows prompt {}: neither queued, "
                             "running nor in its history (it restarted, or the prompt was deleted)",
                             s_.url, id);
         case PromptLocation::Kind::kDone:
           if (loc->state.kind == PromptState::Kind::kError) {
             forget(id);
-            return make_error(loc->state.interrupted ? "runtime.comfyui.interrupted"
-                                                     : "runtime.comfyui.execution",
+            return make_error(loc->state.interrupted ? errc::runtime::kComfyuiInterrupted
+                                                     : errc::runtime::kComfyuiExecution,
                               "ComfyUI server at {}: prompt {} failed: {}", s_.url, id,
                               loc->state.error);
           }

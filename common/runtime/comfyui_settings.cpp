@@ -153,7 +153,7 @@ Result<Settings> parse_settings(const FactoryArgs& a, StageKind stage) {
   config::Errors e;
   Settings s = read_settings(a, stage, true, e);
   if (!e.empty())
-    return make_error("runtime.settings", "comfyui runtime ({}): invalid settings:\n{}",
+    return make_error(errc::runtime::kSettings, "comfyui runtime ({}): invalid settings:\n{}",
                       config::stage_name(stage), e.joined());
   while (!s.url.empty() && s.url.back() == '/') s.url.pop_back();
   if (s.device.empty()) s.device = "comfyui@" + authority_of(s.url);

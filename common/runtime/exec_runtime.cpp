@@ -203,7 +203,7 @@ Result<ExecSettings> parse_settings(const FactoryArgs& a, StageKind stage) {
   config::Errors e;
   ExecSettings s = read_settings(a, stage, true, e);
   if (!e.empty())
-    return make_error("runtime.settings", "exec runtime ({}): invalid settings:\n{}",
+    return make_error(errc::runtime::kSettings, "exec runtime ({}): invalid settings:\n{}",
                       config::stage_name(stage), e.joined());
   return s;
 }
@@ -236,7 +236,7 @@ class ExecRunner final {
 
     auto r = spawn_and_wait(o);
     if (!r.ok())
-      return make_error("runtime.permanent.exec_spawn", "exec {}: {}", stage, r.error().message);
+      return make_error(errc::runtime::kPermanentExecSpawn, "exec {}: {}", stage, r.error().message);
     const std::string& prog = o.argv[0];
     auto tail = [&] {
       std::string t = tail_text(r->stderr_tail, kReasonTailBytes);
@@ -244,31 +244,31 @@ class ExecRunner final {
     };
     if (r->cancelled) {
       fs::remove(part, ec);
-      return make_error("runtime.cancelled", "exec {}: cancelled; `{}` stopped after {:.1f} s",
+      return make_error(errc::runtime::kCancelled, "exec {}: cancelled; `{}` stopped after {:.1f} s",
                         stage, prog, r->seconds);
     }
     if (r->timed_out) {
       fs::remove(part, ec);
-      return make_error("runtime.timeout",
+      return make_error(errc::runtime::kTimeout,
                         "exec {}: `{}` timed out after {} s; its process group was killed{}", stage,
                         prog, s_.timeout_s, tail());
     }
     if (r->term_signal != 0) {
       fs::remove(part, ec);
-      return make_error("runtime.exec.signal",
+      return make_error(errc::runtime::kExecSignal,
                         "exec {}: `{}` was killed by signal {} after {:.1f} s{}", stage, prog,
                         r->term_signal, r->seconds, tail());
     }
     if (r->exit_code == -1) {
       fs::remove(part, ec);
-      return make_error("runtime.exec.exit",
+      return make_error(errc::runtime::kExecExit,
                         "exec {}: the exit status of `{}` was lost (another part of this "
                         "process reaped it); the output is not trusted{}",
                         stage, prog, tail());
     }
     if (r->exit_code != 0) {
       fs::remove(part, ec);
-      return make_error("runtime.exec.exit", "exec {}: `{}` exited with status {} after {:.1f} s{}",
+      return make_error(errc::runtime::kExecExit, "exec {}: `{}` exited with status {} after {:.1f} s{}",
                         stage, prog, r->exit_code, r->seconds, tail());
     }
     nlohmann::json settings = {{"command", s_.command_raw},
@@ -279,8 +279,9 @@ class ExecRunner final {
     auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings));
     if (!out.ok()) {
       const auto& err = out.error();
-      std::string code = err.code == "runtime.no_output" ? "runtime.exec.no_output" : err.code;
-      return make_error(code, "exec {}: `{}` exited 0 but {}{}", stage, prog, err.message, tail());
+      Error e = rephrase(err, "exec {}: `{}` exited 0 but {}{}", stage, prog, err.message, tail());
+      if (err.code == errc::runtime::kNoOutput) e.code = errc::runtime::kExecNoOutput.id;
+      return e;
     }
     return out;
   }

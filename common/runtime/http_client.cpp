@@ -20,7 +20,7 @@ void global_init() {
 
 // Maps a libcurl failure to our error codes; the message names the method and URL.
 Error curl_error(CURLcode rc, const char* errbuf, std::string_view method, const std::string& url) {
-  std::string code = "http.io";
+  const ErrorCode* code = &errc::http::kIo;
   switch (rc) {
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
@@ -28,20 +28,20 @@ Error curl_error(CURLcode rc, const char* errbuf, std::string_view method, const
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
-      code = "http.connect";
+      code = &errc::http::kConnect;
       break;
     case CURLE_OPERATION_TIMEDOUT:
-      code = "http.timeout";
+      code = &errc::http::kTimeout;
       break;
     case CURLE_WRITE_ERROR:
     case CURLE_FILESIZE_EXCEEDED:
-      code = "http.too_large";
+      code = &errc::http::kTooLarge;
       break;
     default:
       break;
   }
   std::string detail = errbuf && *errbuf ? errbuf : curl_easy_strerror(rc);
-  return make_error(code, "{} {}: {}", method, url, detail);
+  return make_error(*code, "{} {}: {}", method, url, detail);
 }
 
 struct BodySink {
@@ -143,7 +143,7 @@ struct Client::Impl {
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
     CURLcode rc = curl_easy_perform(curl);
     if (sink.overflow)
-      return make_error("http.too_large", "{} {}: response body exceeds {} bytes", method, url,
+      return make_error(errc::http::kTooLarge, "{} {}: response body exceeds {} bytes", method, url,
                         cap);
     if (rc != CURLE_OK) return curl_error(rc, errbuf, method, url);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
@@ -163,14 +163,14 @@ Client::~Client() {
 }
 
 Result<Response> Client::get(const std::string& url) {
-  if (!impl_->curl) return make_error("http.io", "GET {}: libcurl handle unavailable", url);
+  if (!impl_->curl) return make_error(errc::http::kIo, "GET {}: libcurl handle unavailable", url);
   impl_->prepare(url, options_.connect_timeout_ms, options_.timeout_ms);
   curl_easy_setopt(impl_->curl, CURLOPT_HTTPGET, 1L);
   return impl_->perform("GET", url, options_.max_body_bytes);
 }
 
 Result<Response> Client::post_json(const std::string& url, const std::string& json) {
-  if (!impl_->curl) return make_error("http.io", "POST {}: libcurl handle unavailable", url);
+  if (!impl_->curl) return make_error(errc::http::kIo, "POST {}: libcurl handle unavailable", url);
   impl_->prepare(url, options_.connect_timeout_ms, options_.timeout_ms);
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
@@ -183,7 +183,7 @@ Result<Response> Client::post_json(const std::string& url, const std::string& js
 }
 
 Result<Response> Client::post_form(const std::string& url, const std::vector<FormPart>& parts) {
-  if (!impl_->curl) return make_error("http.io", "POST {}: libcurl handle unavailable", url);
+  if (!impl_->curl) return make_error(errc::http::kIo, "POST {}: libcurl handle unavailable", url);
   impl_->prepare(url, options_.connect_timeout_ms, options_.timeout_ms);
   curl_mime* mime = curl_mime_init(impl_->curl);
   std::list<FdSource> sources;  // stable addresses while the request runs
@@ -198,7 +198,7 @@ Result<Response> Client::post_form(const std::string& url, const std::vector<For
       continue;
     } else if (curl_mime_filedata(part, p.file.c_str()) != CURLE_OK) {
       curl_mime_free(mime);
-      return make_error("http.io", "POST {}: cannot read {}", url, p.file.string());
+      return make_error(errc::http::kIo, "POST {}: cannot read {}", url, p.file.string());
     }
     std::string fname = p.filename.empty() ? p.file.filename().string() : p.filename;
     curl_mime_filename(part, fname.c_str());
@@ -216,9 +216,9 @@ Result<Response> Client::post_form(const std::string& url, const std::vector<For
 
 Result<std::uint64_t> Client::download(const std::string& url, const std::filesystem::path& path,
                                        std::uint64_t max_bytes, long timeout_ms) {
-  if (!impl_->curl) return make_error("http.io", "GET {}: libcurl handle unavailable", url);
+  if (!impl_->curl) return make_error(errc::http::kIo, "GET {}: libcurl handle unavailable", url);
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return make_error("io.open", "open {}: {}", path.string(), std::strerror(errno));
+  if (!f) return make_error(errc::io::kOpen, "open {}: {}", path.string(), std::strerror(errno));
   impl_->prepare(url, options_.connect_timeout_ms, timeout_ms);
   curl_easy_setopt(impl_->curl, CURLOPT_HTTPGET, 1L);
   FileSink sink{impl_->curl, f, max_bytes, 0, {}};
@@ -227,15 +227,15 @@ Result<std::uint64_t> Client::download(const std::string& url, const std::filesy
   CURLcode rc = curl_easy_perform(impl_->curl);
   const int close_errno = std::fclose(f) != 0 ? errno : 0;
   if (sink.overflow)
-    return make_error("http.too_large", "GET {}: body exceeds {} bytes", url, max_bytes);
+    return make_error(errc::http::kTooLarge, "GET {}: body exceeds {} bytes", url, max_bytes);
   if (sink.io_error || close_errno != 0)
-    return make_error("io.write", "write {}: {}", path.string(),
+    return make_error(errc::io::kWrite, "write {}: {}", path.string(),
                       std::strerror(sink.io_error ? sink.io_errno : close_errno));
   if (rc != CURLE_OK) return curl_error(rc, impl_->errbuf, "GET", url);
   long status = 0;
   curl_easy_getinfo(impl_->curl, CURLINFO_RESPONSE_CODE, &status);
   if (status < 200 || status >= 300)
-    return make_error("http.status", "GET {}: HTTP {} {}", url, status,
+    return make_error(errc::http::kStatus, "GET {}: HTTP {} {}", url, status,
                       sink.error_body.substr(0, 300));
   return sink.written;
 }

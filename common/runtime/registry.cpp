@@ -27,7 +27,7 @@ Result<std::unique_ptr<T>> make(const std::array<Entry<T>, N>& table, std::strin
     if (e.name == name) return e.make(a);
   std::string known;
   for (const auto& e : table) known += (known.empty() ? "" : ", ") + std::string(e.name);
-  return make_error("runtime.unknown", "stage {}: runtime \"{}\" is not available in this build (known: {})",
+  return make_error(errc::runtime::kUnknown, "stage {}: runtime \"{}\" is not available in this build (known: {})",
                     stage, name, known);
 }
 

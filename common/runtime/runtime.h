@@ -7,8 +7,9 @@
 // Contract for every run() below:
 //  - ctx.output is the final path; the runtime writes it atomically with its .sha256 sidecar
 //    (common/artifacts, common/latent) and returns the output's SHA-256 and size;
-//  - errors are returned, never thrown; Error.code "runtime.permanent.*" means retrying cannot
-//    help (bad weights, invalid input, a workflow the server rejects): the worker dead-letters
+//  - errors are returned, never thrown; a code of retry class kPermanent (the runtime.permanent.*
+//    entries of common/core/error_codes.inc) means retrying cannot help (bad weights, invalid
+//    input, a workflow the server rejects): the worker dead-letters
 //    the task at once with that reason instead of retrying it;
 //  - ctx.cancelled() may be polled in long loops; returning an error with code
 //    "runtime.cancelled" when it is true;

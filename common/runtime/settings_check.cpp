@@ -68,14 +68,14 @@ Status check_settings(const config::Cluster& c, SettingsScope scope, std::string
                           u.pools.size() > 1 ? "s" : "", pools));
   }
   if (all.empty()) return {};
-  return make_error("runtime.settings", "{}", all.joined());
+  return make_error(errc::runtime::kSettings, "{}", all.joined());
 }
 
 Result<config::Cluster> load_config(const std::filesystem::path& file) {
   auto c = config::load_file(file);
   if (!c.ok()) return c;
   if (auto s = check_settings(*c, SettingsScope::kConfig); !s.ok())
-    return make_error("config.invalid", "{}:\n{}", file.string(), s.error().message);
+    return make_error(errc::config::kInvalid, "{}:\n{}", file.string(), s.error().message);
   return c;
 }
 

@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 Status finish_at(Clock::time_point start, double seconds, const StageContext& ctx) {
   auto until = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   while (Clock::now() < until) {
-    if (ctx.cancelled()) return make_error("runtime.cancelled", "cancelled");
+    if (ctx.cancelled()) return make_error(errc::runtime::kCancelled, "cancelled");
     std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(50)));
   }
   return {};
@@ -106,7 +106,7 @@ class SimSample final : public SampleRuntime {
     if (auto it = ctx.spec->params().find("sim.crash"); it != ctx.spec->params().end() && it->second == "abort")
       std::abort();
     auto cond = latent::read_tensors(ctx.input);
-    if (!cond.ok()) return make_error("runtime.input", "conditioning {}: {}", ctx.input.string(), cond.error().message);
+    if (!cond.ok()) return make_error(errc::runtime::kInput, "conditioning {}: {}", ctx.input.string(), cond.error().message);
     const auto& s = *ctx.spec;
     // The job's profile's latent (docs/latent.md): a rehearsal of a Wan cluster moves Wan-sized
     // latents, with audio only where the profile has it.
@@ -200,7 +200,7 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
                          const std::filesystem::path& mp4_part, const latent::LatentProfile& profile) {
   const latent::Expected want{profile, {s.width(), s.height(), s.frames(), s.fps()}};
   auto l = latent::read_latent(latent_path, &want);
-  if (!l.ok()) return make_error("runtime.input", "latent {}: {}", latent_path.string(), l.error().message);
+  if (!l.ok()) return make_error(errc::runtime::kInput, "latent {}: {}", latent_path.string(), l.error().message);
   const auto& g = l->geometry;
   // The sim decode profile covers this write, so it uses the writer's fast settings (bench_mp4).
   auto w = media::Mp4Writer::open(

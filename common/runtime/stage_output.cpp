@@ -32,22 +32,22 @@ Status validate_stage_output(config::StageKind stage, const fs::path& file, cons
                              const latent::LatentProfile& profile) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
-    return make_error("runtime.no_output", "no output was written at {}", file.string());
+    return make_error(errc::runtime::kNoOutput, "no output was written at {}", file.string());
   switch (stage) {
     case config::StageKind::kEncode: {
       auto t = latent::read_tensors(file);
       if (!t.ok())
-        return make_error("runtime.invalid_output", "{} is not a valid tensor file: {}",
+        return make_error(errc::runtime::kInvalidOutput, "{} is not a valid tensor file: {}",
                           file.string(), t.error().to_string());
       if (t->empty())
-        return make_error("runtime.invalid_output", "{} holds no tensors", file.string());
+        return make_error(errc::runtime::kInvalidOutput, "{} holds no tensors", file.string());
       return {};
     }
     case config::StageKind::kSample: {
       const latent::Expected want{profile, {spec.width(), spec.height(), spec.frames(), spec.fps()}};
       auto l = latent::read_latent(file, &want);
       if (!l.ok())
-        return make_error("runtime.invalid_output",
+        return make_error(errc::runtime::kInvalidOutput,
                           "{} is not a valid latent of profile {} for {}: {}", file.string(),
                           profile.name, latent::to_string(want.job), l.error().to_string());
       return {};
@@ -58,19 +58,19 @@ Status validate_stage_output(config::StageKind stage, const fs::path& file, cons
       std::ifstream in(file, std::ios::binary);
       in.read(head.data(), head.size());
       if (in.gcount() != 8 || std::string_view(head.data() + 4, 4) != "ftyp")
-        return make_error("runtime.invalid_output",
+        return make_error(errc::runtime::kInvalidOutput,
                           "{} is not an MP4 file (no ftyp box at the start)", file.string());
       std::uint32_t box = (std::uint32_t(std::uint8_t(head[0])) << 24) |
                           (std::uint32_t(std::uint8_t(head[1])) << 16) |
                           (std::uint32_t(std::uint8_t(head[2])) << 8) |
                           std::uint32_t(std::uint8_t(head[3]));
       if (box < 8 || box > fs::file_size(file, ec))
-        return make_error("runtime.invalid_output", "{}: ftyp box size {} is invalid",
+        return make_error(errc::runtime::kInvalidOutput, "{}: ftyp box size {} is invalid",
                           file.string(), box);
       return {};
     }
   }
-  return make_error("runtime.invalid_output", "unknown stage");
+  return make_error(errc::runtime::kInvalidOutput, "unknown stage");
 }
 
 Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
@@ -119,7 +119,7 @@ Status prepare_output(const StageContext& ctx, config::StageKind stage) {
   const fs::path dir = target.path.parent_path();
   std::error_code ec;
   fs::create_directories(root.path, ec);  // the configured root itself is trusted
-  if (ec) return make_error("io.mkdir", "cannot create {}: {}", root.path.string(), ec.message());
+  if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", root.path.string(), ec.message());
   fs::path rel;
   if (dir != root.path) {
     auto r = artifacts::relative_beneath(root.path, dir);
@@ -130,7 +130,7 @@ Status prepare_output(const StageContext& ctx, config::StageKind stage) {
   if (!fd.ok()) return fd.error();
   const std::string part = artifacts::part_path(ctx.output).filename().string();
   if (::unlinkat(fd->get(), part.c_str(), 0) != 0 && errno != ENOENT)
-    return make_error("io.remove", "cannot remove stale {}: {}",
+    return make_error(errc::io::kRemove, "cannot remove stale {}: {}",
                       artifacts::part_path(ctx.output).string(), std::strerror(errno));
   return {};
 }

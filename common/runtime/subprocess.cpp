@@ -148,13 +148,13 @@ std::string tail_text(const std::string& s, std::size_t max_bytes) {
 }
 
 Result<SpawnResult> spawn_and_wait(const SpawnOptions& o) {
-  if (o.argv.empty() || o.argv[0].empty()) return make_error("exec.spawn", "empty command");
+  if (o.argv.empty() || o.argv[0].empty()) return make_error(errc::exec::kSpawn, "empty command");
   int out_fds[2], err_fds[2];
   if (::pipe2(out_fds, O_CLOEXEC) != 0)
-    return make_error("exec.spawn", "pipe: {}", std::strerror(errno));
+    return make_error(errc::exec::kSpawn, "pipe: {}", std::strerror(errno));
   Fd out_r(out_fds[0]), out_w(out_fds[1]);
   if (::pipe2(err_fds, O_CLOEXEC) != 0)
-    return make_error("exec.spawn", "pipe: {}", std::strerror(errno));
+    return make_error(errc::exec::kSpawn, "pipe: {}", std::strerror(errno));
   Fd err_r(err_fds[0]), err_w(err_fds[1]);
 
   FileActions fa;
@@ -188,7 +188,7 @@ Result<SpawnResult> spawn_and_wait(const SpawnOptions& o) {
   pid_t pid = -1;
   int rc = ::posix_spawnp(&pid, o.argv[0].c_str(), fa.get(), attr.get(), argv.data(), envp.data());
   if (rc != 0)
-    return make_error("exec.spawn", "cannot run \"{}\": {}", o.argv[0], std::strerror(rc));
+    return make_error(errc::exec::kSpawn, "cannot run \"{}\": {}", o.argv[0], std::strerror(rc));
   out_w.reset();
   err_w.reset();
   ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);

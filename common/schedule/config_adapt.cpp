@@ -104,7 +104,7 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
   Errors e;
   Adapted out;
   ObjectReader r(m, "", e);
-  if (!r.ok()) return make_error("adapt.invalid", "{}", e.joined());
+  if (!r.ok()) return make_error(errc::adapt::kInvalid, "{}", e.joined());
   std::string name = "adapted", dispatch = "completion_time";
   int transfer_port = 7700;
   r.get("name", name);
@@ -321,7 +321,7 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
                 "no link between {} and {}: add {{\"from\": \"{}\", \"to\": \"{}\", \"gbps\": ..., "
                 "\"latency_ms\": ...}} (config-adapt cannot infer the network)",
                 s, d, s, d));
-  if (!e.empty()) return make_error("adapt.invalid", "{}", e.joined());
+  if (!e.empty()) return make_error(errc::adapt::kInvalid, "{}", e.joined());
 
   // Assemble the config in the loader's format (docs/config.md).
   ojson c;

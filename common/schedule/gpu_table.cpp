@@ -61,21 +61,21 @@ Result<double> GpuTable::stage_seconds(const std::string& model, int n, StageKin
                                        const std::string& job_class) const {
   auto ref = reference.find(stage);
   if (ref == reference.end())
-    return make_error("gpus.reference", "the GPU table has no reference for stage {}",
+    return make_error(errc::gpus::kReference, "the GPU table has no reference for stage {}",
                       config::stage_name(stage));
   auto secs = ref->second.seconds.find(job_class);
   if (secs == ref->second.seconds.end())
-    return make_error("gpus.class", "the GPU table has no reference {} time for job class \"{}\"",
+    return make_error(errc::gpus::kClass, "the GPU table has no reference {} time for job class \"{}\"",
                       config::stage_name(stage), job_class);
   const GpuInfo* ref_gpu = find(ref->second.gpu);
   const GpuInfo* gpu = find(model);
   if (!ref_gpu || !gpu)
-    return make_error("gpus.model", "unknown GPU model \"{}\"", gpu ? ref->second.gpu : model);
+    return make_error(errc::gpus::kModel, "unknown GPU model \"{}\"", gpu ? ref->second.gpu : model);
   const double ref_speed =
       ref_gpu->speed_for(stage, job_class) * parallel_speedup(stage, ref->second.gpus);
   const double speed = gpu->speed_for(stage, job_class) * parallel_speedup(stage, n);
   if (ref_speed <= 0 || speed <= 0)
-    return make_error("gpus.speed", "no {} speed for {} (class {})", config::stage_name(stage),
+    return make_error(errc::gpus::kSpeed, "no {} speed for {} (class {})", config::stage_name(stage),
                       model, job_class);
   return secs->second * ref_speed / speed;
 }
@@ -114,11 +114,11 @@ Result<GpuTable> parse_gpu_table(const nlohmann::json& j) {
         }
       }
       if (!g.contains("source"))
-        return make_error("gpus.source", "GPU \"{}\" has no source for its numbers", info.model);
+        return make_error(errc::gpus::kSource, "GPU \"{}\" has no source for its numbers", info.model);
       t.gpus.push_back(std::move(info));
     }
   } catch (const nlohmann::json::exception& e) {
-    return make_error("gpus.invalid", "the GPU table is malformed: {}", e.what());
+    return make_error(errc::gpus::kInvalid, "the GPU table is malformed: {}", e.what());
   }
   return t;
 }
@@ -130,11 +130,11 @@ Result<GpuTable> load_gpu_table(const std::string& path) {
       j = nlohmann::json::parse(kEmbeddedGpuTable);
     } else {
       std::ifstream in(path);
-      if (!in) return make_error("gpus.open", "{}: cannot open the GPU table", path);
+      if (!in) return make_error(errc::gpus::kOpen, "{}: cannot open the GPU table", path);
       j = nlohmann::json::parse(in);
     }
   } catch (const nlohmann::json::parse_error& e) {
-    return make_error("gpus.json", "{}: not valid JSON: {}",
+    return make_error(errc::gpus::kJson, "{}: not valid JSON: {}",
                       path.empty() ? "configs/gpus.json" : path, e.what());
   }
   return parse_gpu_table(j);

@@ -18,10 +18,10 @@ double metric_of(const PlanResult& p, const std::string& metric) {
 
 Status write_text_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return make_error("plan.svg", "{}: cannot open for writing", path);
+  if (!f) return make_error(errc::plan::kSvg, "{}: cannot open for writing", path);
   f << text;
   f.close();
-  if (!f) return make_error("plan.svg", "{}: write failed", path);
+  if (!f) return make_error(errc::plan::kSvg, "{}: write failed", path);
   return Status::Ok();
 }
 
@@ -57,7 +57,7 @@ std::size_t count_gpus(const config::Cluster& c) {
 
 Result<PlanResult> plan_cluster(const config::Cluster& cluster, std::string job_class,
                                 std::uint32_t jobs, const SimOptions& options) {
-  if (jobs == 0) return make_error("plan.args", "--jobs must be at least 1");
+  if (jobs == 0) return make_error(errc::plan::kArgs, "--jobs must be at least 1");
   if (job_class.empty())
     job_class = cluster.classes.empty() ? "default" : cluster.classes.front().name;
   PlanResult p;
@@ -86,13 +86,13 @@ Result<PlanResult> plan_file(const std::string& path, const std::string& job_cla
   SimOptions o;
   auto pol = parse_policy(policy.empty() ? cluster->dispatch : policy);
   if (!pol)
-    return make_error("plan.args", "--policy \"{}\": expected completion_time or first_free",
+    return make_error(errc::plan::kArgs, "--policy \"{}\": expected completion_time or first_free",
                       policy);
   o.policy = *pol;
   o.stochastic = stochastic;
   o.seed = seed;
   auto p = plan_cluster(cluster.value(), job_class, jobs, o);
-  if (!p.ok()) return make_error(p.error().code, "{}: {}", path, p.error().message);
+  if (!p.ok()) return rephrase(p.error(), "{}: {}", path, p.error().message);
   p->config_path = path;
   return p;
 }

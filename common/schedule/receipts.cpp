@@ -68,11 +68,11 @@ Status write_file(const std::string& path, const std::string& text) {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << text;
     f.close();
-    if (!f) return make_error("io.write", "{}: write failed", tmp);
+    if (!f) return make_error(errc::io::kWrite, "{}: write failed", tmp);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return make_error("io.rename", "{}: {}", path, ec.message());
+  if (ec) return make_error(errc::io::kRename, "{}: {}", path, ec.message());
   return Status::Ok();
 }
 

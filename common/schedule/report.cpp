@@ -25,7 +25,7 @@ Status write_svg(const std::string& path, const GanttChart& chart) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << render_svg(chart);
   f.close();
-  if (!f) return make_error("report.svg", "{}: write failed", path);
+  if (!f) return make_error(errc::report::kSvg, "{}: write failed", path);
   return Status::Ok();
 }
 

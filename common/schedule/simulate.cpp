@@ -144,7 +144,7 @@ class Sim {
 };
 
 Status Sim::build() {
-  if (in_.empty()) return make_error("plan.no_jobs", "the plan needs at least one job");
+  if (in_.empty()) return make_error(errc::plan::kNoJobs, "the plan needs at least one job");
   std::map<std::string, std::size_t> cls_ix;
   jobs_.resize(in_.size());
   for (std::size_t j = 0; j < in_.size(); ++j) {
@@ -262,7 +262,7 @@ Status Sim::build() {
     for (int s = 0; s < 3; ++s)
       if ((s != 0 || any[0]) && !can[s])
         return make_error(
-            "plan.no_profile",
+            errc::plan::kNoProfile,
             "no {} pool has a profile for job class \"{}\" (pools[].profiles.{} or .default)",
             config::stage_name(static_cast<StageKind>(s)), classes_[k], classes_[k]);
     has_encode_[k] = any[0];
@@ -565,7 +565,7 @@ Result<SimResult> Sim::run() {
     dispatch();
   }
   if (done_ != in_.size())
-    return make_error("plan.stuck",
+    return make_error(errc::plan::kStuck,
                       "the simulation stopped with {} of {} jobs done (a bug: please report)",
                       done_, in_.size());
   out_.makespan_s = out_.last_completion_s;

@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 constexpr long kProcMagic = 0x9fa0;       // PROC_SUPER_MAGIC
 constexpr long kSysfsMagic = 0x62656572;  // SYSFS_MAGIC
 
-Error refused(std::string why) { return Error{"input.refused", std::move(why)}; }
+Error refused(std::string why) { return make_error(errc::input::kRefused, "{}", std::move(why)); }
 
 std::string roots_text(const std::vector<fs::path>& roots) {
   std::vector<std::string> s;
@@ -25,7 +25,7 @@ Result<InputFile> open_checked(const fs::path& root, const fs::path& rel, const 
   auto fd = artifacts::open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
   if (!fd.ok()) {
     const auto& c = fd.error().code;
-    if (c == "path.symlink" || c == "path.escape")
+    if (c == errc::path::kSymlink || c == errc::path::kEscape)
       return refused(fmt::format("{} goes through a symlink below the input root {}", shown,
                                  root.string()));
     return refused(fmt::format("{} cannot be opened below the input root {}: {}", shown,
@@ -62,7 +62,7 @@ Result<InputFile> open_input(const std::vector<fs::path>& roots, const std::stri
     for (const auto& root : roots) {
       auto rel = artifacts::relative_beneath(root, p);
       if (!rel.ok()) {
-        if (rel.error().code == "path.not_beneath") continue;
+        if (rel.error().code == errc::path::kNotBeneath) continue;
         return refused(fmt::format("{}: {}", path, rel.error().message));
       }
       return open_checked(root, *rel, path);

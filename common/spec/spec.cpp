@@ -26,12 +26,12 @@ Result<pb::JobSpec> parse_json(std::string_view json) {
   // protobuf's JSON parser lets a repeated key win silently and echoes raw bytes: check the text
   // strictly first.
   std::string why;
-  if (!config::parse_strict(json, &why)) return make_error("spec.json", "not a valid job spec: {}", why);
+  if (!config::parse_strict(json, &why)) return make_error(errc::spec::kJson, "not a valid job spec: {}", why);
   pbu::JsonParseOptions opts;
   opts.ignore_unknown_fields = false;
   auto st = pbu::JsonStringToMessage(std::string(json), &s, opts);
   if (!st.ok()) {
-    return make_error("spec.json", "not a valid job spec: {}", config::printable(std::string(st.message())));
+    return make_error(errc::spec::kJson, "not a valid job spec: {}", config::printable(std::string(st.message())));
   }
   if (s.fps() == 0) s.set_fps(24);
   if (s.steps() == 0) s.set_steps(6);

@@ -201,7 +201,7 @@ Status Store::reject_job(const std::string& run_id, const std::string& job_id, c
   auto moved = apply(m);
   if (!moved.ok()) return moved.error();
   if (moved->code != Applied::kApplied)
-    return make_error("state.refused", "run {} job {}: a rejection of a job that exists ({}) was refused",
+    return make_error(errc::state::kRefused, "run {} job {}: a rejection of a job that exists ({}) was refused",
                       run_id, job_id, job_state_name(moved->from));
   return {};
 }
@@ -219,7 +219,7 @@ Result<Attempt> Store::start_attempt(const std::string& run_id, const std::strin
   auto r = redis_.eval(kStartScript, keys_, args);
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
-  if (a->type != REDIS_REPLY_ARRAY || a->elements < 5) return make_error("redis.reply", "start: unexpected reply");
+  if (a->type != REDIS_REPLY_ARRAY || a->elements < 5) return make_error(errc::redis::kReply, "start: unexpected reply");
   Attempt out;
   out.refused = reply_int(a->element[0]) == 2;
   out.from = state_of(a->element[1]);
@@ -245,7 +245,7 @@ Result<Moved> Store::apply(const Move& m) {
   auto r = redis_.eval(kApplyScript, keys_, args);
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
-  if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) return make_error("redis.reply", "apply: unexpected reply");
+  if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) return make_error(errc::redis::kReply, "apply: unexpected reply");
   return Moved{static_cast<Applied>(reply_int(a->element[0])), state_of(a->element[1])};
 }
 
@@ -286,7 +286,7 @@ Result<std::vector<pb::StageRecord>> Store::history(const std::string& run_id, c
 Result<RunStatus> Store::run_status(const std::string& run_id) {
   auto r = redis_.command({"HGETALL", keys::run(run_id)});
   if (!r.ok()) return r.error();
-  if (r->get()->elements == 0) return make_error("run.unknown", "no run \"{}\" in this Redis", run_id);
+  if (r->get()->elements == 0) return make_error(errc::run::kUnknown, "no run \"{}\" in this Redis", run_id);
   RunStatus s;
   s.run_id = run_id;
   for (std::size_t i = 0; i + 1 < r->get()->elements; i += 2) {

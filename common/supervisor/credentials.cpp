@@ -25,9 +25,9 @@ std::string upper(std::string_view s) {
 Status make_private_dir(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return make_error("io.mkdir", "cannot create {}: {}", dir.string(), ec.message());
+  if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", dir.string(), ec.message());
   if (::chmod(dir.c_str(), 0700) != 0)
-    return make_error("io.chmod", "cannot make {} private: {}", dir.string(), std::strerror(errno));
+    return make_error(errc::io::kChmod, "cannot make {} private: {}", dir.string(), std::strerror(errno));
   return {};
 }
 
@@ -37,13 +37,13 @@ Status write_private(const fs::path& path, std::string_view data) {
   const fs::path tmp = path.string() + ".part";
   ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return make_error("io.open", "cannot create {}: {}", tmp.string(), std::strerror(errno));
+  if (fd < 0) return make_error(errc::io::kOpen, "cannot create {}: {}", tmp.string(), std::strerror(errno));
   const bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
                   ::fsync(fd) == 0;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    return make_error("io.write", "cannot write {}: {}", path.string(), std::strerror(errno));
+    return make_error(errc::io::kWrite, "cannot write {}: {}", path.string(), std::strerror(errno));
   }
   return {};
 }
@@ -52,7 +52,7 @@ Result<std::string> read_password(const fs::path& file) {
   std::ifstream in(file);
   std::string line;
   if (!in || !std::getline(in, line) || line.empty())
-    return make_error("acl.password", "{}: empty or unreadable", file.string());
+    return make_error(errc::acl::kPassword, "{}: empty or unreadable", file.string());
   return line;
 }
 
@@ -81,7 +81,7 @@ Result<std::string> render_acl(std::string_view tmpl,
     out.replace(at, end + 1 - at, " off resetpass");
   }
   if (out.find("_SHA256@") != std::string::npos)
-    return make_error("acl.template", "unrendered placeholders remain in the ACL template");
+    return make_error(errc::acl::kTemplate, "unrendered placeholders remain in the ACL template");
   return out;
 }
 
@@ -95,7 +95,7 @@ Result<fs::path> prepare_local_acl(const fs::path& state_dir) {
     if (!fs::exists(u.password_file)) {
       unsigned char raw[32];
       if (RAND_bytes(raw, sizeof raw) != 1)
-        return make_error("acl.random", "no random bytes for the Redis password of {}", u.user);
+        return make_error(errc::acl::kRandom, "no random bytes for the Redis password of {}", u.user);
       H3_TRY(write_private(u.password_file, sha256_hex(raw, sizeof raw) + "\n"));
     }
     auto pw = read_password(u.password_file);

@@ -343,26 +343,26 @@ std::string log_tail(const fs::path& log, std::size_t lines = 3) {
 Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   std::string host = o.host;
   if (host.empty()) {
-    if (c.hosts.size() != 1) return make_error("start.host", "--host is required: the config names {} hosts", c.hosts.size());
+    if (c.hosts.size() != 1) return make_error(errc::start::kHost, "--host is required: the config names {} hosts", c.hosts.size());
     host = c.hosts.front().name;
   }
-  if (!c.find_host(host)) return make_error("start.host", "--host {}: not a host in the config", host);
+  if (!c.find_host(host)) return make_error(errc::start::kHost, "--host {}: not a host in the config", host);
   if (c.redis.embedded && ::access("/usr/bin/redis-server", X_OK) != 0)
-    return make_error("start.redis", "/usr/bin/redis-server is missing; run scripts/setup.sh");
+    return make_error(errc::start::kRedis, "/usr/bin/redis-server is missing; run scripts/setup.sh");
   // The state dir holds credentials, every prompt (receipts) and the AOF: its owner's alone.
   std::error_code ec;
   fs::create_directories(c.state_dir, ec);
-  if (ec) return make_error("io.mkdir", "cannot create {}: {}", c.state_dir.string(), ec.message());
+  if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", c.state_dir.string(), ec.message());
   ::chmod(c.state_dir.c_str(), 0700);
   // One stack per state dir: the lock is held by the supervisor for its whole life (the fd is
   // inherited by the fork, closed on exec, so services never hold it).
   const fs::path lock_file = c.state_dir / "supervisor.lock";
   const int lock = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock < 0) return make_error("io.open", "cannot open {}: {}", lock_file.string(), std::strerror(errno));
+  if (lock < 0) return make_error(errc::io::kOpen, "cannot open {}: {}", lock_file.string(), std::strerror(errno));
   if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock);
     auto r = running(c);
-    return make_error("start.running", "a stack already runs for {}{}; run `h3pipe stop` first",
+    return make_error(errc::start::kRunning, "a stack already runs for {}{}; run `h3pipe stop` first",
                       c.state_dir.string(),
                       r ? fmt::format(" (supervisor pid {})", (*r)["supervisor_pid"].get<int>()) : " (starting)");
   }
@@ -379,7 +379,7 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   }
   int port = !c.redis.embedded ? c.redis.port : c.redis.port > 0 ? c.redis.port : free_loopback_port();
   pid_t pid = ::fork();
-  if (pid < 0) return make_error("start.fork", "fork failed");
+  if (pid < 0) return make_error(errc::start::kFork, "fork failed");
   if (pid == 0) {
     ::setsid();
     if (::fork() != 0) ::_exit(0);  // double fork: the supervisor is nobody's child
@@ -414,7 +414,7 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
       if (not_ready.empty()) return *st;
       if (!failed.empty()) {
         (void)stop(c);
-        return make_error("start.failed", "the stack was stopped:{}", failed);
+        return make_error(errc::start::kFailed, "the stack was stopped:{}", failed);
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -427,18 +427,18 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
         why += fmt::format("\n  {} is not ready; the end of {}:{}", p["name"].get<std::string>(),
                            p["log"].get<std::string>(), log_tail(p["log"].get<std::string>()));
   (void)stop(c);
-  return make_error("start.timeout", "the stack did not become ready within {} ms and was stopped{}",
+  return make_error(errc::start::kTimeout, "the stack did not become ready within {} ms and was stopped{}",
                     o.ready_timeout_ms, why.empty() ? fmt::format("; see {}/logs/", c.state_dir.string()) : why);
 }
 
 Status stop(const config::Cluster& c, int timeout_ms) {
   auto st = running(c);
-  if (!st) return make_error("stop.none", "no stack runs for {}", c.state_dir.string());
+  if (!st) return make_error(errc::stop::kNone, "no stack runs for {}", c.state_dir.string());
   pid_t pid = (*st)["supervisor_pid"].get<int>();
   ::kill(pid, SIGTERM);
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (alive(pid) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  if (alive(pid)) return make_error("stop.timeout", "supervisor {} did not stop within {} ms", pid, timeout_ms);
+  if (alive(pid)) return make_error(errc::stop::kTimeout, "supervisor {} did not stop within {} ms", pid, timeout_ms);
   return {};
 }
 

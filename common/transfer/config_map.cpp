@@ -24,12 +24,12 @@ Result<std::string> key_at(const config::Cluster& c, const config::Host& h, bool
   const char* field = secret ? "transfer_secret_key_file" : "transfer_public_key_file";
   const std::string where = fmt::format("/hosts/{}/{}", host_index(c, h.name), field);
   if (file.empty())
-    return make_error("config.transfer",
+    return make_error(errc::config::kTransfer,
                       "{}: required when transfer.curve is on between hosts "
                       "(create one with `h3pipe keygen`)",
                       where);
   auto k = load_key_file(file, secret);
-  if (!k.ok()) return make_error(k.error().code, "{}: {}", where, k.error().message);
+  if (!k.ok()) return rephrase(k.error(), "{}: {}", where, k.error().message);
   return k;
 }
 
@@ -69,7 +69,7 @@ bool runs_sender(const config::Cluster& c, const std::string& host) {
 
 Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::string& host) {
   const config::Host* h = c.find_host(host);
-  if (!h) return make_error("config.transfer", "--host {}: not a host in the config", host);
+  if (!h) return make_error(errc::config::kTransfer, "--host {}: not a host in the config", host);
   ReceiverOptions o;
   o.host = host;
   o.bind_endpoint = fmt::format("tcp://{}:{}", h->bind, h->transfer_port);
@@ -86,7 +86,7 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
     if (!want.ok()) return want.error();
     auto l = latent::read_latent(part, &*want);
     if (!l.ok())
-      return make_error(l.error().code, "latent for job {} does not fit profile {} ({}): {}",
+      return rephrase(l.error(), "latent for job {} does not fit profile {} ({}): {}",
                         offer.job_id(), want->profile.name, latent::to_string(want->job),
                         l.error().message);
     return {};
@@ -98,7 +98,7 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
     const std::size_t i = host_index(c, host);
     for (std::size_t k = 0; k < o.curve.allowed_clients.size(); ++k)
       if (!is_z85_key(o.curve.allowed_clients[k]))
-        return make_error("config.transfer",
+        return make_error(errc::config::kTransfer,
                           "/hosts/{}/transfer_allowed_clients/{}: not a 40-character Z85 key", i,
                           k);
     // Not listed: admit the senders of this cluster, by the public keys their host entries
@@ -112,7 +112,7 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
           continue;
         auto key = load_key_file(peer.transfer_public_key_file, false);
         if (!key.ok())
-          return make_error("config.transfer",
+          return make_error(errc::config::kTransfer,
                             "/hosts/{}/transfer_public_key_file: {} (the receiver on {} admits "
                             "the senders by their public keys)",
                             k, key.error().message, host);
@@ -120,7 +120,7 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
       }
     }
     if (o.curve.allowed_clients.empty())
-      return make_error("config.transfer",
+      return make_error(errc::config::kTransfer,
                         "/hosts/{}/transfer_allowed_clients: empty, and no sending host names a "
                         "transfer_public_key_file: no sender could connect", i);
   }
@@ -129,7 +129,7 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
 
 Result<SenderOptions> sender_options(const config::Cluster& c, const std::string& host) {
   const config::Host* h = c.find_host(host);
-  if (!h) return make_error("config.transfer", "--host {}: not a host in the config", host);
+  if (!h) return make_error(errc::config::kTransfer, "--host {}: not a host in the config", host);
   SenderOptions o;
   o.host = host;
   o.root = c.artifact_root;
@@ -147,7 +147,7 @@ Result<SenderOptions> sender_options(const config::Cluster& c, const std::string
     if (peer.name == host || !runs_receiver(c, peer.name)) continue;
     if (peer.transfer_port == 0)
       return make_error(
-          "config.transfer",
+          errc::config::kTransfer,
           "/hosts/{}/transfer_port: a decode host reached over the network needs a fixed port",
           host_index(c, peer.name));
     PeerOptions p{peer.name, fmt::format("tcp://{}:{}", peer.address, peer.transfer_port), ""};

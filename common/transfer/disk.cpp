@@ -17,8 +17,9 @@ namespace {
 constexpr std::size_t kSlot = 128;
 constexpr char kMagic[8] = {'H', '3', 'X', 'F', 'E', 'R', '0', '1'};
 
-Error sys_error(const char* what, const fs::path& p) {
-  return make_error(std::string("io.") + what, "{} {}: {}", what, p.string(), std::strerror(errno));
+// The message names the failed call: "fsync /spool/x: No space left on device".
+Error sys_error(const ErrorCode& call, const fs::path& p) {
+  return make_error(call, "{} {}: {}", call.leaf(), p.string(), std::strerror(errno));
 }
 
 void put64(std::uint8_t* p, std::uint64_t v) {
@@ -61,7 +62,7 @@ Status pwrite_all(int fd, const void* data, std::size_t len, std::uint64_t off, 
   while (len > 0) {
     ssize_t n = ::pwrite(fd, d, len, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("write", p);
+    if (n < 0) return sys_error(errc::io::kWrite, p);
     d += n;
     off += static_cast<std::uint64_t>(n);
     len -= static_cast<std::size_t>(n);
@@ -129,7 +130,7 @@ Result<std::shared_ptr<PartFile>> PartFile::open(const fs::path& final_path, std
     H3_TRY(artifacts::make_dirs(artifacts::Root(fs::absolute(root)), fs::absolute(p.dir)));
   } else {
     fs::create_directories(p.dir, ec);
-    if (ec) return make_error("io.mkdir", "mkdir {}: {}", p.dir.string(), ec.message());
+    if (ec) return make_error(errc::io::kMkdir, "mkdir {}: {}", p.dir.string(), ec.message());
   }
 
   auto st = read_state(p.state);
@@ -137,20 +138,20 @@ Result<std::shared_ptr<PartFile>> PartFile::open(const fs::path& final_path, std
   bool resume = allow_resume && st && !st->complete && st->size == size && st->sha256 == sha256 &&
                 part_size >= st->durable && st->durable > 0;
   f->fd_ = ::open(p.part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (f->fd_ < 0) return sys_error("open", p.part);
+  if (f->fd_ < 0) return sys_error(errc::io::kOpen, p.part);
   f->state_fd_ = ::open(p.state.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (f->state_fd_ < 0) return sys_error("open", p.state);
+  if (f->state_fd_ < 0) return sys_error(errc::io::kOpen, p.state);
   f->seq_ = st ? st->seq : 0;
   *have = resume ? st->durable : 0;
   // Bytes past the durable prefix may be torn after a power loss: drop them.
-  if (::ftruncate(f->fd_, static_cast<off_t>(*have)) != 0) return sys_error("truncate", p.part);
+  if (::ftruncate(f->fd_, static_cast<off_t>(*have)) != 0) return sys_error(errc::io::kTruncate, p.part);
   if (resume) {
     std::vector<std::uint8_t> buf(1 << 20);
     for (std::uint64_t at = 0; at < *have;) {
       std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), *have - at));
       ssize_t r = ::pread(f->fd_, buf.data(), n, static_cast<off_t>(at));
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return sys_error("read", p.part);
+      if (r <= 0) return sys_error(errc::io::kRead, p.part);
       hasher->update(buf.data(), static_cast<std::size_t>(r));
       at += static_cast<std::uint64_t>(r);
     }
@@ -160,7 +161,7 @@ Result<std::shared_ptr<PartFile>> PartFile::open(const fs::path& final_path, std
   std::string line = sha256 + "  " + p.final_path.filename().string() + "\n";
   int sfd =
       ::open(p.sidecar_part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (sfd < 0) return sys_error("open", p.sidecar_part);
+  if (sfd < 0) return sys_error(errc::io::kOpen, p.sidecar_part);
   Status s = pwrite_all(sfd, line.data(), line.size(), 0, p.sidecar_part);
   ::close(sfd);
   H3_TRY(s);
@@ -179,38 +180,38 @@ void PartFile::start_writeback(std::uint64_t offset, std::uint64_t len) {
 Status PartFile::write_state(std::uint64_t durable, bool complete, bool sync) {
   ResumeState st{size_, sha256_, durable, complete, false, ++seq_};
   H3_TRY(write_slot(state_fd_, paths_.state, st));
-  if (sync && ::fdatasync(state_fd_) != 0) return sys_error("fsync", paths_.state);
+  if (sync && ::fdatasync(state_fd_) != 0) return sys_error(errc::io::kFsync, paths_.state);
   return {};
 }
 
 Status PartFile::prepare() {
   if (prepared_) return {};
   int sfd = ::open(paths_.sidecar_part.c_str(), O_RDONLY | O_CLOEXEC);
-  if (sfd < 0) return sys_error("open", paths_.sidecar_part);
+  if (sfd < 0) return sys_error(errc::io::kOpen, paths_.sidecar_part);
   int rc = ::fdatasync(sfd);
   ::close(sfd);
-  if (rc != 0) return sys_error("fsync", paths_.sidecar_part);
+  if (rc != 0) return sys_error(errc::io::kFsync, paths_.sidecar_part);
   H3_TRY(artifacts::fsync_path(paths_.dir, true));  // the .part, .xfer and sidecar entries
   prepared_ = true;
   return {};
 }
 
 Status PartFile::checkpoint(std::uint64_t offset) {
-  if (::fdatasync(fd_) != 0) return sys_error("fsync", paths_.part);
+  if (::fdatasync(fd_) != 0) return sys_error(errc::io::kFsync, paths_.part);
   // The state is written after the data it describes is on disk, so whatever version of it
   // survives a power loss claims no more than is durable; it needs no sync of its own.
   return write_state(offset, false, false);
 }
 
 Status PartFile::commit() {
-  if (::fdatasync(fd_) != 0) return sys_error("fsync", paths_.part);
+  if (::fdatasync(fd_) != 0) return sys_error(errc::io::kFsync, paths_.part);
   H3_TRY(prepare());
   // Sidecar first: a final name never exists without the sidecar that vouches for it, so a kill
   // between the two renames leaves a missing latent (re-offered), never an unverifiable one.
   if (::rename(paths_.sidecar_part.c_str(), paths_.sidecar.c_str()) != 0)
-    return sys_error("rename", paths_.sidecar_part);
+    return sys_error(errc::io::kRename, paths_.sidecar_part);
   if (::rename(paths_.part.c_str(), paths_.final_path.c_str()) != 0)
-    return sys_error("rename", paths_.part);
+    return sys_error(errc::io::kRename, paths_.part);
   H3_TRY(write_state(size_, true, false));
   return artifacts::fsync_path(paths_.dir, true);
 }

@@ -43,20 +43,20 @@ std::string frame_name(const pb::TransferFrame& f) {
 Result<pb::TransferFrame> parse_frame(Reader reader, std::span<const std::string_view> parts) {
   const bool rx = reader == Reader::kReceiver;
   if (rx ? parts.size() != 2 && parts.size() != 3 : parts.size() != 1)
-    return make_error("transfer.frame.parts", "a message of {} parts (expected {})", parts.size(),
+    return make_error(errc::transfer::kFrameParts, "a message of {} parts (expected {})", parts.size(),
                       rx ? "2 or 3" : "1");
   const std::string_view bytes = parts[rx ? 1 : 0];
   pb::TransferFrame f;
   if (bytes.size() > static_cast<std::size_t>(INT_MAX) ||
       !f.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ||
       f.body_case() == pb::TransferFrame::BODY_NOT_SET)
-    return make_error("transfer.frame.undecodable", "undecodable frame of {} bytes dropped",
+    return make_error(errc::transfer::kFrameUndecodable, "undecodable frame of {} bytes dropped",
                       bytes.size());
   if (!(rx ? sent_by_sender(f.body_case()) : sent_by_receiver(f.body_case())))
-    return make_error("transfer.frame.unexpected", "unexpected {} frame from a {}", frame_name(f),
+    return make_error(errc::transfer::kFrameUnexpected, "unexpected {} frame from a {}", frame_name(f),
                       rx ? "sender" : "receiver");
   if (f.body_case() == pb::TransferFrame::kChunk && parts.size() != 3)
-    return make_error("transfer.frame.no_data", "a chunk frame without its bytes");
+    return make_error(errc::transfer::kFrameNoData, "a chunk frame without its bytes");
   return f;
 }
 
@@ -105,17 +105,17 @@ Status check_offer_reply(const pb::OfferReply& r, std::uint32_t max_chunk_bytes,
                          std::string_view peer) {
   if (r.chunk_size() == 0 || r.chunk_size() > max_chunk_bytes || r.window() == 0 ||
       r.have_offset() > size)
-    return make_error("transfer.protocol",
+    return make_error(errc::transfer::kProtocol,
                       "receiver {} replied chunk {} window {} have {} (size {})", peer,
                       r.chunk_size(), r.window(), r.have_offset(), size);
   return {};
 }
 
-std::string remote_code(std::string_view code, std::string_view fallback) {
-  if (code.empty() || code.size() > 64) return std::string(fallback);
+std::string remote_code(std::string_view code, const ErrorCode& fallback) {
+  if (code.empty() || code.size() > 64) return std::string(fallback.id);
   for (char c : code)
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.'))
-      return std::string(fallback);
+      return std::string(fallback.id);
   return std::string(code);
 }
 
@@ -126,7 +126,7 @@ DoneDecision decide_done(const pb::Done& d, const ActiveTransfer& t, std::string
     if (d.sha256() != t.sha256) {
       r.action = A::kFail;
       r.count_protocol_error = true;
-      r.error = make_error("transfer.protocol", "receiver acknowledged sha256 {}, offered {}",
+      r.error = make_error(errc::transfer::kProtocol, "receiver acknowledged sha256 {}, offered {}",
                            d.sha256(), t.sha256);
       return r;
     }
@@ -135,17 +135,18 @@ DoneDecision decide_done(const pb::Done& d, const ActiveTransfer& t, std::string
   }
   if (!d.retry()) {
     r.action = A::kFail;
-    r.error =
-        make_error(remote_code(d.code(), "transfer.refused"), "receiver {}: {}", peer, d.reason());
+    // The receiver's own code travels on unchanged (it may be one this build does not know).
+    r.error = Error{remote_code(d.code(), errc::transfer::kRefused),
+                    fmt::format("receiver {}: {}", peer, d.reason())};
     return r;
   }
-  if (d.code() != "transfer.integrity") {
+  if (d.code() != errc::transfer::kIntegrity) {
     r.action = A::kOfferAgain;
     return r;
   }
   if (t.source_mismatch) {
     r.action = A::kFail;
-    r.error = make_error("transfer.source",
+    r.error = make_error(errc::transfer::kSource,
                          "{} does not match its sidecar {} (corrupt on the sending host)", t.latent,
                          t.sha256);
     return r;
@@ -153,7 +154,7 @@ DoneDecision decide_done(const pb::Done& d, const ActiveTransfer& t, std::string
   r.count_retry = true;
   if (t.attempts >= t.max_attempts) {
     r.action = A::kFail;
-    r.error = make_error("transfer.integrity", "{} attempts failed verification; last: {}",
+    r.error = make_error(errc::transfer::kIntegrity, "{} attempts failed verification; last: {}",
                          t.attempts, d.reason());
     return r;
   }

@@ -98,6 +98,6 @@ DoneDecision decide_done(const pb::Done& d, const ActiveTransfer& t, std::string
 
 // An error code a receiver sent, kept if it looks like a code ([a-z0-9_.], 1..64 bytes), else
 // `fallback`: a peer cannot smuggle arbitrary text into a job's error code.
-std::string remote_code(std::string_view code, std::string_view fallback);
+std::string remote_code(std::string_view code, const ErrorCode& fallback);
 
 }  // namespace h3pipe::transfer

@@ -18,13 +18,13 @@ Status link_over(const fs::path& src, const fs::path& dst) {
   tmp += fmt::format(".link{}", std::random_device{}());
   if (::link(src.c_str(), tmp.c_str()) != 0) {
     int e = errno;
-    return make_error(e == EXDEV ? "io.exdev" : "io.link", "link {} -> {}: {}", src.string(),
+    return make_error(e == EXDEV ? errc::io::kExdev : errc::io::kLink, "link {} -> {}: {}", src.string(),
                       tmp.string(), std::strerror(e));
   }
   if (::rename(tmp.c_str(), dst.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    return make_error("io.rename", "rename {} -> {}: {}", tmp.string(), dst.string(),
+    return make_error(errc::io::kRename, "rename {} -> {}: {}", tmp.string(), dst.string(),
                       std::strerror(e));
   }
   return {};
@@ -41,17 +41,17 @@ Result<fs::path> local_handoff(const fs::path& src, const fs::path& dst, const f
     H3_TRY(artifacts::make_dirs(artifacts::Root(root), abs_dst.parent_path()));
   } else {
     fs::create_directories(dst.parent_path(), ec);
-    if (ec) return make_error("io.mkdir", "mkdir {}: {}", dst.parent_path().string(), ec.message());
+    if (ec) return make_error(errc::io::kMkdir, "mkdir {}: {}", dst.parent_path().string(), ec.message());
   }
   Status s = link_over(src, dst);
-  if (!s.ok() && s.error().code == "io.exdev") {
+  if (!s.ok() && s.error().code == errc::io::kExdev) {
     std::ifstream in(src, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
     auto sha = root.empty() ? artifacts::write_atomic(dst, bytes)
                             : artifacts::write_atomic(artifacts::Root(root), abs_dst, bytes);
     if (!sha.ok()) return sha.error();
     if (*sha != artifacts::read_sidecar(src))
-      return make_error("artifact.mismatch", "{}: copy hashes to {}, source sidecar says {}",
+      return make_error(errc::artifact::kMismatch, "{}: copy hashes to {}, source sidecar says {}",
                         dst.string(), *sha, artifacts::read_sidecar(src));
     return dst;
   }

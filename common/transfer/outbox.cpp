@@ -26,7 +26,7 @@ Status record_task(const fs::path& outbox, const pb::StageTask& task) {
   // written, renamed and synced by name in that folder (path.* errors for a planted symlink).
   std::error_code ec;
   fs::create_directories(outbox, ec);  // the configured outbox itself is trusted
-  if (ec) return make_error("io.mkdir", "mkdir {}: {}", outbox.string(), ec.message());
+  if (ec) return make_error(errc::io::kMkdir, "mkdir {}: {}", outbox.string(), ec.message());
   auto dir = artifacts::open_dir_beneath(outbox, task.run_id(), true);
   if (!dir.ok()) return dir.error();
   const std::string part_name = part.filename().string(),
@@ -35,16 +35,16 @@ Status record_task(const fs::path& outbox, const pb::StageTask& task) {
   task.SerializeToString(&bytes);
   int fd = ::openat(dir->get(), part_name.c_str(),
                     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return make_error("io.open", "open {}: {}", part.string(), std::strerror(errno));
+  if (fd < 0) return make_error(errc::io::kOpen, "open {}: {}", part.string(), std::strerror(errno));
   bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
             ::fsync(fd) == 0;
   int err = errno;
   ::close(fd);
-  if (!ok) return make_error("io.write", "write {}: {}", part.string(), std::strerror(err));
+  if (!ok) return make_error(errc::io::kWrite, "write {}: {}", part.string(), std::strerror(err));
   if (::renameat(dir->get(), part_name.c_str(), dir->get(), final_name.c_str()) != 0)
-    return make_error("io.rename", "rename {}: {}", part.string(), std::strerror(errno));
+    return make_error(errc::io::kRename, "rename {}: {}", part.string(), std::strerror(errno));
   if (::fsync(dir->get()) != 0)
-    return make_error("io.fsync", "fsync {}: {}", final_path.parent_path().string(),
+    return make_error(errc::io::kFsync, "fsync {}: {}", final_path.parent_path().string(),
                       std::strerror(errno));
   return {};
 }
@@ -68,7 +68,7 @@ std::vector<pb::StageTask> scan_outbox(const fs::path& outbox, std::vector<Error
           t.job_id() + ".task" != f.filename().string()) {
         if (problems)
           problems->push_back(
-              make_error("transfer.outbox", "{}: not a task record for its path", f.string()));
+              make_error(errc::transfer::kOutbox, "{}: not a task record for its path", f.string()));
         continue;
       }
       out.push_back(std::move(t));
@@ -109,11 +109,11 @@ Status notify_latent_ready(zmq::context_t& ctx, const std::string& endpoint,
     s.set(zmq::sockopt::sndhwm, 16);
     s.connect(endpoint);
     if (!s.send(zmq::buffer(bytes), zmq::send_flags::none))
-      return make_error("transfer.notify",
+      return make_error(errc::transfer::kNotify,
                         "notify {}: timed out after {} ms (the outbox record remains)", endpoint,
                         timeout_ms);
   } catch (const zmq::error_t& e) {
-    return make_error("transfer.notify", "notify {}: {}", endpoint, e.what());
+    return make_error(errc::transfer::kNotify, "notify {}: {}", endpoint, e.what());
   }
   return {};
 }

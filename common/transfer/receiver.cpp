@@ -1,6 +1,5 @@
 #include "common/transfer/receiver.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -13,9 +12,20 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
+#include "common/logging/log.h"
 #include "common/transfer/disk.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/zap.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("transfer");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::transfer {
 namespace fs = std::filesystem;
@@ -69,7 +79,7 @@ class TransferReceiver::Impl {
                             [this](const std::string& key, const std::string& addr, bool ok) {
                               if (!ok) {
                                 probe_.auth_refused();
-                                spdlog::warn("transfer receiver: refused client key {} from {}",
+                                logger().warn("transfer receiver: refused client key {} from {}",
                                              key.empty() ? "(none)" : key, addr);
                               }
                             });
@@ -81,7 +91,7 @@ class TransferReceiver::Impl {
     try {
       sock_.bind(opts_.bind_endpoint);
     } catch (const zmq::error_t& e) {
-      return make_error("transfer.bind", "cannot bind {}: {}", opts_.bind_endpoint, e.what());
+      return make_error(errc::transfer::kBind, "cannot bind {}: {}", opts_.bind_endpoint, e.what());
     }
     return sock_.get(zmq::sockopt::last_endpoint);
   }
@@ -131,7 +141,7 @@ class TransferReceiver::Impl {
       std::vector<std::string_view> views;
       for (const auto& p : parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
       auto f = parse_frame(Reader::kReceiver, views);
-      if (!f.ok() && f.error().code == "transfer.frame.parts") {
+      if (!f.ok() && f.error().code == errc::transfer::kFrameParts) {
         probe_.protocol_error();
         continue;
       }
@@ -139,8 +149,8 @@ class TransferReceiver::Impl {
       last_rx_[routing] = Clock::now();
       if (!f.ok()) {
         probe_.protocol_error();
-        if (f.error().code != "transfer.frame.no_data")
-          spdlog::warn("transfer receiver: {}", f.error().message);
+        if (f.error().code != errc::transfer::kFrameNoData)
+          logger().warn("transfer receiver: {}", f.error().message);
         continue;
       }
       switch (f->body_case()) {
@@ -170,14 +180,14 @@ class TransferReceiver::Impl {
   }
 
   void send_done(const std::string& routing, const pb::Offer& o, std::uint64_t tid, bool ok,
-                 const std::string& code, const std::string& reason, bool retry) {
+                 std::string_view code, const std::string& reason, bool retry) {
     pb::TransferFrame f;
     auto* d = f.mutable_done();
     d->set_job_id(o.job_id());
     d->set_transfer_id(tid);
     d->set_ok(ok);
     d->set_sha256(ok ? o.sha256() : "");
-    d->set_code(code);
+    d->set_code(std::string(code));
     d->set_reason(reason);
     d->set_retry(retry);
     send(routing, f);
@@ -187,7 +197,7 @@ class TransferReceiver::Impl {
     auto final_path = resolve_offer(o, opts_.root, opts_.max_file_bytes);
     if (!final_path.ok()) {
       probe_.protocol_error();
-      spdlog::warn("transfer receiver: run={} job={} offer refused: {}", o.run_id(), o.job_id(),
+      logger().warn("transfer receiver: run={} job={} offer refused: {}", o.run_id(), o.job_id(),
                    final_path.error().message);
       send_done(routing, o, o.transfer_id(), false, final_path.error().code,
                 final_path.error().message, false);
@@ -217,11 +227,11 @@ class TransferReceiver::Impl {
     Session* raw = s.get();
     by_tid_[s->tid] = raw;
     sessions_[key] = std::move(s);
-    spdlog::debug("transfer receiver: run={} job={} offer {} bytes sha256={} attempt {}",
+    logger().debug("transfer receiver: run={} job={} offer {} bytes sha256={} attempt {}",
                   o.run_id(), o.job_id(), o.size(), o.sha256(), o.attempt());
 
     struct Opened {
-      Result<std::shared_ptr<PartFile>> file = make_error("", "");
+      Result<std::shared_ptr<PartFile>> file = Error{};
       Sha256 hasher;
       std::uint64_t have = 0;
       bool complete = false, notified = false;
@@ -271,7 +281,7 @@ class TransferReceiver::Impl {
       return;
     }
     if (!r.file.ok()) {
-      spdlog::error("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
+      logger().error("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
                     r.file.error().message);
       send_done(s.routing, s.offer, tid, false, r.file.error().code, r.file.error().message, true);
       erase(&s);
@@ -284,7 +294,7 @@ class TransferReceiver::Impl {
     s.phase = Session::Phase::kReceiving;
     if (r.have > 0) {
       probe_.resumed(static_cast<double>(r.have));
-      spdlog::info("transfer receiver: run={} job={} resumes at {} of {} bytes", s.offer.run_id(),
+      logger().info("transfer receiver: run={} job={} resumes at {} of {} bytes", s.offer.run_id(),
                    s.offer.job_id(), r.have, s.offer.size());
     }
     io_.post([f = s.file]() -> IoThread::Completion {
@@ -337,7 +347,7 @@ class TransferReceiver::Impl {
       if (unknown_told_.insert(c.transfer_id()).second) {
         pb::Offer o;
         o.set_job_id(c.job_id());
-        send_done(routing, o, c.transfer_id(), false, "transfer.unknown",
+        send_done(routing, o, c.transfer_id(), false, errc::transfer::kUnknown.id,
                   "no such transfer on the receiver; offer again", true);
       }
       return;
@@ -351,9 +361,9 @@ class TransferReceiver::Impl {
     if (check.verdict == ChunkCheck::Verdict::kRefuse) {
       const std::string& problem = check.problem;
       probe_.protocol_error();
-      spdlog::warn("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
+      logger().warn("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
                    problem);
-      send_done(routing, s.offer, s.tid, false, "transfer.protocol", problem, true);
+      send_done(routing, s.offer, s.tid, false, errc::transfer::kProtocol.id, problem, true);
       close_session(&s);
       return;
     }
@@ -417,7 +427,7 @@ class TransferReceiver::Impl {
         Session& s = *it->second;
         s.checkpointing = false;
         if (!st.ok()) {
-          spdlog::error("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
+          logger().error("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
                         st.error().message);
           send_done(s.routing, s.offer, tid, false, st.error().code, st.error().message, true);
           close_session(&s);
@@ -446,7 +456,7 @@ class TransferReceiver::Impl {
       probe_.integrity_failure();
       const std::string reason =
           fmt::format("received bytes hash to {}, the offer says {}", got, s.offer.sha256());
-      spdlog::warn(
+      logger().warn(
           "transfer receiver: run={} job={} attempt {}: {}; discarded, sender will re-send",
           s.offer.run_id(), s.offer.job_id(), s.offer.attempt(), reason);
       // The sender hears of the failure only once the bad bytes are gone.
@@ -457,7 +467,7 @@ class TransferReceiver::Impl {
         return [this, tid, reason] {
           auto it = by_tid_.find(tid);
           if (it == by_tid_.end()) return;
-          send_done(it->second->routing, it->second->offer, tid, false, "transfer.integrity",
+          send_done(it->second->routing, it->second->offer, tid, false, errc::transfer::kIntegrity.id,
                     reason, true);
           erase(it->second);
         };
@@ -474,7 +484,7 @@ class TransferReceiver::Impl {
             auto it = by_tid_.find(tid);
             if (it == by_tid_.end()) return;
             Session& s = *it->second;
-            spdlog::error("transfer receiver: run={} job={}: refused: {}", s.offer.run_id(),
+            logger().error("transfer receiver: run={} job={}: refused: {}", s.offer.run_id(),
                           s.offer.job_id(), chk.error().to_string());
             send_done(s.routing, s.offer, tid, false, chk.error().code, chk.error().message, false);
             erase(&s);
@@ -487,7 +497,7 @@ class TransferReceiver::Impl {
         if (it == by_tid_.end()) return;
         Session& s = *it->second;
         if (!st.ok()) {
-          spdlog::error("transfer receiver: run={} job={} commit: {}", s.offer.run_id(),
+          logger().error("transfer receiver: run={} job={} commit: {}", s.offer.run_id(),
                         s.offer.job_id(), st.error().message);
           send_done(s.routing, s.offer, tid, false, st.error().code, st.error().message, true);
           erase(&s);
@@ -506,7 +516,7 @@ class TransferReceiver::Impl {
   bool deliver(Session& s) {
     Status st = on_durable_ ? on_durable_(s.offer, s.final_path, s.offer.sha256()) : Status{};
     if (!st.ok()) {
-      spdlog::error("transfer receiver: run={} job={}: on_durable failed: {}", s.offer.run_id(),
+      logger().error("transfer receiver: run={} job={}: on_durable failed: {}", s.offer.run_id(),
                     s.offer.job_id(), st.error().message);
       send_done(s.routing, s.offer, s.tid, false, st.error().code, st.error().message, true);
       return false;
@@ -516,7 +526,7 @@ class TransferReceiver::Impl {
                  ? 0.0
                  : std::chrono::duration<double, std::milli>(b - a).count();
     };
-    spdlog::info(
+    logger().info(
         "transfer receiver: run={} job={} durable {} ({} bytes, sha256 {}; offer to first byte "
         "{:.1f} ms, "
         "receive {:.1f} ms, commit {:.1f} ms)",
@@ -564,7 +574,7 @@ class TransferReceiver::Impl {
     }
     for (Session* s : gone) {
       probe_.peer_dead();
-      spdlog::warn(
+      logger().warn(
           "transfer receiver: run={} job={}: sender silent for {} ms; keeping {} bytes for resume",
           s->offer.run_id(), s->offer.job_id(), opts_.dead_after_ms, s->received);
       close_session(s);
@@ -596,10 +606,10 @@ Result<std::unique_ptr<TransferReceiver>> TransferReceiver::start(zmq::context_t
                                                                   ReceiverOptions opts,
                                                                   OnDurable on_durable,
                                                                   TransferProbe& probe) {
-  if (opts.root.empty()) return make_error("transfer.config", "receiver root must be set");
+  if (opts.root.empty()) return make_error(errc::transfer::kConfig, "receiver root must be set");
   opts.root = fs::absolute(opts.root);  // offers resolve below it (artifacts::Root checks)
   if (opts.chunk_bytes == 0 || opts.chunk_bytes > (16u << 20) || opts.window == 0)
-    return make_error("transfer.config", "chunk_bytes must be 1..16 MiB and window at least 1");
+    return make_error(errc::transfer::kConfig, "chunk_bytes must be 1..16 MiB and window at least 1");
   auto impl = std::make_unique<Impl>(ctx, std::move(opts), std::move(on_durable), probe);
   auto ep = impl->bind();
   if (!ep.ok()) return ep.error();

@@ -1,7 +1,6 @@
 #include "common/transfer/sender.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -14,9 +13,20 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
+#include "common/logging/log.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/outbox.h"
 #include "common/transfer/sender_parts.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("transfer");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::transfer {
 namespace fs = std::filesystem;
@@ -67,7 +77,7 @@ class TransferSender::Impl {
       notify_->bind(opts_.notify_endpoint);
       return notify_->get(zmq::sockopt::last_endpoint);
     } catch (const zmq::error_t& e) {
-      return make_error("transfer.bind", "cannot bind the notify socket {}: {}",
+      return make_error(errc::transfer::kBind, "cannot bind the notify socket {}: {}",
                         opts_.notify_endpoint, e.what());
     }
   }
@@ -142,7 +152,7 @@ class TransferSender::Impl {
       if (!notify_->recv(m, zmq::recv_flags::dontwait)) return;
       pb::StageTask t;
       if (!t.ParseFromArray(m.data(), static_cast<int>(m.size()))) {
-        spdlog::warn("transfer sender: undecodable notification of {} bytes dropped", m.size());
+        logger().warn("transfer sender: undecodable notification of {} bytes dropped", m.size());
         continue;
       }
       accept(std::move(t), true);
@@ -152,7 +162,7 @@ class TransferSender::Impl {
   void rescan() {
     std::vector<Error> problems;
     for (auto& t : scan_outbox(opts_.outbox, &problems)) accept(std::move(t), false);
-    for (const auto& e : problems) spdlog::warn("transfer sender: {}", e.message);
+    for (const auto& e : problems) logger().warn("transfer sender: {}", e.message);
     next_rescan_ = Clock::now() + milliseconds(opts_.rescan_ms);
   }
 
@@ -167,7 +177,7 @@ class TransferSender::Impl {
 
   void fail(const pb::StageTask& t, const Error& e) {
     probe_.failed();
-    spdlog::error("transfer sender: run={} job={} failed: {}", t.run_id(), t.job_id(), e.message);
+    logger().error("transfer sender: run={} job={} failed: {}", t.run_id(), t.job_id(), e.message);
     fail_record(opts_.outbox, t, e.to_string());
     if (opts_.on_failed) opts_.on_failed(t, e);
   }
@@ -195,7 +205,7 @@ class TransferSender::Impl {
     if (known(key)) return;
     if (record && !opts_.outbox.empty() && !fs::exists(record_path(opts_.outbox, t))) {
       if (auto s = record_task(opts_.outbox, t); !s.ok())
-        spdlog::warn("transfer sender: run={} job={}: cannot record in the outbox: {}", t.run_id(),
+        logger().warn("transfer sender: run={} job={}: cannot record in the outbox: {}", t.run_id(),
                      t.job_id(), s.error().message);
     }
     auto made = make_job(opts_, t);
@@ -214,7 +224,7 @@ class TransferSender::Impl {
       }
     }
     fail(j.task,
-         make_error("transfer.peer", "no transfer peer configured for decode host \"{}\"", target));
+         make_error(errc::transfer::kPeer, "no transfer peer configured for decode host \"{}\"", target));
   }
 
   void deliver_here(Job j) {
@@ -232,7 +242,7 @@ class TransferSender::Impl {
   void ensure_socket(Peer& p) {
     if (p.sock || Clock::now() < p.reconnect_at) return;
     if (auto st = open_peer(ctx_, opts_, p, this); !st.ok()) {
-      spdlog::error("transfer sender: peer {}: {}", p.o.host, st.error().message);
+      logger().error("transfer sender: peer {}: {}", p.o.host, st.error().message);
       p.reconnect_at = Clock::now() + milliseconds(opts_.backoff_max_ms);
     }
   }
@@ -245,7 +255,7 @@ class TransferSender::Impl {
     p.backoff_ms = p.backoff_ms == 0 ? opts_.backoff_initial_ms
                                      : std::min(p.backoff_ms * 2, opts_.backoff_max_ms);
     p.reconnect_at = Clock::now() + milliseconds(p.backoff_ms);
-    spdlog::warn("transfer sender: peer {} ({}): {}; reconnecting in {} ms", p.o.host, p.o.endpoint,
+    logger().warn("transfer sender: peer {} ({}): {}; reconnecting in {} ms", p.o.host, p.o.endpoint,
                  why, p.backoff_ms);
     reset_attempt(p);
   }
@@ -259,15 +269,15 @@ class TransferSender::Impl {
         p.backoff_ms = 0;
         p.last_rx = Clock::now();
         p.next_ping = Clock::now();
-        spdlog::info("transfer sender: connected to {} ({})", p.o.host, p.o.endpoint);
+        logger().info("transfer sender: connected to {} ({})", p.o.host, p.o.endpoint);
       } else if (event == ZMQ_EVENT_DISCONNECTED) {
         if (p.connected)
-          spdlog::warn("transfer sender: disconnected from {} ({})", p.o.host, p.o.endpoint);
+          logger().warn("transfer sender: disconnected from {} ({})", p.o.host, p.o.endpoint);
         p.connected = false;
         reset_attempt(p);
       } else if (!p.refused_logged) {
         p.refused_logged = true;
-        spdlog::error("transfer sender: handshake with {} ({}) failed{}", p.o.host, p.o.endpoint,
+        logger().error("transfer sender: handshake with {} ({}) failed{}", p.o.host, p.o.endpoint,
                       event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
                           ? ": our key is not allowed by the receiver"
                           : "");
@@ -321,7 +331,7 @@ class TransferSender::Impl {
       if (now < p.next_offer_at) return;
       offer(p);
     } else if (now - p.progress > milliseconds(opts_.dead_after_ms)) {
-      spdlog::warn("transfer sender: run={} job={}: no progress from {} for {} ms; offering again",
+      logger().warn("transfer sender: run={} job={}: no progress from {} for {} ms; offering again",
                    p.active->task.run_id(), p.active->task.job_id(), p.o.host, opts_.dead_after_ms);
       reset_attempt(p);
       offer(p);
@@ -388,7 +398,7 @@ class TransferSender::Impl {
     if (p.fd >= 0) return true;
     p.fd = ::open(p.active->latent.c_str(), O_RDONLY | O_CLOEXEC);
     if (p.fd >= 0) return true;
-    fail_active(p, make_error("transfer.source", "open {}: {}", p.active->latent.string(),
+    fail_active(p, make_error(errc::transfer::kSource, "open {}: {}", p.active->latent.string(),
                               std::strerror(errno)));
     return false;
   }
@@ -480,7 +490,7 @@ class TransferSender::Impl {
       auto* bytes = static_cast<std::uint8_t*>(data.data());
       ssize_t got = ::pread(p.fd, bytes, n, static_cast<off_t>(p.next));
       if (got != static_cast<ssize_t>(n))
-        return fail_active(p, make_error("transfer.source", "read {} at {}: short read",
+        return fail_active(p, make_error(errc::transfer::kSource, "read {} at {}: short read",
                                          j.latent.string(), p.next));
       if (p.hashing && p.hashed == p.next) {
         p.hasher.update(bytes, n);
@@ -488,7 +498,7 @@ class TransferSender::Impl {
       }
       if (p.corrupt_pending > 0) {
         bytes[n / 2] ^= 0x10;  // TEST ONLY (see SenderOptions)
-        spdlog::warn(
+        logger().warn(
             "transfer sender: TEST ONLY: flipped a bit at offset {} of run={} job={} attempt {}",
             p.next + n / 2, j.task.run_id(), j.task.job_id(), j.attempts);
       }
@@ -523,7 +533,7 @@ class TransferSender::Impl {
         return fail_active(p, what.error);
       case A::kResend:
         ++j.attempts;
-        spdlog::warn(
+        logger().warn(
             "transfer sender: run={} job={}: integrity failure ({}); re-sending, attempt {} of {}",
             j.task.run_id(), j.task.job_id(), d.reason(), j.attempts, opts_.max_attempts);
         break;
@@ -532,7 +542,7 @@ class TransferSender::Impl {
                                ? opts_.backoff_initial_ms
                                : std::min(p.offer_again_ms * 2, opts_.backoff_max_ms);
         p.next_offer_at = Clock::now() + milliseconds(p.offer_again_ms);
-        spdlog::warn("transfer sender: run={} job={}: receiver says {}: {}; offering again in {} ms",
+        logger().warn("transfer sender: run={} job={}: receiver says {}: {}; offering again in {} ms",
                      j.task.run_id(), j.task.job_id(), d.code(), d.reason(), p.offer_again_ms);
         break;
     }
@@ -547,7 +557,7 @@ class TransferSender::Impl {
     const double secs = std::chrono::duration<double>(Clock::now() - j.queued).count();
     probe_.transfer_done(secs);
     remove_record(opts_.outbox, j.task);
-    spdlog::info(
+    logger().info(
         "transfer sender: run={} job={} -> {} durable ({} bytes sent, resumed from {}, {} "
         "attempt(s), {:.3f} s{})",
         j.task.run_id(), j.task.job_id(), p.o.host, j.bytes_sent, j.resumed_from.value_or(0),
@@ -601,12 +611,12 @@ TransferSender::TransferSender(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 Result<std::unique_ptr<TransferSender>> TransferSender::start(zmq::context_t& ctx,
                                                               SenderOptions opts,
                                                               TransferProbe& probe) {
-  if (opts.host.empty()) return make_error("transfer.config", "sender host must be set");
+  if (opts.host.empty()) return make_error(errc::transfer::kConfig, "sender host must be set");
   if (opts.max_attempts < 1)
-    return make_error("transfer.config", "max_attempts must be at least 1");
+    return make_error(errc::transfer::kConfig, "max_attempts must be at least 1");
   for (const auto& p : opts.peers) {
     if (p.host.empty() || p.endpoint.empty())
-      return make_error("transfer.config", "every peer needs a host and an endpoint");
+      return make_error(errc::transfer::kConfig, "every peer needs a host and an endpoint");
   }
   auto impl = std::make_unique<Impl>(ctx, std::move(opts), probe);
   auto ep = impl->bind();

@@ -16,20 +16,20 @@ Result<Job> make_job(const SenderOptions& opts, const pb::StageTask& t) {
   std::vector<std::string> parts;
   for (const auto& c : rel) parts.push_back(c.string());
   if (ec || parts.empty() || parts.size() > 6)
-    return make_error("transfer.source", "task.input_path \"{}\" is not a file under {}",
+    return make_error(errc::transfer::kSource, "task.input_path \"{}\" is not a file under {}",
                       t.input_path(), opts.root.string());
   for (const auto& c : parts) H3_TRY(artifacts::validate_id("task.input_path", c));
   j.rel = rel.generic_string();
   j.latent = opts.root / rel;
   j.sha = artifacts::read_sidecar(j.latent);
   if (j.sha.empty())
-    return make_error("transfer.source", "{} has no valid .sha256 sidecar (not durable yet?)",
+    return make_error(errc::transfer::kSource, "{} has no valid .sha256 sidecar (not durable yet?)",
                       j.latent.string());
   if (!t.input_sha256().empty() && t.input_sha256() != j.sha)
-    return make_error("transfer.source", "{}: sidecar says {}, the task says {}", j.latent.string(),
+    return make_error(errc::transfer::kSource, "{}: sidecar says {}, the task says {}", j.latent.string(),
                       j.sha, t.input_sha256());
   j.size = fs::file_size(j.latent, ec);
-  if (ec) return make_error("transfer.source", "{}: {}", j.latent.string(), ec.message());
+  if (ec) return make_error(errc::transfer::kSource, "{}: {}", j.latent.string(), ec.message());
   j.task = t;
   return j;
 }
@@ -51,7 +51,7 @@ Status open_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, const 
     mon->connect(mon_ep);
     sock->connect(p.o.endpoint);
   } catch (const zmq::error_t& e) {
-    return make_error("transfer.socket", "connect {}: {}", p.o.endpoint, e.what());
+    return make_error(errc::transfer::kSocket, "connect {}: {}", p.o.endpoint, e.what());
   }
   p.sock = std::move(sock);
   p.mon = std::move(mon);

@@ -45,17 +45,17 @@ Status configure_server(zmq::socket_t& s, const CurveServer& curve, std::uint32_
     s.set(zmq::sockopt::handshake_ivl, dead_after_ms);
     if (curve.enabled) {
       if (!is_z85_key(curve.secret_key))
-        return make_error("transfer.curve", "receiver secret key is not a 40-character Z85 key");
+        return make_error(errc::transfer::kCurve, "receiver secret key is not a 40-character Z85 key");
       s.set(zmq::sockopt::curve_server, 1);
       s.set(zmq::sockopt::curve_secretkey, curve.secret_key);
       s.set(zmq::sockopt::zap_domain, curve.zap_domain);
       int one = 1;  // no handler -> refuse, never admit
       if (zmq_setsockopt(s.handle(), kZapEnforceDomain, &one, sizeof one) != 0)
-        return make_error("transfer.socket", "this libzmq lacks ZMQ_ZAP_ENFORCE_DOMAIN: {}",
+        return make_error(errc::transfer::kSocket, "this libzmq lacks ZMQ_ZAP_ENFORCE_DOMAIN: {}",
                           zmq_strerror(zmq_errno()));
     }
   } catch (const zmq::error_t& e) {
-    return make_error("transfer.socket", "configuring the receiver socket: {}", e.what());
+    return make_error(errc::transfer::kSocket, "configuring the receiver socket: {}", e.what());
   }
   return {};
 }
@@ -78,14 +78,14 @@ Status configure_client(zmq::socket_t& s, const CurveClient& curve, std::uint32_
       if (!is_z85_key(curve.secret_key) || !is_z85_key(curve.public_key) ||
           !is_z85_key(curve.server_key))
         return make_error(
-            "transfer.curve",
+            errc::transfer::kCurve,
             "sender CURVE keys (own public/secret, receiver public) must be Z85 keys");
       s.set(zmq::sockopt::curve_serverkey, curve.server_key);
       s.set(zmq::sockopt::curve_publickey, curve.public_key);
       s.set(zmq::sockopt::curve_secretkey, curve.secret_key);
     }
   } catch (const zmq::error_t& e) {
-    return make_error("transfer.socket", "configuring the sender socket: {}", e.what());
+    return make_error(errc::transfer::kSocket, "configuring the sender socket: {}", e.what());
   }
   return {};
 }

@@ -15,16 +15,16 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::start(zmq::context_t& ctx, std::
   std::set<std::string> allowed;
   for (const auto& k : allowed_z85) {
     if (!is_z85_key(k))
-      return make_error("zap.keys", "allowed client key \"{}\" is not a 40-character Z85 key", k);
+      return make_error(errc::zap::kKeys, "allowed client key \"{}\" is not a 40-character Z85 key", k);
     allowed.insert(k);
   }
-  if (domain.empty()) return make_error("zap.domain", "the ZAP domain must not be empty");
+  if (domain.empty()) return make_error(errc::zap::kDomain, "the ZAP domain must not be empty");
   zmq::socket_t sock(ctx, zmq::socket_type::rep);
   sock.set(zmq::sockopt::linger, 0);
   try {
     sock.bind("inproc://zeromq.zap.01");
   } catch (const zmq::error_t& e) {
-    return make_error("zap.bind", "cannot bind the ZAP handler: {}", e.what());
+    return make_error(errc::zap::kBind, "cannot bind the ZAP handler: {}", e.what());
   }
   std::unique_ptr<ZapHandler> h(
       new ZapHandler(std::move(domain), std::move(allowed), std::move(observer)));

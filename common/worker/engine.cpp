@@ -1,12 +1,21 @@
 #include "common/worker/engine.h"
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <memory>
 
+#include "common/logging/log.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("engine");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::worker {
 namespace fs = std::filesystem;
@@ -72,7 +81,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   const auto& cl = *opts_.cluster;
   pb::StageTask t;
   if (c.payload.empty() || !t.ParseFromString(c.payload) || t.run_id().empty() || t.job_id().empty()) {
-    spdlog::error("{}: entry {} holds no valid task; dead-lettering it", opts_.pool->name, c.entry_id);
+    logger().error("{}: entry {} holds no valid task; dead-lettering it", opts_.pool->name, c.entry_id);
     H3_TRY(ledger_.dead_letter_entry(c, "unparseable task payload"));
     return done(Outcome::kDeadLettered, pb::StageTask());
   }
@@ -84,7 +93,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   auto started = ledger_.start(t, c.entry_id);
   if (!started.ok()) return started.error();
   if (started->refused) {
-    spdlog::warn("run={} job={} {}: the job is {}; dropping the task (refused by the state machine)", run, job,
+    logger().warn("run={} job={} {}: the job is {}; dropping the task (refused by the state machine)", run, job,
                  stage_.key, state::job_state_name(started->from));
     return done(Outcome::kRefused, t);
   }
@@ -163,10 +172,10 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     rec.set_output_sha256(*existing);
     if (auto n = files_.size(ctx.output); n.ok()) rec.set_bytes(*n);
     rec.set_end_unix_ms(clock_.unix_ms());
-    spdlog::info("run={} job={} {}: output already present and verified; skipping", run, job, stage_.key);
+    logger().info("run={} job={} {}: output already present and verified; skipping", run, job, stage_.key);
     return finish(c, t, rec, false, true);
   }
-  if (existing.error().code == "artifact.mismatch" || existing.error().code == "artifact.no_sidecar")
+  if (existing.error().code == errc::artifact::kMismatch || existing.error().code == errc::artifact::kNoSidecar)
     files_.remove(ctx.output);  // a corrupt output is redone, never trusted
   if (stage_.reads_input) {
     auto in = files_.verify(fs::absolute(cl.artifact_root), fs::absolute(ctx.input));
@@ -190,12 +199,12 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     return fail_attempt(c, t, attempt, made.error());
   ledger_.note_exec(t);
   auto out = compute_(ctx);
-  if (!out.ok() && out.error().code == "runtime.cancelled" && ledger_.lease_lost(c.entry_id)) {
-    spdlog::warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job, stage_.key);
+  if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.lease_lost(c.entry_id)) {
+    logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job, stage_.key);
     return done(Outcome::kLeaseLost, t);
   }
-  if (!out.ok() && out.error().code == "runtime.cancelled") {
-    spdlog::info("run={} job={} {}: cancelled while running", run, job, stage_.key);
+  if (!out.ok() && out.error().code == errc::runtime::kCancelled) {
+    logger().info("run={} job={} {}: cancelled while running", run, job, stage_.key);
     auto r = cancel(c, t);
     if (!r.ok()) return r.error();
     if (*r) return **r;
@@ -215,7 +224,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   }
   rec.set_end_unix_ms(clock_.unix_ms());
   if (out->reused)
-    spdlog::warn("run={} job={} {}: another execution committed the output first; kept it", run, job, stage_.key);
+    logger().warn("run={} job={} {}: another execution committed the output first; kept it", run, job, stage_.key);
   return finish(c, t, rec, !out->reused, false);
 }
 
@@ -224,7 +233,7 @@ Result<std::optional<Outcome>> StageEngine::cancel(const Claimed& c, const pb::S
   if (!m.ok()) return m.error();
   switch (m->code) {
     case Applied::kApplied:
-      spdlog::info("run={} job={} {}: run cancelled; the job is cancelled", t.run_id(), t.job_id(), stage_.key);
+      logger().info("run={} job={} {}: run cancelled; the job is cancelled", t.run_id(), t.job_id(), stage_.key);
       return std::optional<Outcome>(*done(Outcome::kCancelled, t));
     case Applied::kNotCancelled: return std::optional<Outcome>();  // resumed meanwhile
     case Applied::kLeaseLost: return std::optional<Outcome>(*done(Outcome::kLeaseLost, t));
@@ -233,7 +242,7 @@ Result<std::optional<Outcome>> StageEngine::cancel(const Claimed& c, const pb::S
 }
 
 Result<Outcome> StageEngine::dead_letter(const Claimed& c, const pb::StageTask& t, const std::string& reason) {
-  spdlog::error("run={} job={} {} dead-lettered: {}", t.run_id(), t.job_id(), stage_.key, reason);
+  logger().error("run={} job={} {} dead-lettered: {}", t.run_id(), t.job_id(), stage_.key, reason);
   auto m = ledger_.apply(state::Store::fail_move(t.run_id(), t.job_id(), stage_.stage, reason, c.payload), c.entry_id);
   if (!m.ok()) return m.error();
   if (m->code == Applied::kLeaseLost) return done(Outcome::kLeaseLost, t);
@@ -244,11 +253,12 @@ Result<Outcome> StageEngine::dead_letter(const Claimed& c, const pb::StageTask& 
 Result<Outcome> StageEngine::fail_attempt(const Claimed& c, const pb::StageTask& t, long long attempt,
                                           const Error& err) {
   const auto& cl = *opts_.cluster;
-  spdlog::warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), stage_.key, attempt,
+  logger().warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), stage_.key, attempt,
                cl.queue.max_deliveries, err.to_string());
   ledger_.note_error(t, err.to_string());
-  // runtime.permanent.*: retrying cannot help (runtime.h), so the first failure is the last.
-  const bool permanent = err.code.rfind("runtime.permanent.", 0) == 0;
+  // A permanent code (the catalogue's retry class): retrying cannot help, so the first failure is
+  // the last.
+  const bool permanent = errc::is_permanent(err.code);
   if (attempt >= cl.queue.max_deliveries || permanent)
     return dead_letter(c, t,
                        permanent ? fmt::format("{} failed permanently on delivery {}: {}", stage_.key, attempt,
@@ -286,7 +296,7 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
         next_stream = keys::stream("decode@" + target);
       } else {
         if (!routing_.hand_off)
-          return make_error("config.transfer", "decode host {} differs from {} but no transfer sender is wired",
+          return make_error(errc::config::kTransfer, "decode host {} differs from {} but no transfer sender is wired",
                             target, opts_.pool->host);
         to = JobState::kTransfer;  // the receiver on the decode host enqueues the decode task
         via_transfer = true;
@@ -312,22 +322,22 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
   if (!moved.ok()) return moved.error();
   if (via_transfer && routing_.nudge && moved->code != Applied::kRefused)
     if (auto n = routing_.nudge(next); !n.ok())
-      spdlog::warn("run={} job={}: {} (the sender finds the latent at its next outbox scan)", run, job,
+      logger().warn("run={} job={}: {} (the sender finds the latent at its next outbox scan)", run, job,
                    n.error().to_string());
   switch (moved->code) {
     case Applied::kApplied:
-      spdlog::info("run={} job={} {} done in {:.3f}s -> {}", run, job, stage_.key,
+      logger().info("run={} job={} {} done in {:.3f}s -> {}", run, job, stage_.key,
                    (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, state::job_state_name(to));
       return done(skipped ? Outcome::kSkipped : Outcome::kCompleted, t, rec);
     case Applied::kAlreadyPast:
-      spdlog::info("run={} job={} {}: the job is already {}; history kept, nothing enqueued", run, job, stage_.key,
+      logger().info("run={} job={} {}: the job is already {}; history kept, nothing enqueued", run, job, stage_.key,
                    state::job_state_name(moved->from));
       return done(Outcome::kSkipped, t, rec);
     case Applied::kLeaseLost:
-      spdlog::warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job, stage_.key);
+      logger().warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job, stage_.key);
       return done(Outcome::kLeaseLost, t, rec);
     default:
-      spdlog::warn("run={} job={} {}: the job is {}; completion refused by the state machine", run, job,
+      logger().warn("run={} job={} {}: the job is {}; completion refused by the state machine", run, job,
                    stage_.key, state::job_state_name(moved->from));
       return done(Outcome::kRefused, t, rec);
   }

@@ -1,11 +1,20 @@
 #include "common/worker/gpu_lease.h"
 
-#include <spdlog/spdlog.h>
-
 #include <map>
 #include <random>
 
+#include "common/logging/log.h"
 #include "common/queue/keys.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("gpu_lease");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::worker {
 namespace {
@@ -93,7 +102,7 @@ Result<bool> GpuLease::acquire() {
   }
   auto r = redis_->eval(kAcquire, {key_, want_key_}, {token_, std::to_string(ttl_ms_), std::to_string(rank_)});
   if (!r.ok()) {
-    if (r.error().code == "redis.io") redis_.reset();
+    if (r.error().code == errc::redis::kIo) redis_.reset();
     return r.error();
   }
   const bool got = queue::reply_int(r->get()) == 1;
@@ -105,7 +114,7 @@ void GpuLease::release(int then_rank) {
   if (!held_.exchange(false) || !redis_) return;
   // Best effort: a lease not released expires after ttl.
   if (auto r = redis_->eval(kRelease, {key_, want_key_}, {token_, std::to_string(then_rank), std::to_string(ttl_ms_)});
-      !r.ok() && r.error().code == "redis.io")
+      !r.ok() && r.error().code == errc::redis::kIo)
     redis_.reset();
 }
 
@@ -123,10 +132,10 @@ void GpuLease::renew_loop() {
     if (r) {
       auto x = r->eval(kRenew, {key_}, {token_, std::to_string(ttl_ms_)});
       if (!x.ok()) {
-        spdlog::warn("gpu lease {}: renewal failed: {}", key_, x.error().message);
-        if (x.error().code == "redis.io") r.reset();
+        logger().warn("gpu lease {}: renewal failed: {}", key_, x.error().message);
+        if (x.error().code == errc::redis::kIo) r.reset();
       } else if (queue::reply_int(x->get()) == 0 && held_) {
-        spdlog::error("gpu lease {}: lost (expired while held); another pool of the group may start", key_);
+        logger().error("gpu lease {}: lost (expired while held); another pool of the group may start", key_);
       }
     }
     lk.lock();

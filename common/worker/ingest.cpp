@@ -1,13 +1,23 @@
 // Submission ingest: XADD h3pipe:submit * run RUN spec JSON  ->  a job + its encode task, or a
 // failed job with the reason.  Never crashes on bad input, never drops silently.
-#include <spdlog/spdlog.h>
 
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
+#include "common/logging/log.h"
 #include "common/spec/spec.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("ingest");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::worker {
 
@@ -39,7 +49,7 @@ void Ingest::run(const std::atomic<bool>& stop) {
     }
     auto r = step();
     if (!r.ok()) {
-      spdlog::warn("ingest: {}", r.error().to_string());
+      logger().warn("ingest: {}", r.error().to_string());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
@@ -65,7 +75,7 @@ Result<bool> Ingest::step() {
       if (!exists.ok()) return exists.error();
       if (queue::reply_int(exists->get()) != 0) as = "sub-" + e.id;
     }
-    spdlog::warn("ingest: run={} job={} rejected: {}", run, as, why);
+    logger().warn("ingest: run={} job={} rejected: {}", run, as, why);
     H3_TRY(store_->reject_job(run, as, why));
     auto ok = queue_->complete(e, {});
     if (!ok.ok()) return ok.error();
@@ -110,7 +120,7 @@ Result<bool> Ingest::step() {
                     fmt::format("jobId {} already exists in run {} with another spec; the "
                                 "submission was refused and the existing job left as it is",
                                 spec->job_id(), run));
-    spdlog::info("ingest: run={} job={} submitted again with the same spec: nothing to do", run,
+    logger().info("ingest: run={} job={} submitted again with the same spec: nothing to do", run,
                  spec->job_id());
   }
   auto ok = queue_->complete(e, {});

@@ -1,7 +1,6 @@
 #include "common/worker/pool_board.h"
 
-#include <spdlog/spdlog.h>
-
+#include "common/logging/log.h"
 #include "common/queue/keys.h"
 #include "common/schedule/decode_route.h"
 #include "common/schedule/geometry.h"
@@ -15,6 +14,16 @@
 #include <map>
 #include <set>
 #include <utility>
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("pool_board");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::worker {
 namespace {
@@ -142,7 +151,7 @@ void PoolBoard::heartbeat_loop() {
     if (r) {
       hb.set_unix_ms(state::now_ms());
       auto w = r->command({"HSET", keys::pools(), self_.name, encode_heartbeat(hb)});
-      if (!w.ok() && w.error().code == "redis.io") r.reset();
+      if (!w.ok() && w.error().code == errc::redis::kIo) r.reset();
     }
     lk.lock();
   }
@@ -255,7 +264,7 @@ bool PoolBoard::may_claim() {
       // Something else wrote to the hash (another version, an operator): that pool is left out
       // of the decision, as a dead one would be.  Warned once until it reads again.
       ++bad_heartbeats_;
-      if (bad_pools_.insert(name).second) spdlog::warn("pool {}: {}", self_.name, hb.error().to_string());
+      if (bad_pools_.insert(name).second) logger().warn("pool {}: {}", self_.name, hb.error().to_string());
       continue;
     }
     bad_pools_.erase(name);

@@ -42,7 +42,7 @@ Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord&
   if (!w.ok()) {
     // The error (io.*: the path and errno text; write_atomic left no .part) goes through the
     // engine's failed-attempt path, which records it as the job's reason.
-    return make_error(w.error().code, "receipt: {}", w.error().message);
+    return rephrase(w.error(), "receipt: {}", w.error().message);
   }
   return {};
 }

@@ -1,7 +1,6 @@
 #include "common/worker/worker.h"
 
 #include <google/protobuf/util/json_util.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <memory>
@@ -11,9 +10,20 @@
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
 #include "common/latent/latent.h"
+#include "common/logging/log.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
 #include "common/worker/decode_choice.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("worker");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::worker {
 namespace fs = std::filesystem;
@@ -86,7 +96,7 @@ class StageWorker::DiskFiles final : public Files {
   Result<std::uint64_t> size(const fs::path& p) override {
     std::error_code ec;
     auto n = fs::file_size(p, ec);
-    if (ec) return make_error("artifact.size", "{}: {}", p.string(), ec.message());
+    if (ec) return make_error(errc::artifact::kSize, "{}: {}", p.string(), ec.message());
     return static_cast<std::uint64_t>(n);
   }
   Status make_dirs(const fs::path& root, const fs::path& dir) override {
@@ -138,7 +148,7 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   if (const std::string g = gpu_group(c, pool); !g.empty()) {
     const int rank = pool.stage == config::StageKind::kEncode ? 1 : pool.stage == config::StageKind::kSample ? 2 : 3;
     w->gpu_ = std::make_unique<GpuLease>(w->opts_.redis, g, pool.name, rank, c.queue.lease_ms);
-    spdlog::info("{}: shares its GPUs with GPU group {}: runs only while it holds {}", pool.name, g, w->gpu_->key());
+    logger().info("{}: shares its GPUs with GPU group {}: runs only while it holds {}", pool.name, g, w->gpu_->key());
     // The group keeps an encoded job through its sampling (simulate.h): its encoder sends the
     // sample task to the group's own stream and hands the GPUs to the sampler as it lets go.
     if (pool.stage == config::StageKind::kEncode && group_pool(c, pool, config::StageKind::kSample)) {
@@ -197,7 +207,7 @@ void StageWorker::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     auto r = step();
     if (!r.ok()) {
-      spdlog::warn("{}: {}", opts_.pool->name, r.error().to_string());
+      logger().warn("{}: {}", opts_.pool->name, r.error().to_string());
       // The task may still be ours (e.g. Redis went away before the completion): take our own
       // pending entries first again, rather than waiting for our own lease to expire.
       queue_->recheck_own();

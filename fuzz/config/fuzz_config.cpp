@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto c = config::parse(j, "/nonexistent/h3pipe-fuzz");
   if (!c.ok()) {
     const std::string& m = c.error().message;
-    if (m.empty() || c.error().code != "config.invalid") std::abort();
+    if (m.empty() || c.error().code != errc::config::kInvalid) std::abort();
     std::size_t start = 0;
     while (start < m.size()) {  // every line: "/json/path: what"
       std::size_t end = m.find('\n', start);

@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/core/error_codes.h"
 #include "common/core/sha256.h"
 #include "common/proto/h3pipe.pb.h"
 
@@ -110,7 +112,7 @@ pb::TransferFrame credit(std::uint64_t acked, std::uint32_t credits) {
   f.mutable_credit()->set_credits(credits);
   return f;
 }
-pb::TransferFrame done(bool ok, const std::string& sha, bool retry, const std::string& code,
+pb::TransferFrame done(bool ok, const std::string& sha, bool retry, std::string_view code,
                        const std::string& reason) {
   pb::TransferFrame f;
   auto* d = f.mutable_done();
@@ -119,7 +121,7 @@ pb::TransferFrame done(bool ok, const std::string& sha, bool retry, const std::s
   d->set_ok(ok);
   d->set_sha256(sha);
   d->set_retry(retry);
-  d->set_code(code);
+  d->set_code(std::string(code));
   d->set_reason(reason);
   return f;
 }
@@ -188,7 +190,7 @@ int main(int argc, char** argv) {
   seeds.emplace_back("tx_integrity_retry",
                      Seed(1)
                          .tx(reply(0, 4, 256))
-                         .tx(done(false, "", true, "transfer.integrity",
+                         .tx(done(false, "", true, errc::transfer::kIntegrity.id,
                                   "received bytes hash to 00, the offer says aa"))
                          .tx(reply(0, 4, 256))
                          .tx(done(true, kJobSha, false, "", "")));
@@ -196,10 +198,10 @@ int main(int argc, char** argv) {
   seeds.emplace_back("tx_refused",
                      Seed(1)
                          .tx(reply(0, 4, 256))
-                         .tx(done(false, "", false, "transfer.refused", "offer.size: too big")));
+                         .tx(done(false, "", false, errc::transfer::kRefused.id, "offer.size: too big")));
   seeds.emplace_back("tx_unknown_offer_again",
                      Seed(1)
-                         .tx(done(false, "", true, "transfer.unknown", "offer again"))
+                         .tx(done(false, "", true, errc::transfer::kUnknown.id, "offer again"))
                          .tx(reply(512, 4, 256))
                          .tx(done(true, kJobSha, false, "", "")));
   {

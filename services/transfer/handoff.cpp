@@ -1,11 +1,21 @@
 #include "services/transfer/handoff.h"
 
 #include <google/protobuf/util/json_util.h>
-#include <spdlog/spdlog.h>
 
+#include "common/logging/log.h"
 #include "common/queue/keys.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("handoff");
+  return *l;
+}
+
+}  // namespace
 
 namespace h3pipe::transfer_service {
 namespace fs = std::filesystem;
@@ -52,7 +62,7 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   }
   degraded_.ok();
   if (r->code == state::Applied::kRefused)
-    spdlog::warn("run={} job={}: latent delivered but the job is {}; no decode enqueued", task.run_id(),
+    logger().warn("run={} job={}: latent delivered but the job is {}; no decode enqueued", task.run_id(),
                  task.job_id(), state::job_state_name(r->from));
   return {};
 }
@@ -73,7 +83,7 @@ void Handoff::fail(const pb::StageTask& task, const Error& e) {
   if (!redis_) {
     auto r = queue::Redis::connect(addr_);
     if (!r.ok()) {
-      spdlog::error("run={} job={}: cannot record the transfer failure: {}", task.run_id(),
+      logger().error("run={} job={}: cannot record the transfer failure: {}", task.run_id(),
                     task.job_id(), r.error().message);
       return;
     }

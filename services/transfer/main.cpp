@@ -1,10 +1,10 @@
 // h3pipe-transfer: one per host.  On a decode host it runs the receiver (verifies, stores and
 // enqueues decode tasks); on a sampling host the sender (streams finished latents to the decode
 // host).  docs/transfer.md.
-#include <spdlog/spdlog.h>
 
 #include <thread>
 
+#include "common/logging/log.h"
 #include "common/runner/runner.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/receiver.h"
@@ -12,6 +12,16 @@
 #include "services/transfer/handoff.h"
 
 using namespace h3pipe;
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("transfer");
+  return *l;
+}
+
+}  // namespace
 
 namespace {
 
@@ -27,7 +37,7 @@ int serve(runner::Context& ctx) {
   if (transfer::runs_receiver(c, ctx.host)) {
     auto o = transfer::receiver_options(c, ctx.host);
     if (!o.ok()) {
-      spdlog::critical("{}", o.error().message);
+      logger().critical("{}", o.error().message);
       return 2;
     }
     rprobe = std::make_unique<transfer::TransferProbe>(*ctx.registry, "receiver");
@@ -38,17 +48,17 @@ int serve(runner::Context& ctx) {
         },
         *rprobe);
     if (!r.ok()) {
-      spdlog::critical("{}", r.error().message);
+      logger().critical("{}", r.error().message);
       return 2;
     }
     receiver = std::move(*r);
-    spdlog::info("transfer receiver on {} (CURVE {})", receiver->endpoint(),
+    logger().info("transfer receiver on {} (CURVE {})", receiver->endpoint(),
                  o->curve.enabled ? "on" : "off");
   }
   if (transfer::runs_sender(c, ctx.host)) {
     auto o = transfer::sender_options(c, ctx.host);
     if (!o.ok()) {
-      spdlog::critical("{}", o.error().message);
+      logger().critical("{}", o.error().message);
       return 2;
     }
     o->deliver_local = [&](const pb::StageTask& t, const std::filesystem::path& p,
@@ -58,15 +68,15 @@ int serve(runner::Context& ctx) {
     sprobe = std::make_unique<transfer::TransferProbe>(*ctx.registry, "sender");
     auto s = transfer::TransferSender::start(zctx, *o, *sprobe);
     if (!s.ok()) {
-      spdlog::critical("{}", s.error().message);
+      logger().critical("{}", s.error().message);
       return 2;
     }
     sender = std::move(*s);
-    spdlog::info("transfer sender: {} peer(s), notify {}, outbox {}", o->peers.size(),
+    logger().info("transfer sender: {} peer(s), notify {}, outbox {}", o->peers.size(),
                  sender->notify_endpoint(), o->outbox.string());
   }
   if (!receiver && !sender)
-    spdlog::warn("host {} runs neither sampling nor decoding: nothing to transfer", ctx.host);
+    logger().warn("host {} runs neither sampling nor decoding: nothing to transfer", ctx.host);
   if (ctx.health) ctx.health->set_ready(true);
   while (!ctx.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   if (ctx.health) ctx.health->set_ready(false);

@@ -111,9 +111,9 @@ class MemoryFiles final : public Files {
   bool fit = true;
   int receipts = 0;
   Result<std::string> verify(const std::filesystem::path&, const std::filesystem::path& p) override {
-    if (corrupt.count(p.string())) return make_error("artifact.mismatch", "{}: sha mismatch", p.string());
+    if (corrupt.count(p.string())) return make_error(errc::artifact::kMismatch, "{}: sha mismatch", p.string());
     auto it = sha.find(p.string());
-    if (it == sha.end()) return make_error("artifact.missing", "{}: missing", p.string());
+    if (it == sha.end()) return make_error(errc::artifact::kMissing, "{}: missing", p.string());
     return it->second;
   }
   void remove(const std::filesystem::path& p) override { corrupt.erase(p.string()); }
@@ -121,7 +121,7 @@ class MemoryFiles final : public Files {
   Status make_dirs(const std::filesystem::path&, const std::filesystem::path&) override { return {}; }
   Status fits(const std::filesystem::path& p, const latent::Expected&) override {
     if (fit) return {};
-    return make_error("latent.profile", "{}: another profile", p.string());
+    return make_error(errc::latent::kProfile, "{}: another profile", p.string());
   }
   Status write_receipt(const pb::StageTask&, const pb::StageRecord&) override {
     ++receipts;
@@ -247,7 +247,7 @@ TEST(StageEngine, ACorruptOutputIsRemovedAndRedone) {
 TEST(StageEngine, AFailedAttemptIsRetriedWithDoublingBackoffThenDeadLettered) {
   Rig rig(config::StageKind::kEncode);
   rig.runtime = [](const runtime::StageContext&) -> Result<runtime::StageOutput> {
-    return make_error("runtime.io", "disk hiccup");
+    return make_error(errc::io::kWrite, "disk hiccup");
   };
   auto claimed = rig.claim(pb::STAGE_ENCODE, "j", JobState::kQueued);
   std::vector<int> backoffs;
@@ -258,13 +258,13 @@ TEST(StageEngine, AFailedAttemptIsRetriedWithDoublingBackoffThenDeadLettered) {
     backoffs.push_back(rig.ledger.retries[claimed.entry_id]);
   }
   EXPECT_EQ(backoffs, (std::vector<int>{100, 200}));
-  EXPECT_EQ(rig.ledger.jobs["j"].error, "runtime.io: disk hiccup");
+  EXPECT_EQ(rig.ledger.jobs["j"].error, "io.write: disk hiccup");
   auto o = rig.engine->process(claimed, 0);  // delivery 3 of max_deliveries 3
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(*o, Outcome::kDeadLettered);
   EXPECT_EQ(rig.ledger.jobs["j"].state, JobState::kFailed);
   ASSERT_EQ(rig.ledger.dead.size(), 1u);
-  EXPECT_NE(rig.ledger.dead[0].find("encode failed 3 of 3 deliveries: runtime.io: disk hiccup"), std::string::npos)
+  EXPECT_NE(rig.ledger.dead[0].find("encode failed 3 of 3 deliveries: io.write: disk hiccup"), std::string::npos)
       << rig.ledger.dead[0];
   EXPECT_EQ(rig.engine->count(Outcome::kRetried), 2);
   EXPECT_EQ(rig.engine->count(Outcome::kDeadLettered), 1);
@@ -273,7 +273,7 @@ TEST(StageEngine, AFailedAttemptIsRetriedWithDoublingBackoffThenDeadLettered) {
 TEST(StageEngine, APermanentRuntimeErrorIsDeadLetteredOnTheFirstDelivery) {
   Rig rig(config::StageKind::kEncode);
   rig.runtime = [](const runtime::StageContext&) -> Result<runtime::StageOutput> {
-    return make_error("runtime.permanent.workflow", "node 3: no such class");
+    return make_error(errc::runtime::kPermanentComfyuiRejected, "node 3: no such class");
   };
   auto o = rig.engine->process(rig.claim(pb::STAGE_ENCODE, "j", JobState::kQueued), 0);
   ASSERT_TRUE(o.ok());
@@ -321,7 +321,7 @@ TEST(StageEngine, CancellationReachesARunningStageAtMostOncePerSecondOfTheInject
     EXPECT_FALSE(ctx.cancelled());  // asked again only a second later
     rig.now += 1000;
     EXPECT_TRUE(ctx.cancelled());
-    return make_error("runtime.cancelled", "stopped");
+    return make_error(errc::runtime::kCancelled, "stopped");
   };
   auto o = rig.engine->process(rig.claim(pb::STAGE_SAMPLE, "j", JobState::kSample), 0);
   ASSERT_TRUE(o.ok());
@@ -367,7 +367,7 @@ TEST(StageEngine, ADoneJobIsNeverFailedByALateDeadLetter) {
   auto claimed = rig.claim(pb::STAGE_ENCODE, "j", JobState::kQueued);
   rig.runtime = [&](const runtime::StageContext&) -> Result<runtime::StageOutput> {
     rig.ledger.jobs["j"].state = JobState::kDone;
-    return make_error("runtime.permanent.bad", "no");
+    return make_error(errc::runtime::kPermanentInput, "no");
   };
   auto o = rig.engine->process(claimed, 0);
   ASSERT_TRUE(o.ok());
@@ -401,7 +401,7 @@ TEST(StageEngine, ALeaseLostWhileRunningCommitsNothing) {
   rig.runtime = [&](const runtime::StageContext& ctx) -> Result<runtime::StageOutput> {
     rig.ledger.lost.insert(claimed.entry_id);
     EXPECT_TRUE(ctx.cancelled());
-    return make_error("runtime.cancelled", "stopped");
+    return make_error(errc::runtime::kCancelled, "stopped");
   };
   auto o = rig.engine->process(claimed, 0);
   ASSERT_TRUE(o.ok());

@@ -2,11 +2,11 @@
 // inputs are kept in their seed corpora as regress_*).
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <fstream>
 
 #include "common/config/config.h"
+#include "common/logging/log.h"
 #include "common/logging/protobuf_log.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/spec/spec.h"
@@ -74,8 +74,7 @@ TEST(ConfigRegression, EmptyRequiredNamesAreErrors) {
 // protobuf's own "invalid UTF-8" log line is rate-limited instead of written once per frame.
 TEST(ProtobufLog, MalformedStringLinesAreRateLimited) {
   auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
-  auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>("protobuf-log-test", sink));
+  auto previous = h3pipe::logging::set_sink(sink);
   h3pipe::logging::route_protobuf_logs(3, std::chrono::hours(1));
   const std::string bad_run_id("\x0a\x02\xc3\x28", 4);  // Offer.run_id = "\xc3(" (not UTF-8)
   for (int i = 0; i < 50; ++i) {
@@ -93,5 +92,5 @@ TEST(ProtobufLog, MalformedStringLinesAreRateLimited) {
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_NE(lines[3].find("47 more log line(s) suppressed"), std::string::npos) << lines[3];
   h3pipe::logging::route_protobuf_logs();
-  spdlog::set_default_logger(previous);
+  h3pipe::logging::set_sink(previous);
 }

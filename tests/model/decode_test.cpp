@@ -66,7 +66,7 @@ TEST(VideoDecode, ExactFrameCountsStreamedInOrder) {
   int n = 0;
   auto st =
       (*m)->decode_video(v.data(), d, 9, 64, 48, [&](std::span<const std::uint8_t>) -> Status {
-        return ++n == 3 ? Status(make_error("io.write", "disk full")) : Status::Ok();
+        return ++n == 3 ? Status(make_error(errc::io::kWrite, "disk full")) : Status::Ok();
       });
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, "io.write");

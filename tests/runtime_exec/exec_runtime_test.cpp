@@ -188,7 +188,7 @@ TEST_F(ExecRuntimeTest, InvalidOutputIsRejectedForEachStage) {
     ClusterFixture c(stage);
     auto settings = command("garbage");
     auto ctx = context(spec_, stage == StageKind::kEncode ? fs::path() : dir_.path() / "in", out_);
-    Result<StageOutput> out = make_error("unset", "unset");
+    Result<StageOutput> out = Error{"unset", "unset"};
     if (stage == StageKind::kEncode) out = (*make_exec_encode(c.args(settings)))->encode(ctx);
     if (stage == StageKind::kSample) out = (*make_exec_sample(c.args(settings)))->sample(ctx);
     if (stage == StageKind::kDecode) out = (*make_exec_decode(c.args(settings)))->decode(ctx);

@@ -74,7 +74,7 @@ class Loopback : public ::testing::Test {
           ++durable_attempts_;
           if (fail_durable_ > 0) {
             --fail_durable_;
-            return make_error("queue.down", "enqueue failed (test)");
+            return make_error(errc::redis::kIo, "enqueue failed (test)");
           }
           durable_[offer.job_id() + "|" + sha]++;
           EXPECT_EQ(offer.next_task().input_path(), offer.relative_path());
@@ -287,7 +287,7 @@ TEST_F(Loopback, AFileTheCheckRefusesIsDiscardedAndTheJobFails) {
     ++checks;
     EXPECT_TRUE(fs::exists(part)) << part;
     if (offer.job_id() == "bad")
-      return make_error("latent.geometry", "tensor \"video\": shape (1, 24, 1, 2, 2), profile wan2.1 expects ...");
+      return make_error(errc::latent::kGeometry, "tensor \"video\": shape (1, 24, 1, 2, 2), profile wan2.1 expects ...");
     return {};
   };
   start_receiver(ro);
