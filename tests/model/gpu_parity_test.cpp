@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "common/model/cuda/backend.h"
 #include "tests/model/test_util.h"
@@ -28,10 +29,14 @@ constexpr double kFramePsnrBound = 35.0;
 constexpr double kSameLatentPsnrBound = 40.0;
 constexpr double kPcmRelBound = 2e-2;
 
-#define SKIP_WITHOUT_GPU()                                                         \
-  do {                                                                             \
-    if (!cuda_built()) GTEST_SKIP() << "built without CUDA (H3PIPE_CUDA=OFF)";     \
-    if (cuda_device_count() < 1) GTEST_SKIP() << "no CUDA device visible";         \
+// H3PIPE_REQUIRE_GPU=1 (scripts/gpu_check.sh on a device machine): no GPU is a failure there.
+#define SKIP_WITHOUT_GPU()                                                               \
+  do {                                                                                   \
+    const char* why = !cuda_built()               ? "built without CUDA (H3PIPE_CUDA=OFF)" \
+                      : cuda_device_count() < 1 ? "no CUDA device visible"               \
+                                                : nullptr;                               \
+    if (why && std::getenv("H3PIPE_REQUIRE_GPU")) FAIL() << why;                         \
+    if (why) GTEST_SKIP() << why;                                                        \
   } while (0)
 
 ModelConfig parity_config() {

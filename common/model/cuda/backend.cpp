@@ -26,7 +26,9 @@ class CudaBackend final : public DeviceBackend {
       const unsigned part = part_of(name);
       if (!(part & parts) || part == kEncoder) continue;
       const bool matrix = t.shape.size() >= 2;
-      const bool small = t.data.size() <= (std::size_t{1} << 16);
+      // fp32 as well: small tensors, and the RGB head (few output channels: direct fp32 conv).
+      const bool small = t.data.size() <= (std::size_t{1} << 16) ||
+                         (t.shape.size() == 4 && t.shape[0] <= 4);
       ctx_.upload(name, t, !matrix || small, matrix);
     }
     if (parts & kSampler) dit_ = std::make_unique<cuda::DitGpu>(ctx_, config_);
@@ -42,8 +44,9 @@ class CudaBackend final : public DeviceBackend {
   Status sample(const Tensor& cond, const LatentDims& dims, std::uint32_t steps,
                 std::uint64_t seed, float* video, float* audio, const CancelFn& cancelled,
                 double& gflop) override {
-    ctx_.flops = 0;
     try {
+      ctx_.activate();
+      ctx_.flops = 0;
       Status s = dit_->sample(cond, dims, steps, seed, video, audio, cancelled);
       ctx_.sync();
       gflop = ctx_.flops / 1e9;
@@ -56,8 +59,9 @@ class CudaBackend final : public DeviceBackend {
   Status decode_video(const float* video, const LatentDims& dims, const DecodePlan& plan,
                       int frames, int out_w, int out_h, const FrameSink& sink,
                       const CancelFn& cancelled, double& gflop) override {
-    ctx_.flops = 0;
     try {
+      ctx_.activate();
+      ctx_.flops = 0;
       Status s = video_->decode(video, dims, plan, frames, out_w, out_h, sink, cancelled);
       ctx_.sync();
       gflop = ctx_.flops / 1e9;
@@ -69,8 +73,9 @@ class CudaBackend final : public DeviceBackend {
 
   Status decode_audio(const float* audio, int len, std::int64_t samples, std::vector<float>& pcm,
                       double& gflop) override {
-    ctx_.flops = 0;
     try {
+      ctx_.activate();
+      ctx_.flops = 0;
       audio_->decode(audio, len, samples, pcm);
       gflop = ctx_.flops / 1e9;
       return Status::Ok();

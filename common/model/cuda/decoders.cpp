@@ -57,6 +57,8 @@ std::vector<const float*> causal_taps(const std::deque<Buf<float>>& cache, const
 
 void push_cache(Ctx& ctx, std::deque<Buf<float>>& cache, const float* cur, int frames,
                 std::size_t elems) {
+  // The frames leaving the cache may still be read by queued kernels (the taps just taken).
+  ctx.sync();
   for (int f = std::max(0, frames - 2); f < frames; ++f) {
     Buf<float> b = ctx.buf<float>();
     ctx.copy(b.get(elems), cur + f * elems, elems);
@@ -370,7 +372,8 @@ DConv AudioDecoderGpu::conv(const std::string& n, int out, int in) const {
 void AudioDecoderGpu::conv1d(const DConv& cw, int k, const float* in, int n, float* out,
                              bool accumulate) {
   const int kk = cw.in * k;
-  const std::size_t band = std::clamp<std::size_t>(kDeviceColElems / kk, 64, static_cast<std::size_t>(n));
+  const std::size_t band =
+      std::max<std::size_t>(1, std::min<std::size_t>(kDeviceColElems / kk, static_cast<std::size_t>(n)));
   bf16* col = col_.get(static_cast<std::size_t>(kk) * band);
   for (std::size_t p0 = 0; p0 < static_cast<std::size_t>(n); p0 += band) {
     const std::size_t m = std::min<std::size_t>(n, p0 + band) - p0;

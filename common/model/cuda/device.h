@@ -116,6 +116,9 @@ class Ctx {
             long long sa = 0, long long sb = 0, long long sc = 0);
 
   void sync() { H3_CUDA(cudaStreamSynchronize(stream_)); }
+  // The current device is per host thread: every API call of the backend starts with this (a
+  // runtime may load on one thread and run on another).
+  void activate() { H3_CUDA(cudaSetDevice(ordinal_)); }
   template <typename T>
   void to_device(T* dst, const T* src, std::size_t n) {
     H3_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream_));

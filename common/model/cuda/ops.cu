@@ -127,6 +127,30 @@ __global__ void k_softmax(float* s, __nv_bfloat16* p, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) pr[i] = __float2bfloat16_rn(r[i] * inv);
 }
 
+// The same softmax with the row staged in shared memory: the scores are read from global memory
+// once (the attention's dominant memory traffic at long sequences).
+__global__ void k_softmax_smem(const float* s, __nv_bfloat16* p, int n) {
+  extern __shared__ float row[];
+  __shared__ float sh[32];
+  const float* r = s + static_cast<std::size_t>(blockIdx.x) * n;
+  __nv_bfloat16* pr = p + static_cast<std::size_t>(blockIdx.x) * n;
+  float m = -3.0e38f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = r[i];
+    row[i] = v;
+    m = fmaxf(m, v);
+  }
+  m = block_max(m, sh);
+  float sum = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float e = exp_core(row[i] - m);
+    row[i] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / block_sum(sum, sh);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) pr[i] = __float2bfloat16_rn(row[i] * inv);
+}
+
 __global__ void k_to_bf16(const float* x, __nv_bfloat16* y, std::size_t n) {
   H3_GRID_STRIDE(i, n) y[i] = __float2bfloat16_rn(x[i]);
 }
@@ -424,7 +448,16 @@ void gated_add(cudaStream_t s, float* x, const float* y, const float* gate, int 
 }
 void softmax_bf16(cudaStream_t st, float* s, bf16* p, long long rows, int n) {
   // One block per row; the grid's x dimension takes 2^31 - 1 rows.
-  if (rows > 0) k_softmax<<<static_cast<unsigned>(rows), kThreads, 0, st>>>(s, as_bf(p), n);
+  if (rows <= 0) return;
+  constexpr std::size_t kSmemMax = 96 * 1024;  // opted in below (default limit 48 KiB)
+  const std::size_t smem = static_cast<std::size_t>(n) * sizeof(float);
+  static const bool opted = cudaFuncSetAttribute(k_softmax_smem,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(kSmemMax)) == cudaSuccess;
+  if (opted && smem <= kSmemMax)
+    k_softmax_smem<<<static_cast<unsigned>(rows), kThreads, smem, st>>>(s, as_bf(p), n);
+  else
+    k_softmax<<<static_cast<unsigned>(rows), kThreads, 0, st>>>(s, as_bf(p), n);
 }
 void silu(cudaStream_t s, float* x, std::size_t n) {
   if (n) k_silu<<<grid_for(n), kThreads, 0, s>>>(x, n);
