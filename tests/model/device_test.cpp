@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 
 #include "common/model/cuda/backend.h"
+#include "common/model/cuda/gemm_layout.h"
+#include "common/model/kernels.h"
 #include "common/runtime/settings_check.h"
 #include "tests/model/test_util.h"
 
@@ -124,4 +127,71 @@ TEST(DeviceBackend, TheCpuPlanIsUnchangedByTheDevicePlan) {
   const DecodePlan p = (*m)->plan_decode(dims, 256, 256);
   EXPECT_GE(p.segment_frames, 1);
   EXPECT_LE(p.segment_bytes, std::uint64_t{16} << 20);
+}
+
+// The row-major -> cuBLASLt mapping (cuda/gemm_layout.h), checked without a GPU: a column-major
+// reference GEMM that reads the operands exactly as cuBLASLt's layouts describe them must give
+// the CPU sgemm's row-major result, for every call shape the backend makes.
+namespace {
+void lt_reference(const cuda::LtLayout& l, float alpha, const float* a, const float* b, float beta,
+                  float* c) {
+  // Stored shapes must be readable with the leading dimensions given (cuBLASLt rejects otherwise).
+  ASSERT_GE(static_cast<std::uint64_t>(l.lda), l.a_rows);
+  ASSERT_GE(static_cast<std::uint64_t>(l.ldb), l.b_rows);
+  ASSERT_GE(static_cast<std::uint64_t>(l.ldc), l.c_rows);
+  ASSERT_EQ(l.c_rows, static_cast<std::uint64_t>(l.m));
+  ASSERT_EQ(l.c_cols, static_cast<std::uint64_t>(l.n));
+  ASSERT_EQ(l.trans_a ? l.a_cols : l.a_rows, static_cast<std::uint64_t>(l.m));
+  ASSERT_EQ(l.trans_a ? l.a_rows : l.a_cols, static_cast<std::uint64_t>(l.k));
+  ASSERT_EQ(l.trans_b ? l.b_cols : l.b_rows, static_cast<std::uint64_t>(l.k));
+  ASSERT_EQ(l.trans_b ? l.b_rows : l.b_cols, static_cast<std::uint64_t>(l.n));
+  for (int j = 0; j < l.n; ++j)
+    for (int i = 0; i < l.m; ++i) {
+      double acc = 0;
+      for (int p = 0; p < l.k; ++p) {
+        const float av = l.trans_a ? a[p + static_cast<std::size_t>(i) * l.lda]
+                                   : a[i + static_cast<std::size_t>(p) * l.lda];
+        const float bv = l.trans_b ? b[j + static_cast<std::size_t>(p) * l.ldb]
+                                   : b[p + static_cast<std::size_t>(j) * l.ldb];
+        acc += static_cast<double>(av) * bv;
+      }
+      float& cv = c[i + static_cast<std::size_t>(j) * l.ldc];
+      cv = static_cast<float>(alpha * acc + (beta != 0 ? beta * cv : 0.0));
+    }
+}
+}  // namespace
+
+TEST(DeviceBackend, TheRowMajorToCublasLtMappingReproducesTheCpuSgemm) {
+  struct Call {
+    const char* what;
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+  };
+  const Call calls[] = {
+      {"linear y = x W^T", false, true, 37, 24, 16, 16, 16, 24, 1.0f, 0.0f},
+      {"linear accumulate", false, true, 5, 8, 12, 12, 12, 8, 1.0f, 1.0f},
+      {"attention scores q k^T (head slice)", false, true, 9, 11, 4, 12, 12, 11, 0.5f, 0.0f},
+      {"attention p v (head slice)", false, false, 9, 4, 11, 11, 12, 8, 1.0f, 0.0f},
+      {"conv W col into a band of a plane", false, false, 6, 20, 27, 27, 20, 50, 1.0f, 0.0f},
+      {"conv transpose W^T in", true, false, 14, 10, 3, 14, 10, 10, 1.0f, 0.0f},
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const Call& c : calls) {
+    const int a_rows = c.ta ? c.k : c.m, b_rows = c.tb ? c.n : c.k;
+    std::vector<float> a(static_cast<std::size_t>(a_rows) * c.lda), b(static_cast<std::size_t>(b_rows) * c.ldb);
+    for (float& v : a) v = u(rng);
+    for (float& v : b) v = u(rng);
+    std::vector<float> want(static_cast<std::size_t>(c.m) * c.ldc), got;
+    for (float& v : want) v = u(rng);
+    got = want;
+    sgemm(c.ta, c.tb, c.m, c.n, c.k, c.alpha, a.data(), c.lda, b.data(), c.ldb, c.beta, want.data(),
+          c.ldc);
+    const cuda::LtLayout l = cuda::lt_layout(c.ta, c.tb, c.m, c.n, c.k, c.lda, c.ldb, c.ldc);
+    ASSERT_TRUE(l.a_is_rowmajor_b);
+    lt_reference(l, c.alpha, b.data(), a.data(), c.beta, got.data());  // cuBLASLt's A = our B
+    for (std::size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f) << c.what << " at " << i;
+  }
 }

@@ -1,5 +1,6 @@
 // CUDA plumbing of the device backend (device.h).  UNRUN on a GPU (backend.h).
 #include "common/model/cuda/device.h"
+#include "common/model/cuda/gemm_layout.h"
 
 #include <fmt/format.h>
 
@@ -103,22 +104,19 @@ const DTensor& Ctx::at(const std::string& name) const {
 Ctx::Plan& Ctx::plan(const Key& k) {
   auto it = plans_.find(k);
   if (it != plans_.end()) return *it->second;
-  // Column-major view: C^T (n x m) = op(B)^T-view * op(A)^T-view, i.e. cuBLASLt's
-  // D (M = n, N = m) = op_b(B) * op_a(A) with the transposes of the row-major call.
+  // gemm_layout.h: the row-major call as cuBLASLt's column-major one (operands swapped).
   const auto [ta, tb, m, n, kk, lda, ldb, ldc, batch, sa, sb, sc, align, accumulate] = k;
   (void)accumulate;
   auto p = std::make_unique<Plan>();
   H3_CUDA(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // on B (row-major)
-  const cublasOperation_t opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // on A (row-major)
+  const LtLayout l = lt_layout(ta, tb, m, n, kk, lda, ldb, ldc);
+  const cublasOperation_t opa = l.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opb = l.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   H3_CUDA(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
   H3_CUDA(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
-  // Stored shapes (column-major rows x cols): B_rm (k x n or n x k) as cuBLASLt's A.
-  const std::uint64_t a_rows = tb ? kk : n, a_cols = tb ? n : kk;
-  const std::uint64_t b_rows = ta ? m : kk, b_cols = ta ? kk : m;
-  H3_CUDA(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, a_rows, a_cols, ldb));
-  H3_CUDA(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, b_rows, b_cols, lda));
-  H3_CUDA(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, n, m, ldc));
+  H3_CUDA(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, l.a_rows, l.a_cols, l.lda));
+  H3_CUDA(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, l.b_rows, l.b_cols, l.ldb));
+  H3_CUDA(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, l.c_rows, l.c_cols, l.ldc));
   if (batch > 1) {
     const int32_t bc = batch;
     for (auto [l, s] : {std::pair{p->a, sb}, std::pair{p->b, sa}, std::pair{p->c, sc}}) {
