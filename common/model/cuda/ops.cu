@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/model/cuda/ops.h"
+#include "common/model/cuda/ops_index.h"
 
 namespace h3pipe::model::cuda {
 
@@ -246,49 +247,23 @@ __global__ void k_euler_audio(float* audio, const float* aout, float dt, int L, 
 
 __global__ void k_im2col3x3(Taps3 taps, int ntap, std::size_t plane, int nch, int ih, int iw,
                             bool up, int r0, int r1, __nv_bfloat16* col) {
-  const int oh = up ? 2 * ih : ih, ow = up ? 2 * iw : iw;
+  const int ow = up ? 2 * iw : iw;
   const std::size_t npx = static_cast<std::size_t>(r1 - r0) * ow;
-  H3_GRID_STRIDE(i, static_cast<std::size_t>(nch) * 9 * npx) {
-    const std::size_t row = i / npx, q = i % npx;
-    const int cc = static_cast<int>(row / 9), ky = static_cast<int>(row % 9) / 3,
-              kx = static_cast<int>(row % 3);
-    const int oy = r0 + static_cast<int>(q / ow), ox = static_cast<int>(q % ow);
-    const int iy = oy + ky - 1, ix = ox + kx - 1;
-    const float* fr = taps.p[cc % ntap];
-    float v = 0.0f;
-    if (fr && iy >= 0 && iy < oh && ix >= 0 && ix < ow) {
-      const float* pl = fr + static_cast<std::size_t>(cc / ntap) * plane;
-      v = up ? pl[static_cast<std::size_t>(iy / 2) * iw + ix / 2]
-             : pl[static_cast<std::size_t>(iy) * iw + ix];
-    }
-    col[i] = __float2bfloat16_rn(v);
-  }
+  H3_GRID_STRIDE(i, static_cast<std::size_t>(nch) * 9 * npx)
+  col[i] = __float2bfloat16_rn(im2col3x3_at(taps.p, ntap, plane, ih, iw, up, r0, npx, i));
 }
 __global__ void k_im2col_phase(const float* src, int cin, int h, int w, int r0, int r1, int py,
                                int px, __nv_bfloat16* col) {
-  const std::size_t npx = static_cast<std::size_t>(r1 - r0) * w, in_plane =
-                                                                      static_cast<std::size_t>(h) * w;
-  H3_GRID_STRIDE(i, static_cast<std::size_t>(cin) * 4 * npx) {
-    const std::size_t row = i / npx, q = i % npx;
-    const int ci = static_cast<int>(row / 4), ty = static_cast<int>(row / 2) % 2,
-              tx = static_cast<int>(row % 2);
-    const int ii = r0 + static_cast<int>(q / w), j = static_cast<int>(q % w);
-    const int si = ii + (py ? ty : ty - 1), sj = j + (px ? tx : tx - 1);
-    col[i] = __float2bfloat16_rn((si >= 0 && si < h && sj >= 0 && sj < w)
-                                     ? src[ci * in_plane + static_cast<std::size_t>(si) * w + sj]
-                                     : 0.0f);
-  }
+  const std::size_t npx = static_cast<std::size_t>(r1 - r0) * w;
+  H3_GRID_STRIDE(i, static_cast<std::size_t>(cin) * 4 * npx)
+  col[i] = __float2bfloat16_rn(im2col_phase_at(src, h, w, r0, py, px, npx, i));
 }
 __global__ void k_phase_scatter(const float* tmp, const float* bias, float* dst, int cout, int r0,
                                 int r1, int h, int w, int py, int px, bool acc) {
   const std::size_t npx = static_cast<std::size_t>(r1 - r0) * w;
-  const int ow = 2 * w;
-  const std::size_t out_plane = static_cast<std::size_t>(2 * h) * ow;
   H3_GRID_STRIDE(i, static_cast<std::size_t>(cout) * npx) {
-    const int co = static_cast<int>(i / npx);
-    const std::size_t q = i % npx;
-    const int ii = r0 + static_cast<int>(q / w), j = static_cast<int>(q % w);
-    float* o = dst + co * out_plane + static_cast<std::size_t>(2 * ii + py) * ow + px + 2 * j;
+    int co = 0;
+    float* o = dst + phase_scatter_at(h, w, r0, py, px, npx, i, &co);
     const float v = tmp[i] + (bias ? bias[co] : 0.0f);
     *o = acc ? *o + v : v;
   }
@@ -302,11 +277,8 @@ __global__ void k_bias_planes(float* out, const float* b, std::size_t plane, std
 }
 __global__ void k_im2col_time(Taps3 taps, int cin, std::size_t px, std::size_t p0, std::size_t n,
                               __nv_bfloat16* col) {
-  H3_GRID_STRIDE(i, static_cast<std::size_t>(cin) * 3 * n) {
-    const std::size_t row = i / n, q = i % n;
-    const float* fr = taps.p[row % 3];
-    col[i] = __float2bfloat16_rn(fr ? fr[(row / 3) * px + p0 + q] : 0.0f);
-  }
+  H3_GRID_STRIDE(i, static_cast<std::size_t>(cin) * 3 * n)
+  col[i] = __float2bfloat16_rn(im2col_time_at(taps.p, px, p0, n, i));
 }
 __global__ void k_rms_norm_silu(const float* in, float* out, int frames, int c, std::size_t px,
                                 const float* gain) {
@@ -380,30 +352,13 @@ __global__ void k_acc_rgb(const float* fa, std::size_t frame_px, std::uint8_t* r
 }
 __global__ void k_im2col1d(const float* in, int cin, int n, int k, std::size_t p0, std::size_t m,
                            __nv_bfloat16* col) {
-  const int pad = k / 2;
-  H3_GRID_STRIDE(i, static_cast<std::size_t>(cin) * k * m) {
-    const std::size_t row = i / m, q = i % m;
-    const int ci = static_cast<int>(row / k), j = static_cast<int>(row % k);
-    const long src = static_cast<long>(p0 + q) + j - pad;
-    col[i] = __float2bfloat16_rn((src < 0 || src >= n) ? 0.0f
-                                                       : in[static_cast<std::size_t>(ci) * n + src]);
-  }
+  H3_GRID_STRIDE(i, static_cast<std::size_t>(cin) * k * m)
+  col[i] = __float2bfloat16_rn(im2col1d_at(in, n, k, p0, m, i));
 }
 __global__ void k_overlap_add(const float* z, const float* bias, float* out, int cout, int k,
                               int stride, int pad, int n) {
-  const std::size_t nout = static_cast<std::size_t>(n) * stride;
-  H3_GRID_STRIDE(i, static_cast<std::size_t>(cout) * nout) {
-    const int co = static_cast<int>(i / nout);
-    const long o = static_cast<long>(i % nout);
-    float acc = 0.0f;
-    for (int j = 0; j < k; ++j) {
-      const long num = o + pad - j;
-      if (num < 0 || num % stride) continue;
-      const long src = num / stride;
-      if (src < n) acc += z[(static_cast<std::size_t>(co) * k + j) * n + src];
-    }
-    out[i] = acc + (bias ? bias[co] : 0.0f);
-  }
+  H3_GRID_STRIDE(i, static_cast<std::size_t>(cout) * n * stride)
+  out[i] = overlap_add_at(z, bias, k, stride, pad, n, i);
 }
 __global__ void k_pcm_out(const float* o, long long n3, long long n, float* pcm) {
   H3_GRID_STRIDE(i, static_cast<std::size_t>(2 * n)) {
