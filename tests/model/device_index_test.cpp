@@ -209,3 +209,42 @@ TEST(DeviceIndex, TimeConvConv1dAndTransposedConvMatchTheCpu) {
     }
   }
 }
+
+TEST(DeviceIndex, PatchifyFollowsTheSamplersLayoutAndTheEulerUpdateIsItsInverse) {
+  for (int p : {1, 2, 4}) {
+    const int T = 3, H = 5, W = 7;  // not multiples of p: padded tokens
+    const int hp = (H + p - 1) / p, wp = (W + p - 1) / p, vf = kVideoChannels * p * p;
+    const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
+    // dit.cpp's patchify loop, transcribed: feature order (c, py, px) per token (t, y, x).
+    std::vector<long long> want;
+    for (int t = 0; t < T; ++t)
+      for (int y = 0; y < hp; ++y)
+        for (int xx = 0; xx < wp; ++xx)
+          for (int c = 0; c < kVideoChannels; ++c)
+            for (int py = 0; py < p; ++py)
+              for (int px = 0; px < p; ++px) {
+                const int yy = y * p + py, xs = xx * p + px;
+                want.push_back((yy < H && xs < W)
+                                   ? static_cast<long long>(c * thw + t * hw +
+                                                            static_cast<std::size_t>(yy) * W + xs)
+                                   : -1);
+              }
+    ASSERT_EQ(want.size(), static_cast<std::size_t>(T) * hp * wp * vf);
+    for (std::size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(patchify_video_src(T, H, W, p, i), want[i]) << "p=" << p << " i=" << i;
+    for (std::size_t i = 0; i < kVideoChannels * thw; ++i)
+      ASSERT_EQ(patchify_video_src(T, H, W, p, euler_video_src(T, H, W, p, i)),
+                static_cast<long long>(i));
+  }
+  const int L = 10, ap = 4, na = (L + ap - 1) / ap;
+  std::vector<long long> want;
+  for (int tok = 0; tok < na; ++tok)
+    for (int cs = 0; cs < kAudioChannels * 2; ++cs)
+      for (int j = 0; j < ap; ++j) {
+        const int l = tok * ap + j;
+        want.push_back(l < L ? static_cast<long long>(cs) * L + l : -1);
+      }
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(patchify_audio_src(L, ap, i), want[i]);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(kAudioChannels) * 2 * L; ++i)
+    ASSERT_EQ(patchify_audio_src(L, ap, euler_audio_src(L, ap, i)), static_cast<long long>(i));
+}

@@ -201,48 +201,27 @@ __global__ void k_pos_embed(float* pos, int n, int nv, int hp, int wp, int d, in
 
 __global__ void k_patchify_video(const float* video, __nv_bfloat16* vp, int T, int H, int W,
                                  int p) {
-  const int hp = (H + p - 1) / p, wp = (W + p - 1) / p, vf = 24 * p * p;
-  const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
-  H3_GRID_STRIDE(i, static_cast<std::size_t>(T) * hp * wp * vf) {
-    const std::size_t tok = i / vf;
-    const int f = static_cast<int>(i % vf);
-    const int c = f / (p * p), py = (f / p) % p, px = f % p;
-    const int t = static_cast<int>(tok / (hp * wp)), y = static_cast<int>((tok / wp) % hp),
-              xx = static_cast<int>(tok % wp);
-    const int yy = y * p + py, xs = xx * p + px;
-    vp[i] = __float2bfloat16_rn(
-        (yy < H && xs < W) ? video[c * thw + t * hw + static_cast<std::size_t>(yy) * W + xs] : 0.0f);
+  const std::size_t n = static_cast<std::size_t>(T) * ((H + p - 1) / p) * ((W + p - 1) / p) * 24 * p * p;
+  H3_GRID_STRIDE(i, n) {
+    const long long src = patchify_video_src(T, H, W, p, i);
+    vp[i] = __float2bfloat16_rn(src >= 0 ? video[src] : 0.0f);
   }
 }
 __global__ void k_patchify_audio(const float* audio, __nv_bfloat16* apatch, int L, int ap,
                                  int na) {
-  const int af = 64 * ap;
-  H3_GRID_STRIDE(i, static_cast<std::size_t>(na) * af) {
-    const int tok = static_cast<int>(i / af), f = static_cast<int>(i % af);
-    const int cs = f / ap, j = f % ap, l = tok * ap + j;
-    apatch[i] = __float2bfloat16_rn(l < L ? audio[static_cast<std::size_t>(cs) * L + l] : 0.0f);
+  H3_GRID_STRIDE(i, static_cast<std::size_t>(na) * 64 * ap) {
+    const long long src = patchify_audio_src(L, ap, i);
+    apatch[i] = __float2bfloat16_rn(src >= 0 ? audio[src] : 0.0f);
   }
 }
 __global__ void k_euler_video(float* video, const float* vout, float dt, int T, int H, int W,
                               int p) {
-  const int hp = (H + p - 1) / p, wp = (W + p - 1) / p, vf = 24 * p * p;
-  const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
-  H3_GRID_STRIDE(i, 24 * thw) {
-    const int c = static_cast<int>(i / thw);
-    const std::size_t r = i % thw;
-    const int t = static_cast<int>(r / hw), yy = static_cast<int>((r % hw) / W),
-              xs = static_cast<int>(r % W);
-    const std::size_t tok =
-        (static_cast<std::size_t>(t) * hp + yy / p) * wp + static_cast<std::size_t>(xs / p);
-    video[i] += dt * vout[tok * vf + (c * p + yy % p) * p + xs % p];
-  }
+  H3_GRID_STRIDE(i, static_cast<std::size_t>(24) * T * H * W)
+  video[i] += dt * vout[euler_video_src(T, H, W, p, i)];
 }
 __global__ void k_euler_audio(float* audio, const float* aout, float dt, int L, int ap) {
-  const int af = 64 * ap;
-  H3_GRID_STRIDE(i, static_cast<std::size_t>(64) * L) {
-    const int cs = static_cast<int>(i / L), l = static_cast<int>(i % L);
-    audio[i] += dt * aout[static_cast<std::size_t>(l / ap) * af + cs * ap + l % ap];
-  }
+  H3_GRID_STRIDE(i, static_cast<std::size_t>(64) * L)
+  audio[i] += dt * aout[euler_audio_src(L, ap, i)];
 }
 
 __global__ void k_im2col3x3(Taps3 taps, int ntap, std::size_t plane, int nch, int ih, int iw,

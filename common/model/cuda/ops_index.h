@@ -89,4 +89,42 @@ H3_HD float overlap_add_at(const float* z, const float* bias, int k, int stride,
   return acc + (bias ? bias[co] : 0.0f);
 }
 
+// Dit::sample's patchify: element i of the (nv x 24*p*p) video token features; returns the
+// latent index it reads, or -1 for the zero padding past H or W.
+H3_HD long long patchify_video_src(int T, int H, int W, int p, std::size_t i) {
+  const int hp = (H + p - 1) / p, wp = (W + p - 1) / p, vf = 24 * p * p;
+  const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
+  const std::size_t tok = i / vf;
+  const int f = static_cast<int>(i % vf);
+  const int c = f / (p * p), py = (f / p) % p, px = f % p;
+  const int t = static_cast<int>(tok / (static_cast<std::size_t>(hp) * wp)),
+            y = static_cast<int>((tok / wp) % hp), xx = static_cast<int>(tok % wp);
+  const int yy = y * p + py, xs = xx * p + px;
+  if (yy >= H || xs >= W) return -1;
+  return static_cast<long long>(c * thw + t * hw + static_cast<std::size_t>(yy) * W + xs);
+}
+// ... and its inverse for the Euler update: the feature index holding latent element i.
+H3_HD std::size_t euler_video_src(int T, int H, int W, int p, std::size_t i) {
+  const int hp = (H + p - 1) / p, wp = (W + p - 1) / p, vf = 24 * p * p;
+  const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
+  const int c = static_cast<int>(i / thw);
+  const std::size_t r = i % thw;
+  const int t = static_cast<int>(r / hw), yy = static_cast<int>((r % hw) / W),
+            xs = static_cast<int>(r % W);
+  const std::size_t tok =
+      (static_cast<std::size_t>(t) * hp + yy / p) * wp + static_cast<std::size_t>(xs / p);
+  return tok * vf + (c * p + yy % p) * p + xs % p;
+}
+// Audio: feature element i of (na x 64*ap) reads audio[cs][l], -1 past L; and the inverse.
+H3_HD long long patchify_audio_src(int L, int ap, std::size_t i) {
+  const int af = 64 * ap;
+  const int tok = static_cast<int>(i / af), f = static_cast<int>(i % af);
+  const int cs = f / ap, j = f % ap, l = tok * ap + j;
+  return l < L ? static_cast<long long>(cs) * L + l : -1;
+}
+H3_HD std::size_t euler_audio_src(int L, int ap, std::size_t i) {
+  const int cs = static_cast<int>(i / L), l = static_cast<int>(i % L);
+  return static_cast<std::size_t>(l / ap) * (64 * ap) + cs * ap + l % ap;
+}
+
 }  // namespace h3pipe::model::cuda
