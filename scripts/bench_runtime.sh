@@ -6,6 +6,9 @@
 #   scripts/bench_runtime.sh                      # 416x736 x 124 frames @ 24 fps, 6 steps
 #   scripts/bench_runtime.sh --width 256 --height 256 --frames 49 --steps 2   # quick
 #   BUILD_DIR=build-x JOBS=2 scripts/bench_runtime.sh --settings '{"threads": 4}'
+#   scripts/bench_runtime.sh --device cuda        # device backend: default and large model, bf16
+#                                                 # GEMM peak and MFU, NVML, sampled CPU ratio
+#                                                 # (docs/model.md "Device backend"; needs a GPU)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}

@@ -44,6 +44,12 @@ fi
 
 [[ ${1:-} == --no-build ]] && exit 0
 jobs=$(nproc)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -Wno-dev >/dev/null
+# The CUDA toolkit (nvcc on PATH or /usr/local/cuda) turns on the builtin model's CUDA backend
+# (CMake's H3PIPE_CUDA defaults to ON when it finds nvcc); without it the build is CPU-only.
+cuda=()
+for nvcc in "$(command -v nvcc || true)" /usr/local/cuda/bin/nvcc; do
+  if [[ -n $nvcc && -x $nvcc ]]; then cuda=(-DCMAKE_CUDA_COMPILER="$nvcc"); break; fi
+done
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" -Wno-dev >/dev/null
 cmake --build build -j"$jobs" 2>&1 | grep -E 'error|warning: unused|FAILED' || true
 test "${PIPESTATUS[0]}" -eq 0

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/runtime/bench_device.h"
 #include "common/media/media.h"
 #include "common/model/model.h"
 
@@ -83,6 +84,12 @@ int main(int argc, char** argv) {
   app.add_option("--settings", settings, "builtin model settings JSON (docs/model.md)");
   app.add_option("--out", out, "write the MP4 here (default: a temp file, removed)");
   app.add_option("--peak-n", peak_n, "square sgemm size for the peak measurement");
+  std::string device = "cpu", models = "default,large", metrics_out;
+  bool no_cpu_ref = false;
+  app.add_option("--device", device, "cpu | cuda | cuda:N (the device backend: bench_device.cpp)");
+  app.add_option("--models", models, "device mode: model sizes to run (default,large)");
+  app.add_option("--metrics-out", metrics_out, "device mode: NVML series as JSON lines");
+  app.add_flag("--no-cpu-reference", no_cpu_ref, "device mode: skip the sampled CPU figures");
   CLI11_PARSE(app, argc, argv);
   media::set_libav_log_level(16);
 
@@ -91,6 +98,14 @@ int main(int argc, char** argv) {
   if (!cfg) {
     std::cerr << cfg.error().to_string() << "\n";
     return 2;
+  }
+  if (device != "cpu") {
+    bench::DeviceBenchArgs da;
+    da.width = width, da.height = height, da.frames = frames, da.fps = fps, da.steps = steps;
+    da.seed = seed, da.device = device, da.models = models, da.base = *cfg;
+    da.metrics_out = metrics_out, da.cpu_reference = !no_cpu_ref;
+    if (peak_n != 2048) da.peak_n = peak_n;
+    return bench::run_device_bench(da);
   }
   const Peak peak_before = sgemm_peak(peak_n, cfg->threads, 3);
   const Peak peak1 = sgemm_peak(peak_n, 1, 3);  // per CPU-second reference: one thread

@@ -4,6 +4,7 @@
 
 #include <fmt/ranges.h>
 
+#include "common/model/cuda/backend.h"
 #include "common/model/model.h"
 
 namespace h3pipe::model {
@@ -57,6 +58,15 @@ class Parser {
     }
     out = it->get<std::string>();
   }
+  void boolean(std::string_view key, bool& out) {
+    const auto it = j_.find(std::string(key));
+    if (it == j_.end()) return;
+    if (!it->is_boolean()) {
+      fail(key, "expected true or false");
+      return;
+    }
+    out = it->get<bool>();
+  }
   void int_list(std::string_view key, std::vector<int>& out, std::size_t count, int lo, int hi) {
     const auto it = j_.find(std::string(key));
     if (it == j_.end()) return;
@@ -83,7 +93,7 @@ const std::vector<std::string_view> kKeys = {
     "width",        "depth",          "heads",       "mlp_ratio",        "text_layers",
     "cond_tokens",  "patch",          "audio_patch", "vae_channels",     "audio_channels",
     "threads",      "segment_frames", "overlap",     "memory_budget_mb", "seed",
-    "weights_file", "flow_shift",     "device"};
+    "weights_file", "flow_shift",     "device",      "deterministic"};
 
 }  // namespace
 
@@ -127,7 +137,8 @@ Result<ModelConfig> parse_config(const nlohmann::json& settings, std::string_vie
   p.string("weights_file", c.weights_file);
   p.number("flow_shift", c.flow_shift, 0.01, 100.0);
   p.string("device", c.device);
-  if (c.device != "cpu" && c.device != "cuda") p.fail("device", "expected \"cpu\" or \"cuda\"");
+  if (auto dev = parse_device(c.device); !dev) p.fail("device", dev.error().message);
+  p.boolean("deterministic", c.deterministic);
   if (c.width % c.heads != 0)
     p.fail("heads", fmt::format("width {} is not a multiple of heads {}", c.width, c.heads));
   if (!p.errors_.empty()) {
@@ -156,7 +167,8 @@ nlohmann::json config_to_json(const ModelConfig& c) {
                         {"seed", c.seed},
                         {"weights_file", c.weights_file},
                         {"flow_shift", c.flow_shift},
-                        {"device", c.device}};
+                        {"device", c.device},
+                        {"deterministic", c.deterministic}};
 }
 
 LatentDims latent_dims(int width, int height, int frames, int fps) {

@@ -1,9 +1,10 @@
 // Model: owns the weights, the worker pool and the four networks; validates inputs at the API.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 
-#include "common/model/gpu_gemm.h"
+#include "common/model/cuda/backend.h"
 #include "common/model/networks.h"
 
 namespace h3pipe::model {
@@ -25,13 +26,14 @@ struct Model::Impl {
   Impl(ModelConfig c, std::vector<ParamSpec> s, Weights w)
       : config(std::move(c)), specs(std::move(s)), weights(std::move(w)), pool(config.threads) {}
 
-  std::unique_ptr<GpuGemm> gpu;
+  // The device backend ("device": "cuda..."): sampler and decoders run there.
+  std::unique_ptr<DeviceBackend> device;
 
   Exec exec() {
     fc.flops = 0;
     // One scratch buffer per worker, created here: tasks only ever touch their own.
     scratch.per_worker.resize(static_cast<std::size_t>(pool.size()));
-    return Exec{pool, fc, scratch, gpu.get()};
+    return Exec{pool, fc, scratch};
   }
   void done() {
     last_gflop = fc.flops / 1e9;
@@ -65,12 +67,12 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& c, unsigned parts)
   }
   auto impl = std::make_unique<Impl>(c, std::move(specs), std::move(w));
   impl->parts = parts;
-  if (c.device == "cuda") {
-    impl->gpu = GpuGemm::create();
-    if (!impl->gpu)
-      return make_error(
-          errc::runtime::kPermanentConfig,
-          "device \"cuda\": this build has no CUDA support (H3PIPE_CUDA) or no GPU is visible");
+  auto dev = parse_device(c.device);
+  if (!dev) return make_error(errc::config::kInvalid, "builtin model device: {}", dev.error().message);
+  if (dev->cuda && (parts & (kSampler | kDecoder))) {
+    auto be = make_cuda_backend(impl->weights, impl->config, parts, std::max(0, dev->ordinal));
+    if (!be) return be.error();
+    impl->device = std::move(*be);
   }
   if (parts & kEncoder) impl->text = std::make_unique<TextEncoder>(impl->weights, impl->config);
   if (parts & kSampler) impl->dit = std::make_unique<Dit>(impl->weights, impl->config);
@@ -88,7 +90,13 @@ double Model::last_gflop() const {
   return impl_->last_gflop;
 }
 std::string Model::device() const {
-  return impl_->gpu ? impl_->gpu->device() : "cpu";
+  return impl_->device ? impl_->device->device() : "cpu";
+}
+std::uint64_t Model::device_weight_bytes() const {
+  return impl_->device ? impl_->device->stats().weight_bytes : 0;
+}
+std::uint64_t Model::device_peak_bytes() const {
+  return impl_->device ? impl_->device->stats().peak_bytes : 0;
 }
 std::int64_t Model::parameters() const {
   return impl_->weights.parameters();
@@ -146,10 +154,16 @@ Status Model::sample(const Tensor& cond, const LatentDims& dims, std::uint32_t s
     return make_error(errc::runtime::kPermanentInput, "steps {} out of range [1, 1000]", steps);
   video_out.resize(static_cast<std::size_t>(dims.video_numel()));
   audio_out.resize(static_cast<std::size_t>(dims.audio_numel()));
-  Exec ex = impl_->exec();
-  Status s = impl_->dit->sample(ex, cond, dims, steps, seed, video_out.data(), audio_out.data(),
-                                cancelled);
-  impl_->done();
+  Status s;
+  if (impl_->device) {
+    s = impl_->device->sample(cond, dims, steps, seed, video_out.data(), audio_out.data(),
+                              cancelled, impl_->last_gflop);
+  } else {
+    Exec ex = impl_->exec();
+    s = impl_->dit->sample(ex, cond, dims, steps, seed, video_out.data(), audio_out.data(),
+                           cancelled);
+    impl_->done();
+  }
   H3_TRY(s);
   for (float v : video_out)
     if (!std::isfinite(v))
@@ -161,7 +175,7 @@ Status Model::sample(const Tensor& cond, const LatentDims& dims, std::uint32_t s
 }
 
 DecodePlan Model::plan_decode(const LatentDims& dims, int, int) const {
-  return impl_->video ? impl_->video->plan(dims) : DecodePlan{};
+  return impl_->video ? impl_->video->plan(dims, impl_->device != nullptr) : DecodePlan{};
 }
 
 Status Model::decode_video(const float* video, const LatentDims& dims, int frames, int out_w,
@@ -175,7 +189,10 @@ Status Model::decode_video(const float* video, const LatentDims& dims, int frame
   if (out_w < 1 || out_h < 1 || out_w > dims.w * kSpatialFactor || out_h > dims.h * kSpatialFactor)
     return make_error(errc::runtime::kPermanentInput, "output {}x{} exceeds the latent's {}x{}", out_w,
                       out_h, dims.w * kSpatialFactor, dims.h * kSpatialFactor);
-  const DecodePlan plan = impl_->video->plan(dims);
+  const DecodePlan plan = impl_->video->plan(dims, impl_->device != nullptr);
+  if (impl_->device)
+    return impl_->device->decode_video(video, dims, plan, frames, out_w, out_h, on_frame,
+                                       cancelled, impl_->last_gflop);
   Exec ex = impl_->exec();
   Status s = impl_->video->decode(ex, video, dims, plan, frames, out_w, out_h, on_frame, cancelled);
   impl_->done();
@@ -191,6 +208,9 @@ Status Model::decode_audio(const float* audio, const LatentDims& dims,
     return make_error(errc::runtime::kPermanentInput,
                       "{} samples cannot come from {} audio latent steps", samples_per_channel,
                       dims.audio_len);
+  if (impl_->device)
+    return impl_->device->decode_audio(audio, dims.audio_len, samples_per_channel, pcm_out,
+                                       impl_->last_gflop);
   Exec ex = impl_->exec();
   impl_->audio->decode(ex, audio, dims.audio_len, samples_per_channel, pcm_out);
   impl_->done();

@@ -64,9 +64,17 @@ struct ModelConfig {
   std::uint64_t seed = 0;      // seeded ("dummy") weights
   std::string weights_file;    // safetensors file; empty = seeded weights
   double flow_shift = 3.0;     // timestep shift of the flow-matching schedule
-  std::string device =
-      "cpu";  // "cuda": large linear layers through cuBLAS (UNVERIFIED, gpu_gemm.h)
+  // "cpu", "cuda" (the pool's first GPU, else device 0) or "cuda:N": the sampler and both
+  // decoders on that GPU through the device backend (cuda/backend.h; the text encoder stays on
+  // the CPU).  UNRUN on a GPU so far: docs/model.md "Device backend".
+  std::string device = "cpu";
+  // Device backend: GEMM algorithms without atomics-based split-K reductions, so the same call
+  // on the same GPU gives the same bytes (the CPU path is always deterministic).
+  bool deterministic = false;
 };
+
+// True when this build has the CUDA device backend (H3PIPE_CUDA).
+bool cuda_built();
 
 // Strict parse of the runtime `settings` object: unknown keys and wrong types are errors naming
 // "<path_prefix>/<key>", all collected in one error (code "config.invalid").  Keys in
@@ -147,6 +155,10 @@ class Model final {
   double last_gflop() const;
   // Parameter count.
   std::int64_t parameters() const;
+  // Device backend only (0 on the CPU): bytes of resident weights, and the peak of the
+  // backend's own device allocations since load (weights, activations, workspaces).
+  std::uint64_t device_weight_bytes() const;
+  std::uint64_t device_peak_bytes() const;
 
   // Writes this model's weights as a safetensors file (tests, exporting seeded weights); all
   // parts must be loaded.

@@ -49,7 +49,9 @@ class Dit final {
 class VideoDecoder final {
  public:
   VideoDecoder(const Weights& ws, const ModelConfig& c);
-  DecodePlan plan(const LatentDims& dims) const;
+  // device: the device backend decodes (its working set has no per-worker im2col bands but
+  // fixed device workspaces, and the whole latent resident).
+  DecodePlan plan(const LatentDims& dims, bool device = false) const;
   Status decode(Exec& ex, const float* video, const LatentDims& dims, const DecodePlan& plan,
                 int frames, int out_w, int out_h, const FrameSink& sink,
                 const CancelFn& cancelled) const;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/model/gpu_gemm.h"
 
 namespace h3pipe::model {
 
@@ -25,16 +24,6 @@ LinearW linear_w(const Weights& ws, const std::string& name, int out, int in) {
 }
 
 void apply(Exec& ex, const LinearW& l, const float* x, int rows, float* y, bool accumulate) {
-  // Large products go to the GPU when one is attached (bias added here, on the CPU).
-  constexpr double kGpuMinFlops = 1e8;
-  if (ex.gpu && 2.0 * rows * l.out * l.in >= kGpuMinFlops &&
-      ex.gpu->linear(rows, l.out, l.in, x, l.in, l.w, l.in, y, l.out, accumulate)) {
-    ex.fc.add(rows, l.out, l.in);
-    if (l.b)
-      for (int r = 0; r < rows; ++r)
-        for (int j = 0; j < l.out; ++j) y[static_cast<std::size_t>(r) * l.out + j] += l.b[j];
-    return;
-  }
   linear(ex.pool, ex.fc, rows, l.out, l.in, x, l.in, l.w, l.in, l.b, y, l.out, accumulate);
 }
 

@@ -25,14 +25,11 @@ struct Scratch {
   std::vector<std::vector<float>> per_worker;
 };
 
-class GpuGemm;
-
-// Everything a block needs to run.
+// Everything a block needs to run (CPU; the device backend has its own, cuda/device.h).
 struct Exec {
   ThreadPool& pool;
   FlopCounter& fc;
   Scratch& scratch;
-  GpuGemm* gpu = nullptr;  // optional cuBLAS bridge for large linear layers (gpu_gemm.h)
 };
 
 inline constexpr int kAttnQueryBlock = 128;

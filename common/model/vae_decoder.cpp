@@ -127,7 +127,11 @@ VideoDecoder::VideoDecoder(const Weights& ws, const ModelConfig& c)
     : impl_(std::make_unique<Impl>(ws, c)) {}
 VideoDecoder::~VideoDecoder() = default;
 
-DecodePlan VideoDecoder::plan(const LatentDims& d) const {
+// The device backend's fixed workspaces (cuda/networks.h kDeviceColElems): the bf16 im2col band,
+// the phase product of the same size in fp32, and cuBLASLt's 64 MiB.
+constexpr std::uint64_t kDeviceWorkspaceBytes = (64ull + 128 + 64) << 20;
+
+DecodePlan VideoDecoder::plan(const LatentDims& d, bool device) const {
   const Impl& im = *impl_;
   const ModelConfig& c = im.c;
   DecodePlan p;
@@ -140,6 +144,9 @@ DecodePlan VideoDecoder::plan(const LatentDims& d) const {
     const int tiles = ((d.h + h - 1) / h) * ((d.w + w - 1) / w);
     const int eh = tiles > 1 ? std::min(d.h, h + 2 * ov) : d.h,
               ew = tiles > 1 ? std::min(d.w, w + 2 * ov) : d.w;
+    if (device)
+      return im.segment_bytes(seg, eh, ew, tiles, 0, d.w * kSpatialFactor, d.h * kSpatialFactor) +
+             kDeviceWorkspaceBytes + static_cast<std::uint64_t>(4 * d.video_numel());
     return im.segment_bytes(seg, eh, ew, tiles, c.threads, d.w * kSpatialFactor,
                             d.h * kSpatialFactor);
   };

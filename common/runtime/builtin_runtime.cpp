@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <span>
 
 #include "common/artifacts/artifacts.h"
+#include "common/gpu/nvml.h"
 #include "common/latent/latent.h"
 #include "common/media/media.h"
 #include "common/model/model.h"
@@ -39,6 +41,21 @@ struct Loaded {
   std::string preset = "veryfast";
 };
 
+const char* env_or_unset(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "unset";
+}
+
+// CUDA ordinal of a GPU written as its host id in the cluster config: the container's
+// renumbering (NVIDIA_VISIBLE_DEVICES, as for the metrics), then the process's own
+// CUDA_VISIBLE_DEVICES; CUDA is asked to number devices in PCI order like NVML.  -1: not visible.
+int cuda_ordinal(int host_id) {
+  ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/0);
+  int idx = gpu::nvml_indices({host_id}, std::getenv("NVIDIA_VISIBLE_DEVICES")).front();
+  if (idx >= 0) idx = gpu::nvml_indices({idx}, std::getenv("CUDA_VISIBLE_DEVICES")).front();
+  return idx;
+}
+
 Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned parts) {
   const nlohmann::json empty = nlohmann::json::object();
   const nlohmann::json& s = a.settings ? *a.settings : empty;
@@ -60,6 +77,18 @@ Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned part
         return make_error(errc::config::kInvalid, "{}/preset: expected a string", path);
       l.preset = it->get<std::string>();
     }
+  }
+  // "device": "cuda" runs on the pool's first GPU (its host id, through the container's and the
+  // process's visible-device lists); "cuda:N" names the CUDA ordinal itself.
+  if (cfg->device == "cuda" && a.pool && !a.pool->gpus.empty()) {
+    const int ordinal = cuda_ordinal(a.pool->gpus.front());
+    if (ordinal < 0)
+      return make_error(errc::runtime::kPermanentConfig,
+                        "{}/device: \"cuda\" on pool {} whose GPU {} is not visible to this process "
+                        "(NVIDIA_VISIBLE_DEVICES={}, CUDA_VISIBLE_DEVICES={})",
+                        path, a.pool->name, a.pool->gpus.front(), env_or_unset("NVIDIA_VISIBLE_DEVICES"),
+                        env_or_unset("CUDA_VISIBLE_DEVICES"));
+    cfg->device = fmt::format("cuda:{}", ordinal);
   }
   auto m = model::Model::load(*cfg, parts);
   if (!m) return m.error();
@@ -230,6 +259,12 @@ void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool 
     if (auto it = s.find("preset"); it != s.end() && !it->is_string())
       e.add(path + "/preset", "expected a string");
   }
+  // What this host's build must provide: the CUDA backend for a "cuda" device.
+  if (host && cfg && cfg->device != "cpu" && !model::cuda_built())
+    e.add(path + "/device",
+          fmt::format("\"{}\" requested, but this build of h3pipe has no CUDA backend (built without "
+                      "the CUDA toolkit or with -DH3PIPE_CUDA=OFF); use \"cpu\" or a CUDA build",
+                      cfg->device));
   if (host && cfg && !cfg->weights_file.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(cfg->weights_file, ec) || ::access(cfg->weights_file.c_str(), R_OK) != 0)

@@ -13,4 +13,4 @@ target_sources(h3pipe_runtime PRIVATE
 if(NOT TARGET CURL::libcurl)
   find_package(CURL REQUIRED)
 endif()
-target_link_libraries(h3pipe_runtime PUBLIC h3pipe::spec PRIVATE CURL::libcurl h3pipe::model)
+target_link_libraries(h3pipe_runtime PUBLIC h3pipe::spec PRIVATE CURL::libcurl h3pipe::model h3pipe::gpu)
