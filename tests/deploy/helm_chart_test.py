@@ -8,8 +8,8 @@ names (SCENARIOS) the rendered objects must be consistent as the API server and 
 would need them: names (DNS-1123 labels, Services DNS-1035, StatefulSet names short enough for
 the controller-revision-hash label), label values, selectors matching pod labels, Service
 targetPorts and probe ports naming container ports, every volume mount naming a volume, every
-Secret / ConfigMap (and key) a pod or KEDA references rendered by the chart or named by the
-user's values (so an install starts every pod), the StatefulSet's headless governing Service,
+Secret / ConfigMap (and key) a pod or KEDA references rendered by the chart, named by the
+user's values or made by a pre-install hook Job (so an install starts every pod), the StatefulSet's headless governing Service,
 KEDA's Redis address fully qualified, no replicas on Deployments a ScaledObject owns, TLS keys
 split by side, the transfer port one value.  The rendered cluster.json passes h3pipe's config
 loader (h3pipe_config_check).  Values that the services would reject fail at render with a
@@ -41,7 +41,7 @@ BUILD = os.path.abspath(ARGS[2]) if len(ARGS) > 2 else os.path.join(SRC, "build"
 CHART = os.path.join(SRC, "helm", "h3pipe")
 sys.path.insert(0, HERE)
 from helm_scenarios import (EXTERNAL, FAILURES, KEYS, LONG_RELEASE, NS, POOLS, SCENARIOS,  # noqa: E402
-                            configure, effective_values, render, renderer, run_renderer)
+                            configure, effective_values, hook_secrets, render, renderer, run_renderer)
 configure(SRC, BUILD)
 
 SERVICE_FLAGS = {"--config", "--host", "--pool", "--bind", "--metrics-port", "--health-port",
@@ -78,14 +78,7 @@ class Rendered:
             self.by.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
         self.workloads = [d for k in ("Deployment", "DaemonSet", "StatefulSet") for d in self.by.get(k, {}).values()]
         self.pods = self.workloads + self.kind("Job")
-        # Secrets that a pre-install/pre-upgrade hook Job creates before the release's pods
-        # exist (the CURVE keys, templates/curve-keys-hook.yaml): name -> the keys it writes.
-        self.hook_secrets = {}
-        for j in self.kind("Job"):
-            events = j["metadata"].get("annotations", {}).get("helm.sh/hook", "").split(",")
-            env = {e["name"]: e.get("value") for e in pod_spec(j)["containers"][0].get("env", [])}
-            if {"pre-install", "pre-upgrade"} <= set(events) and "SECRET_NAME" in env:
-                self.hook_secrets[env["SECRET_NAME"]] = {f"{h}.{x}" for h in env["HOSTS"].split() for x in ("pub", "key")}
+        self.hook_secrets = hook_secrets(self.kind("Job"))
 
     def kind(self, k):
         return list(self.by.get(k, {}).values())
@@ -410,13 +403,6 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(len(set(pws)), len(pws), "one password per user")
         self.assertEqual([p["port"] for p in r.get("Service", "h3-h3pipe-redis")["spec"]["ports"]], [6379])
         self.assertEqual(r.get("StatefulSet", "h3-h3pipe-redis")["spec"]["serviceName"], "h3-h3pipe-redis-headless")
-
-    def test_curve_keys(self):
-        r = Rendered("curve-keys")
-        sec = r.get("Secret", "h3-h3pipe-curve")
-        self.assertEqual(base64.b64decode(sec["data"]["node292.pub"]).decode(), KEYS["curve"]["keys"]["node292"]["public"])
-        self.assertEqual(r.hook_secrets, {}, "keys given: no hook")
-        self.assertNotIn("Job", r.by)
 
     def test_external_redis(self):
         r = Rendered("external-redis")

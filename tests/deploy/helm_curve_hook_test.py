@@ -44,7 +44,7 @@ KEYS_CHECK = os.path.abspath(ARGS[2]) if len(ARGS) > 2 else os.path.join(SRC, "b
 BUILD = os.path.abspath(ARGS[3]) if len(ARGS) > 3 else os.path.join(SRC, "build")
 sys.path.insert(0, HERE)
 from fake_kube_api import FakeKubeApiServer  # noqa: E402
-from helm_scenarios import KEYS, NS, configure, merged, run_renderer  # noqa: E402
+from helm_scenarios import KEYS, NS, configure, hook_secrets, run_renderer  # noqa: E402
 configure(SRC, BUILD)
 
 HOOK = "pre-install,pre-upgrade"
@@ -140,6 +140,14 @@ class HookObjectsTest(unittest.TestCase):
         vols = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
         self.assertEqual(vols["curve-secret"]["secret"]["secretName"], h.env["SECRET_NAME"])
         self.assertNotIn(("Secret", "h3-h3pipe-curve"), h.by)
+
+    def test_curve_keys_render_the_secret(self):
+        by = render(KEYS)
+        sec = by[("Secret", "h3-h3pipe-curve")]
+        for h, k in KEYS["curve"]["keys"].items():
+            self.assertEqual(base64.b64decode(sec["data"][f"{h}.pub"]).decode(), k["public"])
+            self.assertEqual(base64.b64decode(sec["data"][f"{h}.key"]).decode(), k["secret"])
+        self.assertEqual(hook_secrets([o for (kind, _), o in by.items() if kind == "Job"]), {})
 
     def test_no_hook_where_unneeded(self):
         for name, values in (("curve.keys", KEYS), ("curve.existingSecret", {"curve": {"existingSecret": "my-curve"}}),

@@ -164,3 +164,15 @@ def effective_values(values):
             out[k] = co(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
         return out
     return co(base, values)
+
+
+def hook_secrets(jobs):
+    """Secrets that a pre-install/pre-upgrade hook Job creates before the release's pods exist
+    (the CURVE keys, templates/curve-keys-hook.yaml): name -> the data keys it writes."""
+    out = {}
+    for j in jobs:
+        events = j["metadata"].get("annotations", {}).get("helm.sh/hook", "").split(",")
+        env = {e["name"]: e.get("value") for e in j["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        if {"pre-install", "pre-upgrade"} <= set(events) and "SECRET_NAME" in env:
+            out[env["SECRET_NAME"]] = {f"{h}.{x}" for h in env["HOSTS"].split() for x in ("pub", "key")}
+    return out
