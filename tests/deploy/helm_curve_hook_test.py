@@ -148,6 +148,8 @@ class HookObjectsTest(unittest.TestCase):
             self.assertEqual(base64.b64decode(sec["data"][f"{h}.pub"]).decode(), k["public"])
             self.assertEqual(base64.b64decode(sec["data"][f"{h}.key"]).decode(), k["secret"])
         self.assertEqual(hook_secrets([o for (kind, _), o in by.items() if kind == "Job"]), {})
+        # Dropping curve.keys later must not delete the keys the hook then finds and keeps.
+        self.assertEqual(sec["metadata"]["annotations"], {"helm.sh/resource-policy": "keep"})
 
     def test_no_hook_where_unneeded(self):
         for name, values in (("curve.keys", KEYS), ("curve.existingSecret", {"curve": {"existingSecret": "my-curve"}}),
