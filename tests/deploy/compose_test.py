@@ -340,7 +340,11 @@ class Compose(unittest.TestCase):
             for l in stage["lines"]:
                 if l.startswith("COPY") and "--from" not in l:
                     self.assertNotRegex(l, r"configs/|deploy/|keys|secret", f"{name}: {l}")
-        self.assertIn("scripts/setup.sh --no-build", " ".join(t["build"]["lines"]))
+        # The build stage installs only the build packages (no test toolchain, no npm).
+        self.assertIn("scripts/setup.sh --build-only", " ".join(t["build"]["lines"]))
+        # The chart's CURVE key hook Job runs curl in the CLI image (helm/h3pipe/files/curve-keys.sh).
+        cli_installs = [l for l in t["cli"]["lines"] if "apt-get install" in l]
+        self.assertTrue(cli_installs and " curl" in cli_installs[0], cli_installs)
         self.assertTrue(t["build"]["from"].startswith("${DEBIAN_IMAGE}"))
 
     def test_runtime_packages(self):

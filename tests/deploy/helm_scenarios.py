@@ -52,9 +52,11 @@ POOLS = [
 ]
 TLS = {"redis": {"tls": {"enabled": True, "existingSecret": "h3pipe-redis-tls"}}}
 
-# name -> (release name, values).  "defaults" is values.yaml plus the CURVE keys it cannot have.
+# name -> (release name, values).  "defaults" is values.yaml alone (a plain `helm install`: the
+# CURVE keys come from the hook Job, templates/curve-keys-hook.yaml); "curve-keys" gives them.
 SCENARIOS = {
-    "defaults": ("h3", KEYS),
+    "defaults": ("h3", {}),
+    "curve-keys": ("h3", KEYS),
     "bundled-redis-ephemeral": ("h3", merged(KEYS, {"redis": {"bundled": {"persistence": {"enabled": False}}}})),
     "external-redis": ("h3", merged(KEYS, {"keda": {"enabled": True}, "redis": {
         "passwords": {"sampler": "pw"}, "external": {"enabled": True, "url": "redis://redis.prod.internal:6380"}}})),
@@ -63,19 +65,19 @@ SCENARIOS = {
     "keda": ("h3", merged(KEYS, {"keda": {"enabled": True}})),
     "servicemonitor": ("h3", merged(KEYS, {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}})),
     "redis-tls": ("h3", merged(KEYS, TLS, {"keda": {"enabled": True}})),
-    "sampler-pools": ("h3", merged(KEYS, {
+    "sampler-pools": ("h3", {
         "image": {"registry": "registry.example.com"}, "storage": {"existingClaim": "h3pipe-shared"},
-        "samplerPools": POOLS, "encoder": {"gpus": 2, "sharesGpusWith": "t10x4-a"}, "keda": {"enabled": True}})),
+        "samplerPools": POOLS, "encoder": {"gpus": 2, "sharesGpusWith": "t10x4-a"}, "keda": {"enabled": True}}),
     "existing-secrets": ("h3", {
         "redis": {"existingSecret": "my-redis", "bundled": {"persistence": {"enabled": False}}},
         "curve": {"existingSecret": "my-curve"}}),
     "no-transfer-curve-off": ("h3", {"transfer": {"enabled": False}, "cluster": {"transfer": {"curve": False}}}),
-    "transfer-port": ("h3", merged(KEYS, {"transfer": {"port": 7800}})),
-    "long-release": (LONG_RELEASE, merged(KEYS, TLS, {
+    "transfer-port": ("h3", {"transfer": {"port": 7800}}),
+    "long-release": (LONG_RELEASE, merged(TLS, {
         "keda": {"enabled": True}, "serviceMonitor": {"enabled": True},
         "samplerPools": [dict(POOLS[0], name="a-sampler-pool-name-of-forty-characters-x")],
         "encoder": {"sharesGpusWith": "a-sampler-pool-name-of-forty-characters-x"}})),
-    "release-contains-chart-name": ("prod-h3pipe", KEYS),
+    "release-contains-chart-name": ("prod-h3pipe", {}),
     # Numbers where strings belong (Helm reads every YAML number as float64).
     "numeric-strings": ("h3", merged(KEYS, {"image": {"tag": 2}, "redis": {"passwords": {"sampler": 12345}}})),
 }
@@ -84,7 +86,13 @@ EXTERNAL = {"my-redis", "my-curve", "h3pipe-redis-tls"}
 
 # name -> (release name, values, what the error must say).
 FAILURES = {
-    "no-curve-keys": ("h3", {}, "curve.keys.node292: cluster.transfer.curve is on"),
+    "curve-keys-incomplete": ("h3", {"curve": {"keys": {"node292": KEYS["curve"]["keys"]["node292"]}}},
+                              "curve.keys.node241: curve.keys is given but has no key pair for host node241"),
+    "curve-keys-and-existing-secret": ("h3", merged(KEYS, {"curve": {"existingSecret": "my-curve"}}),
+                                       'curve.existingSecret "my-curve" and curve.keys are both set'),
+    "host-name-not-a-secret-key": ("h3", {"cluster": {"hosts": [
+        {"name": "node292", "address": "10.0.0.1"}, {"name": "node241", "address": "10.0.0.2"},
+        {"name": "gpu/3", "address": "10.0.0.3"}]}}, 'cluster.hosts name "gpu/3"'),
     "release-starts-with-digit": ("3abc", KEYS, "must start with a lowercase letter"),
     "no-sampler-pools": ("h3", merged(KEYS, {"samplerPools": []}), "samplerPools: at least one sampler pool is required"),
     "no-encoder": ("h3", merged(KEYS, {"encoder": {"enabled": False}}), "encoder.enabled: false leaves the cluster without an encode pool"),
@@ -156,3 +164,15 @@ def effective_values(values):
             out[k] = co(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
         return out
     return co(base, values)
+
+
+def hook_secrets(jobs):
+    """Secrets that a pre-install/pre-upgrade hook Job creates before the release's pods exist
+    (the CURVE keys, templates/curve-keys-hook.yaml): name -> the data keys it writes."""
+    out = {}
+    for j in jobs:
+        events = j["metadata"].get("annotations", {}).get("helm.sh/hook", "").split(",")
+        env = {e["name"]: e.get("value") for e in j["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        if {"pre-install", "pre-upgrade"} <= set(events) and "SECRET_NAME" in env:
+            out[env["SECRET_NAME"]] = {f"{h}.{x}" for h in env["HOSTS"].split() for x in ("pub", "key")}
+    return out

@@ -95,6 +95,14 @@ h3pipe.io/pool: {{ .pool }}
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when the CURVE keys come from the chart's hook Job (templates/curve-keys-hook.yaml):
+     the transfer service runs with CURVE, and the values give neither the keys nor a Secret. */}}
+{{- define "h3pipe.curveHook" -}}
+{{- if and .Values.transfer.enabled .Values.cluster.transfer.curve (not .Values.curve.existingSecret) (not .Values.curve.keys) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* The Redis ACL users the chart's Secret holds a password for (configs/redis/users.acl). */}}
 {{- define "h3pipe.redisUsers" -}}
 encoder sampler decoder transfer operator keda admin

@@ -39,11 +39,24 @@
 {{- fail (printf "%s: host %q is not a host of cluster.hosts (%s)" $p.what $p.host (join ", " $hosts)) -}}
 {{- end -}}
 {{- end -}}
-{{- if and .Values.transfer.enabled .Values.cluster.transfer.curve (not .Values.curve.existingSecret) -}}
+{{- if and .Values.curve.existingSecret .Values.curve.keys -}}
+{{- fail (printf "curve.existingSecret %q and curve.keys are both set: the transfer pods mount one Secret; give the keys in your Secret, or drop curve.existingSecret to have the chart render curve.keys" .Values.curve.existingSecret) -}}
+{{- end -}}
+{{- if and .Values.transfer.enabled .Values.cluster.transfer.curve -}}
+{{- range $h := $hosts -}}
+{{- /* The Secret's keys are <host>.pub and <host>.key: Secret data keys are [-._a-zA-Z0-9]+. */ -}}
+{{- if not (regexMatch "^[-._a-zA-Z0-9]+$" (toString $h)) -}}
+{{- fail (printf "cluster.hosts name %q: the CURVE Secret holds <host>.pub and <host>.key, and Secret keys may hold only letters, digits, '-', '_' and '.'" (toString $h)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* curve.keys, when given, is the whole Secret the chart renders: no hook fills the gaps, so
+       every host needs its pair there (without curve.keys the hook Job makes every pair). */ -}}
+{{- if .Values.curve.keys -}}
 {{- range $h := $hosts -}}
 {{- $k := index $.Values.curve.keys $h -}}
 {{- if not (and $k $k.public $k.secret) -}}
-{{- fail (printf "curve.keys.%s: cluster.transfer.curve is on, so the transfer service of every host needs its CURVE key pair: give curve.keys.<host>.{public,secret} for %s (h3pipe keygen), or curve.existingSecret (a Secret with <host>.pub and <host>.key), or set cluster.transfer.curve=false" $h (join ", " $hosts)) -}}
+{{- fail (printf "curve.keys.%s: curve.keys is given but has no key pair for host %s: give curve.keys.<host>.{public,secret} for every host (%s; h3pipe keygen), or leave curve.keys empty and the chart's hook Job generates them in the cluster" $h $h (join ", " $hosts)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
