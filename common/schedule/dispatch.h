@@ -172,7 +172,7 @@ struct Lookahead {
 // polls first).  The model covers the first kRolloutTasks tasks; O(idle pools * (tasks * pools^2
 // + tasks * decoders)).
 inline constexpr std::size_t kRolloutTasks = 256;
-inline constexpr double kRolloutTieBand = 0.02;
+inline constexpr double kRolloutTieBand = 0.005;
 bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
                   std::size_t ready_tasks, const Lookahead& la);
 
