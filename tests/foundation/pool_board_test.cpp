@@ -33,6 +33,13 @@ Result<pb::Heartbeat> stored(queue::Redis& r, const std::string& pool) {
   return worker::decode_heartbeat(pool, queue::reply_str(v->get()));
 }
 
+// The encode and sample streams and their groups, as ingest and the workers make them.
+bool make_groups(queue::Redis& r) {
+  for (const char* stage : {"encode", "sample"})
+    if (!r.command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok()) return false;
+  return true;
+}
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -76,9 +83,8 @@ TEST(PoolBoard, ThePolicyReadsTheOtherPoolsHeartbeatAndSkipsGarbage) {
   auto c = cluster(srv.port());
   auto r = srv.connect();
   ASSERT_TRUE(r.ok());
-  // One sample task queued (the groups exist, as ingest and the workers make them; nothing claimed).
-  for (const char* stage : {"encode", "sample"})
-    ASSERT_TRUE((*r)->command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok());
+  // One sample task queued (nothing claimed).
+  ASSERT_TRUE(make_groups(**r));
   ASSERT_TRUE((*r)->command({"XADD", keys::stream("sample"), "*", "task", "t"}).ok());
   auto fast = worker::PoolBoard::create(c, *c.find_pool("s1"), srv.address());
   auto slow = worker::PoolBoard::create(c, *c.find_pool("s2"), srv.address());
@@ -133,8 +139,7 @@ TEST(PoolBoard, TheClaimDecisionUsesTheClassOfTheNextQueuedTask) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto r = srv.connect();
   ASSERT_TRUE(r.ok());
-  for (const char* stage : {"encode", "sample"})
-    ASSERT_TRUE((*r)->command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok());
+  ASSERT_TRUE(make_groups(**r));
   auto s1 = worker::PoolBoard::create(*c, *c->find_pool("s1"), srv.address());
   auto s2 = worker::PoolBoard::create(*c, *c->find_pool("s2"), srv.address());
   ASSERT_TRUE(s1.ok() && s2.ok());
@@ -164,8 +169,7 @@ TEST(PoolBoard, AnIdlePoolWakesWhenATaskArrives) {
   auto c = cluster(srv.port());
   auto r = srv.connect();
   ASSERT_TRUE(r.ok());
-  for (const char* stage : {"encode", "sample"})
-    ASSERT_TRUE((*r)->command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok());
+  ASSERT_TRUE(make_groups(**r));
   auto fast = worker::PoolBoard::create(c, *c.find_pool("s1"), srv.address());
   auto slow = worker::PoolBoard::create(c, *c.find_pool("s2"), srv.address());
   ASSERT_TRUE(fast.ok() && slow.ok());
