@@ -58,4 +58,23 @@ void conv_transpose1d(Exec& ex, const ConvW& cw, int k, int stride, int pad, con
 
 void silu_all(Exec& ex, float* x, std::size_t n);
 
+// Causal taps {f-2, f-1, f} over (cache frames ++ current frames): 3 pointers per current frame,
+// nullptr before the first frame.  `cache` is any sequence of frame buffers with data() (host
+// vectors on the CPU, device buffers in common/model/cuda).
+template <class Cache>
+std::vector<const float*> causal_taps(const Cache& cache, const float* cur, int frames,
+                                      std::size_t frame_elems) {
+  std::vector<const float*> all;
+  for (const auto& v : cache) all.push_back(v.data());
+  const int pre = static_cast<int>(all.size());
+  for (int f = 0; f < frames; ++f) all.push_back(cur + f * frame_elems);
+  std::vector<const float*> taps;
+  for (int f = 0; f < frames; ++f)
+    for (int dt = -2; dt <= 0; ++dt) {
+      const int idx = pre + f + dt;
+      taps.push_back(idx >= 0 ? all[static_cast<std::size_t>(idx)] : nullptr);
+    }
+  return taps;
+}
+
 }  // namespace h3pipe::model

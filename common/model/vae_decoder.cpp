@@ -191,22 +191,6 @@ float ramp(int v, int a, int b, int n, int bw) {
   return std::clamp(w, 0.0f, 1.0f);
 }
 
-// Causal taps {f-2, f-1, f} over (cache frames ++ current frames).
-std::vector<const float*> causal_taps(const std::deque<std::vector<float>>& cache, const float* cur,
-                                      int frames, std::size_t frame_elems) {
-  std::vector<const float*> all;
-  for (const auto& v : cache) all.push_back(v.data());
-  const int pre = static_cast<int>(all.size());
-  for (int f = 0; f < frames; ++f) all.push_back(cur + f * frame_elems);
-  std::vector<const float*> taps;
-  for (int f = 0; f < frames; ++f)
-    for (int dt = -2; dt <= 0; ++dt) {
-      const int idx = pre + f + dt;
-      taps.push_back(idx >= 0 ? all[static_cast<std::size_t>(idx)] : nullptr);
-    }
-  return taps;
-}
-
 void push_cache(std::deque<std::vector<float>>& cache, const float* cur, int frames,
                 std::size_t elems) {
   for (int f = std::max(0, frames - 2); f < frames; ++f) {

@@ -40,21 +40,6 @@ struct TileGpu {
   int ew() const { return ex1 - ex0; }
 };
 
-std::vector<const float*> causal_taps(const std::deque<Buf<float>>& cache, const float* cur,
-                                      int frames, std::size_t elems) {
-  std::vector<const float*> all;
-  for (const auto& v : cache) all.push_back(v.data());
-  const int pre = static_cast<int>(all.size());
-  for (int f = 0; f < frames; ++f) all.push_back(cur + f * elems);
-  std::vector<const float*> taps;
-  for (int f = 0; f < frames; ++f)
-    for (int dt = -2; dt <= 0; ++dt) {
-      const int idx = pre + f + dt;
-      taps.push_back(idx >= 0 ? all[static_cast<std::size_t>(idx)] : nullptr);
-    }
-  return taps;
-}
-
 void push_cache(Ctx& ctx, std::deque<Buf<float>>& cache, const float* cur, int frames,
                 std::size_t elems) {
   // The frames leaving the cache may still be read by queued kernels (the taps just taken).
