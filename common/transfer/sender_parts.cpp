@@ -1,5 +1,6 @@
 #include "common/transfer/sender_parts.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "common/artifacts/artifacts.h"
@@ -39,12 +40,19 @@ Status open_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, const 
   c.server_key = p.o.server_key;
   auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
   H3_TRY(configure_client(*sock, c, 0, 64, opts.heartbeat_ms, opts.dead_after_ms));
-  const std::string mon_ep =
-      fmt::format("inproc://h3xfer-mon-{}-{}-{}", owner, p.index, ++p.generation);
-  zmq_socket_monitor(sock->handle(), mon_ep.c_str(),
-                     ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+  // The monitor's inproc name must never repeat in this process: a closed monitor socket
+  // releases its name only when libzmq's reaper gets to it, so a sender restarted at the same
+  // address (the heap reuses it) once bound a name still held, lost every event, and never saw
+  // the handshake.  A process-wide counter makes each name new.
+  static std::atomic<std::uint64_t> monitors{0};
+  const std::string mon_ep = fmt::format("inproc://h3xfer-mon-{}-{}-{}", owner, p.index,
+                                         monitors.fetch_add(1, std::memory_order_relaxed));
+  if (zmq_socket_monitor(sock->handle(), mon_ep.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
+    return make_error(errc::transfer::kSocket, "monitoring the socket to {}: {}", p.o.endpoint,
+                      zmq_strerror(zmq_errno()));
   auto mon = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pair);
   try {
     mon->set(zmq::sockopt::linger, 0);

@@ -39,7 +39,7 @@ enum class St { kIdle, kOffered, kStreaming, kAwaitDone };
 struct Peer {
   PeerOptions o;
   std::unique_ptr<zmq::socket_t> sock, mon;
-  int index = 0, generation = 0;
+  int index = 0;
   bool connected = false, refused_logged = false;
   Clock::time_point last_rx, next_ping, reconnect_at;
   int backoff_ms = 0;

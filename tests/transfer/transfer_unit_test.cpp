@@ -386,6 +386,20 @@ TEST_F(Loopback, AlreadyCompleteSendsNothingAndNotifiesOnce) {
   EXPECT_EQ(durable_calls(), 1);
 }
 
+// A sender restarted in the same process (the heap often hands the new one the old one's
+// address) must see its handshake every time: its socket monitor once took an inproc name the
+// closed monitor still held, lost every event, and never sent (a CI failure of the test above).
+TEST_F(Loopback, ASenderRestartedAgainAndAgainConnectsEachTime) {
+  start_receiver(receiver_options());
+  for (int i = 0; i < 12; ++i) {
+    start_sender(sender_options(keys_.client));
+    sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j" + std::to_string(i), 1000, "B"));
+    ASSERT_TRUE(wait_until([&] { return sent_count() == static_cast<std::size_t>(i + 1); }, 10s))
+        << "restart " << i << " never delivered";
+    sender_.reset();
+  }
+}
+
 TEST_F(Loopback, FailedEnqueueIsRetriedUntilItSucceeds) {
   fail_durable_ = 1;
   start_receiver(receiver_options());
