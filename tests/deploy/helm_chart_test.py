@@ -198,8 +198,12 @@ class ChartTest(unittest.TestCase):
             md = trig["metadata"]
             self.assertEqual(trig["type"], "redis-streams")
             self.assertTrue(md["stream"].startswith("h3pipe:stream:"))
-            self.assertEqual(md["consumerGroup"], md["stream"].split(":")[-1].split("@")[0])
-            self.assertTrue(str(md["pendingEntriesCount"]).isdigit())
+            # KEDA's XLEN mode (the backlog: an acked task leaves its stream) is the one it picks
+            # when no consumerGroup is named; with one it counts the pending entries, the running
+            # tasks, at most one per replica: never a reason to add one (keda_backlog_test).
+            self.assertNotIn("consumerGroup", md)
+            self.assertNotIn("pendingEntriesCount", md)
+            self.assertRegex(str(md["streamLength"]), r"^[1-9]\d*$")
             self.assertIn(trig["authenticationRef"]["name"], auths)
             self.assertRegex(md["address"], r"^[a-z0-9.-]+:\d+$")
             if not v["redis"]["external"]["enabled"]:
@@ -217,12 +221,26 @@ class ChartTest(unittest.TestCase):
             self.assertNotIn("replicas", target["spec"], f"{target['metadata']['name']}: replicas set while a ScaledObject owns them")
         if v["keda"]["enabled"]:
             scaled = {so["spec"]["scaleTargetRef"]["name"] for so in r.kind("ScaledObject")}
+            grouped = self.gpu_grouped_pools(r)
             for d in r.kind("Deployment"):
-                if component(d) in ("sampler", "decoder"):
+                if component(d) not in ("sampler", "decoder"):
+                    continue
+                pool = d["spec"]["template"]["metadata"]["labels"]["h3pipe.io/pool"]
+                if pool in grouped:
+                    # Its stages take turns on the group's GPU lease: replicas would only wait.
+                    self.assertNotIn(d["metadata"]["name"], scaled, f"{pool} is in a GPU group")
+                    self.assertIn("replicas", d["spec"])
+                else:
                     self.assertIn(d["metadata"]["name"], scaled)
         else:
             for d in r.kind("Deployment"):
                 self.assertIn("replicas", d["spec"])
+
+    def gpu_grouped_pools(self, r):
+        """Pools of cluster.json in a GPU group: they name another's GPUs or another names theirs."""
+        cluster = json.loads(r.get("ConfigMap", f"{self.fullname(r)}-config")["data"]["cluster.json"])
+        named = {p.get("shares_gpus_with") for p in cluster["pools"]} - {None, ""}
+        return {p["name"] for p in cluster["pools"] if p.get("shares_gpus_with") or p["name"] in named}
 
     def check_tls(self, r):
         """Each pod mounts only its side of the TLS Secret, and what its stunnel.conf names."""
@@ -407,14 +425,22 @@ class ChartTest(unittest.TestCase):
     def test_external_redis(self):
         r = Rendered("external-redis")
         self.assertNotIn("StatefulSet", r.by, "external Redis: no bundled StatefulSet")
-        self.assertEqual(len(r.kind("ScaledObject")), 2)
+        self.assertEqual(len(r.kind("ScaledObject")), 1, "the decoder (the sampler shares the encoder's GPUs)")
         self.assertEqual(base64.b64decode(r.get("Secret", "h3-h3pipe-redis")["data"]["redis-sampler.password"]), b"pw")
+
+    def test_keda_scales_the_pools_replicas_can_speed_up(self):
+        def scaled(name):
+            return sorted(so["spec"]["scaleTargetRef"]["name"] for so in Rendered(name).kind("ScaledObject"))
+        # values.yaml: the encoder shares the T10s of t10x4-sample (the seeds' node292).
+        self.assertEqual(scaled("keda"), ["h3-h3pipe-decoder-3080ti-decode"])
+        # t10x4-a is the encoder's group; the other two pools and the decoder are free to grow.
+        self.assertEqual(scaled("sampler-pools"), ["h3-h3pipe-decoder-3080ti-decode", "h3-h3pipe-sampler-cpu-c",
+                                                   "h3-h3pipe-sampler-t10x2-b"])
 
     def test_sampler_pools(self):
         r = Rendered("sampler-pools")
         self.assertEqual(sorted(d["metadata"]["name"] for d in r.kind("Deployment") if component(d) == "sampler"),
                          sorted(f"h3-h3pipe-sampler-{p['name']}" for p in POOLS))
-        self.assertEqual(len(r.kind("ScaledObject")), len(POOLS) + 1)
         images = {c["image"] for w in r.workloads for c in pod_spec(w)["containers"]}
         self.assertIn("registry.example.com/h3pipe/sampler:0.1.0", images)
         cpu = r.get("Deployment", "h3-h3pipe-sampler-cpu-c")

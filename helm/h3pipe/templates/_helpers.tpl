@@ -272,3 +272,18 @@ readinessProbe:
 {{- if .v.runtime -}}{{- $_ := set $p "runtime" .v.runtime -}}{{- end -}}
 {{- toJson $p -}}
 {{- end -}}
+
+{{/*
+"true" when the pool NAME (its own sharesGpusWith: SHARES) is in a GPU group: it names another
+pool's GPUs, or another pool names its.  The group's stages take turns on one GPU lease
+(h3pipe:gpu:<group>), so extra replicas of such a pool only wait for it: KEDA leaves it alone.
+Call with (dict "root" $ "name" NAME "shares" SHARES).
+*/}}
+{{- define "h3pipe.inGpuGroup" -}}
+{{- $v := .root.Values -}}
+{{- $named := list -}}
+{{- if $v.encoder.enabled }}{{ $named = append $named $v.encoder.sharesGpusWith }}{{ end -}}
+{{- range $s := $v.samplerPools }}{{ $named = append $named $s.sharesGpusWith }}{{ end -}}
+{{- if $v.decoder.enabled }}{{ $named = append $named $v.decoder.sharesGpusWith }}{{ end -}}
+{{- if or .shares (has .name $named) }}true{{ end -}}
+{{- end -}}

@@ -14,8 +14,10 @@ metadata:
     {{- include "h3pipe.componentLabels" $sel | nindent 4 }}
 spec:
   {{- /* With keda.enabled a ScaledObject owns the replica count of the sampler and decoder
-         Deployments: a replicas field here would reset it at every helm upgrade. */}}
-  {{- if not (and $root.Values.keda.enabled (has .component (list "sampler" "decoder"))) }}
+         Deployments (not of a pool in a GPU group: h3pipe.inGpuGroup): a replicas field here
+         would reset it at every helm upgrade. */}}
+  {{- if not (and $root.Values.keda.enabled (has .component (list "sampler" "decoder"))
+                  (not (include "h3pipe.inGpuGroup" (dict "root" $root "name" .pool "shares" .v.sharesGpusWith)))) }}
   replicas: {{ .v.replicas }}
   {{- end }}
   strategy:
