@@ -21,19 +21,24 @@ fs::path bin_dir() {
 
 // Every command loads its config here: parsed, and every runtime's settings checked as the
 // services will (runtime/settings_check.h), so a command and the stack agree on what is valid.
+// --state-dir is the state dir, also over a config that names one.
 Result<config::Cluster> load_cluster(const Global& g) {
   if (!g.state_dir.empty()) ::setenv("H3PIPE_STATE", g.state_dir.c_str(), 1);
-  if (!g.config_file.empty()) return runtime::load_config(g.config_file);
-  auto def = config::embedded_default();
-  if (!def.ok()) return def;
-  // The running stack may have been started with another config: use that one.
-  if (auto st = supervisor::running(*def)) {
-    std::string cfg = (*st).value("config", "");
-    if (!cfg.empty()) return runtime::load_config(cfg);
-  }
-  if (auto s = runtime::check_settings(*def, runtime::SettingsScope::kConfig); !s.ok())
-    return make_error(errc::config::kInvalid, "the embedded config:\n{}", s.error().message);
-  return def;
+  auto c = [&]() -> Result<config::Cluster> {
+    if (!g.config_file.empty()) return runtime::load_config(g.config_file);
+    auto def = config::embedded_default();
+    if (!def.ok()) return def;
+    // The running stack may have been started with another config: use that one.
+    if (auto st = supervisor::running(*def)) {
+      std::string cfg = (*st).value("config", "");
+      if (!cfg.empty()) return runtime::load_config(cfg);
+    }
+    if (auto s = runtime::check_settings(*def, runtime::SettingsScope::kConfig); !s.ok())
+      return make_error(errc::config::kInvalid, "the embedded config:\n{}", s.error().message);
+    return def;
+  }();
+  if (c.ok() && !g.state_dir.empty()) config::override_state_dir(*c, g.state_dir);
+  return c;
 }
 
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c) {

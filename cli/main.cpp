@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   Global g;
   app.add_option("--config", g.config_file, "cluster config JSON (default: the running stack's, else the embedded local config)");
   app.add_option("--redis", g.redis, "HOST:PORT of Redis (default: the running local stack's)");
-  app.add_option("--state-dir", g.state_dir, "state dir (default: $H3PIPE_STATE or ./.state)");
+  app.add_option("--state-dir", g.state_dir, "state dir, over the config's state_dir (default: the config's, else $H3PIPE_STATE, else ./.state)");
 
   std::string run_id, batch, host;
   bool background = false, json = false;

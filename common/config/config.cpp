@@ -22,8 +22,10 @@ std::optional<StageKind> parse_stage(const std::string& s) {
   return std::nullopt;
 }
 
+// Absolute: redis-server changes into its data dir before it reads its ACL file, so a relative
+// state dir (`--state-dir st`) once left it looking for st/redis/users.acl under st/redis.
 fs::path default_state_dir() {
-  if (const char* s = std::getenv("H3PIPE_STATE"); s && *s) return fs::path(s);
+  if (const char* s = std::getenv("H3PIPE_STATE"); s && *s) return fs::absolute(s).lexically_normal();
   return fs::current_path() / ".state";
 }
 
@@ -504,7 +506,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
   r.finish();
   if (!e.empty()) return make_error(errc::config::kInvalid, "{}", e.joined());
 
-  fs::path sd = state_dir.empty() ? default_state_dir() : resolve(base_dir, state_dir);
+  fs::path sd = state_dir.empty() ? default_state_dir() : resolve(base_dir, state_dir).lexically_normal();
   c.state_dir = sd;
   c.artifact_root = artifact_root.empty() ? sd / "artifacts" : resolve(base_dir, artifact_root);
   c.output_root = output_root.empty() ? sd / "outputs" : resolve(base_dir, output_root);
@@ -523,6 +525,14 @@ Result<Cluster> load_file(const fs::path& file) {
   auto c = parse(*j, fs::absolute(file).parent_path());
   if (!c.ok()) return make_error(errc::config::kInvalid, "{}:\n{}", file.string(), c.error().message);
   return c;
+}
+
+void override_state_dir(Cluster& c, const fs::path& dir) {
+  const fs::path sd = fs::absolute(dir).lexically_normal();
+  if (c.artifact_root == c.state_dir / "artifacts") c.artifact_root = sd / "artifacts";
+  if (c.output_root == c.state_dir / "outputs") c.output_root = sd / "outputs";
+  if (c.limits.input_roots == std::vector<fs::path>{c.state_dir / "inputs"}) c.limits.input_roots = {sd / "inputs"};
+  c.state_dir = sd;
 }
 
 std::string embedded_default_text() { return std::string(kEmbeddedDefaultConfig); }

@@ -170,6 +170,11 @@ struct Cluster {
 Result<Cluster> load_file(const std::filesystem::path& file);
 Result<Cluster> parse(const nlohmann::json& j, const std::filesystem::path& base_dir);
 
+// A --state-dir flag: the state dir is DIR (made absolute), whatever the config names; the
+// artifact, output and input roots the config left at their defaults under the state dir move
+// with it.
+void override_state_dir(Cluster& c, const std::filesystem::path& dir);
+
 // The embedded default (configs/local.json compiled in): one host, encoder, one sampler pool,
 // decoder, builtin runtime.
 Result<Cluster> embedded_default();

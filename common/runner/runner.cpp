@@ -127,6 +127,7 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
     logger().critical("invalid config:\n{}", cluster.error().message);
     return 2;
   }
+  if (!state_dir.empty()) config::override_state_dir(*cluster, state_dir);
   Context ctx;
   ctx.cluster = std::move(cluster.value());
   if (host.empty()) {

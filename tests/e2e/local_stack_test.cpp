@@ -520,3 +520,43 @@ TEST(LocalStack, AnEncoderAndASamplerSharingGpusNeverRunAtOnce) {
   for (std::size_t i = 1; i < gpu_busy.size(); ++i)
     EXPECT_LE(gpu_busy[i - 1].second, gpu_busy[i].first) << "overlap at " << i;
 }
+
+// `--state-dir` is the state dir, relative or not, also over a config that names another one
+// (the flag was only the default for a config naming none); so is a relative $H3PIPE_STATE for
+// a config naming none.  A relative one used to stop `start`: redis-server changes into its data
+// dir before it reads its ACL file, so it looked for st/redis/users.acl under st/redis.
+TEST(LocalStack, ARelativeStateDirRunsTheStackThereAndTheFlagBeatsTheConfig) {
+  ts::TempDir dir;
+  json cfg = json::parse(R"({
+    "name": "rel", "state_dir": "elsewhere",
+    "queue": {"lease_ms": 1500, "renew_ms": 300, "sweep_ms": 200, "max_deliveries": 3, "block_ms": 50},
+    "hosts": [{"name": "local"}],
+    "pools": [
+      {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+      {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.05}}},
+      {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.02}}}
+    ]})");
+  std::ofstream(dir.path() / "named.json") << cfg.dump(2);
+  cfg.erase("state_dir");
+  std::ofstream(dir.path() / "unnamed.json") << cfg.dump(2);
+  std::ofstream(dir.path() / "batch.jsonl") << batch(2);
+  auto mp4s_under = [&](const std::string& sd) {
+    std::size_t n = 0;
+    if (fs::exists(dir.path() / sd / "outputs"))
+      for (const auto& e : fs::recursive_directory_iterator(dir.path() / sd / "outputs"))
+        n += e.path().extension() == ".mp4";
+    return n;
+  };
+  for (const auto& [how, sd] : {std::pair{"--config named.json --state-dir st", "st"},
+                                 std::pair{"--config unnamed.json", "st-env"}}) {
+    SCOPED_TRACE(how);
+    const std::string cli = "cd " + dir.path().string() + " && H3PIPE_STATE=st-env " + ts::bin("h3pipe") + " " + how;
+    auto [rc, out] = ts::sh(cli + " start 2>&1");
+    ASSERT_EQ(rc, 0) << out;
+    std::tie(rc, out) = ts::sh(cli + " run batch.jsonl 2>&1");
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(ts::sh(cli + " stop 2>&1").first, 0);
+    EXPECT_EQ(mp4s_under(sd), 2u) << out;
+  }
+  EXPECT_FALSE(fs::exists(dir.path() / "elsewhere")) << "the flag is the state dir, not the config's";
+}
