@@ -1,20 +1,18 @@
+// TransferReceiver and its receive loop (receiver_impl.h): the ROUTER socket with CURVE and ZAP,
+// the loop, reading and dispatching frames, sending replies, and expiring the sessions of
+// senders gone silent.  One transfer's protocol is in receiver_session.cpp.
 #include "common/transfer/receiver.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <deque>
-#include <map>
-#include <set>
 #include <zmq_addon.hpp>
 
-#include "common/artifacts/artifacts.h"
-#include "common/core/sha256.h"
 #include "common/logging/log.h"
-#include "common/transfer/disk.h"
 #include "common/transfer/frames.h"
+#include "common/transfer/receiver_impl.h"
+#include "common/transfer/wire.h"
 #include "common/transfer/zap.h"
 
 namespace {
@@ -29,576 +27,161 @@ spdlog::logger& logger() {
 
 namespace h3pipe::transfer {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
-namespace {
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
+TransferReceiver::Impl::Impl(zmq::context_t& ctx, ReceiverOptions o, OnDurable cb,
+                             TransferProbe& probe)
+    : ctx_(ctx),
+      opts_(std::move(o)),
+      on_durable_(std::move(cb)),
+      probe_(probe),
+      sock_(ctx, zmq::socket_type::router),
+      stop_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (opts_.checkpoint_chunks == 0) opts_.checkpoint_chunks = std::max(1u, opts_.window / 4);
 }
 
-}  // namespace
+TransferReceiver::Impl::~Impl() {
+  ::close(stop_fd_);
+}
 
-struct Session {
-  std::string key;      // run/job
-  std::string routing;  // ZeroMQ routing id of the sender
-  std::uint64_t tid = 0;
-  pb::Offer offer;
-  fs::path final_path;
-  enum class Phase { kOpening, kReceiving, kCommitting } phase = Phase::kOpening;
-  std::shared_ptr<PartFile> file;
-  Sha256 hasher;
-  std::uint64_t received = 0, durable = 0, writeback_at = 0, have = 0;
-  bool checkpointing = false;
-  bool eager_ok = false;  // takes the chunks sent with the offer (fresh start, span fits)
-  // Set once the last byte is in: a checkpoint still queued on the I/O thread then has nothing
-  // to add to the commit behind it, and is skipped.
-  std::shared_ptr<std::atomic<bool>> finishing = std::make_shared<std::atomic<bool>>(false);
-  Clock::time_point started = Clock::now(), first_byte, last_byte, committed;
-  // Chunks that arrived before the I/O thread created the file (fresh offers; at most a window).
-  std::deque<std::pair<std::uint64_t, zmq::message_t>> pending;
-};
-
-class TransferReceiver::Impl {
- public:
-  Impl(zmq::context_t& ctx, ReceiverOptions o, OnDurable cb, TransferProbe& probe)
-      : ctx_(ctx),
-        opts_(std::move(o)),
-        on_durable_(std::move(cb)),
-        probe_(probe),
-        sock_(ctx, zmq::socket_type::router),
-        stop_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    if (opts_.checkpoint_chunks == 0) opts_.checkpoint_chunks = std::max(1u, opts_.window / 4);
+Result<std::string> TransferReceiver::Impl::bind() {
+  if (opts_.curve.enabled) {
+    auto zap =
+        ZapHandler::start(ctx_, opts_.curve.zap_domain, opts_.curve.allowed_clients,
+                          [this](const std::string& key, const std::string& addr, bool ok) {
+                            if (!ok) {
+                              probe_.auth_refused();
+                              logger().warn("transfer receiver: refused client key {} from {}",
+                                            key.empty() ? "(none)" : key, addr);
+                            }
+                          });
+    if (!zap.ok()) return zap.error();
+    zap_ = std::move(*zap);
   }
-  ~Impl() { ::close(stop_fd_); }
+  H3_TRY(configure_server(sock_, opts_.curve, opts_.chunk_bytes, opts_.window, opts_.heartbeat_ms,
+                          opts_.dead_after_ms));
+  try {
+    sock_.bind(opts_.bind_endpoint);
+  } catch (const zmq::error_t& e) {
+    return make_error(errc::transfer::kBind, "cannot bind {}: {}", opts_.bind_endpoint, e.what());
+  }
+  return sock_.get(zmq::sockopt::last_endpoint);
+}
 
-  Result<std::string> bind() {
-    if (opts_.curve.enabled) {
-      auto zap =
-          ZapHandler::start(ctx_, opts_.curve.zap_domain, opts_.curve.allowed_clients,
-                            [this](const std::string& key, const std::string& addr, bool ok) {
-                              if (!ok) {
-                                probe_.auth_refused();
-                                logger().warn("transfer receiver: refused client key {} from {}",
-                                             key.empty() ? "(none)" : key, addr);
-                              }
-                            });
-      if (!zap.ok()) return zap.error();
-      zap_ = std::move(*zap);
-    }
-    H3_TRY(configure_server(sock_, opts_.curve, opts_.chunk_bytes, opts_.window, opts_.heartbeat_ms,
-                            opts_.dead_after_ms));
+void TransferReceiver::Impl::request_stop() {
+  std::uint64_t one = 1;
+  (void)!::write(stop_fd_, &one, sizeof one);
+}
+
+void TransferReceiver::Impl::loop() {
+  for (;;) {
+    zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, io_.event_fd(), ZMQ_POLLIN, 0},
+                               {nullptr, stop_fd_, ZMQ_POLLIN, 0}};
     try {
-      sock_.bind(opts_.bind_endpoint);
+      zmq::poll(items, 3, std::chrono::milliseconds(opts_.heartbeat_ms));
     } catch (const zmq::error_t& e) {
-      return make_error(errc::transfer::kBind, "cannot bind {}: {}", opts_.bind_endpoint, e.what());
+      if (e.num() == ETERM) break;
+      continue;
     }
-    return sock_.get(zmq::sockopt::last_endpoint);
+    if (items[2].revents & ZMQ_POLLIN) break;
+    if (items[1].revents & ZMQ_POLLIN) io_.drain();
+    if (items[0].revents & ZMQ_POLLIN) read_frames();
+    expire_sessions();
   }
-
-  void request_stop() {
-    std::uint64_t one = 1;
-    (void)!::write(stop_fd_, &one, sizeof one);
+  // Keep what was received for the next start: checkpoint every open session.
+  for (auto& [key, s] : sessions_) flush(*s);
+  while (io_.pending() > 0) {
+    zmq::pollitem_t it{nullptr, io_.event_fd(), ZMQ_POLLIN, 0};
+    zmq::poll(&it, 1, std::chrono::milliseconds(100));
+    io_.drain();
   }
-  long long zap_refused() const { return zap_ ? zap_->refused() : 0; }
+}
 
-  void loop() {
-    for (;;) {
-      zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, io_.event_fd(), ZMQ_POLLIN, 0},
-                                 {nullptr, stop_fd_, ZMQ_POLLIN, 0}};
-      try {
-        zmq::poll(items, 3, std::chrono::milliseconds(opts_.heartbeat_ms));
-      } catch (const zmq::error_t& e) {
-        if (e.num() == ETERM) break;
-        continue;
-      }
-      if (items[2].revents & ZMQ_POLLIN) break;
-      if (items[1].revents & ZMQ_POLLIN) io_.drain();
-      if (items[0].revents & ZMQ_POLLIN) read_frames();
-      expire_sessions();
-    }
-    // Keep what was received for the next start: checkpoint every open session.
-    for (auto& [key, s] : sessions_) flush(*s);
-    while (io_.pending() > 0) {
-      zmq::pollitem_t it{nullptr, io_.event_fd(), ZMQ_POLLIN, 0};
-      zmq::poll(&it, 1, std::chrono::milliseconds(100));
-      io_.drain();
-    }
-  }
-
- private:
-  void read_frames() {
-    for (int budget = 0; budget < 256; ++budget) {
-      std::vector<zmq::message_t> parts;
-      try {
-        if (!zmq::recv_multipart(sock_, std::back_inserter(parts), zmq::recv_flags::dontwait))
-          return;
-      } catch (const zmq::error_t&) {
-        return;
-      }
-      // [routing id, frame] or, for a chunk, [routing id, frame, bytes]
-      std::vector<std::string_view> views;
-      for (const auto& p : parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
-      auto f = parse_frame(Reader::kReceiver, views);
-      if (!f.ok() && f.error().code == errc::transfer::kFrameParts) {
-        probe_.protocol_error();
-        continue;
-      }
-      std::string routing = parts[0].to_string();
-      last_rx_[routing] = Clock::now();
-      if (!f.ok()) {
-        probe_.protocol_error();
-        if (f.error().code != errc::transfer::kFrameNoData)
-          logger().warn("transfer receiver: {}", f.error().message);
-        continue;
-      }
-      switch (f->body_case()) {
-        case pb::TransferFrame::kPing: {
-          pb::TransferFrame r;
-          r.mutable_pong()->set_unix_ms(f->ping().unix_ms());
-          send(routing, r);
-          break;
-        }
-        case pb::TransferFrame::kOffer:
-          on_offer(routing, f->offer());
-          break;
-        default:  // kChunk, with its bytes (parse_frame admits nothing else)
-          on_chunk(routing, f->chunk(), parts[2]);
-      }
-    }
-  }
-
-  void send(const std::string& routing, const pb::TransferFrame& f) {
+void TransferReceiver::Impl::read_frames() {
+  for (int budget = 0; budget < 256; ++budget) {
+    std::vector<zmq::message_t> parts;
     try {
-      zmq::message_t id(routing.data(), routing.size());
-      if (!sock_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
-      (void)sock_.send(encode(f), zmq::send_flags::dontwait);
+      if (!zmq::recv_multipart(sock_, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
     } catch (const zmq::error_t&) {
-      // EHOSTUNREACH: the sender went away; it re-offers when it comes back.
+      return;
     }
-  }
-
-  void send_done(const std::string& routing, const pb::Offer& o, std::uint64_t tid, bool ok,
-                 std::string_view code, const std::string& reason, bool retry) {
-    pb::TransferFrame f;
-    auto* d = f.mutable_done();
-    d->set_job_id(o.job_id());
-    d->set_transfer_id(tid);
-    d->set_ok(ok);
-    d->set_sha256(ok ? o.sha256() : "");
-    d->set_code(std::string(code));
-    d->set_reason(reason);
-    d->set_retry(retry);
-    send(routing, f);
-  }
-
-  void on_offer(const std::string& routing, const pb::Offer& o) {
-    auto final_path = resolve_offer(o, opts_.root, opts_.max_file_bytes);
-    if (!final_path.ok()) {
+    // [routing id, frame] or, for a chunk, [routing id, frame, bytes]
+    std::vector<std::string_view> views;
+    for (const auto& p : parts) views.emplace_back(static_cast<const char*>(p.data()), p.size());
+    auto f = parse_frame(Reader::kReceiver, views);
+    if (!f.ok() && f.error().code == errc::transfer::kFrameParts) {
       probe_.protocol_error();
-      logger().warn("transfer receiver: run={} job={} offer refused: {}", o.run_id(), o.job_id(),
-                   final_path.error().message);
-      send_done(routing, o, o.transfer_id(), false, final_path.error().code,
-                final_path.error().message, false);
-      return;
+      continue;
     }
-    const std::string key = o.run_id() + "/" + o.job_id();
-    bool replaced = false;
-    if (auto it = sessions_.find(key); it != sessions_.end()) {
-      if (it->second->tid == o.transfer_id() && it->second->routing == routing)
-        return;                         // duplicate
-      close_session(it->second.get());  // superseded (sender restarted or re-offered)
-      replaced = true;
-    }
-    // Fast path: nothing of this latent on disk and no earlier session, so the resume point is 0
-    // without waiting for the disk; the I/O thread creates the file while the first chunks arrive
-    // (they wait in memory, at most one window).
-    std::error_code ec;
-    const bool fresh = !replaced && !fs::exists(PartFile::paths_for(*final_path).state, ec) &&
-                       !fs::exists(*final_path, ec);
-    auto s = std::make_unique<Session>();
-    s->eager_ok = fresh && eager_acceptable(o, opts_.chunk_bytes, opts_.window);
-    s->key = key;
-    s->routing = routing;
-    s->tid = o.transfer_id();
-    s->offer = o;
-    s->final_path = *final_path;
-    Session* raw = s.get();
-    by_tid_[s->tid] = raw;
-    sessions_[key] = std::move(s);
-    logger().debug("transfer receiver: run={} job={} offer {} bytes sha256={} attempt {}",
-                  o.run_id(), o.job_id(), o.size(), o.sha256(), o.attempt());
-
-    struct Opened {
-      Result<std::shared_ptr<PartFile>> file = Error{};
-      Sha256 hasher;
-      std::uint64_t have = 0;
-      bool complete = false, notified = false;
-    };
-    auto out = std::make_shared<Opened>();
-    const std::uint64_t tid = raw->tid;
-    if (fresh) {
-      raw->phase = Session::Phase::kReceiving;
-      reply(*raw, 0);
-    }
-    io_.post([this, out, tid, o, fresh, path = *final_path,
-              root = opts_.root]() -> IoThread::Completion {
-      if (fresh) {
-        out->file =
-            PartFile::open(path, o.size(), o.sha256(), &out->hasher, &out->have, false, root);
-      } else if (artifacts::read_sidecar(artifacts::Root(root), path) == o.sha256() &&
-                 artifacts::verify(artifacts::Root(root), path).ok()) {
-        out->complete = true;
-        auto st = read_state(PartFile::paths_for(path).state);
-        out->notified = st && st->complete && st->notified && st->sha256 == o.sha256();
-      } else {
-        out->file =
-            PartFile::open(path, o.size(), o.sha256(), &out->hasher, &out->have, true, root);
-      }
-      return [this, out, tid] { opened(tid, *out); };
-    });
-  }
-
-  template <typename Opened>
-  void opened(std::uint64_t tid, Opened& r) {
-    auto it = by_tid_.find(tid);
-    if (it == by_tid_.end()) return;  // superseded meanwhile
-    Session& s = *it->second;
-    if (r.complete) {
-      if (!r.notified && !deliver(s)) {
-        erase(&s);
-        return;
-      }
-      pb::TransferFrame f;
-      auto* rep = f.mutable_offer_reply();
-      rep->set_job_id(s.offer.job_id());
-      rep->set_transfer_id(tid);
-      rep->set_already_complete(true);
-      rep->set_have_offset(s.offer.size());
-      send(s.routing, f);
-      erase(&s);
-      return;
-    }
-    if (!r.file.ok()) {
-      logger().error("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
-                    r.file.error().message);
-      send_done(s.routing, s.offer, tid, false, r.file.error().code, r.file.error().message, true);
-      erase(&s);
-      return;
-    }
-    if (s.phase == Session::Phase::kReceiving) return file_ready(s, std::move(r.file.value()));
-    s.file = std::move(r.file.value());
-    s.hasher = std::move(r.hasher);
-    s.received = s.durable = s.writeback_at = s.have = r.have;
-    s.phase = Session::Phase::kReceiving;
-    if (r.have > 0) {
-      probe_.resumed(static_cast<double>(r.have));
-      logger().info("transfer receiver: run={} job={} resumes at {} of {} bytes", s.offer.run_id(),
-                   s.offer.job_id(), r.have, s.offer.size());
-    }
-    io_.post([f = s.file]() -> IoThread::Completion {
-      (void)f->prepare();  // off the critical path: commit() retries it if this failed
-      return {};
-    });
-    reply(s, r.have);
-    update_in_flight();
-    if (s.received == s.offer.size()) finish(s);
-  }
-
-  void reply(Session& s, std::uint64_t have) {
-    pb::TransferFrame f;
-    auto* rep = f.mutable_offer_reply();
-    rep->set_job_id(s.offer.job_id());
-    rep->set_transfer_id(s.tid);
-    rep->set_have_offset(have);
-    rep->set_window(opts_.window);
-    rep->set_chunk_size(opts_.chunk_bytes);
-    rep->set_eager_accepted(s.eager_ok);
-    send(s.routing, f);
-  }
-
-  // Fresh offer: the file exists now; write what waited for it, then carry on as usual.
-  void file_ready(Session& s, std::shared_ptr<PartFile> file) {
-    s.file = std::move(file);
-    for (auto& [offset, data] : s.pending) {
-      if (auto w = s.file->write(offset, data.data(), data.size()); !w.ok()) {
-        send_done(s.routing, s.offer, s.tid, false, w.error().code, w.error().message, true);
-        return close_session(&s);
-      }
-    }
-    s.pending.clear();
-    io_.post([f = s.file]() -> IoThread::Completion {
-      (void)f->prepare();
-      return {};
-    });
-    update_in_flight();
-    if (s.received > 0) after_write(s);
-  }
-
-  void on_chunk(const std::string& routing, const pb::Chunk& c, zmq::message_t& data) {
-    auto it = by_tid_.find(c.transfer_id());
-    if (c.eager() &&
-        (it == by_tid_.end() || it->second->routing != routing || !it->second->eager_ok))
-      return;  // sent with an offer that was refused, resumes or is already complete
-    if (it == by_tid_.end() || it->second->routing != routing) {
-      // A transfer this process does not know (it restarted, or the session expired): tell the
-      // sender once, so it re-offers and resumes instead of waiting.
-      if (unknown_told_.insert(c.transfer_id()).second) {
-        pb::Offer o;
-        o.set_job_id(c.job_id());
-        send_done(routing, o, c.transfer_id(), false, errc::transfer::kUnknown.id,
-                  "no such transfer on the receiver; offer again", true);
-      }
-      return;
-    }
-    Session& s = *it->second;
-    if (s.phase != Session::Phase::kReceiving) return;
-    const std::uint64_t len = data.size();
-    auto check = check_chunk(
-        {s.received, s.durable, s.offer.size(), opts_.chunk_bytes, opts_.window}, c.offset(), len);
-    if (check.verdict == ChunkCheck::Verdict::kDuplicate) return;  // after a re-offer race
-    if (check.verdict == ChunkCheck::Verdict::kRefuse) {
-      const std::string& problem = check.problem;
+    std::string routing = parts[0].to_string();
+    last_rx_[routing] = Clock::now();
+    if (!f.ok()) {
       probe_.protocol_error();
-      logger().warn("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
-                   problem);
-      send_done(routing, s.offer, s.tid, false, errc::transfer::kProtocol.id, problem, true);
-      close_session(&s);
-      return;
+      if (f.error().code != errc::transfer::kFrameNoData)
+        logger().warn("transfer receiver: {}", f.error().message);
+      continue;
     }
-    if (s.received == s.have) s.first_byte = Clock::now();
-    s.hasher.update(data.data(), len);
-    s.received += len;
-    probe_.add_bytes(static_cast<double>(len));
-    if (!s.file) {  // fresh offer, file not created yet: keep the bytes (bounded by the credit)
-      s.pending.emplace_back(c.offset(), std::move(data));
-      return;
-    }
-    if (auto w = s.file->write(c.offset(), data.data(), len); !w.ok()) {
-      send_done(routing, s.offer, s.tid, false, w.error().code, w.error().message, true);
-      close_session(&s);
-      return;
-    }
-    after_write(s);
-  }
-
-  // Write-back, checkpoint or commit once bytes up to s.received are in the file.
-  void after_write(Session& s) {
-    constexpr std::uint64_t kWriteback = 1 << 20;
-    if (s.received - s.writeback_at >= kWriteback || s.received == s.offer.size()) {
-      io_.post([f = s.file, from = s.writeback_at,
-                n = s.received - s.writeback_at]() -> IoThread::Completion {
-        f->start_writeback(from, n);
-        return {};
-      });
-      s.writeback_at = s.received;
-    }
-    if (s.received == s.offer.size())
-      finish(s);
-    else
-      maybe_checkpoint(s);
-  }
-
-  // Durable checkpoints are what the credit is granted against: every `checkpoint_chunks` while
-  // the sender still needs credit to reach the end of the file. After that they run back to back
-  // (one at a time, whenever a chunk arrived since the last one started), so that the commit's
-  // fdatasync finds at most what arrived during one sync instead of a whole window: on a disk
-  // with a volatile write cache the cost of a sync grows with the bytes written since the last
-  // one (4 MiB ~4 ms on the benchmark VM's virtio disk, 0.2 MiB ~0.6 ms).
-  void maybe_checkpoint(Session& s) {
-    const std::uint64_t window_bytes = std::uint64_t{opts_.window} * opts_.chunk_bytes;
-    const bool tail = s.durable + window_bytes >= s.offer.size();
-    const std::uint64_t period =
-        tail ? 1 : std::uint64_t{opts_.checkpoint_chunks} * opts_.chunk_bytes;
-    if (s.checkpointing || s.received - s.durable < period) return;
-    s.checkpointing = true;
-    const std::uint64_t tid = s.tid, at = s.received;
-    io_.post([this, f = s.file, tid, at, finishing = s.finishing]() -> IoThread::Completion {
-      if (finishing->load()) {
-        return [this, tid] {
-          if (auto it = by_tid_.find(tid); it != by_tid_.end()) it->second->checkpointing = false;
-        };
+    switch (f->body_case()) {
+      case pb::TransferFrame::kPing: {
+        pb::TransferFrame r;
+        r.mutable_pong()->set_unix_ms(f->ping().unix_ms());
+        send(routing, r);
+        break;
       }
-      Status st = f->checkpoint(at);
-      return [this, tid, at, st] {
-        auto it = by_tid_.find(tid);
-        if (it == by_tid_.end()) return;
-        Session& s = *it->second;
-        s.checkpointing = false;
-        if (!st.ok()) {
-          logger().error("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
-                        st.error().message);
-          send_done(s.routing, s.offer, tid, false, st.error().code, st.error().message, true);
-          close_session(&s);
-          return;
-        }
-        s.durable = std::max(s.durable, at);
-        // Also in the tail, where the sender holds credit to the end: there it tells the sender
-        // that the transfer progresses (a slow link may take longer than dead_after_ms for it).
-        pb::TransferFrame f;
-        auto* c = f.mutable_credit();
-        c->set_job_id(s.offer.job_id());
-        c->set_transfer_id(tid);
-        c->set_acked_offset(s.durable);
-        c->set_credits(opts_.window);
-        send(s.routing, f);
-        if (s.phase == Session::Phase::kReceiving) maybe_checkpoint(s);
-      };
-    });
-  }
-
-  void finish(Session& s) {
-    s.last_byte = Clock::now();
-    s.finishing->store(true);
-    const std::string got = s.hasher.hex_digest();
-    if (got != s.offer.sha256()) {
-      probe_.integrity_failure();
-      const std::string reason =
-          fmt::format("received bytes hash to {}, the offer says {}", got, s.offer.sha256());
-      logger().warn(
-          "transfer receiver: run={} job={} attempt {}: {}; discarded, sender will re-send",
-          s.offer.run_id(), s.offer.job_id(), s.offer.attempt(), reason);
-      // The sender hears of the failure only once the bad bytes are gone.
-      s.phase = Session::Phase::kCommitting;
-      const std::uint64_t tid = s.tid;
-      io_.post([this, f = s.file, tid, reason]() -> IoThread::Completion {
-        f->discard();
-        return [this, tid, reason] {
-          auto it = by_tid_.find(tid);
-          if (it == by_tid_.end()) return;
-          send_done(it->second->routing, it->second->offer, tid, false, errc::transfer::kIntegrity.id,
-                    reason, true);
-          erase(it->second);
-        };
-      });
-      return;
+      case pb::TransferFrame::kOffer:
+        on_offer(routing, f->offer());
+        break;
+      default:  // kChunk, with its bytes (parse_frame admits nothing else)
+        on_chunk(routing, f->chunk(), parts[2]);
     }
-    s.phase = Session::Phase::kCommitting;
-    const std::uint64_t tid = s.tid;
-    io_.post([this, f = s.file, tid, offer = s.offer]() -> IoThread::Completion {
-      if (opts_.check_file) {
-        if (Status chk = opts_.check_file(offer, f->paths().part); !chk.ok()) {
-          f->discard();
-          return [this, tid, chk] {
-            auto it = by_tid_.find(tid);
-            if (it == by_tid_.end()) return;
-            Session& s = *it->second;
-            logger().error("transfer receiver: run={} job={}: refused: {}", s.offer.run_id(),
-                          s.offer.job_id(), chk.error().to_string());
-            send_done(s.routing, s.offer, tid, false, chk.error().code, chk.error().message, false);
-            erase(&s);
-          };
-        }
-      }
-      Status st = f->commit();
-      return [this, tid, st] {
-        auto it = by_tid_.find(tid);
-        if (it == by_tid_.end()) return;
-        Session& s = *it->second;
-        if (!st.ok()) {
-          logger().error("transfer receiver: run={} job={} commit: {}", s.offer.run_id(),
-                        s.offer.job_id(), st.error().message);
-          send_done(s.routing, s.offer, tid, false, st.error().code, st.error().message, true);
-          erase(&s);
-          return;
-        }
-        s.committed = Clock::now();
-        probe_.transfer_done(since(s.started));
-        if (deliver(s)) send_done(s.routing, s.offer, tid, true, "", "", false);
-        erase(&s);
-      };
-    });
   }
+}
 
-  // on_durable, then the notified mark.  False (and a retry reply sent) when the callback failed;
-  // the caller erases the session either way.
-  bool deliver(Session& s) {
-    Status st = on_durable_ ? on_durable_(s.offer, s.final_path, s.offer.sha256()) : Status{};
-    if (!st.ok()) {
-      logger().error("transfer receiver: run={} job={}: on_durable failed: {}", s.offer.run_id(),
-                    s.offer.job_id(), st.error().message);
-      send_done(s.routing, s.offer, s.tid, false, st.error().code, st.error().message, true);
-      return false;
-    }
-    auto ms = [](Clock::time_point a, Clock::time_point b) {
-      return a == Clock::time_point{} || b == Clock::time_point{}
-                 ? 0.0
-                 : std::chrono::duration<double, std::milli>(b - a).count();
-    };
-    logger().info(
-        "transfer receiver: run={} job={} durable {} ({} bytes, sha256 {}; offer to first byte "
-        "{:.1f} ms, "
-        "receive {:.1f} ms, commit {:.1f} ms)",
-        s.offer.run_id(), s.offer.job_id(), s.final_path.string(), s.offer.size(), s.offer.sha256(),
-        ms(s.started, s.first_byte), ms(s.first_byte, s.last_byte), ms(s.last_byte, s.committed));
-    io_.post(
-        [p = s.final_path, sha = s.offer.sha256(), n = s.offer.size()]() -> IoThread::Completion {
-          PartFile::mark_notified(p, sha, n);
-          return {};
-        });
-    return true;
+void TransferReceiver::Impl::send(const std::string& routing, const pb::TransferFrame& f) {
+  try {
+    zmq::message_t id(routing.data(), routing.size());
+    if (!sock_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
+    (void)sock_.send(encode(f), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // EHOSTUNREACH: the sender went away; it re-offers when it comes back.
   }
+}
 
-  // Persist what was received so that a later offer resumes from it.
-  void flush(Session& s) {
-    if (!s.file || s.phase != Session::Phase::kReceiving || s.received <= s.durable) return;
-    io_.post([f = s.file, at = s.received]() -> IoThread::Completion {
-      (void)f->checkpoint(at);
-      return {};
-    });
-    s.durable = s.received;
+void TransferReceiver::Impl::send_done(const std::string& routing, const pb::Offer& o,
+                                       std::uint64_t tid, bool ok, std::string_view code,
+                                       const std::string& reason, bool retry) {
+  pb::TransferFrame f;
+  auto* d = f.mutable_done();
+  d->set_job_id(o.job_id());
+  d->set_transfer_id(tid);
+  d->set_ok(ok);
+  d->set_sha256(ok ? o.sha256() : "");
+  d->set_code(std::string(code));
+  d->set_reason(reason);
+  d->set_retry(retry);
+  send(routing, f);
+}
+
+void TransferReceiver::Impl::expire_sessions() {
+  const auto now = Clock::now();
+  const auto dead = std::chrono::milliseconds(opts_.dead_after_ms);
+  std::vector<Session*> gone;
+  for (auto& [key, s] : sessions_) {
+    auto it = last_rx_.find(s->routing);
+    if (s->phase == Session::Phase::kReceiving && (it == last_rx_.end() || now - it->second > dead))
+      gone.push_back(s.get());
   }
-
-  void close_session(Session* s) {
-    flush(*s);
-    erase(s);
+  for (Session* s : gone) {
+    probe_.peer_dead();
+    logger().warn(
+        "transfer receiver: run={} job={}: sender silent for {} ms; keeping {} bytes for resume",
+        s->offer.run_id(), s->offer.job_id(), opts_.dead_after_ms, s->received);
+    close_session(s);
   }
-
-  void erase(Session* s) {
-    by_tid_.erase(s->tid);
-    std::string key = s->key;
-    sessions_.erase(key);
-    update_in_flight();
-  }
-
-  void expire_sessions() {
-    const auto now = Clock::now();
-    const auto dead = std::chrono::milliseconds(opts_.dead_after_ms);
-    std::vector<Session*> gone;
-    for (auto& [key, s] : sessions_) {
-      auto it = last_rx_.find(s->routing);
-      if (s->phase == Session::Phase::kReceiving &&
-          (it == last_rx_.end() || now - it->second > dead))
-        gone.push_back(s.get());
-    }
-    for (Session* s : gone) {
-      probe_.peer_dead();
-      logger().warn(
-          "transfer receiver: run={} job={}: sender silent for {} ms; keeping {} bytes for resume",
-          s->offer.run_id(), s->offer.job_id(), opts_.dead_after_ms, s->received);
-      close_session(s);
-    }
-    for (auto it = last_rx_.begin(); it != last_rx_.end();)
-      it = now - it->second > 10 * dead ? last_rx_.erase(it) : std::next(it);
-    if (unknown_told_.size() > 4096) unknown_told_.clear();
-  }
-
-  void update_in_flight() { probe_.set_in_flight(static_cast<double>(sessions_.size())); }
-
-  zmq::context_t& ctx_;
-  ReceiverOptions opts_;
-  OnDurable on_durable_;
-  TransferProbe& probe_;
-  std::unique_ptr<ZapHandler> zap_;
-  zmq::socket_t sock_;
-  int stop_fd_;
-  IoThread io_;
-  std::map<std::string, std::unique_ptr<Session>> sessions_;
-  std::map<std::uint64_t, Session*> by_tid_;
-  std::map<std::string, Clock::time_point> last_rx_;
-  std::set<std::uint64_t> unknown_told_;
-};
+  for (auto it = last_rx_.begin(); it != last_rx_.end();)
+    it = now - it->second > 10 * dead ? last_rx_.erase(it) : std::next(it);
+  if (unknown_told_.size() > 4096) unknown_told_.clear();
+}
 
 TransferReceiver::TransferReceiver(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -609,7 +192,8 @@ Result<std::unique_ptr<TransferReceiver>> TransferReceiver::start(zmq::context_t
   if (opts.root.empty()) return make_error(errc::transfer::kConfig, "receiver root must be set");
   opts.root = fs::absolute(opts.root);  // offers resolve below it (artifacts::Root checks)
   if (opts.chunk_bytes == 0 || opts.chunk_bytes > (16u << 20) || opts.window == 0)
-    return make_error(errc::transfer::kConfig, "chunk_bytes must be 1..16 MiB and window at least 1");
+    return make_error(errc::transfer::kConfig,
+                      "chunk_bytes must be 1..16 MiB and window at least 1");
   auto impl = std::make_unique<Impl>(ctx, std::move(opts), std::move(on_durable), probe);
   auto ep = impl->bind();
   if (!ep.ok()) return ep.error();

@@ -1,5 +1,7 @@
 // Protocol state machine on loopback (label unit): sender and receiver in one process, one
-// ZeroMQ context, tcp://127.0.0.1 with port 0, CURVE on unless a test says otherwise.
+// ZeroMQ context, tcp://127.0.0.1 with port 0, CURVE on unless a test says otherwise (the
+// Loopback fixture, loopback_fixture.h).  The parts tested on their own are in
+// transfer_parts_test.cpp, linked into the same test binary.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -8,18 +10,12 @@
 #include <mutex>
 #include <zmq_addon.hpp>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
-#include "common/config/config.h"
-#include "common/latent/latent.h"
-#include "common/transfer/config_map.h"
 #include "common/transfer/disk.h"
 #include "common/transfer/frames.h"
-#include "common/transfer/keys.h"
 #include "common/transfer/outbox.h"
 #include "common/transfer/receiver.h"
 #include "common/transfer/sender.h"
+#include "tests/transfer/loopback_fixture.h"
 #include "tests/transfer/transfer_test_util.h"
 
 namespace h3pipe::transfer {
@@ -27,174 +23,10 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+using testing::Loopback;
 using testing::make_latent_task;
 using testing::slurp;
-using testing::TempDir;
 using testing::wait_until;
-
-struct Keys {
-  KeyPair server, client, stranger;
-};
-
-Keys make_keys(const fs::path& dir) {
-  Keys k;
-  k.server = keygen(dir, "server").value();
-  k.client = keygen(dir, "client").value();
-  k.stranger = keygen(dir, "stranger").value();
-  return k;
-}
-
-class Loopback : public ::testing::Test {
- protected:
-  void SetUp() override { keys_ = make_keys(dir_.path() / "keys"); }
-  void TearDown() override {
-    sender_.reset();
-    receiver_.reset();
-  }
-
-  ReceiverOptions receiver_options() {
-    ReceiverOptions o;
-    o.root = dir_.path() / "B";
-    o.chunk_bytes = 64 * 1024;
-    o.window = 8;
-    o.checkpoint_chunks = 2;
-    o.heartbeat_ms = 100;
-    o.dead_after_ms = 1500;
-    o.curve.public_key = keys_.server.public_z85;
-    o.curve.secret_key = keys_.server.secret_z85;
-    o.curve.allowed_clients = {keys_.client.public_z85};
-    return o;
-  }
-
-  void start_receiver(ReceiverOptions o) {
-    auto r = TransferReceiver::start(
-        ctx_, std::move(o),
-        [this](const pb::Offer& offer, const fs::path& p, const std::string& sha) -> Status {
-          std::lock_guard<std::mutex> l(mu_);
-          ++durable_attempts_;
-          if (fail_durable_ > 0) {
-            --fail_durable_;
-            return make_error(errc::redis::kIo, "enqueue failed (test)");
-          }
-          durable_[offer.job_id() + "|" + sha]++;
-          EXPECT_EQ(offer.next_task().input_path(), offer.relative_path());
-          EXPECT_TRUE(fs::exists(p));
-          return {};
-        },
-        rprobe_);
-    ASSERT_TRUE(r.ok()) << r.error().to_string();
-    receiver_ = std::move(*r);
-  }
-
-  SenderOptions sender_options(const KeyPair& client) {
-    SenderOptions o;
-    o.host = "A";
-    o.root = dir_.path() / "A";
-    o.outbox = dir_.path() / "A-outbox";
-    o.peers = {{"B", receiver_->endpoint(), keys_.server.public_z85}};
-    o.curve.public_key = client.public_z85;
-    o.curve.secret_key = client.secret_z85;
-    o.heartbeat_ms = 100;
-    o.dead_after_ms = 1500;
-    o.max_attempts = 3;
-    const ReceiverOptions r = receiver_options();
-    const EagerSpan eager = eager_span_for(r.chunk_bytes, r.window);  // as config_map does
-    o.eager_bytes = eager.bytes;
-    o.eager_chunk_bytes = eager.chunk;
-    o.on_sent = [this](const SendReport& r) {
-      std::lock_guard<std::mutex> l(mu_);
-      sent_.push_back(r);
-    };
-    o.on_failed = [this](const pb::StageTask& t, const Error& e) {
-      std::lock_guard<std::mutex> l(mu_);
-      failed_[t.job_id()] = e;
-    };
-    return o;
-  }
-
-  void start_sender(SenderOptions o) {
-    auto s = TransferSender::start(ctx_, std::move(o), sprobe_);
-    ASSERT_TRUE(s.ok()) << s.error().to_string();
-    sender_ = std::move(*s);
-  }
-
-  std::size_t sent_count() {
-    std::lock_guard<std::mutex> l(mu_);
-    return sent_.size();
-  }
-  std::size_t failed_count() {
-    std::lock_guard<std::mutex> l(mu_);
-    return failed_.size();
-  }
-  int durable_calls() {
-    std::lock_guard<std::mutex> l(mu_);
-    int n = 0;
-    for (auto& [k, v] : durable_) n += v;
-    return n;
-  }
-
-  TempDir dir_;
-  Keys keys_;
-  zmq::context_t ctx_{1};
-  prometheus::Registry registry_;
-  TransferProbe rprobe_{registry_, "receiver"};
-  TransferProbe sprobe_{registry_, "sender"};
-  std::unique_ptr<TransferReceiver> receiver_;
-  std::unique_ptr<TransferSender> sender_;
-  std::mutex mu_;
-  std::map<std::string, int> durable_;
-  std::vector<SendReport> sent_;
-  std::map<std::string, Error> failed_;
-  int fail_durable_ = 0;
-  int durable_attempts_ = 0;  // on_durable calls, failed ones included
-};
-
-TEST(Keys, KeygenWritesZ85PairWithPrivateSecret) {
-  TempDir d;
-  auto kp = keygen(d.path(), "hostA");
-  ASSERT_TRUE(kp.ok()) << kp.error().to_string();
-  struct stat sb {};
-  ASSERT_EQ(::stat(kp->secret_path.c_str(), &sb), 0);
-  EXPECT_EQ(sb.st_mode & 0777, 0600u);
-  EXPECT_EQ(load_key_file(kp->public_path, false).value(), kp->public_z85);
-  EXPECT_EQ(load_key_file(kp->secret_path, true).value(), kp->secret_z85);
-  EXPECT_EQ(public_of(kp->secret_z85).value(), kp->public_z85);
-  EXPECT_EQ(keygen(d.path(), "hostA").error().code, "keygen.exists");
-  ::chmod(kp->secret_path.c_str(), 0644);
-  EXPECT_EQ(load_key_file(kp->secret_path, true).error().code, "keys.permissions");
-  EXPECT_FALSE(is_z85_key("short"));
-}
-
-// The shipped deploy/cluster.seeds.json lists no transfer_allowed_clients: node241's receiver
-// admits node292's sender by the public key file node292's host entry names (issue #15: the
-// receiver stopped with "no sender could connect").
-TEST(Keys, ShippedSeedsConfigAdmitsTheSendingHostByItsKeyFile) {
-  TempDir d;
-  std::ifstream in(std::string(H3PIPE_SOURCE_DIR) + "/deploy/cluster.seeds.json");
-  auto j = nlohmann::json::parse(in);
-  std::map<std::string, KeyPair> pairs;
-  for (auto& h : j["hosts"]) {
-    const std::string name = h["name"];
-    ASSERT_FALSE(h.contains("transfer_allowed_clients")) << name;
-    auto kp = keygen(d.path(), name);
-    ASSERT_TRUE(kp.ok()) << kp.error().to_string();
-    h["transfer_public_key_file"] = kp->public_path.string();
-    h["transfer_secret_key_file"] = kp->secret_path.string();
-    pairs[name] = *kp;
-  }
-  j["state_dir"] = (d.path() / "state").string();
-  auto c = config::parse(j, d.path());
-  ASSERT_TRUE(c.ok()) << c.error().message;
-  auto r = receiver_options(*c, "node241");
-  ASSERT_TRUE(r.ok()) << r.error().to_string();
-  EXPECT_EQ(r->curve.allowed_clients, std::vector<std::string>{pairs["node292"].public_z85});
-  // A sending host whose key file is missing is named in the error.
-  std::filesystem::remove(pairs["node292"].public_path);
-  auto bad = receiver_options(*c, "node241");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("/hosts/0/transfer_public_key_file"), std::string::npos)
-      << bad.error().message;
-}
 
 TEST_F(Loopback, ManyLatentsCrossEachDurableOnce) {
   start_receiver(receiver_options());
@@ -304,41 +136,6 @@ TEST_F(Loopback, AFileTheCheckRefusesIsDiscardedAndTheJobFails) {
   EXPECT_FALSE(fs::exists(dir_.path() / "B/run1/bad/latent.h3latent.part"));
   EXPECT_EQ(durable_calls(), 1);
   EXPECT_EQ(artifacts::verify(dir_.path() / "B/run1/good/latent.h3latent").value(), good_sha);
-}
-
-// The check the service wires (receiver_options): the latent against the job's profile from the
-// cluster config.
-TEST(ReceiverLatentCheck, WiredToTheJobsLatentProfile) {
-  TempDir dir;
-  auto c = config::parse(nlohmann::json::parse(R"({
-    "hosts": [{"name": "B"}],
-    "pools": [{"name": "s", "host": "B", "stage": "sample"}, {"name": "d", "host": "B", "stage": "decode"},
-              {"name": "e", "host": "B", "stage": "encode"}],
-    "latent_profile": "wan2.1"})"), dir.path());
-  ASSERT_TRUE(c.ok()) << c.error().message;
-  auto o = receiver_options(*c, "B");
-  ASSERT_TRUE(o.ok()) << o.error().message;
-  ASSERT_TRUE(o->check_file);
-  pb::Offer offer;
-  offer.set_job_id("j");
-  auto* spec = offer.mutable_next_task()->mutable_spec();
-  spec->set_width(64);
-  spec->set_height(48);
-  spec->set_frames(9);
-  spec->set_fps(16);
-  const auto& wan = *latent::find_builtin_profile("wan2.1");
-  ASSERT_TRUE(latent::write_latent(dir.path() / "wan.h3latent", latent::make_latent(wan, {64, 48, 9, 16})).ok());
-  EXPECT_TRUE(o->check_file(offer, dir.path() / "wan.h3latent").ok());
-  ASSERT_TRUE(latent::write_latent(dir.path() / "builtin.h3latent",
-                                   latent::make_latent(latent::builtin_profile(), {64, 48, 9, 16})).ok());
-  auto bad = o->check_file(offer, dir.path() / "builtin.h3latent");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().code, "latent.profile");
-  EXPECT_NE(bad.error().message.find("latent for job j does not fit profile wan2.1 (64x48x9@16)"),
-            std::string::npos)
-      << bad.error().message;
-  (*offer.mutable_next_task()->mutable_spec()->mutable_params())["latent_profile"] = "builtin";
-  EXPECT_TRUE(o->check_file(offer, dir.path() / "builtin.h3latent").ok()) << "the job's own profile";
 }
 
 TEST_F(Loopback, ResumesFromPersistedDurablePrefix) {
@@ -486,64 +283,6 @@ TEST_F(Loopback, SenderShipsOnlyFilesUnderItsRoot) {
   EXPECT_EQ(durable_calls(), 0);
 }
 
-TEST(ChunkSchedule, NeverPastTheCreditEvenOffTheChunkGrid) {
-  // After 64 KiB eager chunks, a checkpoint may ack an offset that is no multiple of the
-  // receiver's 256 KiB chunk; the sender must then stop exactly at the credit.
-  const std::uint64_t chunk = 256 * 1024, size = 13180888;
-  const std::uint64_t acked = (1u << 20) + 64 * 1024;
-  const std::uint64_t limit = grant_limit(acked, 32, chunk);
-  std::uint64_t next = 1u << 20, sent = 0, chunks = 0;
-  while (std::uint64_t n = next_chunk_len(next, size, limit, chunk)) {
-    EXPECT_LE(n, chunk);
-    EXPECT_EQ(check_chunk({next, acked, size, 256 * 1024, 32}, next, n).verdict,
-              ChunkCheck::Verdict::kAccept)
-        << "chunk at " << next;
-    next += n, sent += n, ++chunks;
-  }
-  EXPECT_EQ(next, limit);
-  EXPECT_EQ(chunks, 33u) << "32 full chunks and the 64 KiB that closes the gap";
-  EXPECT_EQ(next_chunk_len(size - 10, size, UINT64_MAX, chunk), 10u);
-  EXPECT_EQ(next_chunk_len(size, size, UINT64_MAX, chunk), 0u);
-  // The last kTailBytes go in small chunks; the whole file is still covered exactly.
-  EXPECT_EQ(next_chunk_len(size - kTailBytes - 1, size, UINT64_MAX, chunk), chunk);
-  EXPECT_EQ(next_chunk_len(size - kTailBytes, size, UINT64_MAX, chunk), kTailChunk);
-  std::uint64_t at = 0, messages = 0;
-  while (std::uint64_t n = next_chunk_len(at, size, UINT64_MAX, chunk)) at += n, ++messages;
-  EXPECT_EQ(at, size);
-  EXPECT_LE(messages, size / chunk + kTailBytes / kTailChunk + 1);
-}
-
-TEST(EagerSpan, FitsWhatTheReceiverGrantsAtTheStart) {
-  EXPECT_EQ(eager_span_for(256 * 1024, 32).bytes, 1u << 20);
-  EXPECT_EQ(eager_span_for(256 * 1024, 32).chunk, 64u * 1024);
-  EXPECT_EQ(eager_span_for(64 * 1024, 8).bytes, 512u * 1024) << "window x chunk < 1 MiB";
-  EXPECT_EQ(eager_span_for(16 * 1024, 4).chunk, 16u * 1024) << "never above the chunk size";
-  EXPECT_EQ(eager_span_for(16 * 1024, 4).bytes, 64u * 1024);
-}
-
-TEST(ResolveOffer, RejectsTraversalAndLimits) {
-  pb::Offer o;
-  o.set_run_id("r");
-  o.set_job_id("j");
-  o.set_size(10);
-  o.set_sha256(std::string(64, 'a'));
-  o.set_transfer_id(7);
-  o.set_relative_path("r/j/latent.h3latent");
-  o.mutable_next_task()->set_run_id("r");
-  o.mutable_next_task()->set_job_id("j");
-  EXPECT_EQ(resolve_offer(o, "/root", 100).value(), fs::path("/root/r/j/latent.h3latent"));
-  for (const char* bad : {"../x", "r/../../etc/passwd", "/abs", "r//j", "", "a/b/c/d/e/f/g"}) {
-    o.set_relative_path(bad);
-    EXPECT_FALSE(resolve_offer(o, "/root", 100).ok()) << bad;
-  }
-  o.set_relative_path("r/j/l");
-  o.set_size(101);
-  EXPECT_FALSE(resolve_offer(o, "/root", 100).ok());
-  o.set_size(10);
-  o.set_sha256("ABC");
-  EXPECT_FALSE(resolve_offer(o, "/root", 100).ok());
-}
-
 TEST_F(Loopback, OversizeFrameDisconnectsThePeerAndOthersStillDeliver) {
   start_receiver(receiver_options());
   zmq::socket_t raw(ctx_, zmq::socket_type::dealer);
@@ -602,24 +341,6 @@ TEST_F(Loopback, GarbageFramesAreCountedNotFatal) {
   EXPECT_GE(rprobe_.protocol_errors(), 1);
 }
 
-TEST(Zap, MissingHandlerRefusesCurveClients) {
-  TempDir d;
-  Keys k = make_keys(d.path());
-  zmq::context_t ctx(1);
-  zmq::socket_t server(ctx, zmq::socket_type::router);
-  CurveServer cs{true, k.server.public_z85, k.server.secret_z85, {k.client.public_z85}};
-  ASSERT_TRUE(configure_server(server, cs, 1024, 4, 100, 1000).ok());
-  server.bind("tcp://127.0.0.1:*");
-  zmq::socket_t client(ctx, zmq::socket_type::dealer);
-  CurveClient cc{true, k.client.public_z85, k.client.secret_z85, k.server.public_z85};
-  ASSERT_TRUE(configure_client(client, cc, 1024, 4, 100, 1000).ok());
-  client.set(zmq::sockopt::immediate, 0);
-  client.connect(server.get(zmq::sockopt::last_endpoint));
-  client.send(zmq::str_buffer("hello"), zmq::send_flags::none);
-  zmq::pollitem_t it{server.handle(), 0, ZMQ_POLLIN, 0};
-  EXPECT_EQ(zmq::poll(&it, 1, 1500ms), 0) << "no ZAP handler must mean no admission";
-}
-
 TEST_F(Loopback, OutboxRecordsAreTakenAtStartAndNotificationsDeliver) {
   start_receiver(receiver_options());
   auto t1 = make_latent_task(dir_.path() / "A", "run1", "before", 5000, "B");
@@ -667,30 +388,6 @@ TEST_F(Loopback, CurveOffStillWorksOnLoopback) {
   start_sender(so);
   sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j", 300000, "B"));
   ASSERT_TRUE(wait_until([&] { return sent_count() == 1; }, 10s));
-}
-
-TEST(StateFile, TornSlotFallsBackToThePreviousOne) {
-  TempDir d;
-  Sha256 h;
-  std::uint64_t have = 0;
-  const std::string sha(64, 'b');
-  auto f = PartFile::open(d.path() / "x", 1000, sha, &h, &have);
-  ASSERT_TRUE(f.ok());
-  std::string data(1000, 'z');
-  ASSERT_TRUE((*f)->write(0, data.data(), 600).ok());
-  ASSERT_TRUE((*f)->checkpoint(200).ok());
-  ASSERT_TRUE((*f)->checkpoint(600).ok());
-  auto st = read_state(d.path() / "x.xfer");
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->durable, 600u);
-  // Tear the newest slot: the reader must fall back to durable = 200.
-  FILE* fp = std::fopen((d.path() / "x.xfer").c_str(), "r+b");
-  std::fseek(fp, static_cast<long>((st->seq % 2) * 128 + 30), SEEK_SET);
-  std::fputc(0x5a, fp);
-  std::fclose(fp);
-  st = read_state(d.path() / "x.xfer");
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->durable, 200u);
 }
 
 }  // namespace

@@ -1,0 +1,102 @@
+#pragma once
+// TransferReceiver::Impl, the receive loop thread and all it owns, and Session, one offer being
+// received.  Not a public interface.  Its methods are defined in two files:
+//   receiver.cpp          the ROUTER socket (bind, ZAP), the loop, reading and dispatching frames,
+//                         sending replies, expiring the sessions of silent senders;
+//   receiver_session.cpp  one transfer's protocol: the offer, opening or resuming the part file,
+//                         chunks, write-back, checkpoints and credit, the hash check, the commit
+//                         and delivery.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <zmq.hpp>
+
+#include "common/core/result.h"
+#include "common/core/sha256.h"
+#include "common/proto/h3pipe.pb.h"
+#include "common/transfer/disk.h"
+#include "common/transfer/probe.h"
+#include "common/transfer/receiver.h"
+#include "common/transfer/zap.h"
+
+namespace h3pipe::transfer {
+using Clock = std::chrono::steady_clock;
+
+struct Session {
+  std::string key;      // run/job
+  std::string routing;  // ZeroMQ routing id of the sender
+  std::uint64_t tid = 0;
+  pb::Offer offer;
+  std::filesystem::path final_path;
+  enum class Phase { kOpening, kReceiving, kCommitting } phase = Phase::kOpening;
+  std::shared_ptr<PartFile> file;
+  Sha256 hasher;
+  std::uint64_t received = 0, durable = 0, writeback_at = 0, have = 0;
+  bool checkpointing = false;
+  bool eager_ok = false;  // takes the chunks sent with the offer (fresh start, span fits)
+  // Set once the last byte is in: a checkpoint still queued on the I/O thread then has nothing
+  // to add to the commit behind it, and is skipped.
+  std::shared_ptr<std::atomic<bool>> finishing = std::make_shared<std::atomic<bool>>(false);
+  Clock::time_point started = Clock::now(), first_byte, last_byte, committed;
+  // Chunks that arrived before the I/O thread created the file (fresh offers; at most a window).
+  std::deque<std::pair<std::uint64_t, zmq::message_t>> pending;
+};
+
+class TransferReceiver::Impl {
+ public:
+  Impl(zmq::context_t& ctx, ReceiverOptions o, OnDurable cb, TransferProbe& probe);
+  ~Impl();
+
+  Result<std::string> bind();
+  void request_stop();
+  long long zap_refused() const { return zap_ ? zap_->refused() : 0; }
+  void loop();
+
+ private:
+  // receiver.cpp
+  void read_frames();
+  void send(const std::string& routing, const pb::TransferFrame& f);
+  void send_done(const std::string& routing, const pb::Offer& o, std::uint64_t tid, bool ok,
+                 std::string_view code, const std::string& reason, bool retry);
+  void expire_sessions();
+
+  // receiver_session.cpp
+  void on_offer(const std::string& routing, const pb::Offer& o);
+  template <typename Opened>
+  void opened(std::uint64_t tid, Opened& r);
+  void reply(Session& s, std::uint64_t have);
+  void file_ready(Session& s, std::shared_ptr<PartFile> file);
+  void on_chunk(const std::string& routing, const pb::Chunk& c, zmq::message_t& data);
+  void after_write(Session& s);
+  void maybe_checkpoint(Session& s);
+  void finish(Session& s);
+  bool deliver(Session& s);
+  void flush(Session& s);
+  void close_session(Session* s);
+  void erase(Session* s);
+
+  void update_in_flight() { probe_.set_in_flight(static_cast<double>(sessions_.size())); }
+
+  zmq::context_t& ctx_;
+  ReceiverOptions opts_;
+  OnDurable on_durable_;
+  TransferProbe& probe_;
+  std::unique_ptr<ZapHandler> zap_;
+  zmq::socket_t sock_;
+  int stop_fd_;
+  IoThread io_;
+  std::map<std::string, std::unique_ptr<Session>> sessions_;
+  std::map<std::uint64_t, Session*> by_tid_;
+  std::map<std::string, Clock::time_point> last_rx_;
+  std::set<std::uint64_t> unknown_told_;
+};
+
+}  // namespace h3pipe::transfer

@@ -1,0 +1,130 @@
+// The sender's side of each peer's connection (TransferSender::Impl, sender_impl.h): opening the
+// socket, its monitor's events, dropping it with a doubling reconnect delay, sending frames, the
+// heartbeat, and the per-peer tick that starts the next transfer and drives the active one.
+#include <chrono>
+
+#include "common/logging/log.h"
+#include "common/transfer/sender_impl.h"
+#include "common/transfer/sender_parts.h"
+#include "common/transfer/wire.h"
+
+namespace {
+
+// This file's component logger (common/logging/log.h).
+spdlog::logger& logger() {
+  static const auto l = h3pipe::logging::get("transfer");
+  return *l;
+}
+
+}  // namespace
+
+namespace h3pipe::transfer {
+using detail::Clock;
+using detail::next_monitor_event;
+using detail::open_peer;
+using detail::Peer;
+using detail::St;
+using std::chrono::milliseconds;
+
+void TransferSender::Impl::ensure_socket(Peer& p) {
+  if (p.sock || Clock::now() < p.reconnect_at) return;
+  if (auto st = open_peer(ctx_, opts_, p, this); !st.ok()) {
+    logger().error("transfer sender: peer {}: {}", p.o.host, st.error().message);
+    p.reconnect_at = Clock::now() + milliseconds(opts_.backoff_max_ms);
+  }
+}
+
+void TransferSender::Impl::drop_socket(Peer& p, const char* why) {
+  if (p.sock) zmq_socket_monitor(p.sock->handle(), nullptr, 0);
+  p.mon.reset();
+  p.sock.reset();
+  p.connected = false;
+  p.backoff_ms = p.backoff_ms == 0 ? opts_.backoff_initial_ms
+                                   : std::min(p.backoff_ms * 2, opts_.backoff_max_ms);
+  p.reconnect_at = Clock::now() + milliseconds(p.backoff_ms);
+  logger().warn("transfer sender: peer {} ({}): {}; reconnecting in {} ms", p.o.host, p.o.endpoint,
+                why, p.backoff_ms);
+  reset_attempt(p);
+}
+
+void TransferSender::Impl::monitor_events(Peer& p) {
+  while (auto ev = next_monitor_event(p)) {
+    const std::uint16_t event = *ev;
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      p.connected = true;
+      p.refused_logged = false;
+      p.backoff_ms = 0;
+      p.last_rx = Clock::now();
+      p.next_ping = Clock::now();
+      logger().info("transfer sender: connected to {} ({})", p.o.host, p.o.endpoint);
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+      if (p.connected)
+        logger().warn("transfer sender: disconnected from {} ({})", p.o.host, p.o.endpoint);
+      p.connected = false;
+      reset_attempt(p);
+    } else if (!p.refused_logged) {
+      p.refused_logged = true;
+      logger().error("transfer sender: handshake with {} ({}) failed{}", p.o.host, p.o.endpoint,
+                     event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                         ? ": our key is not allowed by the receiver"
+                         : "");
+    }
+  }
+}
+
+bool TransferSender::Impl::send(Peer& p, const pb::TransferFrame& f) {
+  if (!p.sock) return false;
+  try {
+    return p.sock->send(encode(f), zmq::send_flags::dontwait).has_value();
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+}
+
+// Both frames or neither: the first is sent only when the socket can take a message now.
+bool TransferSender::Impl::send_chunk(Peer& p, const pb::TransferFrame& f, zmq::message_t data) {
+  if (!p.sock) return false;
+  try {
+    if (!p.sock->send(encode(f), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+      return false;
+    (void)p.sock->send(data, zmq::send_flags::dontwait);  // parts of a message are atomic
+    return true;
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+}
+
+void TransferSender::Impl::tick(Peer& p) {
+  const auto now = Clock::now();
+  if (!p.sock) return;
+  if (p.connected && now >= p.next_ping) {
+    pb::TransferFrame f;
+    f.mutable_ping()->set_unix_ms(unix_ms());
+    send(p, f);
+    p.next_ping = now + milliseconds(opts_.heartbeat_ms);
+  }
+  if (p.connected && now - p.last_rx > milliseconds(opts_.dead_after_ms)) {
+    probe_.peer_dead();
+    drop_socket(p, fmt::format("no answer for {} ms", opts_.dead_after_ms).c_str());
+    return;
+  }
+  if (!p.active && !p.queue.empty()) {
+    p.active = std::move(p.queue.front());
+    p.queue.pop_front();
+    p.st = St::kIdle;
+  }
+  if (!p.active || !p.connected) return;
+  if (p.st == St::kIdle) {
+    if (now < p.next_offer_at) return;
+    offer(p);
+  } else if (now - p.progress > milliseconds(opts_.dead_after_ms)) {
+    logger().warn("transfer sender: run={} job={}: no progress from {} for {} ms; offering again",
+                  p.active->task.run_id(), p.active->task.job_id(), p.o.host, opts_.dead_after_ms);
+    reset_attempt(p);
+    offer(p);
+  } else if (p.st == St::kStreaming || (p.st == St::kOffered && p.eager)) {
+    pump(p);
+  }
+}
+
+}  // namespace h3pipe::transfer
