@@ -1,9 +1,9 @@
 #pragma once
 // The socket-free part of the transfer protocol (docs/transfer.md): what the receiver and the
 // sender make of the bytes of one inbound ZeroMQ message, and the bounds every chunk, credit,
-// reply and done is checked against.  receiver.cpp and sender.cpp call exactly these on every
-// frame from the network; fuzz/transfer drives them with hostile bytes.  Pure functions: no I/O,
-// no globals, thread-safe.
+// reply and done is checked against.  The receiver and the sender (receiver*.cpp, sender*.cpp)
+// call exactly these on every frame from the network; fuzz/transfer drives them with hostile
+// bytes.  Pure functions: no I/O, no globals, thread-safe.
 #include <cstdint>
 #include <span>
 #include <string>

@@ -106,7 +106,9 @@ TEST(DecodeChoice, ALocalDecoderWinsTiesAndNoDecoderMeansSelf) {
   EXPECT_EQ(worker::choose_decode_host(*c, "a", task(), nullptr), "a");
   auto none = config::parse(nlohmann::json::parse(R"({"name": "t", "hosts": [{"name": "a"}],
     "pools": [{"name": "s", "host": "a", "stage": "sample"}]})"), ".");
-  if (none.ok()) EXPECT_EQ(worker::choose_decode_host(*none, "a", task(), nullptr), "a");
+  // No decode pool at all never reaches a choice: the config is refused.
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("decode"), std::string::npos) << none.error().message;
 }
 
 TEST(DecodeChoice, ResumeDecodesWhereTheLatentIsOrSendsItFromTheSamplingHost) {
