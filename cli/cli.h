@@ -45,11 +45,13 @@ struct FleetOptions {
   std::string launcher = "native";  // native | compose
   std::string compose_dir = "/opt/h3pipe";
   std::string remote_config;        // the config path as the hosts see it (default: --config)
+  std::string remote_bin;           // the h3pipe CLI on the hosts (default: h3pipe on their PATH)
+  std::string ssh_config;           // ssh -F FILE (default: ~/.ssh/config)
   bool dry_run = false;
 };
 void add_fleet_options(CLI::App* s, FleetOptions& f);
 int cmd_fleet(const Global& g, const FleetOptions& f, bool start);
-int cmd_stop(const Global& g);
+int cmd_stop(const Global& g, const std::string& host = "");
 int cmd_run(const Global& g, const std::string& batch, bool background, const std::string& run_id);
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s);
 int cmd_status(const Global& g, const std::string& run_id, bool json);

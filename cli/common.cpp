@@ -102,9 +102,22 @@ int cmd_start(const Global& g, const std::string& host) {
   return 0;
 }
 
-int cmd_stop(const Global& g) {
+// --host names the host whose stack this is (what `stop --all` runs on each host): a stack of
+// another host under this state dir is left alone.
+int cmd_stop(const Global& g, const std::string& host) {
   auto c = load_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!host.empty()) {
+    if (!c->find_host(host)) {
+      fmt::print(stderr, "stop: --host \"{}\" is not a host of the config\n", host);
+      return 2;
+    }
+    if (auto st = supervisor::running(*c); st && st->value("host", "") != host) {
+      fmt::print(stderr, "stop: the stack under {} runs host \"{}\", not \"{}\"; left running\n",
+                 c->state_dir.string(), st->value("host", ""), host);
+      return 1;
+    }
+  }
   auto s = supervisor::stop(*c);
   if (!s.ok()) { fmt::print(stderr, "stop: {}\n", s.error().message); return 1; }
   fmt::print("h3pipe local stack stopped\n");

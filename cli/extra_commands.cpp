@@ -182,6 +182,9 @@ void add_fleet_options(CLI::App* s, FleetOptions& f) {
   s->add_option("--launcher", f.launcher, "native (h3pipe start on each host) or compose")->check(CLI::IsMember({"native", "compose"}));
   s->add_option("--compose-dir", f.compose_dir, "where compose.yaml lives on each host");
   s->add_option("--remote-config", f.remote_config, "the config path as the hosts see it (default: --config)");
+  s->add_option("--remote-bin", f.remote_bin, "native: the h3pipe CLI on the hosts (default: h3pipe on their PATH)");
+  s->add_option("--ssh-config", f.ssh_config, "the ssh client config with the hosts' aliases (ssh -F; default: ~/.ssh/config)")
+      ->check(CLI::ExistingFile);
   s->add_flag("--dry-run", f.dry_run, "print the commands, run nothing");
 }
 
@@ -193,6 +196,8 @@ int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
   o.launcher = f.launcher == "compose" ? remote::Launcher::kCompose : remote::Launcher::kNative;
   o.compose_dir = f.compose_dir;
   o.config_path = f.remote_config.empty() ? g.config_file : f.remote_config;
+  if (!f.remote_bin.empty()) o.h3pipe = f.remote_bin;
+  if (!f.ssh_config.empty()) o.ssh_options.insert(o.ssh_options.begin(), {"-F", std::filesystem::absolute(f.ssh_config).string()});
   if (f.dry_run) {
     auto cmds = remote::plan(*c, o);
     if (!cmds.ok()) { fmt::print(stderr, "{}\n", cmds.error().message); return 2; }

@@ -40,8 +40,11 @@ int main(int argc, char** argv) {
        },
        [&] { return fleet.all ? cmd_fleet(g, fleet, true) : cmd_start(g, host); }},
       {"stop", "stop the local stack, or every host with --all",
-       [&](CLI::App* s) { add_fleet_options(s, fleet); },
-       [&] { return fleet.all ? cmd_fleet(g, fleet, false) : cmd_stop(g); }},
+       [&](CLI::App* s) {
+         s->add_option("--host", host, "host name in the config: stop only if the stack here is that host's");
+         add_fleet_options(s, fleet);
+       },
+       [&] { return fleet.all ? cmd_fleet(g, fleet, false) : cmd_stop(g, host); }},
       {"run", "validate and submit a JSON-lines batch; prints the run id (last line); waits unless --background",
        [&](CLI::App* s) {
          s->add_option("batch", batch, "BATCH.jsonl")->required();

@@ -193,6 +193,11 @@ class Chaos:
         """A subclass's changes to the two hosts' config before it is written."""
 
     def setup(self):
+        self.prepare()
+        self.start_hosts()
+
+    def prepare(self):
+        """Keys, Redis users, the config and Redis: everything but the hosts' stacks."""
         a, w = self.a, self.work
         keys = os.path.join(w, "keys")
         for name in ("a", "b"):
@@ -234,6 +239,8 @@ class Chaos:
         self.start_redis()
         self.r = Resp(a.ip_a, self.redis_port, self.password, "redis-admin")
         self.r.cmd("PING")
+
+    def start_hosts(self):
         for host in ("a", "b"):
             out = self.run_h3(["start", "--host", host], host=host)
             log("started host %s: %s" % (host, out.strip().splitlines()[-1] if out.strip() else ""))

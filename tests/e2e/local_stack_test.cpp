@@ -560,3 +560,24 @@ TEST(LocalStack, ARelativeStateDirRunsTheStackThereAndTheFlagBeatsTheConfig) {
   }
   EXPECT_FALSE(fs::exists(dir.path() / "elsewhere")) << "the flag is the state dir, not the config's";
 }
+
+// `stop --host NAME` (what `stop --all` runs on each host over ssh; `stop` once refused the
+// flag, so `stop --all` stopped nothing) stops the stack here only if it is that host's.
+TEST(LocalStack, StopWithAHostStopsOnlyThatHostsStack) {
+  Stack st;
+  auto [rc, out] = ts::sh(st.cli() + " stop --host nowhere 2>&1");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("\"nowhere\" is not a host of the config"), std::string::npos) << out;
+  // The same state dir seen through a config of two hosts: the stack here is host local's.
+  json two;
+  std::ifstream(st.dir() / "cluster.json") >> two;
+  two["hosts"].push_back({{"name", "other"}, {"address", "192.0.2.7"}});
+  std::ofstream(st.dir() / "two.json") << two.dump(2);
+  const std::string cli2 = ts::bin("h3pipe") + " --config " + (st.dir() / "two.json").string();
+  std::tie(rc, out) = ts::sh(cli2 + " stop --host other 2>&1");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("runs host \"local\", not \"other\"; left running"), std::string::npos) << out;
+  EXPECT_EQ(::kill(st.stack()["supervisor_pid"].get<int>(), 0), 0) << "the stack still runs";
+  std::tie(rc, out) = ts::sh(cli2 + " stop --host local 2>&1");
+  EXPECT_EQ(rc, 0) << out;
+}
