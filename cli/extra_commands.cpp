@@ -11,6 +11,7 @@
 #include "common/remote/remote.h"
 #include "common/runtime/settings_check.h"
 #include "common/schedule/config_adapt.h"
+#include "common/supervisor/supervisor.h"
 #include "common/transfer/keys.h"
 #include "common/schedule/plan.h"
 #include "common/schedule/receipts.h"
@@ -157,6 +158,12 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
     if (!r.ok()) { fmt::print(stderr, "{}\n", r.error().message); rc = 1; return; }
     learn.receipts = std::move(*r);
     learn.config = g.config_file;
+    if (learn.config.empty()) {
+      // The receipts came from the stack that runs here: update its config, or the embedded one.
+      if (auto def = config::embedded_default(); def.ok())
+        if (auto st = supervisor::running(*def)) learn.config = st->value("config", "");
+      if (learn.config.empty()) learn.config_text = config::embedded_default_text();
+    }
     rc = schedule::run_profile_learn(learn, std::cout, std::cerr);
   });
 

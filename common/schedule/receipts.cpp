@@ -165,17 +165,21 @@ LearnedProfiles learn_profiles(const std::vector<MeasuredStage>& stages, std::si
 }
 
 int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream& err) {
-  if (!a.output.empty() && a.config.empty()) {
+  if (!a.output.empty() && a.config.empty() && a.config_text.empty()) {
     fmt::print(err, "profile learn: -o needs --config (the config whose profiles are updated)\n");
     return 2;
   }
-  auto cluster = maybe_load(a.config);
+  const std::string source = a.config.empty() ? a.config_name : a.config;
+  auto cluster = !a.config.empty() || a.config_text.empty()
+                     ? maybe_load(a.config)
+                     : config::parse(nlohmann::json::parse(a.config_text, nullptr, false), std::filesystem::current_path());
   if (!cluster.ok()) {
     fmt::print(err, "profile learn: {}\n", cluster.error().message);
     return 1;
   }
   std::vector<std::string> warnings;
-  auto stages = parse_receipts(a.receipts, a.config.empty() ? nullptr : &cluster.value(), warnings);
+  const bool have_config = !a.config.empty() || !a.config_text.empty();
+  auto stages = parse_receipts(a.receipts, have_config ? &cluster.value() : nullptr, warnings);
   if (stages.empty()) {
     fmt::print(err, "profile learn: no usable stage in {} receipts\n", a.receipts.size());
     for (const auto& w : warnings) fmt::print(err, "warning: {}\n", w);
@@ -186,10 +190,14 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
   if (!a.output.empty()) {
     nlohmann::ordered_json j;
     try {
-      std::ifstream in(a.config);
-      j = nlohmann::ordered_json::parse(in);
+      if (a.config.empty()) {
+        j = nlohmann::ordered_json::parse(a.config_text);
+      } else {
+        std::ifstream in(a.config);
+        j = nlohmann::ordered_json::parse(in);
+      }
     } catch (const std::exception& ex) {
-      fmt::print(err, "profile learn: {}: {}\n", a.config, ex.what());
+      fmt::print(err, "profile learn: {}: {}\n", source, ex.what());
       return 1;
     }
     std::set<std::string> known;
@@ -209,7 +217,7 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
     for (const auto& [pool, _] : all)
       if (!known.count(pool))
         warnings.push_back(
-            fmt::format("pool \"{}\" is in the receipts but not in {}", pool, a.config));
+            fmt::format("pool \"{}\" is in the receipts but not in {}", pool, source));
     const std::string text = j.dump(2) + "\n";
     auto base = std::filesystem::absolute(a.output).parent_path();
     if (auto c = config::parse(nlohmann::json::parse(text), base); !c.ok()) {

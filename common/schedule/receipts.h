@@ -48,6 +48,9 @@ struct ProfileLearnArgs {
   std::vector<nlohmann::json> receipts;
   std::string config;           // --config FILE: classes from sizes; with -o, the file to update
   std::string output;           // -o FILE: write the config with the learned profiles (kind normal)
+  // With -o and no config: the text to update instead (the CLI gives the embedded default's when
+  // no stack runs another config), named in messages by config_name.
+  std::string config_text, config_name = "the embedded default config";
   std::size_t min_samples = 3;  // --min-samples: fewer measurements leave a profile as it was
   bool json = false;
 };

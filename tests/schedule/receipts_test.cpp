@@ -134,6 +134,29 @@ TEST(ProfileLearn, WritesAConfigThatPlansTheSame) {
   EXPECT_EQ(run_profile_learn(bad, o2, e2), 2);
 }
 
+// Without --config, -o updates the text the CLI hands over (the embedded default's, or the
+// running stack's config file): `profile learn RUN -o learned.json` on the demo stack once
+// answered only "-o needs --config".
+TEST(ProfileLearn, WritesTheGivenConfigTextWhenNoFileIsNamed) {
+  const auto dir = temp_dir();
+  std::ifstream in(kTopo);
+  std::stringstream text;
+  text << in.rdbuf();
+  ProfileLearnArgs a;
+  a.receipts = receipts_from(planned(6));
+  a.config_text = text.str();
+  a.config_name = "the test's config text";
+  a.output = (dir / "learned.json").string();
+  a.json = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(run_profile_learn(a, out, err), 0) << err.str();
+  EXPECT_EQ(nlohmann::json::parse(out.str())["updated"].size(), 3u);
+  auto learned = config::load_file(a.output);
+  ASSERT_TRUE(learned.ok()) << learned.error().message;
+  EXPECT_EQ(learned->find_pool("t10x4-sample")->profiles.at("sd").kind, config::Profile::Kind::kNormal);
+  fs::remove_all(dir);
+}
+
 TEST(Report, PlanVersusActualAndMeasuredGantt) {
   const auto dir = temp_dir();
   ReportArgs a;
