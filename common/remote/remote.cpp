@@ -121,7 +121,9 @@ Result<std::vector<HostCommand>> plan(const config::Cluster& c, const Options& o
   auto hosts = selected_hosts(c, o);
   if (!hosts.ok()) return hosts.error();
   if (o.config_path.empty() && o.launcher == Launcher::kNative)
-    return make_error(errc::remote::kConfig, "the config's path on the remote hosts is required");
+    return make_error(errc::remote::kConfig,
+                      "the native launcher needs the config file every host reads: pass --config "
+                      "FILE (and --remote-config PATH if the hosts see it elsewhere)");
   std::vector<HostCommand> out;
   bool start = o.action == Action::kStart;
   for (const config::Host* h : *hosts) {
