@@ -22,7 +22,6 @@ when it is claimed again).  The last line is one JSON object.
 Usage: chaos.py --bin BUILD/bin [--jobs 200 --kills 50 --redis-kills 2 --baseline]
 Exit status: 0 pass, 1 fail, 77 skipped (not root / no namespaces), 2 set-up error.
 """
-import argparse
 import glob
 import hashlib
 import json
@@ -37,12 +36,9 @@ import tempfile
 import threading
 import time
 
-SKIP = 77
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def log(msg):
-    print(msg, flush=True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netns import SKIP, add_namespace_args, free_port, log, netns_main, outer, sh  # noqa: E402,F401
 
 
 # ---------------------------------------------------------------- a small RESP client
@@ -120,46 +116,6 @@ class Resp:
 
 def s(x):
     return x.decode() if isinstance(x, bytes) else x
-
-
-# ---------------------------------------------------------------- outer: namespaces
-def sh(cmd, check=True):
-    r = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError("%s: %s" % (cmd, r.stdout.strip()))
-    return r
-
-
-def outer(args, script=None):
-    if os.geteuid() != 0:
-        log("SKIP: network namespaces need root (CAP_NET_ADMIN)")
-        return SKIP
-    tag = "%x" % (os.getpid() & 0xFFFF)
-    na, nb = "h3ca" + tag, "h3cb" + tag
-    net = "10.%d.%d" % (200 + (os.getpid() >> 8) % 50, os.getpid() % 250)
-    ip_a, ip_b = net + ".1", net + ".2"
-    if sh("ip netns add " + na, check=False).returncode != 0:
-        log("SKIP: cannot create a network namespace here")
-        return SKIP
-    try:
-        sh("ip netns add " + nb)
-        sh("ip link add va%s type veth peer name vb%s" % (tag, tag))
-        sh("ip link set va%s netns %s" % (tag, na))
-        sh("ip link set vb%s netns %s" % (tag, nb))
-        for ns, dev, ip in ((na, "va" + tag, ip_a), (nb, "vb" + tag, ip_b)):
-            sh("ip netns exec %s ip addr add %s/24 dev %s" % (ns, ip, dev))
-            sh("ip netns exec %s ip link set %s up" % (ns, dev))
-            sh("ip netns exec %s ip link set lo up" % ns)
-            sh("ip netns exec %s tc qdisc add dev %s root tbf rate 2350mbit burst 256kb latency 50ms" % (ns, dev))
-        inner_args = [sys.executable, script or os.path.abspath(__file__), "--inner", "--ns-b", nb, "--ip-a", ip_a,
-                      "--ip-b", ip_b] + args.passthrough
-        return subprocess.run(["ip", "netns", "exec", na] + inner_args).returncode
-    finally:
-        # Whatever the inner run left (it was killed, or failed before stopping its stacks) dies
-        # with the namespaces.
-        for ns in (na, nb):
-            sh("ip netns pids %s | xargs -r kill -9" % ns, check=False)
-            sh("ip netns del " + ns, check=False)
 
 
 # ---------------------------------------------------------------- inner: the run
@@ -492,14 +448,6 @@ class Chaos:
         return run, wall
 
 
-def free_port(ip):
-    sck = socket.socket()
-    sck.bind((ip, 0))
-    port = sck.getsockname()[1]
-    sck.close()
-    return port
-
-
 def pct(xs, p):
     if not xs:
         return None
@@ -570,40 +518,19 @@ def inner(a):
                 shutil.rmtree(c.work, ignore_errors=True)
 
 
-def add_namespace_args(p):
-    """The arguments outer() hands the run it re-executes inside namespace A."""
-    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--ns-b", help=argparse.SUPPRESS)
-    p.add_argument("--ip-a", help=argparse.SUPPRESS)
-    p.add_argument("--ip-b", help=argparse.SUPPRESS)
-
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin", required=True, help="folder with h3pipe and the h3pipe-* services")
-    p.add_argument("--jobs", type=int, default=200)
-    p.add_argument("--kills", type=int, default=50)
-    p.add_argument("--redis-kills", type=int, default=2)
-    p.add_argument("--encode-s", type=float, default=0.1)
-    p.add_argument("--sample-s", type=float, default=1.0)
-    p.add_argument("--decode-s", type=float, default=0.25)
-    p.add_argument("--stall-s", type=float, default=30.0, help="no progress for this long: resume")
-    p.add_argument("--settle-s", type=float, default=20.0,
-                   help="after the run finished, how long the queues may take to drain (lease + sweep + slack)")
-    p.add_argument("--baseline", action="store_true", help="first run the same batch without kills")
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--keep", action="store_true", help="keep the work folder")
-    p.add_argument("--workdir", default=None)
-    add_namespace_args(p)
-    a = p.parse_args()
-    if a.seed is None:
-        a.seed = random.randrange(1 << 30)
-    if not a.inner:
-        a.passthrough = [x for x in sys.argv[1:] if x != "--inner"]
-        if "--seed" not in a.passthrough:
-            a.passthrough += ["--seed", str(a.seed)]
-        return outer(a)
-    return inner(a)
+    def args(p):
+        p.add_argument("--jobs", type=int, default=200)
+        p.add_argument("--kills", type=int, default=50)
+        p.add_argument("--redis-kills", type=int, default=2)
+        p.add_argument("--encode-s", type=float, default=0.1)
+        p.add_argument("--sample-s", type=float, default=1.0)
+        p.add_argument("--decode-s", type=float, default=0.25)
+        p.add_argument("--settle-s", type=float, default=20.0,
+                       help="after the run finished, how long the queues may take to drain (lease + sweep + slack)")
+        p.add_argument("--baseline", action="store_true", help="first run the same batch without kills")
+
+    return netns_main(__doc__, __file__, inner, args)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ host a the operator's CLI runs, with the hosts' aliases in an ssh client config
 Usage: fleet_ssh_netns.py --bin BUILD/bin [--jobs 4]
 Exit status: 0 pass, 1 fail, 77 skipped (not root / no namespaces / no sshd), 2 set-up error.
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -161,19 +160,7 @@ def inner(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin", required=True, help="folder with h3pipe and the h3pipe-* services")
-    p.add_argument("--jobs", type=int, default=4)
-    p.add_argument("--stall-s", type=float, default=30.0)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--keep", action="store_true")
-    p.add_argument("--workdir", default=None)
-    chaos.add_namespace_args(p)
-    a = p.parse_args()
-    if not a.inner:
-        a.passthrough = [x for x in sys.argv[1:] if x != "--inner"]
-        return chaos.outer(a, os.path.abspath(__file__))
-    return inner(a)
+    return chaos.netns_main(__doc__, __file__, inner, lambda p: p.add_argument("--jobs", type=int, default=4), seed=1)
 
 
 if __name__ == "__main__":

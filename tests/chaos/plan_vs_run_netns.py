@@ -13,11 +13,9 @@ Usage: plan_vs_run_netns.py --bin BUILD/bin [--jobs 12]
 Exit status: 0 within the bounds (--makespan-tol, --start-tol), 1 outside, 77 skipped (not root / no
 namespaces), 2 set-up error.
 """
-import argparse
 import glob
 import json
 import os
-import random
 import shutil
 import sys
 
@@ -91,23 +89,12 @@ def inner(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin", required=True, help="folder with h3pipe and the h3pipe-* services")
-    p.add_argument("--jobs", type=int, default=12)
-    p.add_argument("--makespan-tol", type=float, default=0.02)
-    p.add_argument("--start-tol", type=float, default=0.03)
-    p.add_argument("--stall-s", type=float, default=30.0)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--keep", action="store_true")
-    p.add_argument("--workdir", default=None)
-    chaos.add_namespace_args(p)
-    a = p.parse_args()
-    if a.seed is None:
-        a.seed = random.randrange(1 << 30)
-    if not a.inner:
-        a.passthrough = [x for x in sys.argv[1:] if x != "--inner"]
-        return chaos.outer(a, os.path.abspath(__file__))
-    return inner(a)
+    def args(p):
+        p.add_argument("--jobs", type=int, default=12)
+        p.add_argument("--makespan-tol", type=float, default=0.02)
+        p.add_argument("--start-tol", type=float, default=0.03)
+
+    return chaos.netns_main(__doc__, __file__, inner, args)
 
 
 if __name__ == "__main__":
