@@ -29,6 +29,10 @@ import chaos  # noqa: E402
 SSHD = "/usr/sbin/sshd"
 
 
+class Unavailable(Exception):
+    """What this machine cannot provide for the test (a skip, not a failure)."""
+
+
 class Fleet(chaos.Chaos):
     def adjust_config(self, cfg, keys):
         for h in cfg["hosts"]:
@@ -78,6 +82,9 @@ class Fleet(chaos.Chaos):
             while subprocess.run(["ssh", "-F", self.ssh_config, "-o", "BatchMode=yes", "h3-" + host, "true"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
                 if time.time() > deadline:
+                    logs = open(os.path.join(d, "sshd-%s.log" % host), errors="replace").read()
+                    if "account is locked" in logs:  # this machine's root, not h3pipe
+                        raise Unavailable("sshd refuses root here: its account is locked (passwd -l)")
                     raise RuntimeError("sshd of host %s did not answer; see %s" % (host, d))
                 time.sleep(0.05)
 
@@ -125,6 +132,9 @@ def inner(a):
         try:
             c.prepare()
             c.setup_ssh()
+        except Unavailable as e:
+            chaos.log("SKIP: %s" % e)
+            return chaos.SKIP
         except Exception as e:
             chaos.log("set-up failed: %s" % e)
             return 2
