@@ -15,22 +15,12 @@
 #include <deque>
 
 #include "common/model/conv_ops.h"
+#include "common/model/decode_layout.h"
 #include "common/model/networks.h"
 
 namespace h3pipe::model {
 
 namespace {
-constexpr int kResChunk = 4;  // frames per residual-block pass (bounds its temporaries)
-// Receptive radius in latent pixels: conv_in + res0 (3) + 1/8 stage (1.5) + 1/4 stage (0.75) +
-// 1/2 stage (0.25) + full-resolution convs (0.125), rounded up.
-constexpr int kReceptiveRadius = 6;
-
-// Half-width (latent pixels) of the blend zone at a seam: where both tiles are exact when the
-// overlap allows it, else half the overlap (approximate seams).
-int blend_width(int overlap) {
-  return overlap > kReceptiveRadius ? overlap - kReceptiveRadius : overlap / 2;
-}
-
 ConvW conv_w(const Weights& ws, const std::string& n, int out, int in) {
   return {ws.at(n + ".weight"), ws.at(n + ".bias"), out, in};
 }
@@ -170,12 +160,9 @@ DecodePlan VideoDecoder::plan(const LatentDims& d, bool device) const {
 namespace {
 
 // One spatial tile's region and causal state.
-struct Tile {
-  int y0, y1, x0, x1;                             // core, latent pixels
-  int ey0, ey1, ex0, ex1;                         // extended by the overlap
+struct Tile : TileRect {
+  explicit Tile(const TileRect& r) : TileRect(r) {}
   std::deque<std::vector<float>> cache0, cache1;  // last inputs of tup0 / tup1 (<= 2 frames)
-  int eh() const { return ey1 - ey0; }
-  int ew() const { return ex1 - ex0; }
 };
 
 // Blend weight of output pixel coordinate v for a tile whose core is [a, b) latent pixels in an
@@ -238,33 +225,20 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
   const bool tiled = plan.tiles > 1;
 
   std::vector<Tile> tiles;
-  for (int y = 0; y < H; y += plan.tile_h)
-    for (int x = 0; x < W; x += plan.tile_w) {
-      Tile t{};
-      t.y0 = y, t.y1 = std::min(H, y + plan.tile_h), t.x0 = x, t.x1 = std::min(W, x + plan.tile_w);
-      t.ey0 = std::max(0, t.y0 - ov), t.ey1 = std::min(H, t.y1 + ov);
-      t.ex0 = std::max(0, t.x0 - ov), t.ex1 = std::min(W, t.x1 + ov);
-      tiles.push_back(std::move(t));
-    }
+  for (const TileRect& r : tile_rects(plan, H, W, ov)) tiles.emplace_back(r);
 
   const std::size_t frame_px = static_cast<std::size_t>(out_w) * out_h;
-  std::vector<std::uint8_t> rgb(frame_px * 3), last(frame_px * 3);
+  std::vector<std::uint8_t> rgb(frame_px * 3);
   std::vector<float> acc;  // tiled: (frames, 4, out_h, out_w) weighted rgb + weight
-  int emitted = 0;
-  const auto emit = [&](const std::uint8_t* px) -> Status {
-    if (emitted >= frames) return Status::Ok();
-    ++emitted;
-    if (px != last.data()) std::copy_n(px, frame_px * 3, last.data());
-    return sink({px, frame_px * 3});
-  };
+  FrameEmitter emitter(sink, frames, frame_px);
 
   std::vector<float> lat, x0, t1, t2, x1, xf, a, b, y0, y1;  // grow only, kept across segments
-  for (int f0 = 0; f0 < T && emitted < frames; f0 += plan.segment_frames) {
+  for (int f0 = 0; f0 < T && !emitter.done(); f0 += plan.segment_frames) {
     if (cancelled && cancelled())
       return make_error(errc::runtime::kCancelled, "decode cancelled at latent frame {}", f0);
     const int s = std::min(plan.segment_frames, T - f0);
     const bool clip_start = f0 == 0;
-    const int seg_out = clip_start ? 1 + 4 * (s - 1) : 4 * s;
+    const int seg_out = segment_output_frames(s, clip_start);
     if (tiled) acc.assign(static_cast<std::size_t>(seg_out) * 4 * frame_px, 0.0f);
 
     for (Tile& tile : tiles) {
@@ -314,7 +288,8 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
       const std::size_t p2 = static_cast<std::size_t>(h2) * w2, p3 = p2 * 4, p4 = p3 * 4;
       for (int f = 0; f < n2; ++f) {
         if (cancelled && cancelled())
-          return make_error(errc::runtime::kCancelled, "decode cancelled at output frame {}", emitted);
+          return make_error(errc::runtime::kCancelled, "decode cancelled at output frame {}",
+                            emitter.emitted());
         float* in1 = y1.data() + static_cast<std::size_t>(f) * im.c1 * p1;
         rms_norm_silu(ex, in1, in1, 1, im.c1, p1, im.gu1);
         xf.resize(std::max(xf.size(), static_cast<std::size_t>(im.c2) * p2));
@@ -345,8 +320,8 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
                     static_cast<std::uint8_t>(
                         std::lround(std::clamp((t + 1.0f) * 127.5f, 0.0f, 255.0f)));
               }
-          H3_TRY(emit(rgb.data()));
-          if (emitted >= frames) break;
+          H3_TRY(emitter.emit(rgb.data()));
+          if (emitter.done()) break;
         } else {
           float* fa = acc.data() + static_cast<std::size_t>(f) * 4 * frame_px;
           for (int y = 0; y < rows; ++y) {
@@ -366,7 +341,7 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
       }
     }
     if (tiled) {
-      for (int f = 0; f < seg_out && emitted < frames; ++f) {
+      for (int f = 0; f < seg_out && !emitter.done(); ++f) {
         const float* fa = acc.data() + static_cast<std::size_t>(f) * 4 * frame_px;
         for (std::size_t o = 0; o < frame_px; ++o) {
           const float wsum = fa[3 * frame_px + o];
@@ -376,17 +351,11 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
                 std::lround(std::clamp((t + 1.0f) * 127.5f, 0.0f, 255.0f)));
           }
         }
-        H3_TRY(emit(rgb.data()));
+        H3_TRY(emitter.emit(rgb.data()));
       }
     }
   }
-  // The causal decoder yields 1 + 4*(T-1) frames; a spec whose (frames-1) is not a multiple of 4
-  // gets its last frame repeated (at most 3 times).
-  while (emitted < frames && emitted > 0) H3_TRY(emit(last.data()));
-  if (emitted != frames)
-    return make_error(errc::runtime::kPermanentInput, "decoder produced {} of {} frames", emitted,
-                      frames);
-  return Status::Ok();
+  return emitter.finish();
 }
 
 }  // namespace h3pipe::model

@@ -6,17 +6,12 @@
 
 #include "common/model/cuda/networks.h"
 #include "common/model/conv_ops.h"
+#include "common/model/decode_layout.h"
 #include "common/model/weights.h"
 
 namespace h3pipe::model::cuda {
 
 namespace {
-constexpr int kResChunk = 4;          // vae_decoder.cpp
-constexpr int kReceptiveRadius = 6;   // vae_decoder.cpp
-int blend_width(int overlap) {
-  return overlap > kReceptiveRadius ? overlap - kReceptiveRadius : overlap / 2;
-}
-
 DConv dconv(Ctx& ctx, const Weights& ws, const std::string& n, bool phases) {
   const DTensor& w = ctx.at(n + ".weight");
   DConv c{w.b16, w.f32, ctx.at(n + ".bias").f32, nullptr, static_cast<int>(w.shape[0]),
@@ -33,11 +28,9 @@ DConv dconv(Ctx& ctx, const Weights& ws, const std::string& n, bool phases) {
 }
 
 // One tile's causal state on the device (vae_decoder.cpp Tile).
-struct TileGpu {
-  int y0, y1, x0, x1, ey0, ey1, ex0, ex1;
+struct TileGpu : TileRect {
+  explicit TileGpu(const TileRect& r) : TileRect(r) {}
   std::deque<Buf<float>> cache0, cache1;
-  int eh() const { return ey1 - ey0; }
-  int ew() const { return ex1 - ex0; }
 };
 
 void push_cache(Ctx& ctx, std::deque<Buf<float>>& cache, const float* cur, int frames,
@@ -50,6 +43,16 @@ void push_cache(Ctx& ctx, std::deque<Buf<float>>& cache, const float* cur, int f
     cache.push_back(std::move(b));
     if (cache.size() > 2) cache.pop_front();
   }
+}
+
+// vae_decoder.cpp's split_time on the device: the temporal upsampler's output (frames, 2*ch,
+// px) read as 2*frames frames of (ch, px); frame 0 of the clip keeps only its first half.
+// Drops that half in place; returns the frame count.
+int split_time(Ctx& ctx, float* tup, int frames, std::size_t frame_elems, bool clip_start) {
+  if (!clip_start) return 2 * frames;
+  for (int f = 1; f < 2 * frames - 1; ++f)
+    ctx.copy(tup + f * frame_elems, tup + (f + 1) * frame_elems, frame_elems);
+  return 2 * frames - 1;
 }
 
 Taps3 taps_of(const std::vector<const float*>& taps, int f) {
@@ -205,14 +208,7 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
   const bool tiled = plan.tiles > 1;
 
   std::deque<TileGpu> tiles;  // stable: a tile owns device buffers
-  for (int y = 0; y < H; y += plan.tile_h)
-    for (int x = 0; x < W; x += plan.tile_w) {
-      TileGpu t{};
-      t.y0 = y, t.y1 = std::min(H, y + plan.tile_h), t.x0 = x, t.x1 = std::min(W, x + plan.tile_w);
-      t.ey0 = std::max(0, t.y0 - ov), t.ey1 = std::min(H, t.y1 + ov);
-      t.ex0 = std::max(0, t.x0 - ov), t.ex1 = std::min(W, t.x1 + ov);
-      tiles.push_back(std::move(t));
-    }
+  for (const TileRect& r : tile_rects(plan, H, W, ov)) tiles.emplace_back(r);
 
   // The latent goes up once; finished frames come down one at a time.
   Buf<float> video_b = ctx_.buf<float>();
@@ -220,27 +216,21 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
   ctx_.to_device(video, video_host, static_cast<std::size_t>(d.video_numel()));
 
   const std::size_t frame_px = static_cast<std::size_t>(out_w) * out_h;
-  std::vector<std::uint8_t> rgb(frame_px * 3), last(frame_px * 3);
+  std::vector<std::uint8_t> rgb(frame_px * 3);
   Buf<std::uint8_t> rgb_b = ctx_.buf<std::uint8_t>();
   std::uint8_t* rgb_d = rgb_b.get(frame_px * 3);
   Buf<float> acc_b = ctx_.buf<float>();
-  int emitted = 0;
-  const auto emit = [&](const std::uint8_t* px) -> Status {
-    if (emitted >= frames) return Status::Ok();
-    ++emitted;
-    if (px != last.data()) std::copy_n(px, frame_px * 3, last.data());
-    return sink({px, frame_px * 3});
-  };
+  FrameEmitter emitter(sink, frames, frame_px);
 
   Buf<float> lat_b = ctx_.buf<float>(), x0_b = ctx_.buf<float>(), x1_b = ctx_.buf<float>(),
              xf_b = ctx_.buf<float>(), a_b = ctx_.buf<float>(), b_b = ctx_.buf<float>(),
              y0_b = ctx_.buf<float>(), y1_b = ctx_.buf<float>();
-  for (int f0 = 0; f0 < T && emitted < frames; f0 += plan.segment_frames) {
+  for (int f0 = 0; f0 < T && !emitter.done(); f0 += plan.segment_frames) {
     if (cancelled && cancelled())
       return make_error(errc::runtime::kCancelled, "decode cancelled at latent frame {}", f0);
     const int s = std::min(plan.segment_frames, T - f0);
     const bool clip_start = f0 == 0;
-    const int seg_out = clip_start ? 1 + 4 * (s - 1) : 4 * s;
+    const int seg_out = segment_output_frames(s, clip_start);
     float* acc = nullptr;
     if (tiled) {
       acc = acc_b.get(static_cast<std::size_t>(seg_out) * 4 * frame_px);
@@ -274,12 +264,7 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
       float* y0 = y0_b.get(static_cast<std::size_t>(s) * 2 * c0_ * p0);
       time_conv(tup0_, causal_taps(tile.cache0, x0, s, c0_ * p0), s, p0, y0);
       push_cache(ctx_, tile.cache0, x0, s, c0_ * p0);
-      int n1 = 2 * s;
-      if (clip_start) {  // split_time: frame 0 of the clip keeps only its first half
-        for (int f = 1; f < 2 * s - 1; ++f)
-          ctx_.copy(y0 + f * c0_ * p0, y0 + (f + 1) * c0_ * p0, c0_ * p0);
-        n1 = 2 * s - 1;
-      }
+      const int n1 = split_time(ctx_, y0, s, c0_ * p0, clip_start);
       // Stage 1 at 1/8.
       const int h1 = 2 * eh, w1 = 2 * ew;
       const std::size_t p1 = static_cast<std::size_t>(h1) * w1;
@@ -290,12 +275,7 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
       float* y1 = y1_b.get(static_cast<std::size_t>(n1) * 2 * c1_ * p1);
       time_conv(tup1_, causal_taps(tile.cache1, x1, n1, c1_ * p1), n1, p1, y1);
       push_cache(ctx_, tile.cache1, x1, n1, c1_ * p1);
-      int n2 = 2 * n1;
-      if (clip_start) {
-        for (int f = 1; f < 2 * n1 - 1; ++f)
-          ctx_.copy(y1 + f * c1_ * p1, y1 + (f + 1) * c1_ * p1, c1_ * p1);
-        n2 = 2 * n1 - 1;
-      }
+      const int n2 = split_time(ctx_, y1, n1, c1_ * p1, clip_start);
       // Per output frame: 1/4 -> 1/2 -> 1/1.
       const int h2 = 2 * h1, w2 = 2 * w1, h3 = 2 * h2, w3 = 2 * w2, h4 = 2 * h3, w4 = 2 * w3;
       const std::size_t p2 = static_cast<std::size_t>(h2) * w2, p3 = p2 * 4, p4 = p3 * 4;
@@ -304,7 +284,8 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
       float* b = b_b.get(std::max(static_cast<std::size_t>(c3_) * p3, 3 * p4));
       for (int f = 0; f < n2; ++f) {
         if (cancelled && cancelled())
-          return make_error(errc::runtime::kCancelled, "decode cancelled at output frame {}", emitted);
+          return make_error(errc::runtime::kCancelled, "decode cancelled at output frame {}",
+                            emitter.emitted());
         float* in1 = y1 + static_cast<std::size_t>(f) * c1_ * p1;
         rms_norm_silu(st, in1, in1, 1, c1_, p1, gu1_);
         conv3x3(up1_, in1, 1, h1, w1, true, xf, false);
@@ -322,8 +303,8 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
         if (!tiled) {
           rgb_out(st, b, rows, cols, w4, p4, rgb_d, oy0, ox0, out_w);
           ctx_.to_host(rgb.data(), rgb_d, frame_px * 3);
-          H3_TRY(emit(rgb.data()));
-          if (emitted >= frames) break;
+          H3_TRY(emitter.emit(rgb.data()));
+          if (emitter.done()) break;
         } else {
           blend_acc(st, b, rows, cols, w4, p4, acc + static_cast<std::size_t>(f) * 4 * frame_px,
                     frame_px, oy0, ox0, out_w, tile.y0, tile.y1, tile.x0, tile.x1, H, W, bw);
@@ -331,18 +312,14 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
       }
     }
     if (tiled) {
-      for (int f = 0; f < seg_out && emitted < frames; ++f) {
+      for (int f = 0; f < seg_out && !emitter.done(); ++f) {
         acc_rgb(st, acc + static_cast<std::size_t>(f) * 4 * frame_px, frame_px, rgb_d);
         ctx_.to_host(rgb.data(), rgb_d, frame_px * 3);
-        H3_TRY(emit(rgb.data()));
+        H3_TRY(emitter.emit(rgb.data()));
       }
     }
   }
-  while (emitted < frames && emitted > 0) H3_TRY(emit(last.data()));
-  if (emitted != frames)
-    return make_error(errc::runtime::kPermanentInput, "decoder produced {} of {} frames", emitted,
-                      frames);
-  return Status::Ok();
+  return emitter.finish();
 }
 
 // --- audio ---
