@@ -4,15 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/model/dit_layout.h"
 #include "common/model/networks.h"
 
 namespace h3pipe::model {
-
-namespace {
-constexpr std::uint64_t kVideoNoise = 0x766964656f6e6f69ull;  // distinct noise streams
-constexpr std::uint64_t kAudioNoise = 0x617564696f6e6f69ull;
-constexpr int kTimeEmbed = 256;
-}  // namespace
 
 Dit::Dit(const Weights& ws, const ModelConfig& c) : c_(c), type_embed_(ws.at("dit.type_embed")) {
   const int d = c.width, hid = c.width * c.mlp_ratio, p = c.patch[1];
@@ -37,13 +32,7 @@ Dit::Dit(const Weights& ws, const ModelConfig& c) : c_(c), type_embed_(ws.at("di
 }
 
 std::vector<float> Dit::schedule(std::uint32_t steps) const {
-  std::vector<float> t(steps + 1);
-  const double shift = c_.flow_shift;
-  for (std::uint32_t i = 0; i <= steps; ++i) {
-    const double s = 1.0 - static_cast<double>(i) / steps;
-    t[i] = static_cast<float>(shift * s / (1.0 + (shift - 1.0) * s));
-  }
-  return t;
+  return flow_schedule(c_.flow_shift, steps);
 }
 
 void Dit::block(Exec& ex, const Block& b, const float* mod, const float* kv, int m, float* x,
@@ -83,9 +72,8 @@ Status Dit::sample(Exec& ex, const Tensor& cond, const LatentDims& dims, std::ui
                    const CancelFn& cancelled) const {
   const int d = c_.width, p = c_.patch[1], ap = c_.audio_patch;
   const int T = dims.t, H = dims.h, W = dims.w, L = dims.audio_len;
-  const int hp = (H + p - 1) / p, wp = (W + p - 1) / p;
-  const int nv = T * hp * wp, na = (L + ap - 1) / ap, n = nv + na;
-  const int vf = kVideoChannels * p * p, af = kAudioChannels * 2 * ap;
+  const DitTokens tk = dit_tokens(c_, dims);
+  const int hp = tk.hp, wp = tk.wp, nv = tk.nv, na = tk.na, n = tk.n, vf = tk.vf, af = tk.af;
   const int m = static_cast<int>(cond.shape[0]);
   const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
 

@@ -7,15 +7,13 @@
 #include <cmath>
 
 #include "common/model/cuda/networks.h"
+#include "common/model/dit_layout.h"
 #include "common/model/kernels.h"
 #include "common/model/transformer.h"
 
 namespace h3pipe::model::cuda {
 
 namespace {
-constexpr std::uint64_t kVideoNoise = 0x766964656f6e6f69ull;  // dit.cpp's noise streams
-constexpr std::uint64_t kAudioNoise = 0x617564696f6e6f69ull;
-constexpr int kTimeEmbed = 256;
 // Attention score blocks (fp32 scores + bf16 probabilities of every head) stay under this.
 constexpr std::size_t kAttnBytes = std::size_t{2} << 30;
 }  // namespace
@@ -119,9 +117,8 @@ Status DitGpu::sample(const Tensor& cond, const LatentDims& dims, std::uint32_t 
                       const CancelFn& cancelled) {
   const int d = c_.width, p = c_.patch[1], ap = c_.audio_patch;
   const int T = dims.t, H = dims.h, W = dims.w, L = dims.audio_len;
-  const int hp = (H + p - 1) / p, wp = (W + p - 1) / p;
-  const int nv = T * hp * wp, na = (L + ap - 1) / ap, n = nv + na;
-  const int vf = kVideoChannels * p * p, af = kAudioChannels * 2 * ap;
+  const DitTokens tk = dit_tokens(c_, dims);
+  const int hp = tk.hp, wp = tk.wp, nv = tk.nv, na = tk.na, n = tk.n, vf = tk.vf, af = tk.af;
   const int m = static_cast<int>(cond.shape[0]);
   const std::size_t vn = static_cast<std::size_t>(dims.video_numel()),
                     an = static_cast<std::size_t>(dims.audio_numel());
@@ -168,12 +165,7 @@ Status DitGpu::sample(const Tensor& cond, const LatentDims& dims, std::uint32_t 
   float* c1 = c1_.get(static_cast<std::size_t>(std::max(d, kTimeEmbed)));
   bf16* cb = cb_.get(std::max(md, static_cast<std::size_t>(std::max(d, kTimeEmbed))));
   std::vector<float> temb(kTimeEmbed);
-  // The schedule as Dit::schedule computes it.
-  std::vector<float> ts(steps + 1);
-  for (std::uint32_t i = 0; i <= steps; ++i) {
-    const double s = 1.0 - static_cast<double>(i) / steps;
-    ts[i] = static_cast<float>(c_.flow_shift * s / (1.0 + (c_.flow_shift - 1.0) * s));
-  }
+  const std::vector<float> ts = flow_schedule(c_.flow_shift, steps);
 
   for (std::uint32_t step = 0; step < steps; ++step) {
     if (cancelled && cancelled())
