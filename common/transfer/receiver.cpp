@@ -9,24 +9,15 @@
 #include <chrono>
 #include <zmq_addon.hpp>
 
-#include "common/logging/log.h"
+#include "common/transfer/log.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/receiver_impl.h"
 #include "common/transfer/wire.h"
 #include "common/transfer/zap.h"
 
-namespace {
-
-// This file's component logger (common/logging/log.h).
-spdlog::logger& logger() {
-  static const auto l = h3pipe::logging::get("transfer");
-  return *l;
-}
-
-}  // namespace
-
 namespace h3pipe::transfer {
 namespace fs = std::filesystem;
+using detail::logger;
 
 TransferReceiver::Impl::Impl(zmq::context_t& ctx, ReceiverOptions o, OnDurable cb,
                              TransferProbe& probe)

@@ -9,23 +9,14 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
-#include "common/logging/log.h"
+#include "common/transfer/log.h"
 #include "common/transfer/disk.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/receiver_impl.h"
 
-namespace {
-
-// This file's component logger (common/logging/log.h).
-spdlog::logger& logger() {
-  static const auto l = h3pipe::logging::get("transfer");
-  return *l;
-}
-
-}  // namespace
-
 namespace h3pipe::transfer {
 namespace fs = std::filesystem;
+using detail::logger;
 
 namespace {
 

@@ -12,25 +12,16 @@
 #include <random>
 
 #include "common/artifacts/artifacts.h"
-#include "common/logging/log.h"
+#include "common/transfer/log.h"
 #include "common/transfer/outbox.h"
 #include "common/transfer/sender_impl.h"
 #include "common/transfer/sender_parts.h"
-
-namespace {
-
-// This file's component logger (common/logging/log.h).
-spdlog::logger& logger() {
-  static const auto l = h3pipe::logging::get("transfer");
-  return *l;
-}
-
-}  // namespace
 
 namespace h3pipe::transfer {
 namespace fs = std::filesystem;
 using detail::Clock;
 using detail::Job;
+using detail::logger;
 using detail::make_job;
 using detail::Peer;
 using std::chrono::milliseconds;

@@ -3,23 +3,14 @@
 // heartbeat, and the per-peer tick that starts the next transfer and drives the active one.
 #include <chrono>
 
-#include "common/logging/log.h"
+#include "common/transfer/log.h"
 #include "common/transfer/sender_impl.h"
 #include "common/transfer/sender_parts.h"
 #include "common/transfer/wire.h"
 
-namespace {
-
-// This file's component logger (common/logging/log.h).
-spdlog::logger& logger() {
-  static const auto l = h3pipe::logging::get("transfer");
-  return *l;
-}
-
-}  // namespace
-
 namespace h3pipe::transfer {
 using detail::Clock;
+using detail::logger;
 using detail::next_monitor_event;
 using detail::open_peer;
 using detail::Peer;

@@ -9,26 +9,17 @@
 #include <cstring>
 
 #include "common/core/sha256.h"
-#include "common/logging/log.h"
+#include "common/transfer/log.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/outbox.h"
 #include "common/transfer/sender_impl.h"
 #include "common/transfer/sender_parts.h"
 #include "common/transfer/wire.h"
 
-namespace {
-
-// This file's component logger (common/logging/log.h).
-spdlog::logger& logger() {
-  static const auto l = h3pipe::logging::get("transfer");
-  return *l;
-}
-
-}  // namespace
-
 namespace h3pipe::transfer {
 using detail::Clock;
 using detail::Job;
+using detail::logger;
 using detail::Peer;
 using detail::St;
 using std::chrono::milliseconds;
