@@ -21,8 +21,6 @@ using queue::reply_int;
 
 namespace {
 
-#define REQUIRE_SERVER(srv) ASSERT_TRUE((srv).ready()) << (srv).why_not_ready()
-
 // KEDA's desired replica count for an AverageValue target: ceil(metric / target) within bounds.
 long long desired_replicas(long long metric, long long target, long long min, long long max) {
   const long long want = static_cast<long long>(std::ceil(static_cast<double>(metric) / target));

@@ -44,6 +44,3 @@ inline long long acl_log_entries(const AclRedis& srv, std::string* dump = nullpt
 }
 
 }  // namespace h3pipe::test_support
-
-// A test stops here, with the render output and the server's log, when its server is not up.
-#define REQUIRE_SERVER(srv) ASSERT_TRUE((srv).ready()) << (srv).why_not_ready()
