@@ -31,7 +31,10 @@ struct Global {
   std::string state_dir;     // --state-dir
 };
 
-// Loads --config, or the config of the running local stack, or the embedded default.
+// The config file the CLI works with: --config, else the one the stack running here was
+// started with, else "" (the embedded default).
+std::string config_file_in_use(const Global& g);
+// Loads that config (or the embedded default), with --state-dir over its state dir.
 Result<config::Cluster> load_cluster(const Global& g);
 // Redis of the running local stack, else the config's, with --redis overriding.
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c);

@@ -21,24 +21,29 @@ fs::path bin_dir() {
 
 // Every command loads its config here: parsed, and every runtime's settings checked as the
 // services will (runtime/settings_check.h), so a command and the stack agree on what is valid.
+std::string config_file_in_use(const Global& g) {
+  if (!g.config_file.empty()) return g.config_file;
+  auto def = config::embedded_default();
+  if (!def.ok()) return "";
+  if (!g.state_dir.empty()) config::override_state_dir(*def, g.state_dir);
+  // The running stack may have been started with another config: use that one.
+  if (auto st = supervisor::running(*def)) return st->value("config", "");
+  return "";
+}
+
 // --state-dir is the state dir, also over a config that names one.
 Result<config::Cluster> load_cluster(const Global& g) {
-  if (!g.state_dir.empty()) ::setenv("H3PIPE_STATE", g.state_dir.c_str(), 1);
-  auto c = [&]() -> Result<config::Cluster> {
-    if (!g.config_file.empty()) return runtime::load_config(g.config_file);
-    auto def = config::embedded_default();
-    if (!def.ok()) return def;
-    // The running stack may have been started with another config: use that one.
-    if (auto st = supervisor::running(*def)) {
-      std::string cfg = (*st).value("config", "");
-      if (!cfg.empty()) return runtime::load_config(cfg);
-    }
-    if (auto s = runtime::check_settings(*def, runtime::SettingsScope::kConfig); !s.ok())
-      return make_error(errc::config::kInvalid, "the embedded config:\n{}", s.error().message);
-    return def;
-  }();
-  if (c.ok() && !g.state_dir.empty()) config::override_state_dir(*c, g.state_dir);
-  return c;
+  const auto with_flag = [&](Result<config::Cluster> c) {
+    if (c.ok() && !g.state_dir.empty()) config::override_state_dir(*c, g.state_dir);
+    return c;
+  };
+  if (const std::string file = config_file_in_use(g); !file.empty())
+    return with_flag(runtime::load_config(file));
+  auto def = with_flag(config::embedded_default());
+  if (!def.ok()) return def;
+  if (auto s = runtime::check_settings(*def, runtime::SettingsScope::kConfig); !s.ok())
+    return make_error(errc::config::kInvalid, "the embedded config:\n{}", s.error().message);
+  return def;
 }
 
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c) {

@@ -11,7 +11,6 @@
 #include "common/remote/remote.h"
 #include "common/runtime/settings_check.h"
 #include "common/schedule/config_adapt.h"
-#include "common/supervisor/supervisor.h"
 #include "common/transfer/keys.h"
 #include "common/schedule/plan.h"
 #include "common/schedule/receipts.h"
@@ -157,13 +156,9 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
     auto r = read_receipts(g, learn_run);
     if (!r.ok()) { fmt::print(stderr, "{}\n", r.error().message); rc = 1; return; }
     learn.receipts = std::move(*r);
-    learn.config = g.config_file;
-    if (learn.config.empty()) {
-      // The receipts came from the stack that runs here: update its config, or the embedded one.
-      if (auto def = config::embedded_default(); def.ok())
-        if (auto st = supervisor::running(*def)) learn.config = st->value("config", "");
-      if (learn.config.empty()) learn.config_text = config::embedded_default_text();
-    }
+    // The receipts came from the stack that runs here: update its config, or the embedded one.
+    learn.config = config_file_in_use(g);
+    if (learn.config.empty()) learn.config_text = config::embedded_default_text();
     rc = schedule::run_profile_learn(learn, std::cout, std::cerr);
   });
 
@@ -204,7 +199,8 @@ int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
   o.compose_dir = f.compose_dir;
   o.config_path = f.remote_config.empty() ? g.config_file : f.remote_config;
   if (!f.remote_bin.empty()) o.h3pipe = f.remote_bin;
-  if (!f.ssh_config.empty()) o.ssh_options.insert(o.ssh_options.begin(), {"-F", std::filesystem::absolute(f.ssh_config).string()});
+  if (!f.ssh_config.empty())
+    o.ssh_options.insert(o.ssh_options.begin(), {"-F", std::filesystem::absolute(f.ssh_config).string()});
   if (f.dry_run) {
     auto cmds = remote::plan(*c, o);
     if (!cmds.ok()) { fmt::print(stderr, "{}\n", cmds.error().message); return 2; }

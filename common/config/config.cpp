@@ -25,7 +25,8 @@ std::optional<StageKind> parse_stage(const std::string& s) {
 // Absolute: redis-server changes into its data dir before it reads its ACL file, so a relative
 // state dir (`--state-dir st`) once left it looking for st/redis/users.acl under st/redis.
 fs::path default_state_dir() {
-  if (const char* s = std::getenv("H3PIPE_STATE"); s && *s) return fs::absolute(s).lexically_normal();
+  if (const char* s = std::getenv("H3PIPE_STATE"); s && *s)
+    return fs::absolute(s).lexically_normal();
   return fs::current_path() / ".state";
 }
 
@@ -506,7 +507,8 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
   r.finish();
   if (!e.empty()) return make_error(errc::config::kInvalid, "{}", e.joined());
 
-  fs::path sd = state_dir.empty() ? default_state_dir() : resolve(base_dir, state_dir).lexically_normal();
+  fs::path sd =
+      state_dir.empty() ? default_state_dir() : resolve(base_dir, state_dir).lexically_normal();
   c.state_dir = sd;
   c.artifact_root = artifact_root.empty() ? sd / "artifacts" : resolve(base_dir, artifact_root);
   c.output_root = output_root.empty() ? sd / "outputs" : resolve(base_dir, output_root);
@@ -531,7 +533,8 @@ void override_state_dir(Cluster& c, const fs::path& dir) {
   const fs::path sd = fs::absolute(dir).lexically_normal();
   if (c.artifact_root == c.state_dir / "artifacts") c.artifact_root = sd / "artifacts";
   if (c.output_root == c.state_dir / "outputs") c.output_root = sd / "outputs";
-  if (c.limits.input_roots == std::vector<fs::path>{c.state_dir / "inputs"}) c.limits.input_roots = {sd / "inputs"};
+  if (c.limits.input_roots == std::vector<fs::path>{c.state_dir / "inputs"})
+    c.limits.input_roots = {sd / "inputs"};
   c.state_dir = sd;
 }
 

@@ -121,7 +121,6 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   logging::configure(info.name, log_level);
   logging::route_protobuf_logs();  // peers' malformed frames cannot flood the log
 
-  if (!state_dir.empty()) ::setenv("H3PIPE_STATE", state_dir.c_str(), 1);
   auto cluster = config_file.empty() ? config::embedded_default() : config::load_file(config_file);
   if (!cluster.ok()) {
     logger().critical("invalid config:\n{}", cluster.error().message);
