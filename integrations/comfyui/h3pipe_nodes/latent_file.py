@@ -48,6 +48,9 @@ class LatentFile:
 def check_values(name, t):
     if not isinstance(t, torch.Tensor):
         raise LatentError("latent.type", f"{name} is a {type(t).__name__}, not a tensor")
+    if t.layout != torch.strided or t.device.type == "meta":
+        raise LatentError("latent.type", f"{name} is a {t.layout} tensor on device {t.device}: a "
+                          "latent is a dense tensor with data (convert it first)")
     if t.dtype not in STORABLE:
         raise LatentError("latent.bad_dtype", f"{name} has dtype {t.dtype}: a latent is stored as "
                           "F32, F16 or BF16 (convert it first)")
@@ -79,6 +82,26 @@ def resolve_profile(name, video, audio, geometry=None, fps=24):
         return p.name, profiles.fit(p, _shape(video), _shape(audio), geometry, fps)
     except ShapeError as e:
         raise LatentError(e.code, e.reason)
+
+
+def check_expected(lf, profile, geometry=None, fps=24):
+    """What h3pipe's reader requires of a job's latent (common/latent/check.cpp), for a file read:
+    a version 2 file names the job's profile (a version 1 file is `builtin`), its shapes are what
+    the profile makes for the job and, given the job, its metadata names that job. A ComfyUI
+    .latent names no profile: its shapes are checked. Raises LatentError with h3pipe's codes."""
+    if lf.source == "h3latent v1" and profile != "builtin":
+        raise LatentError("latent.profile", "a version 1 latent holds the builtin profile's grid; "
+                          f"the job's profile is {profile}")
+    if lf.source == "h3latent v2" and lf.profile != profile:
+        raise LatentError("latent.profile", f"latent was made for profile {lf.profile}, the job's "
+                          f"profile is {profile}")
+    try:
+        profiles.fit(profiles.BY_NAME[profile], _shape(lf.video), _shape(lf.audio), geometry, fps)
+    except ShapeError as e:
+        raise LatentError(e.code, e.reason)
+    if geometry is not None and lf.source == "h3latent v2" and lf.geometry != geometry:
+        raise LatentError("latent.geometry", f"latent metadata says job {lf.geometry}, the job is "
+                          f"{geometry}")
 
 
 def _jsonable(v):

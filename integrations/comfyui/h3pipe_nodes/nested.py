@@ -1,15 +1,25 @@
 """ComfyUI's NestedTensor (comfy/nested_tensor.py, newer than 0.3.64): one LATENT whose
-"samples" carries several streams, e.g. LTX-2's [video, audio].
+"samples" carries several streams, e.g. MiniMax H3's and LTX-2's [video, audio].
 
 Detected by duck typing, so any object with ComfyUI's API works. On load the real class is
-used when ComfyUI has it; otherwise `NestedTensorStandIn`, which has the same API.
+used when ComfyUI has it (looked up at each load, so a module that appears later is found);
+otherwise `NestedTensorStandIn`, which has the same API. Core VAEDecode decodes unbind()[0],
+VAEDecodeAudio unbind()[-1]: the stream order is the one saved.
 """
+import importlib
+
 import torch
 
-try:  # ComfyUI with AV models (LTX-2); absent in 0.3.64 and outside ComfyUI
-    from comfy.nested_tensor import NestedTensor as _ComfyNestedTensor
-except Exception:  # noqa: BLE001 - any import failure means "not available"
-    _ComfyNestedTensor = None
+from .latent_file import LatentError
+
+
+def comfy_class():
+    """comfy.nested_tensor.NestedTensor when this ComfyUI has it, else None (0.3.64, or outside
+    ComfyUI)."""
+    try:
+        return importlib.import_module("comfy.nested_tensor").NestedTensor
+    except Exception:  # noqa: BLE001 - any import failure means "not available"
+        return None
 
 
 def is_nested(samples):
@@ -21,14 +31,18 @@ def is_nested(samples):
 
 
 def streams(samples):
-    """The tensors of a NestedTensor-like value, in order."""
+    """The tensors of a NestedTensor-like value, in order. Raises LatentError."""
     ts = getattr(samples, "tensors", None)
     if ts is None:
         ts = samples.unbind()
+    if not isinstance(ts, (list, tuple)):
+        raise LatentError("latent.type", f"the NestedTensor's streams are a {type(ts).__name__}, "
+                          "not a list of tensors")
     ts = list(ts)
     for i, t in enumerate(ts):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"NestedTensor stream {i} is a {type(t).__name__}, not a tensor")
+            raise LatentError("latent.type", f"NestedTensor stream {i} is a "
+                              f"{type(t).__name__}, not a tensor")
     return ts
 
 
@@ -107,5 +121,5 @@ class NestedTensorStandIn:
 
 def make_nested(tensors):
     """A NestedTensor of `tensors`: ComfyUI's class when importable, else the stand-in."""
-    cls = _ComfyNestedTensor or NestedTensorStandIn
+    cls = comfy_class() or NestedTensorStandIn
     return cls(list(tensors))

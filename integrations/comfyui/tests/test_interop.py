@@ -103,6 +103,22 @@ class NodesToH3pipeTest(ComfyDirsTest):
         self.assertEqual((rc, j["valid"]), (0, True), j.get("error"))
 
 
+    def test_a_latent_for_another_profile_is_refused_by_both(self):
+        if not v2_inspect():
+            self.skipTest("this h3pipe predates latent format v2 (inspect has no --profile)")
+        _, path = self.save({"samples": torch.randn(1, 16, 3, 12, 20)}, profile="hunyuanvideo",
+                            width=160, height=96, frames=9, fps=16)
+        j, rc = inspect(path, "--profile", "wan2.1", "--geometry", "160x96x9@16")
+        self.assertEqual((rc, j["valid"], j["error"]["code"]), (1, False, "latent.profile"), j)
+        with self.assertRaises(nodes.NodeError) as cm:
+            self.load(path, profile="wan2.1", width=160, height=96, frames=9, fps=16)
+        self.assertEqual(cm.exception.code, "latent.profile")
+        reason = str(cm.exception).split(": ", 2)[2]
+        self.assertIn(reason, j["error"]["message"])  # one rule, one message
+        for name in ("hunyuanvideo", "wan2.1"):
+            self.assertIn(name, reason)
+
+
 class H3pipeToNodesTest(ComfyDirsTest):
     def setUp(self):
         need(WRITER, "comfyui_latent_writer")
@@ -126,8 +142,9 @@ class H3pipeToNodesTest(ComfyDirsTest):
         self.write("wan.h3latent", "BF16", "video=1x16x3x12x20", *v2, "h3pipe.profile:=wan2.1",
                    "h3pipe.width:=160", "h3pipe.height:=96", "h3pipe.frames:=9", "h3pipe.fps:=16",
                    "h3pipe.layout:=video")
-        latent, audio = self.load("wan.h3latent", profile="wan2.1", width=160, height=96, frames=9)
-        self.assertIsNone(audio)
+        latent, audio = self.load("wan.h3latent", profile="wan2.1", width=160, height=96, frames=9,
+                                  fps=16)
+        self.assertIsInstance(audio, nodes.NoAudio)
         self.assertEqual(latent["samples"].dtype, torch.bfloat16)
         want = pattern((1, 16, 3, 12, 20), 0).to(torch.bfloat16)  # both round to nearest even
         self.assertTrue(torch.equal(latent["samples"], want))

@@ -45,7 +45,7 @@ class VideoLatentTest(ComfyDirsTest):
                                   meta["h3pipe.frames"], meta["h3pipe.fps"]),
                                  (str(w), str(h), str(f), "16"))
                 latent, audio = self.load(f"{ref['subfolder']}/{ref['filename']} [output]")
-                self.assertIsNone(audio)
+                self.assertIsInstance(audio, nodes.NoAudio)  # no audio: empty, raises if read
                 self.assertTrue(torch.equal(latent["samples"], video))
                 self.assertEqual(latent["batch_index"], [0])
                 self.assertEqual(files.sha256_file(path), files.read_sidecar(path))
@@ -188,7 +188,8 @@ class RefusalTest(ComfyDirsTest):
         self.load(path, profile="wan2.1", width=160, height=96, frames=9)
         with self.assertRaisesRegex(nodes.NodeError, r"latent.geometry: .*\(1, 16, 5, 12, 20\)"):
             self.load(path, profile="wan2.1", width=160, height=96, frames=17)
-        with self.assertRaisesRegex(nodes.NodeError, "has 128"):
+        with self.assertRaisesRegex(nodes.NodeError, "latent.profile: latent was made for profile "
+                                    "wan2.1, the job's profile is ltxv"):
             self.load(path, profile="ltxv")
         # profile "file": the geometry is checked against the profile the file names (wan2.1)
         with self.assertRaisesRegex(nodes.NodeError, r"latent.geometry: .*\(1, 16, 5, 12, 20\)"):
@@ -196,7 +197,9 @@ class RefusalTest(ComfyDirsTest):
         _, none = self.save({"samples": randn(1, 16, 3, 12, 20)}, profile="none")
         with self.assertRaisesRegex(nodes.NodeError, "latent.profile: the file's profile is \"none\""):
             self.load(none, width=160, height=96, frames=9)
-        self.load(none, profile="hunyuanvideo", width=160, height=96, frames=9)
+        with self.assertRaisesRegex(nodes.NodeError, "latent.profile: latent was made for profile "
+                                    "none"):  # as h3pipe's reader: no job's latent
+            self.load(none, profile="hunyuanvideo", width=160, height=96, frames=9)
 
     def test_a_tampered_file_fails_the_sidecar_check(self):
         _, path = self.save({"samples": randn(1, 16, 3, 4, 4)})
@@ -267,7 +270,11 @@ class OtherFormatsTest(ComfyDirsTest):
             f.write(data)
         latent, audio = self.load("core.latent")
         self.assertTrue(torch.equal(latent["samples"], video))
-        self.assertIsNone(audio)
+        self.assertIsInstance(audio, nodes.NoAudio)
+        # core's .latent names no profile: a profile checks its shapes only
+        self.load("core.latent", profile="hunyuanvideo", width=848, height=480, frames=25)
+        with self.assertRaisesRegex(nodes.NodeError, "has 128"):
+            self.load("core.latent", profile="ltxv")
         legacy = st.encode({"latent_tensor": video})
         with open(os.path.join(self.inp, "sd1.latent"), "wb") as f:
             f.write(legacy)
