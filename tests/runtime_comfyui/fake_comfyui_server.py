@@ -18,7 +18,10 @@ What h3pipe's comfyui runtime relies on, with the status codes and JSON shapes r
 
 Usage: fake_comfyui_server.py --root DIR [--port N] [--latent F] [--conditioning F] [--mp4 F]
          [--mode ok|fail|forget] [--exec-delay-ms N] [--max-upload-bytes N] [--packs seeds]
-         [--record FILE]
+         [--record FILE] [--exec-python-nodes h3pipe_nodes,h3_standins]
+--exec-python-nodes: those node classes run for real in Python (fake_comfyui_pynodes.py: h3pipe's
+node pack and weight-free stand-ins for a MiniMax H3 workflow's core classes); without it every
+node is symbolic (fake_comfyui_nodes.py).
 Prints "PORT <n>" once listening on 127.0.0.1 (port 0 = chosen by the OS). --record appends one
 JSON line per request that changes state ({"kind", "body", "status"}). Standard library only.
 """
@@ -61,8 +64,13 @@ class FakeComfyUiServer:
         self.dirs = {t: os.path.join(self.root, t) for t in ("input", "output", "temp")}
         for d in list(self.dirs.values()) + [os.path.join(self.root, "models")]:
             os.makedirs(d, exist_ok=True)
-        self.nodes = NodeSet(self.root, {"latent": args.latent, "conditioning": args.conditioning,
-                                         "mp4": args.mp4}, packs=args.packs.split(","))
+        fixtures = {"latent": args.latent, "conditioning": args.conditioning, "mp4": args.mp4}
+        if args.exec_python_nodes:
+            from fake_comfyui_pynodes import PyNodeSet
+            self.nodes = PyNodeSet(self.root, fixtures, packs=args.packs.split(","),
+                                   modules=args.exec_python_nodes.split(","))
+        else:
+            self.nodes = NodeSet(self.root, fixtures, packs=args.packs.split(","))
         self.lock = threading.Condition()
         self.queue = []          # [number, prompt_id, prompt, extra_data, outputs_to_execute]
         self.running = None
@@ -180,6 +188,7 @@ class FakeComfyUiServer:
         cached = [nid for nid in prompt if sigs[nid] in self.cache]
         messages.append(["execution_cached", {"nodes": cached, "prompt_id": prompt_id, "timestamp": now_ms()}])
         values, ui, executed, delayed = {}, {}, [], False
+        self.current_prompt, self.current_extra = prompt, extra  # hidden PROMPT / EXTRA_PNGINFO
         try:
             for nid in self.order(prompt, outputs):
                 cls = prompt[nid]["class_type"]
@@ -448,6 +457,8 @@ def main():
     p.add_argument("--max-upload-bytes", type=int, default=100 * 1024 * 1024)
     p.add_argument("--packs", default="", help="extra custom node packs: seeds")
     p.add_argument("--record")
+    p.add_argument("--exec-python-nodes", default="", help="run these node modules for real: "
+                   "h3pipe_nodes, h3_standins")
     args = p.parse_args()
     fake = FakeComfyUiServer(args)
     httpd = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(fake))
