@@ -44,7 +44,8 @@ Result<Json> fetch_object_info(std::string url) {
 }
 
 struct SplitArgs {
-  std::string workflow, out_dir, server, object_info, workflow_dir, sample_url, decode_url;
+  std::string workflow, out_dir, server, object_info, workflow_dir, sample_url, decode_url,
+      profile;
   bool force = false;
 };
 
@@ -90,6 +91,7 @@ int run_split(const SplitArgs& a) {
   comfyui::SplitOptions o;
   o.object_info = oi ? &*oi : nullptr;
   o.workflow_dir = a.workflow_dir.empty() ? a.out_dir : a.workflow_dir;
+  o.profile = a.profile;
   if (!a.sample_url.empty())
     o.sample_url = a.sample_url;
   else if (!a.server.empty())
@@ -103,9 +105,14 @@ int run_split(const SplitArgs& a) {
   auto files = comfyui::split_files(*r);
   auto st = comfyui::write_files(a.out_dir, files, a.force);
   if (!st.ok()) return fail(st.error());
-  fmt::print("split {} at {} output -> {} ({} latent, profile {})\n", a.workflow,
+  fmt::print("split {} at {} output -> {} ({} latent)\n", a.workflow,
              comfyui::describe(api, r->sampler), comfyui::describe(r->sample, r->save_node),
-             comfyui::layout_name(r->layout), r->profile.empty() ? "unknown" : r->profile);
+             comfyui::layout_name(r->layout));
+  fmt::print("  latent profile {} ({})\n", r->profile,
+             r->profile_node.empty()
+                 ? std::string("from --profile")
+                 : fmt::format("from node {} {}", r->profile_node,
+                               comfyui::class_of(api, r->profile_node)));
   fmt::print("  sample.api.json  {} nodes\n  decode.api.json  {} nodes\n", r->sample.size(),
              r->decode.size());
   print_inject("sample", r->inject["sample"]);
@@ -141,6 +148,9 @@ void register_comfyui_commands(CLI::App& app, Global& /*g*/, int& rc) {
       "the sample pool's ComfyUI in the snippet (default: --server or http://127.0.0.1:8188)");
   s->add_option("--decode-url", sa.decode_url,
                 "the decode pool's ComfyUI in the snippet (default: the sample URL)");
+  s->add_option("--profile", sa.profile,
+                "the latent profile (docs/latent.md) when the graph does not tell it, or to "
+                "override what it tells");
   s->add_flag("--force", sa.force, "replace files already in the folder");
   s->callback([&rc] { rc = run_split(sa); });
 

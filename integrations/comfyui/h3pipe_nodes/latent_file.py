@@ -45,7 +45,8 @@ class LatentFile:
     source: str = "h3latent v2"  # or "h3latent v1", "comfyui .latent"
 
 
-def check_values(name, t):
+def check_values(name, t, consequence="the sampler diverged; nothing was written"):
+    """Raises LatentError unless `t` is a dense F32/F16/BF16 tensor of finite values."""
     if not isinstance(t, torch.Tensor):
         raise LatentError("latent.type", f"{name} is a {type(t).__name__}, not a tensor")
     if t.layout != torch.strided or t.device.type == "meta":
@@ -59,7 +60,7 @@ def check_values(name, t):
         n = int(bad.sum())
         first = tuple(int(i) for i in bad.nonzero()[0])
         raise LatentError("latent.nonfinite", f"{name} holds {n} NaN/Inf value(s), the first at "
-                          f"index {first}: the sampler diverged; nothing was written")
+                          f"index {first}: {consequence}")
 
 
 def _shape(t):
@@ -273,5 +274,5 @@ def decode(data):
                               "this reader knows versions 1 (no key) and 2")
     for name, t in (("video", lf.video), ("audio", lf.audio)):
         if t is not None:
-            check_values(name, t)
+            check_values(name, t, "the file holds a diverged latent")
     return lf

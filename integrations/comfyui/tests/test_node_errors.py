@@ -10,7 +10,11 @@ import torch
 
 from support import ComfyDirsTest
 from h3pipe_nodes import files, latent_file, nested, nodes
+from h3pipe_nodes import safetensors_io as st
 
+V2_NONE = {"h3pipe.format": "h3latent", "h3pipe.format_version": "2", "h3pipe.profile": "none",
+           "h3pipe.width": "0", "h3pipe.height": "0", "h3pipe.frames": "0", "h3pipe.fps": "0",
+           "h3pipe.layout": "video"}
 FORMAT = re.compile(r"(H3[A-Za-z]+): ([a-z0-9_]+\.[a-z0-9_]+): (.+)", re.S)
 
 
@@ -82,6 +86,17 @@ class ErrorFormatTest(ComfyDirsTest):
                                  "the first at index (0, 2, 1, 0, 3): the sampler diverged; nothing "
                                  "was written")
         self.assertEqual(self.files_under(), [])
+
+    def test_nonfinite_file_message(self):
+        video = randn(1, 16, 2, 2, 2)
+        video[0, 0, 1, 1, 0] = float("inf")
+        files.publish_with_sidecar(os.path.join(self.inp, "inf.h3latent"),
+                                   st.encode({"video": video}, V2_NONE))
+        e = self.assert_node_error(lambda: self.load("inf.h3latent"), "H3LoadLatent",
+                                   "latent.nonfinite")
+        self.assertEqual(str(e), "H3LoadLatent: latent.nonfinite: video holds 1 NaN/Inf value(s), "
+                                 "the first at index (0, 0, 1, 1, 0): the file holds a diverged "
+                                 "latent")
 
 
 class ProfileRuleTest(ComfyDirsTest):
