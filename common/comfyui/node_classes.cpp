@@ -57,11 +57,40 @@ const LatentSourceClass* latent_source_class(const std::string& cls) {
       {"LTXVImgToVideo", {"ltxv", "width", "height", "length", "batch_size"}},
       {"EmptyMochiLatentVideo", {"mochi", "width", "height", "length", "batch_size"}},
       {"EmptyLatentAudio", {"", "", "", "", "batch_size", true}},
-      // The seeds' MiniMax H3 pack (not core): prompt, size and length in one node.
-      {"MiniMaxH3ImageToVideo", {"builtin", "width", "height", "length", ""}},
+      // MiniMax H3 (ComfyUI core since Aug 2026, comfy_extras/nodes_minimax_h3.py): one AV
+      // latent; the two conditioning nodes give it as output 1.  `length` snaps up to 17k+5.
+      {"EmptyMiniMaxH3LatentAV", {"minimax-h3", "width", "height", "length", "", false, 17, 5}},
+      {"MiniMaxH3ImageToVideo", {"minimax-h3", "width", "height", "length", "", false, 17, 5}},
+      {"MiniMaxH3ReferenceToVideo", {"minimax-h3", "width", "height", "length", "", false, 17, 5}},
   };
   auto it = k.find(cls);
   return it == k.end() ? nullptr : &it->second;
+}
+
+long long LatentSourceClass::snapped_frames(long long frames) const {
+  if (frame_step <= 0) return frames;
+  if (frames < frame_min) frames = frame_min;
+  long long over = (frames - frame_min) % frame_step;
+  return over == 0 ? frames : frames + (frame_step - over);
+}
+
+std::string profile_hint(const std::string& cls) {
+  static const std::map<std::string, std::string> k = {
+      {"MiniMaxH3AddGuide", "minimax-h3"},
+      {"MiniMaxH3SigmaShift", "minimax-h3"},
+      {"MiniMaxH3TextEncoderOnlyReference", "minimax-h3"},
+      {"RayMiniMaxH3SigmaShift", "minimax-h3"},  // Raylight
+      {"TextEncodeHunyuanVideo_ImageToVideo", "hunyuanvideo"},
+      // Not the LTX-Video nodes: LTX-2 (another profile) uses them too.
+  };
+  auto it = k.find(cls);
+  return it == k.end() ? std::string() : it->second;
+}
+
+int profile_fps(const std::string& profile) { return profile == "minimax-h3" ? 24 : 0; }
+
+std::string conditioning_pass_through(const std::string& cls) {
+  return cls == "MiniMaxH3AddGuide" ? "positive" : "";
 }
 
 const std::vector<std::string>& text_inputs(const std::string& cls) {
@@ -72,6 +101,7 @@ const std::vector<std::string>& text_inputs(const std::string& cls) {
       {"CLIPTextEncodeSD3", {"clip_l", "clip_g", "t5xxl"}},
       {"CLIPTextEncodeHunyuanDiT", {"bert", "mt5xl"}},
       {"MiniMaxH3ImageToVideo", {"prompt"}},
+      {"MiniMaxH3ReferenceToVideo", {"prompt"}},
   };
   static const std::vector<std::string> none;
   auto it = k.find(cls);

@@ -2,8 +2,9 @@
 // What the splitter knows about node classes by name: which nodes sample, decode, carry a latent
 // through, make the empty latent (and so say which latent profile it is), encode text, take an
 // fps, load model files.  Core class names and input names are those of ComfyUI 0.3.64 (checked
-// against tests/comfyui_split/recorded_object_info_v0.3.64.json); a few of newer ComfyUI (LTX-2)
-// and of the seeds' custom packs are listed where they are known, and say so.
+// against tests/comfyui_split/recorded_object_info_v0.3.64.json); those of newer ComfyUI (LTX-2,
+// MiniMax H3: tests/comfyui_split/object_info_minimax_h3_from_source.json) and of the seeds'
+// custom packs are listed where they are known, and say so.
 #include <string>
 #include <vector>
 
@@ -35,14 +36,31 @@ struct PassThroughClass {
 };
 const PassThroughClass* pass_through_class(const std::string& cls);
 
-// A node that makes the sampler's starting latent and so fixes the job's geometry.
+// A node that makes the sampler's starting latent and so fixes the job's geometry.  Its LATENT
+// may be any of its outputs (MiniMaxH3ImageToVideo: output 1; output 0 is the conditioning).
 struct LatentSourceClass {
   std::string
       profile;  // docs/latent.md; "" = decided from the model loaders (wan2.1 | hunyuanvideo)
   std::string width, height, frames, batch;  // input names; "" where the node has none
   bool audio_only = false;                   // EmptyLatentAudio
+  // ComfyUI snaps `frames` up to frame_min + k * frame_step (MiniMax H3: 5 + 17k); 0 = as given.
+  int frame_step = 0, frame_min = 0;
+  // The frames the node makes of a `frames` value (the snap above).
+  long long snapped_frames(long long frames) const;
 };
 const LatentSourceClass* latent_source_class(const std::string& cls);
+
+// Conditioning and model-patch nodes that name the model family without making the latent
+// (MiniMaxH3AddGuide, MiniMaxH3SigmaShift, LTXVConditioning, ...): the latent profile when the
+// latent source is not a known node.  "" when the class says nothing.
+std::string profile_hint(const std::string& cls);
+
+// The only frame rate a profile's model makes (minimax-h3: 24), 0 when any.
+int profile_fps(const std::string& profile);
+
+// A conditioning node that adds to the conditioning it is given (MiniMaxH3AddGuide: "positive"):
+// the input the prompt text is behind.  "" when the class is not one.
+std::string conditioning_pass_through(const std::string& cls);
 
 // Text inputs of prompt encoders (CLIPTextEncode: text, TextEncodeHunyuanVideo_ImageToVideo:
 // prompt, ...).  Empty when the class is not a text encoder.
@@ -77,8 +95,8 @@ struct HandoffNodes {
   int load_audio_output = 1;  // "audio": the audio LATENT (video+audio and av_nested files)
   // Profiles the save node knows by name (its "profile" combo).
   std::vector<std::string> profiles = {"builtin", "wan2.1", "wan2.2-5b", "hunyuanvideo",
-                                       "ltxv",    "mochi",  "ltx2"};
-  std::vector<std::string> audio_profiles = {"builtin", "ltx2"};  // with an audio rule
+                                       "ltxv",    "mochi",  "ltx2",   "minimax-h3"};
+  std::vector<std::string> audio_profiles = {"builtin", "ltx2", "minimax-h3"};  // with audio rule
 };
 
 }  // namespace h3pipe::comfyui

@@ -172,6 +172,74 @@ std::string profile_from_loaders(const Json& sample) {
   return {};
 }
 
+std::string profiles_to_pass(const HandoffNodes& h) {
+  std::string out;
+  for (const auto& p : h.profiles)
+    if (p != "builtin") out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+// r.profile and r.profile_node: from the latent source, else a node that names the model, else
+// refused; o.profile wins when given.
+Status choose_profile(const Json& g, const Json& sample, const std::string& source,
+                      const LatentSourceClass* ls, const SplitOptions& o, SplitResult& r) {
+  std::string found, node;
+  if (ls) {
+    node = source;
+    found = ls->profile.empty() ? profile_from_loaders(sample) : ls->profile;
+    if (ls->profile.empty() && found.empty()) {
+      found = "wan2.1";
+      if (o.profile.empty())
+        r.notes.push_back(fmt::format(
+            "{} makes the Wan 2.1 / HunyuanVideo grid and no loader names either model; "
+            "latent_profile wan2.1 assumed (the two grids are the same)",
+            describe(g, source)));
+    }
+  } else {
+    std::set<std::string> hinted;
+    for (const auto& id : topological_order(sample)) {
+      std::string p = profile_hint(class_of(sample, id));
+      if (p.empty()) continue;
+      if (hinted.insert(p).second && node.empty()) node = id;
+    }
+    if (hinted.size() == 1) {
+      found = *hinted.begin();
+      if (o.profile.empty())
+        r.notes.push_back(fmt::format(
+            "the latent of {} does not start at a known latent node; latent_profile {} from {}, "
+            "which only that model has",
+            describe(g, r.sampler), found, describe(g, node)));
+    } else {
+      node.clear();
+    }
+  }
+  if (!o.profile.empty()) {
+    if (o.profile == "builtin")
+      return make_error(errc::comfyui::kSplitProfile,
+                        "--profile builtin is h3pipe's own model's latent, which no ComfyUI graph "
+                        "makes; pass one of: {}",
+                        profiles_to_pass(o.handoff));
+    if (!found.empty() && found != o.profile)
+      r.notes.push_back(fmt::format("{} makes a {} latent; latent_profile {} as --profile asks",
+                                    describe(g, node), found, o.profile));
+    r.profile = o.profile;
+    r.profile_node.clear();
+    return Status::Ok();
+  }
+  if (found.empty())
+    return make_error(errc::comfyui::kSplitProfile,
+                      "cannot tell the latent profile: the latent of {} does not start at a known "
+                      "latent node (EmptyMiniMaxH3LatentAV, MiniMaxH3ImageToVideo, "
+                      "MiniMaxH3ReferenceToVideo, WanImageToVideo, Wan22ImageToVideoLatent, "
+                      "EmptyHunyuanLatentVideo, HunyuanImageToVideo, EmptyLTXVLatentVideo, "
+                      "LTXVImgToVideo, EmptyMochiLatentVideo, ...) and no node names the model; "
+                      "pass --profile NAME, one of: {} (docs/latent.md)",
+                      describe(g, r.sampler), profiles_to_pass(o.handoff));
+  r.profile = found;
+  r.profile_node = node;
+  return Status::Ok();
+}
+
 Json settings_for(const std::string& url, const std::string& file, const Json& inject,
                   const std::string& output_node) {
   Json s = {{"url", url}, {"workflow", file}, {"inject", inject}};
@@ -273,9 +341,10 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   if (r.layout == Layout::kVideoAudio) acut = *acuts.begin();
   if (r.layout == Layout::kAvNested && !video[0]->through_av_separate)
     r.notes.push_back(fmt::format(
-        "{} output {} is one AV latent decoded by a video and an audio decoder directly: the "
-        "audio decoder gets the loader's audio output, the video decoder its output 0, the whole "
-        "AV latent (which core VAEDecode cannot decode; the model's own VAE node must)",
+        "{} output {} is one AV latent (a NestedTensor of video and audio) decoded by a video and "
+        "an audio decoder directly: on the decode side both take the loader's output 0, the whole "
+        "AV latent, as in the workflow (core VAEDecode decodes its first tensor, VAEDecodeAudio "
+        "its last)",
         describe(g, vcut.node), vcut.index));
 
   // --- sample side --------------------------------------------------------------------------
@@ -292,25 +361,13 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   // --- profile ------------------------------------------------------------------------------
   std::string source = find_latent_source(g, r.sampler);
   const LatentSourceClass* ls = source.empty() ? nullptr : latent_source_class(class_of(g, source));
+  if (!ls) source.clear();
+  H3_TRY(choose_profile(g, sample, source, ls, o, r));
   if (ls) {
-    r.profile = ls->profile.empty() ? profile_from_loaders(sample) : ls->profile;
-    if (ls->profile.empty() && r.profile.empty()) {
-      r.profile = "wan2.1";
-      r.notes.push_back(
-          fmt::format("{} makes the Wan 2.1 / HunyuanVideo grid and no loader names either model; "
-                      "latent_profile wan2.1 assumed (the two grids are the same)",
-                      describe(g, source)));
-    }
     const auto& in = g[source].value("inputs", Json::object());
     if (!ls->batch.empty() && in.contains(ls->batch) && in[ls->batch] != 1)
       r.notes.push_back(fmt::format("{} has {} {}; h3pipe jobs are one video each (batch 1)",
                                     describe(g, source), ls->batch, in[ls->batch].dump()));
-  } else {
-    source.clear();
-    r.notes.push_back(fmt::format(
-        "could not tell the latent profile: the latent of {} does not start at a known empty or "
-        "image-to-video latent node; set latent_profile (docs/latent.md) by hand",
-        describe(g, r.sampler)));
   }
   bool profile_has_audio = std::find(h.audio_profiles.begin(), h.audio_profiles.end(), r.profile) !=
                            h.audio_profiles.end();
@@ -337,10 +394,28 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
              {h.width, ls->width}, {h.height, ls->height}, {h.frames, ls->frames}})
       if (!theirs.empty() && in.contains(theirs) && in[theirs].is_number_integer())
         save_inputs[mine] = in[theirs];
+    if (save_inputs.contains(h.frames)) {
+      long long asked = save_inputs[h.frames].get<long long>();
+      long long made = ls->snapped_frames(asked);
+      if (made != asked) {
+        save_inputs[h.frames] = made;
+        r.notes.push_back(fmt::format(
+            "{} {} {} makes {} frames (ComfyUI snaps it up to {} + {}k): the save node checks {}, "
+            "and jobs must ask for frames on that grid",
+            describe(g, source), ls->frames, asked, made, ls->frame_min, ls->frame_step, made));
+      }
+    }
     if (save_inputs.contains(h.width) && save_inputs.contains(h.height) &&
-        save_inputs.contains(h.frames))
-      save_inputs[h.fps] = std::lround(decode_fps(g).get<double>());  // the node's fps is an INT
-    else
+        save_inputs.contains(h.frames)) {
+      long long fps = std::lround(decode_fps(g).get<double>());  // the node's fps is an INT
+      if (int only = profile_fps(r.profile); only > 0 && fps != only) {
+        r.notes.push_back(fmt::format(
+            "the decode side writes {} fps, but {} makes {} fps only: the save node checks {} fps",
+            fps, r.profile, only, only));
+        fps = only;
+      }
+      save_inputs[h.fps] = fps;
+    } else
       for (const auto& k : {h.width, h.height, h.frames}) save_inputs.erase(k);
   }
   sample[r.save_node] = {{"class_type", h.save_class},
@@ -380,19 +455,16 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
                         "the decode side would run {} (a sampler) after the decoders; h3pipe "
                         "hands over one latent: split such a graph by hand",
                         describe(g, id));
-    auto dit = decoders.find(id);
-    const DecoderClass* dc = dit == decoders.end() ? nullptr : &dit->second;
     Json node = g[id];
     bool computes = false;
     if (node.contains("inputs")) {
       for (auto& v : node["inputs"]) {
         if (!is_link(v)) continue;
         Slot s = link_of(v);
-        // An audio decoder takes the loader's audio output, even from one AV latent: core
-        // VAEDecode and VAEDecodeAudio both read samples["samples"].
-        bool audio_end = (acut && s == *acut) || (s == vcut && r.layout == Layout::kAvNested &&
-                                                  dc && dc->kind == DecodeKind::kAudio);
-        if (audio_end)
+        // One AV latent goes whole to both decoders (the loader's output 0), as the workflow
+        // gave it: core VAEDecode takes latent.unbind()[0], VAEDecodeAudio latent.unbind()[-1].
+        // Only a separate audio latent (video+audio) comes from the loader's audio output.
+        if (acut && s == *acut)
           v = make_link({r.load_node, h.load_audio_output});
         else if (s == vcut)
           v = make_link({r.load_node, h.load_video_output});
@@ -449,8 +521,7 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
          {{"name", "comfyui"},
           {"settings", settings_for(o.decode_url, join_path(o.workflow_dir, "decode.api.json"),
                                     r.inject["decode"], out_node)}}}}}};
-  r.snippet = {{"stages", stages}};
-  if (!r.profile.empty()) r.snippet["latent_profile"] = r.profile;
+  r.snippet = {{"stages", stages}, {"latent_profile", r.profile}};
   return r;
 }
 

@@ -12,6 +12,12 @@
 //            LATENT inputs rewired to the loader; nodes neither side needs are dropped.
 // Node ids of the input are kept in both outputs; the save and load nodes get new ids.
 //
+// The latent profile comes from the graph: the node that made the sampler's starting latent
+// (EmptyMiniMaxH3LatentAV, MiniMaxH3ImageToVideo, WanImageToVideo, EmptyLTXVLatentVideo, ...),
+// else a conditioning node that names the model (MiniMaxH3AddGuide, ...); SplitOptions::profile,
+// when given, is used instead.  A graph none of them tells is refused (comfyui.split.profile,
+// naming the profiles to pass), never given h3pipe's `builtin` profile.
+//
 // Pure: no files, no HTTP.  Errors (code comfyui.split.* or comfyui.workflow.*) name the node and
 // why; nothing is returned half-made.
 #include <string>
@@ -32,6 +38,8 @@ struct SplitOptions {
   std::string workflow_dir = ".";  // how the config snippet names the two workflow files
   std::string sample_url = "http://127.0.0.1:8188";
   std::string decode_url = "http://127.0.0.1:8188";
+  // The latent profile to use whatever the graph says (`--profile NAME`); "" = from the graph.
+  std::string profile;
 };
 
 struct SplitResult {
@@ -41,7 +49,8 @@ struct SplitResult {
   Json snippet;  // {"latent_profile": p, "stages": {"encode"|"sample"|"decode": {"runtime": ...}}}
   std::string sampler;  // the boundary sampler's node id
   std::string save_node, load_node;
-  std::string profile;  // guessed latent profile; "" when it could not be told
+  std::string profile;       // the latent profile (never "")
+  std::string profile_node;  // the node that decided it; "" when SplitOptions::profile did
   Layout layout = Layout::kVideo;
   std::vector<std::string> notes;  // what was guessed or left out, one sentence each
 };

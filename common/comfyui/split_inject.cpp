@@ -74,6 +74,11 @@ std::vector<Target> trace_text(const Json& g, const ObjectInfo* oi, Slot from) {
       return out;
     }
     if (cls == "ConditioningZeroOut") return {};  // an empty negative: no text to write
+    if (std::string p = conditioning_pass_through(cls); !p.empty()) {
+      if (!in.contains(p) || !is_link(in[p])) return {};
+      from = link_of(in[p]);
+      continue;
+    }
     std::string name = output_name(g, oi, from.node, from.index);
     std::string next;
     if ((name == "positive" || name == "negative") && in.contains(name))

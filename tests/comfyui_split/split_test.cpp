@@ -283,6 +283,140 @@ TEST(Split, AvLatentThroughASeparateNodeIsOneNestedLatent) {
   EXPECT_EQ(r.inject["sample"]["prompt"], Json::parse(R"({"node":"10","input":"text"})"));
 }
 
+// MiniMax H3 as ComfyUI core ships it (comfy_extras/nodes_minimax_h3.py), held-out workflows
+// that are not the templates: each splits with profile minimax-h3, the node that decided it
+// named, the nested AV latent saved whole and given whole to both decoders.
+const ObjectInfo& h3_source() {
+  static ObjectInfo oi = [] {
+    auto r = ObjectInfo::parse(read(kDir / "object_info_minimax_h3_from_source.json"));
+    EXPECT_TRUE(r.ok());
+    return std::move(*r);
+  }();
+  return oi;
+}
+
+void expect_h3_cut(const SplitResult& r, const std::string& sampler, int width, int height,
+                   int frames) {
+  EXPECT_EQ(r.profile, "minimax-h3");
+  EXPECT_EQ(r.snippet["latent_profile"], "minimax-h3");
+  EXPECT_EQ(r.layout, Layout::kAvNested);
+  EXPECT_EQ(r.sampler, sampler);
+  const Json& save = r.sample[r.save_node]["inputs"];
+  EXPECT_EQ(save["samples"], Json::array({sampler, 0}));
+  EXPECT_FALSE(save.contains("audio"));
+  EXPECT_EQ(save["profile"], "minimax-h3");
+  EXPECT_EQ(save["width"], width);
+  EXPECT_EQ(save["height"], height);
+  EXPECT_EQ(save["frames"], frames);
+  EXPECT_EQ(save["fps"], 24);
+  int decoders = 0;
+  for (auto it = r.decode.begin(); it != r.decode.end(); ++it)
+    if (it.value()["class_type"] == "VAEDecode" || it.value()["class_type"] == "VAEDecodeAudio") {
+      EXPECT_EQ(it.value()["inputs"]["samples"], Json::array({r.load_node, 0})) << it.key();
+      ++decoders;
+    }
+  EXPECT_EQ(decoders, 2);
+  bool noted = false;
+  for (const auto& n : r.notes) noted |= n.find("both take the loader's output 0") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(SplitMiniMaxH3, TextToVideoWithCfgGuider) {
+  Json g = read(kDir / "workflows" / "minimax_h3_t2v_cfg.api.json");
+  for (const ObjectInfo* oi : {&h3_source(), static_cast<const ObjectInfo*>(nullptr)}) {
+    SCOPED_TRACE(oi ? "with object_info" : "without object_info");
+    auto r = split_ok(g, oi, ".");
+    expect_h3_cut(r, "112", 1344, 768, 362);
+    EXPECT_EQ(r.profile_node, "106");  // MiniMaxH3ImageToVideo, whose output 1 is the LATENT
+    EXPECT_EQ(r.inject["sample"]["prompt"], Json::parse(R"({"node":"106","input":"prompt"})"));
+    EXPECT_EQ(r.inject["sample"]["negative_prompt"],
+              Json::parse(R"({"node":"107","input":"text"})"));
+    EXPECT_EQ(r.inject["sample"]["frames"],
+              Json::parse(R"([{"node":"106","input":"length"},{"node":"117","input":"frames"}])"));
+    EXPECT_EQ(r.inject["sample"]["seed"], Json::parse(R"({"node":"109","input":"noise_seed"})"));
+    EXPECT_FALSE(r.decode.contains("106"));
+  }
+}
+
+TEST(SplitMiniMaxH3, FirstFrameOnlyWithKSamplerAndAnOffGridLength) {
+  auto r = split_ok(read(kDir / "workflows" / "minimax_h3_fl2v_first_only.api.json"), &h3_source(),
+                    ".");
+  // length 121 makes 124 frames (ComfyUI snaps it up to 17k+5): the save node checks 124.
+  expect_h3_cut(r, "7", 544, 960, 124);
+  EXPECT_EQ(r.profile_node, "6");
+  EXPECT_EQ(r.inject["sample"]["reference_image"],
+            Json::parse(R"({"node":"12","input":"image"})"));
+  bool snapped = false;
+  for (const auto& n : r.notes) snapped |= n.find("length 121 makes 124 frames") != std::string::npos;
+  EXPECT_TRUE(snapped);
+}
+
+TEST(SplitMiniMaxH3, ReferenceToVideoWithTwoPicturesAndAnEmptyAvLatent) {
+  Json g = read(kDir / "workflows" / "minimax_h3_ref2va_two_pictures.api.json");
+  for (const ObjectInfo* oi : {&h3_source(), static_cast<const ObjectInfo*>(nullptr)}) {
+    SCOPED_TRACE(oi ? "with object_info" : "without object_info");
+    auto r = split_ok(g, oi, ".");
+    expect_h3_cut(r, "44", 1344, 768, 124);
+    EXPECT_EQ(r.profile_node, "31");  // EmptyMiniMaxH3LatentAV makes the sampler's latent
+    // The prompt is behind MiniMaxH3AddGuide, which only adds a guide to the conditioning.
+    EXPECT_EQ(r.inject["sample"]["prompt"], Json::parse(R"({"node":"30","input":"prompt"})"));
+    EXPECT_TRUE(r.sample.contains("22"));  // the voice (LoadAudio) stays with the sampler
+    EXPECT_EQ(r.sample["30"]["inputs"]["ref_images.ref_image_1"], Json::array({"21", 0}));
+  }
+}
+
+TEST(SplitMiniMaxH3, UiFormatWorkflow) {
+  // The same t2v as the UI saves it (nodes/links, widgets_values), converted with the
+  // source-written /object_info.
+  Json ui = read(kDir / "workflows" / "minimax_h3_t2v.ui.json");
+  auto api = ui_to_api(ui, h3_source());
+  ASSERT_TRUE(api.ok()) << api.error().message;
+  auto r = split_ok(*api, &h3_source(), ".");
+  expect_h3_cut(r, "11", 736, 416, 124);
+  EXPECT_EQ(r.profile_node, "6");
+  EXPECT_EQ((*api)["2"]["inputs"]["type"], "minimax");
+}
+
+// A graph that does not tell its latent profile is refused, naming --profile and the profiles;
+// --profile NAME splits it with that profile.
+TEST(SplitProfile, UnknownLatentSourceIsRefusedAndProfileFlagDecides) {
+  Json g = read(kDir / "workflows" / "wan2.1_t2v.api.json");
+  g["60"] = {{"class_type", "LoadLatent"}, {"inputs", {{"latent", "start.latent"}}}};
+  g["3"]["inputs"]["latent_image"] = Json::array({"60", 0});
+  auto e = split_error(g);
+  EXPECT_EQ(e.code, "comfyui.split.profile") << e.message;
+  EXPECT_NE(e.message.find("--profile NAME"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("minimax-h3"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("wan2.1"), std::string::npos) << e.message;
+  EXPECT_EQ(e.message.find("builtin"), std::string::npos) << e.message;
+  SplitOptions o;
+  o.profile = "wan2.1";
+  auto r = split_workflow(g, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->profile, "wan2.1");
+  EXPECT_EQ(r->profile_node, "");
+  EXPECT_EQ(r->snippet["latent_profile"], "wan2.1");
+  o.profile = "builtin";  // h3pipe's own model's latent: never a ComfyUI graph's
+  EXPECT_EQ(split_workflow(g, o).error().code, "comfyui.split.profile");
+  // An H3 graph whose latent comes from a file: MiniMaxH3SigmaShift still names the model.
+  Json h = read(kDir / "workflows" / "minimax_h3_fl2v_first_only.api.json");
+  h["60"] = {{"class_type", "LoadLatent"}, {"inputs", {{"latent", "start.latent"}}}};
+  h["7"]["inputs"]["latent_image"] = Json::array({"60", 0});
+  auto hr = split_ok(h, nullptr, ".");
+  EXPECT_EQ(hr.profile, "minimax-h3");
+  EXPECT_EQ(hr.profile_node, "5");
+  // --profile wins over what the graph says, and says so.
+  o.profile = "ltx2";
+  auto forced = split_workflow(read(kDir / "workflows" / "minimax_h3_t2v_cfg.api.json"), o);
+  ASSERT_TRUE(forced.ok());
+  EXPECT_EQ(forced->profile, "ltx2");
+  bool said = false;
+  for (const auto& n : forced->notes)
+    said |= n.find("makes a minimax-h3 latent; latent_profile ltx2 as --profile asks") !=
+            std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(SplitFiles, AllOrNothingAndNeverOutsideTheFolder) {
   fs::path tmp = fs::temp_directory_path() / ("h3split_" + std::to_string(::getpid()));
   fs::remove_all(tmp);
@@ -333,6 +467,50 @@ TEST(SplitCli, UiFileWithoutServerWritesNothing) {
   ASSERT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 0);
   for (const char* f : {"sample.api.json", "decode.api.json", "inject.json", "config.snippet.json"})
     EXPECT_EQ(read(tmp / "out" / f), read(kDir / "expected" / "wan2.1_t2v" / f)) << f;
+  fs::remove_all(tmp);
+}
+
+std::string run_cli(const std::string& args, int& rc) {
+  fs::path out = fs::temp_directory_path() / ("h3splitcli_out_" + std::to_string(::getpid()));
+  std::string cmd = std::string(H3PIPE_BIN_DIR) + "/h3pipe comfyui split " + args + " >" +
+                    out.string() + " 2>&1";
+  rc = WEXITSTATUS(std::system(cmd.c_str()));
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(out);
+  return ss.str();
+}
+
+// The CLI prints which node decided the profile; a graph that does not tell is refused with
+// nothing written, and --profile NAME splits it.
+TEST(SplitCli, ProfileFromTheGraphOrFromTheFlag) {
+  fs::path tmp = fs::temp_directory_path() / ("h3splitprof_" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  int rc = 0;
+  std::string said = run_cli(
+      (kDir / "workflows" / "minimax_h3_ref2va_two_pictures.api.json").string() + " -o " +
+          (tmp / "h3").string(),
+      rc);
+  EXPECT_EQ(rc, 0) << said;
+  EXPECT_NE(said.find("latent profile minimax-h3 (from node 31 EmptyMiniMaxH3LatentAV)"),
+            std::string::npos)
+      << said;
+  Json g = read(kDir / "workflows" / "wan2.1_t2v.api.json");
+  g["60"] = {{"class_type", "LoadLatent"}, {"inputs", {{"latent", "start.latent"}}}};
+  g["3"]["inputs"]["latent_image"] = Json::array({"60", 0});
+  std::ofstream(tmp / "unknown.api.json") << g.dump();
+  said = run_cli((tmp / "unknown.api.json").string() + " -o " + (tmp / "unknown").string(), rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(said.find("pass --profile NAME"), std::string::npos) << said;
+  EXPECT_FALSE(fs::exists(tmp / "unknown"));
+  said = run_cli((tmp / "unknown.api.json").string() + " -o " + (tmp / "unknown").string() +
+                     " --profile wan2.1",
+                 rc);
+  EXPECT_EQ(rc, 0) << said;
+  EXPECT_NE(said.find("latent profile wan2.1 (from --profile)"), std::string::npos) << said;
+  EXPECT_EQ(read(tmp / "unknown" / "config.snippet.json")["latent_profile"], "wan2.1");
   fs::remove_all(tmp);
 }
 

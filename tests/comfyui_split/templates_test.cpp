@@ -34,24 +34,112 @@ const ObjectInfo& recorded() {
   return oi;
 }
 
+Json json_of(const char* name) { return read(kSource / "tests/comfyui_split" / name); }
+
+// ComfyUI validates a prompt against its classes' inputs with every Autogrow input expanded to
+// its slots ("ref_images" -> "ref_images.ref_image_0" .. "ref_images.ref_image_8": comfy_api
+// latest/_io.py, Autogrow._expand_schema_for_dynamic); the same here, so that the checks below
+// see the slots a template links.
+Json expand_autogrow(Json j) {
+  for (auto& c : j) {
+    if (!c.is_object() || !c.contains("input")) continue;
+    Json& input = c["input"];
+    Json slots_required = Json::object(), slots_optional = Json::object();
+    for (const char* section : {"required", "optional"}) {
+      if (!input.contains(section)) continue;
+      Json kept = Json::object();
+      for (auto it = input[section].begin(); it != input[section].end(); ++it) {
+        const Json& spec = it.value();
+        if (!(spec.is_array() && spec[0] == "COMFY_AUTOGROW_V3")) {
+          kept[it.key()] = spec;
+          continue;
+        }
+        const Json& t = spec[1]["template"];
+        bool template_required = t["input"].contains("required");
+        const Json& slot = (template_required ? t["input"]["required"] : t["input"]["optional"])
+                               .begin()
+                               .value();
+        for (int i = 0; i < t["max"].get<int>(); ++i) {
+          std::string name = it.key() + "." + t["prefix"].get<std::string>() + std::to_string(i);
+          (i < t["min"].get<int>() && template_required ? slots_required : slots_optional)[name] =
+              slot;
+        }
+      }
+      input[section] = kept;
+    }
+    if (!slots_required.empty()) input["required"].update(slots_required);
+    if (!slots_optional.empty()) input["optional"].update(slots_optional);
+    c.erase("input_order");
+  }
+  return j;
+}
+
+// The pack's save and load nodes as it declares them now: its profile combos are its
+// latent_profiles.json (the recorded answer predates the minimax-h3 profile).
+Json pack_nodes() {
+  Json j = json_of("recorded_object_info_h3pipe_nodes.json");
+  Json table = read(kSource / "integrations/comfyui/h3pipe_nodes/latent_profiles.json");
+  std::vector<std::string> names;
+  for (const auto& p : table["profiles"]) names.push_back(p["name"].get<std::string>());
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    for (const char* section : {"required", "optional"}) {
+      Json& in = it.value()["input"];
+      if (!in.contains(section) || !in[section].contains("profile")) continue;
+      Json& choices = in[section]["profile"][0];
+      Json fixed = Json::array();
+      for (const auto& c : choices)
+        if (c == "auto" || c == "none" || c == "file") fixed.push_back(c);
+      for (const auto& n : names) fixed.push_back(n);
+      choices = fixed;
+    }
+  }
+  return j;
+}
+
+ObjectInfo parsed(const Json& j) {
+  auto r = ObjectInfo::parse(j);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return std::move(*r);
+}
+
 // Core plus h3pipe's node pack as a real 0.3.64 server with the pack installed answered.
 const ObjectInfo& with_pack() {
   static ObjectInfo oi = [] {
-    Json j = read(kSource / "tests/comfyui_split/recorded_object_info_v0.3.64.json");
-    j.update(read(kSource / "tests/comfyui_split/recorded_object_info_h3pipe_nodes.json"));
-    auto r = ObjectInfo::parse(j);
-    EXPECT_TRUE(r.ok());
-    return std::move(*r);
+    Json j = json_of("recorded_object_info_v0.3.64.json");
+    j.update(pack_nodes());
+    return parsed(j);
   }();
   return oi;
 }
 
+// A ComfyUI with the MiniMax H3 core nodes (since Aug 2026), its classes written from ComfyUI's
+// source (object_info_minimax_h3_from_source.json, README.md here): what the H3 templates are
+// checked against, class by class and input by input.
+const ObjectInfo& h3_core() {
+  static ObjectInfo oi = parsed(expand_autogrow(json_of("object_info_minimax_h3_from_source.json")));
+  return oi;
+}
+
+// That server with h3pipe's pack, and, for minimax_h3_two_host, Raylight and the multi-GPU CLIP
+// loader as their source declares them (object_info_raylight_h3_from_source.json).
+const ObjectInfo& h3_with_packs() {
+  static ObjectInfo oi = [] {
+    Json j = expand_autogrow(json_of("object_info_minimax_h3_from_source.json"));
+    j.update(pack_nodes());
+    j.update(json_of("object_info_raylight_h3_from_source.json"));
+    return parsed(j);
+  }();
+  return oi;
+}
+
+bool is_h3(const std::string& name) { return name.rfind("minimax_h3_", 0) == 0; }
+
 // Classes not in ComfyUI core, per template (the folder's README says the same).
 const std::map<std::string, std::set<std::string>> kNotCore = {
     {"minimax_h3_two_host",
-     {"H3SaveLatent", "H3LoadLatent", "H3MultiGPUCLIPLoader", "MiniMaxH3ImageToVideo",
-      "RayInitializer", "RayUNETLoader", "RayLoraLoader", "RayMiniMaxH3SigmaShift",
-      "RayBasicScheduler", "RayBasicGuider", "XFuserSamplerCustomAdvanced"}},
+     {"H3SaveLatent", "H3LoadLatent", "H3MultiGPUCLIPLoader", "RayInitializer", "RayUNETLoader",
+      "RayLoraLoader", "RayMiniMaxH3SigmaShift", "RayBasicScheduler", "RayBasicGuider",
+      "XFuserSamplerCustomAdvanced"}},
 };
 
 std::vector<std::string> template_names() {
@@ -63,10 +151,11 @@ std::vector<std::string> template_names() {
 }
 
 TEST(Templates, TheSetUsersAskFor) {
-  std::vector<std::string> want = {"hunyuanvideo_i2v", "hunyuanvideo_t2v",    "ltxv_i2v",
-                                   "ltxv_t2v",         "minimax_h3_two_host", "wan2.1_i2v",
-                                   "wan2.1_t2v",       "wan2.2_14b_i2v",      "wan2.2_5b_i2v",
-                                   "wan2.2_5b_t2v"};
+  std::vector<std::string> want = {
+      "hunyuanvideo_i2v",    "hunyuanvideo_t2v", "ltxv_i2v",       "ltxv_t2v",
+      "minimax_h3_fl2v",     "minimax_h3_ref2va", "minimax_h3_t2v", "minimax_h3_two_host",
+      "wan2.1_i2v",          "wan2.1_t2v",        "wan2.2_14b_i2v", "wan2.2_5b_i2v",
+      "wan2.2_5b_t2v"};
   EXPECT_EQ(template_names(), want);
 }
 
@@ -76,7 +165,7 @@ TEST(Templates, EachIsTheSplitOfItsWorkflow) {
     fs::path d = kTemplates / name;
     SplitOptions o;
     bool core = !kNotCore.count(name);
-    o.object_info = core ? &recorded() : nullptr;
+    o.object_info = !core ? nullptr : is_h3(name) ? &h3_core() : &recorded();
     o.workflow_dir = "configs/comfyui/templates/" + name;
     if (name == "minimax_h3_two_host")
       o.decode_url = "http://127.0.0.1:8192";  // the seeds' decode host
@@ -91,10 +180,79 @@ TEST(Templates, EachIsTheSplitOfItsWorkflow) {
       EXPECT_TRUE(r->inject["sample"].contains(p)) << p;
     for (const char* p : {"input", "fps", "filename_prefix"})
       EXPECT_TRUE(r->inject["decode"].contains(p)) << p;
-    if (name.find("i2v") != std::string::npos || name == "minimax_h3_two_host")
+    if (name.find("i2v") != std::string::npos || name == "minimax_h3_two_host" ||
+        name == "minimax_h3_fl2v" || name == "minimax_h3_ref2va")
       EXPECT_TRUE(r->inject["sample"].contains("reference_image"));
     else
       EXPECT_FALSE(r->inject["sample"].contains("reference_image"));
+    // Never h3pipe's own builtin profile: each template's latent is a ComfyUI model's.
+    EXPECT_NE(r->profile, "builtin");
+    EXPECT_EQ(r->snippet["latent_profile"], r->profile);
+  }
+}
+
+// The H3 templates as ComfyUI core decodes an H3 AV latent: one NestedTensor LATENT, saved whole
+// (profile minimax-h3, the job's geometry), given whole to VAEDecode (its first tensor) and to
+// VAEDecodeAudio (its last), CreateVideo with the audio at 24 fps, SaveVideo mp4.
+TEST(Templates, MiniMaxH3DecodesTheNestedLatentAsComfyUIDoes) {
+  for (const auto& name : template_names()) {
+    if (!is_h3(name)) continue;
+    SCOPED_TRACE(name);
+    fs::path d = kTemplates / name;
+    Json sample = read(d / "sample.api.json"), decode = read(d / "decode.api.json");
+    std::string load;
+    for (auto it = decode.begin(); it != decode.end(); ++it)
+      if (it.value()["class_type"] == "H3LoadLatent") load = it.key();
+    ASSERT_FALSE(load.empty());
+    int decoders = 0;
+    for (auto it = decode.begin(); it != decode.end(); ++it) {
+      const Json& n = it.value();
+      if (n["class_type"] == "VAEDecode" || n["class_type"] == "VAEDecodeAudio") {
+        EXPECT_EQ(n["inputs"]["samples"], Json::array({load, 0})) << it.key();
+        ++decoders;
+      }
+      if (n["class_type"] == "CreateVideo") {
+        EXPECT_TRUE(n["inputs"].contains("audio"));
+        EXPECT_EQ(n["inputs"]["fps"], 24.0);
+      }
+      if (n["class_type"] == "SaveVideo") EXPECT_EQ(n["inputs"]["format"], "mp4");
+    }
+    EXPECT_EQ(decoders, 2);
+    bool saved = false;
+    for (const auto& n : sample)
+      if (n["class_type"] == "H3SaveLatent") {
+        saved = true;
+        EXPECT_EQ(n["inputs"]["profile"], "minimax-h3");
+        EXPECT_FALSE(n["inputs"].contains("audio"));  // the audio is inside the nested latent
+        EXPECT_EQ(n["inputs"]["width"], 736);
+        EXPECT_EQ(n["inputs"]["height"], 416);
+        EXPECT_EQ(n["inputs"]["frames"], 124);
+        EXPECT_EQ(n["inputs"]["fps"], 24);
+      }
+    EXPECT_TRUE(saved);
+    EXPECT_EQ(read(d / "config.snippet.json")["latent_profile"], "minimax-h3");
+  }
+}
+
+// Input by input: every input a node of an H3 template gives is one its class declares (ComfyUI
+// ignores others silently, so a misspelt input would be lost without an error), Autogrow slots
+// by their expanded names.
+TEST(Templates, MiniMaxH3InputsAreTheClassesOwn) {
+  for (const auto& name : template_names()) {
+    if (!is_h3(name)) continue;
+    for (const char* file : {"workflow.api.json", "sample.api.json", "decode.api.json"}) {
+      SCOPED_TRACE(name + "/" + file);
+      Json g = read(kTemplates / name / file);
+      for (auto it = g.begin(); it != g.end(); ++it) {
+        std::string cls = it.value()["class_type"];
+        const auto* ci = h3_with_packs().find(cls);
+        ASSERT_NE(ci, nullptr) << cls << " is not in the source-written object_info";
+        for (auto in = it.value()["inputs"].begin(); in != it.value()["inputs"].end(); ++in)
+          EXPECT_NE(ci->input(in.key()), nullptr)
+              << "node " << it.key() << " (" << cls << ") gives input \"" << in.key()
+              << "\", which the class does not declare";
+      }
+    }
   }
 }
 
@@ -109,11 +267,12 @@ TEST(Templates, ClassesAndInputsValidAgainstRecordedObjectInfo) {
       o.injected = injected_inputs(inject[side]);
       o.skip_unknown_classes = true;
       o.skip_empty_file_lists = true;  // the recording server has no model files
-      for (const auto& issue : check_workflow(g, with_pack(), o)) ADD_FAILURE() << issue.message;
+      const ObjectInfo& against = is_h3(name) ? h3_with_packs() : with_pack();
+      for (const auto& issue : check_workflow(g, against, o)) ADD_FAILURE() << issue.message;
       // Which classes are not core: only h3pipe's nodes, except where the README says otherwise.
       std::set<std::string> missing;
       for (const auto& c : classes_of(g))
-        if (!recorded().find(c)) missing.insert(c);
+        if (!(is_h3(name) ? h3_core() : recorded()).find(c)) missing.insert(c);
       std::set<std::string> allowed = {"H3SaveLatent", "H3LoadLatent"};
       if (kNotCore.count(name)) allowed = kNotCore.at(name);
       for (const auto& c : missing) EXPECT_TRUE(allowed.count(c)) << c << " is not in core";
@@ -143,6 +302,7 @@ TEST(Templates, SnippetsParseAsRuntimeSettings) {
 // The whole workflows the templates and tests start from use core classes and inputs as ComfyUI
 // 0.3.64 declares them (the shapes of its example workflows).
 TEST(Templates, WholeWorkflowsAreRealShaped) {
+  // MiniMax H3 ones (minimax_h3_*) against the classes written from ComfyUI's source.
   std::vector<fs::path> files;
   for (const auto& name : template_names())
     if (!kNotCore.count(name)) files.push_back(kTemplates / name / "workflow.api.json");
@@ -150,12 +310,14 @@ TEST(Templates, WholeWorkflowsAreRealShaped) {
     if (e.path().string().size() > 9 &&
         e.path().string().substr(e.path().string().size() - 9) == ".api.json")
       files.push_back(e.path());
-  ASSERT_GE(files.size(), 19u);
+  ASSERT_GE(files.size(), 25u);
   for (const auto& f : files) {
     SCOPED_TRACE(f.string());
     CheckOptions o;
     o.skip_empty_file_lists = true;
-    for (const auto& issue : check_workflow(read(f), recorded(), o)) ADD_FAILURE() << issue.message;
+    bool h3 = is_h3(f.filename().string()) || is_h3(f.parent_path().filename().string());
+    for (const auto& issue : check_workflow(read(f), h3 ? h3_core() : recorded(), o))
+      ADD_FAILURE() << issue.message;
   }
 }
 
