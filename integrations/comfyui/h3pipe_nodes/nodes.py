@@ -317,7 +317,9 @@ class H3LoadLatent(_LoadNode):
                 "sha256": ("STRING", {"default": "", "tooltip": "Expected SHA-256 of the file; "
                                       "empty: the .sha256 sidecar beside it."}),
                 "profile": (["file"] + profiles.NAMES, {"default": "file", "tooltip":
-                            "Check against this profile; file: the profile the file names."}),
+                            "Check as h3pipe checks a job's latent: the file must name this "
+                            "profile, its shapes fit it (and the job, given width/height/frames/"
+                            "fps); file: check against the profile the file names."}),
                 **_geometry_inputs(),
             },
             # ComfyUI does not tell a node which outputs are linked; the prompt does
