@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "common/artifacts/artifacts.h"
 #include "common/latent/latent.h"
+#include "common/latent/profile_json.h"
 #include "common/preflight/preflight.h"
 #include "common/remote/remote.h"
 #include "common/runtime/settings_check.h"
@@ -49,6 +50,48 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
     }
     const latent::Expected want{*p, *job};
     rc = latent::inspect_main(file, json, std::cout, &want);
+  });
+  // The profile table as the C++ side parsed it (the node pack reads the same file; its tests
+  // compare the two whole tables through --json), plus the config's declared profiles.
+  auto* lp = latent->add_subcommand("profiles", "list the latent profiles: built-in, and declared in the config");
+  static bool lp_json = false;
+  lp->add_flag("--json", lp_json, "the profiles as JSON, in the latent_profiles form");
+  lp->callback([&rc, &g] {
+    std::vector<std::pair<const latent::LatentProfile*, const char*>> all;
+    for (const auto& p : latent::builtin_profiles()) all.emplace_back(&p, "built-in");
+    auto c = load_cluster(g);
+    if (c.ok())
+      for (const auto& [name, p] : c->latent_profiles) all.emplace_back(&p, "config");
+    if (lp_json) {
+      nlohmann::json out = {{"profiles", nlohmann::json::array()}};
+      for (auto [p, from] : all) {
+        auto j = latent::profile_to_json(*p);
+        j["source"] = from;
+        out["profiles"].push_back(std::move(j));
+      }
+      std::cout << out.dump(2) << "\n";
+    } else {
+      fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}\n", "profile", "C", "frames", "spatial",
+                 "multiple", "fps", "audio", "models");
+      for (auto [p, from] : all) {
+        const std::string frames = p->frame_rule == latent::FrameRule::kFloor
+                                       ? fmt::format(">={}", p->frame_offset)
+                                       : fmt::format("{}k+{}", p->temporal_factor, p->frame_offset);
+        std::string audio = "none";
+        if (p->has_audio()) {
+          audio = "(";
+          for (std::size_t i = 0; i < p->audio.shape.size(); ++i)
+            audio += (i ? "," : "") + (p->audio.shape[i] == latent::AudioRule::kLength
+                                           ? std::string("L")
+                                           : std::to_string(p->audio.shape[i]));
+          audio += ")";
+        }
+        fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}{}\n", p->name, p->channels, frames,
+                   p->spatial_factor, p->size_multiple, p->fps ? std::to_string(p->fps) : "any", audio,
+                   p->models, std::string_view(from) == "config" ? " (config)" : "");
+      }
+    }
+    rc = 0;
   });
   register_planner_commands(app, g, rc);
   auto* kg = app.add_subcommand("keygen", "write a CURVE key pair DIR/NAME.pub and DIR/NAME.key (0600)");

@@ -9,6 +9,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/config/json_reader.h"
 #include "common/config/embedded_default.h"
+#include "common/latent/profile_json.h"
 
 namespace h3pipe::config {
 namespace fs = std::filesystem;
@@ -100,69 +101,6 @@ void parse_runtime(const nlohmann::json& j, const std::string& path, RuntimeRef&
   if (auto* s = r.raw("settings")) {
     if (!s->is_object()) e.add(r.path("settings"), "expected an object");
     else rt.settings = *s;
-  }
-}
-
-// /latent_profiles/<name>: the same fields as the built-in table (docs/latent.md).
-void parse_audio_rule(const nlohmann::json& j, const std::string& path, latent::AudioRule& a, Errors& e) {
-  if (j.is_string()) {
-    auto named = latent::named_audio_rule(j.get<std::string>());
-    if (!named) return e.add(path, fmt::format("\"{}\": expected none, builtin, ltx2 or an object", j.get<std::string>()));
-    a = *named;
-    return;
-  }
-  ObjectReader r(j, path, e);
-  if (!r.ok()) return;
-  if (auto* s = r.raw("shape")) {
-    if (!s->is_array() || s->empty() || s->size() > 8) {
-      e.add(r.path("shape"), "expected an array of 1 to 8 sizes, one of them \"L\"");
-    } else {
-      for (std::size_t i = 0; i < s->size(); ++i) {
-        const auto& d = (*s)[i];
-        if (d.is_string() && d.get<std::string>() == "L") a.shape.push_back(latent::AudioRule::kLength);
-        else if (d.is_number_unsigned() && d.get<std::uint64_t>() >= 1 && d.get<std::uint64_t>() <= 65536)
-          a.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
-        else e.add(fmt::format("{}/{}", r.path("shape"), i), "expected a size in [1, 65536] or \"L\"");
-      }
-    }
-  } else {
-    e.add(r.path("shape"), "required but missing");
-  }
-  if (auto* v = r.raw("rate")) {
-    if (!v->is_array() || v->size() != 2 || !(*v)[0].is_number_unsigned() || !(*v)[1].is_number_unsigned() ||
-        (*v)[0].get<std::uint64_t>() < 1 || (*v)[1].get<std::uint64_t>() < 1 ||
-        (*v)[0].get<std::uint64_t>() > 1000000 || (*v)[1].get<std::uint64_t>() > 1000000)
-      e.add(r.path("rate"), "expected [per_second, divisor], two integers in [1, 1000000]: L = ceil(frames / fps * per_second / divisor)");
-    else {
-      a.rate_num = static_cast<std::uint32_t>((*v)[0].get<std::uint64_t>());
-      a.rate_den = static_cast<std::uint32_t>((*v)[1].get<std::uint64_t>());
-    }
-  } else {
-    e.add(r.path("rate"), "required but missing");
-  }
-  r.get("tolerance", a.tolerance, 0, 1000);
-}
-
-void parse_latent_profile(const nlohmann::json& j, const std::string& path, latent::LatentProfile& p, Errors& e) {
-  ObjectReader r(j, path, e);
-  if (!r.ok()) return;
-  r.get("channels", p.channels, 1, 65536, true);
-  r.get("temporal_factor", p.temporal_factor, 1, 1024, true);
-  r.get("spatial_factor", p.spatial_factor, 1, 1024, true);
-  p.size_multiple = 0;
-  r.get("size_multiple", p.size_multiple, 1, 4096);
-  if (p.size_multiple == 0) p.size_multiple = p.spatial_factor;
-  r.get("frame_offset", p.frame_offset, 1, 1024);
-  r.get("temporal_steps", p.temporal_steps, 1, 1024);
-  r.get("latent_offset", p.latent_offset, 0, 1024);
-  std::string rule = "strict";
-  r.get("frame_rule", rule);
-  if (rule == "strict") p.frame_rule = latent::FrameRule::kStrict;
-  else if (rule == "floor") p.frame_rule = latent::FrameRule::kFloor;
-  else e.add(r.path("frame_rule"), fmt::format("\"{}\": expected strict (F = k * temporal_factor + 1) or floor", rule));
-  if (auto* a = r.raw("audio")) parse_audio_rule(*a, r.path("audio"), p.audio, e);
-  if (r.has("channels") && r.has("temporal_factor") && r.has("spatial_factor")) {
-    if (auto why = latent::profile_problem(p); !why.empty()) e.add(path, why);
   }
 }
 
@@ -301,7 +239,7 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
         e.add(p, fmt::format("\"{}\" is a built-in profile; declare yours under another name", it.key()));
       latent::LatentProfile lp;
       lp.name = it.key();
-      parse_latent_profile(it.value(), p, lp, e);
+      latent::read_profile(it.value(), p, lp, e);  // the built-in table's own reader
       c.latent_profiles[it.key()] = lp;
     }
   }
@@ -555,14 +493,11 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
   j["dispatch"] = c.dispatch;
   j["time_scale"] = c.time_scale;
   j["latent_profile"] = c.latent_profile;
-  for (const auto& [name, p] : c.latent_profiles)
-    j["latent_profiles"][name] = {{"channels", p.channels}, {"temporal_factor", p.temporal_factor},
-                                  {"spatial_factor", p.spatial_factor}, {"size_multiple", p.size_multiple},
-                                  {"frame_rule", latent::frame_rule_name(p.frame_rule)},
-                                  {"frame_offset", p.frame_offset}, {"temporal_steps", p.temporal_steps},
-                                  {"latent_offset", p.latent_offset},
-                                  {"audio", p.has_audio() ? "yes" : "none"}};
-  j["redis"] = {{"host", c.redis.host}, {"port", c.redis.port}, {"user", c.redis.user},
+  for (const auto& [name, p] : c.latent_profiles) {
+    j["latent_profiles"][name] = latent::profile_to_json(p);
+    j["latent_profiles"][name].erase("name");
+  }
+j["redis"] = {{"host", c.redis.host}, {"port", c.redis.port}, {"user", c.redis.user},
                 {"password_file", c.redis.password_file}, {"embedded", c.redis.embedded},
                 {"credentials_dir", c.redis.credentials_dir}};
   if (redact && !c.redis.password_file.empty()) j["redis"]["password"] = "<redacted>";

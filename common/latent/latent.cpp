@@ -144,9 +144,7 @@ Geometry expected_geometry(const LatentProfile& p, const JobSize& job) {
   const std::uint64_t t = latent_frames(p, job.frames);
   g.video = {1, p.channels, t, job.height / sf, job.width / sf};  // (1, C, T', H', W')
   if (p.has_audio()) {
-    const std::uint64_t den = std::uint64_t{job.fps} * std::max<std::uint32_t>(p.audio.rate_den, 1);
-    const std::uint64_t len =
-        den == 0 ? 0 : (std::uint64_t{job.frames} * p.audio.rate_num + den - 1) / den;
+    const std::uint64_t len = audio_length(p.audio, job.frames, job.fps);
     for (auto d : p.audio.shape)
       g.audio.push_back(d == AudioRule::kLength ? len : static_cast<std::uint64_t>(d));
   }

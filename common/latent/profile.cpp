@@ -3,31 +3,46 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/latent/latent_profiles_json.h"  // generated: kLatentProfilesJson
+#include "common/latent/profile_json.h"
 
 namespace h3pipe::latent {
 namespace {
 
-constexpr std::int64_t L = AudioRule::kLength;
+// The built-in table, parsed from latent_profiles.json (compiled in by CMakeLists.txt) on first
+// use (a function-local static, so other translation units' statics may use it).  The file is
+// part of the source: a broken one is a broken build, reported loudly at the first use.
+std::vector<LatentProfile> parse_table() {
+  const auto j = nlohmann::json::parse(kLatentProfilesJson, nullptr, /*allow_exceptions=*/false);
+  config::Errors e;
+  std::vector<LatentProfile> out;
+  if (!j.is_object() || !j.contains("profiles") || !j["profiles"].is_array()) {
+    e.add("/profiles", "expected an array of profiles");
+  } else {
+    for (std::size_t i = 0; i < j["profiles"].size(); ++i) {
+      const auto& entry = j["profiles"][i];
+      const std::string path = fmt::format("/profiles/{}", i);
+      LatentProfile p;
+      if (entry.is_object() && entry.contains("name") && entry["name"].is_string())
+        p.name = entry["name"].get<std::string>();
+      else e.add(path + "/name", "required: a string");
+      read_profile(entry, path, p, e, /*allow_named_audio=*/false);
+      out.push_back(std::move(p));
+    }
+  }
+  if (!e.empty()) {
+    fmt::print(stderr, "h3pipe: the built-in latent profile table (latent_profiles.json) is "
+                       "invalid:\n{}\n", e.joined());
+    std::abort();
+  }
+  return out;
+}
 
-// 48 kHz stereo, one latent step per 86 samples (h3pipe's builtin audio VAE).
-AudioRule builtin_audio() { return {{1, 32, 2, L}, 48000, 86, 0}; }
-// LTX-2's audio latent: 8 channels x L x 16 mel bins, 25 steps a second; ComfyUI rounds L
-// either way depending on the node, so one step either side is accepted.
-AudioRule ltx2_audio() { return {{1, 8, L, 16}, 25, 1, 1}; }
-
-// docs/latent.md, "Latent profiles": the one table every reader and the planner use.  Built on
-// first use (a function-local static), so other translation units' statics may use it.
 const std::vector<LatentProfile>& table() {
-  static const std::vector<LatentProfile> kBuiltins = {
-      // name           C    tf  sf  frame rule          multiple audio
-      {"builtin",       24,  4,  16, FrameRule::kFloor,  16,      builtin_audio()},
-      {"wan2.1",        16,  4,  8,  FrameRule::kStrict, 16,      {}},
-      {"wan2.2-5b",     48,  4,  16, FrameRule::kStrict, 32,      {}},
-      {"hunyuanvideo",  16,  4,  8,  FrameRule::kStrict, 16,      {}},
-      {"ltxv",          128, 8,  32, FrameRule::kStrict, 32,      {}},
-      {"mochi",         12,  6,  8,  FrameRule::kStrict, 16,      {}},
-      {"ltx2",          128, 8,  32, FrameRule::kStrict, 32,      ltx2_audio()},
-  };
+  static const std::vector<LatentProfile> kBuiltins = parse_table();
   return kBuiltins;
 }
 
@@ -41,11 +56,23 @@ const char* frame_rule_name(FrameRule r) {
   return r == FrameRule::kStrict ? "strict" : "floor";
 }
 
+const char* rounding_name(Rounding r) { return r == Rounding::kCeil ? "ceil" : "nearest"; }
+
+std::uint64_t audio_length(const AudioRule& a, std::uint32_t frames, std::uint32_t fps) {
+  const std::uint64_t num = std::uint64_t{frames} * a.rate_num;
+  const std::uint64_t den = std::uint64_t{fps} * std::max<std::uint32_t>(a.rate_den, 1);
+  if (den == 0) return 0;
+  const std::uint64_t q = num / den, r = num % den;
+  if (a.rounding == Rounding::kCeil) return q + (r != 0);
+  if (2 * r != den) return q + (2 * r > den);
+  return q + (q % 2);  // a half: to even, as Python's round()
+}
+
 std::optional<AudioRule> named_audio_rule(std::string_view name) {
   if (name == "none") return AudioRule{};
-  if (name == "builtin") return builtin_audio();
-  if (name == "ltx2") return ltx2_audio();
-  return std::nullopt;
+  const LatentProfile* p = find_builtin_profile(name);
+  if (p == nullptr || !p->has_audio()) return std::nullopt;
+  return p->audio;
 }
 
 const std::vector<LatentProfile>& builtin_profiles() { return table(); }
@@ -97,13 +124,25 @@ std::vector<JobIssue> job_fits(const LatentProfile& p, const JobSize& job) {
     out.push_back({"frames", fmt::format("profile {} needs at least {} frames, got {}", p.name, off,
                                          job.frames)});
   } else if (p.frame_rule == FrameRule::kStrict && tf > 1 && (job.frames - off) % tf != 0) {
-    const std::uint64_t up = (std::uint64_t{job.frames - off} / tf + 1) * tf + off;
-    out.push_back({"frames", fmt::format("profile {} needs {}k+{} frames (e.g. {}), got {}",
-                                         p.name, tf, off, up, job.frames)});
+    // "e.g." names the next valid count: what ComfyUI's nodes snap a length up to.
+    out.push_back({"frames", fmt::format("profile {} needs {}k+{} frames (e.g. {}), got {}", p.name,
+                                         tf, off, next_valid_frames(p, job.frames), job.frames)});
   }
-  if (p.has_audio() && job.fps == 0)
+  if (p.fps != 0 && job.fps != p.fps)
+    out.push_back({"fps", fmt::format("profile {} makes {} fps only, got {}", p.name, p.fps, job.fps)});
+  else if (p.has_audio() && job.fps == 0)
     out.push_back({"fps", fmt::format("must be at least 1: profile {} carries audio", p.name)});
   return out;
+}
+
+std::uint32_t next_valid_frames(const LatentProfile& p, std::uint32_t frames) {
+  const std::uint32_t tf = std::max<std::uint32_t>(p.temporal_factor, 1);
+  const std::uint32_t off = std::max<std::uint32_t>(p.frame_offset, 1);
+  if (frames <= off) return off;
+  if (p.frame_rule == FrameRule::kFloor) return frames;
+  const std::uint64_t k = (std::uint64_t{frames} - off + tf - 1) / tf;
+  const std::uint64_t up = k * tf + off;
+  return up > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(up);
 }
 
 std::uint64_t latent_frames(const LatentProfile& p, std::uint32_t frames) {

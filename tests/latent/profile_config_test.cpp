@@ -150,7 +150,7 @@ TEST(LatentProfileConfig, ErrorsNameTheJsonPath) {
            "/latent_profiles/e: audio shape must have exactly one \"L\" axis, it has 2",
            "/latent_profiles/g/audio/shape/1: expected a size in [1, 65536] or \"L\"",
            "/latent_profiles/e/audio/rate: expected [per_second, divisor]",
-           "/latent_profiles/f/audio: \"stereo\": expected none, builtin, ltx2 or an object",
+           "/latent_profiles/f/audio: \"stereo\": expected none, builtin, ltx2, minimax-h3 or an object",
            "/latent_profiles/bad name"}) {
     EXPECT_NE(e.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << e;
   }
@@ -208,8 +208,8 @@ TEST(LatentProfileSpec, BatchUsesTheClustersProfiles) {
   EXPECT_EQ(b.errors[0].error.to_string(), "frames: profile wan2.1 needs 4k+1 frames (e.g. 81), got 80");
 }
 
-// The example two-host config declares MiniMax H3's own grid (frames 17k+5, T' = 5k+2, audio at
-// 40 steps a second) instead of switching the check off.
+// The example two-host config uses the built-in minimax-h3 profile (frames 17k+5, T' = 5k+2, audio
+// at 40 steps a second) instead of switching the check off.
 TEST(LatentProfileConfig, TheMiniMaxH3GridOfTheExampleConfig) {
   auto c = config::load_file(std::filesystem::path(H3PIPE_SOURCE_DIR) / "configs/comfyui/two_host_comfyui.json");
   ASSERT_TRUE(c.ok()) << c.error().message;

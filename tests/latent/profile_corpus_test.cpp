@@ -36,7 +36,8 @@ class TempDir {
 
 // A small valid job for the profile: 2 x 1 size multiples, two latent steps past the first.
 JobSize job_for(const LatentProfile& p) {
-  return {2 * p.size_multiple, p.size_multiple, 2 * p.temporal_factor + 1, 16};
+  return {2 * p.size_multiple, p.size_multiple, 2 * p.temporal_factor + p.frame_offset,
+          p.fps ? p.fps : 16};
 }
 
 Latent valid_latent(const LatentProfile& p) {
@@ -312,6 +313,7 @@ TEST(ProfileTable, MatchesTheDocumentedGrids) {
       {"ltxv", {768, 512, 97, 24}, {1, 128, 13, 16, 24}, {}},
       {"mochi", {848, 480, 163, 30}, {1, 12, 28, 60, 106}, {}},
       {"ltx2", {768, 512, 121, 24}, {1, 128, 16, 16, 24}, {1, 8, 127, 16}},
+      {"minimax-h3", {736, 416, 124, 24}, {1, 24, 37, 26, 46}, {1, 32, 2, 207}},
   };
   ASSERT_EQ(builtin_profiles().size(), std::size(rows));
   for (const Row& r : rows) {

@@ -1,12 +1,21 @@
 """The built-in latent profiles of docs/latent.md, and the shape checks against them.
 
-A profile says what latent a model makes for a job of W x H, F frames at fps:
-    C = channels, T' = (F - 1) / temporal + 1, H' = H / spatial, W' = W / spatial
-plus an optional audio rule. `check` raises ShapeError (code latent.geometry) naming the tensor,
-the axis and what the profile expects.
+The table is latent_profiles.json beside this file: the same file h3pipe's C++ readers, writers
+and planner compile in, so the node pack and h3pipe cannot disagree on a profile. A profile says
+what latent a model makes for a job of W x H, F frames at fps:
+    k = (F - frame_offset) / temporal_factor    (exact for "strict", floored for "floor")
+    T' = k * temporal_steps + latent_offset,  H' = H / spatial_factor,  W' = W / spatial_factor
+    audio: the shape with L = F / fps * rate[0] / rate[1], rounded by "rounding" (+- tolerance)
+`check` raises ShapeError (code latent.geometry) naming the tensor, the axis and what the profile
+expects.
 """
+import json
+import os
 from dataclasses import dataclass
-from typing import Optional
+from fractions import Fraction
+from typing import Optional, Tuple
+
+TABLE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "latent_profiles.json")
 
 
 class ShapeError(ValueError):
@@ -17,54 +26,36 @@ class ShapeError(ValueError):
 
 
 @dataclass(frozen=True)
-class Profile:
-    name: str
-    models: str
-    channels: int
-    temporal: int
-    spatial: int
-    any_frames: bool  # True: any F >= 1 with T' = floor((F-1)/temporal)+1; False: F = k*temporal+1
-    multiple: int  # W and H must be multiples of this
-    audio: Optional[str] = None  # None, "builtin" or "ltx2"
+class Audio:
+    shape: Tuple  # sizes, with "L" for the length axis
+    rate_num: int
+    rate_den: int
+    rounding: str = "ceil"  # or "nearest" (halves to even, Python's round)
+    tolerance: int = 0
 
-    def frames_ok(self, f):
-        return f >= 1 and (self.any_frames or (f - 1) % self.temporal == 0)
+    def length(self, frames, fps):
+        exact = Fraction(frames * self.rate_num, fps * self.rate_den)
+        n = -(-exact.numerator // exact.denominator) if self.rounding == "ceil" else round(exact)
+        return int(n)
 
-    def frame_rule(self):
-        return "any F >= 1" if self.any_frames else f"{self.temporal}k+1"
+    def with_length(self, n):
+        return tuple(n if d == "L" else d for d in self.shape)
 
-    def video_shape(self, g):
-        return (1, self.channels, (g.frames - 1) // self.temporal + 1, g.height // self.spatial,
-                g.width // self.spatial)
-
-    def audio_lengths(self, g):
-        """The audio lengths the profile accepts for geometry g (empty without an audio rule)."""
-        # integer ceilings, as h3pipe computes them: ceil(F * rate / (fps * divisor))
-        if self.audio == "builtin":
-            return [-(-(g.frames * 48000) // (g.fps * 86))]
-        if self.audio == "ltx2":
-            n = -(-(g.frames * 25) // g.fps)
-            return [n - 1, n, n + 1]
-        return []
-
-    def audio_shape(self, length):
-        if self.audio == "builtin":
-            return (1, 32, 2, length)
-        if self.audio == "ltx2":
-            return (1, 8, length, 16)
-        return None
-
-    def audio_rule(self):
-        return {"builtin": "(1, 32, 2, L)", "ltx2": "(1, 8, L, 16)"}.get(self.audio, "none")
-
-    def audio_length_of(self, shape):
-        """L from an audio shape that fits this profile's rule apart from L, else None."""
+    def length_of(self, shape):
+        """L from an audio shape that fits this rule apart from L, else None."""
         shape = tuple(shape)
-        if self.audio == "builtin" and len(shape) == 4 and shape[:3] == (1, 32, 2):
-            return shape[3]
-        if self.audio == "ltx2" and len(shape) == 4 and shape[:2] == (1, 8) and shape[3] == 16:
-            return shape[2]
-        return None
+        if len(shape) != len(self.shape):
+            return None
+        length = None
+        for want, got in zip(self.shape, shape):
+            if want == "L":
+                length = got
+            elif want != got:
+                return None
+        return length
+
+    def describe(self):
+        return "(" + ", ".join(str(d) for d in self.shape) + ")"
 
 
 @dataclass(frozen=True)
@@ -78,16 +69,82 @@ class Geometry:
         return f"{self.width}x{self.height}x{self.frames}@{self.fps}"
 
 
-BUILTIN = [
-    Profile("builtin", "h3pipe's builtin model; the seeds' MiniMax H3 grid", 24, 4, 16, True, 16,
-            "builtin"),
-    Profile("wan2.1", "Wan 2.1, Wan 2.2 14B (Wan 2.1 VAE)", 16, 4, 8, False, 16),
-    Profile("wan2.2-5b", "Wan 2.2 TI2V 5B (Wan 2.2 VAE)", 48, 4, 16, False, 32),
-    Profile("hunyuanvideo", "HunyuanVideo", 16, 4, 8, False, 16),
-    Profile("ltxv", "LTX-Video", 128, 8, 32, False, 32),
-    Profile("mochi", "Mochi", 12, 6, 8, False, 16),
-    Profile("ltx2", "LTX-2 (audio + video)", 128, 8, 32, False, 32, "ltx2"),
-]
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    models: str
+    channels: int
+    temporal: int
+    spatial: int
+    any_frames: bool  # frame_rule "floor"
+    multiple: int  # W and H must be multiples of this
+    audio: Optional[Audio] = None
+    frame_offset: int = 1
+    temporal_steps: int = 1
+    latent_offset: int = 1
+    fps: int = 0  # the only frame rate the model makes; 0: any
+
+    def latent_frames(self, f):
+        return (f - self.frame_offset) // self.temporal * self.temporal_steps + self.latent_offset
+
+    def frames_ok(self, f):
+        return f >= self.frame_offset and (
+            self.any_frames or (f - self.frame_offset) % self.temporal == 0)
+
+    def next_valid_frames(self, f):
+        if f <= self.frame_offset:
+            return self.frame_offset
+        if self.any_frames:
+            return f
+        return -(-(f - self.frame_offset) // self.temporal) * self.temporal + self.frame_offset
+
+    def frame_rule(self):
+        if self.any_frames:
+            return f"any F >= {self.frame_offset}"
+        return f"{self.temporal}k+{self.frame_offset}"
+
+    def video_shape(self, g):
+        return (1, self.channels, self.latent_frames(g.frames), g.height // self.spatial,
+                g.width // self.spatial)
+
+    def audio_lengths(self, g):
+        """The audio lengths the profile accepts for geometry g (empty without an audio rule)."""
+        if self.audio is None:
+            return []
+        n = self.audio.length(g.frames, g.fps)
+        t = self.audio.tolerance
+        return list(range(max(n - t, 0), n + t + 1))
+
+    def audio_shape(self, length):
+        return None if self.audio is None else self.audio.with_length(length)
+
+    def audio_rule(self):
+        return "none" if self.audio is None else self.audio.describe()
+
+    def audio_length_of(self, shape):
+        return None if self.audio is None else self.audio.length_of(shape)
+
+
+def _from_json(entry):
+    a = entry.get("audio")
+    audio = None
+    if a is not None:
+        audio = Audio(tuple(a["shape"]), int(a["rate"][0]), int(a["rate"][1]),
+                      a.get("rounding", "ceil"), int(a.get("tolerance", 0)))
+    return Profile(entry["name"], entry.get("models", ""), entry["channels"],
+                   entry["temporal_factor"], entry["spatial_factor"],
+                   entry.get("frame_rule", "strict") == "floor",
+                   entry.get("size_multiple", entry["spatial_factor"]), audio,
+                   entry.get("frame_offset", 1), entry.get("temporal_steps", 1),
+                   entry.get("latent_offset", 1), entry.get("fps", 0))
+
+
+def load_table(path=TABLE_FILE):
+    with open(path, encoding="utf-8") as f:
+        return [_from_json(e) for e in json.load(f)["profiles"]]
+
+
+BUILTIN = load_table()
 BY_NAME = {p.name: p for p in BUILTIN}
 NAMES = [p.name for p in BUILTIN]
 
@@ -108,11 +165,36 @@ def check_structure(video_shape, audio_shape=None):
         raise ShapeError("audio is a scalar: expected a tensor with a batch axis")
 
 
+def check_geometry(p, g):
+    """The job geometry against the profile's rules (h3pipe's submission rules)."""
+    for axis, v in (("width", g.width), ("height", g.height)):
+        if v <= 0 or v % p.multiple:
+            raise ShapeError(f"{axis} {v} is not a positive multiple of {p.multiple} "
+                             f"(profile {p.name})")
+    if not p.frames_ok(g.frames):
+        raise ShapeError(f"frames {g.frames} does not fit profile {p.name}'s frame rule "
+                         f"{p.frame_rule()} (the next valid count is "
+                         f"{p.next_valid_frames(g.frames)})")
+    if g.fps <= 0:
+        raise ShapeError(f"fps {g.fps} must be positive")
+    if p.fps and g.fps != p.fps:
+        raise ShapeError(f"fps {g.fps}: profile {p.name} makes {p.fps} fps only")
+
+
+def _frame_candidates(p, t):
+    """The frame counts whose latent has T' = t."""
+    k, rest = divmod(t - p.latent_offset, p.temporal_steps)
+    if k < 0 or rest:
+        return []
+    first = k * p.temporal + p.frame_offset
+    return list(range(first, first + p.temporal)) if p.any_frames else [first]
+
+
 def fit(profile, video_shape, audio_shape, geometry=None, fps=24):
     """Checks the shapes against `profile`; returns the job geometry (derived when not given).
 
     With `geometry` the shapes must be exactly what the profile makes for it. Without, W, H and F
-    are derived from the latent (F from T' and, for the builtin audio rule, from L)."""
+    are derived from the latent (F from T' and, with an audio rule, from L)."""
     p = profile
     check_structure(video_shape, audio_shape)
     c = video_shape[1]
@@ -127,15 +209,7 @@ def fit(profile, video_shape, audio_shape, geometry=None, fps=24):
                          f"{p.audio_rule()}; none was given")
     if geometry is not None:
         g = geometry
-        for axis, v in (("width", g.width), ("height", g.height)):
-            if v <= 0 or v % p.multiple:
-                raise ShapeError(f"{axis} {v} is not a positive multiple of {p.multiple} "
-                                 f"(profile {p.name})")
-        if not p.frames_ok(g.frames):
-            raise ShapeError(f"frames {g.frames} does not fit profile {p.name}'s frame rule "
-                             f"{p.frame_rule()}")
-        if g.fps <= 0:
-            raise ShapeError(f"fps {g.fps} must be positive")
+        check_geometry(p, g)
         want = p.video_shape(g)
         if tuple(video_shape) != want:
             raise ShapeError(f"video has shape {_fmt(video_shape)}: profile {p.name} makes "
@@ -154,12 +228,15 @@ def fit(profile, video_shape, audio_shape, geometry=None, fps=24):
     if width % p.multiple or height % p.multiple:
         raise ShapeError(f"video {_fmt(video_shape)} gives {width}x{height}, not a multiple of "
                          f"{p.multiple} (profile {p.name})")
+    fps = p.fps or fps
     if fps <= 0:
         raise ShapeError(f"fps {fps} must be positive")
-    first = (t - 1) * p.temporal + 1
-    candidates = range(first, first + p.temporal) if p.any_frames else [first]
+    candidates = _frame_candidates(p, t)
+    if not candidates:
+        raise ShapeError(f"video has T' {t} in {_fmt(video_shape)}: profile {p.name} makes no "
+                         f"such latent length (frame rule {p.frame_rule()})")
     if p.audio is None:
-        return Geometry(width, height, first, fps)
+        return Geometry(width, height, candidates[0], fps)
     length = p.audio_length_of(audio_shape)
     if length is None:
         raise ShapeError(f"audio has shape {_fmt(audio_shape)}: profile {p.name} expects "
