@@ -8,6 +8,7 @@
 #include "common/comfyui/node_classes.h"
 #include "common/comfyui/template_check.h"
 #include "common/preflight/checks.h"
+#include "common/preflight/core_classes.h"
 #include "common/preflight/http_get.h"
 
 namespace h3pipe::preflight {
@@ -90,10 +91,26 @@ class ServerClasses {
     return std::nullopt;
   }
 
+  // /system_stats' comfyui_version, asked once; empty when the server does not say.
+  const std::string& version() {
+    if (!version_) {
+      version_.emplace();
+      auto r = http_get(base_ + "/system_stats", timeout_);
+      if (r.ok() && r->status == 200) {
+        auto j = Json::parse(r->body, nullptr, false);
+        if (j.is_object() && j.contains("system") && j["system"].is_object() &&
+            j["system"].contains("comfyui_version") && j["system"]["comfyui_version"].is_string())
+          *version_ = j["system"]["comfyui_version"].get<std::string>();
+      }
+    }
+    return *version_;
+  }
+
  private:
   std::string base_;
   std::chrono::milliseconds timeout_;
   std::map<std::string, Json> cache_;
+  std::optional<std::string> version_;
 };
 
 std::string fix_for(comfyui::IssueKind k, const std::string& url) {
@@ -156,9 +173,21 @@ void check_comfyui_templates(const config::Cluster& c, const Options& o, const S
         comfyui::CheckOptions co;
         co.injected = comfyui::injected_inputs(t.inject);
         auto issues = comfyui::check_workflow(t.graph, *oi, co);
-        for (const auto& i : issues)
+        for (const auto& i : issues) {
+          // A core class the server lacks: its ComfyUI is older than the release that added it.
+          const CoreClass* core =
+              i.kind == comfyui::IssueKind::kUnknownClass ? find_core_class(i.cls) : nullptr;
+          if (core) {
+            const std::string node = i.message.substr(0, i.message.find(": class \""));
+            rep.fail("comfyui.templates", target,
+                     fmt::format("template {}: {}", t.label,
+                                 core_class_missing(*core, node, server.version())),
+                     core_class_fix(*core, url, server.version()));
+            continue;
+          }
           rep.fail("comfyui.templates", target, fmt::format("template {}: {}", t.label, i.message),
                    fix_for(i.kind, url));
+        }
         if (issues.empty()) {
           std::size_t files = 0;
           for (const auto& n : t.graph) {
