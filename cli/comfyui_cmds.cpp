@@ -157,8 +157,12 @@ void register_comfyui_commands(CLI::App& app, Global& /*g*/, int& rc) {
   static comfyui::InstallOptions io;
   static std::string from, dir;
   auto* i = c->add_subcommand("install-nodes",
-                              "put h3pipe's node pack into COMFYUI_DIR/custom_nodes/h3pipe_nodes");
-  i->add_option("comfyui_dir", dir, "the ComfyUI folder (with main.py, nodes.py, custom_nodes/)")
+                              "put h3pipe's node pack into DIR/custom_nodes/h3pipe_nodes, DIR being "
+                              "the folder ComfyUI reads custom nodes from: its --base-directory, "
+                              "else its checkout");
+  i->add_option("comfyui_dir", dir,
+                "a ComfyUI checkout (main.py, nodes.py) or the base directory a ComfyUI is "
+                "started with (--base-directory DIR)")
       ->required();
   i->add_flag("--symlink", io.symlink, "link to the pack instead of copying it");
   i->add_flag("--force", io.force, "replace another h3pipe_nodes already there");
@@ -180,6 +184,8 @@ void register_comfyui_commands(CLI::App& app, Global& /*g*/, int& rc) {
     else
       fmt::print("{} {} -> {}; restart ComfyUI to load it\n", r->action, io.pack_dir.string(),
                  r->dest.string());
+    fmt::print("{} is a ComfyUI {}: {}\n", dir, r->checkout ? "checkout" : "base directory",
+               r->loaded_by);
     rc = 0;
   });
 }

@@ -14,10 +14,29 @@ namespace {
 
 constexpr const char* kPackName = "h3pipe_nodes";
 
-bool is_comfyui_dir(const fs::path& d) {
+bool is_checkout(const fs::path& d) {
   std::error_code ec;
-  return (fs::is_regular_file(d / "main.py", ec) && fs::is_regular_file(d / "nodes.py", ec)) ||
-         fs::is_directory(d / "custom_nodes", ec);
+  return fs::is_regular_file(d / "main.py", ec) && fs::is_regular_file(d / "nodes.py", ec);
+}
+
+// What ComfyUI keeps under its base directory (folder_paths.py: base_path/custom_nodes, models,
+// input, output, user).
+bool is_base_dir(const fs::path& d) {
+  std::error_code ec;
+  for (const char* sub : {"custom_nodes", "models", "input", "output", "user"})
+    if (fs::is_directory(d / sub, ec)) return true;
+  return false;
+}
+
+std::string loaded_by(const fs::path& dir, bool checkout) {
+  const fs::path custom = dir / "custom_nodes";
+  if (checkout)
+    return fmt::format(
+        "a ComfyUI started from this checkout without --base-directory loads {}; one started "
+        "with --base-directory B loads only B/custom_nodes (run install-nodes B for it)",
+        custom.string());
+  return fmt::format("a ComfyUI started with --base-directory {} loads {} (and not its checkout's)",
+                     dir.string(), custom.string());
 }
 
 std::string read_all(const fs::path& p) {
@@ -81,11 +100,13 @@ fs::path default_pack_dir(const fs::path& bin_dir) {
 
 Result<InstallResult> install_nodes(const InstallOptions& o) {
   std::error_code ec;
-  if (!is_comfyui_dir(o.comfyui_dir))
-    return make_error(
-        errc::comfyui::kInstallNotComfyui,
-        "{} is not a ComfyUI folder (expected main.py and nodes.py, or custom_nodes/)",
-        o.comfyui_dir.string());
+  const bool checkout = is_checkout(o.comfyui_dir);
+  if (!checkout && !is_base_dir(o.comfyui_dir))
+    return make_error(errc::comfyui::kInstallNotComfyui,
+                      "{} is neither a ComfyUI checkout (main.py and nodes.py) nor a ComfyUI base "
+                      "directory (--base-directory: custom_nodes/, models/, input/, output/ or "
+                      "user/ in it)",
+                      o.comfyui_dir.string());
   if (!fs::is_regular_file(o.pack_dir / "__init__.py", ec))
     return make_error(errc::comfyui::kInstallNoPack,
                       "the node pack is not at {} (no __init__.py); set H3PIPE_COMFYUI_NODES or "
@@ -98,6 +119,8 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
     return make_error(errc::comfyui::kInstallIo, "cannot create {}: {}", custom.string(), ec.message());
   InstallResult r;
   r.dest = custom / kPackName;
+  r.checkout = checkout;
+  r.loaded_by = loaded_by(o.comfyui_dir, checkout);
   auto st = fs::symlink_status(r.dest, ec);
   bool exists = !ec && fs::exists(st);
   if (exists && fs::is_symlink(st)) {

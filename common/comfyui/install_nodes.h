@@ -1,8 +1,12 @@
 #pragma once
-// `h3pipe comfyui install-nodes COMFYUI_DIR`: puts h3pipe's node pack
-// (integrations/comfyui/h3pipe_nodes) into COMFYUI_DIR/custom_nodes/h3pipe_nodes, as a copy or
-// a symlink.  Refuses a folder that is not a ComfyUI checkout (main.py and nodes.py, or a
-// custom_nodes/ folder); running it twice changes nothing the second time.
+// `h3pipe comfyui install-nodes DIR`: puts h3pipe's node pack (integrations/comfyui/h3pipe_nodes)
+// into DIR/custom_nodes/h3pipe_nodes, as a copy or a symlink.  DIR is a ComfyUI checkout (main.py
+// and nodes.py) or a base directory (what `main.py --base-directory DIR` uses: custom_nodes/,
+// models/, input/, output/ or user/ in it).  ComfyUI loads custom nodes from
+// <base>/custom_nodes only, <base> being --base-directory when given, else the checkout
+// (folder_paths.py of ComfyUI 0.3.64): a server started with --base-directory never loads a pack
+// installed into its checkout, so the result says which folder is read.  Refuses anything
+// else; running it twice changes nothing the second time.
 #include <filesystem>
 #include <string>
 
@@ -20,6 +24,10 @@ struct InstallOptions {
 struct InstallResult {
   std::filesystem::path dest;
   std::string action;  // "copied", "linked", "updated", "unchanged"
+  bool checkout = false;  // DIR is a checkout (else a base directory)
+  // Which ComfyUI loads the pack from there: "a ComfyUI started from this checkout without
+  // --base-directory ..." or "a ComfyUI started with --base-directory DIR ...".
+  std::string loaded_by;
 };
 
 // Errors: comfyui.install.not_comfyui, comfyui.install.no_pack, comfyui.install.exists

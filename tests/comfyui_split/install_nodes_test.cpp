@@ -72,4 +72,45 @@ TEST(InstallNodes, CopiesLinksAndIsIdempotent) {
   EXPECT_TRUE(install_nodes({comfy, pack, false, true}).ok());
 }
 
+// ComfyUI loads custom nodes from <base>/custom_nodes only, <base> being --base-directory when
+// given (folder_paths.py): a base directory is accepted as it is (no custom_nodes/ yet), and the
+// result says which server loads the pack from where.
+TEST(InstallNodes, ABaseDirectoryIsAcceptedAndTheResultSaysWhichComfyUIReadsIt) {
+  Tmp t;
+  fs::path pack = t.dir / "pack" / "h3pipe_nodes";
+  write(pack / "__init__.py", "NODE_CLASS_MAPPINGS = {}\n");
+  fs::path base = t.dir / "comfy-base";
+  fs::create_directories(base / "input");
+  fs::create_directories(base / "output");
+  fs::create_directories(base / "models");
+
+  auto r = install_nodes({base, pack});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->dest, base / "custom_nodes" / "h3pipe_nodes");
+  EXPECT_TRUE(fs::is_regular_file(base / "custom_nodes/h3pipe_nodes/__init__.py"));
+  EXPECT_FALSE(r->checkout);
+  EXPECT_EQ(r->loaded_by, "a ComfyUI started with --base-directory " + base.string() + " loads " +
+                              (base / "custom_nodes").string() + " (and not its checkout's)");
+
+  fs::path checkout = t.dir / "ComfyUI";
+  write(checkout / "main.py", "");
+  write(checkout / "nodes.py", "");
+  auto c = install_nodes({checkout, pack});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->checkout);
+  EXPECT_NE(c->loaded_by.find("without --base-directory loads " + (checkout / "custom_nodes").string()),
+            std::string::npos)
+      << c->loaded_by;
+  EXPECT_NE(c->loaded_by.find("with --base-directory B loads only B/custom_nodes"), std::string::npos)
+      << c->loaded_by;
+
+  // A folder that is neither is still refused, naming both kinds.
+  fs::create_directories(t.dir / "empty");
+  auto bad = install_nodes({t.dir / "empty", pack});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, "comfyui.install.not_comfyui");
+  EXPECT_NE(bad.error().message.find("nor a ComfyUI base directory"), std::string::npos)
+      << bad.error().message;
+}
+
 }  // namespace
