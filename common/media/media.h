@@ -84,6 +84,18 @@ struct Image {
 // Errors: "media.image" naming the file.
 Result<Image> read_image(const std::filesystem::path& path);
 
+// What a movie file holds, as its container says: the first video stream's size and frame
+// count (its packets, not decoded), its frame rate, and whether it has an audio stream.
+struct MovieInfo {
+  int width = 0, height = 0;
+  long long frames = 0;
+  double fps = 0;
+  bool has_audio = false;
+};
+
+// Errors: "media.probe" naming the file (not a movie libav opens, no video stream).
+Result<MovieInfo> probe_movie(const std::filesystem::path& path);
+
 // Bilinear resize of an RGB24 image (used to fit reference images to a model's grid).
 Image resize_bilinear(const Image& src, int width, int height);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <chrono>
 #include <thread>
 
@@ -61,19 +62,73 @@ std::string describe_rejection(const nlohmann::json& body) {
   return s.empty() ? body.dump().substr(0, 500) : s;
 }
 
-std::string describe_execution_error(const nlohmann::json& status) {
+namespace {
+
+// "RuntimeError" of "torch.OutOfMemoryError" or "/srv/comfy/custom_nodes/pack.nodes.NodeError".
+std::string class_name(const std::string& type) {
+  const auto dot = type.rfind('.');
+  const auto slash = type.rfind('/');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash))
+    return type.substr(dot + 1);
+  return slash == std::string::npos ? type : type.substr(slash + 1);
+}
+
+// An h3pipe code: lower-case words joined by dots, at least two ("latent.nonfinite").
+bool is_code(std::string_view s) {
+  if (s.empty() || s.front() == '.' || s.back() == '.' || s.find('.') == std::string_view::npos)
+    return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '.' ? s[i - 1] == '.' : !(std::islower(static_cast<unsigned char>(c)) ||
+                                         std::isdigit(static_cast<unsigned char>(c)) || c == '_'))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ExecutionFailure execution_failure(const nlohmann::json& status) {
+  ExecutionFailure f;
   if (status.is_object() && status.contains("messages") && status["messages"].is_array()) {
     for (const auto& m : status["messages"]) {
       if (!m.is_array() || m.size() < 2 || !m[0].is_string()) continue;
       const auto& d = m[1];
-      if (m[0] == "execution_error")
-        return fmt::format("node {} ({}) raised {}: {}", str(d, "node_id"), str(d, "node_type"),
-                           str(d, "exception_type"), str(d, "exception_message"));
-      if (m[0] == "execution_interrupted")
-        return fmt::format("interrupted at node {} ({})", str(d, "node_id"), str(d, "node_type"));
+      const std::string where = fmt::format("node {} ({})", str(d, "node_id"), str(d, "node_type"));
+      if (m[0] == "execution_error") {
+        // The node pack raises "<Node>: <code>: <reason>" (some stand-ins "<code>: <reason>").
+        std::string text = str(d, "exception_message");
+        std::string_view rest = text;
+        if (auto colon = rest.find(": "); colon != std::string_view::npos && !is_code(rest.substr(0, colon)) &&
+                                          rest.substr(0, colon).find(' ') == std::string_view::npos)
+          rest.remove_prefix(colon + 2);
+        // Only h3pipe's NodeError, or a code of this build's catalogue, is read so: another
+        // exception's text that merely looks like "word.word: ..." keeps its class.
+        const std::string cls = class_name(str(d, "exception_type"));
+        if (auto colon = rest.find(": "); colon != std::string_view::npos && is_code(rest.substr(0, colon)) &&
+                                          (cls == "NodeError" || errc::find(rest.substr(0, colon)))) {
+          f.code = std::string(rest.substr(0, colon));
+          f.without_code = fmt::format("{}: {}", where, rest.substr(colon + 2));
+          f.description = fmt::format("{}: {}: {}", where, f.code, rest.substr(colon + 2));
+          return f;
+        }
+        f.description = fmt::format("{} raised {}: {}", where, cls, text);
+        return f;
+      }
+      if (m[0] == "execution_interrupted") {
+        f.interrupted = true;
+        f.description = "interrupted at " + where;
+        return f;
+      }
     }
   }
-  return fmt::format("status \"{}\" without an execution_error message", str(status, "status_str"));
+  f.description =
+      fmt::format("status \"{}\" without an execution_error message", str(status, "status_str"));
+  return f;
+}
+
+std::string describe_execution_error(const nlohmann::json& status) {
+  return execution_failure(status).description;
 }
 
 std::string prompt_id_for(const std::string& run, const std::string& job, const std::string& stage,
@@ -165,8 +220,11 @@ Result<PromptState> Client::history(const std::string& prompt_id) {
     std::string s = str(status, "status_str");
     if (s == "error") {
       st.kind = PromptState::Kind::kError;
-      st.error = describe_execution_error(nlohmann::json::parse(status.dump()));
-      st.interrupted = st.error.rfind("interrupted at", 0) == 0;
+      auto failure = execution_failure(nlohmann::json::parse(status.dump()));
+      st.error = std::move(failure.description);
+      st.error_code = std::move(failure.code);
+      st.error_detail = std::move(failure.without_code);
+      st.interrupted = failure.interrupted;
       return st;
     }
     bool completed = status.contains("completed") && status["completed"].is_boolean() &&

@@ -40,7 +40,9 @@ struct PromptState {
   enum class Kind { kPending, kSuccess, kError };
   Kind kind = Kind::kPending;    // kPending: not (yet) in the history
   std::vector<FileRef> outputs;  // kSuccess: every listed file, in the order the server lists them
-  std::string error;             // kError: which node failed and why
+  std::string error;             // kError: which node failed and why (ExecutionFailure)
+  std::string error_code;        // kError: the node pack's code in it, else empty
+  std::string error_detail;      // kError with error_code: `error` without the code
   bool interrupted = false;      // kError: by POST /interrupt (execution_interrupted)
 };
 
@@ -92,8 +94,24 @@ class Client final {
   http::Client http_;
 };
 
-// "node 12 (VAEDecode) raised torch.OutOfMemoryError: ..." from a history entry's status
-// messages (ComfyUI's exception text loses its trailing newline); exposed for tests.
+// How a prompt failed, from a history entry's status messages (execution_error's
+// exception_type and exception_message, or execution_interrupted).  ComfyUI names an exception
+// by its module path, which for a custom node is the node's folder on the server
+// ("/srv/comfy/custom_nodes/h3pipe_nodes.nodes.NodeError"): only the class name is kept, and a
+// message of h3pipe's node pack ("H3SaveLatent: latent.nonfinite: ...", NodeError) is reported
+// by its code and text alone.
+struct ExecutionFailure {
+  // "node 4 (H3SaveLatent): latent.nonfinite: video holds ...",
+  // "node 12 (VAEDecode) raised OutOfMemoryError: ...", "interrupted at node 12 (X)"; ComfyUI's
+  // trailing newline removed.
+  std::string description;
+  std::string code;  // the code a node pack message carries ("latent.nonfinite"), else empty
+  // With a code: the description without it ("node 4 (H3SaveLatent): video holds ...").
+  std::string without_code;
+  bool interrupted = false;
+};
+ExecutionFailure execution_failure(const nlohmann::json& status);
+// execution_failure(status).description; exposed for tests.
 std::string describe_execution_error(const nlohmann::json& status);
 // "... failed validation; node 3 (LoadImage): Custom validation failed for node (image - Invalid
 // image file: ref.png)" from a 400 body of POST /prompt; exposed for tests.

@@ -488,6 +488,17 @@ class ComfyRunner final {
         case PromptLocation::Kind::kDone:
           if (loc->state.kind == PromptState::Kind::kError) {
             forget(id);
+            // A node pack failure carries its code: the task fails with it, and so with the
+            // catalogue's retry class for it.  A NaN/Inf latent at a save node is the sampler's
+            // result for this job: every retry makes it again.
+            if (loc->state.error_code == errc::latent::kNonfinite.id)
+              return make_error(errc::runtime::kPermanentNonfinite,
+                                "ComfyUI server at {}: prompt {} failed at {}", s_.url, id,
+                                loc->state.error);
+            if (const ErrorCode* c = errc::find(loc->state.error_code); c && !loc->state.interrupted)
+              return Error{std::string(c->id),
+                           fmt::format("ComfyUI server at {}: prompt {} failed at {}", s_.url, id,
+                                       loc->state.error_detail)};
             return make_error(loc->state.interrupted ? errc::runtime::kComfyuiInterrupted
                                                      : errc::runtime::kComfyuiExecution,
                               "ComfyUI server at {}: prompt {} failed: {}", s_.url, id,

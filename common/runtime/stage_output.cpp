@@ -9,6 +9,7 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/latent/latent.h"
+#include "common/media/media.h"
 
 namespace h3pipe::runtime {
 namespace fs = std::filesystem;
@@ -28,6 +29,32 @@ latent::Expected expected_latent(const StageContext& ctx) {
   return {ctx.latent_profile, {s.width(), s.height(), s.frames(), s.fps()}};
 }
 
+namespace {
+
+// The movie a decode stage made against the job: width x height x frames, and an audio stream
+// when the job's latent profile has audio.  A movie of another size is what the decoder makes of
+// this job on every attempt, so the mismatch is permanent.
+Status check_movie(const fs::path& file, const pb::JobSpec& spec,
+                   const latent::LatentProfile& profile) {
+  auto m = media::probe_movie(file);
+  if (!m.ok())
+    return make_error(errc::runtime::kInvalidOutput, "{} is not a playable movie: {}",
+                      file.string(), m.error().message);
+  if (m->width != static_cast<int>(spec.width()) || m->height != static_cast<int>(spec.height()) ||
+      m->frames != static_cast<long long>(spec.frames()))
+    return make_error(errc::runtime::kPermanentOutputGeometry,
+                      "{}: decode output is {}x{}x{}, the job is {}x{}x{} (width x height x frames)",
+                      file.string(), m->width, m->height, m->frames, spec.width(), spec.height(),
+                      spec.frames());
+  if (profile.has_audio() && !m->has_audio)
+    return make_error(errc::runtime::kPermanentOutputGeometry,
+                      "{}: decode output has no audio stream; the job's latent profile {} has audio",
+                      file.string(), profile.name);
+  return {};
+}
+
+}  // namespace
+
 Status validate_stage_output(config::StageKind stage, const fs::path& file, const pb::JobSpec& spec,
                              const latent::LatentProfile& profile) {
   std::error_code ec;
@@ -46,6 +73,10 @@ Status validate_stage_output(config::StageKind stage, const fs::path& file, cons
     case config::StageKind::kSample: {
       const latent::Expected want{profile, {spec.width(), spec.height(), spec.frames(), spec.fps()}};
       auto l = latent::read_latent(file, &want);
+      // NaN/Inf is what the sampler made of this job: every retry makes it again.
+      if (!l.ok() && l.error().code == errc::latent::kNonfinite.id)
+        return make_error(errc::runtime::kPermanentNonfinite, "{}: {}", file.string(),
+                          l.error().to_string());
       if (!l.ok())
         return make_error(errc::runtime::kInvalidOutput,
                           "{} is not a valid latent of profile {} for {}: {}", file.string(),
@@ -67,7 +98,7 @@ Status validate_stage_output(config::StageKind stage, const fs::path& file, cons
       if (box < 8 || box > fs::file_size(file, ec))
         return make_error(errc::runtime::kInvalidOutput, "{}: ftyp box size {} is invalid",
                           file.string(), box);
-      return {};
+      return check_movie(file, spec, profile);
     }
   }
   return make_error(errc::runtime::kInvalidOutput, "unknown stage");

@@ -17,8 +17,10 @@ std::string settings_path(const FactoryArgs& a, config::StageKind stage);
 
 // Checks a produced file for its stage: encode — a safetensors tensor file (latent::read_tensors);
 // sample — a latent (v2, v1 or ComfyUI .latent) that fits the job's latent profile for its
-// geometry (latent::read_latent, docs/latent.md); decode — a file that starts with an MP4 `ftyp`
-// box.  Error code runtime.invalid_output, naming the file.
+// geometry (latent::read_latent, docs/latent.md; NaN/Inf: runtime.permanent.nonfinite); decode —
+// an MP4 (`ftyp` first) whose video is the job's width x height x frames, with an audio stream
+// when the profile has audio (media::probe_movie; a mismatch: runtime.permanent.output_geometry
+// with both sizes).  Otherwise error code runtime.invalid_output, naming the file.
 Status validate_stage_output(config::StageKind stage, const std::filesystem::path& file,
                              const pb::JobSpec& spec, const latent::LatentProfile& profile);
 

@@ -28,7 +28,7 @@ TEST(ErrorCodes, OnlyRuntimePermanentCodesArePermanent) {
     EXPECT_EQ(errc::is_permanent(c.id), named) << c.id;
     permanent += named;
   }
-  EXPECT_EQ(permanent, 8);
+  EXPECT_EQ(permanent, 10);
 }
 
 TEST(ErrorCodes, LookupFindsTheEntryAndRetriesUnknownCodes) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -22,11 +23,36 @@
 #include <thread>
 #include <vector>
 
+#include "common/media/media.h"
 #include "tests/runtime_exec/runtime_test_util.h"
 
 extern char** environ;
 
 namespace h3pipe::runtime::testing {
+
+// A real MP4 (H.264 + AAC; without audio: H.264 alone, by the ffmpeg command) of width x height
+// x frames at fps, grey frames and silence: what SaveVideo stand-ins hand back.
+inline void write_test_mp4(const fs::path& path, int width, int height, int frames, bool audio = true,
+                           int fps = 24) {
+  if (!audio) {
+    const std::string cmd = "ffmpeg -v error -y -f lavfi -i color=c=gray:s=" + std::to_string(width) + "x" +
+                            std::to_string(height) + ":r=" + std::to_string(fps) + " -frames:v " +
+                            std::to_string(frames) + " -c:v libx264 -pix_fmt yuv420p " + path.string();
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("ffmpeg failed: " + cmd);
+    return;
+  }
+  const media::AudioParams ap = media::fast_audio_params();
+  auto w = media::Mp4Writer::open(path, media::fast_video_params(width, height, fps), ap);
+  if (!w.ok()) throw std::runtime_error(w.error().to_string());
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(width) * height * 3, 128);
+  for (int i = 0; i < frames; ++i)
+    if (auto st = (*w)->add_frame(rgb); !st.ok()) throw std::runtime_error(st.error().to_string());
+  if (audio) {
+    std::vector<float> silence(static_cast<std::size_t>(ap.sample_rate) * frames / fps * 2, 0.f);
+    if (auto st = (*w)->add_audio(silence); !st.ok()) throw std::runtime_error(st.error().to_string());
+  }
+  if (auto st = (*w)->finish(); !st.ok()) throw std::runtime_error(st.error().to_string());
+}
 
 class FakeComfyUiServer final {
  public:
@@ -35,10 +61,13 @@ class FakeComfyUiServer final {
     int exec_delay_ms = 0;
     fs::path latent;        // written by the latent save nodes (unless they save a loaded one)
     fs::path conditioning;  // written by H3SaveConditioning
-    fs::path mp4;           // written by SaveVideo (default: a minimal ftyp box)
+    fs::path mp4;           // written by SaveVideo (default: small_spec()'s 64x64x9 with audio)
     std::string packs;      // "seeds": the seeds' custom node classes exist too
     long long max_upload_bytes = 0;  // 0: ComfyUI's default, 100 MB
     std::vector<std::string> models;  // files to create under models/, e.g. "vae/v.safetensors"
+    // Node modules executed for real (--exec-python-nodes): "h3pipe_nodes,h3_standins" runs
+    // h3pipe's node pack and the weight-free stand-ins of a core MiniMax H3 workflow.
+    std::string exec_python_nodes;
   };
 
   FakeComfyUiServer(const fs::path& root, const Options& o)
@@ -47,6 +76,14 @@ class FakeComfyUiServer final {
     for (const auto& m : o.models) {
       fs::create_directories((root_ / "models" / m).parent_path());
       write_text(root_ / "models" / m, "");
+    }
+    // The decode stage checks the movie against the job (stage_output.h): by default the fake
+    // "decodes" every job to small_spec()'s geometry.
+    if (options_.mp4.empty()) {
+      options_.mp4 = root_ / "default.mp4";
+      const auto s = small_spec();
+      write_test_mp4(options_.mp4, static_cast<int>(s.width()), static_cast<int>(s.height()),
+                     static_cast<int>(s.frames()));
     }
     start(0);
   }
@@ -109,6 +146,8 @@ class FakeComfyUiServer final {
       args.insert(args.end(), {"--conditioning", o.conditioning.string()});
     if (!o.mp4.empty()) args.insert(args.end(), {"--mp4", o.mp4.string()});
     if (!o.packs.empty()) args.insert(args.end(), {"--packs", o.packs});
+    if (!o.exec_python_nodes.empty())
+      args.insert(args.end(), {"--exec-python-nodes", o.exec_python_nodes});
     if (o.max_upload_bytes > 0)
       args.insert(args.end(), {"--max-upload-bytes", std::to_string(o.max_upload_bytes)});
     int fds[2];

@@ -28,6 +28,34 @@ MP4_BYTES = (b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"
              b"\x00\x00\x00\x08mdat")
 
 
+def _nonfinite(path):
+    """(tensor, count, first index) of the first F32/F16 tensor holding NaN/Inf, else None."""
+    import array
+    import math
+    import struct
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+            data = f.read()
+    except (OSError, ValueError):
+        return None
+    for name, t in header.items():
+        if name == "__metadata__" or t.get("dtype") not in ("F32", "F16"):
+            continue
+        a, b = t["data_offsets"]
+        raw = data[a:b]
+        if t["dtype"] == "F32":
+            vals = array.array("f")
+            vals.frombytes(raw)
+        else:
+            vals = struct.unpack(f"<{len(raw) // 2}e", raw)
+        bad = [i for i, v in enumerate(vals) if not math.isfinite(v)]
+        if bad:
+            return name, len(bad), bad[0]
+    return None
+
+
 class ExecutionError(Exception):
     """A node raised at run time; becomes an execution_error message in the history."""
 
@@ -186,6 +214,11 @@ class NodeSet:
                 return "missing"
         return ""
 
+    def node_error_type(self):
+        """ComfyUI's full_type_name of the pack's NodeError: a custom node's module is named by its
+        folder's path (nodes.load_custom_node), so the type reads like a path."""
+        return os.path.join(self.root, "custom_nodes", "h3pipe_nodes") + ".nodes.NodeError"
+
     def input_path(self, name):
         # folder_paths.get_annotated_filepath: "name [output]" etc. are not used by h3pipe.
         return name if os.path.isabs(name) else os.path.join(self.root, "input", name)
@@ -211,13 +244,13 @@ class NodeSet:
                         with open(path + ".sha256") as f:
                             want = f.read().split()[0]
                     except (OSError, IndexError):
-                        raise ExecutionError(node_id, cls, "h3pipe_nodes.nodes.NodeError",
-                                             f"artifact.no_sidecar: {path}.sha256 is missing\n")
+                        raise ExecutionError(node_id, cls, self.node_error_type(),
+                                             f"{cls}: artifact.no_sidecar: {path}.sha256 is missing\n")
                 with open(path, "rb") as f:
                     got = hashlib.sha256(f.read()).hexdigest()
                 if got != want.lower():
-                    raise ExecutionError(node_id, cls, "h3pipe_nodes.nodes.NodeError",
-                                         f"artifact.mismatch: {path} hashes to {got}, expected {want}\n")
+                    raise ExecutionError(node_id, cls, self.node_error_type(),
+                                         f"{cls}: artifact.mismatch: {path} hashes to {got}, expected {want}\n")
             if cls in ("H3LoadAVLatent", "H3LoadLatent"):  # (latent, audio), as the pack gives
                 return ({"type": kind, "file": path}, {"type": kind, "file": path}), None
             return ({"type": kind, "file": path},), None
@@ -232,6 +265,12 @@ class NodeSet:
         if cls in ("H3SaveAVLatent", "H3SaveLatent", "SaveLatent"):
             src = (inputs.get("samples") or {}).get("file") or self.fixtures.get("latent")
             ext = ".latent" if cls == "SaveLatent" else ".h3latent"
+            if cls != "SaveLatent" and src:  # as the pack does: NaN/Inf is refused, nothing written
+                bad = _nonfinite(src)
+                if bad:
+                    raise ExecutionError(node_id, cls, self.node_error_type(),
+                                         f"{cls}: latent.nonfinite: {bad[0]} holds {bad[1]} NaN/Inf "
+                                         f"value(s), the first at index {bad[2]}; nothing was written\n")
             ref = self.save(inputs, ext, src=src)
             if cls != "SaveLatent":  # the pack writes a sidecar beside it and lists only the file
                 path = os.path.join(self.root, "output", ref["subfolder"], ref["filename"])

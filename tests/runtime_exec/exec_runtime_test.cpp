@@ -33,9 +33,11 @@ elif mode == "spec":                    # check the placeholders, then copy FIXT
     assert sys.argv[5] == "run-1" == os.environ["H3PIPE_RUN_ID"]
     assert os.environ["H3PIPE_OUTPUT"] == out and os.environ["EXTRA"] == "job=" + sys.argv[4]
     shutil.copyfile(os.environ["FIXTURE"], out)
-elif mode == "mp4":
-    with open(out, "wb") as f:
-        f.write(b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2\x00\x00\x00\x08mdat")
+elif mode == "mp4":                     # the job's movie (small_spec: 64x64, 9 frames, sound)
+    import subprocess
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=gray:s=64x64:r=24",
+                    "-f", "lavfi", "-i", "anullsrc=r=48000:cl=stereo", "-frames:v", "9", "-c:v", "libx264",
+                    "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", "-f", "mp4", out], check=True)
 elif mode == "garbage":
     with open(out, "wb") as f:
         f.write(b"this is not a tensor file at all")
