@@ -147,7 +147,12 @@ class PyNodeSet(NodeSet):
                                  f"{cls} has no Python implementation in this test server "
                                  "(--exec-python-nodes)\n")
         obj, spec = self.py[cls]
-        kwargs = dict(inputs)
+        # execution.get_input_data: a constant input the class does not declare is not passed (a
+        # link is); the prompt's inputs still count for the cache signature.
+        declared = set(spec["input"].get("required", {})) | set(spec["input"].get("optional", {}))
+        node = getattr(ctx, "current_prompt", {}).get(node_id, {})
+        links = {k for k, v in node.get("inputs", {}).items() if _is_link(v)}
+        kwargs = {k: v for k, v in inputs.items() if k in declared or k in links}
         for name, kind in spec["input"].get("hidden", {}).items():
             kind = kind[0] if isinstance(kind, list) else kind
             if kind == "PROMPT":
