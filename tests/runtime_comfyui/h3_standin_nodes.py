@@ -385,7 +385,26 @@ class VAEDecodeAudio(_Node):
         return ({"waveform": audio / std, "sample_rate": int(vae.audio_sample_rate)},)
 
 
-NODE_CLASS_MAPPINGS = {c.__name__: c for c in (
+class H3TestNestedProbe(_Node):
+    """A test node (not ComfyUI's): reports what a LATENT's "samples" is, so a test can compare
+    servers: the class, is_nested, and per stream the shape, dtype and SHA-256 of the bytes."""
+    FUNCTION = "probe"
+    OUTPUT_NODE = True
+
+    def probe(self, samples):
+        s = samples["samples"]
+        streams = []
+        for t in _streams(s):
+            c = t.detach().cpu().contiguous()
+            streams.append({"shape": list(c.shape), "dtype": str(c.dtype),
+                            "sha256": hashlib.sha256(c.numpy().tobytes()).hexdigest()})
+        kind = type(s)
+        return {"ui": {"nested": [{"class": f"{kind.__module__}.{kind.__qualname__}",
+                                   "is_nested": bool(getattr(s, "is_nested", False)),
+                                   "shape": list(s.shape), "streams": streams}]}, "result": ()}
+
+
+NODE_CLASS_MAPPINGS = {c.__name__: c for c in (H3TestNestedProbe, 
     UNETLoader, CLIPLoader, VAELoader, EmptyMiniMaxH3LatentAV, MiniMaxH3ImageToVideo,
     MiniMaxH3ReferenceToVideo, MiniMaxH3SigmaShift, RandomNoise, KSamplerSelect, BasicScheduler,
     BasicGuider, CFGGuider, SamplerCustomAdvanced, VAEDecode, VAEDecodeAudio)}

@@ -97,6 +97,10 @@ def _from_source():
              "shift_video": ["FLOAT", {"default": 12.0, "min": 0.01, "max": 100.0, "step": 0.01}],
              "shift_audio": ["FLOAT", {"default": 3.0, "min": 0.01, "max": 100.0, "step": 0.01}]},
             output=["MODEL"], description="Set the video/audio flow shifts."),
+        "H3TestNestedProbe": _v3(
+            "H3TestNestedProbe", "H3TestNestedProbe", "h3pipe/test", {"samples": ["LATENT", {}]},
+            module="custom_nodes.h3_test", output_node=True,
+            description="A test node: what a LATENT's samples is (class, streams, SHA-256)."),
         "CFGGuider": {
             "input": {"required": {"model": ["MODEL"], "positive": ["CONDITIONING"],
                                    "negative": ["CONDITIONING"],
