@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/config/config.h"
 #include "common/queue/redis.h"
@@ -25,20 +26,36 @@ inline constexpr const char* kExitCodesHelp =
     "Exit codes: 0 ok (wait: every job done), 1 failed (wait: a job failed or was cancelled), "
     "2 bad input or config (nothing done), 3 timed out, 4 no such run, 5 Redis unreachable.";
 
+// The exit code an error ends a command with: one table for every command (exit_codes.cpp),
+// keyed by the error's catalogue code (or its whole domain); anything else is kExitFailed.
+int exit_for(const Error& e);
+// Prints "PREFIX: message" (or the message) to stderr and returns exit_for(e).
+int fail(const Error& e, std::string_view prefix = {});
+
 struct Global {
   std::string config_file;   // --config
   std::string redis;         // --redis HOST:PORT
   std::string state_dir;     // --state-dir
 };
 
+// --redis HOST:PORT: a host and a port 1-65535, else cli.flag naming the flag.
+Result<std::pair<std::string, int>> parse_redis_flag(const std::string& v);
+
 // The config file the CLI works with: --config, else the one the stack running here was
 // started with, else "" (the embedded default).
 std::string config_file_in_use(const Global& g);
 // Loads that config (or the embedded default), with --state-dir over its state dir.
 Result<config::Cluster> load_cluster(const Global& g);
+// load_cluster for the commands that use the local stack's state dir (start, stop, run, wait,
+// status, cancel, resume): the state dir and what the command reads there are checked first
+// (supervisor/state_dir.h; state_dir.unsafe, exit 2).  `starting`: only what start reads itself.
+Result<config::Cluster> load_stack_cluster(const Global& g, bool starting = false);
 // Redis of the running local stack, else the config's, with --redis overriding.
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c);
 std::filesystem::path bin_dir();
+// "" or why the stack's storage takes no writes: "disk full at <dir> (MISCONF ...)" (a Redis
+// that cannot persist; for the local stack, its folders with no space left).  storage_state.cpp.
+std::string storage_degraded(queue::Redis& redis, const config::Cluster& c);
 
 int cmd_start(const Global& g, const std::string& host);
 
@@ -71,4 +88,6 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc);
 void register_planner_commands(CLI::App& app, Global& g, int& rc);
 // comfyui split / install-nodes (comfyui_cmds.cpp).
 void register_comfyui_commands(CLI::App& app, Global& g, int& rc);
+// compare (compare_cmds.cpp): decoder A/B on a run's latents.
+void register_compare_commands(CLI::App& app, Global& g, int& rc);
 }  // namespace h3pipe::cli

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/cli.h"
+#include "common/core/bounded_file.h"
 #include "common/comfyui/install_nodes.h"
 #include "common/comfyui/split.h"
 #include "common/comfyui/split_files.h"
@@ -18,11 +19,10 @@ namespace fs = std::filesystem;
 using comfyui::Json;
 
 Result<Json> read_json(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(errc::comfyui::kSplitRead, "cannot read {} {}", what, path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = Json::parse(ss.str(), nullptr, false);
+  const std::string kind = std::string("the ") + what;
+  auto text = read_bounded_file(path, {kind, kMaxJsonFileBytes, errc::comfyui::kSplitRead});
+  if (!text.ok()) return text.error();
+  auto j = Json::parse(*text, nullptr, false);
   if (j.is_discarded())
     return make_error(errc::comfyui::kSplitRead, "{} {} is not valid JSON", what, path);
   return j;

@@ -6,6 +6,8 @@
 #include "common/runner/runner.h"
 #include "common/runtime/settings_check.h"
 #include "common/supervisor/credentials.h"
+#include "common/supervisor/stack_file.h"
+#include "common/supervisor/state_dir.h"
 #include "common/supervisor/supervisor.h"
 
 namespace h3pipe::cli {
@@ -46,6 +48,54 @@ Result<config::Cluster> load_cluster(const Global& g) {
   return def;
 }
 
+namespace {
+
+// What a stack command reads or creates in the state dir, checked before any of it is read
+// (supervisor/state_dir.h, issue #22): the dir and the folders above it, stack.json and its
+// sidecar, the lock, the operator's password and the transfer outboxes (resume writes there).
+// `start` checks only what it reads before the supervisor makes the rest private.
+Status check_stack_files(const config::Cluster& c, bool starting) {
+  H3_TRY(supervisor::check_state_dir(c.state_dir));
+  std::vector<fs::path> files = {supervisor::stack_file(c.state_dir), supervisor::stack_file(c.state_dir).string() + ".sha256"};
+  if (!starting) {
+    files.push_back(supervisor::lock_file(c.state_dir));
+    files.push_back(supervisor::user_for(supervisor::secrets_dir(c.state_dir), "operator").password_file);
+    for (const auto& h : c.hosts) files.push_back(c.state_dir / "transfer" / h.name / "outbox");
+  }
+  for (const auto& f : files) H3_TRY(supervisor::check_in_state_dir(c.state_dir, f));
+  return {};
+}
+
+}  // namespace
+
+Result<config::Cluster> load_stack_cluster(const Global& g, bool starting) {
+  if (g.config_file.empty()) {
+    // The default state dir's stack.json names the config in use: checked before it is read.
+    auto def = config::embedded_default();
+    if (def.ok()) {
+      if (!g.state_dir.empty()) config::override_state_dir(*def, g.state_dir);
+      H3_TRY(check_stack_files(*def, true));
+    }
+  }
+  auto c = load_cluster(g);
+  if (!c.ok()) return c;
+  H3_TRY(check_stack_files(*c, starting));
+  return c;
+}
+
+Result<std::pair<std::string, int>> parse_redis_flag(const std::string& v) {
+  const auto colon = v.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : v.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : v.substr(colon + 1);
+  int n = 0;
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char ch : port) digits = digits && ch >= '0' && ch <= '9';
+  if (digits) n = std::stoi(port);
+  if (host.empty() || !digits || n < 1 || n > 65535)
+    return make_error(errc::cli::kFlag, "--redis \"{}\": expected HOST:PORT with a port 1-65535", v);
+  return std::pair<std::string, int>{host, n};
+}
+
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c) {
   auto addr = runner::redis_address(c);
   std::string creds = c.redis.credentials_dir;
@@ -58,15 +108,17 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
   // h3pipe-operator.
   if (!creds.empty()) {
     const supervisor::RedisUser u = supervisor::user_for(creds, "operator");
+    H3_TRY(supervisor::check_in_state_dir(c.state_dir, u.password_file));
     config::Redis r;
     r.password_file = u.password_file;
     addr.user = u.user;
     addr.password = r.password();
   }
   if (!g.redis.empty()) {
-    auto colon = g.redis.rfind(':');
-    addr.host = g.redis.substr(0, colon);
-    addr.port = std::atoi(g.redis.substr(colon + 1).c_str());
+    auto hp = parse_redis_flag(g.redis);
+    if (!hp.ok()) return hp.error();
+    addr.host = hp->first;
+    addr.port = hp->second;
   }
   if (addr.port == 0)
     return make_error(errc::cli::kRedis, "no running local stack under {} and the config names no redis port; run `h3pipe start` or pass --redis HOST:PORT",
@@ -75,7 +127,7 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
 }
 
 int cmd_start(const Global& g, const std::string& host) {
-  auto c = load_cluster(g);
+  auto c = load_stack_cluster(g, true);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
   // What this machine must provide for the pools it is about to start (a program on PATH, ...):
   // refused here, with the errors preflight and the services give, before anything starts.
@@ -91,12 +143,25 @@ int cmd_start(const Global& g, const std::string& host) {
   o.host = host;
   o.bin_dir = bin_dir();
   auto st = supervisor::start(*c, o);
-  if (!st.ok()) { fmt::print(stderr, "start: {}\n", st.error().message); return 1; }
+  if (!st.ok()) return fail(st.error(), "start");
   const auto& j = *st;
   fmt::print("h3pipe local stack is up (supervisor pid {})\n", j["supervisor_pid"].get<int>());
-  fmt::print("  redis      127.0.0.1:{}  (data {}/redis, AOF on)\n", j["redis"]["port"].get<int>(), c->state_dir.string());
+  const auto& jr = j["redis"];
+  const std::string persistence = jr.value("persistence", "unknown");
+  if (jr.value("embedded", true)) {
+    int redis_pid = 0;
+    for (const auto& p : j["processes"])
+      if (p["name"] == "redis") redis_pid = p["pid"].get<int>();
+    fmt::print("  redis      127.0.0.1:{}  pid {}  (data {}/redis, {})\n", jr["port"].get<int>(), redis_pid,
+               c->state_dir.string(), persistence);
+  } else {
+    // A shared Redis is not this stack's: no pid here, and its persistence is what it answered.
+    fmt::print("  redis      {}:{}  (external, not started by this stack; persistence {})\n",
+               jr["host"].get<std::string>(), jr["port"].get<int>(), persistence);
+  }
   for (const auto& p : j["processes"]) {
     std::string name = p["name"];
+    if (name == "redis") continue;  // above
     std::string ports;
     std::ifstream rf(c->state_dir / "run" / (name + ".json"));
     nlohmann::json r;
@@ -110,7 +175,7 @@ int cmd_start(const Global& g, const std::string& host) {
 // --host names the host whose stack this is (what `stop --all` runs on each host): a stack of
 // another host under this state dir is left alone.
 int cmd_stop(const Global& g, const std::string& host) {
-  auto c = load_cluster(g);
+  auto c = load_stack_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
   if (!host.empty()) {
     if (!c->find_host(host)) {
@@ -124,7 +189,7 @@ int cmd_stop(const Global& g, const std::string& host) {
     }
   }
   auto s = supervisor::stop(*c);
-  if (!s.ok()) { fmt::print(stderr, "stop: {}\n", s.error().message); return 1; }
+  if (!s.ok()) return fail(s.error(), "stop");
   fmt::print("h3pipe local stack stopped\n");
   return 0;
 }

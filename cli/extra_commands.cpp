@@ -8,6 +8,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/latent/latent.h"
 #include "common/latent/profile_json.h"
+#include "common/latent/safetensors.h"
 #include "common/preflight/preflight.h"
 #include "common/remote/remote.h"
 #include "common/runtime/settings_check.h"
@@ -32,8 +33,14 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
   po->needs(go);
   go->needs(po);
   inspect->callback([&rc, &g] {
+    // The file is read at most up to the config's latent limit plus the header cap (#22).
+    const auto max_bytes = [&g] {
+      auto c = load_cluster(g);
+      const std::uint64_t lim = c.ok() ? c->limits.max_latent_bytes : config::Limits{}.max_latent_bytes;
+      return lim + latent::st::kMaxHeaderBytes + 8;
+    };
     if (profile_name.empty()) {
-      rc = latent::inspect_main(file, json, std::cout);
+      rc = latent::inspect_main(file, json, std::cout, nullptr, max_bytes());
       return;
     }
     auto job = latent::parse_job_size(geometry);
@@ -49,7 +56,9 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
       return;
     }
     const latent::Expected want{*p, *job};
-    rc = latent::inspect_main(file, json, std::cout, &want);
+    rc = latent::inspect_main(file, json, std::cout, &want,
+                              (c.ok() ? c->limits.max_latent_bytes : config::Limits{}.max_latent_bytes) +
+                                  latent::st::kMaxHeaderBytes + 8);
   });
   // The profile table as the C++ side parsed it (the node pack reads the same file; its tests
   // compare the two whole tables through --json), plus the config's declared profiles.

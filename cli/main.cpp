@@ -17,7 +17,11 @@ int main(int argc, char** argv) {
   app.fallthrough();  // global options (--config, --redis, --state-dir) may follow the subcommand
   Global g;
   app.add_option("--config", g.config_file, "cluster config JSON (default: the running stack's, else the embedded local config)");
-  app.add_option("--redis", g.redis, "HOST:PORT of Redis (default: the running local stack's)");
+  app.add_option("--redis", g.redis, "HOST:PORT of Redis (default: the running local stack's)")
+      ->check([](const std::string& v) -> std::string {
+        // CLI11 names the flag itself: "--redis: \"x\" is not HOST:PORT ...".
+        return parse_redis_flag(v).ok() ? "" : "\"" + v + "\" is not HOST:PORT with a port 1-65535";
+      });
   app.add_option("--state-dir", g.state_dir, "state dir, over the config's state_dir (default: the config's, else $H3PIPE_STATE, else ./.state)");
 
   std::string run_id, batch, host;
@@ -76,10 +80,14 @@ int main(int argc, char** argv) {
   }
   register_extra_commands(app, g, rc);
   register_comfyui_commands(app, g, rc);
+  register_compare_commands(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and exit 0; every other parse error (an unknown flag, a missing
+    // argument, a value that fails its check) is bad input: kExitUsage, as the footer says.
+    const int cli11 = app.exit(e);
+    return cli11 == 0 ? kExitOk : kExitUsage;
   }
   return rc;
 }

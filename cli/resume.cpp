@@ -39,21 +39,18 @@ std::vector<std::string> latent_holders(state::Store& store, const std::string& 
 }  // namespace
 
 int cmd_resume(const Global& g, const std::string& run_id) {
-  auto c = load_cluster(g);
+  auto c = load_stack_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
   auto redis = connect(g, *c);
-  if (!redis.ok()) { fmt::print(stderr, "{}\n", redis.error().message); return 1; }
+  if (!redis.ok()) return fail(redis.error());
   auto& r = **redis;
   state::Store store(r);
   // The cancel flag goes first: a worker that reaches one of this run's tasks from now on runs
   // it (a cancel whose flag is gone is not applied, state.h), so nothing resumed is dropped.
-  if (auto rs = store.run_status(run_id); !rs.ok()) { fmt::print(stderr, "{}\n", rs.error().message); return 4; }
-  if (auto u = r.command({"HSET", keys::run(run_id), "cancelled", "0"}); !u.ok()) {
-    fmt::print(stderr, "{}\n", u.error().message);
-    return 1;
-  }
+  if (auto rs = store.run_status(run_id); !rs.ok()) return fail(rs.error());
+  if (auto u = r.command({"HSET", keys::run(run_id), "cancelled", "0"}); !u.ok()) return fail(u.error());
   auto jobs = store.jobs(run_id);
-  if (!jobs.ok()) { fmt::print(stderr, "{}\n", jobs.error().message); return 1; }
+  if (!jobs.ok()) return fail(jobs.error());
   if (jobs->empty()) { fmt::print(stderr, "run {} has no jobs in this Redis\n", run_id); return 1; }
 
   // Outstanding tasks: stage streams hold only unacked entries (acked ones are deleted).
@@ -140,10 +137,10 @@ int cmd_resume(const Global& g, const std::string& run_id) {
     // Reopened through the state machine: the run's counters follow (a done job whose files are
     // gone leaves done), attempts and the error are cleared, and the task is enqueued with it.
     auto moved = store.apply(state::Store::reopen_move(run_id, j.job_id, st, via_transfer ? "" : stream, payload));
-    if (!moved.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, moved.error().message); return 1; }
+    if (!moved.ok()) return fail(moved.error(), "resume " + j.job_id);
     if (via_transfer) {
       auto sent = transfer::notify_latent_ready(transfer::notify_endpoint(*c, sender), t, transfer::outbox_dir(*c, sender));
-      if (!sent.ok()) { fmt::print(stderr, "resume {}: {}\n", j.job_id, sent.error().message); return 1; }
+      if (!sent.ok()) return fail(sent.error(), "resume " + j.job_id);
     }
   }
   fmt::print("resume {}: {} done, {} in flight, re-enqueued {} encode, {} sample, {} decode\n", run_id, counts[0],

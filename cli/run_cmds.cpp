@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/cli.h"
+#include "common/core/bounded_file.h"
 #include "common/queue/keys.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
@@ -21,31 +22,36 @@ namespace {
 // limits can be (max_batch lines of at most a prompt, a negative prompt and 16 KiB of the rest):
 // `h3pipe run /dev/zero` or a multi-GB file is refused before a byte is read (issue #14).
 Result<std::string> read_batch_file(const std::string& path, const config::Limits& limits) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st))
-    return make_error(errc::batch::kOpen, "{}: cannot open the batch file", path);
-  if (!std::filesystem::is_regular_file(st))
-    return make_error(errc::batch::kNotAFile, "{}: not a regular file (a JSON lines batch file is expected)", path);
   const std::uint64_t cap = static_cast<std::uint64_t>(limits.max_batch) *
                             (2ull * limits.max_prompt_bytes + 16 * 1024);
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return make_error(errc::batch::kOpen, "{}: cannot read the batch file: {}", path, ec.message());
-  if (size > cap)
-    return make_error(errc::batch::kTooLarge,
-                      "{}: {} bytes, above what {} jobs can take ({} bytes; limits.max_batch, "
-                      "limits.max_prompt_bytes)", path, size, limits.max_batch, cap);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(errc::batch::kOpen, "{}: cannot open the batch file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // One open, then fstat on it: a FIFO swapped in after a check cannot hang the read (#22).
+  return read_bounded_file(path, {"a JSON lines batch file", cap, errc::batch::kOpen,
+                                  errc::batch::kNotAFile, errc::batch::kTooLarge,
+                                  "limits.max_batch and limits.max_prompt_bytes"});
+}
+
+// The batch's (line, job id) pairs whose job exists in the run with another spec.
+Result<std::vector<std::pair<std::size_t, std::string>>> batch_conflicts(queue::Redis& redis, const std::string& run_id,
+                                                                       const spec::Batch& batch) {
+  std::vector<std::vector<std::string>> cmds;
+  for (const auto& s : batch.specs) cmds.push_back({"HGET", keys::job(run_id, s.job_id()), "spec"});
+  std::vector<std::pair<std::size_t, std::string>> out;
+  if (cmds.empty()) return out;
+  auto r = redis.pipeline(cmds);
+  if (!r.ok()) return r.error();
+  for (std::size_t i = 0; i < batch.specs.size(); ++i) {
+    const redisReply* rep = (*r)[i].get();
+    if (!rep || rep->type != REDIS_REPLY_STRING) continue;
+    if (queue::reply_str(rep) != spec::to_json(batch.specs[i]))
+      out.emplace_back(i < batch.lines.size() ? batch.lines[i] : 0, batch.specs[i].job_id());
+  }
+  return out;
 }
 
 }  // namespace
 
 int cmd_run(const Global& g, const std::string& batch_file, bool background, const std::string& run_arg) {
-  auto c = load_cluster(g);
+  auto c = load_stack_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
   auto text = read_batch_file(batch_file, c->limits);
   if (!text.ok()) { fmt::print(stderr, "{}\n", text.error().message); return 2; }
@@ -59,20 +65,29 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background, con
   std::string run_id = run_arg.empty() ? state::new_run_id() : run_arg;
   if (auto s = artifacts::validate_id("--run-id", run_id); !s.ok()) { fmt::print(stderr, "{}\n", s.error().message); return 2; }
   auto redis = connect(g, *c);
-  if (!redis.ok()) { fmt::print(stderr, "{}\n", redis.error().message); return 1; }
+  if (!redis.ok()) return fail(redis.error());
   state::Store store(**redis);
+  // The same --run-id again: a job id the run already holds with another spec is refused here,
+  // naming FILE:LINE, before anything is registered or enqueued (the ingest would refuse it too,
+  // beside the run; the submitter hears it from the exit code).
+  if (auto conflicts = batch_conflicts(**redis, run_id, batch); !conflicts.ok()) {
+    return fail(conflicts.error());
+  } else if (!conflicts->empty()) {
+    for (const auto& [line, job] : *conflicts)
+      fmt::print(stderr, "{}:{}: jobId \"{}\" already exists in run {} with another spec\n", batch_file, line, job, run_id);
+    const Error e = make_error(errc::batch::kConflict, "{} job(s) conflict with run {}; nothing was submitted",
+                               conflicts->size(), run_id);
+    return fail(e);
+  }
   std::vector<std::string> ids;
   for (const auto& s : batch.specs) ids.push_back(s.job_id());
-  if (auto s = store.create_run(run_id, ids); !s.ok()) {
-    fmt::print(stderr, "{}\n", s.error().message);
-    return 1;
-  }
+  if (auto s = store.create_run(run_id, ids); !s.ok()) return fail(s.error());
   // One transaction: the whole batch is submitted or none of it.
   std::vector<std::vector<std::string>> cmds = {{"MULTI"}};
   for (const auto& s : batch.specs) cmds.push_back({"XADD", keys::submit(), "*", "run", run_id, "spec", spec::to_json(s)});
   cmds.push_back({"EXEC"});
   auto r = (*redis)->pipeline(cmds);
-  if (!r.ok()) { fmt::print(stderr, "submission failed, nothing enqueued: {}\n", r.error().message); return 1; }
+  if (!r.ok()) return fail(r.error(), "submission failed, nothing enqueued");
   fmt::print(stderr, "submitted {} job(s) as run {}\n", batch.specs.size(), run_id);
   fmt::print("{}\n", run_id);
   std::fflush(stdout);
@@ -90,7 +105,7 @@ std::string bar(long long n, long long total, int width = 30) {
 }  // namespace
 
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
-  auto c = load_cluster(g);
+  auto c = load_stack_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
   auto start = Clock::now();
   // Redis may restart under a long wait (a crash, an upgrade: the run carries on from its AOF):
@@ -103,12 +118,17 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
     bool warned = false;
     while (Clock::now() < deadline) {
       auto r = connect(g, *c);
-      if (r.ok() && (*r)->command({"PING"}).ok()) {
+      // A Redis that cannot persist answers PING with MISCONF: it answers, and reads work, so the
+      // wait goes on and says why nothing moves (storage_degraded below).
+      auto ping = r.ok() ? (*r)->command({"PING"}) : Result<queue::Reply>(r.error());
+      const bool answers = ping.ok() || (ping.error().code == errc::redis::kError &&
+                                         ping.error().message.rfind("MISCONF", 0) == 0);
+      if (r.ok() && answers) {
         redis = std::move(*r);
         if (warned) fmt::print(stderr, "wait: Redis is back\n");
         return true;
       }
-      why = r.ok() ? "PING failed" : r.error().message;
+      why = r.ok() ? "PING failed: " + ping.error().message : r.error().message;
       if (!warned && redis) fmt::print(stderr, "\nwait: Redis does not answer ({}); retrying for {} s\n", why, grace_s);
       warned = warned || static_cast<bool>(redis);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -120,7 +140,17 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   bool tty = ::isatty(1);
   std::map<std::string, long long> last;
   state::RunStatus s;
+  std::string degraded;  // said when it changes
+  auto last_storage_check = Clock::time_point{};
   for (;;) {
+    if (Clock::now() - last_storage_check > std::chrono::seconds(1)) {
+      last_storage_check = Clock::now();
+      const std::string d = storage_degraded(*redis, *c);
+      if (d != degraded) {
+        fmt::print(stderr, "\nwait: {}\n", d.empty() ? "no longer degraded" : "degraded: " + d);
+        degraded = d;
+      }
+    }
     auto rs = state::Store(*redis).run_status(run_id);
     if (!rs.ok() && rs.error().code == errc::run::kUnknown) {
       fmt::print(stderr, "{}\n", rs.error().message);
@@ -152,7 +182,7 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
     last = now;
     if (s.finished()) break;
     if (timeout_s > 0 && std::chrono::duration<double>(Clock::now() - start).count() > timeout_s) {
-      fmt::print(stderr, "\nwait: timed out after {} s\n", timeout_s);
+      fmt::print(stderr, "\nwait: timed out after {} s{}\n", timeout_s, degraded.empty() ? "" : " (degraded: " + degraded + ")");
       return kExitTimedOut;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -161,6 +191,8 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
   fmt::print("run {}: {} done, {} failed, {} cancelled of {} ({:.1f} s)\n", run_id, s.done, s.failed,
              s.cancelled_jobs, s.total, secs);
+  if (s.refused)
+    fmt::print("  {} submission(s) refused beside the run (`h3pipe status {}`); not part of the verdict\n", s.refused, run_id);
   if (s.failed || s.cancelled_jobs) {
     auto jobs = state::Store(*redis).jobs(run_id);
     if (jobs.ok())
@@ -171,34 +203,46 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
 }
 
 int cmd_status(const Global& g, const std::string& run_id, bool json) {
-  auto c = load_cluster(g);
+  auto c = load_stack_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
   auto redis = connect(g, *c);
-  if (!redis.ok()) { fmt::print(stderr, "{}\n", redis.error().message); return 1; }
+  if (!redis.ok()) return fail(redis.error());
   state::Store store(**redis);
   if (run_id.empty()) {
+    const std::string degraded = storage_degraded(**redis, *c);
+    if (!degraded.empty()) fmt::print(json ? stderr : stdout, "degraded: {}\n", degraded);
     auto runs = store.runs(50);
-    if (!runs.ok()) { fmt::print(stderr, "{}\n", runs.error().message); return 1; }
+    if (!runs.ok()) return fail(runs.error());
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : *runs) {
       auto s = store.run_status(r);
       if (!s.ok()) continue;
       out.push_back({{"run_id", r}, {"total", s->total}, {"done", s->done}, {"failed", s->failed},
-                     {"cancelled_jobs", s->cancelled_jobs}, {"finished", s->finished()}});
+                     {"cancelled_jobs", s->cancelled_jobs}, {"finished", s->finished()},
+                     {"refused_submissions", s->refused}});
       if (!json)
-        fmt::print("{}  {}/{} done  {} failed  {} cancelled{}\n", r, s->done, s->total, s->failed, s->cancelled_jobs,
-                   s->finished() ? "" : "  (running)");
+        fmt::print("{}  {}/{} done  {} failed  {} cancelled{}{}\n", r, s->done, s->total, s->failed, s->cancelled_jobs,
+                   s->finished() ? "" : degraded.empty() ? "  (running)" : "  (stalled: degraded)",
+                   s->refused ? fmt::format("  {} refused", s->refused) : "");
     }
     if (json) fmt::print("{}\n", out.dump(2));
     return 0;
   }
+  const std::string degraded = storage_degraded(**redis, *c);
   auto s = store.run_status(run_id);
-  if (!s.ok()) { fmt::print(stderr, "{}\n", s.error().message); return 1; }
+  if (!s.ok()) return fail(s.error());
   auto jobs = store.jobs(run_id);
-  if (!jobs.ok()) { fmt::print(stderr, "{}\n", jobs.error().message); return 1; }
+  if (!jobs.ok()) return fail(jobs.error());
   nlohmann::json j = {{"run_id", run_id}, {"created_unix_ms", s->created_ms}, {"total", s->total}, {"done", s->done}, {"failed", s->failed},
                       {"cancelled", s->cancelled}, {"cancelled_jobs", s->cancelled_jobs}, {"finished", s->finished()},
-                      {"stages", s->stage_jobs()}, {"states", s->in_state}, {"illegal_transitions", s->illegal}};
+                      {"stages", s->stage_jobs()}, {"states", s->in_state}, {"illegal_transitions", s->illegal},
+                      {"refused_submissions", s->refused}, {"refused", nlohmann::json::array()},
+                      {"degraded", degraded}};
+  // Submissions refused beside the run: shown, never part of its verdict.
+  auto refused = store.refused(run_id);
+  if (!refused.ok()) return fail(refused.error());
+  for (const auto& rf : *refused)
+    j["refused"].push_back({{"submission", rf.submission}, {"job_id", rf.job_id}, {"reason", rf.reason}, {"at_unix_ms", rf.at_ms}});
   for (const auto& job : *jobs) {
     nlohmann::json jj = {{"job_id", job.job_id}, {"state", job.state}};
     if (!job.error.empty()) jj["error"] = job.error;
@@ -215,20 +259,25 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     return 0;
   }
   fmt::print("run {}: {} done, {} failed, {} cancelled of {}{}{}\n", run_id, s->done, s->failed, s->cancelled_jobs, s->total,
-             s->cancelled ? " (cancelled)" : "", s->finished() ? "" : " (running)");
+             s->cancelled ? " (cancelled)" : "", s->finished() ? "" : degraded.empty() ? " (running)" : " (stalled)");
+  if (!degraded.empty()) fmt::print("degraded: {}\n", degraded);
   for (const auto& job : *jobs)
     fmt::print("  {:<24} {:<10} {}\n", job.job_id, job.state, job.error);
+  if (s->refused)
+    fmt::print("{} submission(s) refused beside the run (not jobs; the run's verdict ignores them):\n", s->refused);
+  for (const auto& rf : *refused)
+    fmt::print("  refused {:<16} submission {}: {}\n", rf.job_id, rf.submission, rf.reason);
   return 0;
 }
 
 int cmd_cancel(const Global& g, const std::string& run_id) {
-  auto c = load_cluster(g);
+  auto c = load_stack_cluster(g);
   if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
   auto redis = connect(g, *c);
-  if (!redis.ok()) { fmt::print(stderr, "{}\n", redis.error().message); return 1; }
+  if (!redis.ok()) return fail(redis.error());
   state::Store store(**redis);
-  if (auto s = store.run_status(run_id); !s.ok()) { fmt::print(stderr, "{}\n", s.error().message); return 1; }
-  if (auto s = store.cancel(run_id); !s.ok()) { fmt::print(stderr, "{}\n", s.error().message); return 1; }
+  if (auto s = store.run_status(run_id); !s.ok()) return fail(s.error());
+  if (auto s = store.cancel(run_id); !s.ok()) return fail(s.error());
   fmt::print("run {} cancelled: queued tasks are dropped as workers reach them; running stages finish\n", run_id);
   return 0;
 }

@@ -6,7 +6,8 @@
 
 check fails when
   - an entry is malformed, a code or a name repeats, a name does not follow from the code, a
-    meaning is missing, or a runtime.permanent.* code is not kPermanent (and the other way);
+    meaning is missing, a runtime.permanent.* code is not kPermanent, or another code is
+    kPermanent without being in PERMANENT_ELSEWHERE;
   - a source file outside the catalogue (common/, cli/, services/, fuzz/, bench/; comments
     excepted) spells a code's text as a string literal, or a prefix of one ("io.", "runtime.
     permanent") that builds a code at run time: name the constant, errc::domain::kName;
@@ -25,6 +26,10 @@ DOCS = ROOT / "docs/errors.md"
 SOURCE_DIRS = ("common", "cli", "services", "fuzz", "bench")
 OWN_FILES = {"common/core/error_codes.inc", "common/core/error_codes.h", "common/core/error_codes.cpp"}
 RETRY = {"kRetried": "retried", "kPermanent": "permanent", "kNotATask": "-"}
+# Codes outside runtime.permanent.* that no retry can change (issue #22): a path refused for what
+# it is, a latent header over the limit.  tests/catalogue/error_codes_test.cpp lists them too.
+PERMANENT_ELSEWHERE = {"path.absolute", "path.dotdot", "path.empty", "path.escape", "path.not_beneath",
+                       "path.nul", "path.symlink", "path.too_long", "latent.header_too_large"}
 
 ENTRY = re.compile(
     r'^H3_ERROR_CODE\((\w+), (k\w+), "([a-z0-9_.]+)", (k\w+),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)',
@@ -68,8 +73,10 @@ def catalogue_problems(entries, calls):
             out.append(f"{c}: named {e['name']}, expected {expected_name(c)}")
         if e["retry"] not in RETRY:
             out.append(f"{c}: unknown retry class {e['retry']}")
-        if (e["retry"] == "kPermanent") != c.startswith("runtime.permanent."):
-            out.append(f"{c}: kPermanent is for runtime.permanent.* codes, and only them")
+        if c.startswith("runtime.permanent.") and e["retry"] != "kPermanent":
+            out.append(f"{c}: a runtime.permanent.* code must be kPermanent")
+        if e["retry"] == "kPermanent" and not c.startswith("runtime.permanent.") and c not in PERMANENT_ELSEWHERE:
+            out.append(f"{c}: kPermanent outside runtime.permanent.* only for {sorted(PERMANENT_ELSEWHERE)}")
         if len(e["meaning"]) < 10 or not e["meaning"].endswith("."):
             out.append(f"{c}: the meaning must be a sentence")
     return out

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/artifacts/artifacts.h"
+#include "common/core/bounded_file.h"
 #include "common/config/json_reader.h"
 #include "common/config/embedded_default.h"
 #include "common/latent/profile_json.h"
@@ -129,9 +130,10 @@ double Profile::expected() const {
 
 std::string Redis::password() const {
   if (password_file.empty()) return {};
-  std::ifstream in(password_file);
-  std::string pw;
-  std::getline(in, pw);
+  // A FIFO or a device named here must not hang or flood the caller: the bounded reader.
+  auto text = read_bounded_file(password_file, {"a password file", kMaxSmallFileBytes});
+  if (!text.ok()) return {};
+  std::string pw = text->substr(0, text->find('\n'));
   while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r' || pw.back() == ' ')) pw.pop_back();
   return pw;
 }
@@ -455,12 +457,11 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
 }
 
 Result<Cluster> load_file(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return make_error(errc::config::kOpen, "{}: cannot open the config file", file.string());
-  std::stringstream text;
-  text << in.rdbuf();
+  const FileKind kind{"a config", kMaxConfigFileBytes, errc::config::kOpen};
+  auto text = read_bounded_file(file, kind);
+  if (!text.ok()) return text.error();
   std::string why;
-  auto j = parse_strict(text.str(), &why);  // duplicate keys refused, one-line errors
+  auto j = parse_strict(*text, &why);  // duplicate keys refused, one-line errors
   if (!j) return make_error(errc::config::kJson, "{}: not valid JSON: {}", file.string(), why);
   auto c = parse(*j, fs::absolute(file).parent_path());
   if (!c.ok()) return make_error(errc::config::kInvalid, "{}:\n{}", file.string(), c.error().message);

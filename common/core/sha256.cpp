@@ -67,4 +67,17 @@ Result<std::string> sha256_file(const std::filesystem::path& path) {
   return h.hex_digest();
 }
 
+std::string sha1_hex(std::string_view s) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(s.data(), s.size(), md, &n, EVP_sha1(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
 }  // namespace h3pipe

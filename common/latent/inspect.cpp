@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <iostream>
 #include <optional>
+#include <span>
 
+#include "common/core/bounded_file.h"
 #include "common/core/sha256.h"
 #include "common/latent/check.h"
 #include "common/latent/latent.h"
@@ -23,17 +26,28 @@ bool is_latent(const st::Layout& l) {
 
 }  // namespace
 
-int inspect_main(const std::string& file, bool as_json, std::ostream& out, const Expected* expected) {
+int inspect_main(const std::string& file, bool as_json, std::ostream& out, const Expected* expected,
+                 std::uint64_t max_file_bytes) {
+  // Read once, bounded (a FIFO, /dev/zero or a 2 GB file is refused at once, exit 2); every check
+  // below works on these bytes, so what is hashed is what is validated.
+  auto bytes = read_bounded_file(file, {"a latent", max_file_bytes, errc::io::kOpen,
+                                        errc::latent::kNotAFile, errc::file::kTooLarge,
+                                        "limits.max_latent_bytes and the 1 MiB header cap"});
+  if (!bytes.ok()) {
+    std::cerr << fmt::format("latent inspect: {}\n", bytes.error().message);
+    return 2;
+  }
+  const std::span<const std::uint8_t> span(reinterpret_cast<const std::uint8_t*>(bytes->data()),
+                                           bytes->size());
   nlohmann::json j;
   j["file"] = file;
-  std::error_code ec;
-  auto size = std::filesystem::file_size(file, ec);
-  if (!ec) j["size"] = size;
-  auto sha = sha256_file(file);
-  if (sha.ok()) j["sha256"] = *sha;
+  const auto size = bytes->size();
+  j["size"] = size;
+  const std::string sha = sha256_hex(bytes->data(), bytes->size());
+  j["sha256"] = sha;
 
   std::optional<Error> error;
-  auto layout = st::read_layout(file);
+  auto layout = st::parse_layout(span);
   std::string kind = "unknown";
   std::optional<Latent> latent;
   if (expected)
@@ -50,7 +64,7 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
     j["metadata"] = layout->metadata;
     if (is_latent(*layout)) {
       kind = "latent";
-      auto r = read_latent(file, expected);
+      auto r = parse_latent(span, expected);
       if (!r.ok()) {
         error = r.error();
       } else {
@@ -64,7 +78,7 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
       }
     } else {
       kind = "tensors";
-      auto r = read_tensors(file);
+      auto r = parse_tensors(span);
       if (!r.ok()) error = r.error();
     }
   }
@@ -76,10 +90,8 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return error ? 1 : 0;
   }
-  out << fmt::format("file      {}", file);
-  if (!ec) out << fmt::format(" ({} bytes)", size);
-  out << "\n";
-  if (sha.ok()) out << fmt::format("sha256    {}\n", *sha);
+  out << fmt::format("file      {} ({} bytes)\n", file, size);
+  out << fmt::format("sha256    {}\n", sha);
   if (layout.ok()) {
     const char* label = "tensors   ";
     for (const auto& t : layout->tensors) {

@@ -53,7 +53,8 @@ struct OpenedFile {
 };
 
 Result<OpenedFile> open_validated(const std::filesystem::path& path) {
-  auto fd = std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO at the path is refused by the fstat below instead of hanging the open.
+  auto fd = std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (fd->get() < 0)
     return make_error(errc::io::kOpen, "cannot open {}: {}", path.string(), std::strerror(errno));
   struct stat sb {};

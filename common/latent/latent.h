@@ -146,9 +146,13 @@ Result<std::map<std::string, TensorF32>> parse_tensors(
 // `h3pipe latent inspect FILE [--json] [--profile NAME --geometry WxHxF@FPS]`: tensors (name,
 // dtype, shape), metadata, form, profile, SHA-256 and the verdict; with `expected` the latent is
 // checked against that profile and job.  Returns 0 when the file is valid, 1 when invalid (the
-// reason is printed).
+// reason is printed), 2 when the file is refused before it is read: not a regular file, or larger
+// than max_file_bytes (the config's limits.max_latent_bytes plus the header cap; the reason goes
+// to stderr, naming the file).
+inline constexpr std::uint64_t kInspectDefaultMaxBytes = (256ull << 20) + (1ull << 20) + 8;
 int inspect_main(const std::string& file, bool json, std::ostream& out,
-                 const Expected* expected = nullptr);
+                 const Expected* expected = nullptr,
+                 std::uint64_t max_file_bytes = kInspectDefaultMaxBytes);
 // Parses "WxHxF@FPS" (e.g. 832x480x81@16).  Error latent.bad_geometry_arg.
 Result<JobSize> parse_job_size(std::string_view text);
 

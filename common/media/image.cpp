@@ -1,5 +1,10 @@
 // Image reading (PNG/JPEG via libav's image demuxers) and a small bilinear resize.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 
 #include "common/media/libav_raii.h"
@@ -29,24 +34,18 @@ int decode_one(AVCodecContext* dec, const AVPacket* pkt, AVFrame* out) {
   return avcodec_receive_frame(dec, out);
 }
 
-}  // namespace
-
-Result<Image> read_image(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return image_error(path, "not a regular file");
-  AVFormatContext* raw = nullptr;
-  int rc = avformat_open_input(&raw, path.c_str(), nullptr, nullptr);
-  if (rc < 0) return image_error(path, "avformat_open_input", rc);
-  InputCtxPtr in(raw);
-  if ((rc = avformat_find_stream_info(in.get(), nullptr)) < 0)
+// The first picture of an opened input, as RGB24 (the caller owns `fmt`).
+Result<Image> decode_first_picture(AVFormatContext* fmt, const std::filesystem::path& path) {
+  int rc;
+  if ((rc = avformat_find_stream_info(fmt, nullptr)) < 0)
     return image_error(path, "avformat_find_stream_info", rc);
   const AVCodec* codec = nullptr;
-  const int si = av_find_best_stream(in.get(), AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+  const int si = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
   if (si < 0 || !codec)
     return image_error(path, "no picture stream", si < 0 ? si : AVERROR_DECODER_NOT_FOUND);
   CodecCtxPtr dec(avcodec_alloc_context3(codec));
   if (!dec) return image_error(path, "avcodec_alloc_context3", AVERROR(ENOMEM));
-  if ((rc = avcodec_parameters_to_context(dec.get(), in->streams[si]->codecpar)) < 0)
+  if ((rc = avcodec_parameters_to_context(dec.get(), fmt->streams[si]->codecpar)) < 0)
     return image_error(path, "avcodec_parameters_to_context", rc);
   if ((rc = avcodec_open2(dec.get(), codec, nullptr)) < 0)
     return image_error(path, "avcodec_open2", rc);
@@ -56,7 +55,7 @@ Result<Image> read_image(const std::filesystem::path& path) {
   if (!pkt || !frame) return image_error(path, "av_packet_alloc", AVERROR(ENOMEM));
   bool got = false;
   while (!got) {
-    rc = av_read_frame(in.get(), pkt.get());
+    rc = av_read_frame(fmt, pkt.get());
     if (rc == AVERROR_EOF) {
       rc = decode_one(dec.get(), nullptr, frame.get());  // drain
       if (rc < 0) return image_error(path, "no decodable picture", rc);
@@ -96,6 +95,87 @@ Result<Image> read_image(const std::filesystem::path& path) {
     std::copy_n(padded.data() + static_cast<std::size_t>(y) * stride,
                 static_cast<std::size_t>(w) * 3,
                 img.rgb.data() + static_cast<std::size_t>(y) * w * 3);
+  return img;
+}
+
+// Reads an open file through pread at its own offset, so libav never opens a path (the caller
+// opened the file beneath its root; docs/security.md).
+struct FdSource {
+  int fd = -1;
+  std::int64_t pos = 0, size = 0;
+};
+
+int fd_read(void* opaque, std::uint8_t* buf, int n) {
+  auto* s = static_cast<FdSource*>(opaque);
+  ssize_t got;
+  do got = ::pread(s->fd, buf, static_cast<std::size_t>(n), s->pos);
+  while (got < 0 && errno == EINTR);
+  if (got < 0) return AVERROR(errno);
+  if (got == 0) return AVERROR_EOF;
+  s->pos += got;
+  return static_cast<int>(got);
+}
+
+std::int64_t fd_seek(void* opaque, std::int64_t offset, int whence) {
+  auto* s = static_cast<FdSource*>(opaque);
+  if (whence & AVSEEK_SIZE) return s->size;
+  switch (whence & ~AVSEEK_FORCE) {
+    case SEEK_SET: break;
+    case SEEK_CUR: offset += s->pos; break;
+    case SEEK_END: offset += s->size; break;
+    default: return AVERROR(EINVAL);
+  }
+  if (offset < 0) return AVERROR(EINVAL);
+  return s->pos = offset;
+}
+
+// The format context and its custom AVIOContext, freed in that order.
+struct FdInput {
+  FdSource src;
+  AVIOContext* io = nullptr;
+  AVFormatContext* fmt = nullptr;
+  ~FdInput() {
+    if (fmt) avformat_close_input(&fmt);
+    if (io) {
+      av_freep(&io->buffer);
+      avio_context_free(&io);
+    }
+  }
+};
+
+constexpr int kIoBuffer = 64 * 1024;
+
+}  // namespace
+
+Result<Image> read_image(int fd, const std::string& name) {
+  const std::filesystem::path path(name);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return image_error(path, "not a regular file");
+  FdInput in;
+  in.src = {fd, 0, static_cast<std::int64_t>(st.st_size)};
+  auto* buf = static_cast<std::uint8_t*>(av_malloc(kIoBuffer));
+  if (!buf) return image_error(path, "av_malloc", AVERROR(ENOMEM));
+  in.io = avio_alloc_context(buf, kIoBuffer, 0, &in.src, fd_read, nullptr, fd_seek);
+  if (!in.io) {
+    av_free(buf);
+    return image_error(path, "avio_alloc_context", AVERROR(ENOMEM));
+  }
+  in.fmt = avformat_alloc_context();
+  if (!in.fmt) return image_error(path, "avformat_alloc_context", AVERROR(ENOMEM));
+  in.fmt->pb = in.io;
+  in.fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+  // No URL: the demuxer is chosen from the bytes (PNG, JPEG, ... image pipes), never a path.
+  int rc = avformat_open_input(&in.fmt, nullptr, nullptr, nullptr);
+  if (rc < 0) return image_error(path, "avformat_open_input", rc);  // fmt freed by libav
+  return decode_first_picture(in.fmt, path);
+}
+
+Result<Image> read_image(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return image_error(path, "not a regular file");
+  auto img = read_image(fd, path.string());
+  ::close(fd);
   return img;
 }
 

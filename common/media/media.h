@@ -83,6 +83,10 @@ struct Image {
 // Decodes the first picture of a PNG or JPEG (anything libav's image demuxers read) to RGB24.
 // Errors: "media.image" naming the file.
 Result<Image> read_image(const std::filesystem::path& path);
+// The same from a regular file the caller opened (a job's input, opened beneath its root by
+// spec::open_input): libav reads it through pread on `fd` (a custom AVIOContext), never by a
+// path, and the format comes from the bytes.  `name` is for messages only; fd stays the caller's.
+Result<Image> read_image(int fd, const std::string& name);
 
 // What a movie file holds, as its container says: the first video stream's size and frame
 // count (its packets, not decoded), its frame rate, and whether it has an audio stream.

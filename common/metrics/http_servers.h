@@ -1,9 +1,10 @@
 #pragma once
 // The HTTP ports every service opens: the Prometheus scrape endpoint and the liveness/readiness
-// probe.  Both are cpp-httplib servers (Debian's libcpp-httplib): any path, method, header or body
-// gets a status, never a crash (issue #14: prometheus-cpp 1.0.1's civetweb exposer segfaulted on
-// any path but /metrics).  Requests are bounded: 8 KiB of body, a 2 s read timeout, a few
-// keep-alive requests per connection, two worker threads per server.
+// probe.  Both run on metrics::HttpEndpoint (http_endpoint.h), a poll() loop that answers any path,
+// method, header or body with a status, never a crash (issue #14), and that slow, stalled,
+// half-closing or junk-sending clients cannot starve (issue #22): a request must arrive whole
+// within 5 s (else 408), junk gets 400 at once, headers and body are capped at 8 KiB each, at most
+// 64 connections per port (the oldest still waiting is evicted for a new one).
 //
 // Threading: start() spawns the listener thread; the destructor stops and joins it.  set_ready()
 // may be called from any thread.
@@ -11,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -18,7 +20,7 @@
 
 namespace h3pipe::metrics {
 
-class HttpEndpoint;  // the listener shared by both servers (http_servers.cpp)
+class HttpEndpoint;  // the listener shared by both servers (http_endpoint.h)
 
 // GET /metrics -> the registry in Prometheus' text format; every other path 404.
 class MetricsServer final {
@@ -45,12 +47,16 @@ class HealthServer final {
   void set_ready(bool r) { state_->ready.store(r); }
   bool ready() const { return state_->ready.load(); }
   void set_failed(std::string reason);
+  // A degraded state of one part of the service (`source`: "worker", "ingest"), "" when it is
+  // left: while any is set /readyz answers 503 "degraded: REASON[; REASON]" (issue #22).
+  void set_degraded(const std::string& source, std::string reason);
 
  private:
   struct State {
     std::atomic<bool> ready{false};
     std::mutex mu;
     std::string failed;  // guarded by mu
+    std::map<std::string, std::string> degraded;  // source -> reason; guarded by mu
   };
   HealthServer() = default;
   std::shared_ptr<State> state_ = std::make_shared<State>();

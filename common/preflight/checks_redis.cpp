@@ -5,6 +5,7 @@
 
 #include "common/preflight/checks.h"
 #include "common/supervisor/credentials.h"
+#include "common/supervisor/stack_file.h"
 #include "common/queue/redis.h"
 
 namespace h3pipe::preflight {
@@ -44,15 +45,20 @@ Resolved resolve_address(const config::Cluster& c, const Options& o) {
   if (c.redis.embedded) {
     // `h3pipe start` runs the embedded Redis (on a free port when /redis/port is 0) and records
     // where in <state_dir>/stack.json.
+    // Read only from a state dir nobody else can write (supervisor/state_dir.h, issue #22).
     auto f = c.state_dir / "stack.json";
-    std::ifstream in(f);
-    if (!in) {
+    auto st = supervisor::read_stack(c.state_dir);
+    if (!st.ok()) {
+      r.error = st.error().message;
+      return r;
+    }
+    if (!*st) {
       if (c.redis.port == 0)
         r.error = fmt::format("embedded Redis is not running: no {}", f.string());
       return r;
     }
     try {
-      auto j = nlohmann::json::parse(in);
+      const auto& j = **st;
       r.addr.port = j.at("redis").at("port").get<int>();
       r.addr.host = j["redis"].value("host", r.addr.host);
       use_credentials(j["redis"].value("credentials_dir", ""));

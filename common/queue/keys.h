@@ -19,6 +19,9 @@ inline std::string run_jobs(std::string_view r) { return run(r) + ":jobs"; }    
 inline std::string job(std::string_view r, std::string_view j) { return run(r) + ":job:" + std::string(j); }
 inline std::string history(std::string_view r, std::string_view j) { return run(r) + ":hist:" + std::string(j); }
 inline std::string run_expected(std::string_view r) { return run(r) + ":expected"; }  // set of submitted job ids
+// Submissions refused beside the run (a job id again with another spec): one JSON record each,
+// the newest kept (state::kRefusedKept); never a job, so never part of the run's verdict.
+inline std::string run_refused(std::string_view r) { return run(r) + ":refused"; }
 
 inline constexpr std::string_view kIngestGroup = "ingest";
 

@@ -256,6 +256,9 @@ bool LeaseKeeper::is_lost(const std::string& id) const {
 
 void LeaseKeeper::loop() {
   std::unique_ptr<Redis> redis;
+  // The same failure again (a Redis refusing writes, MISCONF, for as long as its disk is full)
+  // is logged once, not at every renewal; a success or another failure logs again.
+  std::string last_failure;
   std::unique_lock lk(mu_);
   while (!stop_) {
     cv_.wait_for(lk, std::chrono::milliseconds(renew_ms_), [this] { return stop_; });
@@ -274,6 +277,10 @@ void LeaseKeeper::loop() {
     }
     if (redis) {
       auto r = redis->eval(kRenewScript, {opts_.stream}, args);
+      if (r.ok() && !last_failure.empty()) {
+        logger().info("lease keeper: renewals work again");
+        last_failure.clear();
+      }
       if (r.ok()) {
         for (std::size_t i = 0; r->get()->type == REDIS_REPLY_ARRAY && i < r->get()->elements; ++i)
           gone.push_back(reply_str(r->get()->element[i]));
@@ -286,7 +293,9 @@ void LeaseKeeper::loop() {
         logger().warn("lease keeper: consumer group {} on {} is gone (Redis lost it); {} held entries lost",
                      opts_.group, opts_.stream, gone.size());
       } else {
-        logger().warn("lease keeper: renewal failed: {}", r.error().message);
+        if (r.error().message != last_failure)
+          logger().warn("lease keeper: renewal failed: {}", r.error().message);
+        last_failure = r.error().message;
         if (r.error().code == errc::redis::kIo) redis.reset();
       }
     }

@@ -170,30 +170,31 @@ Result<std::vector<Reply>> Redis::pipeline(const std::vector<std::vector<std::st
 
 Result<Reply> Redis::eval(const std::string& script, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args) {
-  // Script SHA-1s as Redis reports them, per script text (the same on every connection).
+  // EVALSHA with the script's SHA-1 computed here: a user that may not load scripts (the
+  // operator: +evalsha only, docs/security.md) runs h3pipe's own scripts once a service has
+  // loaded them, and never arbitrary Lua.  Cached per script text on this thread.
   static thread_local std::vector<std::pair<std::string, std::string>> cache;
   std::string sha;
   for (auto& [text, s] : cache)
     if (text == script) sha = s;
+  if (sha.empty()) {
+    sha = sha1_hex(script);
+    cache.emplace_back(script, sha);
+  }
   std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(keys.size())};
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
-  if (sha.empty()) {
-    // First use: learn the SHA and run the script in the same round trip.
-    argv[0] = "EVAL";
-    argv[1] = script;
-    auto r = pipeline({{"SCRIPT", "LOAD", script}, argv});
-    if (!r.ok()) return r.error();
-    cache.emplace_back(script, reply_str((*r)[0].get()));
-    return std::move((*r)[1]);
-  }
   auto r = command(argv);
-  if (!r.ok() && r.error().message.rfind("NOSCRIPT", 0) == 0) {
-    argv[0] = "EVAL";
-    argv[1] = script;
-    return command(argv);
-  }
-  return r;
+  if (r.ok() || r.error().message.rfind("NOSCRIPT", 0) != 0) return r;
+  // Not in Redis's script cache (its first use since Redis started): load it, then run it.
+  auto loaded = pipeline({{"SCRIPT", "LOAD", script}, argv});
+  if (!loaded.ok() && loaded.error().message.find("NOPERM") != std::string::npos)
+    return make_error(errc::redis::kError,
+                      "h3pipe's script {} is not in Redis's script cache and user {} may not load "
+                      "scripts (a service loads it on its first use): {}",
+                      sha.substr(0, 12), addr_.user.empty() ? "default" : addr_.user, loaded.error().message);
+  if (!loaded.ok()) return loaded.error();
+  return std::move((*loaded)[1]);
 }
 
 }  // namespace h3pipe::queue

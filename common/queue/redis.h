@@ -43,8 +43,9 @@ class Redis final {
   // replies included) with the next command's: bookkeeping that must reach Redis before a long
   // step starts but that nobody waits for costs no round trip.  Errors: only I/O ("redis.io").
   Status send(const std::vector<std::string>& argv);
-  // EVALSHA; on the first use of a script on this thread SCRIPT LOAD + EVAL in one round trip,
-  // and EVAL again after NOSCRIPT (a flushed script cache).
+  // EVALSHA with the script's SHA-1 (computed here); after NOSCRIPT (its first use since Redis
+  // started) SCRIPT LOAD + EVALSHA in one round trip.  Never EVAL: a user granted +evalsha but
+  // not +script|load (the operator) runs only scripts a service has loaded.
   Result<Reply> eval(const std::string& script, const std::vector<std::string>& keys,
                      const std::vector<std::string>& args);
   const RedisAddress& address() const { return addr_; }

@@ -15,6 +15,7 @@
 #include "common/logging/protobuf_log.h"
 #include "common/metrics/degraded.h"
 #include "common/runtime/settings_check.h"
+#include "common/supervisor/state_dir.h"
 
 namespace {
 
@@ -172,6 +173,19 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
     }
   }
   ctx.instance = ctx.pool ? ctx.pool->name : host;
+  // Credentials the local stack put in its state dir are read only from a state dir nobody else
+  // can write, as the CLI checks it (supervisor/state_dir.h, issue #22).  Compose and Helm give
+  // the password from a secret outside the state dir; their volumes are not checked here.
+  if (const char* f = std::getenv("H3PIPE_REDIS_PASSWORD_FILE");
+      f && *f && supervisor::in_state_dir(ctx.cluster.state_dir, f)) {
+    Status s = supervisor::check_state_dir(ctx.cluster.state_dir);
+    for (const fs::path& p : {fs::path(f), ctx.cluster.state_dir / "run"})
+      if (s.ok()) s = supervisor::check_in_state_dir(ctx.cluster.state_dir, p);
+    if (!s.ok()) {
+      logger().critical("{}", s.error().message);
+      return 2;
+    }
+  }
   ctx.redis = redis_address(ctx.cluster);
   if (!redis_override.empty()) {
     auto colon = redis_override.rfind(':');

@@ -169,8 +169,10 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
         auto n = r.command({"XLEN", keys::dead_letter()});
         if (n.ok()) dead.Set(static_cast<double>(queue::reply_int(n->get())));
       });
+      ingest->on_degraded([h = ctx.health](const std::string& why) { h->set_degraded("ingest", why); });
       ingest_thread = std::thread([&] { ingest->run(*ctx.stop); });
     }
+    (*w)->on_degraded([h = ctx.health](const std::string& why) { h->set_degraded("worker", why); });
     ctx.health->set_ready(!broken);
     if (broken) ctx.health->set_failed(err.to_string());
     (*w)->run(*ctx.stop);

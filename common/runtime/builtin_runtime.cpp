@@ -7,12 +7,16 @@
 #include <cstdlib>
 #include <cmath>
 #include <span>
+#include <thread>
+#include <vector>
 
 #include "common/artifacts/artifacts.h"
 #include "common/gpu/nvml.h"
 #include "common/latent/latent.h"
 #include "common/media/media.h"
+#include "common/model/kernels.h"
 #include "common/model/model.h"
+#include "common/runtime/inputs.h"
 #include "common/runtime/stage_output.h"
 
 namespace h3pipe::runtime {
@@ -39,7 +43,38 @@ struct Loaded {
   nlohmann::json settings;  // effective model settings, for receipts
   int crf = 23;
   std::string preset = "veryfast";
+  std::vector<std::filesystem::path> input_roots;  // limits.input_roots: where references come from
 };
+
+// The CPU's measured sgemm peak with `threads` threads (OpenBLAS, one single-threaded call per
+// thread, as the model's kernels run): the MFU denominator of a builtin pool on CPU (issue #24).
+// Measured once per process, about 0.1 s; GFLOP/s.
+double cpu_sgemm_peak_gflops(int threads) {
+  static const double peak = [threads] {
+    constexpr int kN = 384;
+    const int n = std::max(1, threads);
+    std::vector<double> flops(static_cast<std::size_t>(n), 0);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < n; ++t)
+      pool.emplace_back([&, t] {
+        std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN, 0.f);
+        for (int rep = 0; rep < 3; ++rep)  // warm the caches and the library
+          model::sgemm(false, true, kN, kN, kN, 1.f, a.data(), kN, b.data(), kN, 0.f, c.data(), kN);
+        const auto s0 = Clock::now();
+        int reps = 0;
+        while (std::chrono::duration<double>(Clock::now() - s0).count() < 0.1) {
+          model::sgemm(false, true, kN, kN, kN, 1.f, a.data(), kN, b.data(), kN, 0.f, c.data(), kN);
+          ++reps;
+        }
+        flops[static_cast<std::size_t>(t)] = 2.0 * kN * kN * kN * reps / std::chrono::duration<double>(Clock::now() - s0).count();
+      });
+    for (auto& th : pool) th.join();
+    double sum = 0;
+    for (double f : flops) sum += f;
+    return sum / 1e9;
+  }();
+  return peak;
+}
 
 const char* env_or_unset(const char* name) {
   const char* v = std::getenv(name);
@@ -94,6 +129,7 @@ Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned part
   if (!m) return m.error();
   l.model = std::move(*m);
   l.settings = model::config_to_json(*cfg);
+  if (a.cluster) l.input_roots = a.cluster->limits.input_roots;
   return l;
 }
 
@@ -106,7 +142,10 @@ class BuiltinEncode final : public EncodeRuntime {
     H3_TRY(prepare_output(ctx, config::StageKind::kEncode));
     std::optional<media::Image> ref;
     if (!spec.reference_image().empty()) {
-      auto img = media::read_image(spec.reference_image());
+      // Opened now, beneath the input roots; libav decodes from this descriptor (inputs.h).
+      auto in = open_reference(spec, l_.input_roots, "encode");
+      if (!in) return in.error();
+      auto img = media::read_image(in->fd.get(), in->path.string());
       if (!img) return make_error(errc::runtime::kPermanentInput, "{}", img.error().message);
       ref = std::move(*img);
     }
@@ -136,9 +175,7 @@ class BuiltinSample final : public SampleRuntime {
     const pb::JobSpec& s = *ctx.spec;
     H3_TRY(prepare_output(ctx, config::StageKind::kSample));
     auto tensors = latent::read_tensors(ctx.input);
-    if (!tensors)
-      return make_error(errc::runtime::kInput, "conditioning {}: {}", ctx.input.string(),
-                        tensors.error().message);
+    if (!tensors) return input_error(tensors.error(), "conditioning", ctx.input);
     const auto it = tensors->find("cond");
     if (it == tensors->end())
       return make_error(errc::runtime::kPermanentInput, "conditioning {}: no tensor \"cond\"",
@@ -164,6 +201,7 @@ class BuiltinSample final : public SampleRuntime {
     nlohmann::json settings = l_.settings;
     settings["gflop"] = l_.model->last_gflop();
     settings["compute_seconds"] = since(t0);
+    if (l_.model->device() == "cpu") settings["peak_gflops"] = cpu_sgemm_peak_gflops(l_.settings.value("threads", 1));
     return StageOutput{*sha, l.geometry.data_bytes(), l_.model->device(), settings};
   }
 
@@ -181,8 +219,7 @@ class BuiltinDecode final : public DecodeRuntime {
     H3_TRY(require_builtin_profile(ctx));
     const latent::Expected want = expected_latent(ctx);
     auto lat = latent::read_latent(ctx.input, &want);
-    if (!lat)
-      return make_error(errc::runtime::kInput, "latent {}: {}", ctx.input.string(), lat.error().message);
+    if (!lat) return input_error(lat.error(), "latent", ctx.input);
     const auto dims = model::latent_dims(static_cast<int>(s.width()), static_cast<int>(s.height()),
                                          static_cast<int>(s.frames()), static_cast<int>(s.fps()));
     const std::filesystem::path part = artifacts::part_path(ctx.output);
@@ -199,6 +236,7 @@ class BuiltinDecode final : public DecodeRuntime {
     out->settings["compute_seconds"] = since(t0);
     out->settings["crf"] = l_.crf;
     out->settings["preset"] = l_.preset;
+    out->mux_s = mux_s_;
     return out;
   }
 
@@ -211,21 +249,33 @@ class BuiltinDecode final : public DecodeRuntime {
     vp.preset = l_.preset;
     auto w = media::Mp4Writer::open(part, vp, media::AudioParams{});
     if (!w) return w.error();
+    // mux_s: the writer's share (H.264/AAC encode into the container), timed around its calls.
+    mux_s_ = 0;
     H3_TRY(l_.model->decode_video(
         lat.video.data(), dims, static_cast<int>(s.frames()), vp.width, vp.height,
-        [&](std::span<const std::uint8_t> rgb) { return (*w)->add_frame(rgb); }, cancelled));
+        [&](std::span<const std::uint8_t> rgb) {
+          const auto m0 = Clock::now();
+          auto r = (*w)->add_frame(rgb);
+          mux_s_ += since(m0);
+          return r;
+        },
+        cancelled));
     gflop_ = l_.model->last_gflop();
     std::vector<float> pcm;
     H3_TRY(l_.model->decode_audio(
         lat.audio.data(), dims,
         model::audio_samples(static_cast<int>(s.frames()), static_cast<int>(s.fps())), pcm));
     gflop_ += l_.model->last_gflop();
+    const auto m0 = Clock::now();
     H3_TRY((*w)->add_audio(pcm));
-    return (*w)->finish();
+    Status fin = (*w)->finish();
+    mux_s_ += since(m0);
+    return fin;
   }
 
   Loaded l_;
   double gflop_ = 0;
+  double mux_s_ = 0;
 };
 
 }  // namespace

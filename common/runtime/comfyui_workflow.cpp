@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/core/bounded_file.h"
 #include "common/core/sha256.h"
 
 namespace h3pipe::runtime::comfyui {
@@ -28,16 +29,16 @@ std::optional<nlohmann::json> load_graph(const nlohmann::json& w, const std::str
     return std::nullopt;
   }
   source = w.get<std::string>();
-  std::ifstream in(source, std::ios::binary);
-  if (!in) {
-    e.add(path, fmt::format("cannot read workflow file \"{}\" (relative paths resolve against the "
-                            "working directory)",
-                            source));
+  auto text = read_bounded_file(source, {"a workflow file", kMaxJsonFileBytes});
+  if (!text.ok()) {
+    e.add(path, text.error().code == errc::io::kOpen
+                    ? fmt::format("cannot read workflow file \"{}\" (relative paths resolve "
+                                  "against the working directory)",
+                                  source)
+                    : text.error().message);
     return std::nullopt;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded()) {
     e.add(path, fmt::format("\"{}\" is not valid JSON", source));
     return std::nullopt;

@@ -1,12 +1,17 @@
 #include "common/runtime/exec_runtime.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/artifacts/artifacts.h"
 #include "common/config/json_reader.h"
+#include "common/runtime/inputs.h"
 #include "common/runtime/stage_output.h"
 #include "common/runtime/subprocess.h"
 #include "common/spec/spec.h"
@@ -145,7 +150,53 @@ struct ExecSettings {
   std::string device = "exec";
   double timeout_s = 3600;
   double kill_grace_s = 2;
+  bool takes_reference = false;  // a template names {reference_image} or {spec_json}
+  std::vector<fs::path> input_roots;  // limits.input_roots
 };
+
+bool names_reference(const Template& t) {
+  for (const auto& p : t.pieces)
+    if (p.ph && (p.ph->name == "reference_image" || p.ph->name == "spec_json")) return true;
+  return false;
+}
+
+// The extension of the job's file name for the copy, when it is a plain one (".png").
+std::string plain_extension(const std::string& name) {
+  std::string ext = fs::path(name).extension().string();
+  if (ext.size() > 16) return "";
+  for (std::size_t i = 1; i < ext.size(); ++i)
+    if (!std::isalnum(static_cast<unsigned char>(ext[i]))) return "";
+  return ext;
+}
+
+// The job's reference image for the command: opened beneath the input roots now (inputs.h) and
+// copied, through that descriptor, to OUTPUT.reference<ext> beside the output (below its root,
+// no symlink followed).  The command gets this copy's path, never the job's.
+Result<fs::path> stage_reference(const StageContext& ctx, StageKind stage,
+                                 const std::vector<fs::path>& roots) {
+  const char* who = config::stage_name(stage);
+  auto in = open_reference(*ctx.spec, roots, who);
+  if (!in.ok()) return in.error();
+  auto bytes = read_reference(*in, who);
+  if (!bytes.ok()) return bytes.error();
+  const OutputTarget out = output_target(ctx, stage);
+  fs::path dest = out.path;
+  dest += ".reference" + plain_extension(ctx.spec->reference_image());
+  auto rel = artifacts::relative_beneath(out.root.path, dest);
+  if (!rel.ok()) return rel.error();
+  auto fd = artifacts::open_beneath(out.root.path, *rel, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (!fd.ok()) return fd.error();
+  artifacts::UniqueFd owned(*fd);
+  std::size_t at = 0;
+  while (at < bytes->size()) {
+    ssize_t n = ::write(owned.get(), bytes->data() + at, bytes->size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return make_error(errc::io::kWrite, "write {}: {}", dest.string(), std::strerror(errno));
+    at += static_cast<std::size_t>(n);
+  }
+  return dest;
+}
 
 ExecSettings read_settings(const FactoryArgs& a, StageKind stage, bool host, config::Errors& e) {
   std::string base = settings_path(a, stage);
@@ -193,6 +244,9 @@ ExecSettings read_settings(const FactoryArgs& a, StageKind stage, bool host, con
       else if (prog.pieces.empty())
         e.add(r.path("command") + "/0", "the program name must not be empty");
     }
+    for (const auto& t : s.command) s.takes_reference = s.takes_reference || names_reference(t);
+    for (const auto& [k, t] : s.env) s.takes_reference = s.takes_reference || names_reference(t);
+    if (a.cluster) s.input_roots = a.cluster->limits.input_roots;
     if (host && !s.cwd.empty() && !fs::is_directory(s.cwd))
       e.add(r.path("cwd"), fmt::format("\"{}\" is not a directory", s.cwd));
   }
@@ -213,9 +267,29 @@ class ExecRunner final {
  public:
   ExecRunner(ExecSettings s, StageKind stage) : s_(std::move(s)), stage_(stage) {}
 
-  Result<StageOutput> run(const StageContext& ctx) {
+  Result<StageOutput> run(const StageContext& job_ctx) {
     const char* stage = config::stage_name(stage_);
-    H3_TRY(prepare_output(ctx, stage_));
+    H3_TRY(prepare_output(job_ctx, stage_));
+    // The command sees the private copy of the reference image, in {reference_image} and in
+    // {spec_json}'s referenceImage alike; the copy goes when the command is done.
+    StageContext ctx = job_ctx;
+    pb::JobSpec staged_spec;
+    fs::path staged;
+    struct Unlink {
+      const fs::path& p;
+      ~Unlink() {
+        std::error_code ec;
+        if (!p.empty()) fs::remove(p, ec);
+      }
+    } unlink_staged{staged};
+    if (s_.takes_reference && !job_ctx.spec->reference_image().empty()) {
+      auto copy = stage_reference(job_ctx, stage_, s_.input_roots);
+      if (!copy.ok()) return copy.error();
+      staged = *copy;
+      staged_spec = *job_ctx.spec;
+      staged_spec.set_reference_image(staged.string());
+      ctx.spec = &staged_spec;
+    }
     SpawnOptions o;
     for (const auto& t : s_.command) o.argv.push_back(t.expand(ctx, stage_));
     std::vector<std::string> overrides = {
@@ -276,7 +350,7 @@ class ExecRunner final {
                                {"env_keys", s_.env_keys},
                                {"exit_code", 0},
                                {"seconds", r->seconds}};
-    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings));
+    auto out = commit_stage_output(stage_, job_ctx, s_.device, std::move(settings));
     if (!out.ok()) {
       const auto& err = out.error();
       Error e = rephrase(err, "exec {}: `{}` exited 0 but {}{}", stage, prog, err.message, tail());

@@ -11,7 +11,10 @@
 // A sample command's latent must fit the job's latent profile (docs/latent.md).
 // Placeholders (docs/runtimes.md): {input} {output} {spec_json} {job_id} {run_id} {stage}
 // {conditioning} {reference_image} {prompt} {negative_prompt} {width} {height} {frames} {fps}
-// {steps} {seed}; `{{` and `}}` are literal braces.  {output} is the output's .part path: the
+// {steps} {seed}; `{{` and `}}` are literal braces.  {reference_image} (and {spec_json}'s
+// referenceImage) is a private copy of the job's file, OUTPUT.reference<ext> beside the output,
+// made from the file opened beneath limits.input_roots (inputs.h) and removed when the command
+// ends; the command never gets the job's own path.  {output} is the output's .part path: the
 // command writes there; the runtime then validates it for its stage (stage_output.h) and
 // commits it with its sidecar.  A non-zero exit, a timeout, a missing or invalid output fail the
 // task with the tail of the command's stderr in the reason.

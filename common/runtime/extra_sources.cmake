@@ -1,6 +1,7 @@
 # The external runtimes (exec, comfyui) and what they need; included by CMakeLists.txt here.
 target_sources(h3pipe_runtime PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/builtin_runtime.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/inputs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stage_output.cpp
   ${CMAKE_CURRENT_LIST_DIR}/subprocess.cpp
   ${CMAKE_CURRENT_LIST_DIR}/exec_runtime.cpp

@@ -9,6 +9,7 @@
 #include "common/core/sha256.h"
 #include "common/latent/latent.h"
 #include "common/media/media.h"
+#include "common/runtime/inputs.h"
 #include "common/runtime/stage_output.h"
 
 namespace h3pipe::runtime {
@@ -72,11 +73,22 @@ std::uint64_t seed_of(const pb::JobSpec& s) {
 
 class SimEncode final : public EncodeRuntime {
  public:
-  SimEncode(ProfileClock clock) : clock_(std::move(clock)) {}
+  SimEncode(ProfileClock clock, std::vector<std::filesystem::path> input_roots)
+      : clock_(std::move(clock)), input_roots_(std::move(input_roots)) {}
   Result<StageOutput> encode(const StageContext& ctx) override {
     auto start = Clock::now();
     double secs = clock_.draw(ctx.job_class);
-    SplitMix rng{seed_of(*ctx.spec)};
+    std::uint64_t seed = seed_of(*ctx.spec);
+    // A rehearsal reads the reference image as a real encoder does (inputs.h): opened now beneath
+    // the input roots, its bytes (not its name) in the conditioning.
+    if (!ctx.spec->reference_image().empty()) {
+      auto in = open_reference(*ctx.spec, input_roots_, "encode");
+      if (!in.ok()) return in.error();
+      auto bytes = read_reference(*in, "encode");
+      if (!bytes.ok()) return bytes.error();
+      seed ^= std::stoull(sha256_hex(*bytes).substr(0, 15), nullptr, 16);
+    }
+    SplitMix rng{seed};
     latent::TensorF32 t{{1, 77, 256}, std::vector<float>(77 * 256)};
     for (auto& v : t.data) v = rng.uniform();
     bool reused = false;
@@ -93,6 +105,7 @@ class SimEncode final : public EncodeRuntime {
 
  private:
   ProfileClock clock_;
+  std::vector<std::filesystem::path> input_roots_;
   Publisher publisher_;
 };
 
@@ -106,7 +119,7 @@ class SimSample final : public SampleRuntime {
     if (auto it = ctx.spec->params().find("sim.crash"); it != ctx.spec->params().end() && it->second == "abort")
       std::abort();
     auto cond = latent::read_tensors(ctx.input);
-    if (!cond.ok()) return make_error(errc::runtime::kInput, "conditioning {}: {}", ctx.input.string(), cond.error().message);
+    if (!cond.ok()) return input_error(cond.error(), "conditioning", ctx.input);
     const auto& s = *ctx.spec;
     // The job's profile's latent (docs/latent.md): a rehearsal of a Wan cluster moves Wan-sized
     // latents, with audio only where the profile has it.
@@ -149,12 +162,15 @@ class SimDecode final : public DecodeRuntime {
     double secs = clock_.draw(ctx.job_class);
     // libav opens the .part by path: the folder is made (and checked for planted symlinks) first.
     H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
+    const auto mux0 = Clock::now();
     if (Status r = render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output), ctx.latent_profile);
         !r.ok()) {
       std::error_code ec;
       std::filesystem::remove(artifacts::part_path(ctx.output), ec);  // half an MP4: never kept
       return r.error();
     }
+    // The sim decode's MP4 write is its mux (inside the profile's seconds, which the hold keeps).
+    const double mux_s = std::chrono::duration<double>(Clock::now() - mux0).count();
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kDecode);
     auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused, publisher_.hold(start, secs, ctx));
@@ -164,6 +180,7 @@ class SimDecode final : public DecodeRuntime {
     auto bytes = std::filesystem::file_size(ctx.output, ec);
     StageOutput out{*sha, bytes, "cpu", {{"profile_seconds", secs}, {"codec", "h264+aac"}}};
     out.reused = reused;
+    out.mux_s = mux_s;
     return out;
   }
 
@@ -200,7 +217,7 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
                          const std::filesystem::path& mp4_part, const latent::LatentProfile& profile) {
   const latent::Expected want{profile, {s.width(), s.height(), s.frames(), s.fps()}};
   auto l = latent::read_latent(latent_path, &want);
-  if (!l.ok()) return make_error(errc::runtime::kInput, "latent {}: {}", latent_path.string(), l.error().message);
+  if (!l.ok()) return input_error(l.error(), "latent", latent_path);
   const auto& g = l->geometry;
   // The sim decode profile covers this write, so it uses the writer's fast settings (bench_mp4).
   auto w = media::Mp4Writer::open(
@@ -292,7 +309,8 @@ void check_sim_settings(const FactoryArgs& a, config::StageKind stage, bool, con
 }
 
 Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a) {
-  return std::unique_ptr<EncodeRuntime>(new SimEncode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
+  return std::unique_ptr<EncodeRuntime>(
+      new SimEncode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed), a.cluster->limits.input_roots));
 }
 Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a) {
   return std::unique_ptr<SampleRuntime>(new SimSample(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));

@@ -11,6 +11,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/config/config.h"
 #include "common/config/json_reader.h"
+#include "common/core/bounded_file.h"
 
 namespace h3pipe::schedule {
 namespace {
@@ -395,13 +396,13 @@ int run_config_adapt(const ConfigAdaptArgs& a, std::ostream& out, std::ostream& 
   }
   nlohmann::json m;
   {
-    std::ifstream in(a.host_map);
-    if (!in) {
-      fmt::print(err, "config-adapt: {}: cannot open the host map\n", a.host_map);
-      return 1;
+    auto text = read_bounded_file(a.host_map, {"a host map", kMaxJsonFileBytes});
+    if (!text.ok()) {
+      fmt::print(err, "config-adapt: {}\n", text.error().message);
+      return text.error().code == errc::io::kOpen ? 1 : 2;
     }
     try {
-      m = nlohmann::json::parse(in);
+      m = nlohmann::json::parse(*text);
     } catch (const nlohmann::json::parse_error& ex) {
       fmt::print(err, "config-adapt: {}: not valid JSON: {}\n", a.host_map, ex.what());
       return 1;

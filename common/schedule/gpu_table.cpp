@@ -6,6 +6,7 @@
 #include <cctype>
 #include <fstream>
 
+#include "common/core/bounded_file.h"
 #include "common/schedule/embedded_gpus.h"
 
 namespace h3pipe::schedule {
@@ -104,6 +105,7 @@ Result<GpuTable> parse_gpu_table(const nlohmann::json& j) {
       info.aliases = g.value("aliases", std::vector<std::string>{});
       info.memory_gb = g.at("memory_gb").get<double>();
       info.bandwidth_gbs = g.at("bandwidth_gbs").get<double>();
+      info.peak_tflops = g.value("peak_tflops_fp16", 0.0);
       for (const auto& [name, stage] : kStages) {
         const auto& s = g.at("speed").at(name);
         if (s.is_number()) {
@@ -117,6 +119,11 @@ Result<GpuTable> parse_gpu_table(const nlohmann::json& j) {
         return make_error(errc::gpus::kSource, "GPU \"{}\" has no source for its numbers", info.model);
       t.gpus.push_back(std::move(info));
     }
+    if (j.contains("model_flops"))
+      for (const auto& m : j.at("model_flops"))
+        t.model_flops.push_back({m.at("name").get<std::string>(), m.value("match", std::vector<std::string>{}),
+                                 m.at("width").get<std::uint32_t>(), m.at("height").get<std::uint32_t>(),
+                                 m.at("frames").get<std::uint32_t>(), m.at("tflop_per_step").get<double>()});
   } catch (const nlohmann::json::exception& e) {
     return make_error(errc::gpus::kInvalid, "the GPU table is malformed: {}", e.what());
   }
@@ -129,9 +136,9 @@ Result<GpuTable> load_gpu_table(const std::string& path) {
     if (path.empty()) {
       j = nlohmann::json::parse(kEmbeddedGpuTable);
     } else {
-      std::ifstream in(path);
-      if (!in) return make_error(errc::gpus::kOpen, "{}: cannot open the GPU table", path);
-      j = nlohmann::json::parse(in);
+      auto text = read_bounded_file(path, {"a GPU table", kMaxJsonFileBytes, errc::gpus::kOpen});
+      if (!text.ok()) return text.error();
+      j = nlohmann::json::parse(*text);
     }
   } catch (const nlohmann::json::parse_error& e) {
     return make_error(errc::gpus::kJson, "{}: not valid JSON: {}",

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "common/core/bounded_file.h"
 #include "common/schedule/plan.h"
 
 namespace h3pipe::schedule {
@@ -135,6 +136,32 @@ std::vector<MeasuredStage> parse_receipts(const std::vector<nlohmann::json>& rec
       if (m.pool.empty()) m.pool = m.stage + "@" + m.host;
       m.start_s = *start / 1000.0;
       m.end_s = *end / 1000.0;
+      m.queue_wait_s = num(s, "queueWaitS", "queue_wait_s").value_or(0);
+      m.run_s = num(s, "runS", "run_s").value_or(0);
+      m.mux_s = num(s, "muxS", "mux_s").value_or(0);
+      m.wire_s = num(s, "wireS", "wire_s").value_or(0);
+      m.verify_s = num(s, "verifyS", "verify_s").value_or(0);
+      m.gpu_wait_s = num(s, "gpuWaitS", "gpu_wait_s").value_or(0);
+      m.device = str(s, "device", "device");
+      m.end_to_end_s = num(r, "endToEndS", "end_to_end_s").value_or(0);
+      m.settings = str(s, "settingsJson", "settings_json");
+      if (spec) {
+        m.width = static_cast<std::uint32_t>(num(*spec, "width", "width").value_or(0));
+        m.height = static_cast<std::uint32_t>(num(*spec, "height", "height").value_or(0));
+        m.frames = static_cast<std::uint32_t>(num(*spec, "frames", "frames").value_or(0));
+        m.steps = static_cast<std::uint32_t>(num(*spec, "steps", "steps").value_or(0));
+        const double fps = num(*spec, "fps", "fps").value_or(0);
+        if (fps > 0) m.video_s = num(*spec, "frames", "frames").value_or(0) / fps;
+      }
+      // The runtime's reported GFLOP (builtin: settings_json.runtime_reported.gflop).
+      if (const std::string sj = str(s, "settingsJson", "settings_json"); !sj.empty()) {
+        auto j = nlohmann::json::parse(sj, nullptr, false);
+        if (j.is_object() && j.contains("runtime_reported") && j["runtime_reported"].is_object()) {
+          const auto& rr = j["runtime_reported"];
+          if (auto g = rr.find("gflop"); g != rr.end() && g->is_number()) m.gflop = g->get<double>();
+          if (auto g = rr.find("peak_gflops"); g != rr.end() && g->is_number()) m.peak_gflops = g->get<double>();
+        }
+      }
       out.push_back(std::move(m));
     }
   }
@@ -193,8 +220,12 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
       if (a.config.empty()) {
         j = nlohmann::ordered_json::parse(a.config_text);
       } else {
-        std::ifstream in(a.config);
-        j = nlohmann::ordered_json::parse(in);
+        auto text = read_bounded_file(a.config, {"a config", kMaxConfigFileBytes, errc::config::kOpen});
+        if (!text.ok()) {
+          fmt::print(err, "profile learn: {}\n", text.error().message);
+          return 2;
+        }
+        j = nlohmann::ordered_json::parse(*text);
       }
     } catch (const std::exception& ex) {
       fmt::print(err, "profile learn: {}: {}\n", source, ex.what());

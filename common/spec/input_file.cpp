@@ -76,7 +76,8 @@ Result<InputFile> open_input(const std::vector<fs::path>& roots, const std::stri
   for (const auto& root : roots) {
     std::error_code ec;
     if (!fs::exists(fs::path(root) / p, ec) && !fs::is_symlink(fs::path(root) / p, ec)) continue;
-    return open_checked(root, p, path);
+    // Messages name the file the relative path resolved to, beneath this root.
+    return open_checked(root, p, fmt::format("{} ({})", path, (root / p).string()));
   }
   return refused(fmt::format("{} is in no input root (limits.input_roots: {})", path,
                              roots_text(roots)));

@@ -44,7 +44,7 @@ Result<pb::JobSpec> parse_json(std::string_view json) {
 namespace {
 
 std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits& l,
-                                      const latent::LatentProfile& profile) {
+                                      const latent::LatentProfile& profile, Check check) {
   std::vector<FieldError> e;
   if (auto st = artifacts::validate_id("jobId", s.job_id()); !st.ok()) e.push_back({"jobId", strip_field(st.error().message)});
   if (s.prompt().empty()) e.push_back({"prompt", "required and must not be empty"});
@@ -92,7 +92,7 @@ std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits
       e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes, l.max_latent_bytes)});
   }
   // Only from the configured input roots, opened the confined way the runtimes open it.
-  if (!s.reference_image().empty())
+  if (!s.reference_image().empty() && check == Check::kSubmission)
     if (auto f = open_input(l.input_roots, s.reference_image()); !f.ok())
       e.push_back({"referenceImage", f.error().message});
   if (!s.job_class().empty())
@@ -102,19 +102,40 @@ std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits
 
 }  // namespace
 
-std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l) {
-  return validate_with(s, l, latent::builtin_profile());
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& l, Check check) {
+  return validate_with(s, l, latent::builtin_profile(), check);
 }
 
-std::vector<FieldError> validate(const pb::JobSpec& s, const config::Cluster& c) {
+namespace {
+
+// A jobClass the cluster does not define would silently take the "default" profiles and
+// templates: refused with the classes it does define.
+void check_job_class(const pb::JobSpec& s, const config::Cluster& c, std::vector<FieldError>& e) {
+  const std::string& name = s.job_class();
+  if (name.empty() || name == "default" || !artifacts::validate_id("jobClass", name).ok()) return;
+  std::string known = "default";
+  for (const auto& jc : c.classes) {
+    if (jc.name == name) return;
+    known += ", " + jc.name;
+  }
+  e.push_back({"jobClass", fmt::format("\"{}\" is not a job class of this cluster (known: {})",
+                                       name, known)});
+}
+
+}  // namespace
+
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Cluster& c, Check check) {
   auto profile = latent_profile(s, c);
+  std::vector<FieldError> e;
   if (!profile.ok()) {
-    auto e = validate_with(s, c.limits, latent::builtin_profile());
+    e = validate_with(s, c.limits, latent::builtin_profile(), check);
     e.push_back({s.params().count("latent_profile") ? "params.latent_profile" : "jobClass",
                  strip_field(profile.error().message)});
-    return e;
+  } else {
+    e = validate_with(s, c.limits, *profile, check);
   }
-  return validate_with(s, c.limits, *profile);
+  check_job_class(s, c, e);
+  return e;
 }
 
 latent::JobSize job_size(const pb::JobSpec& s) {
@@ -171,6 +192,7 @@ Batch parse_batch_with(std::string_view text, const config::Limits& limits, Chec
       if (!ids.insert(s->job_id()).second)
         b.errors.push_back({line_no, {"jobId", fmt::format("\"{}\" appears twice in the batch", s->job_id())}});
       b.specs.push_back(std::move(*s));
+      b.lines.push_back(line_no);
     }
     if (end == text.size()) break;
   }

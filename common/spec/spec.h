@@ -21,12 +21,21 @@ struct FieldError {
 // Parses one JSON object (unknown fields are errors).  Defaults: fps 24, steps 6, frames 49,
 // width 256, height 256 when absent (0).
 Result<pb::JobSpec> parse_json(std::string_view json);
+// What validate checks beyond the spec's own fields.  kSubmission also opens the referenceImage
+// beneath limits.input_roots (input_file.h).  kTask is a stage worker checking a task's spec
+// before it allocates anything (a task may be forged straight onto a stage stream): the same
+// rules, except that the referenceImage is left to the runtime, which opens it beneath the roots
+// at the time of use (common/runtime/inputs.h) on the host that reads it.
+enum class Check { kSubmission, kTask };
 // Every rule; empty = valid.  Width, height and frames are checked against the job's latent
 // profile (docs/latent.md); this overload uses the builtin profile.
-std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& limits);
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& limits,
+                                 Check check = Check::kSubmission);
 // Every rule with the job's own latent profile (latent_profile below); an unknown
-// params["latent_profile"] is an error on that field.
-std::vector<FieldError> validate(const pb::JobSpec& s, const config::Cluster& cluster);
+// params["latent_profile"] is an error on that field, and so is a jobClass the cluster does not
+// define (known: "default" and the names under /classes).
+std::vector<FieldError> validate(const pb::JobSpec& s, const config::Cluster& cluster,
+                                 Check check = Check::kSubmission);
 
 // The job's latent profile: params["latent_profile"], else its job class's, else the cluster's
 // (config::Cluster::latent_profile_for).  Error config.latent_profile for an unknown name.
@@ -44,6 +53,7 @@ struct BatchLineError {
 };
 struct Batch {
   std::vector<pb::JobSpec> specs;
+  std::vector<std::size_t> lines;      // the batch line of each spec (specs[i] is on lines[i])
   std::vector<BatchLineError> errors;  // all of them; a batch with any error enqueues nothing
 };
 // Reads a JSON-lines batch (blank lines and lines starting with '#' skipped); duplicate job ids

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "common/spec/spec.h"
 
 namespace h3pipe::state {
@@ -206,6 +208,28 @@ Status Store::reject_job(const std::string& run_id, const std::string& job_id, c
   return {};
 }
 
+Status Store::refuse_submission(const std::string& run_id, const Refusal& rf) {
+  const nlohmann::json j = {{"submission", rf.submission}, {"job_id", rf.job_id}, {"reason", rf.reason},
+                            {"at_ms", rf.at_ms ? rf.at_ms : now_ms()}};
+  auto r = redis_.pipeline({{"RPUSH", keys::run_refused(run_id), j.dump()},
+                            {"LTRIM", keys::run_refused(run_id), std::to_string(-kRefusedKept), "-1"},
+                            {"HINCRBY", keys::run(run_id), "refused", "1"}});
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Result<std::vector<Refusal>> Store::refused(const std::string& run_id) {
+  auto r = redis_.command({"LRANGE", keys::run_refused(run_id), "0", "-1"});
+  if (!r.ok()) return r.error();
+  std::vector<Refusal> out;
+  for (std::size_t i = 0; i < r->get()->elements; ++i) {
+    const auto j = nlohmann::json::parse(reply_str(r->get()->element[i]), nullptr, false);
+    if (!j.is_object()) continue;
+    out.push_back({j.value("submission", ""), j.value("job_id", ""), j.value("reason", ""), j.value("at_ms", 0LL)});
+  }
+  return out;
+}
+
 Result<Attempt> Store::start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s,
                                      const std::optional<QueueAck>& entry) {
   const JobState to = stage_state(s);
@@ -227,6 +251,13 @@ Result<Attempt> Store::start_attempt(const std::string& run_id, const std::strin
   out.cancelled = reply_str(a->element[3]) == "1";
   out.last_error = reply_str(a->element[4]);
   return out;
+}
+
+Status Store::load_scripts() {
+  auto r = redis_.pipeline({{"SCRIPT", "LOAD", kApplyScript}, {"SCRIPT", "LOAD", kStartScript},
+                            {"SCRIPT", "LOAD", kAcceptScript}});
+  if (!r.ok()) return r.error();
+  return {};
 }
 
 Result<Moved> Store::apply(const Move& m) {
@@ -299,6 +330,7 @@ Result<RunStatus> Store::run_status(const std::string& run_id) {
     else if (k == "cancelled") s.cancelled = v == 1;
     else if (k == "jobs_cancelled") s.cancelled_jobs = v;
     else if (k == "illegal") s.illegal = v;
+    else if (k == "refused") s.refused = v;
     else if (k.rfind("n:", 0) == 0) s.in_state[k.substr(2)] = v;
   }
   auto e = redis_.command({"SCARD", keys::run_expected(run_id)});

@@ -11,6 +11,9 @@
 //   n:<state> (jobs in each state, kept by every move), illegal, illegal:<from>><to>.
 // run expected set: the job ids `h3pipe run` submitted (a resubmission adds nothing).
 // history list:     one StageRecord (proto3 JSON) per completed stage, in order.
+// refused list:     submissions refused beside the run (a job id that exists, with another or
+//   an invalid spec): {"submission", "job_id", "reason", "at_ms"} JSON, the newest kRefusedKept;
+//   the run hash's `refused` counts them all.  Never a job: the run's verdict ignores them.
 #include <map>
 #include <optional>
 #include <string>
@@ -36,6 +39,7 @@ struct JobStatus {
 struct RunStatus {
   std::string run_id;
   long long created_ms = 0, expected = 0, total = 0, done = 0, failed = 0, cancelled_jobs = 0, illegal = 0;
+  long long refused = 0;                       // submissions refused beside the run (not jobs)
   bool cancelled = false;                      // the run was cancelled (h3pipe cancel)
   std::map<std::string, long long> in_state;   // state -> jobs in it now
   // Jobs at or past each stage ("encode", "sample", "decode"), from in_state: jobs, never executions.
@@ -44,6 +48,15 @@ struct RunStatus {
     return total > 0 && total >= expected && done + failed + cancelled_jobs >= total;
   }
 };
+
+// A submission refused beside a run (Store::refuse_submission).
+struct Refusal {
+  std::string submission;  // the h3pipe:submit entry id
+  std::string job_id;
+  std::string reason;
+  long long at_ms = 0;
+};
+inline constexpr int kRefusedKept = 100;
 
 // What a worker learns when it starts an attempt (Store::start_attempt).
 struct Attempt {
@@ -99,11 +112,19 @@ class Store final {
   Result<bool> accept_job(const std::string& run_id, const pb::JobSpec& spec, const std::string& encode_payload);
   // Records a submission that failed validation: a failed job with the reason.
   Status reject_job(const std::string& run_id, const std::string& job_id, const std::string& reason);
+  // Records a submission refused because its job id already exists in the run (another spec, or
+  // one that does not validate): beside the run, never as a job, so the run's verdict, a finished
+  // run's included, stays what it was.  `refused` counts it; the list keeps the newest.
+  Status refuse_submission(const std::string& run_id, const Refusal& r);
+  Result<std::vector<Refusal>> refused(const std::string& run_id);
   // Start of one attempt, in one round trip: the start move (refused unless the job is at this
   // stage; then the entry, when given, is acked: a stale or cancelled task is dropped),
   // attempts:<stage>++, and the run's cancelled flag and the job's last error read back.
   Result<Attempt> start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s,
                                 const std::optional<QueueAck>& entry = std::nullopt);
+  // SCRIPT LOADs the state machine's scripts, so a user that may only EVALSHA (the operator's
+  // `resume`) finds them in Redis's cache; the encoder's ingest calls it at start.
+  Status load_scripts();
   // Applies one move of the state machine (see Move, Applied).
   Result<Moved> apply(const Move& m);
   // exec:<stage>++ (the runtime starts).  Sent without waiting for the reply (Redis::send): it

@@ -24,6 +24,8 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/supervisor/credentials.h"
+#include "common/supervisor/stack_file.h"
+#include "common/supervisor/state_dir.h"
 #include "common/queue/redis.h"
 
 extern char** environ;
@@ -94,9 +96,7 @@ bool redis_ping(const queue::RedisAddress& a) {
   return p.ok();
 }
 
-fs::path stack_file(const config::Cluster& c) { return c.state_dir / "stack.json"; }
-
-bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+fs::path stack_path(const config::Cluster& c) { return stack_file(c.state_dir); }
 
 // Where the per-service passwords are: generated in the state dir for the embedded Redis, the
 // config's credentials_dir for a shared one ("" = the config's one user for everything).
@@ -121,11 +121,10 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
 
 // The supervisor proper; runs in the daemonized child and never returns.
 [[noreturn]] void supervise(const config::Cluster& c, const StartOptions& o, const std::string& host, int redis_port) {
-  fs::path logs = c.state_dir / "logs";
+  // The name `stop` checks (stack_file.h), beside the lock and the start time.
+  ::prctl(PR_SET_NAME, kSupervisorComm);
+  fs::path logs = c.state_dir / "logs";  // logs/, redis/, run/: made private by start()
   std::error_code ec;
-  fs::create_directories(logs, ec);
-  fs::create_directories(c.state_dir / "redis", ec);
-  fs::create_directories(c.state_dir / "run", ec);
   struct sigaction sa {};
   sa.sa_handler = on_term;
   sigaction(SIGTERM, &sa, nullptr);
@@ -183,13 +182,14 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
     children[i].started = Clock::now();
   }
   auto write_stack = [&] {
-    nlohmann::json j = {{"supervisor_pid", ::getpid()}, {"host", host}, {"config", cfg},
+    nlohmann::json j = {{"supervisor_pid", ::getpid()}, {"supervisor_start_time", process_start_time(::getpid())},
+                        {"host", host}, {"config", cfg},
                         {"state_dir", c.state_dir.string()}, {"redis", {{"host", addr.host}, {"port", addr.port}, {"embedded", c.redis.embedded},
                                    {"credentials_dir", credentials_dir(c).string()}}},
                         {"artifact_root", c.artifact_root.string()}, {"output_root", c.output_root.string()}};
     for (const auto& ch : children)
       j["processes"].push_back({{"name", ch.name}, {"pid", ch.pid}, {"log", ch.log.string()}, {"restarts", ch.restarts}});
-    (void)artifacts::write_atomic(stack_file(c), j.dump(2) + "\n");
+    (void)artifacts::write_atomic(stack_path(c), j.dump(2) + "\n");
   };
   write_stack();
 
@@ -234,7 +234,8 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
     ::kill(children[0].pid, SIGTERM);
     ::waitpid(children[0].pid, nullptr, 0);
   }
-  fs::remove(stack_file(c), ec);
+  fs::remove(stack_path(c), ec);
+  fs::remove(stack_path(c).string() + ".sha256", ec);
   ::_exit(0);
 }
 
@@ -255,12 +256,9 @@ int free_loopback_port() {
 }
 
 std::optional<nlohmann::json> running(const config::Cluster& c) {
-  std::ifstream in(stack_file(c));
-  if (!in) return std::nullopt;
-  nlohmann::json j;
-  try { in >> j; } catch (...) { return std::nullopt; }
-  if (!alive(j.value("supervisor_pid", -1))) return std::nullopt;
-  return j;
+  auto st = read_stack(c.state_dir);
+  if (!st.ok() || !*st || !prove_supervisor(c.state_dir, **st).supervisor) return std::nullopt;
+  return **st;
 }
 
 namespace {
@@ -338,6 +336,51 @@ std::string log_tail(const fs::path& log, std::size_t lines = 3) {
   return out.empty() ? "\n      (empty log)" : out;
 }
 
+// What the stack writes in and reads back from the state dir, made private before it starts
+// (issue #22: a pre-existing 0777 logs/ or 0666 log kept its mode): the folders it creates files
+// in, everything in them, and its own files at the top; refused when another user owns any.
+Status make_stack_private(const config::Cluster& c) {
+  for (const char* dir : {"logs", "redis", "run", "secrets", "transfer"}) {
+    std::error_code ec;
+    if (std::string_view(dir) == "transfer" && !fs::exists(fs::symlink_status(c.state_dir / dir, ec))) continue;
+    H3_TRY(make_private_tree(c.state_dir, c.state_dir / dir, true));
+  }
+  // The artifact and output roots when they are the state dir's (their files are the services').
+  for (const fs::path& root : {c.artifact_root, c.output_root}) {
+    const fs::path rel = root.lexically_normal().lexically_relative(c.state_dir.lexically_normal());
+    if (!rel.empty() && *rel.begin() != ".." && rel != ".") H3_TRY(make_private_tree(c.state_dir, root, false));
+  }
+  for (const char* name : {"supervisor.log", "stack.json", "stack.json.sha256"}) {
+    const fs::path p = c.state_dir / name;
+    const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno == ENOENT) continue;
+    if (fd < 0) return make_error(errc::state_dir::kUnsafe, "refusing {}: {} (a symlink?)", p.string(), std::strerror(errno));
+    const Status s = tighten_fd(fd, p);
+    ::close(fd);
+    H3_TRY(s);
+  }
+  return {};
+}
+
+// What start can say of Redis's persistence: the private one runs with AOF everysec; a shared
+// one is asked (CONFIG GET appendonly, which its ACL may refuse), never assumed.
+nlohmann::json with_persistence(const config::Cluster& c, int port, nlohmann::json st) {
+  std::string persistence = "AOF on (appendfsync everysec)";
+  if (!c.redis.embedded) {
+    persistence = "unknown";
+    auto r = queue::Redis::connect(supervisor_address(c, port));
+    if (!r.ok()) {
+      persistence = fmt::format("unknown ({})", r.error().message);
+    } else if (auto v = (*r)->command({"CONFIG", "GET", "appendonly"}); !v.ok()) {
+      persistence = fmt::format("unknown (CONFIG GET appendonly: {})", v.error().message);
+    } else if (v->get()->type == REDIS_REPLY_ARRAY && v->get()->elements == 2) {
+      persistence = queue::reply_str(v->get()->element[1]) == "yes" ? "AOF on" : "AOF off";
+    }
+  }
+  st["redis"]["persistence"] = persistence;
+  return st;
+}
+
 }  // namespace
 
 Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
@@ -350,15 +393,23 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   if (c.redis.embedded && ::access("/usr/bin/redis-server", X_OK) != 0)
     return make_error(errc::start::kRedis, "/usr/bin/redis-server is missing; run scripts/setup.sh");
   // The state dir holds credentials, every prompt (receipts) and the AOF: its owner's alone.
+  // One owned by another user or open to others is refused before anything is read or written
+  // in it (state_dir.h); what the stack creates or reuses in it is made private.
+  H3_TRY(check_state_dir(c.state_dir));
   std::error_code ec;
   fs::create_directories(c.state_dir, ec);
   if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", c.state_dir.string(), ec.message());
+  H3_TRY(check_state_dir(c.state_dir));  // what create_directories found or made
   ::chmod(c.state_dir.c_str(), 0700);
   // One stack per state dir: the lock is held by the supervisor for its whole life (the fd is
   // inherited by the fork, closed on exec, so services never hold it).
-  const fs::path lock_file = c.state_dir / "supervisor.lock";
-  const int lock = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock < 0) return make_error(errc::io::kOpen, "cannot open {}: {}", lock_file.string(), std::strerror(errno));
+  const fs::path lock_path = lock_file(c.state_dir);
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock < 0) return make_error(errc::io::kOpen, "cannot open {}: {}", lock_path.string(), std::strerror(errno));
+  if (auto s = tighten_fd(lock, lock_path); !s.ok()) {
+    ::close(lock);
+    return s.error();
+  }
   if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock);
     auto r = running(c);
@@ -366,10 +417,14 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
                       c.state_dir.string(),
                       r ? fmt::format(" (supervisor pid {})", (*r)["supervisor_pid"].get<int>()) : " (starting)");
   }
+  if (auto s = make_stack_private(c); !s.ok()) {
+    ::close(lock);
+    return s.error();
+  }
   if (const int n = end_leftovers(c.state_dir); n > 0)
     std::fprintf(stderr, "start: ended %d leftover process(es) of an earlier stack of %s\n", n,
                  c.state_dir.string().c_str());
-  fs::remove(stack_file(c), ec);
+  fs::remove(stack_path(c), ec);
   if (c.redis.embedded) {
     auto acl = prepare_local_acl(c.state_dir);
     if (!acl.ok()) {
@@ -386,7 +441,7 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
     ::umask(077);                   // logs, run files, Redis data: private to the owner
     int devnull = ::open("/dev/null", O_RDWR);
     ::dup2(devnull, 0);
-    int log = ::open((c.state_dir / "supervisor.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int log = ::open((c.state_dir / "supervisor.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     ::dup2(log, 1);
     ::dup2(log, 2);
     supervise(c, o, host, port);
@@ -411,7 +466,7 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
         if (r != Readiness::kReady) not_ready.push_back(name);
         if (r == Readiness::kFailed) failed += fmt::format("\n  {} cannot become ready: {}", name, why);
       }
-      if (not_ready.empty()) return *st;
+      if (not_ready.empty()) return with_persistence(c, port, *st);
       if (!failed.empty()) {
         (void)stop(c);
         return make_error(errc::start::kFailed, "the stack was stopped:{}", failed);
@@ -431,14 +486,32 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
                     o.ready_timeout_ms, why.empty() ? fmt::format("; see {}/logs/", c.state_dir.string()) : why);
 }
 
+// Only a process proven to be this state dir's supervisor is signalled (stack_file.h).  A
+// stack.json whose supervisor is gone is removed, under the lock, so no start is racing it.
 Status stop(const config::Cluster& c, int timeout_ms) {
-  auto st = running(c);
-  if (!st) return make_error(errc::stop::kNone, "no stack runs for {}", c.state_dir.string());
-  pid_t pid = (*st)["supervisor_pid"].get<int>();
+  auto st = read_stack(c.state_dir);
+  if (!st.ok()) return st.error();
+  if (!*st) return make_error(errc::stop::kNone, "no stack runs for {}", c.state_dir.string());
+  const Proof proof = prove_supervisor(c.state_dir, **st);
+  if (!proof.supervisor) {
+    std::string cleaned = "; nothing was signalled; stack.json left: the lock is held (a start under way?)";
+    const int lock = ::open(lock_file(c.state_dir).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (lock < 0 || ::flock(lock, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code ec;
+      fs::remove(stack_path(c), ec);
+      fs::remove(stack_path(c).string() + ".sha256", ec);
+      cleaned = "; nothing was signalled; stack.json removed";
+    }
+    if (lock >= 0) ::close(lock);
+    return make_error(errc::stop::kStale, "no stack runs here (stale stack.json, {}){}", proof.why, cleaned);
+  }
+  const pid_t pid = (**st)["supervisor_pid"].get<pid_t>();
+  const long long started = (**st)["supervisor_start_time"].get<long long>();
   ::kill(pid, SIGTERM);
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (alive(pid) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  if (alive(pid)) return make_error(errc::stop::kTimeout, "supervisor {} did not stop within {} ms", pid, timeout_ms);
+  while (same_process(pid, started) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  if (same_process(pid, started))
+    return make_error(errc::stop::kTimeout, "supervisor {} did not stop within {} ms", pid, timeout_ms);
   return {};
 }
 

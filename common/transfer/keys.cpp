@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/artifacts/artifacts.h"
+#include "common/core/bounded_file.h"
 
 namespace h3pipe::transfer {
 namespace fs = std::filesystem;
@@ -80,9 +81,10 @@ Result<std::string> load_key_file(const fs::path& path, bool secret) {
         errc::keys::kPermissions,
         "secret key file {} is accessible by group or others (mode {:o}); chmod 600 it",
         path.string(), sb.st_mode & 0777);
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
+  auto text = read_bounded_file(path, {secret ? "a secret key file" : "a public key file",
+                                       kMaxSmallFileBytes, errc::keys::kMissing});
+  if (!text.ok()) return text.error();
+  std::string line = text->substr(0, text->find('\n'));
   auto b = line.find_first_not_of(" \t\r");
   auto e = line.find_last_not_of(" \t\r");
   line = b == std::string::npos ? "" : line.substr(b, e - b + 1);

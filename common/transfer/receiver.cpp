@@ -108,8 +108,20 @@ void TransferReceiver::Impl::read_frames() {
     last_rx_[routing] = Clock::now();
     if (!f.ok()) {
       probe_.protocol_error();
-      if (f.error().code != errc::transfer::kFrameNoData)
-        logger().warn("transfer receiver: {}", f.error().message);
+      if (f.error().code != errc::transfer::kFrameNoData) {
+        // The peer's CURVE key (ZAP's User-Id) names it across reconnects; else its routing id.
+        std::string peer;
+        try {
+          peer = parts.back().gets("User-Id");
+        } catch (const zmq::error_t&) {
+        }
+        const auto a = junk_log_.admit(peer.empty() ? routing : peer);
+        if (a.log)
+          logger().warn("transfer receiver: peer {}: {}{}", peer.empty() ? "(no key)" : peer.substr(0, 8),
+                        f.error().message,
+                        a.suppressed ? fmt::format(" ({} more junk frame(s) from it not logged)", a.suppressed)
+                                     : std::string());
+      }
       continue;
     }
     switch (f->body_case()) {

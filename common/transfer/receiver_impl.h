@@ -21,6 +21,7 @@
 
 #include "common/core/result.h"
 #include "common/core/sha256.h"
+#include "common/logging/rate_limit.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/transfer/disk.h"
 #include "common/transfer/probe.h"
@@ -46,6 +47,7 @@ struct Session {
   // to add to the commit behind it, and is skipped.
   std::shared_ptr<std::atomic<bool>> finishing = std::make_shared<std::atomic<bool>>(false);
   Clock::time_point started = Clock::now(), first_byte, last_byte, committed;
+  double check_s = 0, commit_s = 0;  // on the I/O thread: the file check, the fsyncs + renames
   // Chunks that arrived before the I/O thread created the file (fresh offers; at most a window).
   std::deque<std::pair<std::uint64_t, zmq::message_t>> pending;
 };
@@ -97,6 +99,9 @@ class TransferReceiver::Impl {
   std::map<std::uint64_t, Session*> by_tid_;
   std::map<std::string, Clock::time_point> last_rx_;
   std::set<std::uint64_t> unknown_told_;
+  // One junk-frame line per peer per 10 s, with the count held back (#22); every junk frame
+  // is still counted (h3pipe_transfer_protocol_errors_total).
+  logging::LogRateLimit junk_log_{1, std::chrono::seconds(10)};
 };
 
 }  // namespace h3pipe::transfer

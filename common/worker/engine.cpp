@@ -1,8 +1,10 @@
 #include "common/worker/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
+#include "common/config/json_reader.h"
 #include "common/logging/log.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
@@ -29,6 +31,19 @@ constexpr StageDescriptor kStages[] = {
     {pb::STAGE_SAMPLE, config::StageKind::kSample, "sample", true, false, false},
     {pb::STAGE_DECODE, config::StageKind::kDecode, "decode", true, true, true},
 };
+
+// What makes a task's spec unfit to run, joined ("" = fit): spec::validate's rules against the
+// limits (the referenceImage is the runtime's to open, at the time of use), and the spec's jobId
+// must be the task's.
+std::string task_spec_problems(const pb::StageTask& t, const config::Cluster& cl) {
+  std::string out;
+  for (const auto& fe : spec::validate(t.spec(), cl, spec::Check::kTask))
+    out += (out.empty() ? "" : "; ") + fe.to_string();
+  if (t.spec().job_id() != t.job_id())
+    out += fmt::format("{}jobId: the task is for job {} but its spec names {}", out.empty() ? "" : "; ",
+                       t.job_id(), config::printable(t.spec().job_id()));
+  return out;
+}
 
 }  // namespace
 
@@ -120,6 +135,15 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   // The job's latent profile: a name the config does not know cannot become valid by retrying.
   auto profile = spec::latent_profile(t.spec(), cl);
   if (!profile.ok()) return dead_letter(c, t, profile.error().to_string());
+  // The submission's rules again, before anything is allocated for the task: the operator user
+  // may XADD a task to any stage stream (an 8192x8192 spec made a sampler die of bad_alloc on
+  // every delivery).  A spec out of range never becomes valid: dead-lettered at once, with every
+  // reason; the worker carries on.
+  if (auto bad = task_spec_problems(t, cl); !bad.empty()) {
+    const std::string why = fmt::format("{} refused the task's spec: {}", stage_.key, bad);
+    ledger_.note_error(t, why);
+    return dead_letter(c, t, why);
+  }
 
   runtime::StageContext ctx;
   ctx.latent_profile = std::move(*profile);
@@ -163,6 +187,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   rec.set_settings_json(rt.settings.dump());
   rec.set_attempts(static_cast<std::uint32_t>(attempt));
   rec.set_queue_wait_s(queue_wait_s);
+  rec.set_gpu_wait_s(c.gpu_wait_s);
   rec.set_output_path(ctx.output.string());
   rec.set_start_unix_ms(clock_.unix_ms());
 
@@ -198,7 +223,9 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   if (auto made = files_.make_dirs(ctx.root, fs::absolute(ctx.output).parent_path()); !made.ok())
     return fail_attempt(c, t, attempt, made.error());
   ledger_.note_exec(t);
+  const long long compute_start_ms = clock_.steady_ms();
   auto out = compute_(ctx);
+  const double compute_s = static_cast<double>(clock_.steady_ms() - compute_start_ms) / 1000.0;
   if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.lease_lost(c.entry_id)) {
     logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job, stage_.key);
     return done(Outcome::kLeaseLost, t);
@@ -216,6 +243,8 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   rec.set_output_sha256(out->sha256);
   rec.set_bytes(out->bytes);
   rec.set_device(out->device);
+  rec.set_mux_s(out->mux_s);
+  rec.set_run_s(std::max(0.0, compute_s - out->mux_s));
   if (!out->settings.empty()) {
     // The receipt keeps the configured settings and adds what the runtime reports it used.
     auto merged = rt.settings;

@@ -30,6 +30,7 @@ Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c, queue::
   if (!r.ok()) return r.error();
   in->redis_ = std::move(r.value());
   in->store_ = std::make_unique<state::Store>(*in->redis_);
+  H3_TRY(in->store_->load_scripts());
   queue::QueueOptions qo{keys::submit(), std::string(keys::kIngestGroup), consumer, c.queue.lease_ms,
                          c.queue.block_ms, c.queue.sweep_ms};
   in->queue_ = std::make_unique<queue::StageQueue>(*in->redis_, qo);
@@ -49,8 +50,10 @@ void Ingest::run(const std::atomic<bool>& stop) {
     }
     auto r = step();
     if (!r.ok()) {
-      logger().warn("ingest: {}", r.error().to_string());
+      if (!disk_.observe(r.error())) logger().warn("ingest: {}", r.error().to_string());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } else {
+      disk_.ok();
     }
   }
 }
@@ -65,18 +68,24 @@ Result<bool> Ingest::step() {
   const auto spec_field = e.fields.find("spec");
   std::string run = run_field != e.fields.end() ? run_field->second : std::string();
   const std::string spec_json = spec_field != e.fields.end() ? spec_field->second : std::string();
-  // A refused submission is a failed job with the reason, visible in `status`.  It never touches
-  // a job that already exists (a bad spec naming a finished job flipped it to failed): then the
-  // refusal is filed under the submission's own id.
+  // A refused submission for a new job is a failed job with the reason, visible in `status`.
+  // One naming a job that already exists never touches it and never becomes a job: it is
+  // recorded beside the run (Store::refuse_submission), so a finished run's verdict stays what
+  // it was (issue #22: a late conflicting XADD used to add a failed pseudo-job for good).
   auto reject = [&](const std::string& job, const std::string& why) -> Result<bool> {
-    std::string as = job;
-    if (as != "sub-" + e.id) {
-      auto exists = redis_->command({"EXISTS", keys::job(run, job)});
-      if (!exists.ok()) return exists.error();
-      if (queue::reply_int(exists->get()) != 0) as = "sub-" + e.id;
+    bool exists = false;
+    if (job != "sub-" + e.id) {
+      auto r = redis_->command({"EXISTS", keys::job(run, job)});
+      if (!r.ok()) return r.error();
+      exists = queue::reply_int(r->get()) != 0;
     }
-    logger().warn("ingest: run={} job={} rejected: {}", run, as, why);
-    H3_TRY(store_->reject_job(run, as, why));
+    if (exists) {
+      logger().warn("ingest: run={} job={} submission {} refused beside the run: {}", run, job, e.id, why);
+      H3_TRY(store_->refuse_submission(run, {e.id, job, why, state::now_ms()}));
+    } else {
+      logger().warn("ingest: run={} job={} rejected: {}", run, job, why);
+      H3_TRY(store_->reject_job(run, job, why));
+    }
     auto ok = queue_->complete(e, {});
     if (!ok.ok()) return ok.error();
     return true;

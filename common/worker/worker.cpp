@@ -145,6 +145,13 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   w->active_ = w->queue_.get();
   w->active_leases_ = w->leases_.get();
   Routing routing{w->hooks_.decode_host, w->hooks_.hand_off, w->hooks_.nudge};
+  if (routing.hand_off)  // timed: the duty cycle's transfer_credit share
+    routing.hand_off = [h = routing.hand_off, acc = w->handoff_s_](const pb::StageTask& t, const fs::path& p) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Status s = h(t, p);
+      *acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return s;
+    };
   if (const std::string g = gpu_group(c, pool); !g.empty()) {
     const int rank = pool.stage == config::StageKind::kEncode ? 1 : pool.stage == config::StageKind::kSample ? 2 : 3;
     w->gpu_ = std::make_unique<GpuLease>(w->opts_.redis, g, pool.name, rank, c.queue.lease_ms);
@@ -191,6 +198,15 @@ void StageWorker::count(Outcome o, const pb::StageRecord& rec) {
     case Outcome::kCompleted:
       probe_.add_bytes(static_cast<double>(rec.bytes()));
       probe_.task_done((rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, rec.queue_wait_s());
+      // MFU of a sample task whose runtime reports its model GFLOP and the device's peak (builtin).
+      if (stage_ == pb::STAGE_SAMPLE && rec.run_s() > 0) {
+        auto j = nlohmann::json::parse(rec.settings_json(), nullptr, false);
+        if (j.is_object() && j.contains("runtime_reported") && j["runtime_reported"].is_object()) {
+          const auto& rr = j["runtime_reported"];
+          const double gflop = rr.value("gflop", 0.0), peak = rr.value("peak_gflops", 0.0);
+          if (gflop > 0 && peak > 0) probe_.set_mfu(gflop / rec.run_s() / peak);
+        }
+      }
       break;
     case Outcome::kSkipped: probe_.task_skipped(); break;
     case Outcome::kRetried: probe_.task_retry(); break;
@@ -207,7 +223,9 @@ void StageWorker::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     auto r = step();
     if (!r.ok()) {
-      logger().warn("{}: {}", opts_.pool->name, r.error().to_string());
+      // A full disk or a Redis that cannot persist: said once per change (disk_health.h), not
+      // every 200 ms.
+      if (!disk_.observe(r.error())) logger().warn("{}: {}", opts_.pool->name, r.error().to_string());
       // The task may still be ours (e.g. Redis went away before the completion): take our own
       // pending entries first again, rather than waiting for our own lease to expire.
       queue_->recheck_own();
@@ -215,10 +233,18 @@ void StageWorker::run(const std::atomic<bool>& stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
+    disk_.ok();
     auto now = std::chrono::steady_clock::now();
+    const double slice = std::chrono::duration<double>(now - idle_since).count();
     if (*r) {
+      // The slice is the claim and the task: the task's process() ran it, less its hand-off.
+      const double handoff = std::min(*handoff_s_, process_s_);
+      probe_.task_ran(process_s_ - handoff);
+      probe_.idle(handoff, "transfer_credit");
+      probe_.idle(slice - process_s_, "overhead");
       idle_since = now;
     } else {
+      if (claimed_once_) probe_.idle(slice, idle_cause_);
       // Idle: count the slice as a bubble if work was waiting for this pool.
       auto len = queue_->length();
       if (len.ok()) {
@@ -261,15 +287,24 @@ Result<bool> StageWorker::step() {
     auto visible = work_visible();
     if (!visible.ok()) return visible.error();
     if (!*visible) {
+      idle_cause_ = "no_job";
+      gpu_wait_since_.reset();
       std::this_thread::sleep_for(gpu_nap);
       return false;
     }
     auto got = gpu_->acquire();
     if (!got.ok()) return got.error();
     if (!*got) {
+      idle_cause_ = "gpu_group";
+      if (!gpu_wait_since_) gpu_wait_since_ = std::chrono::steady_clock::now();
       std::this_thread::sleep_for(gpu_nap);
       return false;
     }
+  }
+  double gpu_wait_s = 0;
+  if (gpu_wait_since_) {
+    gpu_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *gpu_wait_since_).count();
+    gpu_wait_since_.reset();
   }
   // The GPUs are let go whatever happens below; after a completed task whose job goes on in
   // this group, to that stage first.
@@ -303,6 +338,7 @@ Result<bool> StageWorker::step() {
     if (claimed->has_value()) got = std::move(**claimed);
   }
   if (!got) {
+    idle_cause_ = new_work ? "no_job" : "dispatch";
     if (!new_work) hooks_.idle_wait ? hooks_.idle_wait(nap) : std::this_thread::sleep_for(nap);
     return false;
   }
@@ -315,7 +351,11 @@ Result<bool> StageWorker::step() {
   if (hooks_.on_event) hooks_.on_event("claimed", t);
   active_leases_->hold(e.id);
   probe_.set_busy(true);
-  auto r = engine_->process({e.id, e.payload}, wait);
+  claimed_once_ = true;
+  *handoff_s_ = 0;
+  const auto p0 = std::chrono::steady_clock::now();
+  auto r = engine_->process({e.id, e.payload, gpu_wait_s}, wait);
+  process_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   probe_.set_busy(false);
   active_leases_->release(e.id);
   if (!r.ok()) return r.error();

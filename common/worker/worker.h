@@ -4,9 +4,11 @@
 // next stage's enqueue in one step, retry with backoff, dead-letter after max deliveries — and
 // calls a runtime only to compute.  Transport-specific seams are injected as Hooks.
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/config/config.h"
@@ -15,6 +17,7 @@
 #include "common/runtime/runtime.h"
 #include "common/state/state.h"
 #include "common/worker/engine.h"
+#include "common/worker/disk_health.h"
 #include "common/worker/gpu_lease.h"
 
 namespace h3pipe::worker {
@@ -65,6 +68,9 @@ class StageWorker final {
   void run(const std::atomic<bool>& stop);
   // One claim + process; returns false when there was nothing to do.
   Result<bool> step();
+  // Told when the loop enters a storage state (a full disk, a Redis that cannot persist) and
+  // when it leaves it ("") (disk_health.h); the service shows it on /readyz.
+  void on_degraded(DiskHealth::OnChange f) { disk_.on_change(std::move(f)); }
 
  private:
   class RedisLedger;
@@ -97,6 +103,15 @@ class StageWorker final {
   queue::StageQueue* active_ = nullptr;
   queue::LeaseKeeper* active_leases_ = nullptr;
   pb::Stage stage_ = pb::STAGE_UNSPECIFIED;
+  DiskHealth disk_{"worker"};
+  // Duty cycle (run/step, the loop's thread; metrics.h WorkerProbe::idle): why the last idle
+  // step was idle, how long the last task's process() and its hand-off to the sender took, and
+  // since when visible work has waited for the GPU group.
+  const char* idle_cause_ = "no_job";
+  double process_s_ = 0;
+  std::shared_ptr<double> handoff_s_ = std::make_shared<double>(0);
+  std::optional<std::chrono::steady_clock::time_point> gpu_wait_since_;
+  bool claimed_once_ = false;
 };
 
 // Submission ingest (runs in the encoder service): validates what arrives on h3pipe:submit
@@ -108,10 +123,12 @@ class Ingest final {
   Result<bool> step();
   // Called at most once a second from run() with the ingest connection (gauges).
   void on_idle(std::function<void(queue::Redis&)> f) { on_idle_ = std::move(f); }
+  void on_degraded(DiskHealth::OnChange f) { disk_.on_change(std::move(f)); }
 
  private:
   Ingest(const config::Cluster& c) : cluster_(c) {}
   std::function<void(queue::Redis&)> on_idle_;
+  DiskHealth disk_{"ingest"};
   const config::Cluster& cluster_;
   std::unique_ptr<queue::Redis> redis_;
   std::unique_ptr<state::Store> store_;

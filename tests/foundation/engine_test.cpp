@@ -178,7 +178,15 @@ struct Rig {
     t.set_run_id("r1");
     t.set_job_id(job);
     t.set_stage(stage);
-    t.mutable_spec()->set_prompt("p");
+    // A spec that passes the submission's rules (the engine checks every task's: issue #22).
+    auto* s = t.mutable_spec();
+    s->set_job_id(job);
+    s->set_prompt("p");
+    s->set_width(64);
+    s->set_height(64);
+    s->set_frames(9);
+    s->set_fps(24);
+    s->set_steps(4);
     if (!ledger.jobs.count(job)) ledger.jobs[job].state = at;
     ledger.pending.insert(id);
     return {id, t.SerializeAsString()};

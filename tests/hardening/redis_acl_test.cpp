@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/queue/redis.h"
+#include "common/state/state.h"
 #include "tests/hardening/redis_acl_checks.h"
 #include "tests/hardening/redis_acl_fixture.h"
 
@@ -118,6 +119,37 @@ TEST(RedisAcl, ServiceUsersAreRefusedAdminCommandsForeignKeysAndEscapingScripts)
                           ->get()),
             1);
   EXPECT_EQ(reply_str((*admin)->command({"CONFIG", "GET", "appendonly"})->get()->element[1]), "no");
+}
+
+// Issue #22 item 9: one operator EVAL busy loop answered BUSY to every client until SCRIPT KILL.
+// The operator may not run or load Lua of its own; it runs h3pipe's scripts once a service has
+// loaded them (EVALSHA), which is all `resume` needs.
+TEST(RedisAcl, TheOperatorCannotRunItsOwnLuaButRunsH3pipesLoadedScripts) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  auto op = srv.connect("operator");
+  ASSERT_TRUE(op.ok()) << op.error().message;
+  for (const Argv& argv : {Argv{"EVAL", "while true do end", "0"}, Argv{"EVAL", "return 1", "0"},
+                           Argv{"SCRIPT", "LOAD", "while true do end"}, Argv{"EVAL_RO", "return 1", "0"},
+                           Argv{"FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('x', function() while true do end end)"},
+                           Argv{"FCALL", "x", "0"}})
+    EXPECT_TRUE(is_acl_denial(refusal(**op, argv))) << argv[0] << " " << argv[1];
+  // Until a service loaded it, h3pipe's own state-machine script is not there for the operator:
+  // refused with the reason, not run.
+  state::Store as_operator(**op);
+  auto before = as_operator.apply(state::Store::reopen_move("r", "j", state::JobState::kEncode));
+  ASSERT_FALSE(before.ok());
+  EXPECT_NE(before.error().message.find("may not load scripts"), std::string::npos) << before.error().message;
+  // The encoder's ingest loads them at start (Store::load_scripts); then the operator's move runs.
+  auto enc = srv.connect("encoder");
+  ASSERT_TRUE(enc.ok());
+  ASSERT_TRUE(state::Store(**enc).load_scripts().ok());
+  auto after = as_operator.apply(state::Store::reopen_move("r", "j", state::JobState::kEncode));
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_EQ(after->code, state::Applied::kRefused);  // no such job: refused by the table, counted
+  auto admin = srv.connect("admin");
+  ASSERT_TRUE(admin.ok());
+  EXPECT_EQ(reply_str((*admin)->command({"ACL", "LOG", "RESET"})->get()), "OK");
 }
 
 TEST(RedisAcl, EachServiceIsConfinedToItsOwnStreams) {

@@ -371,6 +371,40 @@ TEST_F(ComfyUiRecoveryTest, AReferenceImageOutsideTheInputRootsIsNeverUploaded) 
   EXPECT_TRUE(server.recorded("prompt").empty());
 }
 
+// Issue #22 item 1: the upload is the file beneath the root at the time of use: a relative path
+// is never the service's working directory's file, and a symlink swapped in after submission is
+// refused (runtime.permanent.input naming the path) with nothing uploaded.
+TEST_F(ComfyUiRecoveryTest, AReferenceImageIsReadBeneathTheRootAtTheTimeOfUse) {
+  FakeComfyUiServer server(dir_.path() / "server", opts());
+  ComfyCluster c(StageKind::kSample, {inputs_});
+  json settings = {{"url", server.url()}, {"workflow", sample_wf(true)}, {"inject", sample_inject(true)}, {"poll_ms", 20}};
+  auto rt = std::move(*make_comfyui_sample(c.args(settings)));
+  write_text(inputs_ / "r.png", "the picture beneath the root");
+  fs::create_directories(dir_.path() / "cwd");
+  write_text(dir_.path() / "cwd" / "r.png", "cwd");
+  write_text(dir_.path() / "secret.png", "a secret outside the roots");
+  const fs::path old_cwd = fs::current_path();
+  fs::current_path(dir_.path() / "cwd");
+  spec_.set_reference_image("r.png");
+  auto out = rt->sample(ctx());
+  ASSERT_TRUE(out.ok()) << out.error().to_string();
+  ASSERT_EQ(server.recorded("upload").size(), 1u);
+  EXPECT_EQ(server.recorded("upload")[0]["bytes"], 28) << "the root's file was uploaded";
+  reset_output();
+  fs::remove(inputs_ / "r.png");
+  fs::create_symlink(dir_.path() / "secret.png", inputs_ / "r.png");
+  for (std::string ref : {std::string("r.png"), (inputs_ / "r.png").string()}) {
+    spec_.set_reference_image(ref);
+    auto refused = rt->sample(ctx(2));
+    ASSERT_FALSE(refused.ok()) << ref;
+    EXPECT_EQ(refused.error().code, "runtime.permanent.input") << ref;
+    EXPECT_NE(refused.error().message.find((inputs_ / "r.png").string()), std::string::npos)
+        << refused.error().message;
+  }
+  fs::current_path(old_cwd);
+  EXPECT_EQ(server.recorded("upload").size(), 1u) << "nothing more was uploaded";
+}
+
 TEST(ComfyUiClientTest, PromptIdsAreUuidShapedAndDifferPerAttempt) {
   auto a = comfyui::prompt_id_for("run", "job", "sample", 1);
   EXPECT_EQ(a, comfyui::prompt_id_for("run", "job", "sample", 1));
