@@ -6,6 +6,7 @@
 
 #include "common/model/cuda/backend.h"
 #include "common/model/model.h"
+#include "common/model/precision.h"
 
 namespace h3pipe::model {
 
@@ -93,7 +94,7 @@ const std::vector<std::string_view> kKeys = {
     "width",        "depth",          "heads",       "mlp_ratio",        "text_layers",
     "cond_tokens",  "patch",          "audio_patch", "vae_channels",     "audio_channels",
     "threads",      "segment_frames", "overlap",     "memory_budget_mb", "seed",
-    "weights_file", "flow_shift",     "device",      "deterministic"};
+    "weights_file", "flow_shift",     "device",      "deterministic", "decoder_precision"};
 
 }  // namespace
 
@@ -139,6 +140,9 @@ Result<ModelConfig> parse_config(const nlohmann::json& settings, std::string_vie
   p.string("device", c.device);
   if (auto dev = parse_device(c.device); !dev) p.fail("device", dev.error().message);
   p.boolean("deterministic", c.deterministic);
+  p.string("decoder_precision", c.decoder_precision);
+  if (!known_precision(c.decoder_precision))
+    p.fail("decoder_precision", fmt::format("\"{}\" is not one of {}", c.decoder_precision, kPrecisionNames));
   if (c.width % c.heads != 0)
     p.fail("heads", fmt::format("width {} is not a multiple of heads {}", c.width, c.heads));
   if (!p.errors_.empty()) {
@@ -168,7 +172,8 @@ nlohmann::json config_to_json(const ModelConfig& c) {
                         {"weights_file", c.weights_file},
                         {"flow_shift", c.flow_shift},
                         {"device", c.device},
-                        {"deterministic", c.deterministic}};
+                        {"deterministic", c.deterministic},
+                        {"decoder_precision", c.decoder_precision}};
 }
 
 LatentDims latent_dims(int width, int height, int frames, int fps) {

@@ -6,6 +6,7 @@
 
 #include "common/model/cuda/backend.h"
 #include "common/model/networks.h"
+#include "common/model/precision.h"
 
 namespace h3pipe::model {
 
@@ -65,6 +66,7 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& c, unsigned parts)
     if (!loaded) return loaded.error();
     w = std::move(*loaded);
   }
+  if (parts & kDecoder) round_decoder_weights(w, c.decoder_precision);
   auto impl = std::make_unique<Impl>(c, std::move(specs), std::move(w));
   impl->parts = parts;
   auto dev = parse_device(c.device);

@@ -71,6 +71,10 @@ struct ModelConfig {
   // Device backend: GEMM algorithms without atomics-based split-K reductions, so the same call
   // on the same GPU gives the same bytes (the CPU path is always deterministic).
   bool deterministic = false;
+  // Decoder weights rounded at load to a reduced precision (precision.h): "f32" (none), "bf16",
+  // "fp16", or "int8" (per-output-channel symmetric, 1-D tensors kept).  Arithmetic stays f32:
+  // it changes the numerics of the decode, not its cost (for `h3pipe compare`, docs/compare.md).
+  std::string decoder_precision = "f32";
 };
 
 // True when this build has the CUDA device backend (H3PIPE_CUDA).
