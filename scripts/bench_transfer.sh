@@ -6,7 +6,10 @@
 #   - scp of the same files (sshd started in namespace B on a free port, temp host key, key auth);
 #   - iperf3 TCP throughput of the same link, and the same files' bytes alone through one TCP
 #     connection (bench/transfer/raw_tcp.py): the floor under any protocol on this link;
-#   - loopback MB/s with and without CURVE; SHA-256 GB/s.
+#   - loopback MB/s with and without CURVE; SHA-256 GB/s;
+#   - the hand-off's breakdown (issue #24), median ms of each phase per size and mode:
+#     submit_to_offer, offer_to_first_byte, wire, hash_tail, check, fsync_commit, handoff
+#     (docs/report.md); JSON breakdown_ms_<size>_<mode>.
 # Needs root.  Only loopback and the two namespaces it creates carry traffic.
 #
 # Usage: scripts/bench_transfer.sh [BUILD_DIR]      (default: build)
@@ -161,6 +164,26 @@ def series(name):
             dur.append((e["t_ns"] - sub[(e["run"], e["job"])]) / 1e9); size = e["size"]
     return size, dur[1:]  # first one warms up the connection
 
+# The hand-off's breakdown (issue #24): each phase's median over the timed reps, ms.
+PHASES = ("submit_to_offer", "offer_to_first_byte", "wire", "hash_tail", "check", "fsync_commit", "handoff")
+def breakdown(name):
+    sub, ph = {}, {k: [] for k in PHASES}
+    for line in open(f"{W}/{name}.send.jsonl"):
+        e = json.loads(line)
+        if e["event"] == "submit": sub[(e["run"], e["job"])] = e["t_ns"]
+    rows = [json.loads(l) for l in open(f"{W}/{name}.recv.jsonl")]
+    rows = [e for e in rows if e["event"] == "durable" and e.get("offer_ns")][1:]
+    for e in rows:
+        t0 = sub[(e["run"], e["job"])]
+        ph["submit_to_offer"].append((e["offer_ns"] - t0) / 1e6)
+        ph["offer_to_first_byte"].append(e["offer_s"] * 1e3)
+        ph["wire"].append((e["wire_s"] - e["offer_s"]) * 1e3)
+        ph["hash_tail"].append((e["verify_s"] - e["check_s"] - e["commit_s"]) * 1e3)
+        ph["check"].append(e["check_s"] * 1e3)
+        ph["fsync_commit"].append(e["commit_s"] * 1e3)
+        ph["handoff"].append((e["t_ns"] - e["offer_ns"]) / 1e6 - (e["wire_s"] + e["verify_s"]) * 1e3)
+    return {k: round(statistics.median(v), 3) for k, v in ph.items() if v}
+
 def scp(name):
     return [int(x) / 1e9 for x in open(f"{W}/{name}.scp.txt").read().split()]
 
@@ -179,6 +202,12 @@ for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
         r[f"best_ratio_{key}"] = round(best / wire, 3)
         r[f"ratio_vs_iperf_{key}"] = round(med / (size * 8 / iperf), 3)
         rows.append((label, c, size, med, best, wire, med / wire, best / wire, med / (size * 8 / iperf)))
+bd_rows = []
+for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
+    for c in ("curve", "plain"):
+        b = breakdown(f"{name}_{c}")
+        r[f"breakdown_ms_{label.replace('.', '_').lower()}_{c}"] = b
+        bd_rows.append((label, c, b))
 for label, name in [("4.3MB", "raw4"), ("13MB", "raw13")]:
     d = json.load(open(f"{W}/{name}.json"))
     key = label.replace('.', '_').lower()
@@ -201,6 +230,9 @@ print(f"link {r['link_mbit']} Mbit/s tbf, iperf3 {r['iperf3_gbps']} Gbit/s, {r['
 print(f"{'size':>6} {'mode':>5} {'bytes':>9} {'median ms':>9} {'best ms':>8} {'wire ms':>8} {'ratio':>6} {'best':>6} {'vs iperf':>8}", file=sys.stderr)
 for row in rows:
     print(f"{row[0]:>6} {row[1]:>5} {row[2]:>9} {row[3]*1e3:>9.1f} {row[4]*1e3:>8.1f} {row[5]*1e3:>8.1f} {row[6]:>6.2f} {row[7]:>6.2f} {row[8]:>8.2f}", file=sys.stderr)
+print("hand-off breakdown, median ms: " + " ".join(PHASES), file=sys.stderr)
+for label, c, b in bd_rows:
+    print(f"{label:>6} {c:>5} " + " ".join(f"{b.get(k, 0):>7.2f}" for k in PHASES), file=sys.stderr)
 print(f"raw TCP (the bytes alone, same link) median: 4.3MB {r['raw_tcp_seconds_4_3mb']*1e3:.1f} ms "
       f"(ratio {r['raw_tcp_ratio_4_3mb']}), 13MB {r['raw_tcp_seconds_13mb']*1e3:.1f} ms (ratio {r['raw_tcp_ratio_13mb']}); "
       f"13MB curve / raw TCP {r['ratio_vs_raw_tcp_13mb_curve']}", file=sys.stderr)

@@ -100,7 +100,14 @@ int receive(const Common& c, const std::string& bind, const std::string& root) {
                    {"path", p.string()},
                    {"received_total", probe.bytes()},
                    {"resumed_total", probe.resumed_bytes()},
-                   {"integrity_failures", probe.integrity_failures()}});
+                   {"integrity_failures", probe.integrity_failures()},
+                   // The hand-off's breakdown (issue #24): receiver-side phases of this delivery.
+                   {"offer_ns", current_delivery() ? current_delivery()->started_ns : 0},
+                   {"offer_s", current_delivery() ? current_delivery()->offer_s : 0},
+                   {"wire_s", current_delivery() ? current_delivery()->wire_s : 0},
+                   {"verify_s", current_delivery() ? current_delivery()->verify_s : 0},
+                   {"check_s", current_delivery() ? current_delivery()->check_s : 0},
+                   {"commit_s", current_delivery() ? current_delivery()->commit_s : 0}});
         return {};
       },
       probe);

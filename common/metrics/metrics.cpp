@@ -44,8 +44,31 @@ WorkerProbe::WorkerProbe(prometheus::Registry& reg, const std::string& stage, co
       up_(prometheus::BuildGauge().Name("h3pipe_service_up")
               .Help("1 while the service runs").Register(reg)
               .Add({{"stage", stage}, {"pool", pool}, {"host", host}})),
+      ran_(prometheus::BuildCounter().Name("h3pipe_pool_task_seconds_total")
+               .Help("Wall seconds this pool ran a task (the numerator of h3pipe_pool_duty_cycle)").Register(reg)
+               .Add({{"stage", stage}, {"pool", pool}, {"host", host}})),
+      idle_(prometheus::BuildCounter().Name("h3pipe_pool_idle_seconds_total")
+                .Help("Wall seconds this pool did not run a task since its first claim, by cause (no_job, dispatch, gpu_group, transfer_credit, overhead)").Register(reg)),
+      duty_(prometheus::BuildGauge().Name("h3pipe_pool_duty_cycle")
+                .Help("Share of wall time since the pool's first claim that it ran a task").Register(reg)
+                .Add({{"stage", stage}, {"pool", pool}, {"host", host}})),
+      mfu_(prometheus::BuildGauge().Name("h3pipe_pool_mfu")
+               .Help("Model FLOP utilisation of the pool's last sample task: model FLOP/s over the device's peak (configs/gpus.json; CPU: measured sgemm peak)").Register(reg)
+               .Add({{"stage", stage}, {"pool", pool}, {"host", host}})),
+      e2e_(prometheus::BuildHistogram().Name("h3pipe_job_end_to_end_seconds")
+               .Help("Seconds from a job's submission to its video (by the decode pool that finished it)").Register(reg)
+               .Add({{"stage", stage}, {"pool", pool}, {"host", host}}, seconds_buckets())),
+      rtf_(prometheus::BuildHistogram().Name("h3pipe_job_real_time_factor")
+               .Help("A finished job's end-to-end seconds per second of its video").Register(reg)
+               .Add({{"stage", stage}, {"pool", pool}, {"host", host}},
+                    prometheus::Histogram::BucketBoundaries{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500})),
       labels_{{"stage", stage}, {"pool", pool}, {"host", host}} {
   up_.Set(1);
+  for (const char* cause : kIdleCauses) {
+    auto l = labels_;
+    l["cause"] = cause;
+    idle_.Add(l);
+  }
   reclaims_.Add({{"stage", stage}, {"pool", pool}, {"host", host}, {"reason", "expired_lease"}});
   reclaims_.Add({{"stage", stage}, {"pool", pool}, {"host", host}, {"reason", "own_pending"}});
 }
@@ -66,6 +89,30 @@ void WorkerProbe::set_busy(bool b) { busy_.Set(b ? 1 : 0); }
 void WorkerProbe::add_bubble(double s) { bubble_.Increment(s); }
 void WorkerProbe::set_queue_depth(double d) { depth_.Set(d); }
 void WorkerProbe::add_bytes(double b) { bytes_.Increment(b); }
+void WorkerProbe::task_ran(double s) {
+  if (s <= 0) return;
+  ran_.Increment(s);
+  ran_s_.store(ran_s_.load() + s);
+  wall_s_.store(wall_s_.load() + s);
+  duty_.Set(duty_cycle());
+}
+void WorkerProbe::idle(double s, const std::string& cause) {
+  if (s <= 0) return;
+  auto l = labels_;
+  l["cause"] = cause;
+  idle_.Add(l).Increment(s);
+  wall_s_.store(wall_s_.load() + s);
+  duty_.Set(duty_cycle());
+}
+double WorkerProbe::duty_cycle() const {
+  const double w = wall_s_.load();
+  return w > 0 ? ran_s_.load() / w : 0;
+}
+void WorkerProbe::set_mfu(double m) { mfu_.Set(m); }
+void WorkerProbe::job_done(double e2e, double rtf) {
+  e2e_.Observe(e2e);
+  if (rtf > 0) rtf_.Observe(rtf);
+}
 double WorkerProbe::count(const std::string& outcome) const {
   if (outcome == "ok") return ok_.Value();
   if (outcome == "skipped") return skipped_.Value();

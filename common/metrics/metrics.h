@@ -34,6 +34,20 @@ class WorkerProbe final {
   void set_queue_depth(double d);
   void add_bytes(double bytes);
   double count(const std::string& outcome) const;
+  // Duty cycle (issue #24): wall time from the pool's first claim on, split into seconds it ran
+  // a task and idle seconds by cause: "no_job" (nothing in its queue), "dispatch" (work there,
+  // the policy gave it to another pool), "gpu_group" (its GPU group held by the group's other
+  // stage), "transfer_credit" (inside a task, handing the latent to the transfer sender),
+  // "overhead" (claim and bookkeeping between tasks).  h3pipe_pool_duty_cycle = ran / wall.
+  void task_ran(double seconds);
+  void idle(double seconds, const std::string& cause);
+  double duty_cycle() const;
+  // Model FLOP utilisation of the last sample task: achieved FLOP/s / the device's peak.
+  void set_mfu(double mfu);
+  // A job finished (the decoder, as it writes the receipt): its end-to-end seconds and its
+  // real-time factor (end to end / video length).
+  void job_done(double end_to_end_s, double real_time_factor);
+  static constexpr const char* kIdleCauses[] = {"no_job", "dispatch", "gpu_group", "transfer_credit", "overhead"};
 
  private:
   prometheus::Family<prometheus::Counter>& tasks_;
@@ -41,7 +55,12 @@ class WorkerProbe final {
   prometheus::Counter &ok_, &skipped_, &retry_, &dead_, &cancelled_, &refused_, &lease_lost_, &bubble_, &bytes_;
   prometheus::Histogram &seconds_, &wait_;
   prometheus::Gauge &busy_, &depth_, &up_;
+  prometheus::Counter& ran_;
+  prometheus::Family<prometheus::Counter>& idle_;
+  prometheus::Gauge &duty_, &mfu_;
+  prometheus::Histogram &e2e_, &rtf_;
   std::map<std::string, std::string> labels_;
+  std::atomic<double> ran_s_{0}, wall_s_{0};
 };
 
 }  // namespace h3pipe::metrics

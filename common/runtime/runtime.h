@@ -57,6 +57,7 @@ struct StageOutput {
   std::string device = "cpu";             // what computed it ("cpu", "cuda:0", "comfyui@host:port")
   nlohmann::json settings = nlohmann::json::object();  // runtime settings worth a receipt
   bool reused = false;  // the commit found the output already committed by another execution
+  double mux_s = 0;     // decode: seconds of it spent writing the MP4 container (receipt mux_s)
 };
 
 class EncodeRuntime {

@@ -16,6 +16,7 @@ struct GpuInfo {
   std::string model;
   std::vector<std::string> aliases;
   double memory_gb = 0, bandwidth_gbs = 0;
+  double peak_tflops = 0;  // dense FP16/BF16 tensor, FP32 accumulate (peak_tflops_fp16); 0 unknown
   // Per stage: class -> speed relative to one T10; "" is the value for every class.
   std::map<config::StageKind, std::map<std::string, double>> speed;
   double speed_for(config::StageKind stage, const std::string& job_class) const;
@@ -28,10 +29,21 @@ struct StageReference {
   std::string source;
 };
 
+// A model's declared FLOPs per denoising step at one geometry (configs/gpus.json model_flops):
+// the MFU numerator for runtimes that count none (ComfyUI).  `match`: lower-case substrings of a
+// stage's runtime settings (its workflow template names the model).
+struct ModelFlops {
+  std::string name;
+  std::vector<std::string> match;
+  std::uint32_t width = 0, height = 0, frames = 0;
+  double tflop_per_step = 0;
+};
+
 struct GpuTable {
   std::vector<config::JobClass> classes;
   std::map<config::StageKind, StageReference> reference;
   std::map<config::StageKind, double> parallel_efficiency;
+  std::vector<ModelFlops> model_flops;
   std::vector<GpuInfo> gpus;
 
   // By model or alias, case-insensitive, ignoring spaces and dashes; nullptr if unknown.

@@ -26,6 +26,15 @@ struct MeasuredStage {
   std::string pool;   // pool name; for transfers "from->to" when the pool field is empty
   std::string host;
   double start_s = 0, end_s = 0;  // unix seconds
+  // Where the time went (StageRecord's fields; 0 in receipts older than issue #24).
+  double queue_wait_s = 0, run_s = 0, mux_s = 0, wire_s = 0, verify_s = 0, gpu_wait_s = 0;
+  // The job's: the video's length (frames / fps of its spec) and its receipt's end to end.
+  double video_s = 0, end_to_end_s = 0;
+  double gflop = 0;  // the runtime's reported model GFLOP for the stage (builtin), 0 if none
+  double peak_gflops = 0;  // the runtime's reported device peak (builtin on CPU: sgemm), 0 if none
+  std::uint32_t width = 0, height = 0, frames = 0, steps = 0;  // the job's spec
+  std::string settings;  // the stage's settings_json (runtime settings as the receipt has them)
+  std::string device;
 };
 
 // Parses receipts; `cluster` (optional) resolves job classes from sizes.  Receipts that cannot be

@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 
+#include "common/schedule/gpu_table.h"
+#include "common/schedule/job_timing.h"
 #include "common/schedule/plan.h"
 #include "common/schedule/receipts.h"
 
@@ -103,6 +105,50 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     }
     planned = std::move(r.value());
   }
+  // Where the time went (job_timing.h): per job, per pool; the steady rate over the middle of
+  // the run, and the planner's long-queue figure for the run's most frequent class.
+  const auto table = load_gpu_table();
+  // Sample stages whose runtime counts no FLOPs (ComfyUI): the declared FLOPs per step of the
+  // model their settings name, at the job's geometry (configs/gpus.json model_flops).
+  if (table.ok())
+    for (auto& st : stages) {
+      if (st.stage != "sample" || st.gflop > 0) continue;
+      std::string lower = st.settings;
+      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+      for (const auto& mf : table->model_flops)
+        if (mf.width == st.width && mf.height == st.height && mf.frames == st.frames &&
+            std::any_of(mf.match.begin(), mf.match.end(), [&](const std::string& k) { return lower.find(k) != std::string::npos; })) {
+          st.gflop = mf.tflop_per_step * 1000 * st.steps;
+          break;
+        }
+    }
+  const auto timings = job_timings(stages);
+  auto duty = pool_duty(stages);
+  // MFU's denominator: the pool's GPUs' peak from configs/gpus.json (gpu_model x its GPUs),
+  // else the runtime's reported one (the builtin model on CPU: its measured sgemm peak).
+  if (table.ok())
+    for (auto& d : duty)
+      if (const auto* p = cluster.find_pool(d.pool); p && !p->gpu_model.empty())
+        if (const auto* g = table->find(p->gpu_model); g && g->peak_tflops > 0) {
+          d.peak_gflops = g->peak_tflops * 1000 * static_cast<double>(std::max<std::size_t>(1, p->gpus.size()));
+          d.mfu = d.gflop_per_s > 0 ? d.gflop_per_s / d.peak_gflops : -1;
+        }
+  std::vector<double> completions;
+  std::map<std::string, std::size_t> class_count;
+  for (const auto& jt : timings) completions.push_back(jt.done_s), ++class_count[jt.job_class];
+  const double steady = steady_rate_per_hour(completions);
+  double planned_steady = -1;
+  if (planned && !class_count.empty()) {
+    auto top = std::max_element(class_count.begin(), class_count.end(),
+                                [](const auto& x, const auto& y) { return x.second < y.second; });
+    SimOptions o;
+    o.policy = *parse_policy(a.policy.empty() ? cluster.dispatch : a.policy);
+    if (auto st = steady_throughput_per_hour(cluster, top->first, o); st.ok()) planned_steady = *st;
+  }
+  double rtf_sum = 0, rtf_max = 0;
+  for (const auto& jt : timings) rtf_sum += jt.real_time_factor, rtf_max = std::max(rtf_max, jt.real_time_factor);
+  const double rtf_mean = timings.empty() ? 0 : rtf_sum / static_cast<double>(timings.size());
+
   auto planned_mean = [&](const std::string& pool, const std::string& cls) -> double {
     const auto* p = cluster.find_pool(pool);
     if (!p) return -1;
@@ -165,13 +211,18 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     nlohmann::json j;
     j["jobs"] = jobs;
     j["receipts"] = a.receipts.size();
-    j["measured"] = {
-        {"makespan_s", makespan}, {"throughput_per_hour", thr}, {"completion_rate_per_hour", rate}};
+    j["measured"] = {{"makespan_s", makespan},
+                     {"throughput_per_hour", thr},
+                     {"completion_rate_per_hour", rate},
+                     {"steady_rate_per_hour", steady},
+                     {"real_time_factor_mean", rtf_mean},
+                     {"real_time_factor_max", rtf_max}};
     if (planned) {
       j["planned"] = {{"config", a.config},
                       {"makespan_s", planned->makespan_s},
                       {"throughput_per_hour", planned->throughput_per_hour},
-                      {"completion_rate_per_hour", planned->completion_rate_per_hour()}};
+                      {"completion_rate_per_hour", planned->completion_rate_per_hour()},
+                      {"steady_rate_per_hour", planned_steady}};
       j["prediction_error"] = error;
       j["worst_start_delta_s"] = worst_start_s;
       j["worst_start_error"] = planned->makespan_s > 0 ? worst_start_s / planned->makespan_s : 0;
@@ -191,6 +242,12 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
       }
       j["pools"].push_back(pj);
     }
+    auto tj = timing_json(timings, duty, planned ? &*planned : nullptr);
+    j["job_timing"] = std::move(tj["jobs"]);
+    for (auto& pj : j["pools"])
+      if (tj["pools"].contains(pj["name"].get<std::string>()))
+        for (auto& [k, v] : tj["pools"][pj["name"].get<std::string>()].items())
+          if (!pj.contains(k)) pj[k] = v;
     j["warnings"] = warnings;
     out << j.dump() << "\n";
     return 0;
@@ -218,6 +275,10 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
                  c.first / static_cast<double>(c.second),
                  pm >= 0 ? fmt::format("{:.3f}", pm) : "-");
     }
+  fmt::print(out, "steady rate (middle of the run): {:.2f} videos/h measured, {} planned (long queue); "
+                  "real-time factor mean {:.3f}, max {:.3f}\n",
+             steady, planned_steady >= 0 ? fmt::format("{:.2f} videos/h", planned_steady) : "-", rtf_mean, rtf_max);
+  print_timing(out, timings, duty, planned ? &*planned : nullptr);
   if (!a.svg.empty()) fmt::print(out, "measured gantt: {}\n", a.svg);
   if (!a.plan_svg.empty() && planned) fmt::print(out, "planned gantt: {}\n", a.plan_svg);
   for (const auto& w : warnings) fmt::print(out, "warning: {}\n", w);

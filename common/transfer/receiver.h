@@ -45,6 +45,20 @@ struct ReceiverOptions {
 using OnDurable = std::function<Status(
     const pb::Offer& offer, const std::filesystem::path& final_path, const std::string& sha256)>;
 
+// One delivery's time, as the receiver saw it (the receipt's transfer wire_s / verify_s).
+struct DeliveryTiming {
+  double offer_s = 0;   // offer received -> first byte of data
+  double wire_s = 0;    // offer received -> last byte (the offer's round trip and the bytes)
+  double verify_s = 0;  // last byte -> hash checked, file checked, fsynced and renamed
+  // Parts of verify_s, on the I/O thread (the rest is the hash's last block and the queue to it):
+  double check_s = 0;   // ReceiverOptions::check_file (the latent against its profile)
+  double commit_s = 0;  // fdatasync, sidecar, renames, state, directory fsync (PartFile::commit)
+  long long started_ns = 0;  // the offer's arrival, steady clock (CLOCK_MONOTONIC) ns
+};
+// Inside an OnDurable callback (on the receive loop thread): the delivery's timing; nullptr
+// anywhere else.
+const DeliveryTiming* current_delivery();
+
 class TransferReceiver final {
  public:
   static Result<std::unique_ptr<TransferReceiver>> start(zmq::context_t& ctx, ReceiverOptions opts,

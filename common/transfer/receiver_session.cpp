@@ -306,6 +306,7 @@ void TransferReceiver::Impl::finish(Session& s) {
   s.phase = Session::Phase::kCommitting;
   const std::uint64_t tid = s.tid;
   io_.post([this, f = s.file, tid, offer = s.offer]() -> IoThread::Completion {
+    const auto c0 = Clock::now();
     if (opts_.check_file) {
       if (Status chk = opts_.check_file(offer, f->paths().part); !chk.ok()) {
         f->discard();
@@ -320,11 +321,16 @@ void TransferReceiver::Impl::finish(Session& s) {
         };
       }
     }
+    const auto c1 = Clock::now();
     Status st = f->commit();
-    return [this, tid, st] {
+    const double check_s = std::chrono::duration<double>(c1 - c0).count();
+    const double commit_s = std::chrono::duration<double>(Clock::now() - c1).count();
+    return [this, tid, st, check_s, commit_s] {
       auto it = by_tid_.find(tid);
       if (it == by_tid_.end()) return;
       Session& s = *it->second;
+      s.check_s = check_s;
+      s.commit_s = commit_s;
       if (!st.ok()) {
         logger().error("transfer receiver: run={} job={} commit: {}", s.offer.run_id(),
                        s.offer.job_id(), st.error().message);
@@ -342,8 +348,24 @@ void TransferReceiver::Impl::finish(Session& s) {
 
 // on_durable, then the notified mark.  False (and a retry reply sent) when the callback failed;
 // the caller erases the session either way.
+namespace {
+thread_local const DeliveryTiming* tl_delivery = nullptr;
+}  // namespace
+
+const DeliveryTiming* current_delivery() { return tl_delivery; }
+
 bool TransferReceiver::Impl::deliver(Session& s) {
+  auto secs = [](Clock::time_point a, Clock::time_point b) {
+    return a == Clock::time_point{} || b == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(b - a).count();
+  };
+  DeliveryTiming timing{secs(s.started, s.first_byte), secs(s.started, s.last_byte),
+                        secs(s.last_byte, s.committed)};
+  timing.check_s = s.check_s;
+  timing.commit_s = s.commit_s;
+  timing.started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.started.time_since_epoch()).count();
+  tl_delivery = &timing;
   Status st = on_durable_ ? on_durable_(s.offer, s.final_path, s.offer.sha256()) : Status{};
+  tl_delivery = nullptr;
   if (!st.ok()) {
     logger().error("transfer receiver: run={} job={}: on_durable failed: {}", s.offer.run_id(),
                    s.offer.job_id(), st.error().message);

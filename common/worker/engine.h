@@ -43,6 +43,7 @@ const char* outcome_name(Outcome o);
 struct Claimed {
   std::string entry_id;
   std::string payload;  // serialized pb::StageTask
+  double gpu_wait_s = 0;  // before the claim: work was visible, the GPU group was held elsewhere
 };
 
 // The job's state and the task's entry (Redis in production).

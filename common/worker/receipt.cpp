@@ -2,6 +2,8 @@
 // mp4), written atomically by the decoder before it acks.
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+
 #include "common/artifacts/artifacts.h"
 #include "common/state/paths.h"
 #include "common/worker/worker.h"
@@ -31,14 +33,23 @@ Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord&
   r.set_mp4_sha256(own.output_sha256());
   r.set_bytes_moved(moved);
   r.set_software_version(opts_.software_version);
-  if (!by_stage.empty())
-    r.set_end_to_end_s((own.end_unix_ms() - by_stage.begin()->second.start_unix_ms()) / 1000.0);
+  // From the job's first enqueue (the first stage's start less its queue wait) to the decode's
+  // end: what a user waits for its video (docs/report.md).
+  if (!by_stage.empty()) {
+    const auto& first = by_stage.begin()->second;
+    const double from_ms = static_cast<double>(first.start_unix_ms()) - first.queue_wait_s() * 1000.0;
+    r.set_end_to_end_s(std::max(0.0, (static_cast<double>(own.end_unix_ms()) - from_ms) / 1000.0));
+  }
+  // The real-time factor: seconds of pipeline per second of video (< 1: faster than real time).
+  if (t.spec().fps() > 0) r.set_video_s(static_cast<double>(t.spec().frames()) / t.spec().fps());
+  if (r.video_s() > 0) r.set_real_time_factor(r.end_to_end_s() / r.video_s());
   std::string json;
   google::protobuf::util::JsonPrintOptions o;
   o.add_whitespace = true;
   o.always_print_primitive_fields = true;
   (void)google::protobuf::util::MessageToJsonString(r, &json, o);
   auto w = artifacts::write_atomic(artifacts::Root(std::filesystem::absolute(c.output_root)), std::filesystem::absolute(*path), json);
+  if (w.ok()) probe_.job_done(r.end_to_end_s(), r.real_time_factor());
   if (!w.ok()) {
     // The error (io.*: the path and errno text; write_atomic left no .part) goes through the
     // engine's failed-attempt path, which records it as the job's reason.

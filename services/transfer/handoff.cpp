@@ -5,6 +5,7 @@
 #include "common/logging/log.h"
 #include "common/queue/keys.h"
 #include "common/state/state.h"
+#include "common/transfer/receiver.h"
 #include "common/worker/worker.h"
 
 namespace {
@@ -42,6 +43,10 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   std::error_code ec;
   rec.set_output_path(fs::relative(final_path, cluster_.artifact_root, ec).generic_string());
   rec.set_bytes(bytes);
+  if (const auto* d = transfer::current_delivery()) {  // a delivery from a peer (not local)
+    rec.set_wire_s(d->wire_s);
+    rec.set_verify_s(d->verify_s);
+  }
   std::string payload;
   task.set_stage(pb::STAGE_DECODE);
   task.set_target_host(host_);

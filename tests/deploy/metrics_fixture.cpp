@@ -63,6 +63,11 @@ int main(int argc, char** argv) {
     sam.task_done(2.0 + (i % 5) * 0.3, 1.5);
     dec.task_done(1.2, 0.2);
     sam.add_bubble(0.05);
+    // Duty cycle, idle causes, MFU, end to end and real-time factor (issue #24).
+    sam.task_ran(2.0);
+    for (const char* cause : h3pipe::metrics::WorkerProbe::kIdleCauses) sam.idle(0.01, cause);
+    sam.set_mfu(0.31);
+    dec.job_done(150 + i % 5, 30 + i % 5);
     dec.add_bubble(0.02);
     sam.set_busy(i % 2);
     sam.set_queue_depth(3 + i % 4);
