@@ -29,7 +29,8 @@ RETRY = {"kRetried": "retried", "kPermanent": "permanent", "kNotATask": "-"}
 # Codes outside runtime.permanent.* that no retry can change (issue #22): a path refused for what
 # it is, a latent header over the limit.  tests/catalogue/error_codes_test.cpp lists them too.
 PERMANENT_ELSEWHERE = {"path.absolute", "path.dotdot", "path.empty", "path.escape", "path.not_beneath",
-                       "path.nul", "path.symlink", "path.too_long", "latent.header_too_large"}
+                       "path.nul", "path.symlink", "path.too_long", "latent.header_too_large",
+                       "latent.nonfinite"}
 
 ENTRY = re.compile(
     r'^H3_ERROR_CODE\((\w+), (k\w+), "([a-z0-9_.]+)", (k\w+),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)',

@@ -25,7 +25,8 @@ TEST(ErrorCodes, OnlyRuntimePermanentCodesArePermanent) {
   // what it is, a latent header over the limit.  scripts/error_codes.py holds the same list.
   const std::set<std::string_view> elsewhere = {
       "path.absolute", "path.dotdot", "path.empty", "path.escape", "path.not_beneath",
-      "path.nul",      "path.symlink", "path.too_long", "latent.header_too_large"};
+      "path.nul",      "path.symlink", "path.too_long", "latent.header_too_large",
+      "latent.nonfinite"};
   int permanent = 0;
   for (const ErrorCode& c : errc::all()) {
     const bool named = c.id.rfind("runtime.permanent.", 0) == 0 || elsewhere.count(c.id);
