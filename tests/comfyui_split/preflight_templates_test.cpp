@@ -3,19 +3,14 @@
 // it answers GET /object_info/<class> with the entries recorded from a real ComfyUI 0.3.64 (core
 // plus h3pipe's node pack), with the model lists the test gives it, and {} for other classes,
 // as the real one does.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "common/config/config.h"
 #include "common/preflight/preflight.h"
+#include "tests/support/object_info_server.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -30,69 +25,7 @@ json read(const fs::path& p) {
   return json::parse(in);
 }
 
-class FakeComfyUiObjectInfo {
- public:
-  explicit FakeComfyUiObjectInfo(json classes) : classes_(std::move(classes)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;  // bind 0, read the port back
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(fd_, 16), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~FakeComfyUiObjectInfo() {
-    stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  int requests() const { return requests_; }
-
- private:
-  void serve() {
-    while (!stop_) {
-      int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) continue;
-      std::string req;
-      char buf[4096];
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        ssize_t n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        req.append(buf, static_cast<std::size_t>(n));
-      }
-      ++requests_;
-      std::string path = req.substr(4, req.find(' ', 4) - 4);
-      std::string body = "{}";
-      int status = 200;
-      const std::string prefix = "/object_info/";
-      if (path.rfind(prefix, 0) == 0) {
-        std::string cls = path.substr(prefix.size());
-        if (classes_.contains(cls)) body = json{{cls, classes_[cls]}}.dump();
-      } else if (path == "/system_stats") {
-        body = R"({"system": {"comfyui_version": "0.3.64"}, "devices": []})";
-      } else {
-        status = 404;
-      }
-      std::string resp =
-          "HTTP/1.1 " + std::to_string(status) +
-          " OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: " +
-          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-      (void)::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
-      ::close(c);
-    }
-  }
-  json classes_;
-  int fd_ = -1, port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> requests_{0};
-  std::thread thread_;
-};
+using FakeComfyUiObjectInfo = h3pipe::testing::ObjectInfoServer;
 
 // A server with core, h3pipe's pack, and the model files of the wan2.1_t2v template.
 json server_classes() {

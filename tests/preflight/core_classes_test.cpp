@@ -11,7 +11,7 @@
 #include "common/config/config.h"
 #include "common/preflight/core_classes.h"
 #include "common/preflight/preflight.h"
-#include "tests/preflight/object_info_server.h"
+#include "tests/support/object_info_server.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -1,7 +1,8 @@
 #pragma once
 // A ComfyUI stand-in for preflight's comfyui.templates rows: answers GET /object_info/<class>
 // from a recorded /object_info ({} for a class it lacks, as ComfyUI does) and /system_stats with
-// the version it is told, on 127.0.0.1 port 0 (read back).  One connection at a time.
+// the version it is told, on 127.0.0.1 port 0 (read back), counting the requests.  One
+// connection at a time.  Used by preflight's tests (tests/preflight, tests/comfyui_split).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -17,7 +18,7 @@ namespace h3pipe::testing {
 
 class ObjectInfoServer {
  public:
-  ObjectInfoServer(nlohmann::json classes, std::string version)
+  explicit ObjectInfoServer(nlohmann::json classes, std::string version = "0.3.64")
       : classes_(std::move(classes)), version_(std::move(version)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -40,6 +41,7 @@ class ObjectInfoServer {
   ObjectInfoServer& operator=(const ObjectInfoServer&) = delete;
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int requests() const { return requests_; }
 
  private:
   void serve() {
@@ -53,6 +55,7 @@ class ObjectInfoServer {
         if (n <= 0) break;
         req.append(buf, static_cast<std::size_t>(n));
       }
+      ++requests_;
       const std::string path = req.size() > 4 ? req.substr(4, req.find(' ', 4) - 4) : "";
       const std::string prefix = "/object_info/";
       std::string body = "{}";
@@ -78,6 +81,7 @@ class ObjectInfoServer {
   std::string version_;
   int fd_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
   std::thread thread_;
 };
 
