@@ -119,8 +119,9 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
     if (!hp.ok()) return hp.error();
     addr.host = hp->first;
     addr.port = hp->second;
+    addr.sentinels.clear();  // --redis is used as it is
   }
-  if (addr.port == 0)
+  if (addr.port == 0 && addr.sentinels.empty())
     return make_error(errc::cli::kRedis, "no running local stack under {} and the config names no redis port; run `h3pipe start` or pass --redis HOST:PORT",
                       c.state_dir.string());
   return queue::Redis::connect(addr);

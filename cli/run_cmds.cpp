@@ -88,6 +88,17 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background, con
   cmds.push_back({"EXEC"});
   auto r = (*redis)->pipeline(cmds);
   if (!r.ok()) return fail(r.error(), "submission failed, nothing enqueued");
+  // A submission a failover must not lose: acknowledged once a replica holds it (redis.wait_replicas).
+  if (const int want = (*redis)->address().wait_replicas; want > 0) {
+    auto w = (*redis)->wait_replicated();
+    const int got = w.ok() ? *w : 0;
+    if (got < want)
+      fmt::print(stderr, "warning: the submission reached {} of {} replica(s) within {} ms; a failover now could lose "
+                 "it (run `h3pipe run` again with --run-id {}: the same jobs are one job each)\n",
+                 got, want, (*redis)->address().wait_timeout_ms, run_id);
+    else
+      fmt::print(stderr, "replicated to {} replica(s)\n", got);
+  }
   fmt::print(stderr, "submitted {} job(s) as run {}\n", batch.specs.size(), run_id);
   fmt::print("{}\n", run_id);
   std::fflush(stdout);

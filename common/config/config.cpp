@@ -261,6 +261,28 @@ Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
     rr.get("credentials_dir", creds);
     c.redis.credentials_dir = resolve(base_dir, creds).string();
     rr.get("embedded", c.redis.embedded);
+    rr.get("wait_replicas", c.redis.wait_replicas, 0, 16);
+    rr.get("wait_timeout_ms", c.redis.wait_timeout_ms, 1, 600000);
+    if (auto* sv = rr.raw("sentinel")) {
+      ObjectReader sr(*sv, "/redis/sentinel", e);
+      auto& s = c.redis.sentinel;
+      sr.get("addresses", s.addresses);
+      sr.get("master", s.master, true);
+      sr.get("user", s.user);
+      std::string spf;
+      sr.get("password_file", spf);
+      if (!spf.empty()) s.password_file = resolve(base_dir, spf).string();
+      if (s.addresses.empty()) e.add("/redis/sentinel/addresses", "expected at least one HOST:PORT");
+      for (std::size_t i = 0; i < s.addresses.size(); ++i) {
+        const auto& a = s.addresses[i];
+        const auto colon = a.rfind(':');
+        const int port = colon == std::string::npos ? 0 : std::atoi(a.c_str() + colon + 1);
+        if (colon == std::string::npos || colon == 0 || port < 1 || port > 65535)
+          e.add(fmt::format("/redis/sentinel/addresses/{}", i), fmt::format("\"{}\": expected HOST:PORT", a));
+      }
+      if (c.redis.embedded)
+        e.add("/redis/sentinel", "a Redis behind Sentinel is not the embedded one: set /redis/embedded to false");
+    }
   }
   if (auto* v = r.raw("queue")) {
     ObjectReader q(*v, "/queue", e);
@@ -500,7 +522,11 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
   }
 j["redis"] = {{"host", c.redis.host}, {"port", c.redis.port}, {"user", c.redis.user},
                 {"password_file", c.redis.password_file}, {"embedded", c.redis.embedded},
-                {"credentials_dir", c.redis.credentials_dir}};
+                {"credentials_dir", c.redis.credentials_dir}, {"wait_replicas", c.redis.wait_replicas},
+                {"wait_timeout_ms", c.redis.wait_timeout_ms}};
+  if (!c.redis.sentinel.addresses.empty())
+    j["redis"]["sentinel"] = {{"addresses", c.redis.sentinel.addresses}, {"master", c.redis.sentinel.master},
+                              {"user", c.redis.sentinel.user}, {"password_file", c.redis.sentinel.password_file}};
   if (redact && !c.redis.password_file.empty()) j["redis"]["password"] = "<redacted>";
   j["queue"] = {{"lease_ms", c.queue.lease_ms}, {"renew_ms", c.queue.renew_ms},
                 {"sweep_ms", c.queue.sweep_ms}, {"max_deliveries", c.queue.max_deliveries},

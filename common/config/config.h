@@ -90,6 +90,16 @@ struct Redis {
   std::string credentials_dir;
   bool embedded = true;           // h3pipe start runs a private redis-server
   std::string password() const;   // reads password_file ("" if none)
+  // Redis behind Sentinel (embedded false): every process finds the primary through these
+  // (docs/foundation.md, "Failover").  host/port are then unused.
+  struct Sentinel {
+    std::vector<std::string> addresses;  // HOST:PORT of each Sentinel
+    std::string master;                  // the master name Sentinel monitors
+    std::string user, password_file;     // Sentinel's own AUTH, if it has one
+  } sentinel;
+  // Submissions and stage completions WAIT for this many replicas (0 = off), at most wait_timeout_ms.
+  int wait_replicas = 0;
+  int wait_timeout_ms = 1000;
 };
 
 struct Queue {

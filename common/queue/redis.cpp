@@ -2,6 +2,12 @@
 
 #include <poll.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <string_view>
+
 #include "common/core/sha256.h"
 
 namespace h3pipe::queue {
@@ -14,7 +20,26 @@ Result<Reply> take(redisContext* ctx, void* raw) {
   return r;
 }
 
+// READONLY (a replica, e.g. a primary demoted by a failover, or a DNS name that has not moved
+// yet) and MASTERDOWN (a replica that lost its primary): this is not the primary any more.
+bool not_primary(const redisReply* r) {
+  if (!r || r->type != REDIS_REPLY_ERROR) return false;
+  const std::string_view m(r->str, r->len);
+  return m.starts_with("READONLY") || m.starts_with("MASTERDOWN") ||
+         m.find("READONLY You can't write") != std::string_view::npos;
+}
+
+// One command on a bare context (AUTH, SENTINEL): the reply or why not.
+Result<Reply> command_on(redisContext* ctx, const std::vector<std::string>& argv) {
+  std::vector<const char*> a;
+  std::vector<size_t> l;
+  for (const auto& s : argv) { a.push_back(s.data()); l.push_back(s.size()); }
+  return take(ctx, redisCommandArgv(ctx, static_cast<int>(a.size()), a.data(), l.data()));
+}
+
 }  // namespace
+
+bool connection_lost(const Error& e) { return e.code == errc::redis::kIo || e.code == errc::redis::kNotPrimary; }
 
 std::string reply_str(const redisReply* r) {
   if (!r) return {};
@@ -41,12 +66,56 @@ Redis::~Redis() {
   if (ctx_) redisFree(ctx_);
 }
 
-Status Redis::reconnect() {
+void Redis::drop() {
+  if (ctx_) redisFree(ctx_);
+  ctx_ = nullptr;
   unread_ = 0;  // a reply of a send() on the old connection is gone with it
-  if (ctx_) {
-    redisFree(ctx_);
-    ctx_ = nullptr;
+}
+
+std::string Redis::where() const { return fmt::format("{}:{}", addr_.host, addr_.port); }
+
+Status Redis::find_primary() {
+  // A short connect timeout per Sentinel: one that is down must not hold a failover up.
+  const int ms = std::min(addr_.timeout_ms, 1000);
+  const timeval tv{ms / 1000, (ms % 1000) * 1000};
+  std::vector<std::string> why;
+  for (const auto& s : addr_.sentinels) {
+    redisContext* c = redisConnectWithTimeout(s.host.c_str(), s.port, tv);
+    if (!c || c->err) {
+      why.push_back(fmt::format("{}:{}: {}", s.host, s.port, c ? c->errstr : "out of memory"));
+      if (c) redisFree(c);
+      continue;
+    }
+    redisSetTimeout(c, tv);
+    Result<Reply> r = Reply(nullptr);
+    if (!addr_.sentinel_password.empty()) {
+      std::vector<std::string> auth = {"AUTH"};
+      if (!addr_.sentinel_user.empty()) auth.push_back(addr_.sentinel_user);
+      auth.push_back(addr_.sentinel_password);
+      r = command_on(c, auth);
+    }
+    if (r.ok()) r = command_on(c, {"SENTINEL", "get-master-addr-by-name", addr_.sentinel_master});
+    redisFree(c);
+    if (!r.ok()) {
+      why.push_back(fmt::format("{}:{}: {}", s.host, s.port, r.error().message));
+      continue;
+    }
+    const redisReply* a = r->get();
+    if (a->type != REDIS_REPLY_ARRAY || a->elements != 2) {
+      why.push_back(fmt::format("{}:{}: does not know a primary named {}", s.host, s.port, addr_.sentinel_master));
+      continue;
+    }
+    addr_.host = reply_str(a->element[0]);
+    addr_.port = static_cast<int>(reply_int(a->element[1]));
+    return {};
   }
+  return make_error(errc::redis::kSentinel, "no Sentinel named the primary {}: {}", addr_.sentinel_master,
+                    fmt::join(why, "; "));
+}
+
+Status Redis::reconnect() {
+  drop();
+  if (!addr_.sentinels.empty()) H3_TRY(find_primary());
   timeval tv{addr_.timeout_ms / 1000, (addr_.timeout_ms % 1000) * 1000};
   ctx_ = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, tv);
   if (!ctx_ || ctx_->err) {
@@ -60,10 +129,7 @@ Status Redis::reconnect() {
     std::vector<std::string> argv = {"AUTH"};
     if (!addr_.user.empty()) argv.push_back(addr_.user);
     argv.push_back(addr_.password);
-    std::vector<const char*> a;
-    std::vector<size_t> l;
-    for (auto& s : argv) { a.push_back(s.data()); l.push_back(s.size()); }
-    auto r = take(ctx_, redisCommandArgv(ctx_, static_cast<int>(a.size()), a.data(), l.data()));
+    auto r = command_on(ctx_, argv);
     if (!r.ok()) {
       redisFree(ctx_);
       ctx_ = nullptr;
@@ -93,6 +159,14 @@ Result<Reply> Redis::read_reply() {
     unread_ = 0;
     return make_error(errc::redis::kIo, "redis I/O error: {}", why);
   }
+  if (not_primary(static_cast<redisReply*>(raw))) {
+    // Dropped, so the next command reconnects (behind Sentinel: to the primary it names now).
+    // The command was refused, not applied.
+    Reply r(static_cast<redisReply*>(raw));
+    drop();
+    return make_error(errc::redis::kNotPrimary, "redis at {} is not the primary ({}); reconnecting", where(),
+                      std::string(r->str, r->len));
+  }
   return take(ctx_, raw);
 }
 
@@ -100,7 +174,7 @@ Status Redis::drop_unread() {
   while (unread_ > 0) {
     --unread_;
     auto r = read_reply();
-    if (!r.ok() && r.error().code == errc::redis::kIo) return r.error();
+    if (!r.ok() && connection_lost(r.error())) return r.error();
   }
   return {};
 }
@@ -156,7 +230,7 @@ Result<std::vector<Reply>> Redis::pipeline(const std::vector<std::vector<std::st
   std::optional<Error> first_error;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     auto r = read_reply();
-    if (!r.ok() && r.error().code == errc::redis::kIo) return r.error();
+    if (!r.ok() && connection_lost(r.error())) return r.error();
     if (!r.ok()) {
       if (!first_error) first_error = r.error();
       out.emplace_back(nullptr);
@@ -166,6 +240,13 @@ Result<std::vector<Reply>> Redis::pipeline(const std::vector<std::vector<std::st
   }
   if (first_error) return *first_error;
   return out;
+}
+
+Result<int> Redis::wait_replicated() {
+  if (addr_.wait_replicas <= 0) return 0;
+  auto r = command({"WAIT", std::to_string(addr_.wait_replicas), std::to_string(addr_.wait_timeout_ms)});
+  if (!r.ok()) return r.error();
+  return static_cast<int>(reply_int(r->get()));
 }
 
 Result<Reply> Redis::eval(const std::string& script, const std::vector<std::string>& keys,

@@ -18,13 +18,32 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
 struct RedisAddress {
   std::string host = "127.0.0.1";
   int port = 6379;
   std::string user;      // ACL user, empty = default
   std::string password;  // empty = no AUTH
   int timeout_ms = 5000;
+  // Redis behind Sentinel: when `sentinels` is not empty, every (re)connect asks them in turn
+  // (SENTINEL get-master-addr-by-name sentinel_master) where the primary is, and host/port are
+  // only what the last one answered.  Sentinel's own AUTH: sentinel_user/sentinel_password.
+  std::vector<HostPort> sentinels;
+  std::string sentinel_master;
+  std::string sentinel_user, sentinel_password;
+  // Writes a failover must not lose (submissions, stage completions) WAIT for this many replicas
+  // (0 = off: a single Redis), at most wait_timeout_ms.
+  int wait_replicas = 0;
+  int wait_timeout_ms = 1000;
 };
+
+// True for the errors after which the connection was dropped and the next command reconnects
+// (and, behind Sentinel, finds the primary again): I/O, and a READONLY/-MASTERDOWN reply.
+bool connection_lost(const Error& e);
 
 class Redis final {
  public:
@@ -48,11 +67,20 @@ class Redis final {
   // not +script|load (the operator) runs only scripts a service has loaded.
   Result<Reply> eval(const std::string& script, const std::vector<std::string>& keys,
                      const std::vector<std::string>& args);
+  // WAIT addr.wait_replicas addr.wait_timeout_ms after a write a failover must not lose: the
+  // number of replicas that acknowledged it (wait_replicas when off, without a round trip).
+  // Fewer than asked is not an error (the caller says so): the write stands on the primary.
+  Result<int> wait_replicated();
   const RedisAddress& address() const { return addr_; }
+  // Where this connection is (behind Sentinel: the primary it found), "HOST:PORT".
+  std::string where() const;
 
  private:
   explicit Redis(RedisAddress addr) : addr_(std::move(addr)) {}
   Status reconnect();
+  // Behind Sentinel: asks each Sentinel in turn where the primary is and sets addr_.host/port.
+  Status find_primary();
+  void drop();
   void append(const std::vector<std::string>& argv);
   // Reads and drops the replies of send() commands; call after appending the next command(s).
   Status drop_unread();

@@ -14,6 +14,7 @@
 #include "common/logging/log.h"
 #include "common/logging/protobuf_log.h"
 #include "common/metrics/degraded.h"
+#include "common/queue/redis_config.h"
 #include "common/runtime/settings_check.h"
 #include "common/supervisor/state_dir.h"
 
@@ -75,11 +76,7 @@ bool wait_for_writable_roots(const Context& ctx, const ServiceInfo& info) {
 }  // namespace
 
 queue::RedisAddress redis_address(const config::Cluster& c) {
-  queue::RedisAddress a;
-  a.host = c.redis.host;
-  a.port = c.redis.port;
-  a.user = c.redis.user;
-  a.password = c.redis.password();
+  queue::RedisAddress a = queue::address_of(c.redis);  // host, port, Sentinel, WAIT
   // Per-service ACL users (configs/redis/users.acl): one config file for the cluster, the
   // credentials from each service's environment.
   if (const char* u = std::getenv("H3PIPE_REDIS_USER"); u && *u) a.user = u;
@@ -96,6 +93,7 @@ queue::RedisAddress redis_address(const config::Cluster& c) {
     if (colon != std::string::npos && colon > 0) {
       a.host = v.substr(0, colon);
       a.port = std::atoi(v.c_str() + colon + 1);
+      a.sentinels.clear();  // an explicit address is used as it is
     }
   }
   return a;
@@ -191,6 +189,7 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
     auto colon = redis_override.rfind(':');
     ctx.redis.host = redis_override.substr(0, colon);
     ctx.redis.port = std::atoi(redis_override.substr(colon + 1).c_str());
+    ctx.redis.sentinels.clear();
   }
   ctx.bind = bind.empty() ? h->bind : bind;
   if (metrics_port < 0) metrics_port = ctx.pool ? ctx.pool->metrics_port : 0;

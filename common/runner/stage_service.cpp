@@ -2,6 +2,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <set>
 #include <thread>
 
@@ -105,6 +106,9 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     // GPU series of this pool's devices (NVML at run time; none -> h3pipe_gpu_available 0 only).
     auto gpus = gpu::GpuMonitor::start(*ctx.registry, ctx.pool->gpus, std::chrono::seconds(5));
     worker::Options opts{&c, ctx.pool, ctx.redis, ctx.pool->name};
+    // The pod's terminationGracePeriodSeconds (Helm sets it from the pool's profile): a task
+    // that cannot finish within it is handed back rather than killed with the pod.
+    if (const char* g = std::getenv("H3PIPE_STOP_GRACE_S"); g && *g) opts.stop_grace_s = std::atof(g);
     worker::Hooks hooks;
     std::unique_ptr<worker::PoolBoard> board;
     // The shared dispatch policy (common/schedule) decides whether this pool claims next, at

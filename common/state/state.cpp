@@ -277,7 +277,15 @@ Result<Moved> Store::apply(const Move& m) {
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
   if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) return make_error(errc::redis::kReply, "apply: unexpected reply");
-  return Moved{static_cast<Applied>(reply_int(a->element[0])), state_of(a->element[1])};
+  Moved moved{static_cast<Applied>(reply_int(a->element[0])), state_of(a->element[1])};
+  // A stage completion a failover must not lose: WAIT for the configured replicas.  Fewer is
+  // not a failure (the move stands on the primary; a failover before it replicates is redone
+  // from the artifacts, each stage being idempotent): the caller sees the count.
+  if (m.ack && redis_.address().wait_replicas > 0) {
+    auto w = redis_.wait_replicated();
+    moved.replicas = w.ok() ? *w : 0;
+  }
+  return moved;
 }
 
 Status Store::note_exec(const std::string& run_id, const std::string& job_id, pb::Stage s) {

@@ -94,6 +94,8 @@ enum class Applied {
 struct Moved {
   Applied code = Applied::kLeaseLost;
   JobState from = JobState::kNone;
+  // Replicas that acknowledged an applied completion (redis.wait_replicas; -1: not asked).
+  int replicas = -1;
 };
 const char* applied_name(Applied a);
 

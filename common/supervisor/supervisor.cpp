@@ -23,6 +23,7 @@
 #include <httplib.h>
 
 #include "common/artifacts/artifacts.h"
+#include "common/queue/redis_config.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/stack_file.h"
 #include "common/supervisor/state_dir.h"
@@ -107,8 +108,11 @@ fs::path credentials_dir(const config::Cluster& c) {
 
 // How the supervisor itself reaches Redis: the admin user of the credentials, or the config's.
 queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port) {
-  queue::RedisAddress a{c.redis.embedded ? "127.0.0.1" : c.redis.host,
-                        c.redis.embedded ? redis_port : c.redis.port, c.redis.user, c.redis.password()};
+  queue::RedisAddress a = queue::address_of(c.redis);  // a shared Redis: its host/port or Sentinel
+  if (c.redis.embedded) {
+    a.host = "127.0.0.1";
+    a.port = redis_port;
+  }
   if (const fs::path creds = credentials_dir(c); !creds.empty()) {
     const RedisUser admin = user_for(creds, "admin");
     config::Redis r;

@@ -169,7 +169,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   poll->next_ms = clock_.steady_ms() + 1000;
   const std::string entry_id = c.entry_id;
   ctx.cancelled = [this, run, poll, entry_id] {
-    if (ledger_.lease_lost(entry_id)) return true;
+    if (ledger_.lease_lost(entry_id) || ledger_.hand_back_due()) return true;
     if (!poll->cancelled && clock_.steady_ms() >= poll->next_ms) {
       poll->next_ms = clock_.steady_ms() + 1000;
       auto x = ledger_.run_cancelled(run);
@@ -229,6 +229,16 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.lease_lost(c.entry_id)) {
     logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job, stage_.key);
     return done(Outcome::kLeaseLost, t);
+  }
+  if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.hand_back_due()) {
+    // Scale-in: the pod's grace ends before the stage would; the task goes back now, not when
+    // its lease expires (another worker's next sweep takes it).
+    const std::string why = fmt::format("{} handed back by pool {} at shutdown after {:.1f}s (its stop grace ran out)",
+                                        stage_.key, opts_.pool->name, static_cast<double>(compute_s));
+    logger().warn("run={} job={} {}", run, job, why);
+    ledger_.note_handed_back(t, why);
+    H3_TRY(ledger_.retry_later(c.entry_id, 0));
+    return done(Outcome::kRetried, t);
   }
   if (!out.ok() && out.error().code == errc::runtime::kCancelled) {
     logger().info("run={} job={} {}: cancelled while running", run, job, stage_.key);
@@ -353,6 +363,9 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
     if (auto n = routing_.nudge(next); !n.ok())
       logger().warn("run={} job={}: {} (the sender finds the latent at its next outbox scan)", run, job,
                    n.error().to_string());
+  if (moved->code == Applied::kApplied && moved->replicas == 0)
+    logger().warn("run={} job={} {}: completion acknowledged by no replica within redis.wait_timeout_ms; a failover "
+                  "now would redo it from its artifacts", run, job, stage_.key);
   switch (moved->code) {
     case Applied::kApplied:
       logger().info("run={} job={} {} done in {:.3f}s -> {}", run, job, stage_.key,

@@ -61,6 +61,10 @@ class Ledger {
   virtual void note_error(const pb::StageTask& t, const std::string& reason) = 0;
   virtual Result<bool> run_cancelled(const std::string& run_id) = 0;
   virtual bool lease_lost(const std::string& entry_id) = 0;
+  // Scale-in: the worker is stopping and its grace is running out; a running task stops and is
+  // handed back (retry_later(id, 0): claimable by another worker at once), said in the job hash.
+  virtual bool hand_back_due() { return false; }
+  virtual void note_handed_back(const pb::StageTask& t, const std::string& why) { (void)t, (void)why; }
 };
 
 // The artifact files (the disk in production).

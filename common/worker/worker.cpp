@@ -67,6 +67,7 @@ class StageWorker::RedisLedger final : public Ledger {
     return w_.active_->dead_letter(e, state::stage_key(w_.stage_), "", "", reason, {});
   }
   Status retry_later(const std::string& id, int backoff_ms) override {
+    w_.active_leases_->release(id);  // no renewal may make it look fresh again after this
     queue::Entry e;
     e.id = id;
     return w_.active_->release_for_retry(e, backoff_ms);
@@ -77,6 +78,12 @@ class StageWorker::RedisLedger final : public Ledger {
   }
   Result<bool> run_cancelled(const std::string& run) override { return w_.store_->cancelled(run); }
   bool lease_lost(const std::string& id) override { return w_.active_leases_->is_lost(id); }
+  bool hand_back_due() override { return w_.hand_back_due(); }
+  void note_handed_back(const pb::StageTask& t, const std::string& why) override {
+    const std::string job = keys::job(t.run_id(), t.job_id());
+    (void)w_.redis_->pipeline({{"HINCRBY", job, std::string("handed_back:") + state::stage_key(w_.stage_), "1"},
+                               {"HSET", job, "error", why}});
+  }
 
  private:
   StageWorker& w_;
@@ -218,7 +225,16 @@ void StageWorker::count(Outcome o, const pb::StageRecord& rec) {
   }
 }
 
+bool StageWorker::hand_back_due() {
+  if (!stop_ || opts_.stop_grace_s <= 0 || !stop_->load()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!stop_seen_) stop_seen_ = now;
+  const double margin = std::min(2.0, 0.2 * opts_.stop_grace_s);
+  return std::chrono::duration<double>(now - *stop_seen_).count() >= opts_.stop_grace_s - margin;
+}
+
 void StageWorker::run(const std::atomic<bool>& stop) {
+  stop_ = &stop;
   auto idle_since = std::chrono::steady_clock::now();
   while (!stop.load()) {
     auto r = step();

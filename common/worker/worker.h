@@ -48,6 +48,10 @@ struct Options {
   queue::RedisAddress redis;
   std::string consumer;             // stable per pool (restart drains its own pending entries)
   std::string software_version = "0.1.0";
+  // Scale-in (issue #23): after SIGTERM a task in progress runs on for at most this long less a
+  // margin (min(2 s, 20 %)), then is handed back (released at once for another worker) instead
+  // of being killed with its pod.  0: finish it however long it takes (the local stack).
+  double stop_grace_s = 0;
 };
 
 struct Runtimes {
@@ -78,6 +82,8 @@ class StageWorker final {
   StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
   Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own);  // receipt.cpp
   void count(Outcome o, const pb::StageRecord& rec);
+  // True once the stop flag has been set for longer than the grace allows (stop_grace_s).
+  bool hand_back_due();
   // A task this pool could claim now (undelivered, its own pending, or an expired lease): a pool
   // of a GPU group takes the group's lease only then, never to block idle in a claim.
   Result<bool> work_visible();
@@ -96,6 +102,8 @@ class StageWorker final {
   std::unique_ptr<StageEngine> engine_;
   std::unique_ptr<GpuLease> gpu_;  // set when the pool's GPUs are shared (gpu_lease.h)
   int then_rank_ = 0;              // a completed task goes on to this stage of the GPU group
+  const std::atomic<bool>* stop_ = nullptr;  // run()'s flag, read by hand_back_due()
+  std::optional<std::chrono::steady_clock::time_point> stop_seen_;
   // A sampler whose GPU group has an encoder: the group's own sample stream, taken first (the
   // jobs its encoder encoded), then the shared one.  active_ is the queue of the task at hand.
   std::unique_ptr<queue::StageQueue> own_queue_;
