@@ -9,8 +9,11 @@
 #    makes both locally: one `debootstrap --variant=minbase bookworm` rootfs, imported with
 #    `podman import` as localhost/h3pipe-base/debian:12, and the same rootfs with docs, man pages
 #    and locales removed (and dpkg told to keep them out, as Debian's slim images do) as
-#    localhost/h3pipe-base/debian:12-slim.  Made once; later runs reuse them (--rebuild-base
-#    makes them again).  H3PIPE_DEBIAN_IMAGE / H3PIPE_DEBIAN_SLIM_IMAGE name other bases instead
+#    localhost/h3pipe-base/debian:12-slim.  Made once per machine and key (the suite, the
+#    mirrors and this script's make_base, hashed: a label on both images); the two rootfs
+#    tarballs are also kept in ${H3PIPE_CACHE:-/var/cache/h3pipe}/base-<key>-{full,slim}.tar, so
+#    a wiped podman store re-imports them in seconds instead of running debootstrap again.
+#    --rebuild-base makes them again from debootstrap.  H3PIPE_DEBIAN_IMAGE / H3PIPE_DEBIAN_SLIM_IMAGE name other bases instead
 #    (e.g. docker.io/library/debian:12 where a registry is reachable); nothing is made then.
 # 2. Targets.  Every target of docker/Dockerfile (encoder sampler decoder transfer cli stunnel by
 #    default) with `podman build --layers`, tagged ${H3PIPE_IMAGE_PREFIX:-h3pipe}/<target>:<version>
@@ -40,7 +43,7 @@ while (($#)); do
     --no-cache) no_cache=(--no-cache); shift ;;
     --rebuild-base) rebuild_base=1; shift ;;
     --containers-conf) conf_only=${2:?usage: scripts/images.sh --containers-conf FILE}; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -76,6 +79,10 @@ write_containers_conf() {
         die "cgroups here are hybrid (v1 + a cgroup2 with controllers), which crun refuses: apt-get install runc"
       runtime=runc
     fi
+    echo "[network]"
+    # Pinned: podman 4.3 otherwise picks CNI where CNI networks already exist, and resolves
+    # compose service names there only with the dnsname plugin; netavark has aardvark-dns.
+    echo 'network_backend = "netavark"'
     echo "[engine]"
     if [[ -n $runtime ]]; then echo "runtime = \"$runtime\""; fi
   } >"$out"
@@ -138,9 +145,9 @@ EOF
          "$root"/var/log/apt/* "$root"/tmp/* "$root"/root/.bash_history
   : >"$root/etc/machine-id"
   rm -f "$root/etc/hostname" "$root/etc/resolv.conf"
-  local changes=(--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
-                 --change 'CMD ["bash"]')
-  tar --numeric-owner -C "$root" -c . | podman import -q "${changes[@]}" - "$base" >/dev/null
+  mkdir -p "$cache_dir"
+  tar --numeric-owner -C "$root" -c . >"$cache_dir/base-$base_key-full.tar.part"
+  mv "$cache_dir/base-$base_key-full.tar.part" "$cache_dir/base-$base_key-full.tar"
   # Slim: what Debian's -slim images drop (docs but their copyright files, man, info, locales
   # but en/C), and the dpkg excludes that keep later installs from bringing them back.
   cat >"$root/etc/dpkg/dpkg.cfg.d/docker" <<'EOF'
@@ -159,15 +166,35 @@ EOF
   rm -rf "$root"/usr/share/man/* "$root"/usr/share/groff/* "$root"/usr/share/info/* \
          "$root"/usr/share/lintian/* "$root"/usr/share/linda/*
   find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 -not -name locale.alias -exec rm -rf {} +
-  tar --numeric-owner -C "$root" -c . | podman import -q "${changes[@]}" - "$slim" >/dev/null
+  tar --numeric-owner -C "$root" -c . >"$cache_dir/base-$base_key-slim.tar.part"
+  mv "$cache_dir/base-$base_key-slim.tar.part" "$cache_dir/base-$base_key-slim.tar"
   rm -rf "$work"
   trap - EXIT
 }
 
-t_base=$(now) base_made=false
+# The cache key of the base images: the suite, the mirrors and make_base itself.
+cache_dir=${H3PIPE_CACHE:-/var/cache/h3pipe}
+base_key=$({ echo "bookworm $mirror $security"; declare -f make_base; } | sha256sum | cut -c1-16)
+import_base() {
+  local changes=(--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+                 --change 'CMD ["bash"]' --change "LABEL h3pipe.base.key=$base_key")
+  podman import -q "${changes[@]}" "$cache_dir/base-$base_key-full.tar" "$base" >/dev/null
+  podman import -q "${changes[@]}" "$cache_dir/base-$base_key-slim.tar" "$slim" >/dev/null
+}
+has_key() {  # has_key IMAGE: the image exists and carries this base_key
+  podman image inspect --format '{{json .Labels}}' "$1" 2>/dev/null | grep -q "\"h3pipe.base.key\":\"$base_key\""
+}
+
+t_base=$(now) base_made=false base_how=cached
 if [[ -z ${H3PIPE_DEBIAN_IMAGE:-}${H3PIPE_DEBIAN_SLIM_IMAGE:-} ]]; then
-  if ((rebuild_base)) || ! podman image exists "$base" || ! podman image exists "$slim"; then
-    make_base
+  if ((rebuild_base)) || ! has_key "$base" || ! has_key "$slim"; then
+    if ((rebuild_base)) || [[ ! -f $cache_dir/base-$base_key-full.tar || ! -f $cache_dir/base-$base_key-slim.tar ]]; then
+      make_base
+      base_how=debootstrap
+    else
+      base_how="imported from $cache_dir"
+    fi
+    import_base
     base_made=true
   fi
 else
@@ -177,7 +204,7 @@ else
   done
 fi
 base_s=$(secs "$t_base" "$(now)")
-echo "images: base $base, slim $slim (made now: $base_made, ${base_s}s)" >&2
+echo "images: base $base, slim $slim (key $base_key, $base_how, ${base_s}s)" >&2
 
 # --- 2. targets -------------------------------------------------------------------------------------
 build_one() {  # build_one TARGET TAG FILE [extra podman build args]

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """The images of docker/Dockerfile built and run for real with podman (docs/deploy.md, "Images").
 
-    container_test.py REPO [--no-build] [--one-host] [--keep]
+    container_test.py REPO [H3PIPE_CLI] [--no-build] [--one-host] [--keep]
 
-Opt-in: runs only with H3PIPE_CONTAINER_TESTS=1, because it first builds every image with
-scripts/images.sh --standins (cold: the debootstrap base and the build stage, ~20 min on 2 shared
-cores; warm: all cache hits, seconds), so the images it tests are those of this tree, never stale
-ones. Skips (exit 77) with the reason when not asked, or when podman, docker-compose, unshare or
-ip is missing.
+Opt-in: runs only with H3PIPE_CONTAINER_TESTS=1 (.ci/run sets it), because it first builds every
+image with scripts/images.sh --standins (cold: the debootstrap base and the build stage; warm: all
+cache hits, seconds), so the images it tests are those of this tree, never stale ones. Skips
+(exit 77) only when not asked; asked, a missing tool (TOOLS: podman, runc, catatonit, netavark,
+aardvark-dns, docker-compose, ...) or no root FAILS it, before anything is built.
 
 It re-executes itself in a network namespace of its own (unshare --net), so the fixed ports that
 compose.yaml publishes (6379, 9401-9505, 7700) collide with nothing else on the machine, and
@@ -25,6 +25,10 @@ docker-compose. Checks:
              as uid 10001; a batch submitted with the CLI image (`compose run cli run`) finishes
              with one valid MP4 per job (ffprobe: 256x256, 49 frames) and its receipt,
              owned by uid 10001 in the mounted data folder.
+  README     with H3PIPE_CLI (the host's build/bin/h3pipe): the README's "one host with compose"
+             block, line by line as written (docker/one-host.sh up, then `h3pipe run` of
+             examples/batch.jsonl from the host against the published Redis), its MP4s checked the
+             same way, and the time from the block's start to the first MP4 printed.
   two hosts  container_two_host.py: control + redis-tls + sampler-host on one, redis-tunnel +
              decoder-host on the other (two network namespaces joined by a veth pair), CURVE keys
              from the CLI image's keygen; a batch sampled on the first is decoded on the second
@@ -351,20 +355,101 @@ def check_outputs(data, jobs=JOBS, prefix=""):
               s.get("height") == 256 and s.get("nb_read_frames") == "49", "%s %s" % (s, p.stderr[-300:]))
 
 
+# --- the README's "one host with compose", run as written ------------------------------------------
+README_MARK = "<!-- one-host: "
+
+
+def readme_one_host_lines(repo):
+    """The indented command block after the README's one-host marker."""
+    lines, inside = [], False
+    for line in open(os.path.join(repo, "README.md")):
+        if line.startswith(README_MARK):
+            inside = True
+            continue
+        if inside:
+            if line.startswith("    "):
+                lines.append(line[4:].rstrip("\n"))
+            elif lines:
+                break
+    return lines
+
+
+def check_readme_one_host(repo, tmp, cli, env):
+    """Every line of the block, in order, with the host CLI's path and a folder of our own for
+    .state/one-host; the time to the first MP4 and its outputs checked as compose.cli_run's."""
+    lines = readme_one_host_lines(repo)
+    if not check("readme.one_host_block", len(lines) >= 3 and any("one-host.sh up" in l for l in lines),
+                 "README.md has no command block after %r" % README_MARK):
+        return
+    site = os.path.join(tmp, "one-host")
+    script = "\n".join(l.replace(".state/one-host", site).replace("build/bin/h3pipe", cli) for l in lines)
+    renv = dict(env, H3PIPE_ONE_HOST_DIR=site,
+                H3PIPE_REDIS_IMAGE="localhost/h3pipe-standin/redis:latest",
+                H3PIPE_PROMETHEUS_IMAGE="localhost/h3pipe-standin/prometheus:latest")
+    t0 = time.monotonic()
+    first = None
+    proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=repo, env=renv,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out = []
+        import threading
+        reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+        reader.start()
+        end = t0 + 900
+        while proc.poll() is None and time.monotonic() < end:
+            if first is None and glob.glob(os.path.join(site, "data", "outputs", "*", "*.mp4")):
+                first = time.monotonic() - t0
+            time.sleep(0.5)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(30)
+        reader.join(10)
+        total = time.monotonic() - t0
+        check("readme.one_host_ran", proc.returncode == 0, "rc %s\n%s" % (proc.returncode, "".join(out)[-3000:]))
+        print("README one host: first MP4 after %s, block done in %.1fs\n%s" % (
+            "%.1fs" % first if first is not None else "never", total, "".join(out)[-1500:]), flush=True)
+        check_outputs(os.path.join(site, "data"), jobs=sum(1 for _ in open(os.path.join(repo, "examples", "batch.jsonl"))),
+                      prefix="readme.")
+    finally:
+        run([os.path.join(repo, "docker", "one-host.sh"), "down", site], env=renv, check_rc=False, timeout=180)
+        compose_down(["docker-compose", "--project-name", "h3pipe-one-host", "--project-directory", repo,
+                      "-f", os.path.join(repo, "compose.yaml"), "--env-file", os.path.join(site, "one-host.env")],
+                     "h3pipe-one-host", env)
+
+
+# --- tools ----------------------------------------------------------------------------------------
+# What the test and scripts/images.sh use, and the Debian package with it (scripts/setup.sh's
+# container_packages and test_packages).  catatonit: compose.yaml's `init: true`; aardvark-dns:
+# netavark's DNS, how the services find `redis` by name.
+TOOLS = (("podman", "podman"), ("docker-compose", "docker-compose"), ("runc", "runc"),
+         ("/usr/libexec/podman/catatonit", "catatonit"), ("/usr/lib/podman/netavark", "netavark"),
+         ("/usr/lib/podman/aardvark-dns", "aardvark-dns"), ("iptables", "iptables"),
+         ("debootstrap", "debootstrap"), ("unshare", "util-linux"), ("nsenter", "util-linux"),
+         ("ip", "iproute2"), ("ffprobe", "ffmpeg"), ("openssl", "openssl"))
+
+
+def check_tools():
+    missing = ["%s (apt-get install %s)" % (t, p) for t, p in TOOLS
+               if not (os.access(t, os.X_OK) if t.startswith("/") else shutil.which(t))]
+    check("tools.installed", not missing, "missing: " + ", ".join(missing))
+    check("tools.root", os.geteuid() == 0,
+          "needs root (a network namespace of its own, rootful podman, chown to uid 10001)")
+    return not failed
+
+
 # --- main ---------------------------------------------------------------------------------------
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     repo = os.path.abspath(args[0] if args else os.path.join(os.path.dirname(__file__), "..", ".."))
+    cli = os.path.abspath(args[1]) if len(args) > 1 else ""  # the host's h3pipe (the README's build/bin/h3pipe)
     if os.environ.get("H3PIPE_CONTAINER_TESTS") != "1":
-        skip("opt-in (set H3PIPE_CONTAINER_TESTS=1): it builds every image with scripts/images.sh first, "
-             "about 20 minutes cold on 2 cores, too long for the CI suite")
-    for tool, pkg in (("podman", "podman"), ("docker-compose", "docker-compose"), ("unshare", "util-linux"),
-                      ("nsenter", "util-linux"), ("ip", "iproute2"), ("runc", "runc"), ("ffprobe", "ffmpeg"),
-                      ("openssl", "openssl")):
-        if not shutil.which(tool):
-            skip("%s is not installed (apt-get install %s)" % (tool, pkg))
-    if os.geteuid() != 0:
-        skip("needs root (a network namespace of its own, rootful podman, chown to uid 10001)")
+        skip("opt-in (set H3PIPE_CONTAINER_TESTS=1; .ci/run does): it builds every image with "
+             "scripts/images.sh first")
+    # Asked for, so everything it needs must be there: a missing tool fails the run (scripts/setup.sh
+    # installs them all), checked before anything is built.
+    if not check_tools():
+        print("0 passed, %d failed" % len(failed), flush=True)
+        sys.exit(1)
     version = re.search(r"project\(h3pipe VERSION ([0-9.]+)", open(os.path.join(repo, "CMakeLists.txt")).read()).group(1)
     if os.environ.get("H3PIPE_CT_NETNS") != "1":
         # Build first, on the machine's network (a cold build installs Debian packages), then
@@ -389,8 +474,9 @@ def main():
     env = dict(os.environ, CONTAINERS_CONF=conf)
     refs = {n: "localhost/h3pipe/%s:%s" % (n, version) for n in IMAGES}
     missing = [r for r in refs.values() if run(["podman", "image", "exists", r], check_rc=False, env=env).returncode]
-    if missing:
-        skip("images not built: %s (run scripts/images.sh --standins)" % missing)
+    if not check("images.present", not missing, "%s (run scripts/images.sh --standins)" % missing):
+        print("%d passed, %d failed" % (len(passed), len(failed)), flush=True)
+        sys.exit(1)
     service = None
     try:
         check_image_configs(refs)
@@ -399,6 +485,8 @@ def main():
         service, host = start_podman_service(tmp, env)
         compose_env = dict(env, DOCKER_HOST=host, COMPOSE_INTERACTIVE_NO_CLI="1")
         check_compose(repo, tmp, version, compose_env)
+        if not failed and cli:
+            check_readme_one_host(repo, tmp, cli, compose_env)
         if not failed and "--one-host" not in sys.argv:
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             import container_two_host
