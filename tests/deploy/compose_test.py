@@ -169,6 +169,55 @@ class Compose(unittest.TestCase):
             out = yaml.safe_load(r.stdout)
             self.assertIn("sampler0", out["services"])
 
+    def test_sentinel_override(self):
+        """compose.sentinel.yaml: a primary, a replica and three Sentinels, all announcing the
+        control host's address, the chart's scripts, and the Sentinel password for every service."""
+        dc = shutil.which("docker-compose")
+        files = ["-f", os.path.join(SRC, "compose.yaml"), "-f", os.path.join(SRC, "compose.sentinel.yaml")]
+        env = dict(os.environ, H3PIPE_REDIS_ANNOUNCE_HOST="192.168.50.41")
+        if not dc:
+            print("docker-compose is not installed: compose.sentinel.yaml checked with PyYAML only")
+            with open(os.path.join(SRC, "compose.sentinel.yaml")) as f:
+                yaml.safe_load(f)
+            return
+        host_env = os.path.join(SRC, "deploy", "node241.env")
+        r = subprocess.run([dc, "--env-file", host_env, *files, "config"], capture_output=True, text=True, cwd=SRC, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        svc = yaml.safe_load(r.stdout)["services"]
+        nodes = "192.168.50.41:6379 192.168.50.41:6381"
+        sentinels = "192.168.50.41:26379 192.168.50.41:26380 192.168.50.41:26381"
+        scripts = {v.split(":")[1]: v.split(":")[0] for s in svc.values() for v in s.get("volumes", [])
+                   if isinstance(v, str) and "h3pipe-sentinel" in v}
+        for path, src in scripts.items():
+            self.assertTrue(src.startswith(os.path.join(SRC, "helm", "h3pipe", "files")), src)
+            self.assertTrue(os.path.isfile(src), src)
+        for name, port in (("redis", "6379"), ("redis-replica", "6381")):
+            s = svc[name]
+            self.assertEqual(s["entrypoint"][-1], "/usr/local/etc/h3pipe-sentinel/redis-node.sh")
+            e = s["environment"]
+            self.assertEqual((e["REDIS_ANNOUNCE_HOST"], e["REDIS_ANNOUNCE_PORT"]), ("192.168.50.41", port))
+            self.assertEqual((e["SENTINEL_ADDRESSES"], e["REDIS_BOOTSTRAP_PRIMARY"]), (sentinels, "192.168.50.41:6379"))
+            self.assertEqual(e["REDIS_ENTRYPOINT"], "/usr/local/etc/redis/entrypoint.sh")
+            self.assertIn("redis-admin.password", [x["source"] if isinstance(x, dict) else x for x in s["secrets"]])
+        self.assertIn(f"{6381}", str(svc["redis-replica"]["ports"]))
+        for i, port in enumerate(("26379", "26380", "26381"), 1):
+            s = svc[f"sentinel-{i}"]
+            e = s["environment"]
+            self.assertEqual(s["profiles"], ["control"])
+            self.assertEqual((e["SENTINEL_PORT"], e["SENTINEL_ADDRESSES"], e["REDIS_NODES"]), (port, sentinels, nodes))
+            self.assertEqual(sorted(x["source"] if isinstance(x, dict) else x for x in s["secrets"]),
+                             ["redis-admin.password", "redis-sentinel.password"], "only what a Sentinel needs")
+            self.assertEqual(str(s["ports"][0]["published"] if isinstance(s["ports"][0], dict) else s["ports"][0]).split(":")[0], port)
+        for name in H3PIPE_SERVICES:
+            secrets = [x["source"] if isinstance(x, dict) else x for x in svc[name]["secrets"]]
+            self.assertIn("redis-sentinel.password", secrets, name)
+            self.assertNotIn("redis-admin.password", secrets, name)
+        # Without the announce address it refuses, naming the variable.
+        env.pop("H3PIPE_REDIS_ANNOUNCE_HOST")
+        r = subprocess.run([dc, "--env-file", host_env, *files, "config"], capture_output=True, text=True, cwd=SRC, env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("H3PIPE_REDIS_ANNOUNCE_HOST", r.stderr)
+
     def test_services_match_the_binaries(self):
         compose = load_compose()
         cluster = load_cluster()

@@ -42,6 +42,7 @@ CHART = os.path.join(SRC, "helm", "h3pipe")
 sys.path.insert(0, HERE)
 from helm_scenarios import (EXTERNAL, FAILURES, KEYS, LONG_RELEASE, NS, POOLS, SCENARIOS,  # noqa: E402
                             configure, effective_values, hook_secrets, render, renderer, run_renderer)
+from helm_scale_checks import ScaleInChecks, SentinelScriptsTest  # noqa: E402,F401  (run by unittest)
 configure(SRC, BUILD)
 
 SERVICE_FLAGS = {"--config", "--host", "--pool", "--bind", "--metrics-port", "--health-port",
@@ -87,7 +88,7 @@ class Rendered:
         return self.by.get(kind, {}).get(name)
 
 
-class ChartTest(unittest.TestCase):
+class ChartTest(ScaleInChecks, unittest.TestCase):
     maxDiff = None
 
     # ---- per-scenario checks ------------------------------------------------------------------
@@ -196,7 +197,7 @@ class ChartTest(unittest.TestCase):
             self.assertIsNotNone(target, "ScaledObject targets no rendered Deployment")
             trig = so["spec"]["triggers"][0]
             md = trig["metadata"]
-            self.assertEqual(trig["type"], "redis-streams")
+            self.assertEqual(trig["type"], "redis-sentinel-streams" if v["redis"]["sentinel"]["enabled"] else "redis-streams")
             self.assertTrue(md["stream"].startswith("h3pipe:stream:"))
             # KEDA's XLEN mode (the backlog: an acked task leaves its stream) is the one it picks
             # when no consumerGroup is named; with one it counts the pending entries, the running
@@ -205,6 +206,9 @@ class ChartTest(unittest.TestCase):
             self.assertNotIn("pendingEntriesCount", md)
             self.assertRegex(str(md["streamLength"]), r"^[1-9]\d*$")
             self.assertIn(trig["authenticationRef"]["name"], auths)
+            if v["redis"]["sentinel"]["enabled"]:  # check_sentinel: the Sentinels, not one address
+                self.assertNotIn("replicas", target["spec"])
+                continue
             self.assertRegex(md["address"], r"^[a-z0-9.-]+:\d+$")
             if not v["redis"]["external"]["enabled"]:
                 # KEDA's operator resolves names in its own namespace: <svc>.<namespace>.svc.
@@ -306,10 +310,14 @@ class ChartTest(unittest.TestCase):
                 self.assertEqual(mounts[redis_vols[0]["name"]], env["REDIS_SECRETS_DIR"])
                 self.assertIn("--user h3pipe-operator", " ".join(c["readinessProbe"]["exec"]["command"]))
                 continue
+            if comp == "sentinel":  # check_sentinel
+                continue
             self.assertIn(comp, STAGE_COMPONENTS | {"transfer"})
             self.assertEqual(len(redis_vols), 1, "one Redis secret volume")
-            self.assertEqual(redis_vols[0]["secret"]["items"], [{"key": f"redis-{comp}.password", "path": "redis-password"}],
+            # Its own user's password only, and with redis.sentinel h3pipe-sentinel's (check_sentinel).
+            self.assertEqual(redis_vols[0]["secret"]["items"][0], {"key": f"redis-{comp}.password", "path": "redis-password"},
                              "only its own user's password")
+            self.assertEqual(len(redis_vols[0]["secret"]["items"]), 2 if v["redis"]["sentinel"]["enabled"] else 1)
             c = ps["containers"][0]
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
             self.assertEqual(env["H3PIPE_REDIS_USER"], f"h3pipe-{comp}")
@@ -367,7 +375,9 @@ class ChartTest(unittest.TestCase):
         for h in hosts.values():
             self.assertEqual(h["transfer_port"], v["transfer"]["port"], "one transfer port: the DaemonSet's hostPort")
         self.assertEqual(cluster["redis"]["password_file"], "/etc/h3pipe/secrets/redis-password")
-        if v["redis"]["tls"]["enabled"]:
+        if v["redis"]["sentinel"]["enabled"]:
+            self.assertNotIn("host", cluster["redis"], "behind Sentinel: the Sentinels, not one address")
+        elif v["redis"]["tls"]["enabled"]:
             self.assertEqual((cluster["redis"]["host"], cluster["redis"]["port"]), ("127.0.0.1", 6379))
         elif v["redis"]["external"]["enabled"]:
             port = 6380 if v["redis"]["external"]["url"].endswith(":6380") else 6379
@@ -398,7 +408,8 @@ class ChartTest(unittest.TestCase):
             with self.subTest(scenario=name):
                 r = Rendered(name)
             for check in (self.check_names, self.check_pods, self.check_services, self.check_keda,
-                          self.check_tls, self.check_workloads, self.check_cluster_json, self.check_monitor):
+                          self.check_tls, self.check_workloads, self.check_cluster_json, self.check_monitor,
+                          self.check_grace, self.check_keda_scale_in, self.check_sentinel):
                 with self.subTest(scenario=name, check=check.__name__):
                     check(r)
 
@@ -498,7 +509,8 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(json.loads(res.stdout) or [], [], "templates name values that values.yaml lacks")
 
     def test_every_value_is_read(self):
-        names = ["defaults", "external-redis", "redis-tls", "servicemonitor", "sampler-pools"]
+        names = ["defaults", "external-redis", "redis-tls", "servicemonitor", "sampler-pools", "sentinel",
+                 "sentinel-external"]
 
         def unread(n):
             res = run_renderer(SCENARIOS[n][0], SCENARIOS[n][1], "-unread")

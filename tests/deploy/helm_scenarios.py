@@ -78,6 +78,22 @@ SCENARIOS = {
         "samplerPools": [dict(POOLS[0], name="a-sampler-pool-name-of-forty-characters-x")],
         "encoder": {"sharesGpusWith": "a-sampler-pool-name-of-forty-characters-x"}})),
     "release-contains-chart-name": ("prod-h3pipe", {}),
+    # Scale-in: each kind of profile, time_scale, a pool's own grace (check_grace, check_keda_scale_in).
+    "scale-in": ("h3", merged(KEYS, {"cluster": {"time_scale": 0.5}, "keda": {"enabled": True},
+                                     "encoder": {"sharesGpusWith": ""}, "samplerPools": [
+        dict(POOLS[1], name="normal", profiles={"sd": {"kind": "normal", "mean": 200, "sd": 40},
+                                                 "hd": {"kind": "fixed", "seconds": 90}}),
+        dict(POOLS[1], name="cycle", profiles={"sd": {"kind": "cycle", "seconds": [10, 4000, 20]}}),
+        dict(POOLS[1], name="own-grace", terminationGracePeriodSeconds=777)],
+        "decoder": {"terminationGracePeriodSeconds": 45}})),
+    # Redis failover: the bundled primary + replica + three Sentinels, or your Sentinels.
+    "sentinel": ("h3", merged(KEYS, {"keda": {"enabled": True}, "encoder": {"sharesGpusWith": ""},
+                                     "redis": {"sentinel": {"enabled": True}}})),
+    "sentinel-external": ("h3", merged(KEYS, {"keda": {"enabled": True}, "redis": {
+        "external": {"enabled": True}, "sentinel": {"enabled": True, "master": "prod", "waitReplicas": 2, "external": {
+            "addresses": ["s1.prod.internal:26379", "s2.prod.internal:26379", "s3.prod.internal:26380"]}}}})),
+    "sentinel-long-release": (LONG_RELEASE, merged(KEYS, {"redis": {"sentinel": {"enabled": True, "sentinels": 5,
+                                                                                 "replicas": 3, "quorum": 3}}})),
     # Numbers where strings belong (Helm reads every YAML number as float64).
     "numeric-strings": ("h3", merged(KEYS, {"image": {"tag": 2}, "redis": {"passwords": {"sampler": 12345}}})),
 }
@@ -103,6 +119,16 @@ FAILURES = {
     "tls-without-secret": ("h3", merged(KEYS, {"redis": {"tls": {"enabled": True}}}), "redis.tls.existingSecret"),
     "pool-on-unknown-host": ("h3", merged(KEYS, {"decoder": {"host": "node9"}}), 'decoder: host "node9" is not a host'),
     "helm-release-name": ("H3", KEYS, 'invalid release name "H3"'),
+    "sentinel-with-tls": ("h3", merged(KEYS, TLS, {"redis": {"sentinel": {"enabled": True}}}),
+                          "redis.sentinel.enabled with redis.tls.enabled"),
+    "sentinel-without-persistence": ("h3", merged(KEYS, {"redis": {"sentinel": {"enabled": True}, "bundled": {
+        "persistence": {"enabled": False}}}}), "redis.sentinel.enabled without redis.bundled.persistence.enabled"),
+    "sentinel-no-replica": ("h3", merged(KEYS, {"redis": {"sentinel": {"enabled": True, "replicas": 1}}}),
+                            "redis.sentinel.replicas 1: a failover needs a replica"),
+    "sentinel-quorum": ("h3", merged(KEYS, {"redis": {"sentinel": {"enabled": True, "quorum": 4}}}),
+                        "redis.sentinel.quorum 4 is more than redis.sentinel.sentinels 3"),
+    "sentinel-external-no-addresses": ("h3", merged(KEYS, {"redis": {"external": {"enabled": True}, "sentinel": {
+        "enabled": True}}}), "redis.sentinel.external.addresses"),
     "shares-unknown-pool": ("h3", merged(KEYS, {"samplerPools": [dict(POOLS[1])]}),
                             'encoder: sharesGpusWith "t10x4-sample" is not a pool'),
 }

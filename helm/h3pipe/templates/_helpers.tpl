@@ -103,9 +103,10 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* The Redis ACL users the chart's Secret holds a password for (configs/redis/users.acl). */}}
+{{/* The Redis ACL users the chart's Secret holds a password for (configs/redis/users.acl), and
+     with redis.sentinel the Sentinels' h3pipe-sentinel (files/sentinel.sh). */}}
 {{- define "h3pipe.redisUsers" -}}
-encoder sampler decoder transfer operator keda admin
+encoder sampler decoder transfer operator keda admin{{ if .Values.redis.sentinel.enabled }} sentinel{{ end }}
 {{- end -}}
 
 {{/* The Redis endpoint other pods and KEDA's operator (in its own namespace) reach: the bundled
@@ -251,6 +252,11 @@ readinessProbe:
     items:
       - key: {{ printf "redis-%s.password" .user }}
         path: redis-password
+      {{- if include "h3pipe.sentinel" $root }}
+      # Only for asking the Sentinels where the primary is (redis.sentinel.password_file).
+      - key: redis-sentinel.password
+        path: sentinel-password
+      {{- end }}
 - name: data
 {{- if $root.Values.storage.existingClaim }}
   persistentVolumeClaim:
@@ -286,4 +292,78 @@ Call with (dict "root" $ "name" NAME "shares" SHARES).
 {{- range $s := $v.samplerPools }}{{ $named = append $named $s.sharesGpusWith }}{{ end -}}
 {{- if $v.decoder.enabled }}{{ $named = append $named $v.decoder.sharesGpusWith }}{{ end -}}
 {{- if or .shares (has .name $named) }}true{{ end -}}
+{{- end -}}
+
+{{/* A stage pod's stop grace in seconds, its terminationGracePeriodSeconds and
+     H3PIPE_STOP_GRACE_S (values.yaml, stopGrace): the pool's own terminationGracePeriodSeconds,
+     else ceil(t + max(minMarginSeconds, marginFraction * t)) with t the longest of its profiles
+     (fixed: seconds; normal: mean + 3 sd; cycle: the largest) times cluster.time_scale.
+     Call with (dict "root" $ "v" POOL_VALUES). */}}
+{{- define "h3pipe.stopGrace" -}}
+{{- if gt (float64 (default 0 .v.terminationGracePeriodSeconds)) 0.0 -}}
+{{- int .v.terminationGracePeriodSeconds -}}
+{{- else -}}
+{{- $t := 0.0 -}}
+{{- range $_, $p := .v.profiles -}}
+{{- $s := 0.0 -}}
+{{- $kind := default "fixed" $p.kind -}}
+{{- if eq $kind "normal" -}}
+{{- $s = addf (default 0 $p.mean) (mulf 3 (default 0 $p.sd)) -}}
+{{- else if eq $kind "cycle" -}}
+{{- range $c := $p.seconds }}{{ $s = maxf $s $c }}{{ end -}}
+{{- else -}}
+{{- $s = float64 (default 0 $p.seconds) -}}
+{{- end -}}
+{{- $t = maxf $t $s -}}
+{{- end -}}
+{{- $t = mulf $t .root.Values.cluster.time_scale -}}
+{{- $g := .root.Values.stopGrace -}}
+{{- addf $t (maxf $g.minMarginSeconds (mulf $g.marginFraction $t)) | ceil | int -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" with redis.sentinel on. */}}
+{{- define "h3pipe.sentinel" -}}
+{{- if .Values.redis.sentinel.enabled }}true{{ end -}}
+{{- end -}}
+
+{{/* The bundled Sentinels' StatefulSet and headless Service: <fullname>-sentinel, at most 52
+     characters (the revision-hash label), a hash of the whole in a longer one. */}}
+{{- define "h3pipe.sentinelName" -}}
+{{- $full := include "h3pipe.fullname" . -}}
+{{- if gt (len $full) 43 -}}
+{{- printf "%s-%s-sentinel" ($full | trunc 34 | trimSuffix "-") ($full | sha256sum | trunc 8) -}}
+{{- else -}}
+{{- printf "%s-sentinel" $full -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Sentinels every client asks, HOST:PORT separated by spaces: the bundled pods' stable
+     names (<name>-<i>.<headless>.<namespace>.svc, reachable from KEDA's namespace too) or
+     redis.sentinel.external.addresses. */}}
+{{- define "h3pipe.sentinelAddresses" -}}
+{{- $s := .Values.redis.sentinel -}}
+{{- if .Values.redis.external.enabled -}}
+{{- if not $s.external.addresses -}}
+{{- fail "redis.sentinel.external.addresses: name the Sentinels of your Redis (HOST:PORT each) when redis.sentinel and redis.external are both on" -}}
+{{- end -}}
+{{- join " " $s.external.addresses -}}
+{{- else -}}
+{{- $n := include "h3pipe.sentinelName" . -}}
+{{- $out := list -}}
+{{- range $i := until (int $s.sentinels) -}}
+{{- $out = append $out (printf "%s-%d.%s.%s.svc:26379" $n $i $n $.Release.Namespace) -}}
+{{- end -}}
+{{- join " " $out -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The bundled Redis pods, HOST:PORT separated by spaces, pod 0 (the first primary) first. */}}
+{{- define "h3pipe.redisNodes" -}}
+{{- $full := include "h3pipe.fullname" . -}}
+{{- $out := list -}}
+{{- range $i := until (int .Values.redis.sentinel.replicas) -}}
+{{- $out = append $out (printf "%s-redis-%d.%s-redis-headless.%s.svc:6379" $full $i $full $.Release.Namespace) -}}
+{{- end -}}
+{{- join " " $out -}}
 {{- end -}}

@@ -5,6 +5,7 @@ A stage Deployment (encoder, one sampler pool, decoder).  Call with
 {{- define "h3pipe.stageDeployment" -}}
 {{- $root := .root -}}
 {{- $sel := dict "root" $root "component" .component "pool" .pool -}}
+{{- $grace := include "h3pipe.stopGrace" (dict "root" $root "v" .v) -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -39,7 +40,9 @@ spec:
       {{- end }}
       securityContext:
         {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
-      terminationGracePeriodSeconds: 90
+      {{- /* The pool's longest stage time and a margin (h3pipe.stopGrace): a pod the HPA or
+             a rollout removes finishes its task first, or hands it back just before SIGKILL. */}}
+      terminationGracePeriodSeconds: {{ $grace }}
       nodeSelector:
         {{- if .v.nodeSelector }}
         {{- toYaml .v.nodeSelector | nindent 8 }}
@@ -67,12 +70,21 @@ spec:
               value: /var/lib/h3pipe/state
             - name: H3PIPE_HEALTH_PORT
               value: {{ .ports.health | quote }}
+            # The worker hands its task back when it cannot finish within this (the pod's grace).
+            - name: H3PIPE_STOP_GRACE_S
+              value: {{ $grace | quote }}
             {{- include "h3pipe.redisEnv" (dict "root" $root "user" .component) | nindent 12 }}
           ports:
             - name: metrics
               containerPort: {{ .ports.metrics }}
             - name: health
               containerPort: {{ .ports.health }}
+          # Stop claiming at once (SIGTERM: the service stops claiming and finishes its task; the
+          # kubelet's own SIGTERM after this changes nothing); the grace counts from here.
+          lifecycle:
+            preStop:
+              exec:
+                command: ["/bin/sh", "-c", "kill -TERM 1"]
           {{- include "h3pipe.probes" $root | nindent 10 }}
           securityContext:
             {{- toYaml $root.Values.containerSecurityContext | nindent 12 }}

@@ -39,6 +39,20 @@
 {{- fail (printf "%s: host %q is not a host of cluster.hosts (%s)" $p.what $p.host (join ", " $hosts)) -}}
 {{- end -}}
 {{- end -}}
+{{- if .Values.redis.sentinel.enabled -}}
+{{- if .Values.redis.tls.enabled -}}
+{{- fail "redis.sentinel.enabled with redis.tls.enabled: behind Sentinel the services connect to the primary the Sentinels name, which the stunnel sidecar (one fixed address) cannot follow; turn one of them off" -}}
+{{- end -}}
+{{- if and (not .Values.redis.external.enabled) (not .Values.redis.bundled.persistence.enabled) -}}
+{{- fail "redis.sentinel.enabled without redis.bundled.persistence.enabled: a primary restarted empty before the Sentinels notice it is down would empty its replicas; keep persistence on" -}}
+{{- end -}}
+{{- if and (not .Values.redis.external.enabled) (lt (int .Values.redis.sentinel.replicas) 2) -}}
+{{- fail (printf "redis.sentinel.replicas %v: a failover needs a replica to promote (at least 2: a primary and a replica)" .Values.redis.sentinel.replicas) -}}
+{{- end -}}
+{{- if and (not .Values.redis.external.enabled) (gt (int .Values.redis.sentinel.quorum) (int .Values.redis.sentinel.sentinels)) -}}
+{{- fail (printf "redis.sentinel.quorum %v is more than redis.sentinel.sentinels %v: no failover could ever be agreed" .Values.redis.sentinel.quorum .Values.redis.sentinel.sentinels) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.curve.existingSecret .Values.curve.keys -}}
 {{- fail (printf "curve.existingSecret %q and curve.keys are both set: the transfer pods mount one Secret; give the keys in your Secret, or drop curve.existingSecret to have the chart render curve.keys" .Values.curve.existingSecret) -}}
 {{- end -}}
