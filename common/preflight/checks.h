@@ -35,6 +35,8 @@ struct Scope {
 };
 
 void check_redis(const config::Cluster& c, const Options& o, Report& rep);
+// With /redis/sentinel: the sentinel.* rows, one set per Sentinel (checks_sentinel.cpp).
+void check_sentinels(const config::Cluster& c, const Options& o, Report& rep);
 void check_services(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
 void check_gpus(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
 void check_disk(const config::Cluster& c, const Options& o, Report& rep);

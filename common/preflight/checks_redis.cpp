@@ -1,12 +1,14 @@
 // redis.* and clock.skew rows.
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/preflight/checks.h"
+#include "common/queue/redis.h"
+#include "common/queue/redis_config.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/stack_file.h"
-#include "common/queue/redis.h"
 
 namespace h3pipe::preflight {
 namespace {
@@ -29,8 +31,8 @@ struct Resolved {
 
 Resolved resolve_address(const config::Cluster& c, const Options& o) {
   Resolved r;
-  r.addr.host = c.redis.host;
-  r.addr.port = c.redis.port;
+  // Host and port, or the Sentinels that name the primary, and WAIT: the services' resolution.
+  queue::apply_topology(c.redis, r.addr);
   r.addr.user = c.redis.user;
   r.addr.timeout_ms = static_cast<int>(o.timeout.count());
   r.password_file = c.redis.password_file;
@@ -69,15 +71,65 @@ Resolved resolve_address(const config::Cluster& c, const Options& o) {
   return r;
 }
 
+// redis.replicas: the server is a primary and has the replicas WAIT waits for (INFO replication).
+void check_replicas(const config::Cluster& c, queue::Redis& r, const std::string& target,
+                    const std::string& who, Report& rep) {
+  auto info = r.command({"INFO", "replication"});
+  if (!info.ok()) {
+    rep.fail("redis.replicas", target, info.error().message,
+             "allow INFO for " + who + " (ACL: +info)");
+    return;
+  }
+  const std::string text = queue::reply_str(info->get());
+  const std::string role = info_field(text, "role");
+  if (role != "master") {
+    rep.fail("redis.replicas", target,
+             fmt::format("role {}: not the primary", role.empty() ? "unknown" : role),
+             c.redis.sentinel.addresses.empty()
+                 ? "point /redis/host and /redis/port at the primary"
+                 : "the Sentinels name a replica: a failover in progress, or Sentinels out of date "
+                   "(SENTINEL RESET on each)");
+    return;
+  }
+  int online = 0;
+  const int connected = std::atoi(info_field(text, "connected_slaves").c_str());
+  for (int i = 0; i < connected; ++i)
+    if (info_field(text, fmt::format("slave{}", i)).find("state=online") != std::string::npos)
+      ++online;
+  const int want = c.redis.wait_replicas;
+  const std::string detail =
+      fmt::format("primary with {} replica(s) online ({} connected); wait_replicas {}", online,
+                  connected, want);
+  if (want > 0 && online < want)
+    rep.fail(
+        "redis.replicas", target, detail,
+        fmt::format(
+            "every completion would wait /redis/wait_timeout_ms ({} ms) and stand on the primary "
+            "alone: start or repair the replicas (INFO replication on {}), or lower "
+            "/redis/wait_replicas",
+            c.redis.wait_timeout_ms, target));
+  else if (online == 0)
+    rep.warn("redis.replicas", target, detail,
+             "Sentinel has no replica to promote if the primary fails: start one (replicaof the "
+             "primary)");
+  else
+    rep.pass("redis.replicas", target, detail);
+}
+
 }  // namespace
 
 void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
   Resolved res = resolve_address(c, o);
-  std::string target = res.error.empty() ? fmt::format("{}:{}", res.addr.host, res.addr.port)
-                                         : fmt::format("{}:{}", c.redis.host, c.redis.port);
+  const bool sentinel = !res.addr.sentinels.empty();
+  // Behind Sentinel the primary is known once a Sentinel named it (the connection's where()).
+  std::string target = sentinel ? fmt::format("sentinel master {}", c.redis.sentinel.master)
+                       : res.error.empty() ? fmt::format("{}:{}", res.addr.host, res.addr.port)
+                                           : fmt::format("{}:{}", c.redis.host, c.redis.port);
+  const bool replicas = sentinel || c.redis.wait_replicas > 0;
   auto skip_rest = [&](const std::string& why) {
-    for (const char* n : {"redis.version", "redis.aof", "redis.eviction", "clock.skew"})
-      rep.add(n, target, Outcome::kSkip, why);
+    for (const char* n :
+         {"redis.version", "redis.aof", "redis.eviction", "redis.replicas", "clock.skew"})
+      if (replicas || std::string(n) != "redis.replicas") rep.add(n, target, Outcome::kSkip, why);
   };
   if (!res.error.empty()) {
     rep.fail("redis.reachable", target, res.error,
@@ -107,6 +159,15 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
   auto conn = queue::Redis::connect(res.addr);
   double connect_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!conn.ok() && conn.error().code == errc::redis::kSentinel) {
+    rep.fail(
+        "redis.reachable", target, conn.error().message,
+        "see the sentinel.* rows: a Sentinel that answers must monitor /redis/sentinel/master");
+    rep.add("redis.auth", target, Outcome::kSkip, "needs redis.reachable");
+    skip_rest("needs redis.reachable");
+    return;
+  }
+  if (sentinel && conn.ok()) target = (*conn)->where();
   if (!conn.ok() && conn.error().code == errc::redis::kConnect) {
     rep.fail("redis.reachable", target, conn.error().message,
              c.redis.embedded
@@ -117,7 +178,11 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
     skip_rest("needs redis.reachable");
     return;
   }
-  rep.pass("redis.reachable", target, fmt::format("TCP connect in {:.1f} ms", connect_ms));
+  rep.pass("redis.reachable", target,
+           sentinel ? fmt::format(
+                          "the primary Sentinel names for \"{}\"; found and connected in {:.1f} ms",
+                          c.redis.sentinel.master, connect_ms)
+                    : fmt::format("TCP connect in {:.1f} ms", connect_ms));
   std::string who = res.addr.user.empty() ? "the default user" : "user " + res.addr.user;
   if (!conn.ok()) {
     rep.fail("redis.auth", target, conn.error().message,
@@ -197,6 +262,8 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
   } else {
     rep.add("redis.eviction", target, Outcome::kSkip, mem.error().message);
   }
+
+  if (replicas) check_replicas(c, r, target, who, rep);
 
   // Redis TIME against the local clock, taking the midpoint of the round trip.
   auto before = std::chrono::system_clock::now();

@@ -133,6 +133,7 @@ bool is_local_host(const config::Host& h) {
 std::vector<CheckResult> run_checks(const config::Cluster& c, const Options& o) {
   Report rep;
   Scope scope = make_scope(c, o, rep);
+  check_sentinels(c, o, rep);
   check_redis(c, o, rep);
   check_services(c, o, scope, rep);
   check_gpus(c, o, scope, rep);

@@ -5,11 +5,19 @@
 //
 // Checks (names are stable: tests, docs/deploy.md and the CLI refer to them):
 //   config.host      the --host filter names a host of the config
-//   redis.reachable  TCP connect to /redis (embedded: where <state_dir>/stack.json says it runs)
+//   sentinel.reachable / sentinel.auth / sentinel.master / sentinel.quorum
+//                    with /redis/sentinel, per Sentinel: TCP connect; AUTH with
+//                    /redis/sentinel/user + password_file (or none required); it monitors
+//                    /redis/sentinel/master (the primary it names); SENTINEL ckquorum answers OK
+//   redis.reachable  TCP connect to /redis (embedded: where <state_dir>/stack.json says it runs;
+//                    behind Sentinel: the primary the Sentinels name, as every service finds it)
 //   redis.auth       authenticated with /redis/user + password_file (or no password required)
 //   redis.version    >= 6.2 (XAUTOCLAIM)
 //   redis.aof        appendonly yes (external Redis: FAIL when off; embedded: WARN)
 //   redis.eviction   maxmemory-policy noeviction (streams must never be evicted): WARN otherwise
+//   redis.replicas   with /redis/sentinel or /redis/wait_replicas > 0: the server is a primary
+//                    (INFO replication) with >= wait_replicas replicas online (FAIL when fewer;
+//                    WARN when none and wait_replicas is 0)
 //   clock.skew       |Redis TIME - local clock| <= kMaxClockSkewSeconds
 //   service.ready    per configured service on the checked hosts: the run file
 //                    <state_dir>/run/<service>-<pool|host>.json

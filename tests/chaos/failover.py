@@ -104,8 +104,15 @@ class Failover:
         for i in range(3):
             self.start_sentinel(i)
         wait_for("three Sentinels that know the replica", self.sentinels_ready, 30)
+        with open(self.config, "w") as f:
+            json.dump(self.stack_config(), f, indent=1)
+        out = self.h3_cmd(["start"])
+        log("stack: " + out.strip().splitlines()[0])
+
+    def stack_config(self):
+        """The `h3pipe start` config (a scenario may run another stack on the same Redis set)."""
         prof = lambda sec: {"default": {"kind": "fixed", "seconds": sec}}
-        cfg = {
+        return {
             "name": "failover",
             "state_dir": self.state,
             "redis": {"embedded": False, "credentials_dir": self.secrets, "wait_replicas": 1, "wait_timeout_ms": 5000,
@@ -119,10 +126,6 @@ class Failover:
                 {"name": "dec", "host": "a", "stage": "decode", "profiles": prof(0.05)},
             ],
         }
-        with open(self.config, "w") as f:
-            json.dump(cfg, f, indent=1)
-        out = self.h3_cmd(["start"])
-        log("stack: " + out.strip().splitlines()[0])
 
     def start_server(self, port, replica_of=None):
         d = os.path.join(self.work, "redis-%d" % port)

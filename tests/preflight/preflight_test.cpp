@@ -229,7 +229,7 @@ TEST_F(Preflight, NoPasswordConfiguredButRequired) {
 // A Redis that takes commands without a password: a warning on one machine, a failure when the
 // cluster spans hosts (issue #14; it used to say PASS "no password configured").
 TEST_F(Preflight, NoPasswordAtAllWarnsOnOneHostAndFailsAcrossHosts) {
-  testing::RedisServer open_redis(dir_ / "open", {}, {"127.0.0.1", 0, "", ""});
+  testing::RedisServer open_redis(dir_ / "open", {}, queue::RedisAddress{});
   ASSERT_TRUE(open_redis.ok());
   for (bool two_hosts : {false, true}) {
     auto j = base_config(two_hosts);
@@ -324,7 +324,10 @@ TEST_F(Preflight, ClockSkewBeyondThreshold) {
 }
 
 TEST_F(Preflight, AofOffOnExternalRedisFails) {
-  queue::RedisAddress as{"127.0.0.1", redis_->port(), "h3pipe", kPassword};
+  queue::RedisAddress as;
+  as.port = redis_->port();
+  as.user = "h3pipe";
+  as.password = kPassword;
   auto conn = queue::Redis::connect(as);
   ASSERT_TRUE(conn.ok());
   // The h3pipe user may not CONFIG (+@all includes it here, as the test ACL is broad).
