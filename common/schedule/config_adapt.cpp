@@ -12,6 +12,7 @@
 #include "common/config/config.h"
 #include "common/config/json_reader.h"
 #include "common/core/bounded_file.h"
+#include "common/dispatch/policy.h"
 
 namespace h3pipe::schedule {
 namespace {
@@ -110,7 +111,7 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
   int transfer_port = 7700;
   r.get("name", name);
   r.get("dispatch", dispatch);
-  if (dispatch != "completion_time" && dispatch != "first_free")
+  if (!h3pipe::dispatch::parse_policy(dispatch))
     e.add("/dispatch", fmt::format("\"{}\": expected completion_time or first_free", dispatch));
   r.get("transfer_port", transfer_port, 1, 65535);
   ojson runtime = {{"name", "builtin"}, {"settings", ojson::object()}};

@@ -11,14 +11,16 @@
 #include <random>
 #include <set>
 
-#include "common/schedule/decode_route.h"
-#include "common/schedule/geometry.h"
+#include "common/dispatch/board_model.h"
+#include "common/dispatch/decode_route.h"
+#include "common/dispatch/geometry.h"
 #include "common/schedule/sim_parts.h"
 
 namespace h3pipe::schedule {
 namespace {
 
 using config::StageKind;
+using namespace h3pipe::dispatch;
 
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
@@ -28,10 +30,8 @@ struct PoolRt {
   std::size_t lane = 0;
   std::size_t host = 0;                         // index into Sim::hosts_
   std::vector<const config::Profile*> profile;  // per class index; nullptr: cannot run
-  std::vector<double> expected;                 // per class index (time_scale applied)
-  std::vector<double> committed;                // expected + the later stages its GPU group
-                                                // runs for the same job (dispatch.h)
-  std::vector<double> tail;                     // per class: route_tail_s (dispatch.h)
+  std::vector<double> expected;                 // per class index (BoardModel's, time_scale
+                                                // applied); committed_s: class_models_
   std::vector<std::size_t> cycle_pos;           // per class index
   bool leases_group = false;                    // an encoder whose GPU group has a sampler: the
                                                 // group keeps the job through its sampling
@@ -41,6 +41,7 @@ struct GroupRt {
   std::vector<std::size_t> by_stage[3];  // pool indices per stage, config order
   bool busy = false;
   double expected_end = 0;
+  std::size_t holder = 0;           // the pool that started its current task
   std::deque<std::size_t> encoded;  // jobs its encoder finished, for its own sampler (the lease)
 };
 
@@ -73,7 +74,7 @@ struct Event {
 class Sim {
  public:
   Sim(const config::Cluster& c, const std::vector<SimJob>& jobs, const SimOptions& o)
-      : c_(c), in_(jobs), opt_(o), rng_(o.seed) {}
+      : c_(c), in_(jobs), opt_(o), rng_(o.seed), model_(c, o.policy) {}
 
   Result<SimResult> run();
 
@@ -95,8 +96,6 @@ class Sim {
   void on_pool_done(std::size_t pool, std::size_t job);
   void on_link_done(std::size_t link, std::size_t job);
   void route_latent(std::size_t job, std::size_t from_host);
-  // What a sampler's claim sees beyond the sample queue (dispatch.h Lookahead).
-  Lookahead sample_lookahead(std::size_t cls);
   // What the decode side looks like now (decode_route.h), with the links from `from_hosts`.
   DecodeLoad decode_load(const std::vector<std::string>& from_hosts) const;
   void start_link(std::size_t link);
@@ -122,11 +121,13 @@ class Sim {
   std::vector<std::string> host_names_;
   std::vector<PoolRt> pools_;
   std::vector<GroupRt> groups_;
-  std::vector<PoolState> stage_states_[3];   // per stage, all pools (names fixed)
-  std::vector<std::size_t> stage_pools_[3];  // parallel to stage_states_
-  std::vector<std::size_t> decode_hosts_;    // host indices with decode pools, config order
+  // The input model the live pool board uses (board_model.h), fed from this clock.
+  BoardModel model_;
+  std::vector<ClassModel> class_models_;  // per class index
+  Observation seen_;                      // pools' part: refreshed at each claim decision
+  std::vector<std::string> sample_hosts_;  // the links a sampler's lookahead reads (decode_load)
+  std::vector<std::size_t> decode_hosts_;  // host indices with decode pools, config order
   std::vector<std::vector<std::size_t>> host_decoders_;  // per host index
-  std::vector<std::vector<PoolState>> host_decoder_states_;
   std::vector<LinkRt> links_;
   std::map<std::pair<std::size_t, std::size_t>, std::size_t> link_ix_;
   std::map<std::pair<std::size_t, std::size_t>, config::Link> link_cfg_;
@@ -162,7 +163,8 @@ Status Sim::build() {
       host_names_.push_back(p.host);
     }
   for (const auto& cls : classes_) {
-    const std::uint64_t bytes = class_latent_bytes(c_, cls);
+    class_models_.push_back(model_.class_model(cls));
+    const std::uint64_t bytes = class_models_.back().latent_bytes;
     if (bytes == 0)
       out_.warnings.push_back(
           fmt::format("job class \"{}\" is not in /classes: its latent size is unknown, so "
@@ -171,14 +173,12 @@ Status Sim::build() {
     class_bytes_.push_back(bytes);
   }
   host_decoders_.resize(host_names_.size());
-  host_decoder_states_.resize(host_names_.size());
   in_transit_.assign(host_names_.size(), 0);
   decode_q_.resize(host_names_.size());
 
   // GPU groups: numbered in the order of their first pool.
   const std::vector<std::size_t> leader = c_.gpu_group_leaders();
   std::map<std::size_t, std::size_t> group_of_root;
-  const double scale = c_.time_scale > 0 ? c_.time_scale : 1.0;
   for (std::size_t i = 0; i < c_.pools.size(); ++i) {
     const auto& cfg = c_.pools[i];
     PoolRt p;
@@ -191,42 +191,24 @@ Status Sim::build() {
     for (const auto& cls : classes_) {
       const config::Profile* prof = cfg.profile_for(cls);
       p.profile.push_back(prof);
-      p.expected.push_back(prof ? prof->expected() * scale : kCannotRun);
+      p.expected.push_back(class_models_[p.expected.size()].expected_s[i]);
       p.cycle_pos.push_back(0);
     }
     const LaneKind kinds[] = {LaneKind::kEncode, LaneKind::kSample, LaneKind::kDecode};
     p.lane = out_.lanes.size();
     out_.lanes.push_back({cfg.name, kinds[static_cast<int>(cfg.stage)], cfg.host, {}});
-    const int s = static_cast<int>(cfg.stage);
-    stage_pools_[s].push_back(i);
-    stage_states_[s].push_back({cfg.name, kCannotRun, 0, true});
     if (cfg.stage == StageKind::kDecode) {
       if (host_decoders_[p.host].empty()) decode_hosts_.push_back(p.host);
       host_decoders_[p.host].push_back(i);
-      host_decoder_states_[p.host].push_back({cfg.name, kCannotRun, 0, true});
     }
+    if (cfg.stage == StageKind::kSample)
+      sample_hosts_.push_back(model_.group_decodes(i) ? std::string() : cfg.host);
     pools_.push_back(std::move(p));
   }
-  // A pool's GPUs stay committed to the job through the later stages its group runs.
-  for (auto& p : pools_) {
-    p.committed = p.expected;
-    const auto& g = groups_[p.group];
-    p.leases_group = p.cfg->stage == StageKind::kEncode &&
-                     !g.by_stage[static_cast<int>(StageKind::kSample)].empty();
-    for (int later = static_cast<int>(p.cfg->stage) + 1; later < 3; ++later)
-      for (std::size_t k = 0; k < classes_.size(); ++k) {
-        double best = kCannotRun;
-        for (std::size_t q : g.by_stage[later]) best = std::min(best, pools_[q].expected[k]);
-        if (std::isfinite(best)) p.committed[k] += best;
-      }
-  }
-  for (auto& p : pools_) {
-    const bool own_decoder = !groups_[p.group].by_stage[static_cast<int>(StageKind::kDecode)].empty();
-    for (const auto& cls : classes_)
-      p.tail.push_back(own_decoder || p.cfg->stage == StageKind::kDecode
-                           ? 0.0
-                           : route_tail_s(c_, p.cfg->host, cls, class_bytes_[p.tail.size()]));
-  }
+  // Committed times and route tails are the model's (class_models_); the lease is its too.
+  for (std::size_t i = 0; i < pools_.size(); ++i) pools_[i].leases_group = model_.leases_group(i);
+  seen_.pools.assign(pools_.size(), PoolSeen{});
+  seen_.decode_load = [this] { return decode_load(sample_hosts_); };
   // The lease keeps a grouped encoder's jobs on its group: a sampler with no encoder on its GPUs
   // is fed by standalone encoders only.
   bool standalone_encoder = false, leasing_encoder = false;
@@ -309,7 +291,6 @@ std::size_t Sim::link_rt(std::size_t from, std::size_t to) {
 
 bool Sim::try_claim(std::size_t pool) {
   PoolRt& p = pools_[pool];
-  const int s = static_cast<int>(p.cfg->stage);
   std::size_t head = kNone;
   if (p.cfg->stage == StageKind::kEncode) {
     if (encode_q_.empty()) return false;
@@ -321,32 +302,24 @@ bool Sim::try_claim(std::size_t pool) {
     if (decode_q_[p.host].empty()) return false;
     head = decode_q_[p.host].begin()->second;
   }
-  // The lookahead counts work still upstream (dispatch.h): a slower pool must not defer a task
-  // to a faster one when more work is on its way anyway.
-  Backlog b;
+  // What a live pool would observe (board_model.h): each pool's busy-until (the pool holding
+  // its GPU group's task), the queues and the work still upstream, the decode side.
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    const GroupRt& g = groups_[pools_[i].group];
+    seen_.pools[i].busy_for_s = g.busy && g.holder == i ? std::max(0.0, g.expected_end - now_) : 0;
+  }
+  Backlog& b = seen_.backlog;
   b.encode_queued = encode_q_.size(), b.encoding = encoding_;
   b.sample_queued = sample_q_.size(), b.sampling = sampling_;
   b.decode_queued_here = decode_q_[p.host].size(), b.in_transit_here = in_transit_[p.host];
-  const std::size_t queued = claim_lookahead(p.cfg->stage, b);
   const std::size_t cls = jobs_[head].cls;
-  if (!std::isfinite(p.expected[cls])) return false;
-
-  // Peers: every pool of the stage (decode: every decoder on this host), as the live worker
-  // would see them in heartbeats.
-  auto& states =
-      p.cfg->stage == StageKind::kDecode ? host_decoder_states_[p.host] : stage_states_[s];
-  const auto& ids = p.cfg->stage == StageKind::kDecode ? host_decoders_[p.host] : stage_pools_[s];
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    states[i].expected_s = pools_[ids[i]].committed[cls];
-    states[i].tail_s = pools_[ids[i]].tail[cls];
-    states[i].free_in_s = free_in(ids[i]);
+  const bool claims = model_.should_claim(pool, class_models_[cls], seen_);
+  if (opt_.on_claim) {
+    ClaimTrace tr{now_, pool, classes_[cls], seen_, seen_.decode_load(), claims};
+    tr.seen.decode_load = nullptr;
+    opt_.on_claim(tr);
   }
-  const Policy policy = effective_policy(opt_.policy, p.cfg->stage);
-  // A sampler with encodes still upstream sees them as arrivals, and the decode side.
-  const bool upstream = p.cfg->stage == StageKind::kSample && (encoding_ > 0 || !encode_q_.empty());
-  if (upstream ? !should_claim(policy, p.cfg->name, states, sample_q_.size(), sample_lookahead(cls))
-               : !should_claim(policy, p.cfg->name, states, queued))
-    return false;
+  if (!claims) return false;
 
   if (p.cfg->stage == StageKind::kEncode)
     encode_q_.pop_front(), ++encoding_;
@@ -365,7 +338,8 @@ void Sim::start(std::size_t pool, std::size_t job) {
                                 c_.time_scale > 0 ? c_.time_scale : 1.0);
   auto& g = groups_[p.group];
   g.busy = true;
-  g.expected_end = now_ + p.committed[j.cls];
+  g.holder = pool;
+  g.expected_end = now_ + class_models_[j.cls].committed_s[pool];
   record(p.lane, job, now_, now_ + d, j.ready_s);
   if (opt_.record) {
     auto& r = out_.job_records[job];
@@ -430,9 +404,11 @@ void Sim::route_latent(std::size_t job, std::size_t from) {
   // The one decode-host choice (decode_route.h), fed from the simulator's clock.
   for (std::size_t h : decode_hosts_)
     if (h != from) (void)link_cfg(from, h);  // warns once about a missing link
-  auto route = schedule::route_latent(c_, {host_names_[from]}, classes_[j.cls], bytes,
-                                      decode_load({host_names_[from]}));
+  const DecodeLoad load = decode_load({host_names_[from]});
+  auto route = dispatch::route_latent(c_, {host_names_[from]}, classes_[j.cls], bytes, load);
   const std::size_t to = route ? host_ix_.at(route->host) : decode_hosts_.front();
+  if (opt_.on_route)
+    opt_.on_route({now_, host_names_[from], classes_[j.cls], host_names_[to], bytes, load});
   j.decode_host = to;
   if (opt_.record) out_.job_records[job].decode_host = host_names_[to];
   if (to == from) return arrive(job, to);
@@ -444,26 +420,6 @@ void Sim::route_latent(std::size_t job, std::size_t from) {
   j.ready_s = now_;
   ++in_transit_[to];
   if (!l.busy) start_link(li);
-}
-
-Lookahead Sim::sample_lookahead(std::size_t cls) {
-  auto& enc = stage_states_[static_cast<int>(StageKind::kEncode)];
-  const auto& enc_ids = stage_pools_[static_cast<int>(StageKind::kEncode)];
-  std::vector<bool> reaches;  // a leasing encoder's job stays on its GPU group
-  for (std::size_t i = 0; i < enc.size(); ++i) {
-    const PoolRt& e = pools_[enc_ids[i]];
-    enc[i].expected_s = e.committed[cls];
-    enc[i].tail_s = 0;
-    enc[i].free_in_s = free_in(enc_ids[i]);
-    reaches.push_back(!e.leases_group);
-  }
-  Lookahead la;
-  la.arrivals_in_s = upstream_arrivals(enc, reaches, encode_q_.size());
-  std::vector<std::string> hosts;  // a GPU group with its own decoder: no row (its tail counts)
-  for (std::size_t q : stage_pools_[static_cast<int>(StageKind::kSample)])
-    hosts.push_back(groups_[pools_[q].group].by_stage[2].empty() ? pools_[q].cfg->host : "");
-  fill_decode_side(c_, hosts, classes_[cls], class_bytes_[cls], decode_load(hosts), la);
-  return la;
 }
 
 DecodeLoad Sim::decode_load(const std::vector<std::string>& from_hosts) const {

@@ -27,9 +27,36 @@
 
 #include "common/config/config.h"
 #include "common/core/result.h"
-#include "common/schedule/dispatch.h"
+#include <functional>
+
+#include "common/dispatch/board_model.h"
+#include "common/dispatch/dispatch.h"
 
 namespace h3pipe::schedule {
+
+// The planner runs the live workers' policy (common/dispatch) on the same input model.
+using dispatch::parse_policy;
+using dispatch::Policy;
+using dispatch::policy_name;
+
+// A decision the simulator made and what it made it from (tests/dispatch feed the same to the
+// live pool board and compare).  Claim: the idle pool `pool` (index into Cluster::pools) asked
+// whether to take the head task of its stage's queue, of class `job_class`.  Route: the decode
+// host chosen for a latent finished on `from_host`.
+struct ClaimTrace {
+  double t = 0;
+  std::size_t pool = 0;
+  std::string job_class;
+  dispatch::Observation seen;  // seen.decode_load unset: `load` is what it returned
+  dispatch::DecodeLoad load;
+  bool claimed = false;
+};
+struct RouteTrace {
+  double t = 0;
+  std::string from_host, job_class, host;
+  std::uint64_t latent_bytes = 0;
+  dispatch::DecodeLoad load;
+};
 
 struct SimJob {
   std::string id;
@@ -42,6 +69,8 @@ struct SimOptions {
   bool stochastic = false;
   std::uint64_t seed = 1;
   bool record = true;  // keep every segment (Gantt) and job record; off for long steady runs
+  std::function<void(const ClaimTrace&)> on_claim;  // optional: every claim decision
+  std::function<void(const RouteTrace&)> on_route;  // optional: every decode-host choice
 };
 
 enum class LaneKind { kEncode, kSample, kTransfer, kDecode };

@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "common/latent/latent.h"
-#include "common/schedule/decode_route.h"
-#include "common/schedule/geometry.h"
+#include "common/dispatch/decode_route.h"
+#include "common/dispatch/geometry.h"
 #include "common/spec/spec.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
@@ -159,18 +159,18 @@ Result<SenderOptions> sender_options(const config::Cluster& c, const std::string
     o.peers.push_back(std::move(p));
   }
   // A task that reaches the sender without a target host: the one decode-host choice
-  // (schedule/decode_route.h) from this host, with this sender's queues as the latents on their
+  // (dispatch/decode_route.h) from this host, with this sender's queues as the latents on their
   // way to each host.  (Samplers choose before the hand-off; this covers the rest.)
   o.choose_host = [c, host](const pb::StageTask& t, const std::map<std::string, std::size_t>& queued) {
-    schedule::DecodeLoad load;
+    dispatch::DecodeLoad load;
     load.queued = queued;
     const auto& s = t.spec();
     const std::string cls = c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class());
     auto profile = spec::latent_profile(s, c);  // the job's profile gives the transfer size
-    const auto bytes = schedule::latent_bytes(profile.ok() ? *profile : latent::builtin_profile(),
+    const auto bytes = dispatch::latent_bytes(profile.ok() ? *profile : latent::builtin_profile(),
                                               s.width(), s.height(), s.frames(),
-                                              s.fps() ? s.fps() : schedule::kDefaultFps);
-    auto route = schedule::route_latent(c, {host}, cls, bytes, load);
+                                              s.fps() ? s.fps() : dispatch::kDefaultFps);
+    auto route = dispatch::route_latent(c, {host}, cls, bytes, load);
     return route ? route->host : host;
   };
   return o;

@@ -40,8 +40,8 @@ Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
   return out;
 }
 
-schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, const std::string& from_host) {
-  schedule::DecodeLoad load;
+dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, const std::string& from_host) {
+  dispatch::DecodeLoad load;
   // Latents this host's transfer sender still has to deliver (its outbox records, removed on
   // delivery) count where they go, as the simulator counts latents on a link.
   if (!from_host.empty()) {
@@ -102,19 +102,19 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
                                                 const pb::StageTask& task, queue::Redis* redis) {
   const auto load = decode_load(c, redis, holders.empty() ? std::string() : holders.front());
-  const auto hosts = schedule::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), load);
+  const auto hosts = dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), load);
   // Rank by taking the shared choice's pick out, one host at a time, so the order is its order.
-  std::vector<schedule::DecodeHostState> left = hosts;
+  std::vector<dispatch::DecodeHostState> left = hosts;
   std::vector<DecodeCandidate> out;
-  while (auto pick = schedule::choose_decode_host(left)) {
+  while (auto pick = dispatch::choose_decode_host(left)) {
     const auto& h = left[*pick];
     DecodeCandidate d;
     d.host = h.host;
     d.transfer_s = h.transfer_s;
-    d.decode_s = schedule::kCannotRun;
+    d.decode_s = dispatch::kCannotRun;
     for (const auto& p : h.decoders)
       if (p.alive) d.decode_s = std::min(d.decode_s, p.expected_s);
-    d.done_s = schedule::expected_decode_completion(h);
+    d.done_s = dispatch::expected_decode_completion(h);
     out.push_back(std::move(d));
     left.erase(left.begin() + static_cast<std::ptrdiff_t>(*pick));
   }
@@ -123,7 +123,7 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
 
 std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
                                const pb::StageTask& task, queue::Redis* redis) {
-  auto route = schedule::route_latent(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
+  auto route = dispatch::route_latent(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
                                       decode_load(c, redis, holders.empty() ? std::string() : holders.front()));
   if (route) return route->host;
   return holders.empty() ? std::string() : holders.front();
@@ -131,12 +131,12 @@ std::string choose_decode_host(const config::Cluster& c, const std::vector<std::
 
 ResumeTarget resume_decode_target(const config::Cluster& c, const std::vector<std::string>& holders,
                                   const pb::StageTask& task, queue::Redis* redis) {
-  auto hosts = schedule::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), decode_load(c, redis));
-  std::vector<schedule::DecodeHostState> here;
+  auto hosts = dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), decode_load(c, redis));
+  std::vector<dispatch::DecodeHostState> here;
   for (const auto& h : hosts)
     if (h.local) here.push_back(h);
-  if (auto pick = schedule::choose_decode_host(here)) return {here[*pick].host, false};
-  auto pick = schedule::choose_decode_host(hosts);
+  if (auto pick = dispatch::choose_decode_host(here)) return {here[*pick].host, false};
+  auto pick = dispatch::choose_decode_host(hosts);
   if (!pick) return {};
   return {hosts[*pick].host, !holders.empty()};
 }

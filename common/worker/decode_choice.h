@@ -1,7 +1,7 @@
 #pragma once
 // Which host decodes a finished latent, live: the sampler decides when it completes the sample
 // stage and writes the choice into the decode task's target_host; the transfer sender then moves
-// the latent there.  The choice itself is the planner's (schedule::route_latent, decode_route.h:
+// the latent there.  The choice itself is the shared rule (dispatch::route_latent, decode_route.h:
 // the earliest expected decode completion, ties to the sampling host, then config order); this
 // adapter only fills its inputs from Redis (decode_load).  On a Redis error a backlog counts as zero: the choice
 // degrades to "fastest host for this job", never to a failure.
@@ -13,7 +13,7 @@
 #include "common/config/config.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/queue/redis.h"
-#include "common/schedule/decode_route.h"
+#include "common/dispatch/decode_route.h"
 
 namespace h3pipe::worker {
 
@@ -21,7 +21,7 @@ struct DecodeCandidate {
   std::string host;
   double transfer_s = 0;  // latent over the link (0 when local)
   double decode_s = 0;    // this job's decode time there (fastest decoder)
-  double done_s = 0;      // expected seconds until decoded there (schedule::expected_decode_completion)
+  double done_s = 0;      // expected seconds until decoded there (dispatch::expected_decode_completion)
   double total() const { return done_s; }
 };
 
@@ -39,14 +39,14 @@ Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
 // error or nullptr).
 // from_host: the host whose transfer sender's outbox (on this machine) adds the latents still in
 // transit, counted on the host each goes to.
-schedule::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, const std::string& from_host = "");
+dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, const std::string& from_host = "");
 
 // The job class and latent size the choice needs, from the task's spec.
 std::string job_class_of(const config::Cluster& c, const pb::StageTask& task);
 std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& task);
 
 // Scores every host with a decode pool for a latent held on `holders` (the first made it).
-// Sorted best first, in the order schedule::choose_decode_host ranks them.
+// Sorted best first, in the order dispatch::choose_decode_host ranks them.
 std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
                                                 const pb::StageTask& task, queue::Redis* redis);

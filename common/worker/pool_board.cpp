@@ -2,8 +2,6 @@
 
 #include "common/logging/log.h"
 #include "common/queue/keys.h"
-#include "common/schedule/decode_route.h"
-#include "common/schedule/geometry.h"
 #include "common/state/state.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/gpu_lease.h"
@@ -49,15 +47,8 @@ const char* service_of(config::StageKind s) {
 }
 }  // namespace
 
-PoolBoard::PoolBoard(const config::Cluster& c, const config::Pool& self) : cluster_(c), self_(self) {
-  for (const auto& p : c.pools) groups_[p.name] = gpu_group(c, p);
-}
-
-const std::string& PoolBoard::group_of(const config::Pool& p) const {
-  static const std::string none;
-  auto it = groups_.find(p.name);
-  return it == groups_.end() ? none : it->second;
-}
+PoolBoard::PoolBoard(const config::Cluster& c, const config::Pool& self)
+    : cluster_(c), self_(self), model_(c), self_ix_(model_.pool_index(self.name)) {}
 
 Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, const config::Pool& self,
                                                      queue::RedisAddress addr) {
@@ -65,7 +56,6 @@ Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, c
   auto r = queue::Redis::connect(addr);
   if (!r.ok()) return r.error();
   b->redis_ = std::move(r.value());
-  b->policy_ = schedule::parse_policy(c.dispatch).value_or(schedule::Policy::kCompletionTime);
   b->addr_ = addr;
   b->publish(0);
   (void)b->redis_->command({"PING"});  // the first state is on the board once create() returns
@@ -80,51 +70,44 @@ std::string PoolBoard::board_class(const config::Pool& p) const {
   return p.profiles.begin()->first;
 }
 
-// A pool's expected stage time for a class, as the simulator states it: its profile's expected()
-// times the time scale; kCannotRun without a profile for the class.
-double PoolBoard::expected_s(const config::Pool& p, const std::string& cls) const {
-  const config::Profile* prof = p.profile_for(cls);
-  if (!prof) {
-    auto it = p.profiles.find("default");
-    if (it == p.profiles.end() && !p.profiles.empty()) it = p.profiles.begin();
-    if (it == p.profiles.end()) return 1.0;  // no profile: all pools equal
-    prof = &it->second;
+// What a pool commits its GPUs for, by the model (board_model.h: its own stage, plus the fastest
+// pool of each later stage in its GPU group); a class it has no profile for (a first_free claim)
+// counts its default's time.
+double PoolBoard::committed_s(const std::string& cls) const {
+  const double t = model_.class_model(cls).committed_s[self_ix_];
+  return std::isfinite(t) ? t : expected_s(board_class(self_));
+}
+
+double PoolBoard::expected_s(const std::string& cls) const {
+  const double t = model_.expected_s(self_ix_, cls);
+  return std::isfinite(t) ? std::max(1e-6, t) : 1.0;
+}
+
+dispatch::Observation observe_board(const dispatch::BoardModel& m,
+                                    const std::map<std::string, pb::Heartbeat>& beats,
+                                    const std::vector<StreamBacklog>& q, double now,
+                                    std::size_t in_transit_here) {
+  dispatch::Observation o;
+  o.pools.assign(m.cluster().pools.size(), dispatch::PoolSeen{0, false});
+  for (const auto& [name, hb] : beats) {
+    const std::size_t i = m.pool_index(name);
+    if (i == dispatch::kNoPool) continue;
+    o.pools[i].busy_for_s = std::max(0.0, hb.busy_until_unix_s() - now);
+    o.pools[i].alive = now - static_cast<double>(hb.unix_ms()) / 1000.0 < kDeadAfterS;
   }
-  const double scale = cluster_.time_scale > 0 ? cluster_.time_scale : 1.0;
-  return std::max(1e-6, prof->expected() * scale);
+  dispatch::Backlog& b = o.backlog;
+  if (q.size() > 0) b.encode_queued = static_cast<std::size_t>(q[0].waiting());
+  if (q.size() > 0) b.encoding = static_cast<std::size_t>(q[0].claimed);
+  if (q.size() > 1) b.sample_queued = static_cast<std::size_t>(q[1].waiting());
+  if (q.size() > 1) b.sampling = static_cast<std::size_t>(q[1].claimed);
+  if (q.size() > 2) b.decode_queued_here = static_cast<std::size_t>(q[2].waiting());
+  b.in_transit_here = in_transit_here;
+  return o;
 }
 
-// What a pool commits its GPUs for (simulate.cpp, PoolRt::committed): its own stage, plus the
-// fastest pool of each later stage in its GPU group.
-double PoolBoard::committed_s(const config::Pool& p, const std::string& cls) const {
-  double t = expected_s(p, cls);
-  const std::string g = group_of(p);
-  if (g.empty()) return t;
-  for (int later = static_cast<int>(p.stage) + 1; later < 3; ++later) {
-    double best = schedule::kCannotRun;
-    for (const auto& q : cluster_.pools)
-      if (static_cast<int>(q.stage) == later && group_of(q) == g) best = std::min(best, expected_s(q, cls));
-    if (std::isfinite(best)) t += best;
-  }
-  return t;
-}
-
-bool PoolBoard::group_decodes(const config::Pool& p) const {
-  const std::string g = group_of(p);
-  for (const auto& q : cluster_.pools)
-    if (!g.empty() && q.stage == config::StageKind::kDecode && group_of(q) == g) return true;
-  return false;
-}
-
-// The route tail (schedule::route_tail_s) of a sample pool, as the planner states it: transfer +
-// decode from its host for the class; 0 for a GPU group with its own decoder and for decoders.
-double PoolBoard::tail_s(const config::Pool& p, const std::string& cls) const {
-  if (p.stage == config::StageKind::kDecode || group_decodes(p)) return 0;
-  const config::JobClass* k = cluster_.classes.empty() ? nullptr : &cluster_.classes.front();
-  for (const auto& x : cluster_.classes)
-    if (x.name == cls) k = &x;
-  const std::uint64_t bytes = k ? schedule::latent_bytes(k->width, k->height, k->frames) : 0;
-  return schedule::route_tail_s(cluster_, p.host, cls, bytes);
+bool board_decision(const dispatch::BoardModel& m, std::size_t self, const std::string& job_class,
+                    const dispatch::Observation& seen) {
+  return m.should_claim(self, m.class_model(job_class), seen);
 }
 
 PoolBoard::~PoolBoard() {
@@ -168,7 +151,7 @@ void PoolBoard::publish(double busy_for_s) {
   hb.set_unix_ms(state::now_ms());
   hb.set_state(busy_for_s > 0 ? "busy" : "idle");
   hb.set_busy_until_unix_s(busy_until_unix_s_);
-  hb.set_expected_s(expected_s(self_, board_class(self_)));
+  hb.set_expected_s(expected_s(board_class(self_)));
   // Sent without waiting for the reply (read with this connection's next command): no round
   // trip, and no other thread woken, on the worker's path between two tasks.
   (void)redis_->send({"HSET", keys::pools(), self_.name, encode_heartbeat(hb)});
@@ -224,18 +207,16 @@ std::optional<std::string> PoolBoard::head_class() {
 
 void PoolBoard::claimed(const pb::StageTask& t) {
   const auto& sp = t.spec();
-  publish(committed_s(self_, cluster_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class())));
+  publish(committed_s(model_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class())));
 }
 
-// The live side of the dispatch policy for every stage: the same inputs the simulator's
-// try_claim builds (simulate.cpp), read from the pools' heartbeats and the streams.
+// The live side of the dispatch policy for every stage: the board's heartbeats and the streams'
+// depths as the model's observation (observe_board), decided by the model the simulator runs.
 bool PoolBoard::may_claim() {
   const auto stage = self_.stage;
-  const schedule::Policy policy = schedule::effective_policy(policy_, stage);
-  if (policy == schedule::Policy::kFirstFree) return true;
-  const auto peers = stage == config::StageKind::kDecode ? cluster_.pools_on(self_.host, stage) : cluster_.pools_on("", stage);
+  if (dispatch::effective_policy(model_.policy(), stage) == dispatch::Policy::kFirstFree) return true;
   // Nobody to defer to (and, for samplers, no decode side that could make waiting pay).
-  if (peers.size() == 1) return true;
+  if (model_.peers(self_ix_).size() == 1) return true;
   if (std::chrono::steady_clock::now() >= next_heartbeat_) publish(0);
   std::vector<std::pair<std::string, std::string>> streams = {{keys::stream("encode"), "encode"},
                                                                {keys::stream("sample"), "sample"}};
@@ -250,11 +231,8 @@ bool PoolBoard::may_claim() {
   board_state_.ok();
   const auto& rep = *r;
   const double now = now_s();
-  // The class the next task of this pool's stream is of, when the cluster has several (the
-  // simulator decides on the head task's class); else the pool's own default.
-  const std::string cls = cluster_.classes.size() > 1 ? head_class().value_or(board_class(self_)) : board_class(self_);
   // Every pool's heartbeat: busy-until and liveness.
-  std::map<std::string, std::pair<double, bool>> beat;  // pool -> (free_in_s, alive)
+  std::map<std::string, pb::Heartbeat> beats;
   const redisReply* h = rep[0].get();
   for (std::size_t i = 0; h && i + 1 < h->elements; i += 2) {
     std::string name = queue::reply_str(h->element[i]);
@@ -268,37 +246,12 @@ bool PoolBoard::may_claim() {
       continue;
     }
     bad_pools_.erase(name);
-    beat[name] = {std::max(0.0, hb->busy_until_unix_s() - now), now - static_cast<double>(hb->unix_ms()) / 1000.0 < kDeadAfterS};
+    beats[name] = std::move(*hb);
   }
-  auto state_of = [&](const config::Pool& p) {
-    schedule::PoolState s;
-    s.name = p.name;
-    s.expected_s = committed_s(p, cls);
-    s.tail_s = tail_s(p, cls);
-    auto it = beat.find(p.name);
-    s.alive = it != beat.end() && it->second.second;
-    s.free_in_s = it != beat.end() ? it->second.first : 0;
-    // A pool whose GPUs another pool of its group holds is free when that pool's task ends
-    // (Sim::free_in): an encoder whose sampler now samples its job is not free.
-    if (const std::string g = group_of(p); !g.empty())
-      for (const auto& q : cluster_.pools)
-        if (q.name != p.name && group_of(q) == g)
-          if (auto b = beat.find(q.name); b != beat.end() && b->second.second) s.free_in_s = std::max(s.free_in_s, b->second.first);
-    if (p.name == self_.name) s.alive = true, s.free_in_s = 0;
-    return s;
-  };
-  std::vector<schedule::PoolState> pools;
-  for (const auto* p : peers) pools.push_back(state_of(*p));
-
-  const auto& q = *backlog;
-  schedule::Backlog b;
-  b.encode_queued = static_cast<std::size_t>(q[0].waiting());
-  b.encoding = static_cast<std::size_t>(q[0].claimed);
-  b.sample_queued = static_cast<std::size_t>(q[1].waiting());
-  b.sampling = static_cast<std::size_t>(q[1].claimed);
-  if (stage == config::StageKind::kDecode) b.decode_queued_here = static_cast<std::size_t>(q[2].waiting());
+  dispatch::Observation seen = observe_board(model_, beats, *backlog, now);
   // Nothing waiting: do not block in XREADGROUP, or the first task to arrive would go to whichever
   // pool happens to be blocked there, fast or slow.  Poll again shortly instead.
+  const auto& b = seen.backlog;
   const std::size_t ready = stage == config::StageKind::kEncode   ? b.encode_queued
                             : stage == config::StageKind::kSample ? b.sample_queued
                                                                   : b.decode_queued_here;
@@ -306,32 +259,11 @@ bool PoolBoard::may_claim() {
     nothing_ready_ = true;  // wait_for_work blocks on the stream
     return false;
   }
-  // A sampler with encodes still upstream sees them as arrivals, and the decode side
-  // (Sim::sample_lookahead).
-  if (stage == config::StageKind::kSample && (b.encoding > 0 || b.encode_queued > 0)) {
-    std::vector<schedule::PoolState> enc;
-    std::vector<bool> reaches;  // a leasing encoder's job stays on its GPU group
-    for (const auto* e : cluster_.pools_on("", config::StageKind::kEncode)) {
-      auto s = state_of(*e);
-      s.tail_s = 0;
-      enc.push_back(s);
-      bool leases = false;
-      const std::string g = group_of(*e);
-      for (const auto* q : cluster_.pools_on("", config::StageKind::kSample)) leases = leases || (!g.empty() && group_of(*q) == g);
-      reaches.push_back(!leases);
-    }
-    schedule::Lookahead la;
-    la.arrivals_in_s = schedule::upstream_arrivals(enc, reaches, b.encode_queued);
-    std::vector<std::string> hosts;  // a GPU group with its own decoder: no row (its tail counts)
-    for (const auto* q : peers) hosts.push_back(group_decodes(*q) ? "" : q->host);
-    const config::JobClass* k = cluster_.classes.empty() ? nullptr : &cluster_.classes.front();
-    for (const auto& x : cluster_.classes)
-      if (x.name == cls) k = &x;
-    const std::uint64_t bytes = k ? schedule::latent_bytes(k->width, k->height, k->frames) : 0;
-    schedule::fill_decode_side(cluster_, hosts, cls, bytes, decode_load(cluster_, redis_.get()), la);
-    return schedule::should_claim(policy, self_.name, pools, b.sample_queued, la);
-  }
-  return schedule::should_claim(policy, self_.name, pools, schedule::claim_lookahead(stage, b));
+  // The class the next task of this pool's stream is of, when the cluster has several (the
+  // simulator decides on the head task's class); else the pool's own default.
+  const std::string cls = cluster_.classes.size() > 1 ? head_class().value_or(board_class(self_)) : board_class(self_);
+  seen.decode_load = [this] { return decode_load(cluster_, redis_.get()); };
+  return board_decision(model_, self_ix_, cls, seen);
 }
 
 }  // namespace h3pipe::worker

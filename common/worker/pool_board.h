@@ -1,12 +1,12 @@
 #pragma once
-// The live side of the shared dispatch policy (common/schedule/dispatch.h): every pool of every
-// stage publishes its state to the hash h3pipe:pools as a pb::Heartbeat (busy-until for what its
+// The live side of the shared dispatch policy (common/dispatch): every pool of every stage
+// publishes its state to the hash h3pipe:pools as a pb::Heartbeat (busy-until for what its
 // claimed task commits its GPUs to, expected stage seconds, timestamp; heartbeat.h), and before
-// each claim asks schedule::should_claim with the inputs the planner's simulator builds in
-// Sim::try_claim: the stage's peers (decoders: those of its host) with their committed times and
-// route tails, the backlog upstream, and for a sampler with encodes still upstream the encoders'
-// arrivals and the decode side (Lookahead).  So a slower pool leaves a task to a faster one that
-// would finish it sooner, at every stage.
+// each claim reads the board and the streams' depths into an Observation (observe_board) and asks
+// the input model the planner's simulator asks (dispatch::BoardModel::should_claim: the stage's
+// peers with their committed times and route tails, the backlog upstream, and for a sampler with
+// encodes still upstream the encoders' arrivals and the decode side).  So a slower pool leaves a
+// task to a faster one that would finish it sooner, at every stage, as the plan does.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -19,12 +19,28 @@
 #include <string>
 
 #include "common/config/config.h"
+#include "common/dispatch/board_model.h"
 #include "common/metrics/degraded.h"
 #include "common/queue/redis.h"
-#include "common/schedule/dispatch.h"
+#include "common/worker/decode_choice.h"
 #include "h3pipe.pb.h"
 
 namespace h3pipe::worker {
+
+// The board as may_claim reads it, as the model's observation: `beats` by pool name (a pool
+// without one is dead; one older than 3 s too), `streams` the (length, claimed) of the encode,
+// sample and (a decoder's) its host's decode stream, `now_s` unix seconds; `in_transit_here`:
+// latents on their way to a decoder's host (0 live: they are in the outboxes of the senders on
+// other hosts, which the board does not read; the simulator counts them).  No decode load (set
+// Observation::decode_load).
+dispatch::Observation observe_board(const dispatch::BoardModel& m,
+                                    const std::map<std::string, pb::Heartbeat>& beats,
+                                    const std::vector<StreamBacklog>& streams, double now_s,
+                                    std::size_t in_transit_here = 0);
+// The decision for the idle pool `self` (index into the config's pools) on the head task of
+// class `job_class`, from the observation: what may_claim returns once it has read the board.
+bool board_decision(const dispatch::BoardModel& m, std::size_t self, const std::string& job_class,
+                    const dispatch::Observation& seen);
 
 class PoolBoard final {
  public:
@@ -50,25 +66,21 @@ class PoolBoard final {
 
  private:
   PoolBoard(const config::Cluster& c, const config::Pool& self);
-  // The GPU group of a pool ("" when it shares its GPUs with nobody), computed once.
-  const std::string& group_of(const config::Pool& p) const;
-  std::map<std::string, std::string> groups_;
   std::string board_class(const config::Pool& p) const;
   std::optional<std::string> head_class();  // the class of the next task on this pool's stream
   std::string stage_stream() const;         // the stream this pool claims from
   bool nothing_ready_ = false;              // may_claim's last answer: no task was waiting
-  bool group_decodes(const config::Pool& p) const;  // p's GPU group has a decoder of its own
-  double expected_s(const config::Pool& p, const std::string& cls) const;
-  double committed_s(const config::Pool& p, const std::string& cls) const;
-  double tail_s(const config::Pool& p, const std::string& cls) const;
+  double expected_s(const std::string& cls) const;   // this pool's, for its heartbeat
+  double committed_s(const std::string& cls) const;  // what a task of cls commits its GPUs for
   const config::Cluster& cluster_;
   const config::Pool& self_;
+  const dispatch::BoardModel model_;  // the config's side of every decision (board_model.h)
+  const std::size_t self_ix_;         // self_ in Cluster::pools
   std::unique_ptr<queue::Redis> redis_;
   std::atomic<long long> bad_heartbeats_{0};
   std::set<std::string> bad_pools_;  // pools whose entry was not a heartbeat at the last read
   // The last read of the board failed: claims as first-free would, warned once, counted.
   metrics::Degraded board_state_{"dispatch_board_unreadable", "pool " + self_.name};
-  schedule::Policy policy_ = schedule::Policy::kCompletionTime;
   std::chrono::steady_clock::time_point next_heartbeat_{};
   double busy_until_unix_s_ = 0;
   // Heartbeat while a long task runs (the worker thread is busy in the runtime): a separate

@@ -80,7 +80,7 @@ TEST(DecodeChoice, BacklogMovesTheLatentToTheShorterExpectedQueue) {
   auto r = srv.connect();
   ASSERT_TRUE(r.ok());
   auto c = cluster();
-  // The queue is served FIFO on the decoders' slots (schedule::expected_decode_completion):
+  // The queue is served FIFO on the decoders' slots (dispatch::expected_decode_completion):
   // b: 3 queued on one 2 s pool, this one done at 8 s; c: 2 queued on two 3 s pools, done at 6 s.
   fill(**r, "b", 3);
   fill(**r, "c", 2);

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/config/config.h"
-#include "common/schedule/geometry.h"
+#include "common/dispatch/geometry.h"
 #include "common/spec/spec.h"
 
 namespace h3pipe {
@@ -220,7 +220,7 @@ TEST(LatentProfileConfig, TheMiniMaxH3GridOfTheExampleConfig) {
   ASSERT_TRUE(want.ok()) << want.error().message;
   EXPECT_EQ(latent::expected_geometry(want->profile, want->job),
             (latent::Geometry{{1, 24, 37, 46, 26}, {1, 32, 2, 207}}));
-  EXPECT_EQ(schedule::class_latent_bytes(*c, "sd"), 4'301'184u);  // the seeds' "about 4.3 MB"
+  EXPECT_EQ(dispatch::class_latent_bytes(*c, "sd"), 4'301'184u);  // the seeds' "about 4.3 MB"
   s.set_frames(121);
   auto e = errors(s, *c);
   ASSERT_EQ(e.size(), 1u);
@@ -230,10 +230,10 @@ TEST(LatentProfileConfig, TheMiniMaxH3GridOfTheExampleConfig) {
 TEST(LatentProfilePlanner, TransferSizesFromTheProfile) {
   auto c = load(base_config());
   // wan480 is a wan2.1 class: 16 x 21 x 60 x 104 floats.
-  EXPECT_EQ(schedule::class_latent_bytes(c, "wan480"), 8'386'560u);
-  EXPECT_EQ(schedule::class_latent_bytes(c, "demo"), schedule::latent_bytes(256, 256, 49));
-  EXPECT_EQ(schedule::class_latent_bytes(c, "absent"), 0u);
-  EXPECT_EQ(schedule::latent_bytes(*latent::find_builtin_profile("ltxv"), 768, 512, 97),
+  EXPECT_EQ(dispatch::class_latent_bytes(c, "wan480"), 8'386'560u);
+  EXPECT_EQ(dispatch::class_latent_bytes(c, "demo"), dispatch::latent_bytes(256, 256, 49));
+  EXPECT_EQ(dispatch::class_latent_bytes(c, "absent"), 0u);
+  EXPECT_EQ(dispatch::latent_bytes(*latent::find_builtin_profile("ltxv"), 768, 512, 97),
             128u * 13 * 16 * 24 * 4);
 }
 

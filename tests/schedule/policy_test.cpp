@@ -12,6 +12,7 @@
 #include "common/schedule/simulate.h"
 
 namespace h3pipe::schedule {
+using namespace h3pipe::dispatch;  // the rule the planner runs
 namespace {
 
 using config::StageKind;

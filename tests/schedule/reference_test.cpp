@@ -19,10 +19,11 @@
 #include <numeric>
 #include <random>
 
-#include "common/schedule/geometry.h"
+#include "common/dispatch/geometry.h"
 #include "common/schedule/simulate.h"
 
 namespace h3pipe::schedule {
+using namespace h3pipe::dispatch;  // the rule and the latent sizes the planner runs
 namespace {
 
 using config::StageKind;

@@ -9,7 +9,7 @@
 #include "common/config/config.h"
 #include "common/latent/profile.h"
 
-namespace h3pipe::schedule {
+namespace h3pipe::dispatch {
 
 inline constexpr std::uint32_t kDefaultFps = 24;  // config::JobClass has no fps field
 
@@ -26,4 +26,4 @@ std::uint64_t class_latent_bytes(const config::Cluster& c, const std::string& jo
 // is the per-transfer fixed cost (handshake, hashing, fsync), not only the wire's round trip.
 double transfer_seconds(std::uint64_t bytes, const config::Link& link);
 
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch

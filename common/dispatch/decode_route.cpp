@@ -1,10 +1,10 @@
-#include "common/schedule/decode_route.h"
+#include "common/dispatch/decode_route.h"
 
 #include <algorithm>
 
-#include "common/schedule/geometry.h"
+#include "common/dispatch/geometry.h"
 
-namespace h3pipe::schedule {
+namespace h3pipe::dispatch {
 
 config::Link link_between(const config::Cluster& c, std::string_view from, std::string_view to,
                           bool* found) {
@@ -91,4 +91,4 @@ double route_tail_s(const config::Cluster& c, std::string_view host, std::string
   return r ? r->done_in_s : 0.0;
 }
 
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch

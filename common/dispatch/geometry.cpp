@@ -1,10 +1,10 @@
-#include "common/schedule/geometry.h"
+#include "common/dispatch/geometry.h"
 
 #include <cmath>
 
 #include "common/latent/latent.h"
 
-namespace h3pipe::schedule {
+namespace h3pipe::dispatch {
 
 std::uint64_t latent_bytes(std::uint32_t width, std::uint32_t height, std::uint32_t frames,
                            std::uint32_t fps) {
@@ -31,4 +31,4 @@ double transfer_seconds(std::uint64_t bytes, const config::Link& link) {
   return wire + link.latency_ms / 1000.0;
 }
 
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "common/config/config.h"
-#include "common/schedule/dispatch.h"
+#include "common/dispatch/dispatch.h"
 
-namespace h3pipe::schedule {
+namespace h3pipe::dispatch {
 
 // What the caller knows about the decode side now.  Absent entries mean "none": no queue, an idle
 // decoder, a free link, every pool alive.
@@ -69,4 +69,4 @@ void fill_decode_side(const config::Cluster& c, const std::vector<std::string>& 
 double route_tail_s(const config::Cluster& c, std::string_view host, std::string_view job_class,
                     std::uint64_t latent_bytes);
 
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch

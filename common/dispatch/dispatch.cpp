@@ -1,11 +1,11 @@
-#include "common/schedule/dispatch.h"
+#include "common/dispatch/dispatch.h"
 
 #include <algorithm>
 #include <cmath>
 #include <queue>
 #include <tuple>
 
-namespace h3pipe::schedule {
+namespace h3pipe::dispatch {
 namespace {
 
 bool usable(const PoolState& p) {
@@ -30,16 +30,6 @@ struct SlotLater {
 };
 
 }  // namespace
-
-const char* policy_name(Policy p) {
-  return p == Policy::kCompletionTime ? "completion_time" : "first_free";
-}
-
-std::optional<Policy> parse_policy(std::string_view name) {
-  if (name == "completion_time") return Policy::kCompletionTime;
-  if (name == "first_free") return Policy::kFirstFree;
-  return std::nullopt;
-}
 
 std::size_t claim_lookahead(config::StageKind stage, const Backlog& b) {
   switch (stage) {
@@ -199,4 +189,4 @@ std::optional<std::size_t> choose_decode_host(const std::vector<DecodeHostState>
   return best;
 }
 
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch

@@ -1,12 +1,12 @@
 // The one decode-host choice (decode_route.h): candidates from the config, the load the caller
 // sees, and the shared rule.  The simulator, the sampler, the transfer sender and resume call it.
-#include "common/schedule/decode_route.h"
+#include "common/dispatch/decode_route.h"
 
 #include <gtest/gtest.h>
 
-#include "common/schedule/geometry.h"
+#include "common/dispatch/geometry.h"
 
-namespace h3pipe::schedule {
+namespace h3pipe::dispatch {
 namespace {
 
 using config::StageKind;
@@ -110,4 +110,4 @@ TEST(DecodeRoute, ProfilesDecideWhoCanDecode) {
 }
 
 }  // namespace
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch

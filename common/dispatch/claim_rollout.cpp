@@ -5,9 +5,9 @@
 #include <limits>
 #include <queue>
 
-#include "common/schedule/dispatch.h"
+#include "common/dispatch/dispatch.h"
 
-namespace h3pipe::schedule {
+namespace h3pipe::dispatch {
 namespace {
 
 constexpr std::size_t kNo = static_cast<std::size_t>(-1);
@@ -247,4 +247,4 @@ bool should_claim(Policy policy, std::string_view self, const std::vector<PoolSt
   return false;
 }
 
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch

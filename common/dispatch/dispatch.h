@@ -19,21 +19,9 @@
 #include <vector>
 
 #include "common/config/config.h"
+#include "common/dispatch/policy.h"
 
-namespace h3pipe::schedule {
-
-enum class Policy {
-  // A pool claims a task only if the greedy earliest-completion assignment of the queued tasks
-  // gives it one.  A slower pool therefore leaves a task to a faster pool that would finish it
-  // sooner, even if the faster pool is still busy; this matters most at the tail of a batch.
-  kCompletionTime,
-  // Any idle pool claims the next task (what a plain shared queue does).
-  kFirstFree,
-};
-
-const char* policy_name(Policy p);
-// "completion_time" | "first_free"; nullopt otherwise.
-std::optional<Policy> parse_policy(std::string_view name);
+namespace h3pipe::dispatch {
 
 inline constexpr double kCannotRun = std::numeric_limits<double>::infinity();
 
@@ -176,4 +164,4 @@ inline constexpr double kRolloutTieBand = 0.005;
 bool should_claim(Policy policy, std::string_view self, const std::vector<PoolState>& pools,
                   std::size_t ready_tasks, const Lookahead& la);
 
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch

@@ -1,12 +1,12 @@
 // The dispatch policy alone (dispatch.h): what an idle live worker decides before XREADGROUP.
-#include "common/schedule/dispatch.h"
+#include "common/dispatch/dispatch.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
 
-namespace h3pipe::schedule {
+namespace h3pipe::dispatch {
 namespace {
 
 PoolState pool(std::string name, double expected, double free_in = 0, bool alive = true) {
@@ -275,4 +275,4 @@ TEST(Policy, NamesRoundTrip) {
 }
 
 }  // namespace
-}  // namespace h3pipe::schedule
+}  // namespace h3pipe::dispatch
