@@ -1,102 +1,97 @@
-// Strict parsing of the builtin model's settings (CONVENTIONS rule 6: field path in every
-// message, all problems reported together, unknown keys are errors).
+// The builtin model's settings, declared once (issue #26): a field table read by the cluster
+// config's machinery (common/config/field_table.h; CONVENTIONS rule 6: field path in every
+// message, all problems reported together, unknown keys are errors), in the model's own wording
+// ("expected an integer in [1, 256]", Wording::kExpected).  docs/config.md prints the table.
 #include <algorithm>
 
 #include <fmt/ranges.h>
 
+#include "common/config/field_table.h"
 #include "common/model/cuda/backend.h"
 #include "common/model/model.h"
 #include "common/model/precision.h"
+#include "common/model/settings_table.h"
+
+// The tables name only the options they set ({.imin = 0, .imax = 65535}); every other member of
+// Opts has its default.  GCC 12 still warns about the ones left out (GCC PR 96868).
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 namespace h3pipe::model {
 
 namespace {
 
-class Parser {
- public:
-  Parser(const nlohmann::json& j, std::string_view prefix) : j_(j), prefix_(prefix) {}
+using config::Field;
+using config::field;
+using config::Opts;
 
-  std::string path(std::string_view key) const { return fmt::format("{}/{}", prefix_, key); }
-  void fail(std::string_view key, std::string_view what) {
-    errors_.push_back(fmt::format("{}: {}", path(key), what));
-  }
+std::string device_error(const std::string& d) {
+  auto dev = parse_device(d);
+  return dev ? std::string() : dev.error().message;
+}
 
-  void integer(std::string_view key, int& out, long lo, long hi) {
-    const auto it = j_.find(std::string(key));
-    if (it == j_.end()) return;
-    if (!it->is_number_integer() || it->get<long>() < lo || it->get<long>() > hi) {
-      fail(key, fmt::format("expected an integer in [{}, {}]", lo, hi));
-      return;
-    }
-    out = static_cast<int>(it->get<long>());
-  }
-  void u64(std::string_view key, std::uint64_t& out) {
-    const auto it = j_.find(std::string(key));
-    if (it == j_.end()) return;
-    if (it->is_number_unsigned()) {
-      out = it->get<std::uint64_t>();
-    } else if (it->is_number_integer() && it->get<long long>() >= 0) {
-      out = static_cast<std::uint64_t>(it->get<long long>());
-    } else {
-      fail(key, "expected a non-negative integer");
-    }
-  }
-  void number(std::string_view key, double& out, double lo, double hi) {
-    const auto it = j_.find(std::string(key));
-    if (it == j_.end()) return;
-    if (!it->is_number() || it->get<double>() < lo || it->get<double>() > hi) {
-      fail(key, fmt::format("expected a number in [{}, {}]", lo, hi));
-      return;
-    }
-    out = it->get<double>();
-  }
-  void string(std::string_view key, std::string& out) {
-    const auto it = j_.find(std::string(key));
-    if (it == j_.end()) return;
-    if (!it->is_string()) {
-      fail(key, "expected a string");
-      return;
-    }
-    out = it->get<std::string>();
-  }
-  void boolean(std::string_view key, bool& out) {
-    const auto it = j_.find(std::string(key));
-    if (it == j_.end()) return;
-    if (!it->is_boolean()) {
-      fail(key, "expected true or false");
-      return;
-    }
-    out = it->get<bool>();
-  }
-  void int_list(std::string_view key, std::vector<int>& out, std::size_t count, int lo, int hi) {
-    const auto it = j_.find(std::string(key));
-    if (it == j_.end()) return;
-    const auto bad = [&] {
-      fail(key, fmt::format("expected an array of {} integers in [{}, {}]", count, lo, hi));
-    };
-    if (!it->is_array() || it->size() != count) return bad();
-    std::vector<int> v;
-    for (const auto& e : *it) {
-      if (!e.is_number_integer() || e.get<long>() < lo || e.get<long>() > hi) return bad();
-      v.push_back(static_cast<int>(e.get<long>()));
-    }
-    out = std::move(v);
-  }
+std::string precision_error(const std::string& p) {
+  return known_precision(p) ? std::string() : fmt::format("\"{}\" is not one of {}", p, kPrecisionNames);
+}
 
-  std::vector<std::string> errors_;
-
- private:
-  const nlohmann::json& j_;
-  std::string_view prefix_;
-};
-
-const std::vector<std::string_view> kKeys = {
-    "width",        "depth",          "heads",       "mlp_ratio",        "text_layers",
-    "cond_tokens",  "patch",          "audio_patch", "vae_channels",     "audio_channels",
-    "threads",      "segment_frames", "overlap",     "memory_budget_mb", "seed",
-    "weights_file", "flow_shift",     "device",      "deterministic", "decoder_precision"};
+Field<ModelConfig> patch_field() {
+  auto f = config::custom<ModelConfig>(
+      config::detail::info("patch", config::FieldType::kIntegers, "(t, h, w) patch of the video latent",
+                           {.imin = 1, .imax = 4, .count = 3, .rule = "[1, p, p] with p in {1, 2, 4}"}),
+      [](config::ObjectReader& r, const config::FieldInfo& fi, ModelConfig& c, const config::ReadContext& ctx) {
+        std::vector<int> patch;
+        if (!config::detail::read_value(r, fi, ctx, patch)) return true;
+        if (patch[0] != 1 || patch[1] != patch[2] || (patch[1] != 1 && patch[1] != 2 && patch[1] != 4))
+          ctx.errors.add(r.path(fi.key), "expected [1, p, p] with p in {1, 2, 4}");
+        else
+          std::copy(patch.begin(), patch.end(), c.patch.begin());
+        return true;
+      },
+      [](const ModelConfig& c) { return nlohmann::json(c.patch); });
+  return f;
+}
 
 }  // namespace
+
+const config::Table<ModelConfig>& settings_table() {
+  using M = ModelConfig;
+  static const config::Table<M> t{
+      "runtime/settings (builtin)",
+      "`settings` of the builtin runtime (docs/model.md): the model's size, threads, weights.",
+      {field("width", &M::width, "d_model of the text encoder and the DiT", {.imin = 16, .imax = 8192}),
+       field("depth", &M::depth, "DiT blocks", {.imin = 1, .imax = 256}),
+       field("heads", &M::heads, "attention heads (width / heads = head dim)",
+             {.imin = 1, .imax = 128, .rule = "divides width"}),
+       field("mlp_ratio", &M::mlp_ratio, "MLP width / width", {.imin = 1, .imax = 16}),
+       field("text_layers", &M::text_layers, "text encoder layers", {.imin = 0, .imax = 64}),
+       field("cond_tokens", &M::cond_tokens, "prompt bytes are truncated/padded to this many tokens",
+             {.imin = 1, .imax = 4096}),
+       patch_field(),
+       field("audio_patch", &M::audio_patch, "audio latent steps per token", {.imin = 1, .imax = 64}),
+       field("vae_channels", &M::vae_channels, "decoder channels at 1/16, 1/8, 1/4, 1/2 and full resolution",
+             {.imin = 1, .imax = 2048, .count = 5}),
+       field("audio_channels", &M::audio_channels, "audio decoder channels at latent rate, 2x and 86x",
+             {.imin = 1, .imax = 2048, .count = 3}),
+       field("threads", &M::threads, "worker threads", {.imin = 1, .imax = 256}),
+       field("segment_frames", &M::segment_frames, "latent frames per decode segment; 0: largest under the budget",
+             {.imin = 0, .imax = 1 << 20}),
+       field("overlap", &M::overlap, "spatial tiles: latent pixels of context decoded on each side",
+             {.imin = 0, .imax = 64}),
+       field("memory_budget_mb", &M::memory_budget_mb, "decoder working-set budget", {.imin = 16, .imax = 1 << 22}),
+       field("seed", &M::seed, "seed of the seeded (\"dummy\") weights", {.imin = 0}),
+       field("weights_file", &M::weights_file, "safetensors file; empty: seeded weights"),
+       field("flow_shift", &M::flow_shift, "timestep shift of the flow-matching schedule", {.dmin = 0.01, .dmax = 100.0}),
+       field("device", &M::device, "cpu, cuda (the pool's first GPU) or cuda:N", {.rule = "a device"},
+             std::function<std::string(const std::string&)>(&device_error)),
+       field("deterministic", &M::deterministic, "device GEMMs without split-K atomics: same bytes each call"),
+       field("decoder_precision", &M::decoder_precision, "decoder weights rounded at load: f32, bf16, fp16 or int8",
+             {.rule = "a known precision"}, std::function<std::string(const std::string&)>(&precision_error))},
+      [](config::ObjectReader& r, M& c, const config::ReadContext& ctx) {
+        if (c.width % c.heads != 0)
+          ctx.errors.add(r.path("heads"), fmt::format("width {} is not a multiple of heads {}", c.width, c.heads));
+      },
+      {"width is a multiple of heads"}};
+  return t;
+}
 
 Result<ModelConfig> parse_config(const nlohmann::json& settings, std::string_view path_prefix,
                                  std::span<const std::string_view> extra_keys) {
@@ -105,49 +100,18 @@ Result<ModelConfig> parse_config(const nlohmann::json& settings, std::string_vie
   if (!settings.is_object())
     return make_error(errc::config::kInvalid, "{}: expected an object of builtin model settings",
                       path_prefix.empty() ? "/" : path_prefix);
-  Parser p(settings, path_prefix);
-  std::vector<std::string_view> all(kKeys.begin(), kKeys.end());
-  all.insert(all.end(), extra_keys.begin(), extra_keys.end());
-  std::sort(all.begin(), all.end());
-  for (const auto& [key, value] : settings.items()) {
-    if (std::find(all.begin(), all.end(), key) == all.end())
-      p.fail(key, fmt::format("unknown key; known: {}", fmt::join(all, ", ")));
-  }
-  p.integer("width", c.width, 16, 8192);
-  p.integer("depth", c.depth, 1, 256);
-  p.integer("heads", c.heads, 1, 128);
-  p.integer("mlp_ratio", c.mlp_ratio, 1, 16);
-  p.integer("text_layers", c.text_layers, 0, 64);
-  p.integer("cond_tokens", c.cond_tokens, 1, 4096);
-  std::vector<int> patch(c.patch.begin(), c.patch.end());
-  p.int_list("patch", patch, 3, 1, 4);
-  if (patch.size() == 3) {
-    if (patch[0] != 1 || patch[1] != patch[2] || (patch[1] != 1 && patch[1] != 2 && patch[1] != 4))
-      p.fail("patch", "expected [1, p, p] with p in {1, 2, 4}");
-    else
-      std::copy(patch.begin(), patch.end(), c.patch.begin());
-  }
-  p.integer("audio_patch", c.audio_patch, 1, 64);
-  p.int_list("vae_channels", c.vae_channels, 5, 1, 2048);
-  p.int_list("audio_channels", c.audio_channels, 3, 1, 2048);
-  p.integer("threads", c.threads, 1, 256);
-  p.integer("segment_frames", c.segment_frames, 0, 1 << 20);
-  p.integer("overlap", c.overlap, 0, 64);
-  p.integer("memory_budget_mb", c.memory_budget_mb, 16, 1 << 22);
-  p.u64("seed", c.seed);
-  p.string("weights_file", c.weights_file);
-  p.number("flow_shift", c.flow_shift, 0.01, 100.0);
-  p.string("device", c.device);
-  if (auto dev = parse_device(c.device); !dev) p.fail("device", dev.error().message);
-  p.boolean("deterministic", c.deterministic);
-  p.string("decoder_precision", c.decoder_precision);
-  if (!known_precision(c.decoder_precision))
-    p.fail("decoder_precision", fmt::format("\"{}\" is not one of {}", c.decoder_precision, kPrecisionNames));
-  if (c.width % c.heads != 0)
-    p.fail("heads", fmt::format("width {} is not a multiple of heads {}", c.width, c.heads));
-  if (!p.errors_.empty()) {
+  config::Errors errors;
+  {
+    config::ObjectReader r(settings, std::string(path_prefix), errors);
+    for (const auto& k : extra_keys) r.raw(std::string(k));  // the runtime adapter's own keys
+    const config::ReadContext ctx{errors, {}, config::Wording::kExpected};
+    const auto& t = settings_table();
+    for (const auto& f : t.fields) f.read(r, f.info, c, ctx);
+    t.check(r, c, ctx);
+  }  // unknown keys reported here
+  if (!errors.empty()) {
     std::string msg = "invalid builtin model settings:";
-    for (const auto& e : p.errors_) msg += "\n  " + e;
+    for (const auto& e : errors.list()) msg += "\n  " + e;
     return make_error(errc::config::kInvalid, "{}", msg);
   }
   return c;
