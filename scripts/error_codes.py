@@ -12,6 +12,8 @@ check fails when
     excepted) spells a code's text as a string literal, or a prefix of one ("io.", "runtime.
     permanent") that builds a code at run time: name the constant, errc::domain::kName;
   - a catalogue code is used nowhere (a stale entry);
+  - the ComfyUI node pack (integrations/comfyui/h3pipe_nodes) raises a code the catalogue does
+    not list (its errors reach h3pipe as the task's code, and the catalogue's retry class);
   - docs/errors.md differs from what `markdown` prints.
 Preflight check names (rep.pass/fail/warn/add("redis.auth", ...)) are names of checks, not error
 codes, and may share a code's text.
@@ -24,6 +26,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "common/core/error_codes.inc"
 DOCS = ROOT / "docs/errors.md"
 SOURCE_DIRS = ("common", "cli", "services", "fuzz", "bench")
+# The node pack (Python, runs inside ComfyUI) raises its errors with a code as the first argument:
+# LatentError("latent.layout", ...), SidecarError(...), or names one (`code = "io.error"`).
+PACK_DIR = ROOT / "integrations/comfyui/h3pipe_nodes"
+PACK_CODE = re.compile(r'(?:Error\(\s*|code\s*=\s*(?:"[a-z0-9_.]+"\s+if\s+[^"]*\s+else\s+)?)"([a-z0-9_]+\.[a-z0-9_.]+)"')
+PACK_CODE_ALT = re.compile(r'code\s*=\s*"([a-z0-9_]+\.[a-z0-9_.]+)"')
 OWN_FILES = {"common/core/error_codes.inc", "common/core/error_codes.h", "common/core/error_codes.cpp"}
 RETRY = {"kRetried": "retried", "kPermanent": "permanent", "kNotATask": "-"}
 # Codes outside runtime.permanent.* that no retry can change (issue #22): a path refused for what
@@ -165,6 +172,15 @@ def scan(entries):
                     where[uses[key]].add(component(rel))
                 else:
                     problems.append(f"{rel}:{n}: {key} is not in the catalogue")
+    for p in sorted(PACK_DIR.glob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        for n, line in enumerate(p.read_text().split("\n"), 1):
+            for c in sorted({m.group(1) for rx in (PACK_CODE, PACK_CODE_ALT) for m in rx.finditer(line)}):
+                if c in where:
+                    where[c].add("node pack")
+                else:
+                    problems.append(f"{rel}:{n}: the node pack raises \"{c}\", which the catalogue "
+                                    "does not list")
     for c, w in sorted(where.items()):
         if not w:
             problems.append(f"{c}: in the catalogue but used nowhere (remove the entry)")
