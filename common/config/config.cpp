@@ -10,7 +10,7 @@
 #include "common/core/bounded_file.h"
 #include "common/config/embedded_default.h"
 #include "common/config/fields.h"
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/latent/profile_json.h"
 
 namespace h3pipe::config {

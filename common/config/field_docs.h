@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/config/field_table.h"
+#include "common/core/field_table.h"
 
 namespace h3pipe::config {
 

@@ -4,7 +4,7 @@
 // rules across objects (cross_checks.cpp); docs/config.md and the chart's values.schema.json are
 // printed from it (field_docs.h, tests/config).
 #include "common/config/config.h"
-#include "common/config/field_table.h"
+#include "common/core/field_table.h"
 
 namespace h3pipe::config {
 

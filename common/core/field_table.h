@@ -25,9 +25,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 
-namespace h3pipe::config {
+namespace h3pipe::json_reader {
 
 enum class FieldType { kString, kPath, kBool, kInteger, kNumber, kStrings, kIntegers, kObject, kArray, kMap, kAny };
 
@@ -473,4 +473,10 @@ Field<S> custom(FieldInfo info,
   return f;
 }
 
+}  // namespace h3pipe::json_reader
+
+// The config module (and every reader that came from it) names these config::ObjectReader,
+// config::Errors, ...: the same types.
+namespace h3pipe::config {
+using namespace h3pipe::json_reader;  // NOLINT(google-build-using-namespace)
 }  // namespace h3pipe::config

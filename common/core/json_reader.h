@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-namespace h3pipe::config {
+namespace h3pipe::json_reader {
 
 class Errors {
  public:
@@ -144,9 +144,9 @@ class ObjectReader {
   bool finished_ = false;
 };
 
-}  // namespace h3pipe::config
+}  // namespace h3pipe::json_reader
 
-namespace h3pipe::config {
+namespace h3pipe::json_reader {
 
 // Parses JSON text strictly: a key twice in one object is an error naming its JSON pointer
 // (nlohmann keeps the last one silently; a duplicated "hosts" once gave `"local" is not a host`),
@@ -204,4 +204,10 @@ inline std::optional<nlohmann::json> parse_strict(std::string_view text, std::st
   }
 }
 
+}  // namespace h3pipe::json_reader
+
+// The config module (and every reader that came from it) names these config::ObjectReader,
+// config::Errors, ...: the same types.
+namespace h3pipe::config {
+using namespace h3pipe::json_reader;  // NOLINT(google-build-using-namespace)
 }  // namespace h3pipe::config

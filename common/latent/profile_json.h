@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/config/json_reader.h"  // header-only: the strict reader every JSON input uses
+#include "common/core/json_reader.h"  // header-only: the strict reader every JSON input uses
 #include "common/latent/profile.h"
 
 namespace h3pipe::latent {

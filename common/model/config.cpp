@@ -1,12 +1,12 @@
 // The builtin model's settings, declared once (issue #26): a field table read by the cluster
-// config's machinery (common/config/field_table.h; CONVENTIONS rule 6: field path in every
+// config's machinery (common/core/field_table.h; CONVENTIONS rule 6: field path in every
 // message, all problems reported together, unknown keys are errors), in the model's own wording
 // ("expected an integer in [1, 256]", Wording::kExpected).  docs/config.md prints the table.
 #include <algorithm>
 
 #include <fmt/ranges.h>
 
-#include "common/config/field_table.h"
+#include "common/core/field_table.h"
 #include "common/model/cuda/backend.h"
 #include "common/model/model.h"
 #include "common/model/precision.h"

@@ -1,7 +1,7 @@
 #pragma once
-// The builtin model's settings as a field table (common/config/field_table.h): parse_config
+// The builtin model's settings as a field table (common/core/field_table.h): parse_config
 // (model.h) reads by it, docs/config.md prints it (tests/config/config_gen.cpp).
-#include "common/config/field_table.h"
+#include "common/core/field_table.h"
 #include "common/model/model.h"
 
 namespace h3pipe::model {

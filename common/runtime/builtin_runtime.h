@@ -8,7 +8,7 @@
 // seed, weights_file) plus, for decode, "crf" and "preset" of the H.264 encoder.  Unknown keys
 // are start-up errors naming the settings path.  Each runtime loads only the weights of its own
 // network.
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/runtime/runtime.h"
 
 namespace h3pipe::runtime {

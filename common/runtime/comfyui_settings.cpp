@@ -5,7 +5,7 @@
 #include <limits>
 #include <set>
 
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/runtime/stage_output.h"
 
 namespace h3pipe::runtime::comfyui {

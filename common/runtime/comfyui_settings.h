@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/runtime/comfyui_workflow.h"
 #include "common/runtime/runtime.h"
 

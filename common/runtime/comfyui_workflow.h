@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 
 namespace h3pipe::runtime::comfyui {
 

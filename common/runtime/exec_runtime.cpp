@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "common/artifacts/artifacts.h"
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/runtime/inputs.h"
 #include "common/runtime/stage_output.h"
 #include "common/runtime/subprocess.h"

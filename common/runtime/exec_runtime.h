@@ -18,7 +18,7 @@
 // command writes there; the runtime then validates it for its stage (stage_output.h) and
 // commits it with its sidecar.  A non-zero exit, a timeout, a missing or invalid output fail the
 // task with the tail of the command's stderr in the reason.
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/runtime/runtime.h"
 
 namespace h3pipe::runtime {

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/runtime/builtin_runtime.h"
 #include "common/runtime/comfyui_settings.h"
 #include "common/runtime/exec_runtime.h"

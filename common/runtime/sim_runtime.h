@@ -6,7 +6,7 @@
 // to 48 kHz stereo AAC).
 #include <random>
 
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/runtime/runtime.h"
 
 namespace h3pipe::runtime {

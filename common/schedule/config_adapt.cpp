@@ -10,7 +10,7 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/config/config.h"
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/core/bounded_file.h"
 #include "common/dispatch/policy.h"
 

@@ -1,6 +1,6 @@
 #include "common/spec/spec.h"
 
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 
 #include <google/protobuf/util/json_util.h>
 
