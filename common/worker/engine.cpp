@@ -4,7 +4,7 @@
 #include <chrono>
 #include <memory>
 
-#include "common/config/json_reader.h"
+#include "common/core/json_reader.h"
 #include "common/logging/log.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
