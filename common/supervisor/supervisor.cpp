@@ -136,10 +136,10 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
 
   std::vector<Child> children;
   {
-    Child r{"redis", {"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1",
+    Child r{.name = "redis", .argv = {"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1",
                       "--dir", (c.state_dir / "redis").string(), "--appendonly", "yes", "--appendfsync",
                       "everysec", "--save", "", "--protected-mode", "yes", "--daemonize", "no"},
-            logs / "redis.log"};
+            .log = logs / "redis.log"};
     // Per-service ACL users, the default user off (credentials.h); rendered by start().
     // Redis rewrites its process title, so leftovers are found by this file (end_leftovers).
     r.argv.push_back("--pidfile");
@@ -150,7 +150,8 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
   }
   std::string cfg = o.config_file.empty() ? "" : fs::absolute(o.config_file).string();
   auto service = [&](const std::string& svc, const std::string& instance, const std::string& pool) {
-    Child ch{svc + "-" + instance, {(o.bin_dir / ("h3pipe-" + svc)).string()}, logs / (svc + "-" + instance + ".log")};
+    Child ch{.name = svc + "-" + instance, .argv = {(o.bin_dir / ("h3pipe-" + svc)).string()},
+             .log = logs / (svc + "-" + instance + ".log")};
     if (!cfg.empty()) { ch.argv.push_back("--config"); ch.argv.push_back(cfg); }
     ch.argv.insert(ch.argv.end(), {"--host", host, "--state-dir", c.state_dir.string()});
     if (c.redis.embedded) {
