@@ -106,6 +106,13 @@ Result<std::string> StageQueue::enqueue(const std::string& payload) {
   return reply_str(r->get());
 }
 
+bool StageQueue::take_sweep() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_sweep_) return false;
+  next_sweep_ = now + std::chrono::milliseconds(opts_.sweep_ms);
+  return true;
+}
+
 Result<std::optional<Entry>> StageQueue::claim(bool new_work) {
   // 1. Own pending entries left by a previous incarnation of this consumer.
   if (!drained_own_) {

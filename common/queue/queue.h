@@ -70,6 +70,19 @@ class StageQueue final {
   // The next claim() first re-reads this consumer's own pending entries (after an error that
   // may have left a claimed task unfinished).
   void recheck_own() { drained_own_ = false; }
+  // True when the next claim() would go straight to new entries: its own pending ones drained and
+  // no sweep of expired leases due (a claim folded into another step, Store::claim_and_start,
+  // keeps claim()'s order only then).
+  bool next_claim_is_new() const {
+    return drained_own_ && std::chrono::steady_clock::now() < next_sweep_;
+  }
+  // For a claim folded into a completion (state::Move::then_claim), which keeps claim()'s order:
+  // whether this consumer's own pending entries are drained; take_sweep() says whether the sweep
+  // of expired leases is due and, if so, counts it as made now (the next one sweep_ms later), and
+  // swept_one() that it took an entry (more may wait: the next claim sweeps again).
+  bool own_drained() const { return drained_own_; }
+  bool take_sweep();
+  void swept_one() { next_sweep_ = std::chrono::steady_clock::now(); }
   Result<std::optional<Entry>> claim(bool new_work = true);
   Result<bool> complete(const Entry& e, const Commands& follow_up);
   Status dead_letter(const Entry& e, const std::string& stage, const std::string& run_id,

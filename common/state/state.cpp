@@ -103,35 +103,109 @@ local function h3_cmds(at, run_them)
   end
   return at
 end
+-- The start move of one attempt (Store::start_attempt): refused unless the job is at this stage
+-- (then the entry, when given, is acked), else attempts++ and the run's cancel flag and the job's
+-- last error read back.  With peek, also the stream's next entry after this one (the claim after
+-- this task may then start it in its own round trip: Store::claim_and_start).
+local function h3_start(job, run, stream, to, apply_from, attempts, group, consumer, id, peek)
+  local v, from = h3_judge(job, apply_from, '')
+  if v == 2 then
+    if stream and h3_ours(stream, group, consumer, id) then h3_ack(stream, group, id) end
+    h3_refused(run, from, to)
+    return {2, from, 0, '', ''}
+  end
+  if from ~= to then h3_set(job, run, from, to) end
+  local n = redis.call('HINCRBY', job, attempts, 1)
+  local out = {1, from, n, redis.call('HGET', run, 'cancelled') or '', redis.call('HGET', job, 'error') or ''}
+  if peek and stream then
+    local nx = redis.call('XRANGE', stream, '(' .. id, '+', 'COUNT', 1)
+    if #nx == 1 and nx[1][2] then
+      for i = 1, #nx[1][2], 2 do
+        if nx[1][2][i] == 'task' then out[6] = nx[1][1]; out[7] = nx[1][2][i + 1] end
+      end
+    end
+  end
+  return out
+end
+-- One move with its ack and commands (Store::apply); ARGV as kApplyScript's, the record commands
+-- from ARGV[at] on.  Returns {code, from} (Applied).
+local function h3_apply(at)
+  local ack = ARGV[4] == '1'
+  if ack and not h3_ours(KEYS[3], ARGV[5], ARGV[6], ARGV[7]) then return {0, ''} end
+  if ARGV[8] == 'cancelled' and redis.call('HGET', KEYS[2], 'cancelled') ~= '1' then return {4, ''} end
+  local v, from = h3_judge(KEYS[1], ARGV[2], ARGV[3])
+  if ack then h3_ack(KEYS[3], ARGV[5], ARGV[7]) end
+  if v == 2 then h3_refused(KEYS[2], from, ARGV[1]); return {2, from} end
+  if v == 1 then h3_set(KEYS[1], KEYS[2], from, ARGV[1]) end
+  at = h3_cmds(at, true)
+  h3_cmds(at, v == 1)
+  return {v, from}
+end
+-- The task field of a stream entry ('' for an entry without one).
+local function h3_task(e)
+  if e[2] then
+    for i = 1, #e[2], 2 do if e[2][i] == 'task' then return e[2][i + 1] end end
+  end
+  return ''
+end
+-- The claim of a consumer whose own pending entries are drained, in StageQueue::claim()'s order:
+-- with sweep_idle set (a sweep is due), another consumer's expired lease first (XAUTOCLAIM), then a
+-- new entry (XREADGROUP >, never blocking inside a script).  Returns the entry and 1 when it was
+-- reclaimed, 0 when new; nil: nothing.
+local function h3_claim(stream, group, consumer, sweep_idle)
+  if sweep_idle ~= '' then
+    local a = redis.call('XAUTOCLAIM', stream, group, consumer, sweep_idle, '0-0', 'COUNT', '1')
+    if a[2] and #a[2] > 0 then return a[2][1], 1 end
+  end
+  local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', '1', 'STREAMS', stream, '>')
+  if not r or not r[1] or #r[1][2] == 0 then return nil, 0 end
+  return r[1][2][1], 0
+end
 )LUA";
 
 // KEYS: job, run [, stream].  ARGV: to, apply-from, past-from, ack (0|1), group, consumer, id,
 // guard ('' | 'cancelled'), record commands, next commands.  Returns {code, from} (Applied).
 static const std::string kApplyScript = std::string(kMoveLua) + R"LUA(
-local ack = ARGV[4] == '1'
-if ack and not h3_ours(KEYS[3], ARGV[5], ARGV[6], ARGV[7]) then return {0, ''} end
-if ARGV[8] == 'cancelled' and redis.call('HGET', KEYS[2], 'cancelled') ~= '1' then return {4, ''} end
-local v, from = h3_judge(KEYS[1], ARGV[2], ARGV[3])
-if ack then h3_ack(KEYS[3], ARGV[5], ARGV[7]) end
-if v == 2 then h3_refused(KEYS[2], from, ARGV[1]); return {2, from} end
-if v == 1 then h3_set(KEYS[1], KEYS[2], from, ARGV[1]) end
-local at = h3_cmds(9, true)
-h3_cmds(at, v == 1)
-return {v, from}
+return h3_apply(9)
 )LUA";
 
-// KEYS: job, run [, stream].  ARGV: to, apply-from, attempts field, group, consumer, id.
-// Returns {code, from, attempt, cancelled flag, last error}.
-static const std::string kStartScript = std::string(kMoveLua) + R"LUA(
-local v, from = h3_judge(KEYS[1], ARGV[2], '')
-if v == 2 then
-  if KEYS[3] and h3_ours(KEYS[3], ARGV[4], ARGV[5], ARGV[6]) then h3_ack(KEYS[3], ARGV[4], ARGV[6]) end
-  h3_refused(KEYS[2], from, ARGV[1])
-  return {2, from, 0, '', ''}
+// A completion and the claim right after it, in one step (Store::apply with Move::then_claim):
+// the move exactly as kApplyScript makes it, then the consumer's next entry as claim() takes it
+// once its own pending entries are drained (with a sweep due, an expired lease first), started
+// when it is the entry the task's start saw next.  KEYS: job, run, stream, next job, next run.
+// ARGV: kApplyScript's 1-8, sweep idle ms ('' = no sweep), expected id, start to, start
+// apply-from, attempts field, then the record and next commands.  Returns {code, from [, id,
+// task, reclaimed (0|1) [, start reply...]]}.
+static const std::string kApplyClaimScript = std::string(kMoveLua) + R"LUA(
+local out = h3_apply(14)
+local e, reclaimed = h3_claim(KEYS[3], ARGV[5], ARGV[6], ARGV[9])
+if not e then return out end
+out[3] = e[1]; out[4] = h3_task(e); out[5] = reclaimed
+if reclaimed == 0 and e[1] == ARGV[10] then
+  local s = h3_start(KEYS[4], KEYS[5], KEYS[3], ARGV[11], ARGV[12], ARGV[13], ARGV[5], ARGV[6], e[1], true)
+  for i = 1, #s do out[5 + i] = s[i] end
 end
-if from ~= ARGV[1] then h3_set(KEYS[1], KEYS[2], from, ARGV[1]) end
-local n = redis.call('HINCRBY', KEYS[1], ARGV[3], 1)
-return {1, from, n, redis.call('HGET', KEYS[2], 'cancelled') or '', redis.call('HGET', KEYS[1], 'error') or ''}
+return out
+)LUA";
+
+// KEYS: job, run [, stream].  ARGV: to, apply-from, attempts field, group, consumer, id, peek (0|1).
+// Returns {code, from, attempt, cancelled flag, last error [, next id, next task]}.
+static const std::string kStartScript = std::string(kMoveLua) + R"LUA(
+return h3_start(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7] == '1')
+)LUA";
+
+// The claim of the next new entry (XREADGROUP >, never blocking inside a script) and, when it is
+// the entry the previous start saw next (its job's keys are declared), that entry's start move in
+// the same step.  KEYS: stream, job, run (of the expected entry).  ARGV: group, consumer, expected
+// id, to, apply-from, attempts field.  Returns {} (nothing new), {id, task} (another entry: its
+// start is the caller's), or {id, task, start reply...} (kStartScript's reply, with the peek).
+static const std::string kClaimStartScript = std::string(kMoveLua) + R"LUA(
+local e = h3_claim(KEYS[1], ARGV[1], ARGV[2], '')
+if not e then return {} end
+local task = h3_task(e)
+if e[1] ~= ARGV[3] then return {e[1], task} end
+local s = h3_start(KEYS[2], KEYS[3], KEYS[1], ARGV[4], ARGV[5], ARGV[6], ARGV[1], ARGV[2], e[1], true)
+return {e[1], task, unpack(s)}
 )LUA";
 
 // Registers a job if new and enqueues its encode task: a crash never leaves a job without its
@@ -230,31 +304,66 @@ Result<std::vector<Refusal>> Store::refused(const std::string& run_id) {
   return out;
 }
 
+namespace {
+
+// kStartScript's reply from element `at` on (claim_and_start's comes after the claimed entry).
+Result<Attempt> parse_attempt(const redisReply* a, std::size_t at) {
+  if (a->type != REDIS_REPLY_ARRAY || a->elements < at + 5)
+    return make_error(errc::redis::kReply, "start: unexpected reply");
+  Attempt out;
+  out.refused = reply_int(a->element[at]) == 2;
+  out.from = state_of(a->element[at + 1]);
+  out.number = reply_int(a->element[at + 2]);
+  out.cancelled = reply_str(a->element[at + 3]) == "1";
+  out.last_error = reply_str(a->element[at + 4]);
+  pb::StageTask next;
+  if (a->elements >= at + 7 && next.ParseFromString(reply_str(a->element[at + 6])) &&
+      !next.run_id().empty() && !next.job_id().empty())
+    out.next = NextEntry{reply_str(a->element[at + 5]), next.run_id(), next.job_id()};
+  return out;
+}
+
+}  // namespace
+
 Result<Attempt> Store::start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s,
-                                     const std::optional<QueueAck>& entry) {
+                                     const std::optional<QueueAck>& entry, bool peek) {
   const JobState to = stage_state(s);
   std::vector<std::string> keys_ = {keys::job(run_id, job_id), keys::run(run_id)};
   std::vector<std::string> args = {job_state_name(to), csv(states_with(Event::kStart, to, Verdict::kApply)),
                                    std::string("attempts:") + stage_key(s)};
   if (entry) {
     keys_.push_back(entry->stream);
-    args.insert(args.end(), {entry->group, entry->consumer, entry->entry_id});
+    args.insert(args.end(), {entry->group, entry->consumer, entry->entry_id, peek ? "1" : "0"});
   }
   auto r = redis_.eval(kStartScript, keys_, args);
   if (!r.ok()) return r.error();
+  return parse_attempt(r->get(), 0);
+}
+
+Result<std::optional<ClaimedStart>> Store::claim_and_start(const QueueAck& q, const NextEntry& expected,
+                                                            pb::Stage s) {
+  const JobState to = stage_state(s);
+  auto r = redis_.eval(
+      kClaimStartScript,
+      {q.stream, keys::job(expected.run_id, expected.job_id), keys::run(expected.run_id)},
+      {q.group, q.consumer, expected.entry_id, job_state_name(to),
+       csv(states_with(Event::kStart, to, Verdict::kApply)), std::string("attempts:") + stage_key(s)});
+  if (!r.ok()) return r.error();
   const redisReply* a = r->get();
-  if (a->type != REDIS_REPLY_ARRAY || a->elements < 5) return make_error(errc::redis::kReply, "start: unexpected reply");
-  Attempt out;
-  out.refused = reply_int(a->element[0]) == 2;
-  out.from = state_of(a->element[1]);
-  out.number = reply_int(a->element[2]);
-  out.cancelled = reply_str(a->element[3]) == "1";
-  out.last_error = reply_str(a->element[4]);
-  return out;
+  if (a->type != REDIS_REPLY_ARRAY || a->elements == 0) return std::optional<ClaimedStart>();
+  if (a->elements < 2) return make_error(errc::redis::kReply, "claim: unexpected reply");
+  ClaimedStart out{reply_str(a->element[0]), reply_str(a->element[1]), std::nullopt};
+  if (a->elements > 2) {
+    auto at = parse_attempt(a, 2);
+    if (!at.ok()) return at.error();
+    out.attempt = std::move(*at);
+  }
+  return std::optional<ClaimedStart>(std::move(out));
 }
 
 Status Store::load_scripts() {
   auto r = redis_.pipeline({{"SCRIPT", "LOAD", kApplyScript}, {"SCRIPT", "LOAD", kStartScript},
+                            {"SCRIPT", "LOAD", kClaimStartScript}, {"SCRIPT", "LOAD", kApplyClaimScript},
                             {"SCRIPT", "LOAD", kAcceptScript}});
   if (!r.ok()) return r.error();
   return {};
@@ -271,13 +380,33 @@ Result<Moved> Store::apply(const Move& m) {
     args.insert(args.end(), {"", "", ""});
   }
   args.push_back(m.only_while_cancelled ? "cancelled" : "");
+  const bool claim = m.ack && m.then_claim;
+  if (claim) {
+    const ClaimNext& c = *m.then_claim;
+    const bool known = !c.expected.entry_id.empty();
+    const JobState to = stage_state(c.stage);
+    keys_.push_back(known ? keys::job(c.expected.run_id, c.expected.job_id) : keys_[0]);
+    keys_.push_back(known ? keys::run(c.expected.run_id) : keys_[1]);
+    args.insert(args.end(), {c.sweep_idle_ms > 0 ? std::to_string(c.sweep_idle_ms) : "", c.expected.entry_id,
+                             job_state_name(to), csv(states_with(Event::kStart, to, Verdict::kApply)),
+                             std::string("attempts:") + stage_key(c.stage)});
+  }
   flatten_into(args, m.record);
   flatten_into(args, m.next);
-  auto r = redis_.eval(kApplyScript, keys_, args);
+  auto r = redis_.eval(claim ? kApplyClaimScript : kApplyScript, keys_, args);
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
   if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) return make_error(errc::redis::kReply, "apply: unexpected reply");
   Moved moved{static_cast<Applied>(reply_int(a->element[0])), state_of(a->element[1])};
+  if (claim && a->elements >= 5) {
+    ClaimedStart c{reply_str(a->element[2]), reply_str(a->element[3]), std::nullopt, reply_int(a->element[4]) == 1};
+    if (a->elements > 5) {
+      auto at = parse_attempt(a, 5);
+      if (!at.ok()) return at.error();
+      c.attempt = std::move(*at);
+    }
+    moved.claimed = std::move(c);
+  }
   // A stage completion a failover must not lose: WAIT for the configured replicas.  Fewer is
   // not a failure (the move stands on the primary; a failover before it replicates is redone
   // from the artifacts, each stage being idempotent): the caller sees the count.

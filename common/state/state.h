@@ -58,6 +58,12 @@ struct Refusal {
 };
 inline constexpr int kRefusedKept = 100;
 
+// The entry after a started one on its stream, seen by the start (Store::start_attempt with
+// peek): its job's keys, so that the next claim may start it in the same step (claim_and_start).
+struct NextEntry {
+  std::string entry_id, run_id, job_id;
+};
+
 // What a worker learns when it starts an attempt (Store::start_attempt).
 struct Attempt {
   bool refused = false;    // the job is not at this stage (done, failed, cancelled, elsewhere)
@@ -65,12 +71,31 @@ struct Attempt {
   long long number = 0;    // 1 on the first delivery
   bool cancelled = false;  // the run was cancelled
   std::string last_error;  // the job's error field (the reason for a dead letter)
+  std::optional<NextEntry> next;  // asked with peek: the stream's next entry, when there is one
 };
 
 // The task entry a move acks and deletes in the same step, only while it is still this
 // consumer's (a worker whose lease lapsed must not complete what another now owns).
 struct QueueAck {
   std::string stream, group, consumer, entry_id;
+};
+
+// An entry claimed by Store::claim_and_start; `attempt` is set when it was started in the same
+// step (it was the entry expected), else its start is the caller's.
+struct ClaimedStart {
+  std::string entry_id, payload;
+  std::optional<Attempt> attempt;
+  bool reclaimed = false;  // another consumer's expired lease (Move::then_claim's sweep)
+};
+
+// The claim right after a completion, made in the completion's own step (Move::then_claim): the
+// consumer's next entry as StageQueue::claim() takes it once its own pending entries are drained
+// (an expired lease first when a sweep is due, then a new entry), started in the same step when
+// it is `expected`.  Only for a pool whose dispatch answer needs nothing the completion changes.
+struct ClaimNext {
+  NextEntry expected;     // entry_id empty: none known (the claimed entry's start is the caller's)
+  pb::Stage stage = pb::STAGE_UNSPECIFIED;
+  int sweep_idle_ms = 0;  // > 0: a sweep is due (XAUTOCLAIM of entries idle this long first)
 };
 
 // One move of the state machine with what goes with it.
@@ -82,6 +107,9 @@ struct Move {
   queue::Commands record;  // run when the move applies or the job is already past it (history)
   queue::Commands next;    // run only when the move applies (the next stage's task, the reason)
   bool only_while_cancelled = false;  // a cancel: applies only while the run's flag is still set
+  // With an ack: the consumer's next claim in the same script, whatever the move's code (it is
+  // the claim the worker would make right after).  Moved::claimed holds what it took.
+  std::optional<ClaimNext> then_claim;
 };
 
 enum class Applied {
@@ -96,6 +124,7 @@ struct Moved {
   JobState from = JobState::kNone;
   // Replicas that acknowledged an applied completion (redis.wait_replicas; -1: not asked).
   int replicas = -1;
+  std::optional<ClaimedStart> claimed;  // Move::then_claim: the entry claimed (none: nothing to claim)
 };
 const char* applied_name(Applied a);
 
@@ -122,12 +151,20 @@ class Store final {
   // Start of one attempt, in one round trip: the start move (refused unless the job is at this
   // stage; then the entry, when given, is acked: a stale or cancelled task is dropped),
   // attempts:<stage>++, and the run's cancelled flag and the job's last error read back.
+  // With peek (and an entry), the attempt also names the stream's next entry (Attempt::next).
   Result<Attempt> start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s,
-                                const std::optional<QueueAck>& entry = std::nullopt);
+                                const std::optional<QueueAck>& entry = std::nullopt, bool peek = false);
+  // The claim of the next new entry of q's stream for q's consumer (XREADGROUP >, not blocking)
+  // and, when it is `expected` (q.entry_id is not used), its start move, in one round trip: the
+  // two steps between a worker's tasks that used to be two.  nullopt: nothing new on the stream.
+  // The same moves as claim() + start_attempt(): a stale task is refused and acked, attempts++.
+  Result<std::optional<ClaimedStart>> claim_and_start(const QueueAck& q, const NextEntry& expected,
+                                                      pb::Stage s);
   // SCRIPT LOADs the state machine's scripts, so a user that may only EVALSHA (the operator's
   // `resume`) finds them in Redis's cache; the encoder's ingest calls it at start.
   Status load_scripts();
-  // Applies one move of the state machine (see Move, Applied).
+  // Applies one move of the state machine (see Move, Applied); with then_claim (and an ack), the
+  // claim after it in the same script, the WAIT after it covering both.
   Result<Moved> apply(const Move& m);
   // exec:<stage>++ (the runtime starts).  Sent without waiting for the reply (Redis::send): it
   // reaches Redis before the runtime starts, and costs no round trip.

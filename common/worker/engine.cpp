@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <utility>
 
 #include "common/core/json_reader.h"
 #include "common/logging/log.h"
@@ -86,6 +87,16 @@ StageEngine::StageEngine(EngineOptions o, Ledger& ledger, Files& files, Compute 
     : opts_(o), stage_(describe(o.pool->stage)), ledger_(ledger), files_(files), compute_(std::move(compute)),
       clock_(std::move(clock)), routing_(std::move(routing)) {}
 
+void StageEngine::report(std::function<void()> f) {
+  if (opts_.defer_reports) deferred_.push_back(std::move(f));
+  else f();
+}
+
+void StageEngine::run_deferred() {
+  auto fs = std::exchange(deferred_, {});
+  for (auto& f : fs) f();
+}
+
 Result<Outcome> StageEngine::done(Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {
   counts_[static_cast<int>(o)]++;
   if (on_outcome) on_outcome(o, t, rec);
@@ -105,7 +116,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   // The start move counts the attempt and reads the run's cancel flag and the job's last error;
   // a job that is not at this stage (done, failed, cancelled, or elsewhere: a stale task) is
   // refused and its entry dropped in the same step.
-  auto started = ledger_.start(t, c.entry_id);
+  auto started = c.started ? Result<state::Attempt>(*c.started) : ledger_.start(t, c.entry_id);
   if (!started.ok()) return started.error();
   if (started->refused) {
     logger().warn("run={} job={} {}: the job is {}; dropping the task (refused by the state machine)", run, job,
@@ -169,6 +180,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   poll->next_ms = clock_.steady_ms() + 1000;
   const std::string entry_id = c.entry_id;
   ctx.cancelled = [this, run, poll, entry_id] {
+    if (!deferred_.empty()) run_deferred();  // the last task's report, now that this one runs
     if (ledger_.lease_lost(entry_id) || ledger_.hand_back_due()) return true;
     if (!poll->cancelled && clock_.steady_ms() >= poll->next_ms) {
       poll->next_ms = clock_.steady_ms() + 1000;
@@ -226,6 +238,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   const long long compute_start_ms = clock_.steady_ms();
   auto out = compute_(ctx);
   const double compute_s = static_cast<double>(clock_.steady_ms() - compute_start_ms) / 1000.0;
+  run_deferred();  // a runtime that never polled: the last report waits no longer than this one
   if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.lease_lost(c.entry_id)) {
     logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job, stage_.key);
     return done(Outcome::kLeaseLost, t);
@@ -368,8 +381,9 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
                   "now would redo it from its artifacts", run, job, stage_.key);
   switch (moved->code) {
     case Applied::kApplied:
-      logger().info("run={} job={} {} done in {:.3f}s -> {}", run, job, stage_.key,
-                   (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, state::job_state_name(to));
+      report([run, job, key = stage_.key, s = (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, to] {
+        logger().info("run={} job={} {} done in {:.3f}s -> {}", run, job, key, s, state::job_state_name(to));
+      });
       return done(skipped ? Outcome::kSkipped : Outcome::kCompleted, t, rec);
     case Applied::kAlreadyPast:
       logger().info("run={} job={} {}: the job is already {}; history kept, nothing enqueued", run, job, stage_.key,

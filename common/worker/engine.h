@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/config/config.h"
 #include "common/core/result.h"
@@ -44,6 +45,9 @@ struct Claimed {
   std::string entry_id;
   std::string payload;  // serialized pb::StageTask
   double gpu_wait_s = 0;  // before the claim: work was visible, the GPU group was held elsewhere
+  // Set when the claim already made the start move (Store::claim_and_start): process() takes it
+  // instead of asking Ledger::start.
+  std::optional<state::Attempt> started;
 };
 
 // The job's state and the task's entry (Redis in production).
@@ -110,6 +114,10 @@ struct Routing {
 struct EngineOptions {
   const config::Cluster* cluster = nullptr;
   const config::Pool* pool = nullptr;
+  // A completed task's report (its "done" line, the worker's metrics: report()) waits until the
+  // next task's runtime polls cancellation the first time, off the path between two tasks
+  // (issue #24); run_deferred() runs what waits.
+  bool defer_reports = false;
 };
 
 class StageEngine final {
@@ -121,6 +129,9 @@ class StageEngine final {
   long long count(Outcome o) const { return counts_[static_cast<int>(o)]; }
   // Called with every outcome and task (metrics, tests); the task is empty when unparseable.
   std::function<void(Outcome, const pb::StageTask&, const pb::StageRecord&)> on_outcome;
+  // Runs f now, or with defer_reports once the next runtime is under way (or run_deferred).
+  void report(std::function<void()> f);
+  void run_deferred();
 
  private:
   // skipped: the output was already there (counted as skipped, not completed).
@@ -140,6 +151,7 @@ class StageEngine final {
   Clock clock_;
   Routing routing_;
   std::array<long long, static_cast<int>(Outcome::kCount)> counts_{};
+  std::vector<std::function<void()>> deferred_;
 };
 
 }  // namespace h3pipe::worker

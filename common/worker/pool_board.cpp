@@ -212,11 +212,15 @@ void PoolBoard::claimed(const pb::StageTask& t) {
 
 // The live side of the dispatch policy for every stage: the board's heartbeats and the streams'
 // depths as the model's observation (observe_board), decided by the model the simulator runs.
+bool PoolBoard::claims_unconditionally() const {
+  if (dispatch::effective_policy(model_.policy(), self_.stage) == dispatch::Policy::kFirstFree) return true;
+  // Nobody to defer to (and, for samplers, no decode side that could make waiting pay).
+  return model_.peers(self_ix_).size() == 1;
+}
+
 bool PoolBoard::may_claim() {
   const auto stage = self_.stage;
-  if (dispatch::effective_policy(model_.policy(), stage) == dispatch::Policy::kFirstFree) return true;
-  // Nobody to defer to (and, for samplers, no decode side that could make waiting pay).
-  if (model_.peers(self_ix_).size() == 1) return true;
+  if (claims_unconditionally()) return true;
   if (std::chrono::steady_clock::now() >= next_heartbeat_) publish(0);
   std::vector<std::pair<std::string, std::string>> streams = {{keys::stream("encode"), "encode"},
                                                                {keys::stream("sample"), "sample"}};

@@ -51,6 +51,10 @@ class PoolBoard final {
   void publish(double busy_for_s);
   // The policy's verdict for this pool now; true on any Redis trouble (never stall the pipeline).
   bool may_claim();
+  // True when may_claim's answer is yes without reading anything (policy first_free at this
+  // stage, or no peer to defer to): it cannot depend on a completion, so the worker may fold the
+  // next claim into the completion's own step (state::Move::then_claim).
+  bool claims_unconditionally() const;
   // A task was claimed: busy for what it commits the pool's GPUs to (its class's profile, and
   // the later stages of the pool's GPU group).
   void claimed(const pb::StageTask& t);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
@@ -54,11 +55,17 @@ class StageWorker::RedisLedger final : public Ledger {
     return {o.stream, o.group, o.consumer, id};
   }
   Result<state::Attempt> start(const pb::StageTask& t, const std::string& id) override {
-    return w_.store_->start_attempt(t.run_id(), t.job_id(), w_.stage_, entry(id));
+    auto a = w_.store_->start_attempt(t.run_id(), t.job_id(), w_.stage_, entry(id),
+                                      w_.folds_claims());
+    if (a.ok()) w_.next_ = a->next;
+    return a;
   }
   Result<state::Moved> apply(state::Move m, const std::string& id) override {
     m.ack = entry(id);
-    return w_.store_->apply(m);
+    if (m.event == state::Event::kAdvance) w_.fold_claim_into(m);
+    auto moved = w_.store_->apply(m);
+    if (moved.ok() && m.then_claim) w_.took_folded(std::move(moved->claimed));
+    return moved;
   }
   Status dead_letter_entry(const Claimed& c, const std::string& reason) override {
     queue::Entry e;
@@ -191,10 +198,12 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
       default: return self->rt_.decode->decode(ctx);
     }
   };
-  w->engine_ = std::make_unique<StageEngine>(EngineOptions{&c, &pool}, *w->ledger_, *w->files_, std::move(compute),
-                                             Clock::system(), routing);
+  w->engine_ = std::make_unique<StageEngine>(EngineOptions{&c, &pool, true}, *w->ledger_, *w->files_,
+                                             std::move(compute), Clock::system(), routing);
   w->engine_->on_outcome = [self](Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {
-    self->count(o, rec);
+    // The metrics once the next task's runtime runs (EngineOptions::defer_reports); the event now
+    // (the board hears "idle" before the next task's "claimed").
+    self->engine_->report([self, o, rec] { self->count(o, rec); });
     if (self->hooks_.on_event) self->hooks_.on_event(outcome_name(o), t);
   };
   return w;
@@ -270,6 +279,38 @@ void StageWorker::run(const std::atomic<bool>& stop) {
       idle_since = now;
     }
   }
+  engine_->run_deferred();
+  // Stopped between a completion that claimed the next task and its processing: handed back at
+  // once (claimable by the next sweep of any worker), not left until its lease runs out.
+  if (prefetched_) {
+    if (auto s = queue_->release_for_retry(*prefetched_, 0); !s.ok())
+      logger().warn("{}: handing back {} at stop: {}", opts_.pool->name, prefetched_->id, s.error().to_string());
+    prefetched_.reset();
+    prefetched_start_.reset();
+  }
+}
+
+void StageWorker::fold_claim_into(state::Move& m) {
+  if (!folds_claims() || !hooks_.claims_unconditionally || active_ != queue_.get() || !queue_->own_drained() ||
+      (stop_ && stop_->load()))
+    return;
+  // The entry the task's start saw next: started in the same script when it is the one claimed.
+  state::ClaimNext c{next_.value_or(state::NextEntry{}), stage_, 0};
+  if (queue_->take_sweep()) c.sweep_idle_ms = queue_->options().lease_ms;
+  m.then_claim = std::move(c);
+}
+
+void StageWorker::took_folded(std::optional<state::ClaimedStart> c) {
+  next_.reset();
+  if (!c) return;
+  if (c->reclaimed) queue_->swept_one();
+  queue::Entry e;
+  e.id = std::move(c->entry_id);
+  e.payload = std::move(c->payload);
+  e.reclaimed = c->reclaimed;
+  prefetched_ = std::move(e);
+  prefetched_start_ = std::move(c->attempt);
+  if (prefetched_start_) next_ = prefetched_start_->next;
 }
 
 Result<bool> StageWorker::work_visible() {
@@ -295,6 +336,8 @@ Result<bool> StageWorker::work_visible(const queue::StageQueue& q) {
 }
 
 Result<bool> StageWorker::step() {
+  // Reports the last task left (engine.h defer_reports) when no next task is claimed yet.
+  if (!prefetched_) engine_->run_deferred();
   const auto nap = std::chrono::milliseconds(opts_.cluster->queue.block_ms / 4 + 1);
   if (gpu_) {
     // Polled often: a GPU group hands its GPUs from stage to stage at every job, and each wait
@@ -347,11 +390,36 @@ Result<bool> StageWorker::step() {
     }
   }
   bool new_work = true;
+  std::optional<state::Attempt> started;
+  // Claimed (and maybe started) by the last completion's script (fold_claim_into).
+  if (!got && prefetched_) {
+    got = std::exchange(prefetched_, std::nullopt);
+    started = std::exchange(prefetched_start_, std::nullopt);
+  }
+  // The entry the last start saw next on the stream: when the policy lets this pool claim and
+  // the claim would take new work anyway, claimed and started in one round trip (the same
+  // order and moves as claim() then the engine's start; issue #24: the gap between two tasks).
+  const std::optional<state::NextEntry> next = got ? std::nullopt : std::exchange(next_, std::nullopt);
   if (!got) {
     new_work = hooks_.may_claim();
-    auto claimed = queue_->claim(new_work);
-    if (!claimed.ok()) return claimed.error();
-    if (claimed->has_value()) got = std::move(**claimed);
+    if (new_work && next && folds_claims() && queue_->next_claim_is_new()) {
+      const auto& o = queue_->options();
+      auto cs = store_->claim_and_start({o.stream, o.group, o.consumer, ""}, *next, stage_);
+      if (!cs.ok()) return cs.error();
+      if (cs->has_value()) {
+        queue::Entry e;
+        e.id = std::move((*cs)->entry_id);
+        e.payload = std::move((*cs)->payload);
+        got = std::move(e);
+        started = std::move((*cs)->attempt);
+        if (started) next_ = started->next;
+      }
+    }
+    if (!got) {
+      auto claimed = queue_->claim(new_work);
+      if (!claimed.ok()) return claimed.error();
+      if (claimed->has_value()) got = std::move(**claimed);
+    }
   }
   if (!got) {
     idle_cause_ = new_work ? "no_job" : "dispatch";
@@ -370,7 +438,7 @@ Result<bool> StageWorker::step() {
   claimed_once_ = true;
   *handoff_s_ = 0;
   const auto p0 = std::chrono::steady_clock::now();
-  auto r = engine_->process({e.id, e.payload, gpu_wait_s}, wait);
+  auto r = engine_->process({e.id, e.payload, gpu_wait_s, std::move(started)}, wait);
   process_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   probe_.set_busy(false);
   active_leases_->release(e.id);

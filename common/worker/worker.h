@@ -26,6 +26,10 @@ struct Hooks {
   // Dispatch policy (every stage: PoolBoard): asked before each claim; false = leave the task to
   // a pool that would finish it sooner.  Default: always claim.
   std::function<bool()> may_claim = [] { return true; };
+  // may_claim says yes without reading anything (PoolBoard::claims_unconditionally; the default
+  // may_claim): the claim after a completion is made in the completion's own script.  Set it
+  // false with a may_claim that can say no.
+  bool claims_unconditionally = true;
   // When may_claim said no: waits up to the given time before the next ask (PoolBoard: until a
   // task arrives on the stream when none was waiting).  Default: sleeps it.
   std::function<void(std::chrono::milliseconds)> idle_wait;
@@ -88,6 +92,14 @@ class StageWorker final {
   // of a GPU group takes the group's lease only then, never to block idle in a claim.
   Result<bool> work_visible();
   Result<bool> work_visible(const queue::StageQueue& q);
+  // A pool with no GPU group or group stream of its own: one queue, so the next claim may be
+  // folded with its start (Store::claim_and_start) after a start that saw the entry next_.
+  bool folds_claims() const { return !gpu_ && !own_queue_; }
+  // A completion (advance move) of a pool that folds its claims and claims unconditionally: the
+  // next claim goes into the completion's script (Move::then_claim) while claim() would take new
+  // work or sweep anyway (own pending drained), never once the worker is stopping.
+  void fold_claim_into(state::Move& m);
+  void took_folded(std::optional<state::ClaimedStart> c);
 
   Options opts_;
   Runtimes rt_;
@@ -120,6 +132,9 @@ class StageWorker final {
   std::shared_ptr<double> handoff_s_ = std::make_shared<double>(0);
   std::optional<std::chrono::steady_clock::time_point> gpu_wait_since_;
   bool claimed_once_ = false;
+  std::optional<state::NextEntry> next_;  // the entry after the task at hand (Attempt::next)
+  std::optional<queue::Entry> prefetched_;      // claimed by the last completion (fold_claim_into)
+  std::optional<state::Attempt> prefetched_start_;  // and started with it, when it was next_
 };
 
 // Submission ingest (runs in the encoder service): validates what arrives on h3pipe:submit
