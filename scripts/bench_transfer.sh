@@ -9,7 +9,9 @@
 #   - loopback MB/s with and without CURVE; SHA-256 GB/s;
 #   - the hand-off's breakdown (issue #24), median ms of each phase per size and mode:
 #     submit_to_offer, offer_to_first_byte, wire, hash_tail, check, fsync_commit, handoff
-#     (docs/report.md); JSON breakdown_ms_<size>_<mode>.
+#     (docs/report.md); JSON breakdown_ms_<size>_<mode>;
+#   - CPU per hand-off, ms (user + system, all threads; sender and receiver from each process's
+#     getrusage over its series, warm-up included): JSON cpu_ms_<size>_<mode>.
 # Needs root.  Only loopback and the two namespaces it creates carry traffic.
 #
 # Usage: scripts/bench_transfer.sh [BUILD_DIR]      (default: build)
@@ -184,6 +186,17 @@ def breakdown(name):
         ph["handoff"].append((e["t_ns"] - e["offer_ns"]) / 1e6 - (e["wire_s"] + e["verify_s"]) * 1e3)
     return {k: round(statistics.median(v), 3) for k, v in ph.items() if v}
 
+# CPU per hand-off (ms): each process's own getrusage at its end, over the series' transfers.
+def cpu(name):
+    out = {}
+    for side in ("send", "recv"):
+        rows = [json.loads(l) for l in open(f"{W}/{name}.{side}.jsonl")]
+        stop = [e for e in rows if e["event"] == "stopped" and "cpu_s" in e]
+        n = sum(1 for e in rows if e["event"] == ("sent" if side == "send" else "durable"))
+        if stop and n:
+            out["sender" if side == "send" else "receiver"] = round(stop[-1]["cpu_s"] * 1e3 / n, 2)
+    return out
+
 def scp(name):
     return [int(x) / 1e9 for x in open(f"{W}/{name}.scp.txt").read().split()]
 
@@ -207,6 +220,7 @@ for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
     for c in ("curve", "plain"):
         b = breakdown(f"{name}_{c}")
         r[f"breakdown_ms_{label.replace('.', '_').lower()}_{c}"] = b
+        r[f"cpu_ms_{label.replace('.', '_').lower()}_{c}"] = cpu(f"{name}_{c}")
         bd_rows.append((label, c, b))
 for label, name in [("4.3MB", "raw4"), ("13MB", "raw13")]:
     d = json.load(open(f"{W}/{name}.json"))
@@ -232,7 +246,9 @@ for row in rows:
     print(f"{row[0]:>6} {row[1]:>5} {row[2]:>9} {row[3]*1e3:>9.1f} {row[4]*1e3:>8.1f} {row[5]*1e3:>8.1f} {row[6]:>6.2f} {row[7]:>6.2f} {row[8]:>8.2f}", file=sys.stderr)
 print("hand-off breakdown, median ms: " + " ".join(PHASES), file=sys.stderr)
 for label, c, b in bd_rows:
-    print(f"{label:>6} {c:>5} " + " ".join(f"{b.get(k, 0):>7.2f}" for k in PHASES), file=sys.stderr)
+    u = r[f"cpu_ms_{label.replace('.', '_').lower()}_{c}"]
+    print(f"{label:>6} {c:>5} " + " ".join(f"{b.get(k, 0):>7.2f}" for k in PHASES) +
+          f"   cpu ms/hand-off: sender {u.get('sender', 0):.1f}, receiver {u.get('receiver', 0):.1f}", file=sys.stderr)
 print(f"raw TCP (the bytes alone, same link) median: 4.3MB {r['raw_tcp_seconds_4_3mb']*1e3:.1f} ms "
       f"(ratio {r['raw_tcp_ratio_4_3mb']}), 13MB {r['raw_tcp_seconds_13mb']*1e3:.1f} ms (ratio {r['raw_tcp_ratio_13mb']}); "
       f"13MB curve / raw TCP {r['ratio_vs_raw_tcp_13mb_curve']}", file=sys.stderr)

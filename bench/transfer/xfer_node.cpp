@@ -10,6 +10,7 @@
 // TEST ONLY: H3PIPE_TEST_ONLY_CORRUPT_ATTEMPTS=N makes the sender flip a bit in the first chunk of
 // each of the first N attempts of every transfer (SenderOptions::test_only_corrupt_attempts).
 #include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -46,6 +47,15 @@ long long mono_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// CPU seconds (user + system) this process used so far, all threads: the benchmark divides it by
+// the transfers to show what a hand-off costs besides the wire (CURVE, SHA-256, copies, syncs).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 class EventLog {
@@ -131,6 +141,7 @@ int receive(const Common& c, const std::string& bind, const std::string& root) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   log.write({{"event", "stopped"},
+             {"cpu_s", cpu_seconds()},
              {"zap_refused", (*r)->zap_refused()},
              {"protocol_errors", probe.protocol_errors()},
              {"received_total", probe.bytes()}});
@@ -241,7 +252,10 @@ int send(const Common& c, const std::string& peer, const std::string& root,
       }
     }
   }
-  log.write({{"event", "stopped"}, {"bytes_sent", probe.bytes()}, {"retries", probe.retries()}});
+  log.write({{"event", "stopped"},
+             {"cpu_s", cpu_seconds()},
+             {"bytes_sent", probe.bytes()},
+             {"retries", probe.retries()}});
   return 0;
 }
 

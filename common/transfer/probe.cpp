@@ -31,6 +31,9 @@ TransferProbe::TransferProbe(prometheus::Registry& r, const std::string& role)
                     "Peers declared dead after missing heartbeats", role)),
       failed_(counter(r, "h3pipe_transfer_failed_total",
                       "Transfers given up (max attempts or refused)", role)),
+      connects_(counter(
+          r, "h3pipe_transfer_connects_total",
+          "Handshakes completed with a peer (connections, each kept for many transfers)", role)),
       seconds_(prometheus::BuildHistogram()
                    .Name("h3pipe_transfer_seconds")
                    .Help("From offer to verified and durable on the receiver")

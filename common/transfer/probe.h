@@ -26,6 +26,9 @@ class TransferProbe final {
   void protocol_error() { protocol_.Increment(); }           // ..._protocol_errors_total
   void peer_dead() { dead_.Increment(); }                    // ..._peer_dead_total
   void failed() { failed_.Increment(); }                     // ..._failed_total
+  // A sender's CURVE (or plain) handshake with a receiver succeeded: one per connection, not per
+  // transfer, since a peer's connection is kept warm between transfers.
+  void connected() { connects_.Increment(); }  // ..._connects_total
 
   double bytes() const { return bytes_.Value(); }
   double retries() const { return retries_.Value(); }
@@ -37,10 +40,11 @@ class TransferProbe final {
   double protocol_errors() const { return protocol_.Value(); }
   double dead_peers() const { return dead_.Value(); }
   double failures() const { return failed_.Value(); }
+  double connects() const { return connects_.Value(); }
 
  private:
   prometheus::Counter &bytes_, &retries_, &integrity_, &resumed_, &refused_, &protocol_, &dead_,
-      &failed_;
+      &failed_, &connects_;
   prometheus::Histogram& seconds_;
   prometheus::Gauge &in_flight_, &waiting_;
 };

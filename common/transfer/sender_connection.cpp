@@ -47,6 +47,7 @@ void TransferSender::Impl::monitor_events(Peer& p) {
       p.backoff_ms = 0;
       p.last_rx = Clock::now();
       p.next_ping = Clock::now();
+      probe_.connected();
       logger().info("transfer sender: connected to {} ({})", p.o.host, p.o.endpoint);
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
       if (p.connected)

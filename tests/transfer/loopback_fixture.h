@@ -54,6 +54,13 @@ class Loopback : public ::testing::Test {
   }
 
   void start_receiver(ReceiverOptions o) {
+    auto r = try_start_receiver(std::move(o));
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+  }
+
+  // As start_receiver, but a failure (a bind to an address the previous receiver's socket still
+  // holds: libzmq closes it asynchronously) is returned for the caller to retry.
+  Status try_start_receiver(ReceiverOptions o) {
     auto r = TransferReceiver::start(
         ctx_, std::move(o),
         [this](const pb::Offer& offer, const fs::path& p, const std::string& sha) -> Status {
@@ -69,8 +76,9 @@ class Loopback : public ::testing::Test {
           return {};
         },
         rprobe_);
-    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    if (!r.ok()) return r.error();
     receiver_ = std::move(*r);
+    return {};
   }
 
   SenderOptions sender_options(const KeyPair& client) {
