@@ -208,6 +208,12 @@ class Compose(unittest.TestCase):
             self.assertEqual(sorted(x["source"] if isinstance(x, dict) else x for x in s["secrets"]),
                              ["redis-admin.password", "redis-sentinel.password"], "only what a Sentinel needs")
             self.assertEqual(str(s["ports"][0]["published"] if isinstance(s["ports"][0], dict) else s["ports"][0]).split(":")[0], port)
+            # Run as the secrets' owner (0400, uid 10001); write the config on a tmpfs the image has no
+            # folder at and with a mode only (podman 4.3 refuses uid=, keeps an image folder's mode).
+            self.assertEqual(s["user"], "10001:10001")
+            tmpfs = [t.split(":")[0] for t in s["tmpfs"]]
+            self.assertIn(e["SENTINEL_DIR"], tmpfs)
+            self.assertNotIn("uid=", str(s["tmpfs"]))
         for name in H3PIPE_SERVICES:
             secrets = [x["source"] if isinstance(x, dict) else x for x in svc[name]["secrets"]]
             self.assertIn("redis-sentinel.password", secrets, name)

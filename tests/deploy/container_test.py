@@ -33,6 +33,12 @@ docker-compose. Checks:
              decoder-host on the other (two network namespaces joined by a veth pair), CURVE keys
              from the CLI image's keygen; a batch sampled on the first is decoded on the second
              (--one-host leaves it out).
+  sentinel   with H3PIPE_CLI: compose.yaml + compose.sentinel.yaml (compose_sentinel_run.py): a
+             primary, a replica and three Sentinels announcing an address of this namespace; the
+             Sentinels name the primary, the replica is in sync, the host's CLI (config naming only
+             the Sentinels) runs a batch to one MP4 per job, then the primary is killed -9 during
+             a second batch: the replica is promoted and the batch still ends with one MP4 per job
+             (--one-host leaves it out).
 Not here: Grafana (no Debian package, no registry: its image cannot be had), GPUs (no NVIDIA
 container toolkit).
 """
@@ -438,6 +444,30 @@ def check_tools():
 
 
 # --- main ---------------------------------------------------------------------------------------
+SENTINEL_ANNOUNCE = "10.203.0.1"  # an address of this network namespace (a veth end; no dummy module)
+
+
+def check_sentinel_overlay(repo, cli, env):
+    """compose.yaml + compose.sentinel.yaml for real (issue #23; compose_sentinel_run.py): a primary,
+    a replica and three Sentinels announcing an address of this namespace that the containers reach
+    through the published ports; a batch, then a batch during which the primary is killed -9."""
+    for cmd in (["ip", "link", "add", "h3sent0", "type", "veth", "peer", "name", "h3sent1"],
+                ["ip", "addr", "add", SENTINEL_ANNOUNCE + "/32", "dev", "h3sent0"],
+                ["ip", "link", "set", "h3sent0", "up"], ["ip", "link", "set", "h3sent1", "up"]):
+        run(cmd)
+    p = run([sys.executable, os.path.join(repo, "tests", "deploy", "compose_sentinel_run.py"), "--jobs", "4",
+             "--announce", SENTINEL_ANNOUNCE, "--cli", cli], timeout=900, check_rc=False, env=env)
+    print(p.stdout[-4000:], flush=True)
+    last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "{}"
+    try:
+        res = json.loads(last)
+    except ValueError:
+        res = {}
+    failed_checks = [k for k, v in res.get("checks", {}).items() if not v]
+    check("compose.sentinel", p.returncode == 0 and res.get("ok") is True,
+          "rc %d, failed %s, %s" % (p.returncode, failed_checks, p.stderr[-2000:]))
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     repo = os.path.abspath(args[0] if args else os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -491,6 +521,8 @@ def main():
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             import container_two_host
             container_two_host.check_two_hosts(sys.modules[__name__], repo, tmp, version, compose_env)
+        if not failed and cli and "--one-host" not in sys.argv:
+            check_sentinel_overlay(repo, cli, env)
     except Exception as e:  # noqa: BLE001  report it as a failure with what happened
         check("container_test.ran_to_the_end", False, "%s: %s" % (type(e).__name__, e))
     finally:
