@@ -9,7 +9,9 @@
 #include "common/config/config.h"
 #include "common/queue/redis.h"
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 
 namespace h3pipe::cli {
 
@@ -33,9 +35,9 @@ int exit_for(const Error& e);
 int fail(const Error& e, std::string_view prefix = {});
 
 struct Global {
-  std::string config_file;   // --config
-  std::string redis;         // --redis HOST:PORT
-  std::string state_dir;     // --state-dir
+  std::string config_file;  // --config
+  std::string redis;        // --redis HOST:PORT
+  std::string state_dir;    // --state-dir
 };
 
 // --redis HOST:PORT: a host and a port 1-65535, else cli.flag naming the flag.
@@ -64,9 +66,9 @@ struct FleetOptions {
   bool all = false;
   std::string launcher = "native";  // native | compose
   std::string compose_dir = "/opt/h3pipe";
-  std::string remote_config;        // the config path as the hosts see it (default: --config)
-  std::string remote_bin;           // the h3pipe CLI on the hosts (default: h3pipe on their PATH)
-  std::string ssh_config;           // ssh -F FILE (default: ~/.ssh/config)
+  std::string remote_config;  // the config path as the hosts see it (default: --config)
+  std::string remote_bin;     // the h3pipe CLI on the hosts (default: h3pipe on their PATH)
+  std::string ssh_config;     // ssh -F FILE (default: ~/.ssh/config)
   bool dry_run = false;
 };
 void add_fleet_options(CLI::App* s, FleetOptions& f);
@@ -80,7 +82,9 @@ int cmd_resume(const Global& g, const std::string& run_id);
 
 }  // namespace h3pipe::cli
 
-namespace CLI { class App; }
+namespace CLI {
+class App;
+}
 namespace h3pipe::cli {
 // Subcommands contributed by other modules (latent inspect, keygen, plan, config-adapt, profile,
 // report, preflight), declared in extra_commands.cpp.

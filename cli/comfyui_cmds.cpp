@@ -6,11 +6,11 @@
 #include <sstream>
 
 #include "cli/cli.h"
-#include "common/core/bounded_file.h"
 #include "common/comfyui/install_nodes.h"
 #include "common/comfyui/split.h"
 #include "common/comfyui/split_files.h"
 #include "common/comfyui/ui_workflow.h"
+#include "common/core/bounded_file.h"
 #include "common/runtime/http_client.h"
 
 namespace h3pipe::cli {
@@ -44,8 +44,7 @@ Result<Json> fetch_object_info(std::string url) {
 }
 
 struct SplitArgs {
-  std::string workflow, out_dir, server, object_info, workflow_dir, sample_url, decode_url,
-      profile;
+  std::string workflow, out_dir, server, object_info, workflow_dir, sample_url, decode_url, profile;
   bool force = false;
 };
 
@@ -109,10 +108,9 @@ int run_split(const SplitArgs& a) {
              comfyui::describe(api, r->sampler), comfyui::describe(r->sample, r->save_node),
              comfyui::layout_name(r->layout));
   fmt::print("  latent profile {} ({})\n", r->profile,
-             r->profile_node.empty()
-                 ? std::string("from --profile")
-                 : fmt::format("from node {} {}", r->profile_node,
-                               comfyui::class_of(api, r->profile_node)));
+             r->profile_node.empty() ? std::string("from --profile")
+                                     : fmt::format("from node {} {}", r->profile_node,
+                                                   comfyui::class_of(api, r->profile_node)));
   fmt::print("  sample.api.json  {} nodes\n  decode.api.json  {} nodes\n", r->sample.size(),
              r->decode.size());
   print_inject("sample", r->inject["sample"]);
@@ -156,10 +154,11 @@ void register_comfyui_commands(CLI::App& app, Global& /*g*/, int& rc) {
 
   static comfyui::InstallOptions io;
   static std::string from, dir;
-  auto* i = c->add_subcommand("install-nodes",
-                              "put h3pipe's node pack into DIR/custom_nodes/h3pipe_nodes, DIR being "
-                              "the folder ComfyUI reads custom nodes from: its --base-directory, "
-                              "else its checkout");
+  auto* i =
+      c->add_subcommand("install-nodes",
+                        "put h3pipe's node pack into DIR/custom_nodes/h3pipe_nodes, DIR being "
+                        "the folder ComfyUI reads custom nodes from: its --base-directory, "
+                        "else its checkout");
   i->add_option("comfyui_dir", dir,
                 "a ComfyUI checkout (main.py, nodes.py) or the base directory a ComfyUI is "
                 "started with (--base-directory DIR)")

@@ -56,10 +56,12 @@ namespace {
 // `start` checks only what it reads before the supervisor makes the rest private.
 Status check_stack_files(const config::Cluster& c, bool starting) {
   H3_TRY(supervisor::check_state_dir(c.state_dir));
-  std::vector<fs::path> files = {supervisor::stack_file(c.state_dir), supervisor::stack_file(c.state_dir).string() + ".sha256"};
+  std::vector<fs::path> files = {supervisor::stack_file(c.state_dir),
+                                 supervisor::stack_file(c.state_dir).string() + ".sha256"};
   if (!starting) {
     files.push_back(supervisor::lock_file(c.state_dir));
-    files.push_back(supervisor::user_for(supervisor::secrets_dir(c.state_dir), "operator").password_file);
+    files.push_back(
+        supervisor::user_for(supervisor::secrets_dir(c.state_dir), "operator").password_file);
     for (const auto& h : c.hosts) files.push_back(c.state_dir / "transfer" / h.name / "outbox");
   }
   for (const auto& f : files) H3_TRY(supervisor::check_in_state_dir(c.state_dir, f));
@@ -92,7 +94,8 @@ Result<std::pair<std::string, int>> parse_redis_flag(const std::string& v) {
   for (char ch : port) digits = digits && ch >= '0' && ch <= '9';
   if (digits) n = std::stoi(port);
   if (host.empty() || !digits || n < 1 || n > 65535)
-    return make_error(errc::cli::kFlag, "--redis \"{}\": expected HOST:PORT with a port 1-65535", v);
+    return make_error(errc::cli::kFlag, "--redis \"{}\": expected HOST:PORT with a port 1-65535",
+                      v);
   return std::pair<std::string, int>{host, n};
 }
 
@@ -122,20 +125,26 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
     addr.sentinels.clear();  // --redis is used as it is
   }
   if (addr.port == 0 && addr.sentinels.empty())
-    return make_error(errc::cli::kRedis, "no running local stack under {} and the config names no redis port; run `h3pipe start` or pass --redis HOST:PORT",
+    return make_error(errc::cli::kRedis,
+                      "no running local stack under {} and the config names no redis port; run "
+                      "`h3pipe start` or pass --redis HOST:PORT",
                       c.state_dir.string());
   return queue::Redis::connect(addr);
 }
 
 int cmd_start(const Global& g, const std::string& host) {
   auto c = load_stack_cluster(g, true);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
   // What this machine must provide for the pools it is about to start (a program on PATH, ...):
   // refused here, with the errors preflight and the services give, before anything starts.
   const std::string here = host.empty() && c->hosts.size() == 1 ? c->hosts.front().name : host;
   if (!here.empty() && c->find_host(here)) {
     if (auto s = runtime::check_settings(*c, runtime::SettingsScope::kHost, here); !s.ok()) {
-      fmt::print(stderr, "start: invalid runtime settings on host {}:\n{}\n", here, s.error().message);
+      fmt::print(stderr, "start: invalid runtime settings on host {}:\n{}\n", here,
+                 s.error().message);
       return 2;
     }
   }
@@ -153,8 +162,8 @@ int cmd_start(const Global& g, const std::string& host) {
     int redis_pid = 0;
     for (const auto& p : j["processes"])
       if (p["name"] == "redis") redis_pid = p["pid"].get<int>();
-    fmt::print("  redis      127.0.0.1:{}  pid {}  (data {}/redis, {})\n", jr["port"].get<int>(), redis_pid,
-               c->state_dir.string(), persistence);
+    fmt::print("  redis      127.0.0.1:{}  pid {}  (data {}/redis, {})\n", jr["port"].get<int>(),
+               redis_pid, c->state_dir.string(), persistence);
   } else {
     // A shared Redis is not this stack's: no pid here, and its persistence is what it answered.
     fmt::print("  redis      {}:{}  (external, not started by this stack; persistence {})\n",
@@ -166,10 +175,14 @@ int cmd_start(const Global& g, const std::string& host) {
     std::string ports;
     std::ifstream rf(c->state_dir / "run" / (name + ".json"));
     nlohmann::json r;
-    if (rf && (rf >> r)) ports = fmt::format("metrics :{} ready :{}", r["metrics_port"].get<int>(), r["health_port"].get<int>());
-    fmt::print("  {:<22} pid {:<7} {}  log {}\n", name, p["pid"].get<int>(), ports, p["log"].get<std::string>());
+    if (rf && (rf >> r))
+      ports = fmt::format("metrics :{} ready :{}", r["metrics_port"].get<int>(),
+                          r["health_port"].get<int>());
+    fmt::print("  {:<22} pid {:<7} {}  log {}\n", name, p["pid"].get<int>(), ports,
+               p["log"].get<std::string>());
   }
-  fmt::print("  artifacts  {}\n  outputs    {}\n", c->artifact_root.string(), c->output_root.string());
+  fmt::print("  artifacts  {}\n  outputs    {}\n", c->artifact_root.string(),
+             c->output_root.string());
   return 0;
 }
 
@@ -177,7 +190,10 @@ int cmd_start(const Global& g, const std::string& host) {
 // another host under this state dir is left alone.
 int cmd_stop(const Global& g, const std::string& host) {
   auto c = load_stack_cluster(g);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
   if (!host.empty()) {
     if (!c->find_host(host)) {
       fmt::print(stderr, "stop: --host \"{}\" is not a host of the config\n", host);

@@ -2,7 +2,6 @@
 // (docs/compare.md).  The work is common/compare; this file finds the run's jobs in Redis, picks
 // the output folder, and prints.
 #include <CLI/CLI.hpp>
-
 #include <ctime>
 #include <iostream>
 #include <memory>
@@ -44,7 +43,10 @@ fs::path default_out(const config::Cluster& c, const std::string& run) {
 int cmd_compare(const Global& g, const CompareArgs& a, const std::vector<std::string>& argv) {
   media::set_libav_log_level(16);  // AV_LOG_ERROR: no x264 / psnr / ssim statistics per decode
   auto c = load_stack_cluster(g);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return kExitUsage; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return kExitUsage;
+  }
   compare::Options o;
   o.run_id = a.run_id;
   o.decoders = a.decoders;
@@ -52,8 +54,14 @@ int cmd_compare(const Global& g, const CompareArgs& a, const std::vector<std::st
   o.command = argv;
   o.per_frame = !a.no_per_frame;
   o.progress = [](const std::string& line) { fmt::print(stderr, "compare: {}\n", line); };
-  if (auto s = compare::check_decoders(*c, o); !s.ok()) { fail(s.error(), "compare"); return kExitUsage; }
-  if (auto s = artifacts::validate_id("run id", a.run_id); !s.ok()) { fail(s.error(), "compare"); return kExitUsage; }
+  if (auto s = compare::check_decoders(*c, o); !s.ok()) {
+    fail(s.error(), "compare");
+    return kExitUsage;
+  }
+  if (auto s = artifacts::validate_id("run id", a.run_id); !s.ok()) {
+    fail(s.error(), "compare");
+    return kExitUsage;
+  }
   auto redis = connect(g, *c);
   if (!redis.ok()) return fail(redis.error());
   state::Store store(**redis);
@@ -70,12 +78,16 @@ int cmd_compare(const Global& g, const CompareArgs& a, const std::vector<std::st
     auto lat = paths::latent(*c, a.run_id, j.job_id);
     auto cond = paths::conditioning(*c, a.run_id, j.job_id);
     std::error_code ec;
-    if (!lat.ok() || !cond.ok() || !fs::exists(*lat, ec)) { ++without_latent; continue; }
+    if (!lat.ok() || !cond.ok() || !fs::exists(*lat, ec)) {
+      ++without_latent;
+      continue;
+    }
     auto prof = spec::latent_profile(*spec, *c);
     if (!prof.ok()) return fail(prof.error(), "compare " + j.job_id);
     compare::Job job;
     job.spec = *spec;
-    job.job_class = c->class_of(spec->width(), spec->height(), spec->frames(), spec->steps(), spec->job_class());
+    job.job_class = c->class_of(spec->width(), spec->height(), spec->frames(), spec->steps(),
+                                spec->job_class());
     job.profile = *prof;
     job.latent = *lat;
     job.conditioning = *cond;
@@ -83,8 +95,10 @@ int cmd_compare(const Global& g, const CompareArgs& a, const std::vector<std::st
     if (a.jobs > 0 && static_cast<int>(jobs.size()) >= a.jobs) break;
   }
   if (jobs.empty())
-    return fail(make_error(errc::compare::kRun, "run {}: no job has a latent under {} ({} without one)", a.run_id,
-                           c->artifact_root.string(), without_latent), "compare");
+    return fail(
+        make_error(errc::compare::kRun, "run {}: no job has a latent under {} ({} without one)",
+                   a.run_id, c->artifact_root.string(), without_latent),
+        "compare");
   o.out_dir = a.out.empty() ? default_out(*c, a.run_id) : fs::absolute(a.out);
   auto doc = compare::run(*c, jobs, o);
   if (!doc.ok()) return fail(doc.error(), "compare");
@@ -95,8 +109,10 @@ int cmd_compare(const Global& g, const CompareArgs& a, const std::vector<std::st
     if (!w.ok()) return fail(w.error(), "compare --html");
     fmt::print(stderr, "compare: wrote {}\n", a.html);
   }
-  if (a.json) fmt::print("{}\n", doc->dump(2));
-  else fmt::print("{}", compare::table(*doc));
+  if (a.json)
+    fmt::print("{}\n", doc->dump(2));
+  else
+    fmt::print("{}", compare::table(*doc));
   return kExitOk;
 }
 
@@ -107,12 +123,17 @@ void register_compare_commands(CLI::App& app, Global& g, int& rc) {
   auto args = std::make_shared<CompareArgs>();
   CompareArgs& a = *args;
   CLI::App* s = app.add_subcommand(
-      "compare", "decode a run's latents with several decode pools and measure them against a reference "
-                 "(PSNR/SSIM via FFmpeg, MAE, black/saturated frames, audio, seconds); docs/compare.md");
+      "compare",
+      "decode a run's latents with several decode pools and measure them against a reference "
+      "(PSNR/SSIM via FFmpeg, MAE, black/saturated frames, audio, seconds); docs/compare.md");
   s->add_option("run_id", a.run_id, "the run whose latents to decode")->required();
-  s->add_option("--decoder", a.decoders, "a decode pool of the config (repeat: at least two to compare)")->required();
-  s->add_option("--reference", a.reference, "the decoder the others are measured against (default: the first)");
-  s->add_option("--jobs", a.jobs, "only the first N jobs with a latent (default: all)")->check(CLI::PositiveNumber);
+  s->add_option("--decoder", a.decoders,
+                "a decode pool of the config (repeat: at least two to compare)")
+      ->required();
+  s->add_option("--reference", a.reference,
+                "the decoder the others are measured against (default: the first)");
+  s->add_option("--jobs", a.jobs, "only the first N jobs with a latent (default: all)")
+      ->check(CLI::PositiveNumber);
   s->add_option("--out", a.out, "output folder (default: <output_root>/<run>/compare/<UTC time>)");
   s->add_option("--html", a.html, "also write a self-contained HTML report to FILE");
   s->add_flag("--json", a.json, "print compare.json instead of the table");
@@ -120,9 +141,18 @@ void register_compare_commands(CLI::App& app, Global& g, int& rc) {
   s->callback([&g, &rc, args] {
     const CompareArgs& a = *args;
     std::vector<std::string> argv = {"h3pipe", "compare", a.run_id};
-    for (const auto& d : a.decoders) { argv.push_back("--decoder"); argv.push_back(d); }
-    if (!a.reference.empty()) { argv.push_back("--reference"); argv.push_back(a.reference); }
-    if (a.jobs > 0) { argv.push_back("--jobs"); argv.push_back(std::to_string(a.jobs)); }
+    for (const auto& d : a.decoders) {
+      argv.push_back("--decoder");
+      argv.push_back(d);
+    }
+    if (!a.reference.empty()) {
+      argv.push_back("--reference");
+      argv.push_back(a.reference);
+    }
+    if (a.jobs > 0) {
+      argv.push_back("--jobs");
+      argv.push_back(std::to_string(a.jobs));
+    }
     rc = cmd_compare(g, a, argv);
   });
 }

@@ -37,15 +37,18 @@ const ExitRule kExitRules[] = {
 
 int exit_for(const Error& e) {
   for (const ExitRule& r : kExitRules) {
-    const bool hit = r.whole_domain ? errc::domain_of(e.code) == errc::domain_of(r.code.id) : r.code == e.code;
+    const bool hit =
+        r.whole_domain ? errc::domain_of(e.code) == errc::domain_of(r.code.id) : r.code == e.code;
     if (hit) return r.exit;
   }
   return kExitFailed;
 }
 
 int fail(const Error& e, std::string_view prefix) {
-  if (prefix.empty()) fmt::print(stderr, "{}\n", e.message);
-  else fmt::print(stderr, "{}: {}\n", prefix, e.message);
+  if (prefix.empty())
+    fmt::print(stderr, "{}\n", e.message);
+  else
+    fmt::print(stderr, "{}: {}\n", prefix, e.message);
   return exit_for(e);
 }
 

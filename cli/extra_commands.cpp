@@ -1,6 +1,5 @@
 // Subcommands whose logic lives in other modules: one declarative list.
 #include <CLI/CLI.hpp>
-
 #include <fstream>
 #include <iostream>
 
@@ -13,30 +12,34 @@
 #include "common/remote/remote.h"
 #include "common/runtime/settings_check.h"
 #include "common/schedule/config_adapt.h"
-#include "common/transfer/keys.h"
 #include "common/schedule/plan.h"
 #include "common/schedule/receipts.h"
+#include "common/transfer/keys.h"
 
 namespace h3pipe::cli {
 
 void register_extra_commands(CLI::App& app, Global& g, int& rc) {
   auto* latent = app.add_subcommand("latent", "latent file tools");
-  auto* inspect = latent->add_subcommand(
-      "inspect", "validate a latent (.h3latent v1/v2, ComfyUI .latent) and print its tensors, metadata and SHA-256");
+  auto* inspect = latent->add_subcommand("inspect",
+                                         "validate a latent (.h3latent v1/v2, ComfyUI .latent) and "
+                                         "print its tensors, metadata and SHA-256");
   static std::string file, profile_name, geometry;
   static bool json = false;
   inspect->add_option("file", file)->required();
   inspect->add_flag("--json", json);
-  auto* po = inspect->add_option("--profile", profile_name,
-                                 "check against this latent profile (built-in, or declared in the config)");
-  auto* go = inspect->add_option("--geometry", geometry, "the job geometry WIDTHxHEIGHTxFRAMES@FPS, e.g. 832x480x81@16");
+  auto* po = inspect->add_option(
+      "--profile", profile_name,
+      "check against this latent profile (built-in, or declared in the config)");
+  auto* go = inspect->add_option("--geometry", geometry,
+                                 "the job geometry WIDTHxHEIGHTxFRAMES@FPS, e.g. 832x480x81@16");
   po->needs(go);
   go->needs(po);
   inspect->callback([&rc, &g] {
     // The file is read at most up to the config's latent limit plus the header cap (#22).
     const auto max_bytes = [&g] {
       auto c = load_cluster(g);
-      const std::uint64_t lim = c.ok() ? c->limits.max_latent_bytes : config::Limits{}.max_latent_bytes;
+      const std::uint64_t lim =
+          c.ok() ? c->limits.max_latent_bytes : config::Limits{}.max_latent_bytes;
       return lim + latent::st::kMaxHeaderBytes + 8;
     };
     if (profile_name.empty()) {
@@ -44,7 +47,11 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
       return;
     }
     auto job = latent::parse_job_size(geometry);
-    if (!job.ok()) { fmt::print(stderr, "--geometry: {}\n", job.error().message); rc = 2; return; }
+    if (!job.ok()) {
+      fmt::print(stderr, "--geometry: {}\n", job.error().message);
+      rc = 2;
+      return;
+    }
     // Declared profiles come from the config; without one the built-in table is enough.
     const latent::LatentProfile* p = latent::find_builtin_profile(profile_name);
     auto c = load_cluster(g);
@@ -56,13 +63,15 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
       return;
     }
     const latent::Expected want{*p, *job};
-    rc = latent::inspect_main(file, json, std::cout, &want,
-                              (c.ok() ? c->limits.max_latent_bytes : config::Limits{}.max_latent_bytes) +
-                                  latent::st::kMaxHeaderBytes + 8);
+    rc = latent::inspect_main(
+        file, json, std::cout, &want,
+        (c.ok() ? c->limits.max_latent_bytes : config::Limits{}.max_latent_bytes) +
+            latent::st::kMaxHeaderBytes + 8);
   });
   // The profile table as the C++ side parsed it (the node pack reads the same file; its tests
   // compare the two whole tables through --json), plus the config's declared profiles.
-  auto* lp = latent->add_subcommand("profiles", "list the latent profiles: built-in, and declared in the config");
+  auto* lp = latent->add_subcommand(
+      "profiles", "list the latent profiles: built-in, and declared in the config");
   static bool lp_json = false;
   lp->add_flag("--json", lp_json, "the profiles as JSON, in the latent_profiles form");
   lp->callback([&rc, &g] {
@@ -80,8 +89,8 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
       }
       std::cout << out.dump(2) << "\n";
     } else {
-      fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}\n", "profile", "C", "frames", "spatial",
-                 "multiple", "fps", "audio", "models");
+      fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}\n", "profile", "C", "frames",
+                 "spatial", "multiple", "fps", "audio", "models");
       for (auto [p, from] : all) {
         const std::string frames = p->frame_rule == latent::FrameRule::kFloor
                                        ? fmt::format(">={}", p->frame_offset)
@@ -95,15 +104,17 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
                                            : std::to_string(p->audio.shape[i]));
           audio += ")";
         }
-        fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}{}\n", p->name, p->channels, frames,
-                   p->spatial_factor, p->size_multiple, p->fps ? std::to_string(p->fps) : "any", audio,
-                   p->models, std::string_view(from) == "config" ? " (config)" : "");
+        fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}{}\n", p->name, p->channels,
+                   frames, p->spatial_factor, p->size_multiple,
+                   p->fps ? std::to_string(p->fps) : "any", audio, p->models,
+                   std::string_view(from) == "config" ? " (config)" : "");
       }
     }
     rc = 0;
   });
   register_planner_commands(app, g, rc);
-  auto* kg = app.add_subcommand("keygen", "write a CURVE key pair DIR/NAME.pub and DIR/NAME.key (0600)");
+  auto* kg =
+      app.add_subcommand("keygen", "write a CURVE key pair DIR/NAME.pub and DIR/NAME.key (0600)");
   static std::string kg_dir = ".", kg_name = "transfer";
   static bool kg_force = false;
   kg->add_option("--dir", kg_dir, "output folder");
@@ -111,16 +122,27 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
   kg->add_flag("--force", kg_force, "overwrite existing files");
   kg->callback([&rc] {
     auto k = transfer::keygen(kg_dir, kg_name, kg_force);
-    if (!k.ok()) { fmt::print(stderr, "keygen: {}\n", k.error().message); rc = 1; return; }
-    fmt::print("public key {}\nsecret key {} (mode 0600)\n", k->public_path.string(), k->secret_path.string());
+    if (!k.ok()) {
+      fmt::print(stderr, "keygen: {}\n", k.error().message);
+      rc = 1;
+      return;
+    }
+    fmt::print("public key {}\nsecret key {} (mode 0600)\n", k->public_path.string(),
+               k->secret_path.string());
     rc = 0;
   });
-  auto* pf = app.add_subcommand("preflight", "check Redis, services, GPUs, disk, clocks, keys and ComfyUI endpoints");
+  auto* pf = app.add_subcommand(
+      "preflight", "check Redis, services, GPUs, disk, clocks, keys and ComfyUI endpoints");
   static std::string pf_host;
-  pf->add_option("--host", pf_host, "check this host only (default: the hosts that are this machine)");
+  pf->add_option("--host", pf_host,
+                 "check this host only (default: the hosts that are this machine)");
   pf->callback([&rc, &g] {
     auto c = load_cluster(g);
-    if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); rc = 2; return; }
+    if (!c.ok()) {
+      fmt::print(stderr, "{}\n", c.error().message);
+      rc = 2;
+      return;
+    }
     rc = preflight::preflight_main(*c, pf_host, std::cout);
   });
 }
@@ -136,7 +158,9 @@ Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::st
   std::vector<nlohmann::json> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(*dir, ec)) {
-    if (e.path().string().size() < 14 || e.path().string().substr(e.path().string().size() - 14) != ".pipeline.json") continue;
+    if (e.path().string().size() < 14 ||
+        e.path().string().substr(e.path().string().size() - 14) != ".pipeline.json")
+      continue;
     std::ifstream in(e.path());
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (!j.is_discarded()) out.push_back(std::move(j));
@@ -162,12 +186,14 @@ std::vector<std::string> split_commas(const std::string& s) {
 void register_planner_commands(CLI::App& app, Global& g, int& rc) {
   static schedule::PlanArgs plan;
   static std::string compare;
-  auto* p = app.add_subcommand("plan", "simulate a topology offline (no network, no GPU) with the live dispatch policy");
+  auto* p = app.add_subcommand(
+      "plan", "simulate a topology offline (no network, no GPU) with the live dispatch policy");
   p->add_option("--jobs", plan.jobs, "number of jobs");
   p->add_option("--class", plan.job_class, "job class (default: the config's first)");
   p->add_flag("--json", plan.json, "one JSON object");
   p->add_option("--svg", plan.svg, "write the Gantt chart");
-  p->add_option("--compare", compare, "A.json,B.json,...: compare topologies under the threshold rule");
+  p->add_option("--compare", compare,
+                "A.json,B.json,...: compare topologies under the threshold rule");
   p->add_option("--threshold", plan.threshold, "minimum gain to add hardware (default 0.15)");
   p->add_option("--metric", plan.metric, "end_to_end | steady");
   p->add_option("--policy", plan.policy, "completion_time | first_free");
@@ -183,7 +209,11 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
     for (const auto& f : files) {
       if (f.empty()) continue;
       auto c = runtime::load_config(f);
-      if (!c.ok()) { fmt::print(stderr, "plan: {}\n", c.error().message); rc = 2; return; }
+      if (!c.ok()) {
+        fmt::print(stderr, "plan: {}\n", c.error().message);
+        rc = 2;
+        return;
+      }
     }
     rc = schedule::run_plan(plan, std::cout, std::cerr);
   });
@@ -206,7 +236,11 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
   l->add_flag("--json", learn.json);
   l->callback([&rc, &g] {
     auto r = read_receipts(g, learn_run);
-    if (!r.ok()) { fmt::print(stderr, "{}\n", r.error().message); rc = 1; return; }
+    if (!r.ok()) {
+      fmt::print(stderr, "{}\n", r.error().message);
+      rc = 1;
+      return;
+    }
     learn.receipts = std::move(*r);
     // The receipts came from the stack that runs here: update its config, or the embedded one.
     learn.config = config_file_in_use(g);
@@ -216,7 +250,8 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
 
   static schedule::ReportArgs report;
   static std::string report_run;
-  auto* rep = app.add_subcommand("report", "the measured Gantt of a run and, with --config, plan against actual");
+  auto* rep = app.add_subcommand(
+      "report", "the measured Gantt of a run and, with --config, plan against actual");
   rep->add_option("run_id", report_run)->required();
   rep->add_option("--svg", report.svg, "measured Gantt SVG");
   rep->add_option("--plan-svg", report.plan_svg, "planned Gantt SVG");
@@ -224,7 +259,11 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
   rep->add_flag("--json", report.json);
   rep->callback([&rc, &g] {
     auto r = read_receipts(g, report_run);
-    if (!r.ok()) { fmt::print(stderr, "{}\n", r.error().message); rc = 1; return; }
+    if (!r.ok()) {
+      fmt::print(stderr, "{}\n", r.error().message);
+      rc = 1;
+      return;
+    }
     report.receipts = std::move(*r);
     report.config = g.config_file;
     rc = schedule::run_report(report, std::cout, std::cerr);
@@ -233,18 +272,25 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
 
 void add_fleet_options(CLI::App* s, FleetOptions& f) {
   s->add_flag("--all", f.all, "every host of the config, over SSH (hosts[].ssh)");
-  s->add_option("--launcher", f.launcher, "native (h3pipe start on each host) or compose")->check(CLI::IsMember({"native", "compose"}));
+  s->add_option("--launcher", f.launcher, "native (h3pipe start on each host) or compose")
+      ->check(CLI::IsMember({"native", "compose"}));
   s->add_option("--compose-dir", f.compose_dir, "where compose.yaml lives on each host");
-  s->add_option("--remote-config", f.remote_config, "the config path as the hosts see it (default: --config)");
-  s->add_option("--remote-bin", f.remote_bin, "native: the h3pipe CLI on the hosts (default: h3pipe on their PATH)");
-  s->add_option("--ssh-config", f.ssh_config, "the ssh client config with the hosts' aliases (ssh -F; default: ~/.ssh/config)")
+  s->add_option("--remote-config", f.remote_config,
+                "the config path as the hosts see it (default: --config)");
+  s->add_option("--remote-bin", f.remote_bin,
+                "native: the h3pipe CLI on the hosts (default: h3pipe on their PATH)");
+  s->add_option("--ssh-config", f.ssh_config,
+                "the ssh client config with the hosts' aliases (ssh -F; default: ~/.ssh/config)")
       ->check(CLI::ExistingFile);
   s->add_flag("--dry-run", f.dry_run, "print the commands, run nothing");
 }
 
 int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
   auto c = load_cluster(g);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
   remote::Options o;
   o.action = start ? remote::Action::kStart : remote::Action::kStop;
   o.launcher = f.launcher == "compose" ? remote::Launcher::kCompose : remote::Launcher::kNative;
@@ -252,10 +298,14 @@ int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
   o.config_path = f.remote_config.empty() ? g.config_file : f.remote_config;
   if (!f.remote_bin.empty()) o.h3pipe = f.remote_bin;
   if (!f.ssh_config.empty())
-    o.ssh_options.insert(o.ssh_options.begin(), {"-F", std::filesystem::absolute(f.ssh_config).string()});
+    o.ssh_options.insert(o.ssh_options.begin(),
+                         {"-F", std::filesystem::absolute(f.ssh_config).string()});
   if (f.dry_run) {
     auto cmds = remote::plan(*c, o);
-    if (!cmds.ok()) { fmt::print(stderr, "{}\n", cmds.error().message); return 2; }
+    if (!cmds.ok()) {
+      fmt::print(stderr, "{}\n", cmds.error().message);
+      return 2;
+    }
     for (const auto& hc : *cmds) fmt::print("{}\t{}\n", hc.host, remote::render(hc.argv));
     return 0;
   }

@@ -1,6 +1,5 @@
 // h3pipe: the operator's CLI.  Subcommands are declared in one table below.
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <iostream>
 
@@ -16,13 +15,17 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options (--config, --redis, --state-dir) may follow the subcommand
   Global g;
-  app.add_option("--config", g.config_file, "cluster config JSON (default: the running stack's, else the embedded local config)");
+  app.add_option(
+      "--config", g.config_file,
+      "cluster config JSON (default: the running stack's, else the embedded local config)");
   app.add_option("--redis", g.redis, "HOST:PORT of Redis (default: the running local stack's)")
       ->check([](const std::string& v) -> std::string {
         // CLI11 names the flag itself: "--redis: \"x\" is not HOST:PORT ...".
         return parse_redis_flag(v).ok() ? "" : "\"" + v + "\" is not HOST:PORT with a port 1-65535";
       });
-  app.add_option("--state-dir", g.state_dir, "state dir, over the config's state_dir (default: the config's, else $H3PIPE_STATE, else ./.state)");
+  app.add_option("--state-dir", g.state_dir,
+                 "state dir, over the config's state_dir (default: the config's, else "
+                 "$H3PIPE_STATE, else ./.state)");
 
   std::string run_id, batch, host;
   bool background = false, json = false;
@@ -37,7 +40,8 @@ int main(int argc, char** argv) {
     std::function<int()> action;
   };
   const std::vector<Sub> table = {
-      {"start", "start the local stack (private redis + this host's services), or every host with --all",
+      {"start",
+       "start the local stack (private redis + this host's services), or every host with --all",
        [&](CLI::App* s) {
          s->add_option("--host", host, "host name in the config");
          add_fleet_options(s, fleet);
@@ -45,18 +49,23 @@ int main(int argc, char** argv) {
        [&] { return fleet.all ? cmd_fleet(g, fleet, true) : cmd_start(g, host); }},
       {"stop", "stop the local stack, or every host with --all",
        [&](CLI::App* s) {
-         s->add_option("--host", host, "host name in the config: stop only if the stack here is that host's");
+         s->add_option("--host", host,
+                       "host name in the config: stop only if the stack here is that host's");
          add_fleet_options(s, fleet);
        },
        [&] { return fleet.all ? cmd_fleet(g, fleet, false) : cmd_stop(g, host); }},
-      {"run", "validate and submit a JSON-lines batch; prints the run id (last line); waits unless --background",
+      {"run",
+       "validate and submit a JSON-lines batch; prints the run id (last line); waits unless "
+       "--background",
        [&](CLI::App* s) {
          s->add_option("batch", batch, "BATCH.jsonl")->required();
          s->add_flag("--background", background, "return after submission");
          s->add_option("--run-id", run_id, "choose the run id");
        },
        [&] { return cmd_run(g, batch, background, run_id); }},
-      {"wait", "wait for a run: exit 0 when every job is done, 1 if any failed, 4 no such run; rides out a Redis restart",
+      {"wait",
+       "wait for a run: exit 0 when every job is done, 1 if any failed, 4 no such run; rides out a "
+       "Redis restart",
        [&](CLI::App* s) {
          s->add_option("run_id", run_id)->required();
          s->add_option("--timeout", timeout_s, "give up after this many seconds (exit 3)");
@@ -70,7 +79,8 @@ int main(int argc, char** argv) {
        [&] { return cmd_status(g, run_id, json); }},
       {"cancel", "cancel a run", [&](CLI::App* s) { s->add_option("run_id", run_id)->required(); },
        [&] { return cmd_cancel(g, run_id); }},
-      {"resume", "re-enqueue only the missing stages of a run", [&](CLI::App* s) { s->add_option("run_id", run_id)->required(); },
+      {"resume", "re-enqueue only the missing stages of a run",
+       [&](CLI::App* s) { s->add_option("run_id", run_id)->required(); },
        [&] { return cmd_resume(g, run_id); }},
   };
   for (const auto& sub : table) {

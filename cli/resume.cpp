@@ -23,7 +23,8 @@ namespace {
 
 // The hosts holding a job's latent, from its history: where it was sampled first, then where a
 // transfer delivered it.
-std::vector<std::string> latent_holders(state::Store& store, const std::string& run, const std::string& job) {
+std::vector<std::string> latent_holders(state::Store& store, const std::string& run,
+                                        const std::string& job) {
   std::vector<std::string> out;
   auto h = store.history(run, job);
   if (!h.ok()) return out;
@@ -40,7 +41,10 @@ std::vector<std::string> latent_holders(state::Store& store, const std::string& 
 
 int cmd_resume(const Global& g, const std::string& run_id) {
   auto c = load_stack_cluster(g);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
   auto redis = connect(g, *c);
   if (!redis.ok()) return fail(redis.error());
   auto& r = **redis;
@@ -48,18 +52,24 @@ int cmd_resume(const Global& g, const std::string& run_id) {
   // The cancel flag goes first: a worker that reaches one of this run's tasks from now on runs
   // it (a cancel whose flag is gone is not applied, state.h), so nothing resumed is dropped.
   if (auto rs = store.run_status(run_id); !rs.ok()) return fail(rs.error());
-  if (auto u = r.command({"HSET", keys::run(run_id), "cancelled", "0"}); !u.ok()) return fail(u.error());
+  if (auto u = r.command({"HSET", keys::run(run_id), "cancelled", "0"}); !u.ok())
+    return fail(u.error());
   auto jobs = store.jobs(run_id);
   if (!jobs.ok()) return fail(jobs.error());
-  if (jobs->empty()) { fmt::print(stderr, "run {} has no jobs in this Redis\n", run_id); return 1; }
+  if (jobs->empty()) {
+    fmt::print(stderr, "run {} has no jobs in this Redis\n", run_id);
+    return 1;
+  }
 
   // Outstanding tasks: stage streams hold only unacked entries (acked ones are deleted).
   std::vector<std::string> streams = {worker::stream_for(config::StageKind::kEncode, ""),
                                       worker::stream_for(config::StageKind::kSample, "")};
-  for (const auto* p : c->pools_on("", config::StageKind::kDecode)) streams.push_back(worker::stream_for(config::StageKind::kDecode, p->host));
+  for (const auto* p : c->pools_on("", config::StageKind::kDecode))
+    streams.push_back(worker::stream_for(config::StageKind::kDecode, p->host));
   // GPU groups' own sample streams (an encoder on a sampler's GPUs sends its jobs there).
   for (const auto* p : c->pools_on("", config::StageKind::kSample))
-    if (const std::string g = worker::gpu_group(*c, *p); !g.empty()) streams.push_back(worker::group_sample_stream(g));
+    if (const std::string g = worker::gpu_group(*c, *p); !g.empty())
+      streams.push_back(worker::group_sample_stream(g));
   std::set<std::string> in_flight;
   for (const auto& s : streams) {
     auto rng = r.command({"XRANGE", s, "-", "+"});
@@ -68,7 +78,8 @@ int cmd_resume(const Global& g, const std::string& run_id) {
       const redisReply* f = rng->get()->element[i]->element[1];
       for (std::size_t k = 0; f && k + 1 < f->elements; k += 2) {
         pb::StageTask t;
-        if (queue::reply_str(f->element[k]) == "task" && t.ParseFromString(queue::reply_str(f->element[k + 1])) && t.run_id() == run_id)
+        if (queue::reply_str(f->element[k]) == "task" &&
+            t.ParseFromString(queue::reply_str(f->element[k + 1])) && t.run_id() == run_id)
           in_flight.insert(t.job_id());
       }
     }
@@ -89,7 +100,8 @@ int cmd_resume(const Global& g, const std::string& run_id) {
     // A job with its task on a stream is left to it, unless it is terminal (failed, cancelled,
     // or done with its files gone): a terminal job's task was acked with its last move, so what
     // is there is stale and the start move will drop it.
-    if (in_flight.count(j.job_id) && j.state != "failed" && j.state != "cancelled" && j.state != "done") {
+    if (in_flight.count(j.job_id) && j.state != "failed" && j.state != "cancelled" &&
+        j.state != "done") {
       counts[1]++;
       continue;
     }
@@ -106,7 +118,10 @@ int cmd_resume(const Global& g, const std::string& run_id) {
       // it, through the one decode-host choice (worker/decode_choice.h).
       auto holders = latent_holders(store, run_id, j.job_id);
       auto target = worker::resume_decode_target(*c, holders, t, &r);
-      if (target.host.empty()) { fmt::print(stderr, "resume {}: no decode pool in the config\n", j.job_id); return 1; }
+      if (target.host.empty()) {
+        fmt::print(stderr, "resume {}: no decode pool in the config\n", j.job_id);
+        return 1;
+      }
       t.set_stage(pb::STAGE_DECODE);
       t.set_target_host(target.host);
       if (target.via_transfer) {
@@ -122,7 +137,8 @@ int cmd_resume(const Global& g, const std::string& run_id) {
         st = state::JobState::kDecode;
       }
       counts[4]++;
-    } else if (auto cond = paths::conditioning(*c, run_id, j.job_id); cond.ok() && artifacts::verify(*cond).ok()) {
+    } else if (auto cond = paths::conditioning(*c, run_id, j.job_id);
+               cond.ok() && artifacts::verify(*cond).ok()) {
       t.set_stage(pb::STAGE_SAMPLE);
       stream = worker::stream_for(config::StageKind::kSample, "");
       st = state::JobState::kSample;
@@ -136,15 +152,17 @@ int cmd_resume(const Global& g, const std::string& run_id) {
     t.SerializeToString(&payload);
     // Reopened through the state machine: the run's counters follow (a done job whose files are
     // gone leaves done), attempts and the error are cleared, and the task is enqueued with it.
-    auto moved = store.apply(state::Store::reopen_move(run_id, j.job_id, st, via_transfer ? "" : stream, payload));
+    auto moved = store.apply(
+        state::Store::reopen_move(run_id, j.job_id, st, via_transfer ? "" : stream, payload));
     if (!moved.ok()) return fail(moved.error(), "resume " + j.job_id);
     if (via_transfer) {
-      auto sent = transfer::notify_latent_ready(transfer::notify_endpoint(*c, sender), t, transfer::outbox_dir(*c, sender));
+      auto sent = transfer::notify_latent_ready(transfer::notify_endpoint(*c, sender), t,
+                                                transfer::outbox_dir(*c, sender));
       if (!sent.ok()) return fail(sent.error(), "resume " + j.job_id);
     }
   }
-  fmt::print("resume {}: {} done, {} in flight, re-enqueued {} encode, {} sample, {} decode\n", run_id, counts[0],
-             counts[1], counts[2], counts[3], counts[4]);
+  fmt::print("resume {}: {} done, {} in flight, re-enqueued {} encode, {} sample, {} decode\n",
+             run_id, counts[0], counts[1], counts[2], counts[3], counts[4]);
   return 0;
 }
 

@@ -22,17 +22,18 @@ namespace {
 // limits can be (max_batch lines of at most a prompt, a negative prompt and 16 KiB of the rest):
 // `h3pipe run /dev/zero` or a multi-GB file is refused before a byte is read (issue #14).
 Result<std::string> read_batch_file(const std::string& path, const config::Limits& limits) {
-  const std::uint64_t cap = static_cast<std::uint64_t>(limits.max_batch) *
-                            (2ull * limits.max_prompt_bytes + 16 * 1024);
+  const std::uint64_t cap =
+      static_cast<std::uint64_t>(limits.max_batch) * (2ull * limits.max_prompt_bytes + 16 * 1024);
   // One open, then fstat on it: a FIFO swapped in after a check cannot hang the read (#22).
-  return read_bounded_file(path, {"a JSON lines batch file", cap, errc::batch::kOpen,
-                                  errc::batch::kNotAFile, errc::batch::kTooLarge,
-                                  "limits.max_batch and limits.max_prompt_bytes"});
+  return read_bounded_file(
+      path, {"a JSON lines batch file", cap, errc::batch::kOpen, errc::batch::kNotAFile,
+             errc::batch::kTooLarge, "limits.max_batch and limits.max_prompt_bytes"});
 }
 
 // The batch's (line, job id) pairs whose job exists in the run with another spec.
-Result<std::vector<std::pair<std::size_t, std::string>>> batch_conflicts(queue::Redis& redis, const std::string& run_id,
-                                                                       const spec::Batch& batch) {
+Result<std::vector<std::pair<std::size_t, std::string>>> batch_conflicts(queue::Redis& redis,
+                                                                         const std::string& run_id,
+                                                                         const spec::Batch& batch) {
   std::vector<std::vector<std::string>> cmds;
   for (const auto& s : batch.specs) cmds.push_back({"HGET", keys::job(run_id, s.job_id()), "spec"});
   std::vector<std::pair<std::size_t, std::string>> out;
@@ -50,11 +51,18 @@ Result<std::vector<std::pair<std::size_t, std::string>>> batch_conflicts(queue::
 
 }  // namespace
 
-int cmd_run(const Global& g, const std::string& batch_file, bool background, const std::string& run_arg) {
+int cmd_run(const Global& g, const std::string& batch_file, bool background,
+            const std::string& run_arg) {
   auto c = load_stack_cluster(g);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
   auto text = read_batch_file(batch_file, c->limits);
-  if (!text.ok()) { fmt::print(stderr, "{}\n", text.error().message); return 2; }
+  if (!text.ok()) {
+    fmt::print(stderr, "{}\n", text.error().message);
+    return 2;
+  }
   auto batch = spec::parse_batch(*text, *c);
   if (!batch.errors.empty()) {
     for (const auto& e : batch.errors)
@@ -63,7 +71,10 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background, con
     return 2;
   }
   std::string run_id = run_arg.empty() ? state::new_run_id() : run_arg;
-  if (auto s = artifacts::validate_id("--run-id", run_id); !s.ok()) { fmt::print(stderr, "{}\n", s.error().message); return 2; }
+  if (auto s = artifacts::validate_id("--run-id", run_id); !s.ok()) {
+    fmt::print(stderr, "{}\n", s.error().message);
+    return 2;
+  }
   auto redis = connect(g, *c);
   if (!redis.ok()) return fail(redis.error());
   state::Store store(**redis);
@@ -74,9 +85,11 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background, con
     return fail(conflicts.error());
   } else if (!conflicts->empty()) {
     for (const auto& [line, job] : *conflicts)
-      fmt::print(stderr, "{}:{}: jobId \"{}\" already exists in run {} with another spec\n", batch_file, line, job, run_id);
-    const Error e = make_error(errc::batch::kConflict, "{} job(s) conflict with run {}; nothing was submitted",
-                               conflicts->size(), run_id);
+      fmt::print(stderr, "{}:{}: jobId \"{}\" already exists in run {} with another spec\n",
+                 batch_file, line, job, run_id);
+    const Error e =
+        make_error(errc::batch::kConflict, "{} job(s) conflict with run {}; nothing was submitted",
+                   conflicts->size(), run_id);
     return fail(e);
   }
   std::vector<std::string> ids;
@@ -84,16 +97,20 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background, con
   if (auto s = store.create_run(run_id, ids); !s.ok()) return fail(s.error());
   // One transaction: the whole batch is submitted or none of it.
   std::vector<std::vector<std::string>> cmds = {{"MULTI"}};
-  for (const auto& s : batch.specs) cmds.push_back({"XADD", keys::submit(), "*", "run", run_id, "spec", spec::to_json(s)});
+  for (const auto& s : batch.specs)
+    cmds.push_back({"XADD", keys::submit(), "*", "run", run_id, "spec", spec::to_json(s)});
   cmds.push_back({"EXEC"});
   auto r = (*redis)->pipeline(cmds);
   if (!r.ok()) return fail(r.error(), "submission failed, nothing enqueued");
-  // A submission a failover must not lose: acknowledged once a replica holds it (redis.wait_replicas).
+  // A submission a failover must not lose: acknowledged once a replica holds it
+  // (redis.wait_replicas).
   if (const int want = (*redis)->address().wait_replicas; want > 0) {
     auto w = (*redis)->wait_replicated();
     const int got = w.ok() ? *w : 0;
     if (got < want)
-      fmt::print(stderr, "warning: the submission reached {} of {} replica(s) within {} ms; a failover now could lose "
+      fmt::print(stderr,
+                 "warning: the submission reached {} of {} replica(s) within {} ms; a failover now "
+                 "could lose "
                  "it (run `h3pipe run` again with --run-id {}: the same jobs are one job each)\n",
                  got, want, (*redis)->address().wait_timeout_ms, run_id);
     else
@@ -117,7 +134,10 @@ std::string bar(long long n, long long total, int width = 30) {
 
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   auto c = load_stack_cluster(g);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
   auto start = Clock::now();
   // Redis may restart under a long wait (a crash, an upgrade: the run carries on from its AOF):
   // reconnect for up to the timeout, or 60 s without one, before giving up (exit 5).
@@ -140,7 +160,8 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
         return true;
       }
       why = r.ok() ? "PING failed: " + ping.error().message : r.error().message;
-      if (!warned && redis) fmt::print(stderr, "\nwait: Redis does not answer ({}); retrying for {} s\n", why, grace_s);
+      if (!warned && redis)
+        fmt::print(stderr, "\nwait: Redis does not answer ({}); retrying for {} s\n", why, grace_s);
       warned = warned || static_cast<bool>(redis);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -193,29 +214,36 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
     last = now;
     if (s.finished()) break;
     if (timeout_s > 0 && std::chrono::duration<double>(Clock::now() - start).count() > timeout_s) {
-      fmt::print(stderr, "\nwait: timed out after {} s{}\n", timeout_s, degraded.empty() ? "" : " (degraded: " + degraded + ")");
+      fmt::print(stderr, "\nwait: timed out after {} s{}\n", timeout_s,
+                 degraded.empty() ? "" : " (degraded: " + degraded + ")");
       return kExitTimedOut;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (tty) fmt::print("\n");
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  fmt::print("run {}: {} done, {} failed, {} cancelled of {} ({:.1f} s)\n", run_id, s.done, s.failed,
-             s.cancelled_jobs, s.total, secs);
+  fmt::print("run {}: {} done, {} failed, {} cancelled of {} ({:.1f} s)\n", run_id, s.done,
+             s.failed, s.cancelled_jobs, s.total, secs);
   if (s.refused)
-    fmt::print("  {} submission(s) refused beside the run (`h3pipe status {}`); not part of the verdict\n", s.refused, run_id);
+    fmt::print(
+        "  {} submission(s) refused beside the run (`h3pipe status {}`); not part of the verdict\n",
+        s.refused, run_id);
   if (s.failed || s.cancelled_jobs) {
     auto jobs = state::Store(*redis).jobs(run_id);
     if (jobs.ok())
       for (const auto& j : *jobs)
-        if (j.state == "failed" || j.state == "cancelled") fmt::print("  {} {}: {}\n", j.job_id, j.state, j.error);
+        if (j.state == "failed" || j.state == "cancelled")
+          fmt::print("  {} {}: {}\n", j.job_id, j.state, j.error);
   }
   return s.failed || s.cancelled_jobs ? 1 : 0;
 }
 
 int cmd_status(const Global& g, const std::string& run_id, bool json) {
   auto c = load_stack_cluster(g);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
   auto redis = connect(g, *c);
   if (!redis.ok()) return fail(redis.error());
   state::Store store(**redis);
@@ -228,12 +256,19 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     for (const auto& r : *runs) {
       auto s = store.run_status(r);
       if (!s.ok()) continue;
-      out.push_back({{"run_id", r}, {"total", s->total}, {"done", s->done}, {"failed", s->failed},
-                     {"cancelled_jobs", s->cancelled_jobs}, {"finished", s->finished()},
+      out.push_back({{"run_id", r},
+                     {"total", s->total},
+                     {"done", s->done},
+                     {"failed", s->failed},
+                     {"cancelled_jobs", s->cancelled_jobs},
+                     {"finished", s->finished()},
                      {"refused_submissions", s->refused}});
       if (!json)
-        fmt::print("{}  {}/{} done  {} failed  {} cancelled{}{}\n", r, s->done, s->total, s->failed, s->cancelled_jobs,
-                   s->finished() ? "" : degraded.empty() ? "  (running)" : "  (stalled: degraded)",
+        fmt::print("{}  {}/{} done  {} failed  {} cancelled{}{}\n", r, s->done, s->total, s->failed,
+                   s->cancelled_jobs,
+                   s->finished()      ? ""
+                   : degraded.empty() ? "  (running)"
+                                      : "  (stalled: degraded)",
                    s->refused ? fmt::format("  {} refused", s->refused) : "");
     }
     if (json) fmt::print("{}\n", out.dump(2));
@@ -244,21 +279,34 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
   if (!s.ok()) return fail(s.error());
   auto jobs = store.jobs(run_id);
   if (!jobs.ok()) return fail(jobs.error());
-  nlohmann::json j = {{"run_id", run_id}, {"created_unix_ms", s->created_ms}, {"total", s->total}, {"done", s->done}, {"failed", s->failed},
-                      {"cancelled", s->cancelled}, {"cancelled_jobs", s->cancelled_jobs}, {"finished", s->finished()},
-                      {"stages", s->stage_jobs()}, {"states", s->in_state}, {"illegal_transitions", s->illegal},
-                      {"refused_submissions", s->refused}, {"refused", nlohmann::json::array()},
+  nlohmann::json j = {{"run_id", run_id},
+                      {"created_unix_ms", s->created_ms},
+                      {"total", s->total},
+                      {"done", s->done},
+                      {"failed", s->failed},
+                      {"cancelled", s->cancelled},
+                      {"cancelled_jobs", s->cancelled_jobs},
+                      {"finished", s->finished()},
+                      {"stages", s->stage_jobs()},
+                      {"states", s->in_state},
+                      {"illegal_transitions", s->illegal},
+                      {"refused_submissions", s->refused},
+                      {"refused", nlohmann::json::array()},
                       {"degraded", degraded}};
   // Submissions refused beside the run: shown, never part of its verdict.
   auto refused = store.refused(run_id);
   if (!refused.ok()) return fail(refused.error());
   for (const auto& rf : *refused)
-    j["refused"].push_back({{"submission", rf.submission}, {"job_id", rf.job_id}, {"reason", rf.reason}, {"at_unix_ms", rf.at_ms}});
+    j["refused"].push_back({{"submission", rf.submission},
+                            {"job_id", rf.job_id},
+                            {"reason", rf.reason},
+                            {"at_unix_ms", rf.at_ms}});
   for (const auto& job : *jobs) {
     nlohmann::json jj = {{"job_id", job.job_id}, {"state", job.state}};
     if (!job.error.empty()) jj["error"] = job.error;
     for (const auto& [k, v] : job.fields)
-      if (k.rfind("attempts:", 0) == 0 || k.rfind("exec:", 0) == 0 || k.rfind("done:", 0) == 0) jj[k] = std::stoll(v);
+      if (k.rfind("attempts:", 0) == 0 || k.rfind("exec:", 0) == 0 || k.rfind("done:", 0) == 0)
+        jj[k] = std::stoll(v);
     if (job.state == "done") {
       if (auto p = paths::mp4(*c, run_id, job.job_id); p.ok()) jj["mp4"] = p->string();
       if (auto p = paths::receipt(*c, run_id, job.job_id); p.ok()) jj["receipt"] = p->string();
@@ -269,13 +317,18 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("run {}: {} done, {} failed, {} cancelled of {}{}{}\n", run_id, s->done, s->failed, s->cancelled_jobs, s->total,
-             s->cancelled ? " (cancelled)" : "", s->finished() ? "" : degraded.empty() ? " (running)" : " (stalled)");
+  fmt::print("run {}: {} done, {} failed, {} cancelled of {}{}{}\n", run_id, s->done, s->failed,
+             s->cancelled_jobs, s->total, s->cancelled ? " (cancelled)" : "",
+             s->finished()      ? ""
+             : degraded.empty() ? " (running)"
+                                : " (stalled)");
   if (!degraded.empty()) fmt::print("degraded: {}\n", degraded);
   for (const auto& job : *jobs)
     fmt::print("  {:<24} {:<10} {}\n", job.job_id, job.state, job.error);
   if (s->refused)
-    fmt::print("{} submission(s) refused beside the run (not jobs; the run's verdict ignores them):\n", s->refused);
+    fmt::print(
+        "{} submission(s) refused beside the run (not jobs; the run's verdict ignores them):\n",
+        s->refused);
   for (const auto& rf : *refused)
     fmt::print("  refused {:<16} submission {}: {}\n", rf.job_id, rf.submission, rf.reason);
   return 0;
@@ -283,13 +336,18 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
 
 int cmd_cancel(const Global& g, const std::string& run_id) {
   auto c = load_stack_cluster(g);
-  if (!c.ok()) { fmt::print(stderr, "{}\n", c.error().message); return 2; }
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
   auto redis = connect(g, *c);
   if (!redis.ok()) return fail(redis.error());
   state::Store store(**redis);
   if (auto s = store.run_status(run_id); !s.ok()) return fail(s.error());
   if (auto s = store.cancel(run_id); !s.ok()) return fail(s.error());
-  fmt::print("run {} cancelled: queued tasks are dropped as workers reach them; running stages finish\n", run_id);
+  fmt::print(
+      "run {} cancelled: queued tasks are dropped as workers reach them; running stages finish\n",
+      run_id);
   return 0;
 }
 

@@ -19,7 +19,8 @@ namespace {
 std::optional<unsigned long> full_fs(const fs::path& p) {
   struct statvfs v {};
   struct stat st {};
-  if (::statvfs(p.c_str(), &v) != 0 || v.f_bavail != 0 || ::stat(p.c_str(), &st) != 0) return std::nullopt;
+  if (::statvfs(p.c_str(), &v) != 0 || v.f_bavail != 0 || ::stat(p.c_str(), &st) != 0)
+    return std::nullopt;
   return static_cast<unsigned long>(st.st_dev);
 }
 
@@ -28,13 +29,16 @@ std::optional<unsigned long> full_fs(const fs::path& p) {
 std::string storage_degraded(queue::Redis& redis, const config::Cluster& c) {
   std::string why;
   auto ping = redis.command({"PING"});
-  if (!ping.ok() && ping.error().code == errc::redis::kError && ping.error().message.rfind("MISCONF", 0) == 0)
+  if (!ping.ok() && ping.error().code == errc::redis::kError &&
+      ping.error().message.rfind("MISCONF", 0) == 0)
     why = ping.error().message;
   if (why.empty()) {
     auto info = redis.command({"INFO", "persistence"});
     const std::string text = info.ok() ? queue::reply_str(info->get()) : "";
-    if (text.find("aof_last_write_status:err") != std::string::npos) why = "Redis's last AOF write failed";
-    else if (text.find("rdb_last_bgsave_status:err") != std::string::npos) why = "Redis's last RDB save failed";
+    if (text.find("aof_last_write_status:err") != std::string::npos)
+      why = "Redis's last AOF write failed";
+    else if (text.find("rdb_last_bgsave_status:err") != std::string::npos)
+      why = "Redis's last RDB save failed";
   }
   // The local stack's folders (Redis's data dir among them) that have no space left.
   std::vector<std::string> full_dirs;
@@ -47,9 +51,11 @@ std::string storage_degraded(queue::Redis& redis, const config::Cluster& c) {
     }
   }
   if (why.empty() && full_dirs.empty()) return "";
-  std::string out = full_dirs.empty() ? "Redis cannot persist" : "disk full at " + full_dirs.front();
+  std::string out =
+      full_dirs.empty() ? "Redis cannot persist" : "disk full at " + full_dirs.front();
   for (std::size_t i = 1; i < full_dirs.size(); ++i) out += ", " + full_dirs[i];
-  if (!why.empty()) out += " (" + why + "; Redis refuses every write, so no job moves until space is freed)";
+  if (!why.empty())
+    out += " (" + why + "; Redis refuses every write, so no job moves until space is freed)";
   return out;
 }
 

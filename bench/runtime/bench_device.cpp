@@ -16,12 +16,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -226,7 +226,8 @@ json cpu_estimate(const model::ModelConfig& c0, const DeviceBenchArgs& a) {
   model::LatentDims d3 = dims;
   d3.t = std::min(dims.t, 3);
   std::vector<float> lat(static_cast<std::size_t>(d3.video_numel()), 0.1f);
-  for (std::size_t i = 0; i < lat.size(); ++i) lat[i] = 0.5f * std::sin(0.01f * static_cast<float>(i));
+  for (std::size_t i = 0; i < lat.size(); ++i)
+    lat[i] = 0.5f * std::sin(0.01f * static_cast<float>(i));
   const int f3 = 1 + 4 * (d3.t - 1);
   const auto t0 = Clock::now();
   Status s = (*dec)->decode_video(lat.data(), d3, f3, a.width, a.height,
@@ -235,12 +236,14 @@ json cpu_estimate(const model::ModelConfig& c0, const DeviceBenchArgs& a) {
   const double dec_s = since(t0) * a.frames / f3;
   const double dec_gf = (*dec)->last_gflop() * a.frames / f3;
   return {{"threads", c.threads},
-          {"method", "sampler: one step at depth 1 and 2, extrapolated to steps x depth; decoder: "
-                     "first 3 latent frames, scaled per output frame"},
+          {"method",
+           "sampler: one step at depth 1 and 2, extrapolated to steps x depth; decoder: "
+           "first 3 latent frames, scaled per output frame"},
           {"sample_step_seconds_depth1_depth2", {step_s[0], step_s[1]}},
           {"seconds", {{"sample", sample_s}, {"decode_video", dec_s}}},
-          {"gflops", {{"sample", sample_gf / std::max(sample_s, 1e-9)},
-                      {"decode_video", dec_gf / std::max(dec_s, 1e-9)}}}};
+          {"gflops",
+           {{"sample", sample_gf / std::max(sample_s, 1e-9)},
+            {"decode_video", dec_gf / std::max(dec_s, 1e-9)}}}};
 }
 
 json times_json(const StageTimes& r, double peak_tflops) {
@@ -312,7 +315,8 @@ int run_device_bench(const DeviceBenchArgs& a) {
         const auto& cs = cpu[n]["seconds"];
         runs[n]["cpu_over_gpu"] = {
             {"sample", cs["sample"].get<double>() / std::max(res[n].sample, 1e-9)},
-            {"decode_video", cs["decode_video"].get<double>() / std::max(res[n].decode_video, 1e-9)}};
+            {"decode_video",
+             cs["decode_video"].get<double>() / std::max(res[n].decode_video, 1e-9)}};
       }
     }
     std::fprintf(stderr,

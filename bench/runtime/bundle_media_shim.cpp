@@ -11,7 +11,8 @@
 namespace h3pipe::media {
 
 Image resize_bilinear(const Image&, int, int) {
-  std::fprintf(stderr, "BundleMediaShim: reference images are not supported in the device bundle\n");
+  std::fprintf(stderr,
+               "BundleMediaShim: reference images are not supported in the device bundle\n");
   std::abort();
 }
 

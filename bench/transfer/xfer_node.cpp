@@ -353,7 +353,8 @@ int main(int argc, char** argv) {
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
   if (!std::getenv("XFER_NO_MALLOPT")) tune_allocator();
-  h3pipe::logging::configure("xfer_node", "info");  // the loggers write to stderr: stdout stays for results
+  h3pipe::logging::configure("xfer_node",
+                             "info");  // the loggers write to stderr: stdout stays for results
   if (kc->parsed()) {
     for (const char* n : {"receiver", "sender", "stranger"}) {
       auto kp = keygen(keydir, n, true);
@@ -366,8 +367,9 @@ int main(int argc, char** argv) {
   }
   if (mc->parsed()) {
     latent::Latent l = latent::make_latent(
-        latent::builtin_profile(), {static_cast<std::uint32_t>(mk_w), static_cast<std::uint32_t>(mk_h),
-                                    static_cast<std::uint32_t>(mk_frames), static_cast<std::uint32_t>(mk_fps)});
+        latent::builtin_profile(),
+        {static_cast<std::uint32_t>(mk_w), static_cast<std::uint32_t>(mk_h),
+         static_cast<std::uint32_t>(mk_frames), static_cast<std::uint32_t>(mk_fps)});
     std::mt19937 rng(42);
     std::normal_distribution<float> nd;
     for (auto& v : l.video) v = nd(rng);

@@ -56,13 +56,16 @@ Result<Target> locate(const fs::path& root, const fs::path& final_path, bool cre
   if (!dir.ok()) return dir.error();
   std::string name = rel->filename().native();
   if (name.size() + std::string_view(".sha256.part").size() > NAME_MAX)
-    return make_error(errc::path::kTooLong, "{}: the name leaves no room for its .sha256.part sibling ({} bytes)",
+    return make_error(errc::path::kTooLong,
+                      "{}: the name leaves no room for its .sha256.part sibling ({} bytes)",
                       final_path.string(), name.size());
   return Target{std::move(*dir), name, final_path.is_absolute() ? final_path : root / final_path};
 }
 
 // The legacy overloads: the final path's directory is the trusted root.
-fs::path parent_root(const fs::path& p) { return p.parent_path().empty() ? fs::path(".") : p.parent_path(); }
+fs::path parent_root(const fs::path& p) {
+  return p.parent_path().empty() ? fs::path(".") : p.parent_path();
+}
 
 Status fsync_fd(int fd, const fs::path& p) {
   if (::fsync(fd) != 0) return io_error(errc::io::kFsync, p, errno);
@@ -70,10 +73,13 @@ Status fsync_fd(int fd, const fs::path& p) {
 }
 
 // name.part is created fresh (a stale one is unlinked first, never opened: it may be a symlink).
-Status write_file_synced(const Target& t, const std::string& name, std::span<const std::uint8_t> bytes) {
+Status write_file_synced(const Target& t, const std::string& name,
+                         std::span<const std::uint8_t> bytes) {
   fs::path shown = t.shown.parent_path() / name;
-  if (::unlinkat(t.dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error(errc::io::kUnlink, shown, errno);
-  int fd = ::openat(t.dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (::unlinkat(t.dir.get(), name.c_str(), 0) != 0 && errno != ENOENT)
+    return io_error(errc::io::kUnlink, shown, errno);
+  int fd = ::openat(t.dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    0644);
   if (fd < 0) return io_error(errc::io::kOpen, shown, errno);
   Status s = write_all(fd, bytes.data(), bytes.size(), shown);
   if (s.ok()) s = fsync_fd(fd, shown);
@@ -96,7 +102,8 @@ Status write_sidecar(const Target& t, const std::string& hex) {
   std::string side = t.name + ".sha256";
   std::string part = side + ".part";
   std::string line = hex + "  " + t.name + "\n";  // sha256sum format
-  H3_TRY(write_file_synced(t, part, {reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}));
+  H3_TRY(write_file_synced(t, part,
+                           {reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}));
   return rename_synced(t, part, side);
 }
 
@@ -107,15 +114,18 @@ Result<UniqueFd> open_read(const Target& t, const std::string& name) {
     int e = errno;
     fs::path shown = t.shown.parent_path() / name;
     if (e == ELOOP)
-      return make_error(errc::path::kSymlink, "{} is a symlink; artifacts are never read through one", shown.string());
-    if (e == ENOENT) return make_error(errc::artifact::kMissing, "{} does not exist", shown.string());
+      return make_error(errc::path::kSymlink,
+                        "{} is a symlink; artifacts are never read through one", shown.string());
+    if (e == ENOENT)
+      return make_error(errc::artifact::kMissing, "{} does not exist", shown.string());
     return io_error(errc::io::kOpen, shown, e);
   }
   UniqueFd out(fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0) return io_error(errc::io::kStat, t.shown.parent_path() / name, errno);
   if (!S_ISREG(st.st_mode))
-    return make_error(errc::artifact::kNotRegular, "{} is not a regular file", (t.shown.parent_path() / name).string());
+    return make_error(errc::artifact::kNotRegular, "{} is not a regular file",
+                      (t.shown.parent_path() / name).string());
   return out;
 }
 
@@ -155,24 +165,25 @@ Result<std::string> verify_at(const Target& t) {
   if (!fd.ok()) return fd.error();
   std::string want = read_sidecar_at(t);
   if (want.empty())
-    return make_error(errc::artifact::kNoSidecar, "{} has no valid .sha256 sidecar", t.shown.string());
+    return make_error(errc::artifact::kNoSidecar, "{} has no valid .sha256 sidecar",
+                      t.shown.string());
   auto got = hash_fd(fd->get(), t.shown);
   if (!got.ok()) return got.error();
   if (*got != want)
-    return make_error(errc::artifact::kMismatch, "{}: content hashes to {}, sidecar says {}", t.shown.string(), *got,
-                      want);
+    return make_error(errc::artifact::kMismatch, "{}: content hashes to {}, sidecar says {}",
+                      t.shown.string(), *got, want);
   return want;
 }
 
-// `part` is durable and hashes to `hex`; publish it.  Stage outputs are committed once: the sidecar is written before the data gets its final name
-// (so a final name never exists without the sidecar that vouches for it), and the final rename
-// never replaces a file (renameat2 RENAME_NOREPLACE).  A second execution of the same stage (a
-// re-delivery after its worker died, a lease lost during a Redis fail-over) that reaches the
-// commit finds the first one's verified output and discards its own .part: the output is written
-// once whatever dies, and *reused tells the caller so.  before_publish (if any) runs first; its
-// error removes the .part and is returned.
-Result<std::string> publish_once(const Target& t, const std::string& part, const std::string& hex, bool* reused,
-                                 const BeforePublish& before_publish) {
+// `part` is durable and hashes to `hex`; publish it.  Stage outputs are committed once: the sidecar
+// is written before the data gets its final name (so a final name never exists without the sidecar
+// that vouches for it), and the final rename never replaces a file (renameat2 RENAME_NOREPLACE).  A
+// second execution of the same stage (a re-delivery after its worker died, a lease lost during a
+// Redis fail-over) that reaches the commit finds the first one's verified output and discards its
+// own .part: the output is written once whatever dies, and *reused tells the caller so.
+// before_publish (if any) runs first; its error removes the .part and is returned.
+Result<std::string> publish_once(const Target& t, const std::string& part, const std::string& hex,
+                                 bool* reused, const BeforePublish& before_publish) {
   if (reused) *reused = false;
   if (before_publish) {
     if (Status held = before_publish(); !held.ok()) {
@@ -184,7 +195,8 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     auto have = verify_at(t);
     if (!have.ok())
-      return make_error(errc::artifact::kExists, "{} already exists and does not verify ({}); remove it to redo the stage",
+      return make_error(errc::artifact::kExists,
+                        "{} already exists and does not verify ({}); remove it to redo the stage",
                         t.shown.string(), have.error().message);
     if (reused) *reused = true;
     return *have;
@@ -194,7 +206,8 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
   auto abandon = [&](Error e, bool sidecar_written) -> Result<std::string> {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     struct stat final_st {};
-    if (sidecar_written && ::fstatat(t.dir.get(), t.name.c_str(), &final_st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (sidecar_written &&
+        ::fstatat(t.dir.get(), t.name.c_str(), &final_st, AT_SYMLINK_NOFOLLOW) != 0)
       (void)::unlinkat(t.dir.get(), (t.name + ".sha256").c_str(), 0);
     return e;
   };
@@ -203,7 +216,8 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
   if (Status side = write_sidecar(t, hex); !side.ok()) return abandon(side.error(), false);
   if (::renameat2(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno == EEXIST) return keep_existing();  // lost a race with a concurrent commit
-    if (errno != EINVAL && errno != ENOSYS) return abandon(io_error(errc::io::kRename, t.shown.parent_path() / part, errno), true);
+    if (errno != EINVAL && errno != ENOSYS)
+      return abandon(io_error(errc::io::kRename, t.shown.parent_path() / part, errno), true);
     // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just the same.
     if (::linkat(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), 0) != 0) {
       if (errno == EEXIST) return keep_existing();
@@ -218,8 +232,9 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
 // Writes bytes to NAME.part (fsynced), then either replaces NAME (write_atomic: the sidecar first,
 // then the rename) or publishes it once (write_once, see publish_once).
 enum class Publish { kReplace, kOnce };
-Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t> bytes, Publish mode,
-                                   bool* reused = nullptr, const BeforePublish& before_publish = {}) {
+Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t> bytes,
+                                   Publish mode, bool* reused = nullptr,
+                                   const BeforePublish& before_publish = {}) {
   std::string part = t.name + ".part";
   Status s = write_file_synced(t, part, bytes);
   if (!s.ok()) {
@@ -252,8 +267,8 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
   if (!hex.ok()) return drop(hex.error());
   if (!expected_sha256.empty() && *hex != expected_sha256) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
-    return make_error(errc::artifact::kMismatch, "{}: content hashes to {}, expected {}", t.shown.string(), *hex,
-                      expected_sha256);
+    return make_error(errc::artifact::kMismatch, "{}: content hashes to {}, expected {}",
+                      t.shown.string(), *hex, expected_sha256);
   }
   return publish_once(t, part, *hex, reused, before_publish);
 }
@@ -262,7 +277,9 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
 Result<Target> locate_in_parent(const fs::path& final_path) {
   std::error_code ec;
   fs::create_directories(parent_root(final_path), ec);
-  if (ec) return make_error(errc::io::kMkdir, "mkdir {}: {}", final_path.parent_path().string(), ec.message());
+  if (ec)
+    return make_error(errc::io::kMkdir, "mkdir {}: {}", final_path.parent_path().string(),
+                      ec.message());
   auto t = locate(parent_root(final_path), final_path.filename(), false);
   if (t.ok()) t->shown = final_path;
   return t;
@@ -281,8 +298,9 @@ Status validate_id(std::string_view field, std::string_view id) {
     bool ok = std::isalnum(c) || c == '_' || c == '-' || c == '.';
     if (!ok) {
       std::string shown = c == 0 ? "NUL" : c == '/' ? "'/'" : fmt::format("0x{:02x}", c);
-      return make_error(errc::id::kChar, "{}: character {} not allowed; use letters, digits, '.', '_', '-'",
-                        field, shown);
+      return make_error(errc::id::kChar,
+                        "{}: character {} not allowed; use letters, digits, '.', '_', '-'", field,
+                        shown);
     }
   }
   return {};
@@ -324,34 +342,39 @@ Result<std::string> write_atomic(const fs::path& final_path, std::span<const std
   return write_bytes_at(*t, bytes, Publish::kReplace);
 }
 
-Result<std::string> write_atomic(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes) {
+Result<std::string> write_atomic(const Root& root, const fs::path& final_path,
+                                 std::span<const std::uint8_t> bytes) {
   auto t = locate(root.path, final_path, true);
   if (!t.ok()) return t.error();
   return write_bytes_at(*t, bytes, Publish::kReplace);
 }
 
-Result<std::string> write_once(const fs::path& final_path, std::span<const std::uint8_t> bytes, bool* reused) {
+Result<std::string> write_once(const fs::path& final_path, std::span<const std::uint8_t> bytes,
+                               bool* reused) {
   auto t = locate_in_parent(final_path);
   if (!t.ok()) return t.error();
   return write_bytes_at(*t, bytes, Publish::kOnce, reused);
 }
 
-Result<std::string> write_once(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes,
-                               bool* reused, const BeforePublish& before_publish) {
+Result<std::string> write_once(const Root& root, const fs::path& final_path,
+                               std::span<const std::uint8_t> bytes, bool* reused,
+                               const BeforePublish& before_publish) {
   auto t = locate(root.path, final_path, true);
   if (!t.ok()) return t.error();
   return write_bytes_at(*t, bytes, Publish::kOnce, reused, before_publish);
 }
 
-Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256, bool* reused) {
+Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256,
+                                bool* reused) {
   auto t = locate(parent_root(final_path), final_path.filename(), false);
   if (!t.ok()) return t.error();
   t->shown = final_path;
   return commit_part_at(*t, expected_sha256, reused);
 }
 
-Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256,
-                                bool* reused, const BeforePublish& before_publish) {
+Result<std::string> commit_part(const Root& root, const fs::path& final_path,
+                                std::string_view expected_sha256, bool* reused,
+                                const BeforePublish& before_publish) {
   auto t = locate(root.path, final_path, false);
   if (!t.ok()) return t.error();
   return commit_part_at(*t, expected_sha256, reused, before_publish);
@@ -370,7 +393,8 @@ std::string read_sidecar(const Root& root, const fs::path& final_path) {
 Result<std::string> verify(const fs::path& final_path) {
   auto t = locate(parent_root(final_path), final_path.filename(), false);
   if (!t.ok()) {
-    if (t.error().code == errc::path::kMissing) return make_error(errc::artifact::kMissing, "{} does not exist", final_path.string());
+    if (t.error().code == errc::path::kMissing)
+      return make_error(errc::artifact::kMissing, "{} does not exist", final_path.string());
     return t.error();
   }
   t->shown = final_path;
@@ -402,7 +426,8 @@ std::size_t sweep_parts(const fs::path& root, std::chrono::seconds min_age) {
   std::error_code ec;
   if (!fs::exists(root, ec)) return 0;
   const auto cutoff = fs::file_time_type::clock::now() - min_age;
-  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+  for (auto it = fs::recursive_directory_iterator(
+           root, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file(ec) && it->path().extension() == ".part") {
       std::error_code tec;

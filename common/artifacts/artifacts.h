@@ -51,7 +51,8 @@ Result<std::string> write_atomic(const fs::path& final_path, std::span<const std
 inline Result<std::string> write_atomic(const fs::path& p, std::string_view s) {
   return write_atomic(p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
 }
-Result<std::string> write_atomic(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes);
+Result<std::string> write_atomic(const Root& root, const fs::path& final_path,
+                                 std::span<const std::uint8_t> bytes);
 inline Result<std::string> write_atomic(const Root& root, const fs::path& p, std::string_view s) {
   return write_atomic(root, p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
 }
@@ -66,9 +67,11 @@ using BeforePublish = std::function<Status()>;
 // final_path already exists, nothing is replaced, its verified hash is returned and *reused set.
 Result<std::string> write_once(const fs::path& final_path, std::span<const std::uint8_t> bytes,
                                bool* reused = nullptr);
-Result<std::string> write_once(const Root& root, const fs::path& final_path, std::span<const std::uint8_t> bytes,
-                               bool* reused = nullptr, const BeforePublish& before_publish = {});
-inline Result<std::string> write_once(const fs::path& p, std::string_view s, bool* reused = nullptr) {
+Result<std::string> write_once(const Root& root, const fs::path& final_path,
+                               std::span<const std::uint8_t> bytes, bool* reused = nullptr,
+                               const BeforePublish& before_publish = {});
+inline Result<std::string> write_once(const fs::path& p, std::string_view s,
+                                      bool* reused = nullptr) {
   return write_once(p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}, reused);
 }
 
@@ -80,8 +83,9 @@ inline Result<std::string> write_once(const fs::path& p, std::string_view s, boo
 // existing file's verified hash is returned and *reused is set: an output is written once.
 Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256 = {},
                                 bool* reused = nullptr);
-Result<std::string> commit_part(const Root& root, const fs::path& final_path, std::string_view expected_sha256 = {},
-                                bool* reused = nullptr, const BeforePublish& before_publish = {});
+Result<std::string> commit_part(const Root& root, const fs::path& final_path,
+                                std::string_view expected_sha256 = {}, bool* reused = nullptr,
+                                const BeforePublish& before_publish = {});
 
 // Output exists, sidecar exists, and the content hashes to the sidecar's value -> the hash.
 // Errors: artifact.missing, artifact.no_sidecar, artifact.mismatch, path.* (a symlink at the

@@ -69,7 +69,8 @@ Error errno_error(int err, const fs::path& root, const fs::path& rel, const Erro
       return make_error(errc::path::kEscape, "{} {}: resolution would leave the root {}", what,
                         shown(root, rel), root.string());
     case ENOENT:
-      return make_error(errc::path::kMissing, "{} {}: no such file or directory", what, shown(root, rel));
+      return make_error(errc::path::kMissing, "{} {}: no such file or directory", what,
+                        shown(root, rel));
     case ENAMETOOLONG:
       return make_error(errc::path::kTooLong, "{} {}: a name is too long", what, shown(root, rel));
     default:
@@ -84,8 +85,8 @@ Result<UniqueFd> open_root(const fs::path& root) {
   int fd = ::open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
-    return make_error(e == ENOENT ? errc::path::kMissing : errc::io::kOpen, "root {}: {}", root.string(),
-                      std::strerror(e));
+    return make_error(e == ENOENT ? errc::path::kMissing : errc::io::kOpen, "root {}: {}",
+                      root.string(), std::strerror(e));
   }
   return UniqueFd(fd);
 }
@@ -143,7 +144,8 @@ Status check_relative(const fs::path& relative) {
   const std::string& s = relative.native();
   if (s.find('\0') != std::string::npos)
     return make_error(errc::path::kNul, "{}: contains a NUL byte", shown({}, relative));
-  if (s.empty()) return make_error(errc::path::kEmpty, "an empty path names nothing below the root");
+  if (s.empty())
+    return make_error(errc::path::kEmpty, "an empty path names nothing below the root");
   if (s.front() == '/')
     return make_error(errc::path::kAbsolute,
                       "{}: an absolute path where a path below the root is required", s);
@@ -154,7 +156,8 @@ Status check_relative(const fs::path& relative) {
   if (parts.empty()) return make_error(errc::path::kEmpty, "{}: names nothing below the root", s);
   for (const auto& c : parts) {
     if (c == "." || c == "..")
-      return make_error(errc::path::kDotdot, "{}: component \"{}\" is not allowed below the root", s, c);
+      return make_error(errc::path::kDotdot, "{}: component \"{}\" is not allowed below the root",
+                        s, c);
     if (c.size() > kMaxComponent)
       return make_error(errc::path::kTooLong, "{}...: a component of {} bytes, at most {} allowed",
                         s.substr(0, 64), c.size(), kMaxComponent);
@@ -172,7 +175,8 @@ Result<fs::path> relative_beneath(const fs::path& root, const fs::path& path) {
   }
   std::error_code ec;
   fs::path abs_root = root.is_absolute() ? root : fs::absolute(root, ec);
-  if (ec) return make_error(errc::io::kCwd, "cannot make {} absolute: {}", root.string(), ec.message());
+  if (ec)
+    return make_error(errc::io::kCwd, "cannot make {} absolute: {}", root.string(), ec.message());
   auto rc = components(abs_root.native());
   auto pc = components(path.native());
   bool under = pc.size() > rc.size();
@@ -213,11 +217,13 @@ Result<int> open_beneath(const fs::path& root, const fs::path& relative, int fla
   UniqueFd dir = std::move(*rootfd);
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
     int next = open_one(dir.get(), parts[i], O_RDONLY | O_DIRECTORY, 0);
-    if (next < 0) return errno_error(classify(dir.get(), parts[i], errno), root, relative, errc::io::kOpen);
+    if (next < 0)
+      return errno_error(classify(dir.get(), parts[i], errno), root, relative, errc::io::kOpen);
     dir = UniqueFd(next);
   }
   int fd = open_one(dir.get(), parts.back(), flags, mode);
-  if (fd < 0) return errno_error(classify(dir.get(), parts.back(), errno), root, relative, errc::io::kOpen);
+  if (fd < 0)
+    return errno_error(classify(dir.get(), parts.back(), errno), root, relative, errc::io::kOpen);
   return fd;
 }
 
@@ -235,7 +241,8 @@ Status mkdirs_beneath(const fs::path& root, const fs::path& relative, Resolver h
     if (::mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST)
       return errno_error(errno, root, relative, errc::io::kMkdir);
     int next = open_one(dir.get(), name, O_RDONLY | O_DIRECTORY, 0);
-    if (next < 0) return errno_error(classify(dir.get(), name, errno), root, relative, errc::io::kMkdir);
+    if (next < 0)
+      return errno_error(classify(dir.get(), name, errno), root, relative, errc::io::kMkdir);
     dir = UniqueFd(next);
   }
   return {};

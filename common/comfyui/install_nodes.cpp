@@ -116,7 +116,8 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
   fs::path custom = o.comfyui_dir / "custom_nodes";
   fs::create_directories(custom, ec);
   if (ec)
-    return make_error(errc::comfyui::kInstallIo, "cannot create {}: {}", custom.string(), ec.message());
+    return make_error(errc::comfyui::kInstallIo, "cannot create {}: {}", custom.string(),
+                      ec.message());
   InstallResult r;
   r.dest = custom / kPackName;
   r.checkout = checkout;
@@ -137,7 +138,8 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
     exists = false;
   } else if (exists) {
     if (!fs::is_directory(st))
-      return make_error(errc::comfyui::kInstallExists, "{} exists and is not a folder", r.dest.string());
+      return make_error(errc::comfyui::kInstallExists, "{} exists and is not a folder",
+                        r.dest.string());
     if (!o.symlink && same_tree(src, r.dest)) {
       r.action = "unchanged";
       return r;
@@ -152,7 +154,8 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
     if (exists) fs::remove_all(r.dest, ec);
     fs::create_directory_symlink(src, r.dest, ec);
     if (ec)
-      return make_error(errc::comfyui::kInstallIo, "cannot link {}: {}", r.dest.string(), ec.message());
+      return make_error(errc::comfyui::kInstallIo, "cannot link {}: {}", r.dest.string(),
+                        ec.message());
     r.action = "linked";
     return r;
   }
@@ -164,8 +167,8 @@ Result<InstallResult> install_nodes(const InstallOptions& o) {
   fs::rename(tmp, r.dest, ec);
   if (ec) {
     fs::remove_all(tmp, ec);
-    return make_error(errc::comfyui::kInstallIo, "cannot move the copy into {}: {}", r.dest.string(),
-                      ec.message());
+    return make_error(errc::comfyui::kInstallIo, "cannot move the copy into {}: {}",
+                      r.dest.string(), ec.message());
   }
   r.action = exists ? "updated" : "copied";
   return r;

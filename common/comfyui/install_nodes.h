@@ -23,7 +23,7 @@ struct InstallOptions {
 
 struct InstallResult {
   std::filesystem::path dest;
-  std::string action;  // "copied", "linked", "updated", "unchanged"
+  std::string action;     // "copied", "linked", "updated", "unchanged"
   bool checkout = false;  // DIR is a checkout (else a base directory)
   // Which ComfyUI loads the pack from there: "a ComfyUI started from this checkout without
   // --base-directory ..." or "a ComfyUI started with --base-directory DIR ...".

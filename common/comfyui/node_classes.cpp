@@ -87,7 +87,9 @@ std::string profile_hint(const std::string& cls) {
   return it == k.end() ? std::string() : it->second;
 }
 
-int profile_fps(const std::string& profile) { return profile == "minimax-h3" ? 24 : 0; }
+int profile_fps(const std::string& profile) {
+  return profile == "minimax-h3" ? 24 : 0;
+}
 
 std::string conditioning_pass_through(const std::string& cls) {
   return cls == "MiniMaxH3AddGuide" ? "positive" : "";

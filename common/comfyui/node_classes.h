@@ -95,7 +95,7 @@ struct HandoffNodes {
   int load_audio_output = 1;  // "audio": the audio LATENT (video+audio and av_nested files)
   // Profiles the save node knows by name (its "profile" combo).
   std::vector<std::string> profiles = {"builtin", "wan2.1", "wan2.2-5b", "hunyuanvideo",
-                                       "ltxv",    "mochi",  "ltx2",   "minimax-h3"};
+                                       "ltxv",    "mochi",  "ltx2",      "minimax-h3"};
   std::vector<std::string> audio_profiles = {"builtin", "ltx2", "minimax-h3"};  // with audio rule
 };
 

@@ -70,7 +70,8 @@ Result<ObjectInfo> ObjectInfo::parse(const Json& j, bool allow_empty) {
     ClassInfo ci;
     ci.name = it.key();
     auto bad = [&](const std::string& why) {
-      return make_error(errc::comfyui::kObjectInfo, "/object_info: class \"{}\": {}", it.key(), why);
+      return make_error(errc::comfyui::kObjectInfo, "/object_info: class \"{}\": {}", it.key(),
+                        why);
     };
     if (!c.is_object()) return bad("expected an object");
     const Json empty = Json::object();

@@ -30,7 +30,8 @@ Status write_fsync(const fs::path& p, const std::string& content) {
   if (::fsync(fd) != 0) {
     int err = errno;
     ::close(fd);
-    return make_error(errc::comfyui::kSplitWrite, "cannot fsync {}: {}", p.string(), std::strerror(err));
+    return make_error(errc::comfyui::kSplitWrite, "cannot fsync {}: {}", p.string(),
+                      std::strerror(err));
   }
   ::close(fd);
   return Status::Ok();
@@ -62,8 +63,8 @@ Status write_files(const fs::path& dir, const std::vector<OutputFile>& files, bo
     auto st = fs::symlink_status(p, ec);
     if (ec || !fs::exists(st)) continue;
     if (fs::is_symlink(st) || !fs::is_regular_file(st))
-      return make_error(errc::comfyui::kSplitWrite, "{} exists and is not a plain file; not replaced",
-                        p.string());
+      return make_error(errc::comfyui::kSplitWrite,
+                        "{} exists and is not a plain file; not replaced", p.string());
     if (!force)
       return make_error(errc::comfyui::kSplitExists, "{} exists; pass --force to replace it",
                         p.string());
@@ -86,8 +87,8 @@ Status write_files(const fs::path& dir, const std::vector<OutputFile>& files, bo
     fs::rename(temps[i], dir / files[i].name, ec);
     if (ec) {
       cleanup();
-      return make_error(errc::comfyui::kSplitWrite, "cannot rename {} into place: {}", temps[i].string(),
-                        ec.message());
+      return make_error(errc::comfyui::kSplitWrite, "cannot rename {} into place: {}",
+                        temps[i].string(), ec.message());
     }
   }
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -72,24 +72,26 @@ Result<Decoded> decode_one(const config::Cluster& c, Decoder& d, const Job& job,
                                                job.spec.job_id(), out.error().message)};
   r.out = std::move(*out);
   // The receipt: everything needed to repeat this decode and check what it made.
-  json rec = {{"format", "h3pipe.compare.receipt/1"},
-              {"run_id", o.run_id},
-              {"job_id", job.spec.job_id()},
-              {"spec", json::parse(spec_json(job.spec), nullptr, false)},
-              {"latent_profile", job.profile.name},
-              {"decoder", {{"pool", d.pool->name},
-                           {"host", d.pool->host},
-                           {"gpus", d.pool->gpus},
-                           {"gpu_model", d.pool->gpu_model},
-                           {"runtime", d.runtime->name},
-                           {"config_settings", d.runtime->settings}}},
-              {"device", r.out.device},
-              {"settings", r.out.settings},
-              {"input", {{"path", job.latent.string()}, {"sha256", latent_sha}}},
-              {"output", {{"path", r.mp4.string()}, {"sha256", r.out.sha256}, {"bytes", r.out.bytes}}},
-              {"decode_seconds", r.seconds},
-              {"finished_unix_ms", now_ms()},
-              {"software_version", kSoftwareVersion}};
+  json rec = {
+      {"format", "h3pipe.compare.receipt/1"},
+      {"run_id", o.run_id},
+      {"job_id", job.spec.job_id()},
+      {"spec", json::parse(spec_json(job.spec), nullptr, false)},
+      {"latent_profile", job.profile.name},
+      {"decoder",
+       {{"pool", d.pool->name},
+        {"host", d.pool->host},
+        {"gpus", d.pool->gpus},
+        {"gpu_model", d.pool->gpu_model},
+        {"runtime", d.runtime->name},
+        {"config_settings", d.runtime->settings}}},
+      {"device", r.out.device},
+      {"settings", r.out.settings},
+      {"input", {{"path", job.latent.string()}, {"sha256", latent_sha}}},
+      {"output", {{"path", r.mp4.string()}, {"sha256", r.out.sha256}, {"bytes", r.out.bytes}}},
+      {"decode_seconds", r.seconds},
+      {"finished_unix_ms", now_ms()},
+      {"software_version", kSoftwareVersion}};
   r.receipt = o.out_dir / d.pool->name / (job.spec.job_id() + ".receipt.json");
   auto w = artifacts::write_atomic(artifacts::Root(o.out_dir), r.receipt, rec.dump(2) + "\n");
   if (!w) return w.error();
@@ -104,17 +106,21 @@ Status check_decoders(const config::Cluster& c, const Options& o) {
   std::set<std::string> seen;
   std::string decode_pools;
   for (const auto& p : c.pools)
-    if (p.stage == config::StageKind::kDecode) decode_pools += (decode_pools.empty() ? "" : ", ") + p.name;
+    if (p.stage == config::StageKind::kDecode)
+      decode_pools += (decode_pools.empty() ? "" : ", ") + p.name;
   for (const auto& n : o.decoders) {
     const config::Pool* p = c.find_pool(n);
     if (!p || p->stage != config::StageKind::kDecode)
-      return make_error(errc::compare::kDecoder, "--decoder {}: no decode pool of that name in the config (decode pools: {})",
-                        n, decode_pools.empty() ? "none" : decode_pools);
+      return make_error(
+          errc::compare::kDecoder,
+          "--decoder {}: no decode pool of that name in the config (decode pools: {})", n,
+          decode_pools.empty() ? "none" : decode_pools);
     if (!seen.insert(n).second)
       return make_error(errc::compare::kDecoder, "--decoder {} is named twice", n);
   }
   if (!o.reference.empty() && !seen.count(o.reference))
-    return make_error(errc::compare::kDecoder, "--reference {} is not one of the --decoder pools", o.reference);
+    return make_error(errc::compare::kDecoder, "--reference {} is not one of the --decoder pools",
+                      o.reference);
   return {};
 }
 
@@ -122,11 +128,14 @@ Result<json> run(const config::Cluster& c, const std::vector<Job>& jobs, const O
   H3_TRY(check_decoders(c, o));
   std::error_code ec;
   if (fs::exists(o.out_dir, ec) && !fs::is_empty(o.out_dir, ec))
-    return make_error(errc::compare::kOutput, "{} is not empty: a comparison writes a folder of its own (choose another --out)",
-                      o.out_dir.string());
+    return make_error(
+        errc::compare::kOutput,
+        "{} is not empty: a comparison writes a folder of its own (choose another --out)",
+        o.out_dir.string());
   fs::create_directories(o.out_dir, ec);
   if (ec)
-    return make_error(errc::compare::kOutput, "cannot create {}: {}", o.out_dir.string(), ec.message());
+    return make_error(errc::compare::kOutput, "cannot create {}: {}", o.out_dir.string(),
+                      ec.message());
   const std::string reference = o.reference.empty() ? o.decoders.front() : o.reference;
   // Latents first: every one must verify against its sidecar before anything is decoded.
   std::vector<std::string> latent_sha;
@@ -171,7 +180,8 @@ Result<json> run(const config::Cluster& c, const std::vector<Job>& jobs, const O
       auto r = decode_one(c, d, job, latent_sha[ji], o);
       if (!r) return r.error();
       if (o.progress)
-        o.progress(fmt::format("decoded {} with {} in {:.2f} s", job.spec.job_id(), d.pool->name, r->seconds));
+        o.progress(fmt::format("decoded {} with {} in {:.2f} s", job.spec.job_id(), d.pool->name,
+                               r->seconds));
       outs.push_back(std::move(*r));
     }
     std::size_t ref_i = 0;
@@ -205,14 +215,16 @@ Result<json> run(const config::Cluster& c, const std::vector<Job>& jobs, const O
         if (!pcm) return pcm.error();
         m.audio = audio_diff(*ref_pcm, *pcm);
       }
-      jj["results"].push_back(result_json(*decoders[i].pool, outs[i].mp4, outs[i].out, outs[i].seconds,
-                                          outs[i].receipt, ref.out.sha256, m, o.out_dir));
+      jj["results"].push_back(result_json(*decoders[i].pool, outs[i].mp4, outs[i].out,
+                                          outs[i].seconds, outs[i].receipt, ref.out.sha256, m,
+                                          o.out_dir));
     }
     doc["jobs"].push_back(std::move(jj));
   }
   doc["summary"] = summary_json(doc);
   doc["finished_unix_ms"] = now_ms();
-  auto w = artifacts::write_atomic(artifacts::Root(o.out_dir), o.out_dir / "compare.json", doc.dump(2) + "\n");
+  auto w = artifacts::write_atomic(artifacts::Root(o.out_dir), o.out_dir / "compare.json",
+                                   doc.dump(2) + "\n");
   if (!w) return w.error();
   return doc;
 }

@@ -14,10 +14,9 @@
 // runtime's code, naming pool and job), compare.filter / compare.media / compare.mismatch.
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/config/config.h"
 #include "common/core/result.h"
@@ -49,7 +48,8 @@ Status check_decoders(const config::Cluster& c, const Options& o);
 
 // Decodes every job with every decoder (jobs in order, decoders in order, one at a time) and
 // returns compare.json's document, also written to out_dir/compare.json.
-Result<nlohmann::json> run(const config::Cluster& c, const std::vector<Job>& jobs, const Options& o);
+Result<nlohmann::json> run(const config::Cluster& c, const std::vector<Job>& jobs,
+                           const Options& o);
 
 // The text table of a compare.json document (one line per job and decoder, then the summary).
 std::string table(const nlohmann::json& doc);

@@ -85,8 +85,12 @@ struct VideoReader::Impl {
 
 VideoReader::VideoReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 VideoReader::~VideoReader() = default;
-int VideoReader::width() const { return impl_->in.dec->width; }
-int VideoReader::height() const { return impl_->in.dec->height; }
+int VideoReader::width() const {
+  return impl_->in.dec->width;
+}
+int VideoReader::height() const {
+  return impl_->in.dec->height;
+}
 
 Result<std::unique_ptr<VideoReader>> VideoReader::open(const std::filesystem::path& path) {
   auto impl = std::make_unique<Impl>();
@@ -157,10 +161,18 @@ Result<Pcm> read_audio(const std::filesystem::path& path) {
       for (int c = 0; c < ch; ++c) {
         float v = 0;
         switch (fmt) {
-          case AV_SAMPLE_FMT_FLTP: v = reinterpret_cast<const float*>(f->extended_data[c])[i]; break;
-          case AV_SAMPLE_FMT_FLT: v = reinterpret_cast<const float*>(f->extended_data[0])[i * ch + c]; break;
-          case AV_SAMPLE_FMT_S16P: v = reinterpret_cast<const int16_t*>(f->extended_data[c])[i] / 32768.0f; break;
-          case AV_SAMPLE_FMT_S16: v = reinterpret_cast<const int16_t*>(f->extended_data[0])[i * ch + c] / 32768.0f; break;
+          case AV_SAMPLE_FMT_FLTP:
+            v = reinterpret_cast<const float*>(f->extended_data[c])[i];
+            break;
+          case AV_SAMPLE_FMT_FLT:
+            v = reinterpret_cast<const float*>(f->extended_data[0])[i * ch + c];
+            break;
+          case AV_SAMPLE_FMT_S16P:
+            v = reinterpret_cast<const int16_t*>(f->extended_data[c])[i] / 32768.0f;
+            break;
+          case AV_SAMPLE_FMT_S16:
+            v = reinterpret_cast<const int16_t*>(f->extended_data[0])[i * ch + c] / 32768.0f;
+            break;
           default:
             return make_error(errc::compare::kMedia, "{}: audio sample format {} is not read here",
                               path.string(), av_get_sample_fmt_name(fmt));
@@ -193,7 +205,8 @@ Result<std::string> encode_png(int width, int height, std::span<const std::uint8
                 f->data[0] + static_cast<std::ptrdiff_t>(y) * f->linesize[0]);
   Ptr<AVPacket> pkt(av_packet_alloc());
   std::string out;
-  if ((rc = avcodec_send_frame(c.get(), f.get())) < 0 || (rc = avcodec_send_frame(c.get(), nullptr)) < 0)
+  if ((rc = avcodec_send_frame(c.get(), f.get())) < 0 ||
+      (rc = avcodec_send_frame(c.get(), nullptr)) < 0)
     return make_error(errc::compare::kMedia, "PNG encode: {}", av_text(rc));
   while (avcodec_receive_packet(c.get(), pkt.get()) == 0) {
     out.append(reinterpret_cast<const char*>(pkt->data), static_cast<std::size_t>(pkt->size));

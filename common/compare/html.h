@@ -3,9 +3,8 @@
 // data: URIs, the style inline) with compare.json's table and, per job, a frame strip of each
 // decoder's worst frame beside the reference's same frame and their difference, viewable offline.
 #include <filesystem>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/core/result.h"
 

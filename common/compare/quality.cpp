@@ -84,7 +84,8 @@ Result<std::vector<FilterFrame>> psnr_ssim(const std::filesystem::path& referenc
   rc = avfilter_graph_parse_ptr(graph.get(), desc.c_str(), &in, &outs, nullptr);
   Ptr<AVFilterInOut> in_owner(in), outs_owner(outs);
   if (rc < 0) return ferr("avfilter_graph_parse_ptr", rc);
-  if ((rc = avfilter_graph_config(graph.get(), nullptr)) < 0) return ferr("avfilter_graph_config", rc);
+  if ((rc = avfilter_graph_config(graph.get(), nullptr)) < 0)
+    return ferr("avfilter_graph_config", rc);
   std::vector<FilterFrame> out;
   Ptr<AVFrame> f(av_frame_alloc());
   for (;;) {
@@ -166,7 +167,8 @@ Result<std::vector<PixelFrame>> pixel_compare(const std::filesystem::path& refer
 }
 
 std::optional<AudioDiff> audio_diff(const Pcm& reference, const Pcm& candidate) {
-  if (reference.channels == 0 || candidate.channels == 0 || reference.channels != candidate.channels)
+  if (reference.channels == 0 || candidate.channels == 0 ||
+      reference.channels != candidate.channels)
     return std::nullopt;
   const int ch = reference.channels;
   AudioDiff d;
@@ -180,7 +182,8 @@ std::optional<AudioDiff> audio_diff(const Pcm& reference, const Pcm& candidate) 
   }
   d.samples = static_cast<long long>(n / ch);
   d.length_difference = (static_cast<long long>(candidate.samples.size()) -
-                         static_cast<long long>(reference.samples.size())) / ch;
+                         static_cast<long long>(reference.samples.size())) /
+                        ch;
   d.snr_db = noise == 0 ? kInf : sig == 0 ? -kInf : 10 * std::log10(sig / noise);
   return d;
 }

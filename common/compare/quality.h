@@ -56,21 +56,21 @@ Result<std::vector<PixelFrame>> pixel_compare(const std::filesystem::path& refer
 // over the samples both have (full scale 1.0).  nullopt when either has no audio.
 struct AudioDiff {
   double snr_db = kInf, max_abs = 0;
-  long long samples = 0;           // compared, per channel
-  long long length_difference = 0; // candidate minus reference, per channel
+  long long samples = 0;            // compared, per channel
+  long long length_difference = 0;  // candidate minus reference, per channel
 };
 std::optional<AudioDiff> audio_diff(const Pcm& reference, const Pcm& candidate);
 
 // The per-frame figures summed up for one decoder against the reference.
 struct Summary {
   long long frames = 0;
-  bool identical = false;           // every frame pair equal (all MSE 0)
-  double psnr_db = kInf;            // FFmpeg's average: 10 log10(255^2 / mean MSE)
-  double psnr_min_db = kInf;        // the worst frame's
-  long long worst_frame = -1;       // lowest PSNR (first of equals); -1 when identical
+  bool identical = false;      // every frame pair equal (all MSE 0)
+  double psnr_db = kInf;       // FFmpeg's average: 10 log10(255^2 / mean MSE)
+  double psnr_min_db = kInf;   // the worst frame's
+  long long worst_frame = -1;  // lowest PSNR (first of equals); -1 when identical
   double ssim_mean = 1, ssim_min = 1;
   long long ssim_worst_frame = -1;
-  double mae = 0, mae_max = 0;      // mean over frames, worst frame
+  double mae = 0, mae_max = 0;                            // mean over frames, worst frame
   std::vector<long long> black_frames, saturated_frames;  // the candidate's own
 };
 Summary summarize(const std::vector<FilterFrame>& f, const std::vector<PixelFrame>& p);

@@ -9,9 +9,15 @@ using nlohmann::json;
 
 namespace {
 
-json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-json idx(long long i) { return i < 0 ? json(nullptr) : json(i); }
-std::string rel(const fs::path& p, const fs::path& base) { return p.lexically_relative(base).generic_string(); }
+json num(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+json idx(long long i) {
+  return i < 0 ? json(nullptr) : json(i);
+}
+std::string rel(const fs::path& p, const fs::path& base) {
+  return p.lexically_relative(base).generic_string();
+}
 
 std::string fmt_db(const json& v) {
   return v.is_null() ? std::string("inf") : fmt::format("{:.2f}", v.get<double>());
@@ -28,7 +34,8 @@ json job_header(const Job& job, const std::string& latent_sha) {
           {"frames", job.spec.frames()},
           {"fps", job.spec.fps()},
           {"latent_profile", job.profile.name},
-          {"latent", {{"path", job.latent.string()}, {"sha256", latent_sha}, {"bytes", ec ? 0 : bytes}}},
+          {"latent",
+           {{"path", job.latent.string()}, {"sha256", latent_sha}, {"bytes", ec ? 0 : bytes}}},
           {"results", json::array()}};
 }
 
@@ -103,22 +110,24 @@ json summary_json(const json& doc) {
         byte_equal += r["byte_equal_to_reference"].get<bool>() ? 1 : 0;
         // Mean PSNR over jobs through their MSE (10^(-psnr/10) is MSE / 255^2).
         if (!r["psnr_db"].is_null()) mse_db_inv += std::pow(10.0, -r["psnr_db"].get<double>() / 10);
-        if (!r["psnr_min_db"].is_null()) psnr_min = std::min(psnr_min, r["psnr_min_db"].get<double>());
+        if (!r["psnr_min_db"].is_null())
+          psnr_min = std::min(psnr_min, r["psnr_min_db"].get<double>());
       }
     if (n == 0) continue;
-    out.push_back({{"decoder", name},
-                   {"reference", reference},
-                   {"device", nullptr},
-                   {"jobs", n},
-                   {"decode_seconds_mean", secs / n},
-                   {"psnr_db", mse_db_inv == 0 ? json(nullptr) : json(-10 * std::log10(mse_db_inv / n))},
-                   {"psnr_min_db", num(psnr_min)},
-                   {"ssim_mean", ssim / n},
-                   {"mae", mae / n},
-                   {"black_frames", black},
-                   {"saturated_frames", sat},
-                   {"identical_jobs", identical},
-                   {"byte_equal_jobs", byte_equal}});
+    out.push_back(
+        {{"decoder", name},
+         {"reference", reference},
+         {"device", nullptr},
+         {"jobs", n},
+         {"decode_seconds_mean", secs / n},
+         {"psnr_db", mse_db_inv == 0 ? json(nullptr) : json(-10 * std::log10(mse_db_inv / n))},
+         {"psnr_min_db", num(psnr_min)},
+         {"ssim_mean", ssim / n},
+         {"mae", mae / n},
+         {"black_frames", black},
+         {"saturated_frames", sat},
+         {"identical_jobs", identical},
+         {"byte_equal_jobs", byte_equal}});
   }
   // The device each decoder ran on (its first job's).
   for (auto& s : out)
@@ -129,32 +138,39 @@ json summary_json(const json& doc) {
 }
 
 std::string table(const json& doc) {
-  std::string t = fmt::format("compare {}: reference {}, output {}\n", doc["run_id"].get<std::string>(),
-                              doc["reference"].get<std::string>(), doc["out_dir"].get<std::string>());
-  t += fmt::format("{:<12} {:<14} {:>9} {:<8} {:>9} {:>9} {:>6} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}\n", "job",
-                   "decoder", "seconds", "device", "PSNR dB", "min dB", "worst", "SSIM", "SSIM min", "MAE",
-                   "black", "sat", "audio dB");
+  std::string t =
+      fmt::format("compare {}: reference {}, output {}\n", doc["run_id"].get<std::string>(),
+                  doc["reference"].get<std::string>(), doc["out_dir"].get<std::string>());
+  t += fmt::format(
+      "{:<12} {:<14} {:>9} {:<8} {:>9} {:>9} {:>6} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}\n", "job",
+      "decoder", "seconds", "device", "PSNR dB", "min dB", "worst", "SSIM", "SSIM min", "MAE",
+      "black", "sat", "audio dB");
   for (const auto& j : doc["jobs"])
     for (const auto& r : j["results"]) {
       const bool ref = r["reference"];
       std::string audio = "-";
       if (!r["audio"].is_null()) audio = fmt_db(r["audio"]["snr_db"]);
-      t += fmt::format("{:<12} {:<14} {:>9.2f} {:<8} {:>9} {:>9} {:>6} {:>8.5f} {:>8.5f} {:>6.2f} {:>6} {:>6} {:>9}\n",
-                       j["job_id"].get<std::string>(),
-                       r["decoder"].get<std::string>() + (ref ? " (ref)" : ""),
-                       r["decode_seconds"].get<double>(), r["device"].get<std::string>(),
-                       ref ? "-" : fmt_db(r["psnr_db"]), ref ? "-" : fmt_db(r["psnr_min_db"]),
-                       r["worst_frame"].is_null() ? "-" : std::to_string(r["worst_frame"].get<long long>()),
-                       r["ssim_mean"].get<double>(), r["ssim_min"].get<double>(), r["mae"].get<double>(),
-                       r["black_frames"].size(), r["saturated_frames"].size(), ref ? "-" : audio);
+      t += fmt::format(
+          "{:<12} {:<14} {:>9.2f} {:<8} {:>9} {:>9} {:>6} {:>8.5f} {:>8.5f} {:>6.2f} {:>6} {:>6} "
+          "{:>9}\n",
+          j["job_id"].get<std::string>(), r["decoder"].get<std::string>() + (ref ? " (ref)" : ""),
+          r["decode_seconds"].get<double>(), r["device"].get<std::string>(),
+          ref ? "-" : fmt_db(r["psnr_db"]), ref ? "-" : fmt_db(r["psnr_min_db"]),
+          r["worst_frame"].is_null() ? "-" : std::to_string(r["worst_frame"].get<long long>()),
+          r["ssim_mean"].get<double>(), r["ssim_min"].get<double>(), r["mae"].get<double>(),
+          r["black_frames"].size(), r["saturated_frames"].size(), ref ? "-" : audio);
     }
   t += "summary (mean over jobs):\n";
   for (const auto& s : doc["summary"])
-    t += fmt::format("  {:<14} {:>8.2f} s  PSNR {} dB (worst frame {} dB)  SSIM {:.5f}  MAE {:.2f}  black {}  saturated {}\n",
-                     s["decoder"].get<std::string>() + (s["reference"].get<bool>() ? " (ref)" : ""),
-                     s["decode_seconds_mean"].get<double>(), s["reference"].get<bool>() ? "-" : fmt_db(s["psnr_db"]),
-                     s["reference"].get<bool>() ? "-" : fmt_db(s["psnr_min_db"]), s["ssim_mean"].get<double>(),
-                     s["mae"].get<double>(), s["black_frames"].get<long long>(), s["saturated_frames"].get<long long>());
+    t += fmt::format(
+        "  {:<14} {:>8.2f} s  PSNR {} dB (worst frame {} dB)  SSIM {:.5f}  MAE {:.2f}  black {}  "
+        "saturated {}\n",
+        s["decoder"].get<std::string>() + (s["reference"].get<bool>() ? " (ref)" : ""),
+        s["decode_seconds_mean"].get<double>(),
+        s["reference"].get<bool>() ? "-" : fmt_db(s["psnr_db"]),
+        s["reference"].get<bool>() ? "-" : fmt_db(s["psnr_min_db"]), s["ssim_mean"].get<double>(),
+        s["mae"].get<double>(), s["black_frames"].get<long long>(),
+        s["saturated_frames"].get<long long>());
   return t;
 }
 

@@ -2,11 +2,10 @@
 // compare.json's pieces (fields: docs/compare.md) and the text table.  Private to common/compare.
 // Infinite figures (identical frames: PSNR, SNR) are written as null.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/compare/compare.h"
 #include "common/compare/quality.h"

@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "common/artifacts/artifacts.h"
-#include "common/core/bounded_file.h"
 #include "common/config/embedded_default.h"
 #include "common/config/fields.h"
+#include "common/core/bounded_file.h"
 #include "common/core/json_reader.h"
 #include "common/latent/profile_json.h"
 
@@ -29,7 +29,9 @@ fs::path default_state_dir() {
 
 }  // namespace
 
-const char* stage_name(StageKind s) { return kStageNames[static_cast<int>(s)]; }
+const char* stage_name(StageKind s) {
+  return kStageNames[static_cast<int>(s)];
+}
 
 const Profile* Pool::profile_for(std::string_view job_class) const {
   auto it = profiles.find(std::string(job_class));
@@ -39,8 +41,10 @@ const Profile* Pool::profile_for(std::string_view job_class) const {
 
 double Profile::expected() const {
   switch (kind) {
-    case Kind::kFixed: return seconds;
-    case Kind::kNormal: return mean;
+    case Kind::kFixed:
+      return seconds;
+    case Kind::kNormal:
+      return mean;
     case Kind::kCycle: {
       double s = 0;
       for (double c : cycle) s += c;
@@ -76,7 +80,8 @@ const RuntimeRef& Cluster::runtime_for(const Pool& p) const {
   auto it = stage_runtimes.find(p.stage);
   return it == stage_runtimes.end() ? kSim : it->second;
 }
-std::vector<const Pool*> Cluster::pools_on(std::string_view host, std::optional<StageKind> stage) const {
+std::vector<const Pool*> Cluster::pools_on(std::string_view host,
+                                           std::optional<StageKind> stage) const {
   std::vector<const Pool*> out;
   for (const auto& p : pools)
     if ((host.empty() || p.host == host) && (!stage || p.stage == *stage)) out.push_back(&p);
@@ -110,7 +115,8 @@ std::string Cluster::class_of(std::uint32_t w, std::uint32_t h, std::uint32_t fr
 }
 
 const latent::LatentProfile* Cluster::find_latent_profile(std::string_view name) const {
-  if (auto it = latent_profiles.find(std::string(name)); it != latent_profiles.end()) return &it->second;
+  if (auto it = latent_profiles.find(std::string(name)); it != latent_profiles.end())
+    return &it->second;
   return latent::find_builtin_profile(name);
 }
 
@@ -135,8 +141,8 @@ Result<latent::LatentProfile> Cluster::latent_profile_for(std::string_view job_c
     from = "params.latent_profile";
   }
   if (const auto* p = find_latent_profile(name)) return *p;
-  return make_error(errc::config::kLatentProfile, "{}: unknown latent profile \"{}\" (known: {})", from, name,
-                    latent_profile_names());
+  return make_error(errc::config::kLatentProfile, "{}: unknown latent profile \"{}\" (known: {})",
+                    from, name, latent_profile_names());
 }
 
 Result<Cluster> parse(const nlohmann::json& j, const fs::path& base_dir) {
@@ -169,7 +175,8 @@ Result<Cluster> load_file(const fs::path& file) {
   auto j = parse_strict(*text, &why);  // duplicate keys refused, one-line errors
   if (!j) return make_error(errc::config::kJson, "{}: not valid JSON: {}", file.string(), why);
   auto c = parse(*j, fs::absolute(file).parent_path());
-  if (!c.ok()) return make_error(errc::config::kInvalid, "{}:\n{}", file.string(), c.error().message);
+  if (!c.ok())
+    return make_error(errc::config::kInvalid, "{}:\n{}", file.string(), c.error().message);
   return c;
 }
 
@@ -182,7 +189,9 @@ void override_state_dir(Cluster& c, const fs::path& dir) {
   c.state_dir = sd;
 }
 
-std::string embedded_default_text() { return std::string(kEmbeddedDefaultConfig); }
+std::string embedded_default_text() {
+  return std::string(kEmbeddedDefaultConfig);
+}
 
 Result<Cluster> embedded_default() {
   auto j = nlohmann::json::parse(embedded_default_text());
@@ -203,31 +212,48 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
     j["latent_profiles"][name] = latent::profile_to_json(p);
     j["latent_profiles"][name].erase("name");
   }
-j["redis"] = {{"host", c.redis.host}, {"port", c.redis.port}, {"user", c.redis.user},
-                {"password_file", c.redis.password_file}, {"embedded", c.redis.embedded},
-                {"credentials_dir", c.redis.credentials_dir}, {"wait_replicas", c.redis.wait_replicas},
+  j["redis"] = {{"host", c.redis.host},
+                {"port", c.redis.port},
+                {"user", c.redis.user},
+                {"password_file", c.redis.password_file},
+                {"embedded", c.redis.embedded},
+                {"credentials_dir", c.redis.credentials_dir},
+                {"wait_replicas", c.redis.wait_replicas},
                 {"wait_timeout_ms", c.redis.wait_timeout_ms}};
   if (!c.redis.sentinel.addresses.empty())
-    j["redis"]["sentinel"] = {{"addresses", c.redis.sentinel.addresses}, {"master", c.redis.sentinel.master},
-                              {"user", c.redis.sentinel.user}, {"password_file", c.redis.sentinel.password_file}};
+    j["redis"]["sentinel"] = {{"addresses", c.redis.sentinel.addresses},
+                              {"master", c.redis.sentinel.master},
+                              {"user", c.redis.sentinel.user},
+                              {"password_file", c.redis.sentinel.password_file}};
   if (redact && !c.redis.password_file.empty()) j["redis"]["password"] = "<redacted>";
   j["queue"] = {{"lease_ms", c.queue.lease_ms}, {"renew_ms", c.queue.renew_ms},
                 {"sweep_ms", c.queue.sweep_ms}, {"max_deliveries", c.queue.max_deliveries},
                 {"block_ms", c.queue.block_ms}, {"retry_backoff_ms", c.queue.retry_backoff_ms}};
-  j["transfer"] = {{"curve", c.transfer.curve}, {"chunk_bytes", c.transfer.chunk_bytes},
-                   {"window", c.transfer.window}, {"heartbeat_ms", c.transfer.heartbeat_ms},
-                   {"dead_after_ms", c.transfer.dead_after_ms}, {"max_attempts", c.transfer.max_attempts}};
+  j["transfer"] = {{"curve", c.transfer.curve},
+                   {"chunk_bytes", c.transfer.chunk_bytes},
+                   {"window", c.transfer.window},
+                   {"heartbeat_ms", c.transfer.heartbeat_ms},
+                   {"dead_after_ms", c.transfer.dead_after_ms},
+                   {"max_attempts", c.transfer.max_attempts}};
   for (const auto& [s, rt] : c.stage_runtimes)
     j["stages"][stage_name(s)]["runtime"] = {{"name", rt.name}, {"settings", rt.settings}};
   j["hosts"] = json::array();
   for (const auto& h : c.hosts)
-    j["hosts"].push_back({{"name", h.name}, {"address", h.address}, {"ssh", h.ssh}, {"bind", h.bind},
+    j["hosts"].push_back({{"name", h.name},
+                          {"address", h.address},
+                          {"ssh", h.ssh},
+                          {"bind", h.bind},
                           {"transfer_port", h.transfer_port},
-                          {"transfer_secret_key_file", redact && !h.transfer_secret_key_file.empty() ? "<redacted path>" : h.transfer_secret_key_file},
+                          {"transfer_secret_key_file", redact && !h.transfer_secret_key_file.empty()
+                                                           ? "<redacted path>"
+                                                           : h.transfer_secret_key_file},
                           {"transfer_allowed_clients", h.transfer_allowed_clients.size()}});
   j["pools"] = json::array();
   for (const auto& p : c.pools) {
-    json pj = {{"name", p.name}, {"host", p.host}, {"stage", stage_name(p.stage)}, {"gpus", p.gpus},
+    json pj = {{"name", p.name},
+               {"host", p.host},
+               {"stage", stage_name(p.stage)},
+               {"gpus", p.gpus},
                {"runtime", c.runtime_for(p).name}};
     for (const auto& [cls, pr] : p.profiles) pj["profiles"][cls] = pr.expected();
     j["pools"].push_back(pj);

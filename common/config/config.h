@@ -5,12 +5,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/core/result.h"
 #include "common/latent/profile.h"
@@ -21,10 +20,10 @@ namespace h3pipe::config {
 struct Profile {
   enum class Kind { kFixed, kNormal, kCycle };
   Kind kind = Kind::kFixed;
-  double seconds = 0;            // kFixed
-  double mean = 0, sd = 0;       // kNormal (clamped at >= 0)
-  std::vector<double> cycle;     // kCycle: values used in turn
-  double expected() const;       // mean duration, for dispatch decisions
+  double seconds = 0;         // kFixed
+  double mean = 0, sd = 0;    // kNormal (clamped at >= 0)
+  std::vector<double> cycle;  // kCycle: values used in turn
+  double expected() const;    // mean duration, for dispatch decisions
 };
 
 // A job class: the size a profile applies to.  A job belongs to the class named in its spec, or
@@ -37,7 +36,7 @@ struct JobClass {
 
 // Which runtime computes a stage, and its runtime-specific settings (validated by the runtime).
 struct RuntimeRef {
-  std::string name = "sim";      // sim | builtin | exec | comfyui
+  std::string name = "sim";  // sim | builtin | exec | comfyui
   nlohmann::json settings = nlohmann::json::object();
 };
 
@@ -50,12 +49,12 @@ struct Pool {
   std::string name;
   std::string host;
   StageKind stage = StageKind::kSample;
-  std::vector<int> gpus;                   // device ids (CUDA_VISIBLE_DEVICES)
-  std::string gpu_model;                   // informational, used by config-adapt and plan
-  std::optional<RuntimeRef> runtime;       // overrides stages.<stage>.runtime
-  std::map<std::string, Profile> profiles; // job class -> stage time on this pool
-  std::string shares_gpus_with;            // another pool on the same GPUs (encoder + sampler)
-  int metrics_port = 0;                    // 0 = pick a free port and report it
+  std::vector<int> gpus;                    // device ids (CUDA_VISIBLE_DEVICES)
+  std::string gpu_model;                    // informational, used by config-adapt and plan
+  std::optional<RuntimeRef> runtime;        // overrides stages.<stage>.runtime
+  std::map<std::string, Profile> profiles;  // job class -> stage time on this pool
+  std::string shares_gpus_with;             // another pool on the same GPUs (encoder + sampler)
+  int metrics_port = 0;                     // 0 = pick a free port and report it
   // The profile for a job class: the class's own, else "default", else none (this pool cannot
   // run that class).  The one lookup rule for the sim runtime, the planner and dispatch.
   const Profile* profile_for(std::string_view job_class) const;
@@ -63,11 +62,11 @@ struct Pool {
 
 struct Host {
   std::string name;
-  std::string address = "127.0.0.1";      // where peers reach it
-  std::string ssh;                         // SSH alias for start --all
-  std::string bind = "127.0.0.1";          // interface services listen on
-  int transfer_port = 0;                   // 0 = pick a free port (local mode only)
-  std::string transfer_public_key_file;    // CURVE server key pair of this host's receiver
+  std::string address = "127.0.0.1";     // where peers reach it
+  std::string ssh;                       // SSH alias for start --all
+  std::string bind = "127.0.0.1";        // interface services listen on
+  int transfer_port = 0;                 // 0 = pick a free port (local mode only)
+  std::string transfer_public_key_file;  // CURVE server key pair of this host's receiver
   std::string transfer_secret_key_file;
   std::vector<std::string> transfer_allowed_clients;  // Z85 public keys admitted by ZAP
 };
@@ -80,16 +79,16 @@ struct Link {
 
 struct Redis {
   std::string host = "127.0.0.1";
-  int port = 0;                   // 0 with embedded = pick a free port at start
-  std::string user;               // ACL user; empty = default user
-  std::string password_file;      // file holding the password; empty = none
+  int port = 0;               // 0 with embedded = pick a free port at start
+  std::string user;           // ACL user; empty = default user
+  std::string password_file;  // file holding the password; empty = none
   // A folder of redis-<role>.password files (role: encoder, sampler, decoder, transfer, operator,
   // admin) for the per-service ACL users of configs/redis/users.acl: `h3pipe start` gives each
   // service it starts its own user, the CLI uses the operator.  Embedded Redis: <state>/secrets,
   // generated.
   std::string credentials_dir;
-  bool embedded = true;           // h3pipe start runs a private redis-server
-  std::string password() const;   // reads password_file ("" if none)
+  bool embedded = true;          // h3pipe start runs a private redis-server
+  std::string password() const;  // reads password_file ("" if none)
   // Redis behind Sentinel (embedded false): every process finds the primary through these
   // (docs/foundation.md, "Failover").  host/port are then unused.
   struct Sentinel {
@@ -97,18 +96,20 @@ struct Redis {
     std::string master;                  // the master name Sentinel monitors
     std::string user, password_file;     // Sentinel's own AUTH, if it has one
   } sentinel;
-  // Submissions and stage completions WAIT for this many replicas (0 = off), at most wait_timeout_ms.
+  // Submissions and stage completions WAIT for this many replicas (0 = off), at most
+  // wait_timeout_ms.
   int wait_replicas = 0;
   int wait_timeout_ms = 1000;
 };
 
 struct Queue {
-  int lease_ms = 5000;            // a claimed task is reclaimable after this without renewal
-  int renew_ms = 1000;            // lease renewal period
-  int sweep_ms = 1000;            // how often idle workers look for expired leases
-  int max_deliveries = 5;         // then dead-letter (5: a healthy task survives repeated kills of its worker)
-  int block_ms = 200;             // XREADGROUP BLOCK
-  int retry_backoff_ms = 200;     // minimum idle before a failed task is retried
+  int lease_ms = 5000;  // a claimed task is reclaimable after this without renewal
+  int renew_ms = 1000;  // lease renewal period
+  int sweep_ms = 1000;  // how often idle workers look for expired leases
+  int max_deliveries =
+      5;               // then dead-letter (5: a healthy task survives repeated kills of its worker)
+  int block_ms = 200;  // XREADGROUP BLOCK
+  int retry_backoff_ms = 200;  // minimum idle before a failed task is retried
 };
 
 struct Limits {
@@ -124,9 +125,9 @@ struct Limits {
 };
 
 struct Transfer {
-  bool curve = true;              // required between hosts; ignored on one host
+  bool curve = true;  // required between hosts; ignored on one host
   std::uint32_t chunk_bytes = 256 * 1024;
-  std::uint32_t window = 32;      // chunks in flight: covers one fsync at link rate
+  std::uint32_t window = 32;  // chunks in flight: covers one fsync at link rate
   int heartbeat_ms = 500;
   int dead_after_ms = 3000;
   int max_attempts = 5;
@@ -134,11 +135,11 @@ struct Transfer {
 
 struct Cluster {
   std::string name = "local";
-  std::filesystem::path state_dir;        // logs, pids, redis data (start)
-  std::filesystem::path artifact_root;    // conditioning + latents: <root>/<run>/<job>/...
-  std::filesystem::path output_root;      // <root>/<run>/<job>.mp4 + .pipeline.json
+  std::filesystem::path state_dir;           // logs, pids, redis data (start)
+  std::filesystem::path artifact_root;       // conditioning + latents: <root>/<run>/<job>/...
+  std::filesystem::path output_root;         // <root>/<run>/<job>.mp4 + .pipeline.json
   std::string dispatch = "completion_time";  // or "first_free"
-  double time_scale = 1.0;                // multiplies every sim profile (rehearsal at 1/100)
+  double time_scale = 1.0;                   // multiplies every sim profile (rehearsal at 1/100)
   Redis redis;
   Queue queue;
   Limits limits;
@@ -156,7 +157,8 @@ struct Cluster {
   const Host* find_host(std::string_view name) const;
   const Pool* find_pool(std::string_view name) const;
   const RuntimeRef& runtime_for(const Pool& p) const;
-  std::vector<const Pool*> pools_on(std::string_view host, std::optional<StageKind> stage = {}) const;
+  std::vector<const Pool*> pools_on(std::string_view host,
+                                    std::optional<StageKind> stage = {}) const;
   // GPU groups (shares_gpus_with, transitive): for each pool (index into `pools`), the index of
   // the first pool of its group in config order (its own index when it shares with nobody).  The
   // one grouping the simulator and the live GPU leases use.

@@ -11,9 +11,11 @@ namespace h3pipe::config {
 
 const std::vector<std::string>& cluster_rules() {
   static const std::vector<std::string> kRules = {
-      "`latent_profile` and every `classes[].latent_profile` name a built-in or declared latent profile.",
+      "`latent_profile` and every `classes[].latent_profile` name a built-in or declared latent "
+      "profile.",
       "At least one host; host names are ids (docs/security.md) and unique.",
-      "Pool names are ids and unique; a pool's `host` is in `hosts`; `shares_gpus_with` names a pool.",
+      "Pool names are ids and unique; a pool's `host` is in `hosts`; `shares_gpus_with` names a "
+      "pool.",
       "Two pools of one host do not share a non-zero `metrics_port`.",
       "Every stage (encode, sample, decode) has at least one pool.",
       "A link's `from` and `to` are hosts.",
@@ -23,15 +25,17 @@ const std::vector<std::string>& cluster_rules() {
 
 void check_across(const Cluster& c, Errors& e) {
   if (!c.find_latent_profile(c.latent_profile))
-    e.add("/latent_profile", fmt::format("unknown latent profile \"{}\" (known: {})", c.latent_profile,
-                                         c.latent_profile_names()));
+    e.add("/latent_profile", fmt::format("unknown latent profile \"{}\" (known: {})",
+                                         c.latent_profile, c.latent_profile_names()));
   std::set<std::string> host_names;
   for (std::size_t i = 0; i < c.hosts.size(); ++i) {
     const auto& h = c.hosts[i];
     const std::string p = fmt::format("/hosts/{}", i);
     if (h.name.empty()) continue;
-    if (auto s = artifacts::validate_id(p + "/name", h.name); !s.ok()) e.add(p + "/name", s.error().message);
-    if (!host_names.insert(h.name).second) e.add(p + "/name", fmt::format("duplicate host \"{}\"", h.name));
+    if (auto s = artifacts::validate_id(p + "/name", h.name); !s.ok())
+      e.add(p + "/name", s.error().message);
+    if (!host_names.insert(h.name).second)
+      e.add(p + "/name", fmt::format("duplicate host \"{}\"", h.name));
   }
   if (c.hosts.empty()) e.add("/hosts", "at least one host is required");
   std::set<std::string> pool_names;
@@ -39,8 +43,10 @@ void check_across(const Cluster& c, Errors& e) {
     const auto& pl = c.pools[i];
     const std::string p = fmt::format("/pools/{}", i);
     if (!pl.name.empty()) {
-      if (auto s = artifacts::validate_id(p + "/name", pl.name); !s.ok()) e.add(p + "/name", s.error().message);
-      if (!pool_names.insert(pl.name).second) e.add(p + "/name", fmt::format("duplicate pool \"{}\"", pl.name));
+      if (auto s = artifacts::validate_id(p + "/name", pl.name); !s.ok())
+        e.add(p + "/name", s.error().message);
+      if (!pool_names.insert(pl.name).second)
+        e.add(p + "/name", fmt::format("duplicate pool \"{}\"", pl.name));
     }
     if (!pl.host.empty() && !host_names.count(pl.host))
       e.add(p + "/host", fmt::format("\"{}\" is not a host in /hosts", pl.host));
@@ -53,8 +59,8 @@ void check_across(const Cluster& c, Errors& e) {
     auto [it, fresh] = metrics_ports.emplace(std::make_pair(pl.host, pl.metrics_port), i);
     if (!fresh)
       e.add(fmt::format("/pools/{}/metrics_port", i),
-            fmt::format("{} is already the metrics port of pool \"{}\" on host \"{}\"", pl.metrics_port,
-                        c.pools[it->second].name, pl.host));
+            fmt::format("{} is already the metrics port of pool \"{}\" on host \"{}\"",
+                        pl.metrics_port, c.pools[it->second].name, pl.host));
   }
   for (std::size_t i = 0; i < c.classes.size(); ++i) {
     const auto& lp = c.classes[i].latent_profile;
@@ -82,8 +88,10 @@ void check_across(const Cluster& c, Errors& e) {
   for (std::size_t i = 0; i < c.links.size(); ++i) {
     const auto& l = c.links[i];
     const std::string p = fmt::format("/links/{}", i);
-    if (!l.from.empty() && !host_names.count(l.from)) e.add(p + "/from", fmt::format("\"{}\" is not a host", l.from));
-    if (!l.to.empty() && !host_names.count(l.to)) e.add(p + "/to", fmt::format("\"{}\" is not a host", l.to));
+    if (!l.from.empty() && !host_names.count(l.from))
+      e.add(p + "/from", fmt::format("\"{}\" is not a host", l.from));
+    if (!l.to.empty() && !host_names.count(l.to))
+      e.add(p + "/to", fmt::format("\"{}\" is not a host", l.to));
   }
 }
 

@@ -14,29 +14,46 @@ using nlohmann::json;
 std::string def_name(const std::string& table) {
   std::string out;
   for (char c : table) {
-    if (c == '/') out += out.empty() ? "" : ".";
-    else if (c == '*') out += "item";
-    else if (c == ' ') out += "_";
-    else out += c;
+    if (c == '/')
+      out += out.empty() ? "" : ".";
+    else if (c == '*')
+      out += "item";
+    else if (c == ' ')
+      out += "_";
+    else
+      out += c;
   }
   return out.empty() ? "cluster" : out;
 }
 
-std::string heading(const TableDoc& t) { return t.name.empty() ? "/" : t.name; }
+std::string heading(const TableDoc& t) {
+  return t.name.empty() ? "/" : t.name;
+}
 
 const char* scalar_name(FieldType t) {
   switch (t) {
-    case FieldType::kString: return "string";
-    case FieldType::kPath: return "path";
-    case FieldType::kBool: return "boolean";
-    case FieldType::kInteger: return "integer";
-    case FieldType::kNumber: return "number";
-    case FieldType::kStrings: return "array of strings";
-    case FieldType::kIntegers: return "array of integers";
-    case FieldType::kObject: return "object";
-    case FieldType::kArray: return "array";
-    case FieldType::kMap: return "object (name -> value)";
-    case FieldType::kAny: return "any";
+    case FieldType::kString:
+      return "string";
+    case FieldType::kPath:
+      return "path";
+    case FieldType::kBool:
+      return "boolean";
+    case FieldType::kInteger:
+      return "integer";
+    case FieldType::kNumber:
+      return "number";
+    case FieldType::kStrings:
+      return "array of strings";
+    case FieldType::kIntegers:
+      return "array of integers";
+    case FieldType::kObject:
+      return "object";
+    case FieldType::kArray:
+      return "array";
+    case FieldType::kMap:
+      return "object (name -> value)";
+    case FieldType::kAny:
+      return "any";
   }
   return "any";
 }
@@ -53,7 +70,9 @@ std::string type_text(const FieldInfo& f) {
   return scalar_name(f.type);
 }
 
-std::string number(double d) { return fmt::format("{}", d); }
+std::string number(double d) {
+  return fmt::format("{}", d);
+}
 
 std::string allowed_text(const FieldInfo& f) {
   std::vector<std::string> parts;
@@ -71,8 +90,9 @@ std::string allowed_text(const FieldInfo& f) {
     parts.push_back(f.imax ? fmt::format("[{}, {}]", lo, hi) : fmt::format(">= {}", lo));
   }
   if (!ints && (f.dmin || f.dmax))
-    parts.push_back(f.dmax ? fmt::format("[{}, {}]", number(f.dmin.value_or(-1e300)), number(*f.dmax))
-                           : fmt::format(">= {}", number(*f.dmin)));
+    parts.push_back(f.dmax
+                        ? fmt::format("[{}, {}]", number(f.dmin.value_or(-1e300)), number(*f.dmax))
+                        : fmt::format(">= {}", number(*f.dmin)));
   if (f.nonempty) parts.push_back("not empty");
   if (!f.rule.empty()) parts.push_back(f.rule);
   std::string out;
@@ -117,7 +137,8 @@ std::string section(const TableDoc& t) {
   for (std::size_t i = 0; i < t.fields.size(); ++i) {
     const auto& f = t.fields[i];
     out += fmt::format("| `{}` | {} | {} | {} | {} |\n", f.key, cell(type_text(f)),
-                       cell(default_text(f, t.defaults[i])), cell(allowed_text(f)), cell(f.description));
+                       cell(default_text(f, t.defaults[i])), cell(allowed_text(f)),
+                       cell(f.description));
   }
   if (!t.rules.empty()) {
     out += "\nAcross its fields:";
@@ -130,16 +151,25 @@ std::string section(const TableDoc& t) {
 json scalar_schema(FieldType t) {
   switch (t) {
     case FieldType::kString:
-    case FieldType::kPath: return {{"type", "string"}};
-    case FieldType::kBool: return {{"type", "boolean"}};
-    case FieldType::kInteger: return {{"type", "integer"}};
-    case FieldType::kNumber: return {{"type", "number"}};
-    case FieldType::kStrings: return {{"type", "array"}, {"items", {{"type", "string"}}}};
-    case FieldType::kIntegers: return {{"type", "array"}, {"items", {{"type", "integer"}}}};
+    case FieldType::kPath:
+      return {{"type", "string"}};
+    case FieldType::kBool:
+      return {{"type", "boolean"}};
+    case FieldType::kInteger:
+      return {{"type", "integer"}};
+    case FieldType::kNumber:
+      return {{"type", "number"}};
+    case FieldType::kStrings:
+      return {{"type", "array"}, {"items", {{"type", "string"}}}};
+    case FieldType::kIntegers:
+      return {{"type", "array"}, {"items", {{"type", "integer"}}}};
     case FieldType::kObject:
-    case FieldType::kMap: return {{"type", "object"}};
-    case FieldType::kArray: return {{"type", "array"}};
-    case FieldType::kAny: return json::object();
+    case FieldType::kMap:
+      return {{"type", "object"}};
+    case FieldType::kArray:
+      return {{"type", "array"}};
+    case FieldType::kAny:
+      return json::object();
   }
   return json::object();
 }
@@ -147,10 +177,14 @@ json scalar_schema(FieldType t) {
 json field_schema(const FieldInfo& f, const json& d) {
   json s = scalar_schema(f.type);
   const std::string ref = f.sub ? "#/definitions/" + def_name(f.sub().name) : "";
-  if (f.sub && f.type == FieldType::kObject) s = {{"$ref", ref}};
-  else if (f.sub && f.type == FieldType::kArray) s["items"] = {{"$ref", ref}};
-  else if (f.sub && f.type == FieldType::kMap) s["additionalProperties"] = {{"$ref", ref}};
-  else if (f.type == FieldType::kArray && f.item != FieldType::kAny) s["items"] = scalar_schema(f.item);
+  if (f.sub && f.type == FieldType::kObject)
+    s = {{"$ref", ref}};
+  else if (f.sub && f.type == FieldType::kArray)
+    s["items"] = {{"$ref", ref}};
+  else if (f.sub && f.type == FieldType::kMap)
+    s["additionalProperties"] = {{"$ref", ref}};
+  else if (f.type == FieldType::kArray && f.item != FieldType::kAny)
+    s["items"] = scalar_schema(f.item);
   json& range = f.type == FieldType::kIntegers || f.type == FieldType::kArray ? s["items"] : s;
   if (f.imin) range["minimum"] = *f.imin;
   if (f.imax) range["maximum"] = *f.imax;
@@ -183,7 +217,9 @@ json object_schema(const TableDoc& t) {
     const auto& v = by_key[k];
     props[k] = v.size() == 1 ? v[0] : json{{"anyOf", v}};
   }
-  json s = {{"type", "object"}, {"description", t.description}, {"properties", props},
+  json s = {{"type", "object"},
+            {"description", t.description},
+            {"properties", props},
             {"additionalProperties", false}};
   if (!required.empty()) s["required"] = required;
   return s;
@@ -194,7 +230,8 @@ json object_schema(const TableDoc& t) {
 std::string config_markdown(const std::vector<TableDoc>& extra) {
   std::string out =
       "# Cluster config\n\n"
-      "<!-- Generated by `build/tests/h3pipe_config_gen docs > docs/config.md` from the field tables\n"
+      "<!-- Generated by `build/tests/h3pipe_config_gen docs > docs/config.md` from the field "
+      "tables\n"
       "     (common/config/fields.cpp, common/model/config.cpp); the config_docs_check test fails\n"
       "     when they differ. -->\n\n"
       "One JSON file (DESIGN.md), `--config FILE` or the embedded default (configs/local.json).\n"
@@ -212,7 +249,8 @@ std::string config_markdown(const std::vector<TableDoc>& extra) {
   for (std::size_t i = 1; i < tables.size(); ++i) out += section(tables[i]);
   for (const auto& t : extra)
     for (const auto& s : walk(t)) out += section(s);
-  while (out.size() > 1 && out[out.size() - 1] == '\n' && out[out.size() - 2] == '\n') out.pop_back();
+  while (out.size() > 1 && out[out.size() - 1] == '\n' && out[out.size() - 2] == '\n')
+    out.pop_back();
   return out;
 }
 
@@ -222,7 +260,8 @@ json cluster_schema() {
   s["$schema"] = "http://json-schema.org/draft-07/schema#";
   s["title"] = "h3pipe cluster config (docs/config.md)";
   json defs = json::object();
-  for (std::size_t i = 1; i < tables.size(); ++i) defs[def_name(tables[i].name)] = object_schema(tables[i]);
+  for (std::size_t i = 1; i < tables.size(); ++i)
+    defs[def_name(tables[i].name)] = object_schema(tables[i]);
   s["definitions"] = defs;
   return s;
 }

@@ -4,10 +4,9 @@
 // tests/config/config_gen.cpp, since h3pipe::config does not link the model).
 //
 // Threading: pure functions.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/core/field_table.h"
 

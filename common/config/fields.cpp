@@ -17,7 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::string> runtime_names() { return {kRuntimeNames.begin(), kRuntimeNames.end()}; }
+std::vector<std::string> runtime_names() {
+  return {kRuntimeNames.begin(), kRuntimeNames.end()};
+}
 
 // A stage's section of /stages: {"runtime": {...}}.
 struct StageSection {
@@ -33,18 +35,22 @@ const Table<Redis::Sentinel>& sentinel_table() {
       "/redis/sentinel",
       "Redis behind Sentinel (redis.embedded false): every process finds the primary through these "
       "(docs/foundation.md, \"Failover\"); redis.host and redis.port are then unused.",
-      {field("addresses", &S::addresses, "HOST:PORT of each Sentinel", {.rule = "at least one, each HOST:PORT"}),
+      {field("addresses", &S::addresses, "HOST:PORT of each Sentinel",
+             {.rule = "at least one, each HOST:PORT"}),
        field("master", &S::master, "the master name Sentinel monitors", {.required = true}),
        field("user", &S::user, "Sentinel's own AUTH user, if it has one"),
-       field("password_file", &S::password_file, "file holding Sentinel's own password", {.path = true})},
+       field("password_file", &S::password_file, "file holding Sentinel's own password",
+             {.path = true})},
       [](ObjectReader& r, S& s, const ReadContext& ctx) {
-        if (s.addresses.empty()) ctx.errors.add(r.path("addresses"), "expected at least one HOST:PORT");
+        if (s.addresses.empty())
+          ctx.errors.add(r.path("addresses"), "expected at least one HOST:PORT");
         for (std::size_t i = 0; i < s.addresses.size(); ++i) {
           const auto& a = s.addresses[i];
           const auto colon = a.rfind(':');
           const int port = colon == std::string::npos ? 0 : std::atoi(a.c_str() + colon + 1);
           if (colon == std::string::npos || colon == 0 || port < 1 || port > 65535)
-            ctx.errors.add(fmt::format("{}/{}", r.path("addresses"), i), fmt::format("\"{}\": expected HOST:PORT", a));
+            ctx.errors.add(fmt::format("{}/{}", r.path("addresses"), i),
+                           fmt::format("\"{}\": expected HOST:PORT", a));
         }
       },
       {"addresses: at least one, each HOST:PORT with a port in [1, 65535]"}};
@@ -56,20 +62,27 @@ const Table<Redis>& redis_table() {
       "/redis",
       "The Redis every service and the CLI use (docs/foundation.md).",
       {field("host", &Redis::host, "address of the Redis server"),
-       field("port", &Redis::port, "its port; 0 with embedded: pick a free port at start", {.imin = 0, .imax = 65535}),
+       field("port", &Redis::port, "its port; 0 with embedded: pick a free port at start",
+             {.imin = 0, .imax = 65535}),
        field("user", &Redis::user, "ACL user; empty: the default user"),
-       field("password_file", &Redis::password_file, "file holding the password; empty: none", {.path = true}),
+       field("password_file", &Redis::password_file, "file holding the password; empty: none",
+             {.path = true}),
        field("credentials_dir", &Redis::credentials_dir,
-             "folder of `redis-<role>.password` files, one ACL user per service (configs/redis/users.acl)",
+             "folder of `redis-<role>.password` files, one ACL user per service "
+             "(configs/redis/users.acl)",
              {.path = true, .default_text = "embedded: <state_dir>/secrets, generated"}),
        field("embedded", &Redis::embedded, "h3pipe start runs a private redis-server"),
        field("wait_replicas", &Redis::wait_replicas,
-             "submissions and stage completions WAIT for this many replicas (0: off)", {.imin = 0, .imax = 16}),
-       field("wait_timeout_ms", &Redis::wait_timeout_ms, "at most this long", {.imin = 1, .imax = 600000}),
+             "submissions and stage completions WAIT for this many replicas (0: off)",
+             {.imin = 0, .imax = 16}),
+       field("wait_timeout_ms", &Redis::wait_timeout_ms, "at most this long",
+             {.imin = 1, .imax = 600000}),
        object("sentinel", &Redis::sentinel, &sentinel_table, "Redis behind Sentinel")},
       [](ObjectReader& r, Redis& s, const ReadContext& ctx) {
         if (r.has("sentinel") && s.embedded)
-          ctx.errors.add(r.path("sentinel"), "a Redis behind Sentinel is not the embedded one: set /redis/embedded to false");
+          ctx.errors.add(
+              r.path("sentinel"),
+              "a Redis behind Sentinel is not the embedded one: set /redis/embedded to false");
       },
       {"sentinel requires embedded false"}};
   return t;
@@ -79,16 +92,23 @@ const Table<Queue>& queue_table() {
   static const Table<Queue> t{
       "/queue",
       "Leased work on the stage streams (DESIGN.md, rule 3).",
-      {field("lease_ms", &Queue::lease_ms, "a claimed task is reclaimable after this without renewal", {.imin = 100, .imax = 3600000}),
+      {field("lease_ms", &Queue::lease_ms,
+             "a claimed task is reclaimable after this without renewal",
+             {.imin = 100, .imax = 3600000}),
        field("renew_ms", &Queue::renew_ms, "lease renewal period", {.imin = 10, .imax = 600000}),
-       field("sweep_ms", &Queue::sweep_ms, "how often idle workers look for expired leases", {.imin = 10, .imax = 600000}),
-       field("max_deliveries", &Queue::max_deliveries, "deliveries of a task before it is dead-lettered", {.imin = 1, .imax = 1000}),
+       field("sweep_ms", &Queue::sweep_ms, "how often idle workers look for expired leases",
+             {.imin = 10, .imax = 600000}),
+       field("max_deliveries", &Queue::max_deliveries,
+             "deliveries of a task before it is dead-lettered", {.imin = 1, .imax = 1000}),
        field("block_ms", &Queue::block_ms, "XREADGROUP BLOCK", {.imin = 1, .imax = 60000}),
-       field("retry_backoff_ms", &Queue::retry_backoff_ms, "minimum idle before a failed task is retried", {.imin = 0, .imax = 3600000})},
+       field("retry_backoff_ms", &Queue::retry_backoff_ms,
+             "minimum idle before a failed task is retried", {.imin = 0, .imax = 3600000})},
       [](ObjectReader& r, Queue& q, const ReadContext& ctx) {
         if (q.renew_ms * 2 > q.lease_ms)
-          ctx.errors.add(r.path("renew_ms"), fmt::format("{} must be at most half of lease_ms ({}) so one missed renewal does not lose the lease",
-                                                         q.renew_ms, q.lease_ms));
+          ctx.errors.add(r.path("renew_ms"),
+                         fmt::format("{} must be at most half of lease_ms ({}) so one missed "
+                                     "renewal does not lose the lease",
+                                     q.renew_ms, q.lease_ms));
       },
       {"renew_ms at most half of lease_ms"}};
   return t;
@@ -105,11 +125,12 @@ const Table<Limits>& limits_table() {
        field("max_fps", &Limits::max_fps, "highest fps", {.imin = 1, .imax = 1000}),
        field("max_latent_bytes", &Limits::max_latent_bytes, "largest latent file",
              {.imin = 1, .imax = std::numeric_limits<long long>::max()}),
-       field("max_batch", &Limits::max_batch, "most jobs in one submission", {.imin = 1, .imax = 10000000}),
-       field("max_prompt_bytes", &Limits::max_prompt_bytes, "longest prompt, negativePrompt and params value",
-             {.imin = 1, .imax = 1 << 24}),
-       field("max_params", &Limits::max_params, "most entries of a spec's params map (keys <= 128 bytes)",
-             {.imin = 0, .imax = 4096}),
+       field("max_batch", &Limits::max_batch, "most jobs in one submission",
+             {.imin = 1, .imax = 10000000}),
+       field("max_prompt_bytes", &Limits::max_prompt_bytes,
+             "longest prompt, negativePrompt and params value", {.imin = 1, .imax = 1 << 24}),
+       field("max_params", &Limits::max_params,
+             "most entries of a spec's params map (keys <= 128 bytes)", {.imin = 0, .imax = 4096}),
        custom<Limits>(
            [] {
              FieldInfo f;
@@ -129,7 +150,8 @@ const Table<Limits>& limits_table() {
              if (!r.has(f.key)) return true;
              detail::read_value(r, strings, ctx, roots);
              for (std::size_t i = 0; i < roots.size(); ++i) {
-               if (roots[i].empty()) ctx.errors.add(fmt::format("{}/{}", r.path(f.key), i), "an empty path");
+               if (roots[i].empty())
+                 ctx.errors.add(fmt::format("{}/{}", r.path(f.key), i), "an empty path");
                l.input_roots.push_back(resolve_path(ctx.base_dir, roots[i]));
              }
              return true;
@@ -141,19 +163,24 @@ const Table<Transfer>& transfer_table() {
   static const Table<Transfer> t{
       "/transfer",
       "Latents host to host (docs/transfer.md).",
-      {field("curve", &Transfer::curve, "CURVE encryption and ZAP between hosts (ignored on one host)"),
+      {field("curve", &Transfer::curve,
+             "CURVE encryption and ZAP between hosts (ignored on one host)"),
        field("chunk_bytes", &Transfer::chunk_bytes, "chunk size", {.imin = 4096, .imax = 64 << 20}),
        field("window", &Transfer::window, "chunks in flight", {.imin = 1, .imax = 1024}),
-       field("heartbeat_ms", &Transfer::heartbeat_ms, "heartbeat period", {.imin = 10, .imax = 60000}),
-       field("dead_after_ms", &Transfer::dead_after_ms, "a peer silent this long is gone", {.imin = 50, .imax = 600000}),
-       field("max_attempts", &Transfer::max_attempts, "sends of one latent before giving up", {.imin = 1, .imax = 100})}};
+       field("heartbeat_ms", &Transfer::heartbeat_ms, "heartbeat period",
+             {.imin = 10, .imax = 60000}),
+       field("dead_after_ms", &Transfer::dead_after_ms, "a peer silent this long is gone",
+             {.imin = 50, .imax = 600000}),
+       field("max_attempts", &Transfer::max_attempts, "sends of one latent before giving up",
+             {.imin = 1, .imax = 100})}};
   return t;
 }
 
 const Table<StageSection>& stage_section_table() {
-  static const Table<StageSection> t{
-      "/stages/*", "One stage's defaults.",
-      {object("runtime", &StageSection::runtime, &runtime_table, "the runtime of the stage's pools")}};
+  static const Table<StageSection> t{"/stages/*",
+                                     "One stage's defaults.",
+                                     {object("runtime", &StageSection::runtime, &runtime_table,
+                                             "the runtime of the stage's pools")}};
   return t;
 }
 
@@ -177,8 +204,8 @@ const Table<JobClass>& class_table() {
        field("height", &JobClass::height, "height", {.imin = 0, .imax = 16384}),
        field("frames", &JobClass::frames, "frames", {.imin = 0, .imax = 100000}),
        field("steps", &JobClass::steps, "steps; 0 matches any", {.imin = 0, .imax = 10000}),
-       field("latent_profile", &JobClass::latent_profile, "its latent profile; empty: the cluster's",
-             {.rule = "a known latent profile"})}};
+       field("latent_profile", &JobClass::latent_profile,
+             "its latent profile; empty: the cluster's", {.rule = "a known latent profile"})}};
   return t;
 }
 
@@ -186,15 +213,20 @@ const Table<Host>& host_table() {
   static const Table<Host> t{
       "/hosts/*",
       "A machine of the cluster.",
-      {field("name", &Host::name, "the host name", {.required = true, .nonempty = true, .rule = "an id (docs/security.md), unique"}),
+      {field("name", &Host::name, "the host name",
+             {.required = true, .nonempty = true, .rule = "an id (docs/security.md), unique"}),
        field("address", &Host::address, "where peers reach it"),
        field("ssh", &Host::ssh, "SSH alias for start --all"),
        field("bind", &Host::bind, "interface its services listen on"),
-       field("transfer_port", &Host::transfer_port, "its transfer receiver's port; 0: a free one (local mode only)",
+       field("transfer_port", &Host::transfer_port,
+             "its transfer receiver's port; 0: a free one (local mode only)",
              {.imin = 0, .imax = 65535}),
-       field("transfer_public_key_file", &Host::transfer_public_key_file, "CURVE public key of its receiver", {.path = true}),
-       field("transfer_secret_key_file", &Host::transfer_secret_key_file, "CURVE secret key of its receiver", {.path = true}),
-       field("transfer_allowed_clients", &Host::transfer_allowed_clients, "Z85 public keys admitted by ZAP")}};
+       field("transfer_public_key_file", &Host::transfer_public_key_file,
+             "CURVE public key of its receiver", {.path = true}),
+       field("transfer_secret_key_file", &Host::transfer_secret_key_file,
+             "CURVE secret key of its receiver", {.path = true}),
+       field("transfer_allowed_clients", &Host::transfer_allowed_clients,
+             "Z85 public keys admitted by ZAP")}};
   return t;
 }
 
@@ -202,11 +234,14 @@ const Table<Pool>& pool_table() {
   static const Table<Pool> t{
       "/pools/*",
       "A pool: one worker process bound to a group of GPUs on one host, running one stage.",
-      {field("name", &Pool::name, "the pool name", {.required = true, .nonempty = true, .rule = "an id, unique"}),
-       field("host", &Pool::host, "its host", {.required = true, .nonempty = true, .rule = "a host in /hosts"}),
+      {field("name", &Pool::name, "the pool name",
+             {.required = true, .nonempty = true, .rule = "an id, unique"}),
+       field("host", &Pool::host, "its host",
+             {.required = true, .nonempty = true, .rule = "a host in /hosts"}),
        custom<Pool>(
-           detail::info("stage", FieldType::kString, "the stage it runs",
-                        {.required = true, .nonempty = true, .choices = {"encode", "sample", "decode"}}),
+           detail::info(
+               "stage", FieldType::kString, "the stage it runs",
+               {.required = true, .nonempty = true, .choices = {"encode", "sample", "decode"}}),
            [](ObjectReader& r, const FieldInfo& f, Pool& p, const ReadContext& ctx) {
              std::string s;
              if (detail::read_value(r, f, ctx, s))
@@ -216,8 +251,8 @@ const Table<Pool>& pool_table() {
            }),
        field("gpus", &Pool::gpus, "device ids (CUDA_VISIBLE_DEVICES)"),
        field("gpu_model", &Pool::gpu_model, "informational, used by config-adapt and plan"),
-       field("shares_gpus_with", &Pool::shares_gpus_with, "another pool on the same GPUs (encoder + sampler)",
-             {.rule = "a pool in /pools"}),
+       field("shares_gpus_with", &Pool::shares_gpus_with,
+             "another pool on the same GPUs (encoder + sampler)", {.rule = "a pool in /pools"}),
        field("metrics_port", &Pool::metrics_port, "0: pick a free port and report it",
              {.imin = 0, .imax = 65535, .rule = "unique per host"}),
        object("runtime", &Pool::runtime, &runtime_table, "overrides `/stages/<stage>/runtime`"),
@@ -230,8 +265,10 @@ const Table<Link>& link_table() {
   static const Table<Link> t{
       "/links/*",
       "A network link between two hosts (for plan).",
-      {field("from", &Link::from, "a host", {.required = true, .nonempty = true, .rule = "a host in /hosts"}),
-       field("to", &Link::to, "a host", {.required = true, .nonempty = true, .rule = "a host in /hosts"}),
+      {field("from", &Link::from, "a host",
+             {.required = true, .nonempty = true, .rule = "a host in /hosts"}),
+       field("to", &Link::to, "a host",
+             {.required = true, .nonempty = true, .rule = "a host in /hosts"}),
        field("gbps", &Link::gbps, "bandwidth", {.dmin = 1e-6, .dmax = 1e6}),
        field("latency_ms", &Link::latency_ms, "latency", {.dmin = 0, .dmax = 1e6})}};
   return t;
@@ -246,9 +283,12 @@ bool read_latent_profiles(ObjectReader& r, const FieldInfo& f, Cluster& c, const
   }
   for (auto it = v->begin(); it != v->end(); ++it) {
     const std::string p = r.path(f.key) + "/" + it.key();
-    if (auto s = artifacts::validate_id(p, it.key()); !s.ok()) ctx.errors.add(p, s.error().message);
+    if (auto s = artifacts::validate_id(p, it.key()); !s.ok())
+      ctx.errors.add(p, s.error().message);
     else if (latent::find_builtin_profile(it.key()))
-      ctx.errors.add(p, fmt::format("\"{}\" is a built-in profile; declare yours under another name", it.key()));
+      ctx.errors.add(
+          p,
+          fmt::format("\"{}\" is a built-in profile; declare yours under another name", it.key()));
     latent::LatentProfile lp;
     lp.name = it.key();
     latent::read_profile(it.value(), p, lp, ctx.errors);  // the built-in table's own reader
@@ -263,7 +303,9 @@ bool read_stages(ObjectReader& r, const FieldInfo& f, Cluster& c, const ReadCont
   StagesSection s;
   read_table(*v, r.path(f.key), stages_table(), s, ctx);
   const std::pair<StageKind, std::optional<StageSection>*> each[] = {
-      {StageKind::kEncode, &s.encode}, {StageKind::kSample, &s.sample}, {StageKind::kDecode, &s.decode}};
+      {StageKind::kEncode, &s.encode},
+      {StageKind::kSample, &s.sample},
+      {StageKind::kDecode, &s.decode}};
   for (const auto& [kind, sec] : each)
     if (*sec) c.stage_runtimes[kind] = (*sec)->runtime;
   return true;
@@ -274,15 +316,19 @@ bool read_stages(ObjectReader& r, const FieldInfo& f, Cluster& c, const ReadCont
 const Table<RuntimeRef>& runtime_table() {
   static const Table<RuntimeRef> t{
       "runtime",
-      "Which runtime computes a stage (docs/runtimes.md), and its settings, checked by the runtime.",
+      "Which runtime computes a stage (docs/runtimes.md), and its settings, checked by the "
+      "runtime.",
       {field("name", &RuntimeRef::name, "the runtime",
              {.required = true, .nonempty = true, .choices = runtime_names(), .noun = "runtime"}),
        custom<RuntimeRef>(
-           detail::info("settings", FieldType::kObject, "the runtime's own settings (docs/runtimes.md)", {}),
+           detail::info("settings", FieldType::kObject,
+                        "the runtime's own settings (docs/runtimes.md)", {}),
            [](ObjectReader& r, const FieldInfo& f, RuntimeRef& rt, const ReadContext& ctx) {
              if (const auto* s = r.raw(f.key)) {
-               if (!s->is_object()) ctx.errors.add(r.path(f.key), "expected an object");
-               else rt.settings = *s;
+               if (!s->is_object())
+                 ctx.errors.add(r.path(f.key), "expected an object");
+               else
+                 rt.settings = *s;
              }
              return true;
            },
@@ -301,39 +347,48 @@ const Table<Profile>& profile_table() {
                         {.choices = {"fixed", "normal", "cycle"}, .noun = "profile kind"}),
            [](ObjectReader& r, const FieldInfo& f, Profile& p, const ReadContext& ctx) {
              std::string kind;
-             if (!detail::read_value(r, f, ctx, kind)) return true;  // absent or not a string: fixed
-             if (kind == "normal") p.kind = K::kNormal;
-             else if (kind == "cycle") p.kind = K::kCycle;
-             else if (kind != "fixed") return false;  // its fields are unknown: read none
+             if (!detail::read_value(r, f, ctx, kind))
+               return true;  // absent or not a string: fixed
+             if (kind == "normal")
+               p.kind = K::kNormal;
+             else if (kind == "cycle")
+               p.kind = K::kCycle;
+             else if (kind != "fixed")
+               return false;  // its fields are unknown: read none
              return true;
            },
            [](const Profile&) { return json("fixed"); }),
-       only_when(field("seconds", &Profile::seconds, "the seconds", {.required = true, .dmin = 0, .dmax = 1e7}),
+       only_when(field("seconds", &Profile::seconds, "the seconds",
+                       {.required = true, .dmin = 0, .dmax = 1e7}),
                  "kind is fixed", kind_is(K::kFixed)),
-       only_when(field("mean", &Profile::mean, "mean seconds", {.required = true, .dmin = 0, .dmax = 1e7}),
+       only_when(field("mean", &Profile::mean, "mean seconds",
+                       {.required = true, .dmin = 0, .dmax = 1e7}),
                  "kind is normal", kind_is(K::kNormal)),
-       only_when(field("sd", &Profile::sd, "standard deviation (samples clamped at >= 0)", {.dmin = 0, .dmax = 1e7}),
+       only_when(field("sd", &Profile::sd, "standard deviation (samples clamped at >= 0)",
+                       {.dmin = 0, .dmax = 1e7}),
                  "kind is normal", kind_is(K::kNormal)),
        only_when(custom<Profile>(
                      [] {
-                       FieldInfo f = detail::info("seconds", FieldType::kArray, "values used in turn",
-                                                  {.required = true, .dmin = 0, .rule = "not empty"});
+                       FieldInfo f =
+                           detail::info("seconds", FieldType::kArray, "values used in turn",
+                                        {.required = true, .dmin = 0, .rule = "not empty"});
                        f.item = FieldType::kNumber;
                        return f;
                      }(),
                      [](ObjectReader& r, const FieldInfo& f, Profile& p, const ReadContext& ctx) {
                        const auto* v = detail::value_of(r, f, ctx);
                        if (!v) return true;
-                       if (!v->is_array() || v->empty())
-                       {
+                       if (!v->is_array() || v->empty()) {
                          ctx.errors.add(r.path(f.key), "expected a non-empty array of numbers");
                          return true;
                        }
                        for (std::size_t i = 0; i < v->size(); ++i) {
                          const auto& x = (*v)[i];
                          if (!x.is_number() || x.get<double>() < 0)
-                           ctx.errors.add(fmt::format("{}/{}", r.path(f.key), i), "expected a number >= 0");
-                         else p.cycle.push_back(x.get<double>());
+                           ctx.errors.add(fmt::format("{}/{}", r.path(f.key), i),
+                                          "expected a number >= 0");
+                         else
+                           p.cycle.push_back(x.get<double>());
                        }
                        return true;
                      }),
@@ -348,19 +403,21 @@ const Table<Cluster>& cluster_table() {
       {field("name", &Cluster::name, "the cluster's name"),
        field("state_dir", &Cluster::state_dir, "logs, pids, Redis data of h3pipe start",
              {.path = true, .default_text = "$H3PIPE_STATE, else ./.state (made absolute)"}),
-       field("artifact_root", &Cluster::artifact_root, "conditioning and latents: `<root>/<run>/<job>/...`",
+       field("artifact_root", &Cluster::artifact_root,
+             "conditioning and latents: `<root>/<run>/<job>/...`",
              {.path = true, .default_text = "<state_dir>/artifacts"}),
        field("output_root", &Cluster::output_root, "`<root>/<run>/<job>.mp4` and `.pipeline.json`",
              {.path = true, .default_text = "<state_dir>/outputs"}),
        field("dispatch", &Cluster::dispatch, "the dispatch policy (docs/planner.md)",
              {.choices = {"completion_time", "first_free"}}),
-       field("time_scale", &Cluster::time_scale, "multiplies every sim profile (rehearsal at 1/100)",
-             {.dmin = 1e-6, .dmax = 1e6}),
-       custom<Cluster>(detail::info("latent_profiles", FieldType::kMap,
-                                    "latent profiles declared beside the built-in ones (docs/latent.md, "
-                                    "\"Latent profiles\")",
-                                    {.rule = "a name that is an id and not a built-in profile's"}),
-                       &read_latent_profiles),
+       field("time_scale", &Cluster::time_scale,
+             "multiplies every sim profile (rehearsal at 1/100)", {.dmin = 1e-6, .dmax = 1e6}),
+       custom<Cluster>(
+           detail::info("latent_profiles", FieldType::kMap,
+                        "latent profiles declared beside the built-in ones (docs/latent.md, "
+                        "\"Latent profiles\")",
+                        {.rule = "a name that is an id and not a built-in profile's"}),
+           &read_latent_profiles),
        field("latent_profile", &Cluster::latent_profile, "the default latent profile",
              {.rule = "a built-in or declared latent profile"}),
        object("redis", &Cluster::redis, &redis_table, "the Redis server"),
@@ -368,8 +425,9 @@ const Table<Cluster>& cluster_table() {
        object("limits", &Cluster::limits, &limits_table, "job spec limits"),
        object("transfer", &Cluster::transfer, &transfer_table, "host-to-host latent transfer"),
        [] {
-         auto f = custom<Cluster>(detail::info("stages", FieldType::kObject, "default runtime per stage", {}),
-                                  &read_stages);
+         auto f = custom<Cluster>(
+             detail::info("stages", FieldType::kObject, "default runtime per stage", {}),
+             &read_stages);
          f.info.sub = [] { return describe(stages_table()); };
          return f;
        }(),

@@ -14,7 +14,9 @@ constexpr ErrorCode kAll[] = {
 
 }  // namespace
 
-std::span<const ErrorCode> all() { return kAll; }
+std::span<const ErrorCode> all() {
+  return kAll;
+}
 
 const ErrorCode* find(std::string_view code) {
   auto it = std::find_if(std::begin(kAll), std::end(kAll),
@@ -29,9 +31,12 @@ bool is_permanent(std::string_view code) {
 
 std::string_view retry_name(RetryClass r) {
   switch (r) {
-    case RetryClass::kRetried: return "retried";
-    case RetryClass::kPermanent: return "permanent";
-    case RetryClass::kNotATask: return "-";
+    case RetryClass::kRetried:
+      return "retried";
+    case RetryClass::kPermanent:
+      return "permanent";
+    case RetryClass::kNotATask:
+      return "-";
   }
   return "?";
 }

@@ -10,7 +10,7 @@ namespace h3pipe {
 enum class RetryClass { kRetried, kPermanent, kNotATask };
 
 struct ErrorCode {
-  std::string_view id;       // the wire text, e.g. "redis.io"
+  std::string_view id;  // the wire text, e.g. "redis.io"
   RetryClass retry;
   std::string_view meaning;  // one line for operators
 
@@ -24,8 +24,8 @@ struct ErrorCode {
 
 namespace errc {
 
-#define H3_ERROR_CODE(domain, name, text, retry, meaning) \
-  namespace domain {                                     \
+#define H3_ERROR_CODE(domain, name, text, retry, meaning)            \
+  namespace domain {                                                 \
   inline constexpr ErrorCode name{text, RetryClass::retry, meaning}; \
   }
 #include "common/core/error_codes.inc"
@@ -39,7 +39,9 @@ std::span<const ErrorCode> all();
 const ErrorCode* find(std::string_view code);
 
 // The code's first part, its domain: "io" for io.fsync.
-constexpr std::string_view domain_of(std::string_view code) { return code.substr(0, code.find('.')); }
+constexpr std::string_view domain_of(std::string_view code) {
+  return code.substr(0, code.find('.'));
+}
 
 // True when the catalogue says retrying cannot help.  A code not in the catalogue is retried.
 bool is_permanent(std::string_view code);

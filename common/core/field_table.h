@@ -11,25 +11,37 @@
 // load (the roots under state_dir).
 //
 // Threading: tables are immutable after construction (function-local statics); reading is pure.
+#include <fmt/format.h>
+
 #include <cstdint>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "common/core/json_reader.h"
 
 namespace h3pipe::json_reader {
 
-enum class FieldType { kString, kPath, kBool, kInteger, kNumber, kStrings, kIntegers, kObject, kArray, kMap, kAny };
+enum class FieldType {
+  kString,
+  kPath,
+  kBool,
+  kInteger,
+  kNumber,
+  kStrings,
+  kIntegers,
+  kObject,
+  kArray,
+  kMap,
+  kAny
+};
 
 // How a table words a wrong value.  kStrict, the cluster config's: "expected an integer, got
 // string", "0 is out of range [1, 10]".  kExpected, the builtin model settings': "expected an
@@ -44,8 +56,8 @@ struct FieldInfo {
   FieldType type = FieldType::kString;
   std::string description;
   bool required = false;
-  bool nonempty = false;              // a present string must not be ""
-  bool path = false;                  // a path: relative ones resolve against the file's folder
+  bool nonempty = false;                // a present string must not be ""
+  bool path = false;                    // a path: relative ones resolve against the file's folder
   std::optional<long long> imin, imax;  // integers and the items of integer lists
   std::optional<double> dmin, dmax;     // numbers
   std::vector<std::string> choices;     // strings: the values allowed ("" too unless nonempty)
@@ -89,7 +101,7 @@ struct Field {
 
 template <class S>
 struct Table {
-  std::string name;         // the object's pointer in docs: "/queue", "/pools/*"
+  std::string name;  // the object's pointer in docs: "/queue", "/pools/*"
   std::string description;
   std::vector<Field<S>> fields;
   // Rules across the object's fields, after them (only when the object is present).
@@ -139,13 +151,15 @@ namespace detail {
 
 inline std::string expected_range(const FieldInfo& f, const char* what) {
   if (f.type == FieldType::kNumber)
-    return fmt::format("expected {} in [{}, {}]", what, f.dmin.value_or(-1e300), f.dmax.value_or(1e300));
-  return fmt::format("expected {} in [{}, {}]", what, f.imin.value_or(std::numeric_limits<int>::min()),
+    return fmt::format("expected {} in [{}, {}]", what, f.dmin.value_or(-1e300),
+                       f.dmax.value_or(1e300));
+  return fmt::format("expected {} in [{}, {}]", what,
+                     f.imin.value_or(std::numeric_limits<int>::min()),
                      f.imax.value_or(std::numeric_limits<int>::max()));
 }
 
-inline void wrong(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx, const nlohmann::json& got,
-           const char* what) {
+inline void wrong(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx,
+                  const nlohmann::json& got, const char* what) {
   if (ctx.wording == Wording::kStrict)
     ctx.errors.add(r.path(f.key), fmt::format("expected {}, got {}", what, got.type_name()));
   else if (f.type == FieldType::kInteger || f.type == FieldType::kNumber)
@@ -161,7 +175,8 @@ inline const nlohmann::json* value_of(ObjectReader& r, const FieldInfo& f, const
   return v;
 }
 
-inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx, std::string& out) {
+inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx,
+                       std::string& out) {
   const auto* v = value_of(r, f, ctx);
   if (!v) return false;
   if (!v->is_string()) {
@@ -183,7 +198,8 @@ inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& c
   return true;
 }
 
-inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx, std::filesystem::path& out) {
+inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx,
+                       std::filesystem::path& out) {
   std::string s;
   if (!read_value(r, f, ctx, s)) return false;
   out = resolve_path(ctx.base_dir, s);  // f.path: already resolved, and resolving is idempotent
@@ -220,12 +236,13 @@ inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& c
   return true;
 }
 
-inline bool read_integer(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx, long long& out,
-                  bool u64, std::uint64_t& out_u64) {
+inline bool read_integer(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx,
+                         long long& out, bool u64, std::uint64_t& out_u64) {
   const auto* v = value_of(r, f, ctx);
   if (!v) return false;
   if (u64) {
-    if (v->is_number_unsigned()) out_u64 = v->get<std::uint64_t>();
+    if (v->is_number_unsigned())
+      out_u64 = v->get<std::uint64_t>();
     else if (v->is_number_integer() && v->get<long long>() >= 0)
       out_u64 = static_cast<std::uint64_t>(v->get<long long>());
     else {
@@ -254,7 +271,7 @@ inline bool read_integer(ObjectReader& r, const FieldInfo& f, const ReadContext&
 }
 
 inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx,
-                std::vector<std::string>& out) {
+                       std::vector<std::string>& out) {
   const auto* v = value_of(r, f, ctx);
   if (!v) return false;
   if (!v->is_array()) {
@@ -263,13 +280,16 @@ inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& c
   }
   out.clear();
   for (std::size_t i = 0; i < v->size(); ++i) {
-    if ((*v)[i].is_string()) out.push_back((*v)[i].get<std::string>());
-    else ctx.errors.add(fmt::format("{}/{}", r.path(f.key), i), "expected a string");
+    if ((*v)[i].is_string())
+      out.push_back((*v)[i].get<std::string>());
+    else
+      ctx.errors.add(fmt::format("{}/{}", r.path(f.key), i), "expected a string");
   }
   return true;
 }
 
-inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx, std::vector<int>& out) {
+inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& ctx,
+                       std::vector<int>& out) {
   const auto* v = value_of(r, f, ctx);
   if (!v) return false;
   if (f.count) {  // a fixed-size list: one message for any fault (the model's vae_channels)
@@ -283,8 +303,8 @@ inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& c
       if (good) got.push_back(static_cast<int>(x.get<long>()));
     }
     if (!good) {
-      ctx.errors.add(r.path(f.key), fmt::format("expected an array of {} integers in [{}, {}]",
-                                                *f.count, lo, hi));
+      ctx.errors.add(r.path(f.key),
+                     fmt::format("expected an array of {} integers in [{}, {}]", *f.count, lo, hi));
       return false;
     }
     out = std::move(got);
@@ -296,23 +316,32 @@ inline bool read_value(ObjectReader& r, const FieldInfo& f, const ReadContext& c
   }
   out.clear();
   for (std::size_t i = 0; i < v->size(); ++i) {
-    if ((*v)[i].is_number_integer()) out.push_back((*v)[i].get<int>());
-    else ctx.errors.add(fmt::format("{}/{}", r.path(f.key), i), "expected an integer");
+    if ((*v)[i].is_number_integer())
+      out.push_back((*v)[i].get<int>());
+    else
+      ctx.errors.add(fmt::format("{}/{}", r.path(f.key), i), "expected an integer");
   }
   return true;
 }
 
-
 template <class M>
 constexpr FieldType type_of() {
-  if constexpr (std::is_same_v<M, std::string>) return FieldType::kString;
-  else if constexpr (std::is_same_v<M, std::filesystem::path>) return FieldType::kPath;
-  else if constexpr (std::is_same_v<M, bool>) return FieldType::kBool;
-  else if constexpr (std::is_integral_v<M>) return FieldType::kInteger;
-  else if constexpr (std::is_floating_point_v<M>) return FieldType::kNumber;
-  else if constexpr (std::is_same_v<M, std::vector<std::string>>) return FieldType::kStrings;
-  else if constexpr (std::is_same_v<M, std::vector<int>>) return FieldType::kIntegers;
-  else return FieldType::kAny;
+  if constexpr (std::is_same_v<M, std::string>)
+    return FieldType::kString;
+  else if constexpr (std::is_same_v<M, std::filesystem::path>)
+    return FieldType::kPath;
+  else if constexpr (std::is_same_v<M, bool>)
+    return FieldType::kBool;
+  else if constexpr (std::is_integral_v<M>)
+    return FieldType::kInteger;
+  else if constexpr (std::is_floating_point_v<M>)
+    return FieldType::kNumber;
+  else if constexpr (std::is_same_v<M, std::vector<std::string>>)
+    return FieldType::kStrings;
+  else if constexpr (std::is_same_v<M, std::vector<int>>)
+    return FieldType::kIntegers;
+  else
+    return FieldType::kAny;
 }
 
 template <class M>
@@ -351,8 +380,10 @@ inline FieldInfo info(std::string key, FieldType type, std::string desc, const O
 
 template <class M>
 nlohmann::json as_json(const M& m) {
-  if constexpr (std::is_same_v<M, std::filesystem::path>) return m.string();
-  else return nlohmann::json(m);
+  if constexpr (std::is_same_v<M, std::filesystem::path>)
+    return m.string();
+  else
+    return nlohmann::json(m);
 }
 
 }  // namespace detail
@@ -374,7 +405,8 @@ Field<S> field(std::string key, M S::*m, std::string desc, Opts o = {},
 
 // The field only when `p` holds (an earlier field, a discriminator, decides); `text` says when.
 template <class S>
-Field<S> only_when(Field<S> f, std::string text, std::type_identity_t<std::function<bool(const S&)>> p) {
+Field<S> only_when(Field<S> f, std::string text,
+                   std::type_identity_t<std::function<bool(const S&)>> p) {
   f.info.when = std::move(text);
   f.when = std::move(p);
   return f;
@@ -416,7 +448,8 @@ Field<S> object(std::string key, M S::*m, const Table<T>& (*table)(), std::strin
 
 // An array of objects.
 template <class S, class T>
-Field<S> array(std::string key, std::vector<T> S::*m, const Table<T>& (*table)(), std::string desc) {
+Field<S> array(std::string key, std::vector<T> S::*m, const Table<T>& (*table)(),
+               std::string desc) {
   Field<S> f;
   f.info = detail::info(std::move(key), FieldType::kArray, std::move(desc), {});
   f.info.sub = [table] { return describe(table()); };
@@ -444,7 +477,8 @@ Field<S> map(std::string key, std::map<std::string, T> S::*m, const Table<T>& (*
   Field<S> f;
   f.info = detail::info(std::move(key), FieldType::kMap, std::move(desc), {});
   f.info.sub = [table] { return describe(table()); };
-  f.read = [m, table, not_object](ObjectReader& r, const FieldInfo& fi, S& s, const ReadContext& ctx) {
+  f.read = [m, table, not_object](ObjectReader& r, const FieldInfo& fi, S& s,
+                                  const ReadContext& ctx) {
     const auto* v = r.raw(fi.key);
     if (!v) return true;
     if (!v->is_object()) {

@@ -1,15 +1,15 @@
 #pragma once
 // A strict reader over nlohmann::json that collects every error with its JSON pointer path
 // (Redpanda-style: declare each field once, report all problems together).
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace h3pipe::json_reader {
 
@@ -56,14 +56,18 @@ class ObjectReader {
 
   void get(const std::string& key, std::string& out, bool required = false) {
     if (auto* v = lookup(key, required)) {
-      if (v->is_string()) out = v->get<std::string>();
-      else type_error(key, "a string", *v);
+      if (v->is_string())
+        out = v->get<std::string>();
+      else
+        type_error(key, "a string", *v);
     }
   }
   void get(const std::string& key, bool& out) {
     if (auto* v = lookup(key, false)) {
-      if (v->is_boolean()) out = v->get<bool>();
-      else type_error(key, "true or false", *v);
+      if (v->is_boolean())
+        out = v->get<bool>();
+      else
+        type_error(key, "true or false", *v);
     }
   }
   void get(const std::string& key, double& out, double min = -1e300, double max = 1e300,
@@ -73,20 +77,24 @@ class ObjectReader {
       double d = v->get<double>();
       if (d < min || d > max)
         errors_.add(path(key), fmt::format("{} is out of range [{}, {}]", d, min, max));
-      else out = d;
+      else
+        out = d;
     }
   }
   template <typename I>
-    requires std::is_integral_v<I> && (!std::is_same_v<I, bool>)
-  void get(const std::string& key, I& out, long long min = std::numeric_limits<int>::min(),
-           long long max = std::numeric_limits<int>::max(), bool required = false) {
+  requires std::is_integral_v<I> &&
+      (!std::is_same_v<I, bool>)void get(const std::string& key, I& out,
+                                         long long min = std::numeric_limits<int>::min(),
+                                         long long max = std::numeric_limits<int>::max(),
+                                         bool required = false) {
     if (auto* v = lookup(key, required)) {
       if (!v->is_number_integer()) return type_error(key, "an integer", *v);
       long long n = v->is_number_unsigned() ? static_cast<long long>(v->get<unsigned long long>())
                                             : v->get<long long>();
       if (n < min || n > max)
         errors_.add(path(key), fmt::format("{} is out of range [{}, {}]", n, min, max));
-      else out = static_cast<I>(n);
+      else
+        out = static_cast<I>(n);
     }
   }
   void get(const std::string& key, std::vector<std::string>& out) {
@@ -94,8 +102,10 @@ class ObjectReader {
       if (!v->is_array()) return type_error(key, "an array of strings", *v);
       out.clear();
       for (std::size_t i = 0; i < v->size(); ++i) {
-        if ((*v)[i].is_string()) out.push_back((*v)[i].get<std::string>());
-        else errors_.add(fmt::format("{}/{}", path(key), i), "expected a string");
+        if ((*v)[i].is_string())
+          out.push_back((*v)[i].get<std::string>());
+        else
+          errors_.add(fmt::format("{}/{}", path(key), i), "expected a string");
       }
     }
   }
@@ -104,8 +114,10 @@ class ObjectReader {
       if (!v->is_array()) return type_error(key, "an array of integers", *v);
       out.clear();
       for (std::size_t i = 0; i < v->size(); ++i) {
-        if ((*v)[i].is_number_integer()) out.push_back((*v)[i].get<int>());
-        else errors_.add(fmt::format("{}/{}", path(key), i), "expected an integer");
+        if ((*v)[i].is_number_integer())
+          out.push_back((*v)[i].get<int>());
+        else
+          errors_.add(fmt::format("{}/{}", path(key), i), "expected an integer");
       }
     }
   }
@@ -117,8 +129,9 @@ class ObjectReader {
     for (const auto& k : known_) known += (known.empty() ? "" : ", ") + k;
     for (auto it = j_.begin(); it != j_.end(); ++it) {
       if (!known_.count(it.key()))
-        errors_.add(path(it.key()), known.empty() ? std::string("unknown key; none are accepted here")
-                                                  : "unknown key; known: " + known);
+        errors_.add(path(it.key()), known.empty()
+                                        ? std::string("unknown key; none are accepted here")
+                                        : "unknown key; known: " + known);
     }
   }
 
@@ -157,9 +170,12 @@ namespace h3pipe::json_reader {
 inline std::string printable(std::string_view s) {
   std::string out;
   for (unsigned char c : s) {
-    if (c == '\n') out += " | ";
-    else if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
-    else out += fmt::format("\\x{:02x}", c);
+    if (c == '\n')
+      out += " | ";
+    else if (c >= 0x20 && c < 0x7f)
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
   }
   return out;
 }

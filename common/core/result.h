@@ -2,11 +2,11 @@
 // Value-or-error results for the data path (CONVENTIONS.md rule 6): a task, a frame or a reply
 // never throws through a consumer loop; it returns Result<T> and the caller decides between ack,
 // retry and dead-letter.
+#include <fmt/format.h>
+
 #include <string>
 #include <utility>
 #include <variant>
-
-#include <fmt/format.h>
 
 #include "common/core/error_codes.h"
 
@@ -38,7 +38,7 @@ Error rephrase(const Error& cause, fmt::format_string<Args...> f, Args&&... args
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::move(error)) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
@@ -73,8 +73,8 @@ class [[nodiscard]] Status {
 }  // namespace h3pipe
 
 // Propagate an error from an expression yielding Status or Result<T>.
-#define H3_TRY(expr)                                   \
-  do {                                                 \
-    auto&& h3_try_r_ = (expr);                         \
-    if (!h3_try_r_.ok()) return h3_try_r_.error();     \
+#define H3_TRY(expr)                               \
+  do {                                             \
+    auto&& h3_try_r_ = (expr);                     \
+    if (!h3_try_r_.ok()) return h3_try_r_.error(); \
   } while (0)

@@ -11,7 +11,9 @@
 
 namespace h3pipe {
 
-void Sha256::Deleter::operator()(evp_md_ctx_st* ctx) const { EVP_MD_CTX_free(ctx); }
+void Sha256::Deleter::operator()(evp_md_ctx_st* ctx) const {
+  EVP_MD_CTX_free(ctx);
+}
 
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
   if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1)
@@ -47,7 +49,8 @@ std::string sha256_hex(const void* data, std::size_t len) {
 
 Result<std::string> sha256_file(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(errc::io::kOpen, "cannot open {}: {}", path.string(), std::strerror(errno));
+  if (fd < 0)
+    return make_error(errc::io::kOpen, "cannot open {}: {}", path.string(), std::strerror(errno));
   Sha256 h;
   // Not zero-filled: only the pages read() fills get touched.
   constexpr std::size_t kBuf = 1 << 20;

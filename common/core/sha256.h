@@ -32,7 +32,9 @@ class Sha256 final {
 };
 
 std::string sha256_hex(const void* data, std::size_t len);
-inline std::string sha256_hex(std::string_view s) { return sha256_hex(s.data(), s.size()); }
+inline std::string sha256_hex(std::string_view s) {
+  return sha256_hex(s.data(), s.size());
+}
 Result<std::string> sha256_file(const std::filesystem::path& path);
 // SHA-1, lower-case hex: only for naming Redis scripts (EVALSHA takes the script's SHA-1), never
 // for integrity.

@@ -11,7 +11,8 @@ namespace h3pipe::dispatch {
 using config::StageKind;
 
 BoardModel::BoardModel(const config::Cluster& c, std::optional<Policy> policy)
-    : c_(c), policy_(policy ? *policy : parse_policy(c.dispatch).value_or(Policy::kCompletionTime)) {
+    : c_(c),
+      policy_(policy ? *policy : parse_policy(c.dispatch).value_or(Policy::kCompletionTime)) {
   const std::size_t n = c.pools.size();
   leader_ = c.gpu_group_leaders();
   grouped_.assign(n, false);
@@ -103,9 +104,8 @@ double BoardModel::free_in_s(std::size_t pool, const Observation& o) const {
   return std::max(0.0, t);
 }
 
-std::vector<PoolState> BoardModel::states(const std::vector<std::size_t>& ids,
-                                          const ClassModel& m, const Observation& o,
-                                          std::size_t self) const {
+std::vector<PoolState> BoardModel::states(const std::vector<std::size_t>& ids, const ClassModel& m,
+                                          const Observation& o, std::size_t self) const {
   std::vector<PoolState> out;
   out.reserve(ids.size());
   for (std::size_t i : ids) {

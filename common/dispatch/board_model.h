@@ -46,8 +46,8 @@ struct Observation {
 // The config's numbers for one job class, per pool (parallel to Cluster::pools).
 struct ClassModel {
   std::string job_class;
-  std::uint64_t latent_bytes = 0;  // class_latent_bytes: 0 when the class is not in /classes
-  std::vector<double> expected_s;  // the stage time (time_scale applied); kCannotRun: no profile
+  std::uint64_t latent_bytes = 0;   // class_latent_bytes: 0 when the class is not in /classes
+  std::vector<double> expected_s;   // the stage time (time_scale applied); kCannotRun: no profile
   std::vector<double> committed_s;  // expected_s + the later stages of its GPU group
   std::vector<double> tail_s;       // route_tail_s; 0 for decoders and groups that decode
 };

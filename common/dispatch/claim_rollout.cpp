@@ -126,9 +126,9 @@ double last_job_end(const std::vector<PoolState>& pools, const Lookahead& la,
   }
   double last = 0;
   for (const Done& d : done) {
-    const std::vector<double>* row =
-        d.pool < la.transfer_s.size() && !la.transfer_s[d.pool].empty() ? &la.transfer_s[d.pool]
-                                                                         : nullptr;
+    const std::vector<double>* row = d.pool < la.transfer_s.size() && !la.transfer_s[d.pool].empty()
+                                         ? &la.transfer_s[d.pool]
+                                         : nullptr;
     if (!row || decs.empty()) {
       last = std::max(last, d.end_s + pools[d.pool].tail_s);
       continue;

@@ -22,12 +22,12 @@ namespace h3pipe::dispatch {
 // What the caller knows about the decode side now.  Absent entries mean "none": no queue, an idle
 // decoder, a free link, every pool alive.
 struct DecodeLoad {
-  std::map<std::string, std::size_t> queued;      // per host: decode tasks waiting or running
-                                                  // there, plus latents on their way there
+  std::map<std::string, std::size_t> queued;        // per host: decode tasks waiting or running
+                                                    // there, plus latents on their way there
   std::map<std::string, double> decoder_free_in_s;  // per decode pool: seconds until it is idle
   std::map<std::pair<std::string, std::string>, double> link_backlog_s;  // (from, to): transfers
                                                                          // queued ahead
-  std::set<std::string> dead_pools;               // missed heartbeats: never chosen
+  std::set<std::string> dead_pools;  // missed heartbeats: never chosen
 };
 
 // The link a latent takes from `from` to `to`: the config's in that direction, else the reverse,

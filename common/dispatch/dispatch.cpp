@@ -182,8 +182,8 @@ std::optional<std::size_t> choose_decode_host(const std::vector<DecodeHostState>
     const double t = expected_decode_completion(hosts[i]);
     if (!std::isfinite(t)) continue;
     const bool sooner = !best || t < best_t - tie_eps(best_t);
-    const bool tie_local = best && !sooner && t <= best_t + tie_eps(best_t) && hosts[i].local &&
-                           !hosts[*best].local;
+    const bool tie_local =
+        best && !sooner && t <= best_t + tie_eps(best_t) && hosts[i].local && !hosts[*best].local;
     if (sooner || tie_local) best = i, best_t = t;
   }
   return best;

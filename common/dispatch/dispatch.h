@@ -109,7 +109,7 @@ struct DecodeHostState {
   std::vector<PoolState> decoders;  // the host's decode pools, expected_s for the job's class
   std::size_t queued = 0;           // decode tasks already waiting on that host
   bool alive = true;
-  bool local = false;               // the latent is already on this host (wins ties)
+  bool local = false;  // the latent is already on this host (wins ties)
 };
 
 // Expected completion time of one more decode on `h`: the queued tasks take the earliest decoder

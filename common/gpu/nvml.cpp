@@ -87,8 +87,8 @@ Result<std::unique_ptr<Nvml>> Nvml::load(const std::string& library) {
   if (nvmlReturn_t r = api->init(); r != kNvmlSuccess) {
     std::string why = api->why(r);
     ::dlclose(h);
-    return make_error(errc::gpu::kNvmlInit, "nvmlInit failed: {} (driver not loaded, or no device node)",
-                      why);
+    return make_error(errc::gpu::kNvmlInit,
+                      "nvmlInit failed: {} (driver not loaded, or no device node)", why);
   }
   auto n = std::unique_ptr<Nvml>(new Nvml());
   n->handle_ = h;
@@ -115,7 +115,8 @@ Result<int> Nvml::device_count() const {
 }
 
 Result<DeviceSample> Nvml::sample(int index) const {
-  if (index < 0) return make_error(errc::gpu::kDevice, "GPU {} is not visible to this process", index);
+  if (index < 0)
+    return make_error(errc::gpu::kDevice, "GPU {} is not visible to this process", index);
   nvmlDevice_t d = nullptr;
   if (nvmlReturn_t r = api_->handle_by_index(static_cast<unsigned>(index), &d); r != kNvmlSuccess)
     return make_error(errc::gpu::kDevice, "GPU {}: {}", index, api_->why(r));

@@ -57,19 +57,24 @@ Status read_v2_metadata(const st::Layout& l, Classified* c) {
                       kMetaFormat, fmt_name ? "\"" + *fmt_name + "\"" : std::string("nothing"));
   const std::string* profile = meta(l, kMetaProfile);
   if (profile == nullptr || profile->empty())
-    return make_error(errc::latent::kMetadata, "__metadata__ \"{}\" is missing or empty", kMetaProfile);
+    return make_error(errc::latent::kMetadata, "__metadata__ \"{}\" is missing or empty",
+                      kMetaProfile);
   c->profile = *profile;
-  for (auto [key, dst] : {std::pair{kMetaWidth, &c->job.width}, std::pair{kMetaHeight, &c->job.height},
-                          std::pair{kMetaFrames, &c->job.frames}, std::pair{kMetaFps, &c->job.fps}}) {
+  for (auto [key, dst] :
+       {std::pair{kMetaWidth, &c->job.width}, std::pair{kMetaHeight, &c->job.height},
+        std::pair{kMetaFrames, &c->job.frames}, std::pair{kMetaFps, &c->job.fps}}) {
     const std::string* v = meta(l, key);
     if (v == nullptr || !parse_u32(*v, dst))
-      return make_error(errc::latent::kMetadata, "__metadata__ \"{}\" must be a decimal integer, got {}",
-                        key, v ? "\"" + *v + "\"" : std::string("nothing"));
+      return make_error(errc::latent::kMetadata,
+                        "__metadata__ \"{}\" must be a decimal integer, got {}", key,
+                        v ? "\"" + *v + "\"" : std::string("nothing"));
   }
   const std::string* layout = meta(l, kMetaLayout);
   if (layout == nullptr)
-    return make_error(errc::latent::kMetadata, "__metadata__ \"{}\" is missing (video, video+audio or "
-                      "av_nested)", kMetaLayout);
+    return make_error(errc::latent::kMetadata,
+                      "__metadata__ \"{}\" is missing (video, video+audio or "
+                      "av_nested)",
+                      kMetaLayout);
   bool known = false;
   for (const char* k : kLayouts) known = known || *layout == k;
   if (!known)
@@ -93,7 +98,8 @@ Result<Classified> classify_form(const st::Layout& l) {
     c.container = Container::kComfy;
     c.video = l.find(kComfyTensor);
     if (c.video == nullptr)
-      return make_error(errc::latent::kMissingTensor, "ComfyUI latent has no \"{}\" tensor", kComfyTensor);
+      return make_error(errc::latent::kMissingTensor, "ComfyUI latent has no \"{}\" tensor",
+                        kComfyTensor);
     const st::TensorInfo* v0 = l.find(kComfyVersion0);
     if (v0 == nullptr)
       return make_error(errc::latent::kLegacy,
@@ -101,8 +107,9 @@ Result<Classified> classify_form(const st::Layout& l) {
                         "rescales it by 1/0.18215); save it again with a current SaveLatent",
                         kComfyVersion0);
     if (v0->elems != 0)
-      return make_error(errc::latent::kHeaderSchema, "tensor \"{}\" must be empty (shape [0]), got {}",
-                        kComfyVersion0, shape_str(v0->shape));
+      return make_error(errc::latent::kHeaderSchema,
+                        "tensor \"{}\" must be empty (shape [0]), got {}", kComfyVersion0,
+                        shape_str(v0->shape));
     H3_TRY(only_tensors(l, {kComfyTensor, kComfyVersion0}, "a ComfyUI latent"));
     H3_TRY(video_rank5(*c.video));
     c.layout = "video";
@@ -110,24 +117,27 @@ Result<Classified> classify_form(const st::Layout& l) {
     c.container = Container::kV1;
     c.video = l.find("video");
     c.audio = l.find("audio");
-    if (c.video == nullptr) return make_error(errc::latent::kMissingTensor, "latent has no \"video\" tensor");
+    if (c.video == nullptr)
+      return make_error(errc::latent::kMissingTensor, "latent has no \"video\" tensor");
     if (c.audio == nullptr)
       return make_error(errc::latent::kMissingTensor,
                         "latent has no \"audio\" tensor (a version 1 file, without \"{}\", needs "
-                        "both)", kMetaVersion);
+                        "both)",
+                        kMetaVersion);
     H3_TRY(only_tensors(l, {"video", "audio"}, "a version 1 latent"));
     H3_TRY(video_rank5(*c.video));
     const auto& a = c.audio->shape;
     if (a.size() != 4 || a[0] != 1 || a[2] != 2)
-      return make_error(errc::latent::kGeometry, "tensor \"audio\": shape {}, expected (1, C, 2, L)",
-                        shape_str(a));
+      return make_error(errc::latent::kGeometry,
+                        "tensor \"audio\": shape {}, expected (1, C, 2, L)", shape_str(a));
     c.profile = "builtin";
     c.layout = "video+audio";
   } else if (*version == "2") {
     c.container = Container::kV2;
     c.video = l.find("video");
     c.audio = l.find("audio");
-    if (c.video == nullptr) return make_error(errc::latent::kMissingTensor, "latent has no \"video\" tensor");
+    if (c.video == nullptr)
+      return make_error(errc::latent::kMissingTensor, "latent has no \"video\" tensor");
     H3_TRY(only_tensors(l, {"video", "audio"}, "a version 2 latent"));
     H3_TRY(video_rank5(*c.video));
     if (c.audio != nullptr && (c.audio->shape.empty() || c.audio->elems == 0))
@@ -149,8 +159,8 @@ const char* const kVideoAxes[] = {"batch", "channels", "T'", "H'", "W'"};
 // The shapes against the profile's for the job, naming the first axis that differs.
 Status check_shapes(const Classified& c, const LatentProfile& p, const JobSize& job) {
   const Geometry want = expected_geometry(p, job);
-  const std::string ctx = fmt::format("profile {} expects {} for {}", p.name,
-                                      shape_str(want.video), to_string(job));
+  const std::string ctx =
+      fmt::format("profile {} expects {} for {}", p.name, shape_str(want.video), to_string(job));
   for (std::size_t i = 0; i < 5; ++i) {
     if (c.geometry.video[i] != want.video[i])
       return make_error(errc::latent::kGeometry, "tensor \"{}\": shape {}, {} ({} {}, expected {})",
@@ -165,22 +175,25 @@ Status check_shapes(const Classified& c, const LatentProfile& p, const JobSize& 
     return {};
   }
   if (!c.audio)
-    return make_error(errc::latent::kMissingTensor, "profile {} needs an \"audio\" tensor {}{}", p.name,
-                      shape_str(want.audio),
-                      c.container == Container::kComfy ? " (a ComfyUI .latent holds video only)" : "");
+    return make_error(
+        errc::latent::kMissingTensor, "profile {} needs an \"audio\" tensor {}{}", p.name,
+        shape_str(want.audio),
+        c.container == Container::kComfy ? " (a ComfyUI .latent holds video only)" : "");
   const auto& got = c.geometry.audio;
   bool same = got.size() == want.audio.size();
   for (std::size_t i = 0; same && i < got.size(); ++i) {
     if (p.audio.shape[i] == AudioRule::kLength) {
-      const std::uint64_t lo = want.audio[i] > p.audio.tolerance ? want.audio[i] - p.audio.tolerance : 0;
+      const std::uint64_t lo =
+          want.audio[i] > p.audio.tolerance ? want.audio[i] - p.audio.tolerance : 0;
       same = got[i] >= lo && got[i] <= want.audio[i] + p.audio.tolerance;
     } else {
       same = got[i] == want.audio[i];
     }
   }
   if (!same)
-    return make_error(errc::latent::kGeometry, "tensor \"audio\": shape {}, profile {} expects {}{} for {}",
-                      shape_str(got), p.name, shape_str(want.audio),
+    return make_error(errc::latent::kGeometry,
+                      "tensor \"audio\": shape {}, profile {} expects {}{} for {}", shape_str(got),
+                      p.name, shape_str(want.audio),
                       p.audio.tolerance ? fmt::format(" (L within +-{})", p.audio.tolerance) : "",
                       to_string(job));
   return {};
@@ -208,13 +221,14 @@ Result<Classified> classify(const st::Layout& layout, const Expected* expected) 
                         to_string(expected->job), p.name, why);
     }
     if (c.container == Container::kV1 && p.name != "builtin")
-      return make_error(errc::latent::kProfile,
-                        "a version 1 latent holds the builtin profile's grid; the job's profile is {}",
-                        p.name);
+      return make_error(
+          errc::latent::kProfile,
+          "a version 1 latent holds the builtin profile's grid; the job's profile is {}", p.name);
     if (c.container == Container::kV2) {
       if (c.profile != p.name)
-        return make_error(errc::latent::kProfile, "latent was made for profile {}, the job's profile is {}",
-                          c.profile, p.name);
+        return make_error(errc::latent::kProfile,
+                          "latent was made for profile {}, the job's profile is {}", c.profile,
+                          p.name);
       if (c.job != expected->job)
         return make_error(errc::latent::kGeometry, "latent metadata says job {}, the job is {}",
                           to_string(c.job), to_string(expected->job));
@@ -224,7 +238,8 @@ Result<Classified> classify(const st::Layout& layout, const Expected* expected) 
     H3_TRY(check_shapes(c, p, expected->job));
   } else if (c.container == Container::kV2) {
     // A built-in profile is known without a config: the file must agree with itself.
-    if (const LatentProfile* p = find_builtin_profile(c.profile)) H3_TRY(check_shapes(c, *p, c.job));
+    if (const LatentProfile* p = find_builtin_profile(c.profile))
+      H3_TRY(check_shapes(c, *p, c.job));
   }
   return r;
 }

@@ -2,8 +2,8 @@
 // CLI by cli/).
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 
@@ -30,9 +30,9 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
                  std::uint64_t max_file_bytes) {
   // Read once, bounded (a FIFO, /dev/zero or a 2 GB file is refused at once, exit 2); every check
   // below works on these bytes, so what is hashed is what is validated.
-  auto bytes = read_bounded_file(file, {"a latent", max_file_bytes, errc::io::kOpen,
-                                        errc::latent::kNotAFile, errc::file::kTooLarge,
-                                        "limits.max_latent_bytes and the 1 MiB header cap"});
+  auto bytes = read_bounded_file(
+      file, {"a latent", max_file_bytes, errc::io::kOpen, errc::latent::kNotAFile,
+             errc::file::kTooLarge, "limits.max_latent_bytes and the 1 MiB header cap"});
   if (!bytes.ok()) {
     std::cerr << fmt::format("latent inspect: {}\n", bytes.error().message);
     return 2;
@@ -73,8 +73,10 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
         j["profile"] = latent->profile;
         j["layout"] = latent->layout;
         if (latent->job != JobSize{})
-          j["job"] = {{"width", latent->job.width}, {"height", latent->job.height},
-                      {"frames", latent->job.frames}, {"fps", latent->job.fps}};
+          j["job"] = {{"width", latent->job.width},
+                      {"height", latent->job.height},
+                      {"frames", latent->job.frames},
+                      {"fps", latent->job.fps}};
       }
     } else {
       kind = "tensors";
@@ -106,8 +108,10 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
     }
   }
   if (latent) {
-    out << fmt::format("form      {}, layout {}\n", container_name(latent->container), latent->layout);
-    out << fmt::format("profile   {}", latent->profile.empty() ? "(not recorded)" : latent->profile);
+    out << fmt::format("form      {}, layout {}\n", container_name(latent->container),
+                       latent->layout);
+    out << fmt::format("profile   {}",
+                       latent->profile.empty() ? "(not recorded)" : latent->profile);
     if (latent->job != JobSize{}) out << fmt::format(", job {}", to_string(latent->job));
     out << "\n";
   }
@@ -131,7 +135,8 @@ Result<JobSize> parse_job_size(std::string_view text) {
     std::uint64_t v = 0;
     while (at + n < text.size() && text[at + n] >= '0' && text[at + n] <= '9' && n < 10)
       v = v * 10 + static_cast<std::uint64_t>(text[at + n++] - '0');
-    const bool end_ok = i == 3 ? at + n == text.size() : at + n < text.size() && text[at + n] == seps[i];
+    const bool end_ok =
+        i == 3 ? at + n == text.size() : at + n < text.size() && text[at + n] == seps[i];
     if (n == 0 || !end_ok || v > 0xffffffffu)
       return make_error(errc::latent::kBadGeometryArg,
                         "geometry \"{}\": expected WIDTHxHEIGHTxFRAMES@FPS, e.g. 832x480x81@16",

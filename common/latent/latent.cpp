@@ -37,8 +37,10 @@ Status pread_all(int fd, std::uint8_t* dst, std::uint64_t len, std::uint64_t off
   while (len > 0) {
     ssize_t n = ::pread(fd, dst, len, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error(errc::io::kRead, "cannot read {}: {}", p.string(), std::strerror(errno));
-    if (n == 0) return make_error(errc::latent::kTruncated, "{} shrank while being read", p.string());
+    if (n < 0)
+      return make_error(errc::io::kRead, "cannot read {}: {}", p.string(), std::strerror(errno));
+    if (n == 0)
+      return make_error(errc::latent::kTruncated, "{} shrank while being read", p.string());
     dst += n;
     off += static_cast<std::uint64_t>(n);
     len -= static_cast<std::uint64_t>(n);
@@ -54,7 +56,8 @@ struct OpenedFile {
 
 Result<OpenedFile> open_validated(const std::filesystem::path& path) {
   // O_NONBLOCK: a FIFO at the path is refused by the fstat below instead of hanging the open.
-  auto fd = std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  auto fd =
+      std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (fd->get() < 0)
     return make_error(errc::io::kOpen, "cannot open {}: {}", path.string(), std::strerror(errno));
   struct stat sb {};
@@ -198,11 +201,11 @@ std::map<std::string, std::string> v2_metadata(const Latent& l) {
 Status check_sizes(const std::filesystem::path& path, const Latent& l) {
   if (l.geometry.video.size() != 5 || l.video.size() != l.geometry.video_elems() ||
       l.audio.size() != l.geometry.audio_elems())
-    return make_error(errc::latent::kGeometry,
-                      "{}: video holds {} values and audio {}, the geometry {} / {} needs {} and {}",
-                      path.string(), l.video.size(), l.audio.size(),
-                      detail::shape_str(l.geometry.video), detail::shape_str(l.geometry.audio),
-                      l.geometry.video_elems(), l.geometry.audio_elems());
+    return make_error(
+        errc::latent::kGeometry,
+        "{}: video holds {} values and audio {}, the geometry {} / {} needs {} and {}",
+        path.string(), l.video.size(), l.audio.size(), detail::shape_str(l.geometry.video),
+        detail::shape_str(l.geometry.audio), l.geometry.video_elems(), l.geometry.audio_elems());
   return {};
 }
 
@@ -229,9 +232,9 @@ std::vector<std::uint8_t> serialize(const Latent& l, DType dtype) {
 
 Result<std::vector<std::uint8_t>> serialize_comfy(const Latent& l, DType dtype) {
   if (l.geometry.has_audio() || !l.audio.empty())
-    return make_error(errc::latent::kComfyAudio,
-                      "a ComfyUI .latent holds one video tensor; this latent (profile {}) has audio",
-                      l.profile);
+    return make_error(
+        errc::latent::kComfyAudio,
+        "a ComfyUI .latent holds one video tensor; this latent (profile {}) has audio", l.profile);
   static const std::vector<float> kEmpty;
   // safetensors writes tensors sorted by dtype alignment, then name: the empty marker first.
   return st::serialize({{kComfyVersion0, {0}, kEmpty}, {kComfyTensor, l.geometry.video, l.video}},
@@ -241,7 +244,8 @@ Result<std::vector<std::uint8_t>> serialize_comfy(const Latent& l, DType dtype) 
 Result<std::string> write_latent(const std::filesystem::path& path, const Latent& l) {
   H3_TRY(check_sizes(path, l));
   // Version 2 names the job geometry; a reader checks it against the job (docs/latent.md).
-  if (l.job.width == 0 || l.job.height == 0 || l.job.frames == 0 || l.job.fps == 0 || l.profile.empty())
+  if (l.job.width == 0 || l.job.height == 0 || l.job.frames == 0 || l.job.fps == 0 ||
+      l.profile.empty())
     return make_error(errc::latent::kGeometry,
                       "{}: the latent's profile and job geometry are not set (profile \"{}\", job "
                       "{}); make it with make_latent(profile, job)",
@@ -301,8 +305,9 @@ Result<std::string> write_tensors(const std::filesystem::path& path,
     std::uint64_t n = 1;
     for (auto d : t.shape) n *= d;
     if (n != t.data.size())
-      return make_error(errc::latent::kGeometry, "{}: tensor \"{}\" holds {} values, shape {} needs {}",
-                        path.string(), name, t.data.size(), detail::shape_str(t.shape), n);
+      return make_error(errc::latent::kGeometry,
+                        "{}: tensor \"{}\" holds {} values, shape {} needs {}", path.string(), name,
+                        t.data.size(), detail::shape_str(t.shape), n);
     if (name == "__metadata__")
       return make_error(errc::latent::kHeaderSchema, "{}: \"__metadata__\" is not a tensor name",
                         path.string());

@@ -33,7 +33,7 @@ const char* dtype_name(DType d);  // "F32", "F16", "BF16"
 std::size_t dtype_size(DType d);  // 4, 2, 2
 
 // The metadata keys of version 2 (docs/latent.md).
-inline constexpr const char* kMetaFormat = "h3pipe.format";  // "h3latent"
+inline constexpr const char* kMetaFormat = "h3pipe.format";           // "h3latent"
 inline constexpr const char* kMetaVersion = "h3pipe.format_version";  // "2"
 inline constexpr const char* kMetaProfile = "h3pipe.profile";
 inline constexpr const char* kMetaWidth = "h3pipe.width";
@@ -70,8 +70,8 @@ struct Geometry {
 // What a profile makes for a job: T' by the frame rule's floor, H' = H / sf, W' = W / sf and the
 // audio rule's nominal length.  Computed for any job; job_fits() says whether the job is valid.
 Geometry expected_geometry(const LatentProfile& p, const JobSize& job);
-inline Geometry expected_geometry(const LatentProfile& p, std::uint32_t width,
-                                  std::uint32_t height, std::uint32_t frames, std::uint32_t fps) {
+inline Geometry expected_geometry(const LatentProfile& p, std::uint32_t width, std::uint32_t height,
+                                  std::uint32_t frames, std::uint32_t fps) {
   return expected_geometry(p, JobSize{width, height, frames, fps});
 }
 // Float32 bytes of the expected latent (the planner's transfer size, max_latent_bytes).

@@ -28,14 +28,17 @@ std::vector<LatentProfile> parse_table() {
       LatentProfile p;
       if (entry.is_object() && entry.contains("name") && entry["name"].is_string())
         p.name = entry["name"].get<std::string>();
-      else e.add(path + "/name", "required: a string");
+      else
+        e.add(path + "/name", "required: a string");
       read_profile(entry, path, p, e, /*allow_named_audio=*/false);
       out.push_back(std::move(p));
     }
   }
   if (!e.empty()) {
-    fmt::print(stderr, "h3pipe: the built-in latent profile table (latent_profiles.json) is "
-                       "invalid:\n{}\n", e.joined());
+    fmt::print(stderr,
+               "h3pipe: the built-in latent profile table (latent_profiles.json) is "
+               "invalid:\n{}\n",
+               e.joined());
     std::abort();
   }
   return out;
@@ -56,7 +59,9 @@ const char* frame_rule_name(FrameRule r) {
   return r == FrameRule::kStrict ? "strict" : "floor";
 }
 
-const char* rounding_name(Rounding r) { return r == Rounding::kCeil ? "ceil" : "nearest"; }
+const char* rounding_name(Rounding r) {
+  return r == Rounding::kCeil ? "ceil" : "nearest";
+}
 
 std::uint64_t audio_length(const AudioRule& a, std::uint32_t frames, std::uint32_t fps) {
   const std::uint64_t num = std::uint64_t{frames} * a.rate_num;
@@ -75,7 +80,9 @@ std::optional<AudioRule> named_audio_rule(std::string_view name) {
   return p->audio;
 }
 
-const std::vector<LatentProfile>& builtin_profiles() { return table(); }
+const std::vector<LatentProfile>& builtin_profiles() {
+  return table();
+}
 
 const LatentProfile* find_builtin_profile(std::string_view name) {
   for (const auto& p : table())
@@ -83,7 +90,9 @@ const LatentProfile* find_builtin_profile(std::string_view name) {
   return nullptr;
 }
 
-const LatentProfile& builtin_profile() { return table().front(); }
+const LatentProfile& builtin_profile() {
+  return table().front();
+}
 
 std::string profile_problem(const LatentProfile& p) {
   if (p.channels == 0) return "channels must be at least 1";
@@ -97,8 +106,10 @@ std::string profile_problem(const LatentProfile& p) {
   if (!p.audio.present()) return {};
   int length_axes = 0;
   for (auto d : p.audio.shape) {
-    if (d == AudioRule::kLength) ++length_axes;
-    else if (d < 1) return fmt::format("audio shape sizes must be at least 1, got {}", d);
+    if (d == AudioRule::kLength)
+      ++length_axes;
+    else if (d < 1)
+      return fmt::format("audio shape sizes must be at least 1, got {}", d);
   }
   if (length_axes != 1)
     return fmt::format("audio shape must have exactly one \"L\" axis, it has {}", length_axes);
@@ -129,7 +140,8 @@ std::vector<JobIssue> job_fits(const LatentProfile& p, const JobSize& job) {
                                          tf, off, next_valid_frames(p, job.frames), job.frames)});
   }
   if (p.fps != 0 && job.fps != p.fps)
-    out.push_back({"fps", fmt::format("profile {} makes {} fps only, got {}", p.name, p.fps, job.fps)});
+    out.push_back(
+        {"fps", fmt::format("profile {} makes {} fps only, got {}", p.name, p.fps, job.fps)});
   else if (p.has_audio() && job.fps == 0)
     out.push_back({"fps", fmt::format("must be at least 1: profile {} carries audio", p.name)});
   return out;

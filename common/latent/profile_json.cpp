@@ -15,7 +15,8 @@ void read_audio(const json& j, const std::string& path, AudioRule& a, config::Er
       std::string names = "none";
       for (const auto& p : builtin_profiles())
         if (p.has_audio()) names += ", " + p.name;
-      return e.add(path, fmt::format("\"{}\": expected {} or an object", j.get<std::string>(), names));
+      return e.add(path,
+                   fmt::format("\"{}\": expected {} or an object", j.get<std::string>(), names));
     }
     a = *named;
     return;
@@ -28,21 +29,26 @@ void read_audio(const json& j, const std::string& path, AudioRule& a, config::Er
     } else {
       for (std::size_t i = 0; i < s->size(); ++i) {
         const auto& d = (*s)[i];
-        if (d.is_string() && d.get<std::string>() == "L") a.shape.push_back(AudioRule::kLength);
-        else if (d.is_number_unsigned() && d.get<std::uint64_t>() >= 1 && d.get<std::uint64_t>() <= 65536)
+        if (d.is_string() && d.get<std::string>() == "L")
+          a.shape.push_back(AudioRule::kLength);
+        else if (d.is_number_unsigned() && d.get<std::uint64_t>() >= 1 &&
+                 d.get<std::uint64_t>() <= 65536)
           a.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
-        else e.add(fmt::format("{}/{}", r.path("shape"), i), "expected a size in [1, 65536] or \"L\"");
+        else
+          e.add(fmt::format("{}/{}", r.path("shape"), i), "expected a size in [1, 65536] or \"L\"");
       }
     }
   } else {
     e.add(r.path("shape"), "required but missing");
   }
   if (auto* v = r.raw("rate")) {
-    if (!v->is_array() || v->size() != 2 || !(*v)[0].is_number_unsigned() || !(*v)[1].is_number_unsigned() ||
-        (*v)[0].get<std::uint64_t>() < 1 || (*v)[1].get<std::uint64_t>() < 1 ||
-        (*v)[0].get<std::uint64_t>() > 1000000 || (*v)[1].get<std::uint64_t>() > 1000000)
-      e.add(r.path("rate"), "expected [per_second, divisor], two integers in [1, 1000000]: L = frames / "
-                            "fps * per_second / divisor, rounded by \"rounding\"");
+    if (!v->is_array() || v->size() != 2 || !(*v)[0].is_number_unsigned() ||
+        !(*v)[1].is_number_unsigned() || (*v)[0].get<std::uint64_t>() < 1 ||
+        (*v)[1].get<std::uint64_t>() < 1 || (*v)[0].get<std::uint64_t>() > 1000000 ||
+        (*v)[1].get<std::uint64_t>() > 1000000)
+      e.add(r.path("rate"),
+            "expected [per_second, divisor], two integers in [1, 1000000]: L = frames / "
+            "fps * per_second / divisor, rounded by \"rounding\"");
     else {
       a.rate_num = static_cast<std::uint32_t>((*v)[0].get<std::uint64_t>());
       a.rate_den = static_cast<std::uint32_t>((*v)[1].get<std::uint64_t>());
@@ -52,10 +58,14 @@ void read_audio(const json& j, const std::string& path, AudioRule& a, config::Er
   }
   std::string rounding = rounding_name(a.rounding);
   r.get("rounding", rounding);
-  if (rounding == "ceil") a.rounding = Rounding::kCeil;
-  else if (rounding == "nearest") a.rounding = Rounding::kNearest;
-  else e.add(r.path("rounding"), fmt::format("\"{}\": expected ceil or nearest (halves to even, as "
-                                             "Python's round)", rounding));
+  if (rounding == "ceil")
+    a.rounding = Rounding::kCeil;
+  else if (rounding == "nearest")
+    a.rounding = Rounding::kNearest;
+  else
+    e.add(r.path("rounding"), fmt::format("\"{}\": expected ceil or nearest (halves to even, as "
+                                          "Python's round)",
+                                          rounding));
   r.get("tolerance", a.tolerance, 0, 1000);
 }
 
@@ -79,9 +89,14 @@ void read_profile(const json& j, const std::string& path, LatentProfile& p, conf
   r.get("fps", p.fps, 0, 1000);
   std::string rule = frame_rule_name(p.frame_rule);
   r.get("frame_rule", rule);
-  if (rule == "strict") p.frame_rule = FrameRule::kStrict;
-  else if (rule == "floor") p.frame_rule = FrameRule::kFloor;
-  else e.add(r.path("frame_rule"), fmt::format("\"{}\": expected strict (F = k * temporal_factor + frame_offset) or floor", rule));
+  if (rule == "strict")
+    p.frame_rule = FrameRule::kStrict;
+  else if (rule == "floor")
+    p.frame_rule = FrameRule::kFloor;
+  else
+    e.add(r.path("frame_rule"),
+          fmt::format("\"{}\": expected strict (F = k * temporal_factor + frame_offset) or floor",
+                      rule));
   if (auto* a = r.raw("audio")) read_audio(*a, r.path("audio"), p.audio, e, allow_named_audio);
   if (r.has("channels") && r.has("temporal_factor") && r.has("spatial_factor")) {
     if (auto why = profile_problem(p); !why.empty()) e.add(path, why);
@@ -102,7 +117,8 @@ json profile_to_json(const LatentProfile& p) {
   if (!p.models.empty()) j["models"] = p.models;
   if (p.has_audio()) {
     json shape = json::array();
-    for (auto d : p.audio.shape) shape.push_back(d == AudioRule::kLength ? json("L") : json(static_cast<std::uint64_t>(d)));
+    for (auto d : p.audio.shape)
+      shape.push_back(d == AudioRule::kLength ? json("L") : json(static_cast<std::uint64_t>(d)));
     j["audio"] = {{"shape", shape},
                   {"rate", {p.audio.rate_num, p.audio.rate_den}},
                   {"rounding", rounding_name(p.audio.rounding)},

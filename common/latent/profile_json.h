@@ -4,9 +4,8 @@
 // gives the same form back.  Field list and meaning: docs/latent.md, "Latent profiles".
 //
 // Threading: pure functions.
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/core/json_reader.h"  // header-only: the strict reader every JSON input uses
 #include "common/latent/profile.h"

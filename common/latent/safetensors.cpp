@@ -23,7 +23,9 @@ class StrictDom final {
   bool number_unsigned(json::number_unsigned_t v) { return put(json(v)); }
   bool number_float(json::number_float_t v, const json::string_t&) { return put(json(v)); }
   bool string(json::string_t& v) { return put(json(std::move(v))); }
-  bool binary(json::binary_t&) { return fail(errc::latent::kHeaderJson, "binary values are not JSON"); }
+  bool binary(json::binary_t&) {
+    return fail(errc::latent::kHeaderJson, "binary values are not JSON");
+  }
   bool start_object(std::size_t) { return open(json::object()); }
   bool start_array(std::size_t) { return open(json::array()); }
   bool end_object() { return close(); }
@@ -39,8 +41,8 @@ class StrictDom final {
   }
   bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) {
     if (error_.code.empty())
-      error_ = make_error(errc::latent::kHeaderJson, "header is not strict JSON at byte {}: {}", pos,
-                          ex.what());
+      error_ = make_error(errc::latent::kHeaderJson, "header is not strict JSON at byte {}: {}",
+                          pos, ex.what());
     return false;
   }
 
@@ -117,7 +119,8 @@ Status check_entry(const std::string& name, const json& v, TensorInfo* t) {
   }
   for (const char* f : {"dtype", "shape", "data_offsets"}) {
     if (!v.contains(f))
-      return make_error(errc::latent::kHeaderSchema, "tensor \"{}\": missing field \"{}\"", name, f);
+      return make_error(errc::latent::kHeaderSchema, "tensor \"{}\": missing field \"{}\"", name,
+                        f);
   }
   if (!v["dtype"].is_string())
     return make_error(errc::latent::kHeaderSchema, "tensor \"{}\": dtype must be a string", name);
@@ -162,8 +165,9 @@ Status check_extent(const json& v, TensorInfo* t) {
   t->begin = off[0].get<std::uint64_t>();
   t->end = off[1].get<std::uint64_t>();
   if (t->begin > t->end)
-    return make_error(errc::latent::kBadOffsets, "tensor \"{}\": data_offsets [{}, {}] end before begin",
-                      t->name, t->begin, t->end);
+    return make_error(errc::latent::kBadOffsets,
+                      "tensor \"{}\": data_offsets [{}, {}] end before begin", t->name, t->begin,
+                      t->end);
   if (t->end - t->begin != bytes)
     return make_error(errc::latent::kSizeMismatch,
                       "tensor \"{}\": shape {} {} needs {} bytes, data_offsets [{}, {}] span {}",
@@ -235,13 +239,13 @@ const TensorInfo* Layout::find(std::string_view name) const {
 
 Result<std::uint64_t> check_prefix(std::span<const std::uint8_t> bytes, std::uint64_t file_size) {
   if (bytes.size() < 8 || file_size < 8)
-    return make_error(errc::latent::kTooShort, "file holds {} bytes, less than the 8-byte header length",
-                      file_size);
+    return make_error(errc::latent::kTooShort,
+                      "file holds {} bytes, less than the 8-byte header length", file_size);
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = n << 8 | bytes[i];
   if (n > kMaxHeaderBytes)
-    return make_error(errc::latent::kHeaderTooLarge, "header length {} exceeds the {} byte limit", n,
-                      kMaxHeaderBytes);
+    return make_error(errc::latent::kHeaderTooLarge, "header length {} exceeds the {} byte limit",
+                      n, kMaxHeaderBytes);
   if (n > file_size - 8)
     return make_error(errc::latent::kHeaderPastEof,
                       "header length {} runs past the end of the file ({} bytes after the prefix)",
@@ -266,7 +270,8 @@ Result<Layout> parse_header(std::span<const std::uint8_t> header, std::uint64_t 
     return make_error(errc::latent::kHeaderJson, "header is not strict JSON");
   }
   json& root = dom.root();
-  if (!root.is_object()) return make_error(errc::latent::kHeaderSchema, "header must be a JSON object");
+  if (!root.is_object())
+    return make_error(errc::latent::kHeaderSchema, "header must be a JSON object");
   if (root.size() > kMaxTensors + 1)
     return make_error(errc::latent::kHeaderSchema, "header lists {} entries, at most {} allowed",
                       root.size(), kMaxTensors);

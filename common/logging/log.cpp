@@ -1,11 +1,11 @@
 #include "common/logging/log.h"
 
-#include <mutex>
-#include <string>
-
 #include <spdlog/sinks/dist_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <string>
 
 namespace h3pipe::logging {
 namespace {
@@ -14,7 +14,8 @@ namespace {
 // without touching a logger another thread is writing to.
 struct Shared {
   std::mutex mu;
-  std::shared_ptr<spdlog::sinks::dist_sink_mt> fanout = std::make_shared<spdlog::sinks::dist_sink_mt>();
+  std::shared_ptr<spdlog::sinks::dist_sink_mt> fanout =
+      std::make_shared<spdlog::sinks::dist_sink_mt>();
   spdlog::sink_ptr target = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   std::string pattern = pattern_for("h3pipe");
 

@@ -11,11 +11,11 @@
 // cheap enough to call per line but a file usually keeps its logger in a function-local static.
 // This header and log.cpp are the only places that call spdlog's free functions (spdlog::info and
 // so on log to spdlog's default logger, outside this scheme); scripts/check_logging.py checks it.
-#include <memory>
-#include <string_view>
-
 #include <spdlog/logger.h>
 #include <spdlog/sinks/sink.h>
+
+#include <memory>
+#include <string_view>
 
 namespace h3pipe::logging {
 

@@ -120,10 +120,16 @@ std::int64_t fd_seek(void* opaque, std::int64_t offset, int whence) {
   auto* s = static_cast<FdSource*>(opaque);
   if (whence & AVSEEK_SIZE) return s->size;
   switch (whence & ~AVSEEK_FORCE) {
-    case SEEK_SET: break;
-    case SEEK_CUR: offset += s->pos; break;
-    case SEEK_END: offset += s->size; break;
-    default: return AVERROR(EINVAL);
+    case SEEK_SET:
+      break;
+    case SEEK_CUR:
+      offset += s->pos;
+      break;
+    case SEEK_END:
+      offset += s->size;
+      break;
+    default:
+      return AVERROR(EINVAL);
   }
   if (offset < 0) return AVERROR(EINVAL);
   return s->pos = offset;

@@ -126,7 +126,8 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
     return im->err(fmt::format("x264 tune \"{}\"", vp.tune), rc);
   av_opt_set(v->priv_data, "crf", std::to_string(vp.crf).c_str(), 0);
   if ((rc = avcodec_open2(v, vc, nullptr)) < 0)
-    return im->err(fmt::format("avcodec_open2(libx264, preset \"{}\", tune \"{}\")", vp.preset, vp.tune), rc);
+    return im->err(
+        fmt::format("avcodec_open2(libx264, preset \"{}\", tune \"{}\")", vp.preset, vp.tune), rc);
   im->vst = avformat_new_stream(im->fmt.get(), nullptr);
   if (!im->vst) return im->err("avformat_new_stream(video)", AVERROR(ENOMEM));
   im->vst->time_base = v->time_base;

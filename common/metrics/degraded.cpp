@@ -33,8 +33,9 @@ void register_degraded(const std::shared_ptr<prometheus::Registry>& registry) {
   keep = registry;
   family = &prometheus::BuildCounter()
                 .Name("h3pipe_degraded_total")
-                .Help("Times a part carried on in a degraded way (state: dispatch_board_unreadable, "
-                      "decode_backlog_unknown, transfer_handoff_redis, ...)")
+                .Help(
+                    "Times a part carried on in a degraded way (state: dispatch_board_unreadable, "
+                    "decode_backlog_unknown, transfer_handoff_redis, ...)")
                 .Register(*registry);
 }
 

@@ -5,12 +5,12 @@
 // state, a note when it leaves it, and h3pipe_degraded_total{state} counts every occurrence.
 // Thread-safe.  The counters are exported once a service registers its registry
 // (register_degraded); before that they count only in memory.
+#include <prometheus/registry.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <prometheus/registry.h>
 
 namespace h3pipe::metrics {
 
@@ -20,7 +20,8 @@ class Degraded final {
  public:
   // state: the label ("dispatch_board_unreadable", "decode_backlog_unknown", ...); what: the
   // part, for the log ("pool s0").
-  Degraded(std::string state, std::string what) : state_(std::move(state)), what_(std::move(what)) {}
+  Degraded(std::string state, std::string what)
+      : state_(std::move(state)), what_(std::move(what)) {}
   // One more occurrence; warns when it is the first since the last ok().
   void hit(const std::string& why);
   // Back to normal; logs once if it was degraded.

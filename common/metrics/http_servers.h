@@ -11,8 +11,8 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -25,8 +25,8 @@ class HttpEndpoint;  // the listener shared by both servers (http_endpoint.h)
 // GET /metrics -> the registry in Prometheus' text format; every other path 404.
 class MetricsServer final {
  public:
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& bind, int port,
-                                                      std::shared_ptr<prometheus::Registry> registry);
+  static Result<std::unique_ptr<MetricsServer>> start(
+      const std::string& bind, int port, std::shared_ptr<prometheus::Registry> registry);
   ~MetricsServer();
   int port() const;
 
@@ -55,7 +55,7 @@ class HealthServer final {
   struct State {
     std::atomic<bool> ready{false};
     std::mutex mu;
-    std::string failed;  // guarded by mu
+    std::string failed;                           // guarded by mu
     std::map<std::string, std::string> degraded;  // source -> reason; guarded by mu
   };
   HealthServer() = default;

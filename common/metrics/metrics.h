@@ -1,6 +1,7 @@
 #pragma once
-// Metrics plumbing: the metric and health HTTP servers (http_servers.h) and the probes.  Registries are passed in, never global
-// (CONVENTIONS.md rule 8); probes (below and in each component) own their metric families.
+// Metrics plumbing: the metric and health HTTP servers (http_servers.h) and the probes.  Registries
+// are passed in, never global (CONVENTIONS.md rule 8); probes (below and in each component) own
+// their metric families.
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -22,15 +23,15 @@ class WorkerProbe final {
   WorkerProbe(prometheus::Registry& reg, const std::string& stage, const std::string& pool,
               const std::string& host);
   void task_done(double seconds, double queue_wait_s);
-  void task_skipped();          // output already present (idempotent re-delivery)
+  void task_skipped();  // output already present (idempotent re-delivery)
   void task_retry();
   void task_dead_lettered();
-  void task_cancelled();        // the run was cancelled: the job is cancelled
-  void task_refused();          // the job state machine refused the task (stale, done, cancelled job)
+  void task_cancelled();  // the run was cancelled: the job is cancelled
+  void task_refused();    // the job state machine refused the task (stale, done, cancelled job)
   void reclaimed(const std::string& reason);  // "expired_lease" | "own_pending"
   void lease_lost();
   void set_busy(bool busy);
-  void add_bubble(double seconds);            // idle while work waited (pipeline bubble)
+  void add_bubble(double seconds);  // idle while work waited (pipeline bubble)
   void set_queue_depth(double d);
   void add_bytes(double bytes);
   double count(const std::string& outcome) const;
@@ -47,12 +48,14 @@ class WorkerProbe final {
   // A job finished (the decoder, as it writes the receipt): its end-to-end seconds and its
   // real-time factor (end to end / video length).
   void job_done(double end_to_end_s, double real_time_factor);
-  static constexpr const char* kIdleCauses[] = {"no_job", "dispatch", "gpu_group", "transfer_credit", "overhead"};
+  static constexpr const char* kIdleCauses[] = {"no_job", "dispatch", "gpu_group",
+                                                "transfer_credit", "overhead"};
 
  private:
   prometheus::Family<prometheus::Counter>& tasks_;
   prometheus::Family<prometheus::Counter>& reclaims_;
-  prometheus::Counter &ok_, &skipped_, &retry_, &dead_, &cancelled_, &refused_, &lease_lost_, &bubble_, &bytes_;
+  prometheus::Counter &ok_, &skipped_, &retry_, &dead_, &cancelled_, &refused_, &lease_lost_,
+      &bubble_, &bytes_;
   prometheus::Histogram &seconds_, &wait_;
   prometheus::Gauge &busy_, &depth_, &up_;
   prometheus::Counter& ran_;

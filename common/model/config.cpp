@@ -2,9 +2,9 @@
 // config's machinery (common/core/field_table.h; CONVENTIONS rule 6: field path in every
 // message, all problems reported together, unknown keys are errors), in the model's own wording
 // ("expected an integer in [1, 256]", Wording::kExpected).  docs/config.md prints the table.
-#include <algorithm>
-
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "common/core/field_table.h"
 #include "common/model/cuda/backend.h"
@@ -30,17 +30,21 @@ std::string device_error(const std::string& d) {
 }
 
 std::string precision_error(const std::string& p) {
-  return known_precision(p) ? std::string() : fmt::format("\"{}\" is not one of {}", p, kPrecisionNames);
+  return known_precision(p) ? std::string()
+                            : fmt::format("\"{}\" is not one of {}", p, kPrecisionNames);
 }
 
 Field<ModelConfig> patch_field() {
   auto f = config::custom<ModelConfig>(
-      config::detail::info("patch", config::FieldType::kIntegers, "(t, h, w) patch of the video latent",
-                           {.imin = 1, .imax = 4, .count = 3, .rule = "[1, p, p] with p in {1, 2, 4}"}),
-      [](config::ObjectReader& r, const config::FieldInfo& fi, ModelConfig& c, const config::ReadContext& ctx) {
+      config::detail::info(
+          "patch", config::FieldType::kIntegers, "(t, h, w) patch of the video latent",
+          {.imin = 1, .imax = 4, .count = 3, .rule = "[1, p, p] with p in {1, 2, 4}"}),
+      [](config::ObjectReader& r, const config::FieldInfo& fi, ModelConfig& c,
+         const config::ReadContext& ctx) {
         std::vector<int> patch;
         if (!config::detail::read_value(r, fi, ctx, patch)) return true;
-        if (patch[0] != 1 || patch[1] != patch[2] || (patch[1] != 1 && patch[1] != 2 && patch[1] != 4))
+        if (patch[0] != 1 || patch[1] != patch[2] ||
+            (patch[1] != 1 && patch[1] != 2 && patch[1] != 4))
           ctx.errors.add(r.path(fi.key), "expected [1, p, p] with p in {1, 2, 4}");
         else
           std::copy(patch.begin(), patch.end(), c.patch.begin());
@@ -57,37 +61,48 @@ const config::Table<ModelConfig>& settings_table() {
   static const config::Table<M> t{
       "runtime/settings (builtin)",
       "`settings` of the builtin runtime (docs/model.md): the model's size, threads, weights.",
-      {field("width", &M::width, "d_model of the text encoder and the DiT", {.imin = 16, .imax = 8192}),
+      {field("width", &M::width, "d_model of the text encoder and the DiT",
+             {.imin = 16, .imax = 8192}),
        field("depth", &M::depth, "DiT blocks", {.imin = 1, .imax = 256}),
        field("heads", &M::heads, "attention heads (width / heads = head dim)",
              {.imin = 1, .imax = 128, .rule = "divides width"}),
        field("mlp_ratio", &M::mlp_ratio, "MLP width / width", {.imin = 1, .imax = 16}),
        field("text_layers", &M::text_layers, "text encoder layers", {.imin = 0, .imax = 64}),
-       field("cond_tokens", &M::cond_tokens, "prompt bytes are truncated/padded to this many tokens",
-             {.imin = 1, .imax = 4096}),
+       field("cond_tokens", &M::cond_tokens,
+             "prompt bytes are truncated/padded to this many tokens", {.imin = 1, .imax = 4096}),
        patch_field(),
-       field("audio_patch", &M::audio_patch, "audio latent steps per token", {.imin = 1, .imax = 64}),
-       field("vae_channels", &M::vae_channels, "decoder channels at 1/16, 1/8, 1/4, 1/2 and full resolution",
+       field("audio_patch", &M::audio_patch, "audio latent steps per token",
+             {.imin = 1, .imax = 64}),
+       field("vae_channels", &M::vae_channels,
+             "decoder channels at 1/16, 1/8, 1/4, 1/2 and full resolution",
              {.imin = 1, .imax = 2048, .count = 5}),
-       field("audio_channels", &M::audio_channels, "audio decoder channels at latent rate, 2x and 86x",
+       field("audio_channels", &M::audio_channels,
+             "audio decoder channels at latent rate, 2x and 86x",
              {.imin = 1, .imax = 2048, .count = 3}),
        field("threads", &M::threads, "worker threads", {.imin = 1, .imax = 256}),
-       field("segment_frames", &M::segment_frames, "latent frames per decode segment; 0: largest under the budget",
+       field("segment_frames", &M::segment_frames,
+             "latent frames per decode segment; 0: largest under the budget",
              {.imin = 0, .imax = 1 << 20}),
        field("overlap", &M::overlap, "spatial tiles: latent pixels of context decoded on each side",
              {.imin = 0, .imax = 64}),
-       field("memory_budget_mb", &M::memory_budget_mb, "decoder working-set budget", {.imin = 16, .imax = 1 << 22}),
+       field("memory_budget_mb", &M::memory_budget_mb, "decoder working-set budget",
+             {.imin = 16, .imax = 1 << 22}),
        field("seed", &M::seed, "seed of the seeded (\"dummy\") weights", {.imin = 0}),
        field("weights_file", &M::weights_file, "safetensors file; empty: seeded weights"),
-       field("flow_shift", &M::flow_shift, "timestep shift of the flow-matching schedule", {.dmin = 0.01, .dmax = 100.0}),
-       field("device", &M::device, "cpu, cuda (the pool's first GPU) or cuda:N", {.rule = "a device"},
-             std::function<std::string(const std::string&)>(&device_error)),
-       field("deterministic", &M::deterministic, "device GEMMs without split-K atomics: same bytes each call"),
-       field("decoder_precision", &M::decoder_precision, "decoder weights rounded at load: f32, bf16, fp16 or int8",
-             {.rule = "a known precision"}, std::function<std::string(const std::string&)>(&precision_error))},
+       field("flow_shift", &M::flow_shift, "timestep shift of the flow-matching schedule",
+             {.dmin = 0.01, .dmax = 100.0}),
+       field("device", &M::device, "cpu, cuda (the pool's first GPU) or cuda:N",
+             {.rule = "a device"}, std::function<std::string(const std::string&)>(&device_error)),
+       field("deterministic", &M::deterministic,
+             "device GEMMs without split-K atomics: same bytes each call"),
+       field("decoder_precision", &M::decoder_precision,
+             "decoder weights rounded at load: f32, bf16, fp16 or int8",
+             {.rule = "a known precision"},
+             std::function<std::string(const std::string&)>(&precision_error))},
       [](config::ObjectReader& r, M& c, const config::ReadContext& ctx) {
         if (c.width % c.heads != 0)
-          ctx.errors.add(r.path("heads"), fmt::format("width {} is not a multiple of heads {}", c.width, c.heads));
+          ctx.errors.add(r.path("heads"),
+                         fmt::format("width {} is not a multiple of heads {}", c.width, c.heads));
       },
       {"width is a multiple of heads"}};
   return t;

@@ -49,7 +49,9 @@ inline std::vector<TileRect> tile_rects(const DecodePlan& plan, int H, int W, in
 }
 
 // Output frames of a segment of s latent frames: the clip's first latent frame gives one.
-inline int segment_output_frames(int s, bool clip_start) { return clip_start ? 1 + 4 * (s - 1) : 4 * s; }
+inline int segment_output_frames(int s, bool clip_start) {
+  return clip_start ? 1 + 4 * (s - 1) : 4 * s;
+}
 
 // Hands finished rgb24 frames to the sink, never more than the job's `frames`.
 class FrameEmitter {

@@ -17,7 +17,7 @@ inline constexpr int kTimeEmbed = 256;
 
 // The clip as DiT tokens: T x hp x wp video patches of p x p, then na audio patches of ap.
 struct DitTokens {
-  int hp, wp;  // video patches per row / column
+  int hp, wp;     // video patches per row / column
   int nv, na, n;  // video, audio, all tokens
   int vf, af;     // features of one video / audio patch
 };

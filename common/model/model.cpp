@@ -50,7 +50,8 @@ Model::~Model() = default;
 Result<std::unique_ptr<Model>> Model::load(const ModelConfig& c, unsigned parts) {
   if (c.width % c.heads != 0 || c.vae_channels.size() != 5 || c.audio_channels.size() != 3 ||
       c.patch[0] != 1 || c.patch[1] != c.patch[2] || c.threads < 1)
-    return make_error(errc::config::kInvalid, "builtin model config is inconsistent (see parse_config)");
+    return make_error(errc::config::kInvalid,
+                      "builtin model config is inconsistent (see parse_config)");
   // The model parallelises itself; OpenBLAS runs each product on the calling worker.
   openblas_set_num_threads(1);
   auto specs = param_specs(c);
@@ -70,7 +71,8 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& c, unsigned parts)
   auto impl = std::make_unique<Impl>(c, std::move(specs), std::move(w));
   impl->parts = parts;
   auto dev = parse_device(c.device);
-  if (!dev) return make_error(errc::config::kInvalid, "builtin model device: {}", dev.error().message);
+  if (!dev)
+    return make_error(errc::config::kInvalid, "builtin model device: {}", dev.error().message);
   if (dev->cuda && (parts & (kSampler | kDecoder))) {
     auto be = make_cuda_backend(impl->weights, impl->config, parts, std::max(0, dev->ordinal));
     if (!be) return be.error();
@@ -189,12 +191,12 @@ Status Model::decode_video(const float* video, const LatentDims& dims, int frame
     return make_error(errc::runtime::kPermanentInput, "{} frames cannot come from {} latent frames",
                       frames, dims.t);
   if (out_w < 1 || out_h < 1 || out_w > dims.w * kSpatialFactor || out_h > dims.h * kSpatialFactor)
-    return make_error(errc::runtime::kPermanentInput, "output {}x{} exceeds the latent's {}x{}", out_w,
-                      out_h, dims.w * kSpatialFactor, dims.h * kSpatialFactor);
+    return make_error(errc::runtime::kPermanentInput, "output {}x{} exceeds the latent's {}x{}",
+                      out_w, out_h, dims.w * kSpatialFactor, dims.h * kSpatialFactor);
   const DecodePlan plan = impl_->video->plan(dims, impl_->device != nullptr);
   if (impl_->device)
-    return impl_->device->decode_video(video, dims, plan, frames, out_w, out_h, on_frame,
-                                       cancelled, impl_->last_gflop);
+    return impl_->device->decode_video(video, dims, plan, frames, out_w, out_h, on_frame, cancelled,
+                                       impl_->last_gflop);
   Exec ex = impl_->exec();
   Status s = impl_->video->decode(ex, video, dims, plan, frames, out_w, out_h, on_frame, cancelled);
   impl_->done();

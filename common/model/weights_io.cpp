@@ -146,8 +146,8 @@ Status save_safetensors(const std::filesystem::path& file, const Weights& w,
   for (const auto& s : specs) {
     const Tensor* t = w.find(s.name);
     if (!t)
-      return make_error(errc::runtime::kPermanentWeights, "save {}: tensor {} missing", file.string(),
-                        s.name);
+      return make_error(errc::runtime::kPermanentWeights, "save {}: tensor {} missing",
+                        file.string(), s.name);
     const std::uint64_t bytes = t->data.size() * 4;
     h[s.name] = {{"dtype", "F32"}, {"shape", t->shape}, {"data_offsets", {off, off + bytes}}};
     off += bytes;
@@ -156,7 +156,8 @@ Status save_safetensors(const std::filesystem::path& file, const Weights& w,
   header.resize((header.size() + 7) / 8 * 8, ' ');
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   if (!out)
-    return make_error(errc::io::kWrite, "save {}: cannot open: {}", file.string(), std::strerror(errno));
+    return make_error(errc::io::kWrite, "save {}: cannot open: {}", file.string(),
+                      std::strerror(errno));
   unsigned char len_bytes[8];
   std::uint64_t len = header.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));

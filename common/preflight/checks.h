@@ -42,7 +42,9 @@ void check_gpus(const config::Cluster& c, const Options& o, const Scope& s, Repo
 void check_disk(const config::Cluster& c, const Options& o, Report& rep);
 void check_keys(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
 void check_comfyui(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
-void check_comfyui_templates(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
-void check_runtime_settings(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
+void check_comfyui_templates(const config::Cluster& c, const Options& o, const Scope& s,
+                             Report& rep);
+void check_runtime_settings(const config::Cluster& c, const Options& o, const Scope& s,
+                            Report& rep);
 
 }  // namespace h3pipe::preflight

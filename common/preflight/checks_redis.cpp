@@ -26,7 +26,7 @@ std::string info_field(const std::string& info, const std::string& key) {
 struct Resolved {
   queue::RedisAddress addr;
   std::string password_file;  // the config's, or the operator's of per-service credentials
-  std::string error;  // why the address could not be determined
+  std::string error;          // why the address could not be determined
 };
 
 Resolved resolve_address(const config::Cluster& c, const Options& o) {

@@ -10,7 +10,9 @@ void check_runtime_settings(const config::Cluster& c, const Options&, const Scop
     if (c.pools_on(h->name).empty()) continue;
     auto st = runtime::check_settings(c, runtime::SettingsScope::kHost, h->name);
     if (st.ok()) {
-      rep.pass("runtime.settings", h->name, fmt::format("the runtime settings of {} pool(s) are valid here", c.pools_on(h->name).size()));
+      rep.pass("runtime.settings", h->name,
+               fmt::format("the runtime settings of {} pool(s) are valid here",
+                           c.pools_on(h->name).size()));
       continue;
     }
     const std::string& m = st.error().message;

@@ -30,15 +30,19 @@ std::vector<long> numbers(std::string_view v) {
     while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i])))
       n = n * 10 + (v[i++] - '0');
     out.push_back(n);
-    if (i < v.size() && v[i] == '.') ++i;
-    else break;
+    if (i < v.size() && v[i] == '.')
+      ++i;
+    else
+      break;
   }
   return out;
 }
 
 }  // namespace
 
-std::span<const CoreClass> core_classes() { return kCoreClasses; }
+std::span<const CoreClass> core_classes() {
+  return kCoreClasses;
+}
 
 const CoreClass* find_core_class(std::string_view cls) {
   for (const auto& c : kCoreClasses)
@@ -60,8 +64,9 @@ std::string core_class_missing(const CoreClass& c, const std::string& node,
                                const std::string& server_version) {
   std::string have = server_version.empty() ? "the server's version is unknown"
                                             : "the server is ComfyUI " + server_version;
-  return fmt::format("{}: class \"{}\" is not on the server; it is core ComfyUI since {} ({}, {}); {}",
-                     node, c.cls, c.first_version, c.family, c.source, have);
+  return fmt::format(
+      "{}: class \"{}\" is not on the server; it is core ComfyUI since {} ({}, {}); {}", node,
+      c.cls, c.first_version, c.family, c.source, have);
 }
 
 std::string core_class_fix(const CoreClass& c, const std::string& url,
@@ -72,8 +77,8 @@ std::string core_class_fix(const CoreClass& c, const std::string& url,
         "ComfyUI {} on {} should have {}: check its start-up log for an import error in {} "
         "(a missing Python package)",
         server_version, url, c.cls, c.source);
-  return fmt::format("upgrade ComfyUI on {} to {} or later (a node pack does not provide {})",
-                     url, c.first_version, c.cls);
+  return fmt::format("upgrade ComfyUI on {} to {} or later (a node pack does not provide {})", url,
+                     c.first_version, c.cls);
 }
 
 }  // namespace h3pipe::preflight

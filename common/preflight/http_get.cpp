@@ -42,7 +42,8 @@ Result<Url> parse_url(const std::string& url) {
   auto colon = authority.rfind(':');
   if (!authority.empty() && authority.front() == '[') {  // [v6]:port
     auto close = authority.find(']');
-    if (close == std::string::npos) return make_error(errc::http::kUrl, "\"{}\": bad IPv6 literal", url);
+    if (close == std::string::npos)
+      return make_error(errc::http::kUrl, "\"{}\": bad IPv6 literal", url);
     u.host = authority.substr(1, close - 1);
     colon = authority.find(':', close);
   } else {
@@ -140,7 +141,8 @@ Result<HttpResponse> http_get(const std::string& url, std::chrono::milliseconds 
   auto sp = raw.find(' ');
   HttpResponse r;
   r.status = std::atoi(raw.c_str() + sp + 1);
-  if (r.status < 100 || r.status > 599) return make_error(errc::http::kIo, "{}: bad status line", url);
+  if (r.status < 100 || r.status > 599)
+    return make_error(errc::http::kIo, "{}: bad status line", url);
   auto hdr_end = raw.find("\r\n\r\n");
   if (hdr_end != std::string::npos) r.body = raw.substr(hdr_end + 4);
   return r;

@@ -8,20 +8,42 @@ namespace h3pipe::keys {
 
 inline constexpr std::string_view kPrefix = "h3pipe";
 
-inline std::string stream(std::string_view stage) { return std::string(kPrefix) + ":stream:" + std::string(stage); }
-inline std::string dead_letter() { return std::string(kPrefix) + ":dead"; }
+inline std::string stream(std::string_view stage) {
+  return std::string(kPrefix) + ":stream:" + std::string(stage);
+}
+inline std::string dead_letter() {
+  return std::string(kPrefix) + ":dead";
+}
 // The documented submission stream: XADD h3pipe:submit * run RUN spec '{json}'
-inline std::string submit() { return std::string(kPrefix) + ":submit"; }
-inline std::string runs() { return std::string(kPrefix) + ":runs"; }              // zset run -> created ms
-inline std::string pools() { return std::string(kPrefix) + ":pools"; }            // hash pool -> pb::Heartbeat bytes
-inline std::string run(std::string_view r) { return std::string(kPrefix) + ":run:{" + std::string(r) + "}"; }
-inline std::string run_jobs(std::string_view r) { return run(r) + ":jobs"; }       // zset job -> submit order
-inline std::string job(std::string_view r, std::string_view j) { return run(r) + ":job:" + std::string(j); }
-inline std::string history(std::string_view r, std::string_view j) { return run(r) + ":hist:" + std::string(j); }
-inline std::string run_expected(std::string_view r) { return run(r) + ":expected"; }  // set of submitted job ids
+inline std::string submit() {
+  return std::string(kPrefix) + ":submit";
+}
+inline std::string runs() {
+  return std::string(kPrefix) + ":runs";
+}  // zset run -> created ms
+inline std::string pools() {
+  return std::string(kPrefix) + ":pools";
+}  // hash pool -> pb::Heartbeat bytes
+inline std::string run(std::string_view r) {
+  return std::string(kPrefix) + ":run:{" + std::string(r) + "}";
+}
+inline std::string run_jobs(std::string_view r) {
+  return run(r) + ":jobs";
+}  // zset job -> submit order
+inline std::string job(std::string_view r, std::string_view j) {
+  return run(r) + ":job:" + std::string(j);
+}
+inline std::string history(std::string_view r, std::string_view j) {
+  return run(r) + ":hist:" + std::string(j);
+}
+inline std::string run_expected(std::string_view r) {
+  return run(r) + ":expected";
+}  // set of submitted job ids
 // Submissions refused beside the run (a job id again with another spec): one JSON record each,
 // the newest kept (state::kRefusedKept); never a job, so never part of the run's verdict.
-inline std::string run_refused(std::string_view r) { return run(r) + ":refused"; }
+inline std::string run_refused(std::string_view r) {
+  return run(r) + ":refused";
+}
 
 inline constexpr std::string_view kIngestGroup = "ingest";
 

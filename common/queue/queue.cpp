@@ -60,8 +60,10 @@ std::optional<Entry> parse_entry(const redisReply* e) {
   }
   for (std::size_t i = 0; i + 1 < fields->elements; i += 2) {
     std::string name = reply_str(fields->element[i]);
-    if (name == "task") out.payload = reply_str(fields->element[i + 1]);
-    else out.fields[std::move(name)] = reply_str(fields->element[i + 1]);
+    if (name == "task")
+      out.payload = reply_str(fields->element[i + 1]);
+    else
+      out.fields[std::move(name)] = reply_str(fields->element[i + 1]);
   }
   return out;
 }
@@ -94,9 +96,10 @@ Result<Reply> StageQueue::group_command(const std::vector<std::string>& argv) {
   H3_TRY(ensure_group());
   ++groups_recreated_;
   drained_own_ = true;  // nothing is pending for us in a new group
-  logger().warn("queue {}: consumer group {} was gone (Redis lost it: a FLUSHALL or a restart without "
-               "persistence); recreated it (what was claimed from the old one is gone with it)",
-               opts_.stream, opts_.group);
+  logger().warn(
+      "queue {}: consumer group {} was gone (Redis lost it: a FLUSHALL or a restart without "
+      "persistence); recreated it (what was claimed from the old one is gone with it)",
+      opts_.stream, opts_.group);
   return redis_.command(argv);
 }
 
@@ -223,8 +226,10 @@ Status StageQueue::trim() {
     if (name != opts_.group) continue;
     // Everything after last-delivered is undelivered: the floor cannot pass it.
     auto dash = last.find('-');
-    std::string next = dash == std::string::npos ? last
-                       : last.substr(0, dash) + "-" + std::to_string(std::stoull(last.substr(dash + 1)) + 1);
+    std::string next =
+        dash == std::string::npos
+            ? last
+            : last.substr(0, dash) + "-" + std::to_string(std::stoull(last.substr(dash + 1)) + 1);
     if (floor.empty()) floor = next;
   }
   if (floor.empty()) return {};
@@ -234,7 +239,10 @@ Status StageQueue::trim() {
 }
 
 LeaseKeeper::LeaseKeeper(RedisAddress addr, QueueOptions opts, int renew_ms)
-    : addr_(std::move(addr)), opts_(std::move(opts)), renew_ms_(renew_ms), thread_([this] { loop(); }) {}
+    : addr_(std::move(addr)),
+      opts_(std::move(opts)),
+      renew_ms_(renew_ms),
+      thread_([this] { loop(); }) {}
 
 LeaseKeeper::~LeaseKeeper() {
   {
@@ -279,8 +287,10 @@ void LeaseKeeper::loop() {
     lk.unlock();
     if (!redis) {
       auto c = Redis::connect(addr_);
-      if (c.ok()) redis = std::move(c.value());
-      else logger().warn("lease keeper: {}", c.error().message);
+      if (c.ok())
+        redis = std::move(c.value());
+      else
+        logger().warn("lease keeper: {}", c.error().message);
     }
     if (redis) {
       auto r = redis->eval(kRenewScript, {opts_.stream}, args);
@@ -297,8 +307,9 @@ void LeaseKeeper::loop() {
         // The group went with every claim in it: nothing held is ours any more.
         gone.assign(args.begin() + 2, args.end());
         lost_ += static_cast<long long>(gone.size());
-        logger().warn("lease keeper: consumer group {} on {} is gone (Redis lost it); {} held entries lost",
-                     opts_.group, opts_.stream, gone.size());
+        logger().warn(
+            "lease keeper: consumer group {} on {} is gone (Redis lost it); {} held entries lost",
+            opts_.group, opts_.stream, gone.size());
       } else {
         if (r.error().message != last_failure)
           logger().warn("lease keeper: renewal failed: {}", r.error().message);

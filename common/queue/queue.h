@@ -1,7 +1,8 @@
 #pragma once
 // Leased work on Redis Streams (DESIGN.md rule 3): one stream and one consumer group per stage.
 //
-//   claim():   first this consumer's own pending entries (a restarted consumer drains what it held),
+//   claim():   first this consumer's own pending entries (a restarted consumer drains what it
+//   held),
 //              then expired leases of others (XAUTOCLAIM, min idle = lease), then new entries
 //              (XREADGROUP >, blocking up to block_ms).
 //   renew():   XCLAIM to itself with JUSTID, only while the entry is still ours (Lua), called by
@@ -36,11 +37,11 @@
 namespace h3pipe::queue {
 
 struct Entry {
-  std::string id;         // stream entry id
-  std::string payload;    // serialized task (protobuf bytes): the field "task"
+  std::string id;                             // stream entry id
+  std::string payload;                        // serialized task (protobuf bytes): the field "task"
   std::map<std::string, std::string> fields;  // the entry's other fields (submissions: run, spec)
   long long deliveries = 1;
-  bool reclaimed = false; // came from XAUTOCLAIM (another consumer's expired lease)
+  bool reclaimed = false;    // came from XAUTOCLAIM (another consumer's expired lease)
   bool own_pending = false;  // came from this consumer's PEL after a restart
 };
 
@@ -86,7 +87,8 @@ class StageQueue final {
   Result<std::optional<Entry>> claim(bool new_work = true);
   Result<bool> complete(const Entry& e, const Commands& follow_up);
   Status dead_letter(const Entry& e, const std::string& stage, const std::string& run_id,
-                     const std::string& job_id, const std::string& reason, const Commands& follow_up);
+                     const std::string& job_id, const std::string& reason,
+                     const Commands& follow_up);
   Status release_for_retry(const Entry& e, int backoff_ms);
   Result<long long> pending_count();
   Result<long long> length();

@@ -1,9 +1,8 @@
 #include "common/queue/redis.h"
 
-#include <poll.h>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <string_view>
@@ -14,9 +13,12 @@ namespace h3pipe::queue {
 namespace {
 
 Result<Reply> take(redisContext* ctx, void* raw) {
-  if (!raw) return make_error(errc::redis::kIo, "redis I/O error: {}", ctx && ctx->errstr[0] ? ctx->errstr : "connection lost");
+  if (!raw)
+    return make_error(errc::redis::kIo, "redis I/O error: {}",
+                      ctx && ctx->errstr[0] ? ctx->errstr : "connection lost");
   Reply r(static_cast<redisReply*>(raw));
-  if (r->type == REDIS_REPLY_ERROR) return make_error(errc::redis::kError, "{}", std::string(r->str, r->len));
+  if (r->type == REDIS_REPLY_ERROR)
+    return make_error(errc::redis::kError, "{}", std::string(r->str, r->len));
   return r;
 }
 
@@ -33,17 +35,23 @@ bool not_primary(const redisReply* r) {
 Result<Reply> command_on(redisContext* ctx, const std::vector<std::string>& argv) {
   std::vector<const char*> a;
   std::vector<size_t> l;
-  for (const auto& s : argv) { a.push_back(s.data()); l.push_back(s.size()); }
+  for (const auto& s : argv) {
+    a.push_back(s.data());
+    l.push_back(s.size());
+  }
   return take(ctx, redisCommandArgv(ctx, static_cast<int>(a.size()), a.data(), l.data()));
 }
 
 }  // namespace
 
-bool connection_lost(const Error& e) { return e.code == errc::redis::kIo || e.code == errc::redis::kNotPrimary; }
+bool connection_lost(const Error& e) {
+  return e.code == errc::redis::kIo || e.code == errc::redis::kNotPrimary;
+}
 
 std::string reply_str(const redisReply* r) {
   if (!r) return {};
-  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR)
+  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+      r->type == REDIS_REPLY_ERROR)
     return std::string(r->str, r->len);
   if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
   return {};
@@ -72,7 +80,9 @@ void Redis::drop() {
   unread_ = 0;  // a reply of a send() on the old connection is gone with it
 }
 
-std::string Redis::where() const { return fmt::format("{}:{}", addr_.host, addr_.port); }
+std::string Redis::where() const {
+  return fmt::format("{}:{}", addr_.host, addr_.port);
+}
 
 Status Redis::find_primary() {
   // A short connect timeout per Sentinel: one that is down must not hold a failover up.
@@ -102,15 +112,16 @@ Status Redis::find_primary() {
     }
     const redisReply* a = r->get();
     if (a->type != REDIS_REPLY_ARRAY || a->elements != 2) {
-      why.push_back(fmt::format("{}:{}: does not know a primary named {}", s.host, s.port, addr_.sentinel_master));
+      why.push_back(fmt::format("{}:{}: does not know a primary named {}", s.host, s.port,
+                                addr_.sentinel_master));
       continue;
     }
     addr_.host = reply_str(a->element[0]);
     addr_.port = static_cast<int>(reply_int(a->element[1]));
     return {};
   }
-  return make_error(errc::redis::kSentinel, "no Sentinel named the primary {}: {}", addr_.sentinel_master,
-                    fmt::join(why, "; "));
+  return make_error(errc::redis::kSentinel, "no Sentinel named the primary {}: {}",
+                    addr_.sentinel_master, fmt::join(why, "; "));
 }
 
 Status Redis::reconnect() {
@@ -122,7 +133,8 @@ Status Redis::reconnect() {
     std::string why = ctx_ ? ctx_->errstr : "out of memory";
     if (ctx_) redisFree(ctx_);
     ctx_ = nullptr;
-    return make_error(errc::redis::kConnect, "cannot connect to redis at {}:{}: {}", addr_.host, addr_.port, why);
+    return make_error(errc::redis::kConnect, "cannot connect to redis at {}:{}: {}", addr_.host,
+                      addr_.port, why);
   }
   redisSetTimeout(ctx_, tv);
   if (!addr_.password.empty()) {
@@ -133,8 +145,9 @@ Status Redis::reconnect() {
     if (!r.ok()) {
       redisFree(ctx_);
       ctx_ = nullptr;
-      return make_error(errc::redis::kAuth, "redis at {}:{} refused authentication{}: {}", addr_.host,
-                        addr_.port, addr_.user.empty() ? "" : " for user " + addr_.user, r.error().message);
+      return make_error(errc::redis::kAuth, "redis at {}:{} refused authentication{}: {}",
+                        addr_.host, addr_.port, addr_.user.empty() ? "" : " for user " + addr_.user,
+                        r.error().message);
     }
   }
   return {};
@@ -145,7 +158,10 @@ void Redis::append(const std::vector<std::string>& argv) {
   std::vector<size_t> l;
   a.reserve(argv.size());
   l.reserve(argv.size());
-  for (const auto& s : argv) { a.push_back(s.data()); l.push_back(s.size()); }
+  for (const auto& s : argv) {
+    a.push_back(s.data());
+    l.push_back(s.size());
+  }
   redisAppendCommandArgv(ctx_, static_cast<int>(a.size()), a.data(), l.data());
 }
 
@@ -164,8 +180,8 @@ Result<Reply> Redis::read_reply() {
     // The command was refused, not applied.
     Reply r(static_cast<redisReply*>(raw));
     drop();
-    return make_error(errc::redis::kNotPrimary, "redis at {} is not the primary ({}); reconnecting", where(),
-                      std::string(r->str, r->len));
+    return make_error(errc::redis::kNotPrimary, "redis at {} is not the primary ({}); reconnecting",
+                      where(), std::string(r->str, r->len));
   }
   return take(ctx_, raw);
 }
@@ -244,7 +260,8 @@ Result<std::vector<Reply>> Redis::pipeline(const std::vector<std::vector<std::st
 
 Result<int> Redis::wait_replicated() {
   if (addr_.wait_replicas <= 0) return 0;
-  auto r = command({"WAIT", std::to_string(addr_.wait_replicas), std::to_string(addr_.wait_timeout_ms)});
+  auto r =
+      command({"WAIT", std::to_string(addr_.wait_replicas), std::to_string(addr_.wait_timeout_ms)});
   if (!r.ok()) return r.error();
   return static_cast<int>(reply_int(r->get()));
 }
@@ -273,7 +290,8 @@ Result<Reply> Redis::eval(const std::string& script, const std::vector<std::stri
     return make_error(errc::redis::kError,
                       "h3pipe's script {} is not in Redis's script cache and user {} may not load "
                       "scripts (a service loads it on its first use): {}",
-                      sha.substr(0, 12), addr_.user.empty() ? "default" : addr_.user, loaded.error().message);
+                      sha.substr(0, 12), addr_.user.empty() ? "default" : addr_.user,
+                      loaded.error().message);
   if (!loaded.ok()) return loaded.error();
   return std::move((*loaded)[1]);
 }

@@ -14,7 +14,9 @@
 namespace h3pipe::queue {
 
 struct ReplyDeleter {
-  void operator()(redisReply* r) const { if (r) freeReplyObject(r); }
+  void operator()(redisReply* r) const {
+    if (r) freeReplyObject(r);
+  }
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 

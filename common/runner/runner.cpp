@@ -1,10 +1,10 @@
 #include "common/runner/runner.h"
 
-#include <CLI/CLI.hpp>
-#include <signal.h>
 #include <fmt/ranges.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -34,7 +34,9 @@ namespace {
 
 std::atomic<bool> g_stop{false};  // the one process-wide flag a signal handler may touch
 
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int) {
+  g_stop.store(true);
+}
 
 // A root this service writes: creates it (and its parents) and writes, syncs and removes a probe
 // file in it.  The reason is what the operator needs (`mkdir /var/lib/h3pipe/artifacts:
@@ -47,7 +49,8 @@ Status check_writable(const fs::path& root) {
   auto w = artifacts::write_atomic(probe, std::string("probe\n"));
   fs::remove(probe, ec);
   fs::remove(probe.string() + ".sha256", ec);
-  if (!w.ok()) return make_error(errc::io::kWrite, "cannot write in {}: {}", root.string(), w.error().message);
+  if (!w.ok())
+    return make_error(errc::io::kWrite, "cannot write in {}: {}", root.string(), w.error().message);
   return {};
 }
 
@@ -103,11 +106,13 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   CLI::App app{"h3pipe-" + info.name};
   std::string config_file, host, pool_name, bind, log_level = "info", redis_override, state_dir;
   int metrics_port = -1, health_port = 0;
-  app.add_option("--config", config_file, "cluster config JSON (default: the embedded local config)");
+  app.add_option("--config", config_file,
+                 "cluster config JSON (default: the embedded local config)");
   app.add_option("--host", host, "this host's name in the config (default: the only host)");
   app.add_option("--pool", pool_name, "the pool this process serves")->required(info.needs_pool);
   app.add_option("--bind", bind, "interface for metrics and health (default: the host's bind)");
-  app.add_option("--metrics-port", metrics_port, "Prometheus port (0 = free port; default: pool config or 0)");
+  app.add_option("--metrics-port", metrics_port,
+                 "Prometheus port (0 = free port; default: pool config or 0)");
   app.add_option("--health-port", health_port, "readiness port (0 = free port)");
   app.add_option("--redis", redis_override, "HOST:PORT overriding the config's redis address");
   app.add_option("--state-dir", state_dir, "override the config's state_dir");
@@ -153,7 +158,7 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
     }
     if (info.stage && ctx.pool->stage != *info.stage) {
       logger().critical("--pool {}: runs stage {}, this service runs {}", pool_name,
-                       config::stage_name(ctx.pool->stage), config::stage_name(*info.stage));
+                        config::stage_name(ctx.pool->stage), config::stage_name(*info.stage));
       return 2;
     }
   }
@@ -165,7 +170,9 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
     return 2;
   }
   if (ctx.pool) {
-    if (auto s = runtime::check_settings(ctx.cluster, runtime::SettingsScope::kHost, host, ctx.pool->name); !s.ok()) {
+    if (auto s = runtime::check_settings(ctx.cluster, runtime::SettingsScope::kHost, host,
+                                         ctx.pool->name);
+        !s.ok()) {
       logger().critical("invalid runtime settings on host {}:\n{}", host, s.error().message);
       return 2;
     }
@@ -212,14 +219,18 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   // Run file: where tools (preflight, tests, start) find this process's ports.
   fs::path run_dir = ctx.cluster.state_dir / "run";
   fs::path run_file = run_dir / fmt::format("{}-{}.json", info.name, ctx.instance);
-  nlohmann::json rf = {{"pid", ::getpid()}, {"service", info.name}, {"instance", ctx.instance},
-                       {"host", host}, {"bind", ctx.bind}, {"metrics_port", (*ms)->port()},
+  nlohmann::json rf = {{"pid", ::getpid()},
+                       {"service", info.name},
+                       {"instance", ctx.instance},
+                       {"host", host},
+                       {"bind", ctx.bind},
+                       {"metrics_port", (*ms)->port()},
                        {"health_port", (*hs)->port()}};
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   const bool run_file_written = artifacts::write_atomic(run_file, rf.dump() + "\n").ok();
-  logger().info("{} {} on host {}: metrics http://{}:{}/metrics, ready http://{}:{}/readyz", info.name,
-               ctx.instance, host, ctx.bind, (*ms)->port(), ctx.bind, (*hs)->port());
+  logger().info("{} {} on host {}: metrics http://{}:{}/metrics, ready http://{}:{}/readyz",
+                info.name, ctx.instance, host, ctx.bind, (*ms)->port(), ctx.bind, (*hs)->port());
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;

@@ -3,13 +3,13 @@
 // validation, spdlog, the Prometheus exposer, the readiness endpoint, signals with graceful drain,
 // and a run file <state_dir>/run/<service>-<instance>.json that tools read ports from.
 // A service's main() is one call: return h3pipe::runner::run(argc, argv, info, body).
+#include <prometheus/registry.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <prometheus/registry.h>
 
 #include "common/config/config.h"
 #include "common/metrics/metrics.h"
@@ -18,20 +18,20 @@
 namespace h3pipe::runner {
 
 struct ServiceInfo {
-  std::string name;                 // "encoder", "sampler", "decoder", "transfer"
-  bool needs_pool = false;          // --pool required (stage services)
+  std::string name;                        // "encoder", "sampler", "decoder", "transfer"
+  bool needs_pool = false;                 // --pool required (stage services)
   std::optional<config::StageKind> stage;  // the pool must run this stage
 };
 
 struct Context {
   config::Cluster cluster;
-  std::string host;                 // this host's name in the config
+  std::string host;  // this host's name in the config
   const config::Pool* pool = nullptr;
   queue::RedisAddress redis;
   std::shared_ptr<prometheus::Registry> registry;
   metrics::HealthServer* health = nullptr;
   const std::atomic<bool>* stop = nullptr;
-  std::string instance;             // pool name or host name
+  std::string instance;  // pool name or host name
   std::string bind;
 };
 

@@ -18,8 +18,8 @@ extern "C" {
 #include "common/runner/runner.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
-#include "common/worker/pool_board.h"
 #include "common/worker/decode_choice.h"
+#include "common/worker/pool_board.h"
 #include "common/worker/worker.h"
 
 namespace {
@@ -46,7 +46,9 @@ void keep_freed_memory() {
 }
 
 // Stands in for a runtime whose start-up failed permanently: every task fails with that error.
-class FailingRuntime final : public runtime::EncodeRuntime, public runtime::SampleRuntime, public runtime::DecodeRuntime {
+class FailingRuntime final : public runtime::EncodeRuntime,
+                             public runtime::SampleRuntime,
+                             public runtime::DecodeRuntime {
  public:
   explicit FailingRuntime(Error e) : e_(std::move(e)) {}
   Result<runtime::StageOutput> encode(const runtime::StageContext&) override { return e_; }
@@ -75,8 +77,12 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     bool ok = true;
     bool broken = false;
     auto take = [&](auto r, auto& slot) {
-      if (r.ok()) slot = std::move(r.value());
-      else { ok = false; err = r.error(); }
+      if (r.ok())
+        slot = std::move(r.value());
+      else {
+        ok = false;
+        err = r.error();
+      }
     };
     if (stage == config::StageKind::kEncode) take(runtime::make_encode(rt.name, fa), rts.encode);
     if (stage == config::StageKind::kSample) take(runtime::make_sample(rt.name, fa), rts.sample);
@@ -88,8 +94,9 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       }
       // A runtime that cannot load (bad weights file): stay up, never ready, and fail every task
       // with the reason, so tasks reach the dead-letter stream instead of a restart loop.
-      logger().error("runtime {} cannot start: {}; every task of pool {} will fail with this reason",
-                    rt.name, err.to_string(), ctx.pool->name);
+      logger().error(
+          "runtime {} cannot start: {}; every task of pool {} will fail with this reason", rt.name,
+          err.to_string(), ctx.pool->name);
       rts.encode = std::make_unique<FailingRuntime>(err);
       rts.sample = std::make_unique<FailingRuntime>(err);
       rts.decode = std::make_unique<FailingRuntime>(err);
@@ -98,8 +105,9 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     // Crash garbage (rule 2), only a day old and more: the root is shared with the host's other
     // pools and its transfer receiver, whose .part files may be live (a restart used to delete
     // them under their writers, whose commit then failed).
-    std::size_t swept = artifacts::sweep_parts(stage == config::StageKind::kDecode ? c.output_root : c.artifact_root,
-                                               std::chrono::hours(24));
+    std::size_t swept = artifacts::sweep_parts(
+        stage == config::StageKind::kDecode ? c.output_root : c.artifact_root,
+        std::chrono::hours(24));
     if (swept) logger().info("removed {} stale .part files (untouched for a day)", swept);
 
     metrics::WorkerProbe probe(*ctx.registry, config::stage_name(stage), ctx.pool->name, ctx.host);
@@ -108,7 +116,8 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     worker::Options opts{&c, ctx.pool, ctx.redis, ctx.pool->name};
     // The pod's terminationGracePeriodSeconds (Helm sets it from the pool's profile): a task
     // that cannot finish within it is handed back rather than killed with the pod.
-    if (const char* g = std::getenv("H3PIPE_STOP_GRACE_S"); g && *g) opts.stop_grace_s = std::atof(g);
+    if (const char* g = std::getenv("H3PIPE_STOP_GRACE_S"); g && *g)
+      opts.stop_grace_s = std::atof(g);
     worker::Hooks hooks;
     std::unique_ptr<worker::PoolBoard> board;
     // The shared dispatch policy (common/schedule) decides whether this pool claims next, at
@@ -125,14 +134,17 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     hooks.claims_unconditionally = board->claims_unconditionally();
     hooks.idle_wait = [&board](std::chrono::milliseconds d) { board->wait_for_work(d); };
     hooks.on_event = [&board](const std::string& ev, const pb::StageTask& t) {
-      if (ev == "claimed") board->claimed(t);
-      else board->idle();
+      if (ev == "claimed")
+        board->claimed(t);
+      else
+        board->idle();
     };
     if (stage == config::StageKind::kSample) {
       // Latents for another decode host go through this host's transfer sender: the outbox record
       // before the ack (durable), the nudge after it (the job's history has the sample record
       // before any receiver can act).
-      hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t, const std::filesystem::path&) -> Status {
+      hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t,
+                                             const std::filesystem::path&) -> Status {
         return transfer::record_task(transfer::outbox_dir(c, host), t);
       };
       hooks.nudge = [&c, host = ctx.host](const pb::StageTask& t) -> Status {
@@ -169,14 +181,18 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
         return 3;
       }
       ingest = std::move(in.value());
-      auto& dead = prometheus::BuildGauge().Name("h3pipe_dead_letters")
-                       .Help("Entries in the dead-letter stream h3pipe:dead (exported by the encoder)")
-                       .Register(*ctx.registry).Add({});
+      auto& dead =
+          prometheus::BuildGauge()
+              .Name("h3pipe_dead_letters")
+              .Help("Entries in the dead-letter stream h3pipe:dead (exported by the encoder)")
+              .Register(*ctx.registry)
+              .Add({});
       ingest->on_idle([&dead](queue::Redis& r) {
         auto n = r.command({"XLEN", keys::dead_letter()});
         if (n.ok()) dead.Set(static_cast<double>(queue::reply_int(n->get())));
       });
-      ingest->on_degraded([h = ctx.health](const std::string& why) { h->set_degraded("ingest", why); });
+      ingest->on_degraded(
+          [h = ctx.health](const std::string& why) { h->set_degraded("ingest", why); });
       ingest_thread = std::thread([&] { ingest->run(*ctx.stop); });
     }
     (*w)->on_degraded([h = ctx.health](const std::string& why) { h->set_degraded("worker", why); });

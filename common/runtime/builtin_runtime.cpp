@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <span>
 #include <thread>
 #include <vector>
@@ -66,7 +66,8 @@ double cpu_sgemm_peak_gflops(int threads) {
           model::sgemm(false, true, kN, kN, kN, 1.f, a.data(), kN, b.data(), kN, 0.f, c.data(), kN);
           ++reps;
         }
-        flops[static_cast<std::size_t>(t)] = 2.0 * kN * kN * kN * reps / std::chrono::duration<double>(Clock::now() - s0).count();
+        flops[static_cast<std::size_t>(t)] =
+            2.0 * kN * kN * kN * reps / std::chrono::duration<double>(Clock::now() - s0).count();
       });
     for (auto& th : pool) th.join();
     double sum = 0;
@@ -118,11 +119,12 @@ Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned part
   if (cfg->device == "cuda" && a.pool && !a.pool->gpus.empty()) {
     const int ordinal = cuda_ordinal(a.pool->gpus.front());
     if (ordinal < 0)
-      return make_error(errc::runtime::kPermanentConfig,
-                        "{}/device: \"cuda\" on pool {} whose GPU {} is not visible to this process "
-                        "(NVIDIA_VISIBLE_DEVICES={}, CUDA_VISIBLE_DEVICES={})",
-                        path, a.pool->name, a.pool->gpus.front(), env_or_unset("NVIDIA_VISIBLE_DEVICES"),
-                        env_or_unset("CUDA_VISIBLE_DEVICES"));
+      return make_error(
+          errc::runtime::kPermanentConfig,
+          "{}/device: \"cuda\" on pool {} whose GPU {} is not visible to this process "
+          "(NVIDIA_VISIBLE_DEVICES={}, CUDA_VISIBLE_DEVICES={})",
+          path, a.pool->name, a.pool->gpus.front(), env_or_unset("NVIDIA_VISIBLE_DEVICES"),
+          env_or_unset("CUDA_VISIBLE_DEVICES"));
     cfg->device = fmt::format("cuda:{}", ordinal);
   }
   auto m = model::Model::load(*cfg, parts);
@@ -201,7 +203,8 @@ class BuiltinSample final : public SampleRuntime {
     nlohmann::json settings = l_.settings;
     settings["gflop"] = l_.model->last_gflop();
     settings["compute_seconds"] = since(t0);
-    if (l_.model->device() == "cpu") settings["peak_gflops"] = cpu_sgemm_peak_gflops(l_.settings.value("threads", 1));
+    if (l_.model->device() == "cpu")
+      settings["peak_gflops"] = cpu_sgemm_peak_gflops(l_.settings.value("threads", 1));
     return StageOutput{*sha, l.geometry.data_bytes(), l_.model->device(), settings};
   }
 
@@ -280,7 +283,8 @@ class BuiltinDecode final : public DecodeRuntime {
 
 }  // namespace
 
-void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool host, config::Errors& e) {
+void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool host,
+                            config::Errors& e) {
   const nlohmann::json empty = nlohmann::json::object();
   const nlohmann::json& s = a.settings ? *a.settings : empty;
   const std::string path = settings_path(a, stage);
@@ -295,30 +299,37 @@ void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool 
     if (at == std::string::npos) e.add(path, m);
     while (at != std::string::npos) {
       std::size_t end = m.find('\n', at + 1);
-      std::string line = m.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+      std::string line =
+          m.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
       line.erase(0, line.find_first_not_of(' '));
       auto colon = line.find(": ");
-      if (colon == std::string::npos) e.add(path, line);
-      else e.add(line.substr(0, colon), line.substr(colon + 2));
+      if (colon == std::string::npos)
+        e.add(path, line);
+      else
+        e.add(line.substr(0, colon), line.substr(colon + 2));
       at = end;
     }
   }
   if (decode && s.is_object()) {
-    if (auto it = s.find("crf"); it != s.end() && (!it->is_number_integer() || it->get<int>() < 0 || it->get<int>() > 51))
+    if (auto it = s.find("crf");
+        it != s.end() && (!it->is_number_integer() || it->get<int>() < 0 || it->get<int>() > 51))
       e.add(path + "/crf", "expected an integer in [0, 51]");
     if (auto it = s.find("preset"); it != s.end() && !it->is_string())
       e.add(path + "/preset", "expected a string");
   }
   // What this host's build must provide: the CUDA backend for a "cuda" device.
   if (host && cfg && cfg->device != "cpu" && !model::cuda_built())
-    e.add(path + "/device",
-          fmt::format("\"{}\" requested, but this build of h3pipe has no CUDA backend (built without "
-                      "the CUDA toolkit or with -DH3PIPE_CUDA=OFF); use \"cpu\" or a CUDA build",
-                      cfg->device));
+    e.add(
+        path + "/device",
+        fmt::format("\"{}\" requested, but this build of h3pipe has no CUDA backend (built without "
+                    "the CUDA toolkit or with -DH3PIPE_CUDA=OFF); use \"cpu\" or a CUDA build",
+                    cfg->device));
   if (host && cfg && !cfg->weights_file.empty()) {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(cfg->weights_file, ec) || ::access(cfg->weights_file.c_str(), R_OK) != 0)
-      e.add(path + "/weights_file", fmt::format("\"{}\" is not a readable file on this host", cfg->weights_file));
+    if (!std::filesystem::is_regular_file(cfg->weights_file, ec) ||
+        ::access(cfg->weights_file.c_str(), R_OK) != 0)
+      e.add(path + "/weights_file",
+            fmt::format("\"{}\" is not a readable file on this host", cfg->weights_file));
   }
 }
 

@@ -15,7 +15,8 @@ namespace h3pipe::runtime {
 
 // The factories' settings checks, every problem into `e` under its settings path; host true adds
 // what this machine must provide (weights_file readable).  runtime::check_settings calls it.
-void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool host, config::Errors& e);
+void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool host,
+                            config::Errors& e);
 
 Result<std::unique_ptr<EncodeRuntime>> make_builtin_encode(const FactoryArgs& a);
 Result<std::unique_ptr<SampleRuntime>> make_builtin_sample(const FactoryArgs& a);

@@ -41,8 +41,8 @@ std::string describe_rejection(const nlohmann::json& body) {
     else {
       s = str(e, "message");
       // The details of prompt_outputs_failed_validation repeat the node errors below.
-      if (auto d = str(e, "details"); !d.empty() && !(body.contains("node_errors") &&
-                                                      !body["node_errors"].empty()))
+      if (auto d = str(e, "details");
+          !d.empty() && !(body.contains("node_errors") && !body["node_errors"].empty()))
         s += ": " + d;
     }
   }
@@ -79,8 +79,9 @@ bool is_code(std::string_view s) {
     return false;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
-    if (c == '.' ? s[i - 1] == '.' : !(std::islower(static_cast<unsigned char>(c)) ||
-                                         std::isdigit(static_cast<unsigned char>(c)) || c == '_'))
+    if (c == '.' ? s[i - 1] == '.'
+                 : !(std::islower(static_cast<unsigned char>(c)) ||
+                     std::isdigit(static_cast<unsigned char>(c)) || c == '_'))
       return false;
   }
   return true;
@@ -99,14 +100,16 @@ ExecutionFailure execution_failure(const nlohmann::json& status) {
         // The node pack raises "<Node>: <code>: <reason>" (some stand-ins "<code>: <reason>").
         std::string text = str(d, "exception_message");
         std::string_view rest = text;
-        if (auto colon = rest.find(": "); colon != std::string_view::npos && !is_code(rest.substr(0, colon)) &&
+        if (auto colon = rest.find(": "); colon != std::string_view::npos &&
+                                          !is_code(rest.substr(0, colon)) &&
                                           rest.substr(0, colon).find(' ') == std::string_view::npos)
           rest.remove_prefix(colon + 2);
         // Only h3pipe's NodeError, or a code of this build's catalogue, is read so: another
         // exception's text that merely looks like "word.word: ..." keeps its class.
         const std::string cls = class_name(str(d, "exception_type"));
-        if (auto colon = rest.find(": "); colon != std::string_view::npos && is_code(rest.substr(0, colon)) &&
-                                          (cls == "NodeError" || errc::find(rest.substr(0, colon)))) {
+        if (auto colon = rest.find(": ");
+            colon != std::string_view::npos && is_code(rest.substr(0, colon)) &&
+            (cls == "NodeError" || errc::find(rest.substr(0, colon)))) {
           f.code = std::string(rest.substr(0, colon));
           f.without_code = fmt::format("{}: {}", where, rest.substr(colon + 2));
           f.description = fmt::format("{}: {}: {}", where, f.code, rest.substr(colon + 2));
@@ -133,7 +136,8 @@ std::string describe_execution_error(const nlohmann::json& status) {
 
 std::string prompt_id_for(const std::string& run, const std::string& job, const std::string& stage,
                           long long attempt) {
-  std::string h = sha256_hex(fmt::format("h3pipe-prompt\n{}\n{}\n{}\n{}", run, job, stage, attempt));
+  std::string h =
+      sha256_hex(fmt::format("h3pipe-prompt\n{}\n{}\n{}\n{}", run, job, stage, attempt));
   // UUID layout (version nibble 5, RFC 4122 variant) so tools that expect one accept it.
   h[12] = '5';
   h[16] = "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3];
@@ -151,8 +155,8 @@ Error Client::wrap(const Error& e) const {
     return make_error(errc::runtime::kComfyuiUnreachable, "ComfyUI server at {} is unreachable: {}",
                       base_, e.message);
   if (e.code == errc::http::kTimeout)
-    return make_error(errc::runtime::kComfyuiTimeout, "ComfyUI server at {} did not answer in time: {}",
-                      base_, e.message);
+    return make_error(errc::runtime::kComfyuiTimeout,
+                      "ComfyUI server at {} did not answer in time: {}", base_, e.message);
   return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: {}", base_, e.message);
 }
 
@@ -160,12 +164,13 @@ Result<nlohmann::json> Client::get_json(const std::string& path) {
   auto r = http_.get(base_ + path);
   if (!r.ok()) return wrap(r.error());
   if (r->status != 200)
-    return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: GET {} answered HTTP {}: {}",
-                      base_, path, r->status, r->body.substr(0, 300));
+    return make_error(errc::runtime::kComfyuiHttp,
+                      "ComfyUI server at {}: GET {} answered HTTP {}: {}", base_, path, r->status,
+                      r->body.substr(0, 300));
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (j.is_discarded())
-    return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: GET {} did not return JSON",
-                      base_, path);
+    return make_error(errc::runtime::kComfyuiHttp,
+                      "ComfyUI server at {}: GET {} did not return JSON", base_, path);
   return j;
 }
 
@@ -210,8 +215,9 @@ Result<PromptState> Client::history(const std::string& prompt_id) {
   // Ordered: the outputs keep the order the server lists them in.
   auto j = nlohmann::ordered_json::parse(r->body, nullptr, false);
   if (r->status != 200 || j.is_discarded())
-    return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: GET {} answered HTTP {}: {}",
-                      base_, path, r->status, trimmed(r->body.substr(0, 300)));
+    return make_error(errc::runtime::kComfyuiHttp,
+                      "ComfyUI server at {}: GET {} answered HTTP {}: {}", base_, path, r->status,
+                      trimmed(r->body.substr(0, 300)));
   PromptState st;
   if (!j.is_object() || !j.contains(prompt_id)) return st;
   const auto& entry = j[prompt_id];
@@ -315,8 +321,9 @@ Result<std::uint64_t> Client::view(const FileRef& f, const std::filesystem::path
   if (!r.ok()) {
     if (r.error().code == errc::http::kStatus || r.error().code == errc::http::kTooLarge ||
         errc::domain_of(r.error().code) == "io")
-      return make_error(errc::runtime::kComfyuiFetch, "ComfyUI server at {}: fetching output {}/{}: {}",
-                        base_, f.subfolder, f.filename, r.error().message);
+      return make_error(errc::runtime::kComfyuiFetch,
+                        "ComfyUI server at {}: fetching output {}/{}: {}", base_, f.subfolder,
+                        f.filename, r.error().message);
     return wrap(r.error());
   }
   return r;

@@ -16,8 +16,8 @@
 // runtime.comfyui.timeout, runtime.comfyui.http (unexpected status or body),
 // runtime.permanent.comfyui_rejected (400 at POST /prompt: the workflow failed validation, with
 // ComfyUI's node_errors quoted; also a 200 with node_errors, where ComfyUI queues the prompt
-// with only the outputs that passed: the prompt is removed; retrying cannot help), runtime.permanent.comfyui_too_large (413:
-// a request body above the server's --max-upload-size).
+// with only the outputs that passed: the prompt is removed; retrying cannot help),
+// runtime.permanent.comfyui_too_large (413: a request body above the server's --max-upload-size).
 // Threading: one Client per thread (it owns an HTTP connection).
 #include <cstdint>
 #include <filesystem>

@@ -1,13 +1,13 @@
 #include "common/runtime/comfyui_runtime.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <fmt/ranges.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -81,8 +81,10 @@ Status copy_fd(int fd, std::uint64_t size, const fs::path& dest) {
     ssize_t n = ::pread(fd, buf.data(), std::min<std::uint64_t>(buf.size(), size - off),
                         static_cast<off_t>(off));
     std::string why;
-    if (n < 0) why = fmt::format("reading the source: {}", std::strerror(errno));
-    else if (n == 0) why = "the source ended early";
+    if (n < 0)
+      why = fmt::format("reading the source: {}", std::strerror(errno));
+    else if (n == 0)
+      why = "the source ended early";
     else if (ssize_t w = ::write(out.get(), buf.data(), static_cast<std::size_t>(n)); w != n)
       why = std::strerror(w < 0 ? errno : ENOSPC);  // a short write: the device is full
     if (!why.empty()) {
@@ -137,8 +139,8 @@ class ComfyRunner final {
         std::error_code ec;
         in.size = fs::file_size(ctx.input, ec);
         if (!in.fd || ec)
-          return make_error(errc::runtime::kInput, "comfyui {}: input {} cannot be read", stage_name(),
-                            ctx.input.string());
+          return make_error(errc::runtime::kInput, "comfyui {}: input {} cannot be read",
+                            stage_name(), ctx.input.string());
         const std::string name = name_for(ctx, ctx.input.extension().string());
         auto v = stage_file(in, ctx.input.string(), name, staged);
         if (!v.ok()) return v.error();
@@ -154,10 +156,10 @@ class ComfyRunner final {
       const auto& ref = ctx.spec->reference_image();
       auto in = spec::open_input(s_.input_roots, ref);
       if (!in.ok())
-        return make_error(errc::runtime::kPermanentInput, "comfyui {}: referenceImage {}", stage_name(),
-                          in.error().message);
-      auto v = stage_file(*in, ref, name_for(ctx, "_ref" + fs::path(ref).extension().string()),
-                          staged);
+        return make_error(errc::runtime::kPermanentInput, "comfyui {}: referenceImage {}",
+                          stage_name(), in.error().message);
+      auto v =
+          stage_file(*in, ref, name_for(ctx, "_ref" + fs::path(ref).extension().string()), staged);
       if (!v.ok()) return v.error();
       values["reference_image"] = *v;
     }
@@ -168,7 +170,8 @@ class ComfyRunner final {
       std::string earlier = prompt_id(ctx, a);
       auto loc = client_.locate(earlier);
       if (!loc.ok()) return loc.error();
-      if (loc->kind == PromptLocation::Kind::kQueued || loc->kind == PromptLocation::Kind::kRunning) {
+      if (loc->kind == PromptLocation::Kind::kQueued ||
+          loc->kind == PromptLocation::Kind::kRunning) {
         id = adopted_from = earlier;
       } else if (loc->kind == PromptLocation::Kind::kDone) {
         if (loc->state.kind == PromptState::Kind::kSuccess) {
@@ -269,19 +272,19 @@ class ComfyRunner final {
                                  bool by_name = false) {
     if (s_.input_dir.empty()) {
       if (in.size > s_.max_upload_bytes)
-        return with_hint(make_error(
-            errc::runtime::kPermanentComfyuiTooLarge,
-            "comfyui {}: {} is {} bytes, above max_upload_bytes {} (the server's "
-            "--max-upload-size)",
-            stage_name(), what, in.size, s_.max_upload_bytes));
+        return with_hint(
+            make_error(errc::runtime::kPermanentComfyuiTooLarge,
+                       "comfyui {}: {} is {} bytes, above max_upload_bytes {} (the server's "
+                       "--max-upload-size)",
+                       stage_name(), what, in.size, s_.max_upload_bytes));
       auto f = client_.upload(in.fd.get(), in.size, name, subfolder.value_or(s_.upload_subfolder));
       if (!f.ok()) return with_hint(f.error());
       return shown(*f);
     }
     fs::path dest = fs::path(s_.input_dir) / name;
     if (auto st = copy_fd(in.fd.get(), in.size, dest); !st.ok())
-      return make_error(errc::io::kCopy, "comfyui {}: cannot copy {} into input_dir {}: {}", stage_name(),
-                        what, s_.input_dir, st.error().message);
+      return make_error(errc::io::kCopy, "comfyui {}: cannot copy {} into input_dir {}: {}",
+                        stage_name(), what, s_.input_dir, st.error().message);
     staged.add(dest);
     return by_name || s_.input_ref == "name" ? name : fs::absolute(dest).string();
   }
@@ -306,12 +309,15 @@ class ComfyRunner final {
     if (!bytes.ok())
       return make_error(errc::runtime::kPermanentInput,
                         "comfyui {}: core LoadLatent cannot take this job's latent ({}); use "
-                        "H3LoadLatent from h3pipe's node pack", stage_name(), bytes.error().message);
+                        "H3LoadLatent from h3pipe's node pack",
+                        stage_name(), bytes.error().message);
     spec::InputFile f;
     f.fd = artifacts::UniqueFd(::memfd_create("h3pipe-latent", MFD_CLOEXEC));
-    if (!f.fd || ::write(f.fd.get(), bytes->data(), bytes->size()) != static_cast<ssize_t>(bytes->size()) ||
+    if (!f.fd ||
+        ::write(f.fd.get(), bytes->data(), bytes->size()) != static_cast<ssize_t>(bytes->size()) ||
         ::lseek(f.fd.get(), 0, SEEK_SET) != 0)
-      return make_error(errc::io::kWrite, "comfyui {}: cannot stage {}", stage_name(), ctx.input.string());
+      return make_error(errc::io::kWrite, "comfyui {}: cannot stage {}", stage_name(),
+                        ctx.input.string());
     f.size = bytes->size();
     const std::string name = name_for(ctx, ".latent");
     auto v = stage_file(f, ctx.input.string(), name, staged, /*subfolder=*/"", /*by_name=*/true);
@@ -327,10 +333,11 @@ class ComfyRunner final {
     const std::string line = sha + "  " + name + "\n";
     spec::InputFile side;
     side.fd = artifacts::UniqueFd(::memfd_create("h3pipe-sidecar", MFD_CLOEXEC));
-    if (!side.fd || ::write(side.fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
+    if (!side.fd ||
+        ::write(side.fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
         ::lseek(side.fd.get(), 0, SEEK_SET) != 0)
-      return make_error(errc::io::kWrite, "comfyui {}: cannot stage the sidecar of {}", stage_name(),
-                        input.string());
+      return make_error(errc::io::kWrite, "comfyui {}: cannot stage the sidecar of {}",
+                        stage_name(), input.string());
     side.size = line.size();
     auto v = stage_file(side, input.string() + ".sha256", name + ".sha256", staged);
     if (!v.ok()) return v.error();
@@ -407,10 +414,11 @@ class ComfyRunner final {
     // A named output node whose file is not of the stage's kind (a WEBP where an MP4 is due) is
     // the template's fault: every retry would fetch the same kind of file.
     if (!acceptable_extension(stage_, fs::path(pick->filename).extension()))
-      return make_error(errc::runtime::kPermanentComfyuiTemplate,
-                        "ComfyUI server at {}: output node {} wrote {}, not a {} file; name the node "
-                        "that writes the {} (settings `output`)", s_.url, pick->node_id, shown(*pick),
-                        output_extension(stage_), stage_name());
+      return make_error(
+          errc::runtime::kPermanentComfyuiTemplate,
+          "ComfyUI server at {}: output node {} wrote {}, not a {} file; name the node "
+          "that writes the {} (settings `output`)",
+          s_.url, pick->node_id, shown(*pick), output_extension(stage_), stage_name());
     long left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     auto part = artifacts::part_path(ctx.output);
@@ -433,7 +441,7 @@ class ComfyRunner final {
     auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings));
     if (!out.ok())
       return rephrase(out.error(), "ComfyUI server at {}: prompt {}: {}", s_.url, id,
-                        out.error().message);
+                      out.error().message);
     done.f();
     done.f = [] {};
     if (!cleanup.empty()) out->settings["cleanup_errors"] = cleanup;
@@ -472,7 +480,7 @@ class ComfyRunner final {
         double down = std::chrono::duration<double>(Clock::now() - *down_since).count();
         if (down >= s_.unreachable_s)
           return rephrase(loc.error(), "{} (for {:.0f} s while prompt {} was waited on)",
-                            loc.error().message, down, id);
+                          loc.error().message, down, id);
         continue;
       }
       down_since.reset();
@@ -495,7 +503,8 @@ class ComfyRunner final {
               return make_error(errc::runtime::kPermanentNonfinite,
                                 "ComfyUI server at {}: prompt {} failed at {}", s_.url, id,
                                 loc->state.error);
-            if (const ErrorCode* c = errc::find(loc->state.error_code); c && !loc->state.interrupted)
+            if (const ErrorCode* c = errc::find(loc->state.error_code);
+                c && !loc->state.interrupted)
               return Error{std::string(c->id),
                            fmt::format("ComfyUI server at {}: prompt {} failed at {}", s_.url, id,
                                        loc->state.error_detail)};
@@ -540,17 +549,20 @@ class ComfyRunner final {
 Result<std::unique_ptr<EncodeRuntime>> make_comfyui_encode(const FactoryArgs& a) {
   auto s = comfyui::parse_settings(a, StageKind::kEncode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<EncodeRuntime>(new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kEncode));
+  return std::unique_ptr<EncodeRuntime>(
+      new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kEncode));
 }
 Result<std::unique_ptr<SampleRuntime>> make_comfyui_sample(const FactoryArgs& a) {
   auto s = comfyui::parse_settings(a, StageKind::kSample);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<SampleRuntime>(new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kSample));
+  return std::unique_ptr<SampleRuntime>(
+      new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kSample));
 }
 Result<std::unique_ptr<DecodeRuntime>> make_comfyui_decode(const FactoryArgs& a) {
   auto s = comfyui::parse_settings(a, StageKind::kDecode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<DecodeRuntime>(new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kDecode));
+  return std::unique_ptr<DecodeRuntime>(
+      new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kDecode));
 }
 
 }  // namespace h3pipe::runtime

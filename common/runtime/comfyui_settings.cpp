@@ -28,8 +28,8 @@ std::string authority_of(const std::string& url) {
 // A templates key: default | reference | <class> | <class>+reference.
 void check_template_key(const std::string& key, const FactoryArgs& a, const std::string& path,
                         const Workflow& w, config::Errors& e) {
-  bool for_reference = key == "reference" || (key.size() > kReferenceSuffix.size() &&
-                                              key.ends_with(kReferenceSuffix));
+  bool for_reference = key == "reference" ||
+                       (key.size() > kReferenceSuffix.size() && key.ends_with(kReferenceSuffix));
   std::string cls = key;
   if (key.ends_with(kReferenceSuffix)) cls = key.substr(0, key.size() - kReferenceSuffix.size());
   if (cls != "default" && cls != "reference" && a.cluster) {

@@ -27,7 +27,7 @@ struct Settings {
   int connect_timeout_ms = 3000;
   bool fused = false, keep_history = false;
   std::uint64_t max_output_bytes = 0;
-  std::uint64_t max_upload_bytes = 100ull << 20;  // ComfyUI's default --max-upload-size
+  std::uint64_t max_upload_bytes = 100ull << 20;   // ComfyUI's default --max-upload-size
   std::vector<std::filesystem::path> input_roots;  // the cluster's limits.input_roots
 };
 

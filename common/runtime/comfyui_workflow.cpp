@@ -3,9 +3,9 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <fstream>
 #include <functional>
 #include <set>
-#include <fstream>
 #include <sstream>
 
 #include "common/core/bounded_file.h"
@@ -167,10 +167,20 @@ nlohmann::json coerce(const nlohmann::json& value, const nlohmann::json& existin
 }  // namespace
 
 const std::vector<std::string>& injectable_keys() {
-  static const std::vector<std::string> k = {
-      "prompt", "negative_prompt", "seed",   "steps",           "width", "height",         "frames",
-      "fps",    "job_id",          "run_id", "filename_prefix", "input", "reference_image",
-      "latent_profile"};
+  static const std::vector<std::string> k = {"prompt",
+                                             "negative_prompt",
+                                             "seed",
+                                             "steps",
+                                             "width",
+                                             "height",
+                                             "frames",
+                                             "fps",
+                                             "job_id",
+                                             "run_id",
+                                             "filename_prefix",
+                                             "input",
+                                             "reference_image",
+                                             "latent_profile"};
   return k;
 }
 

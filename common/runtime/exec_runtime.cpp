@@ -150,7 +150,7 @@ struct ExecSettings {
   std::string device = "exec";
   double timeout_s = 3600;
   double kill_grace_s = 2;
-  bool takes_reference = false;  // a template names {reference_image} or {spec_json}
+  bool takes_reference = false;       // a template names {reference_image} or {spec_json}
   std::vector<fs::path> input_roots;  // limits.input_roots
 };
 
@@ -310,7 +310,8 @@ class ExecRunner final {
 
     auto r = spawn_and_wait(o);
     if (!r.ok())
-      return make_error(errc::runtime::kPermanentExecSpawn, "exec {}: {}", stage, r.error().message);
+      return make_error(errc::runtime::kPermanentExecSpawn, "exec {}: {}", stage,
+                        r.error().message);
     const std::string& prog = o.argv[0];
     auto tail = [&] {
       std::string t = tail_text(r->stderr_tail, kReasonTailBytes);
@@ -318,8 +319,8 @@ class ExecRunner final {
     };
     if (r->cancelled) {
       fs::remove(part, ec);
-      return make_error(errc::runtime::kCancelled, "exec {}: cancelled; `{}` stopped after {:.1f} s",
-                        stage, prog, r->seconds);
+      return make_error(errc::runtime::kCancelled,
+                        "exec {}: cancelled; `{}` stopped after {:.1f} s", stage, prog, r->seconds);
     }
     if (r->timed_out) {
       fs::remove(part, ec);
@@ -342,8 +343,9 @@ class ExecRunner final {
     }
     if (r->exit_code != 0) {
       fs::remove(part, ec);
-      return make_error(errc::runtime::kExecExit, "exec {}: `{}` exited with status {} after {:.1f} s{}",
-                        stage, prog, r->exit_code, r->seconds, tail());
+      return make_error(errc::runtime::kExecExit,
+                        "exec {}: `{}` exited with status {} after {:.1f} s{}", stage, prog,
+                        r->exit_code, r->seconds, tail());
     }
     nlohmann::json settings = {{"command", s_.command_raw},
                                {"timeout_s", s_.timeout_s},
@@ -374,17 +376,20 @@ void check_exec_settings(const FactoryArgs& a, StageKind stage, bool host, confi
 Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kEncode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<EncodeRuntime>(new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kEncode));
+  return std::unique_ptr<EncodeRuntime>(
+      new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kEncode));
 }
 Result<std::unique_ptr<SampleRuntime>> make_exec_sample(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kSample);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<SampleRuntime>(new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kSample));
+  return std::unique_ptr<SampleRuntime>(
+      new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kSample));
 }
 Result<std::unique_ptr<DecodeRuntime>> make_exec_decode(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kDecode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<DecodeRuntime>(new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kDecode));
+  return std::unique_ptr<DecodeRuntime>(
+      new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kDecode));
 }
 
 }  // namespace h3pipe::runtime

@@ -26,7 +26,8 @@ namespace h3pipe::runtime {
 // The checks of the factories below, every problem into `e` under its settings path.  host
 // false: only what the config says (keys, types, placeholders); true: also what this machine must
 // provide (the program, directly or on PATH; cwd).  runtime::check_settings calls it.
-void check_exec_settings(const FactoryArgs& a, config::StageKind stage, bool host, config::Errors& e);
+void check_exec_settings(const FactoryArgs& a, config::StageKind stage, bool host,
+                         config::Errors& e);
 
 Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a);
 Result<std::unique_ptr<SampleRuntime>> make_exec_sample(const FactoryArgs& a);

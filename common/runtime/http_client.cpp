@@ -1,7 +1,6 @@
 #include "common/runtime/http_client.h"
 
 #include <curl/curl.h>
-
 #include <unistd.h>
 
 #include <cerrno>

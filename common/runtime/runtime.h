@@ -18,9 +18,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/config/config.h"
 #include "common/core/result.h"
@@ -32,13 +31,13 @@ namespace h3pipe::runtime {
 struct StageContext {
   std::string run_id;
   const pb::JobSpec* spec = nullptr;
-  std::string job_class;                  // resolved class name (profiles)
+  std::string job_class;  // resolved class name (profiles)
   // The job's latent profile (spec::latent_profile, resolved by the worker): what the sample
   // stage must produce and the decode stage reads (docs/latent.md).
   latent::LatentProfile latent_profile = latent::builtin_profile();
-  std::filesystem::path input;            // previous stage's artifact; empty for encode
-  std::filesystem::path conditioning;     // decode may want it; empty if not available
-  std::filesystem::path output;           // final path to write
+  std::filesystem::path input;         // previous stage's artifact; empty for encode
+  std::filesystem::path conditioning;  // decode may want it; empty if not available
+  std::filesystem::path output;        // final path to write
   // The configured root ctx.output lies under (artifact_root for encode/sample, output_root for
   // decode); every file the runtime creates for the output resolves below it without following a
   // symlink (common/artifacts/safe_path.h).  Empty: derived from ctx.output (output_root() in
@@ -54,7 +53,7 @@ struct StageContext {
 struct StageOutput {
   std::string sha256;
   std::uint64_t bytes = 0;
-  std::string device = "cpu";             // what computed it ("cpu", "cuda:0", "comfyui@host:port")
+  std::string device = "cpu";  // what computed it ("cpu", "cuda:0", "comfyui@host:port")
   nlohmann::json settings = nlohmann::json::object();  // runtime settings worth a receipt
   bool reused = false;  // the commit found the output already committed by another execution
   double mux_s = 0;     // decode: seconds of it spent writing the MP4 container (receipt mux_s)
@@ -103,7 +102,7 @@ struct FactoryArgs {
   const config::Cluster* cluster = nullptr;
   const config::Pool* pool = nullptr;
   const nlohmann::json* settings = nullptr;
-  std::uint64_t seed = 0;                 // for sim draws: differs per process
+  std::uint64_t seed = 0;  // for sim draws: differs per process
 };
 
 // Factories by runtime name (declarative table in registry.cpp).  Unknown names and invalid

@@ -26,8 +26,8 @@ enum class SettingsScope { kConfig, kHost };
 
 // Error "runtime.settings" listing every problem, one per line.  host, pool: only the pools of that
 // host, only that pool (empty: every one).
-Status check_settings(const config::Cluster& cluster, SettingsScope scope, std::string_view host = {},
-                      std::string_view pool = {});
+Status check_settings(const config::Cluster& cluster, SettingsScope scope,
+                      std::string_view host = {}, std::string_view pool = {});
 
 // config::load_file, then check_settings(kConfig): error "config.invalid" as "FILE:\nlines", like
 // every other config error.

@@ -1,8 +1,8 @@
 #include "common/runtime/sim_runtime.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
@@ -18,10 +18,12 @@ using Clock = std::chrono::steady_clock;
 
 // Sleeps until `start + seconds`, polling cancellation.
 Status finish_at(Clock::time_point start, double seconds, const StageContext& ctx) {
-  auto until = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  auto until =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   while (Clock::now() < until) {
     if (ctx.cancelled()) return make_error(errc::runtime::kCancelled, "cancelled");
-    std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(50)));
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(50)));
   }
   return {};
 }
@@ -63,7 +65,9 @@ struct SplitMix {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
-  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.f - 1.f; }
+  float uniform() {
+    return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.f - 1.f;
+  }
 };
 
 std::uint64_t seed_of(const pb::JobSpec& s) {
@@ -94,8 +98,9 @@ class SimEncode final : public EncodeRuntime {
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kEncode);
     auto sha = artifacts::write_once(
-        out_at.root, out_at.path, latent::serialize_tensors({{"cond", t}}, {{"runtime", "sim"}, {"job", ctx.spec->job_id()}}), &reused,
-        publisher_.hold(start, secs, ctx));
+        out_at.root, out_at.path,
+        latent::serialize_tensors({{"cond", t}}, {{"runtime", "sim"}, {"job", ctx.spec->job_id()}}),
+        &reused, publisher_.hold(start, secs, ctx));
     publisher_.published();
     if (!sha.ok()) return sha.error();
     StageOutput out{*sha, t.data.size() * 4, "cpu", {{"profile_seconds", secs}}};
@@ -116,7 +121,8 @@ class SimSample final : public SampleRuntime {
     auto start = Clock::now();
     double secs = clock_.draw(ctx.job_class);
     // Failure rehearsal: a job can ask the sim sampler to crash its worker (a poison job).
-    if (auto it = ctx.spec->params().find("sim.crash"); it != ctx.spec->params().end() && it->second == "abort")
+    if (auto it = ctx.spec->params().find("sim.crash");
+        it != ctx.spec->params().end() && it->second == "abort")
       std::abort();
     auto cond = latent::read_tensors(ctx.input);
     if (!cond.ok()) return input_error(cond.error(), "conditioning", ctx.input);
@@ -126,7 +132,8 @@ class SimSample final : public SampleRuntime {
     const latent::Expected want = expected_latent(ctx);
     latent::Latent l = latent::make_latent(want.profile, want.job);
     SplitMix rng{seed_of(s) + s.steps()};
-    // Smooth, structured content (a moving gradient per channel plus noise) so the MP4 shows motion.
+    // Smooth, structured content (a moving gradient per channel plus noise) so the MP4 shows
+    // motion.
     const auto& g = l.geometry;
     std::vector<float> phase(g.channels());
     for (auto& p : phase) p = rng.uniform() * 3.14159f;
@@ -135,8 +142,10 @@ class SimSample final : public SampleRuntime {
       for (std::uint64_t t = 0; t < g.t(); ++t)
         for (std::uint64_t y = 0; y < g.h(); ++y)
           for (std::uint64_t x = 0; x < g.w(); ++x)
-            l.video[i++] = std::sin(phase[c] + 0.35f * x + 0.25f * y + 0.6f * t * (1 + c % 3)) + 0.05f * rng.uniform();
-    for (std::size_t k = 0; k < l.audio.size(); ++k) l.audio[k] = 0.5f * std::sin(0.01f * k * (1 + k % 7)) + 0.05f * rng.uniform();
+            l.video[i++] = std::sin(phase[c] + 0.35f * x + 0.25f * y + 0.6f * t * (1 + c % 3)) +
+                           0.05f * rng.uniform();
+    for (std::size_t k = 0; k < l.audio.size(); ++k)
+      l.audio[k] = 0.5f * std::sin(0.01f * k * (1 + k % 7)) + 0.05f * rng.uniform();
     l.metadata = {{"runtime", "sim"}, {"job", s.job_id()}, {"steps", std::to_string(s.steps())}};
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kSample);
@@ -163,7 +172,8 @@ class SimDecode final : public DecodeRuntime {
     // libav opens the .part by path: the folder is made (and checked for planted symlinks) first.
     H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
     const auto mux0 = Clock::now();
-    if (Status r = render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output), ctx.latent_profile);
+    if (Status r = render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output),
+                                     ctx.latent_profile);
         !r.ok()) {
       std::error_code ec;
       std::filesystem::remove(artifacts::part_path(ctx.output), ec);  // half an MP4: never kept
@@ -173,7 +183,8 @@ class SimDecode final : public DecodeRuntime {
     const double mux_s = std::chrono::duration<double>(Clock::now() - mux0).count();
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kDecode);
-    auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused, publisher_.hold(start, secs, ctx));
+    auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused,
+                                      publisher_.hold(start, secs, ctx));
     publisher_.published();
     if (!sha.ok()) return sha.error();
     std::error_code ec;
@@ -200,7 +211,9 @@ double ProfileClock::draw(const std::string& job_class) {
   const auto& p = *prof;
   double s = 0;
   switch (p.kind) {
-    case config::Profile::Kind::kFixed: s = p.seconds; break;
+    case config::Profile::Kind::kFixed:
+      s = p.seconds;
+      break;
     case config::Profile::Kind::kNormal:
       s = std::max(0.0, std::normal_distribution<double>(p.mean, p.sd)(rng_));
       break;
@@ -214,7 +227,8 @@ double ProfileClock::draw(const std::string& job_class) {
 }
 
 Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::JobSpec& s,
-                         const std::filesystem::path& mp4_part, const latent::LatentProfile& profile) {
+                         const std::filesystem::path& mp4_part,
+                         const latent::LatentProfile& profile) {
   const latent::Expected want{profile, {s.width(), s.height(), s.frames(), s.fps()}};
   auto l = latent::read_latent(latent_path, &want);
   if (!l.ok()) return input_error(l.error(), "latent", latent_path);
@@ -222,7 +236,8 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
   // The sim decode profile covers this write, so it uses the writer's fast settings (bench_mp4).
   auto w = media::Mp4Writer::open(
       mp4_part,
-      media::fast_video_params(static_cast<int>(s.width()), static_cast<int>(s.height()), static_cast<int>(s.fps())),
+      media::fast_video_params(static_cast<int>(s.width()), static_cast<int>(s.height()),
+                               static_cast<int>(s.fps())),
       media::fast_audio_params());
   if (!w.ok()) return w.error();
   // Fixed linear map 24 channels -> RGB: channel c weighs into R, G, B by a smooth pattern.
@@ -233,7 +248,8 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
   const std::uint32_t tf = std::max<std::uint32_t>(profile.temporal_factor, 1);
   const std::uint32_t sf = std::max<std::uint32_t>(profile.spatial_factor, 1);
   const auto gt = static_cast<std::uint32_t>(g.t());
-  std::vector<std::uint8_t> small(plane * 3), frame(static_cast<std::size_t>(s.width()) * s.height() * 3);
+  std::vector<std::uint8_t> small(plane * 3),
+      frame(static_cast<std::size_t>(s.width()) * s.height() * 3);
   for (std::uint32_t f = 0; f < s.frames(); ++f) {
     std::uint32_t t = std::min<std::uint32_t>(f / tf, gt - 1);
     // temporal_factor frames share a latent step: the picture is built once per step.
@@ -251,7 +267,9 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
     }
     for (std::uint32_t y = 0; y < s.height(); ++y)
       for (std::uint32_t x = 0; x < s.width(); ++x) {
-        std::size_t src = (std::min<std::size_t>(y / sf, g.h() - 1) * g.w() + std::min<std::size_t>(x / sf, g.w() - 1)) * 3;
+        std::size_t src = (std::min<std::size_t>(y / sf, g.h() - 1) * g.w() +
+                           std::min<std::size_t>(x / sf, g.w() - 1)) *
+                          3;
         std::size_t dst = (static_cast<std::size_t>(y) * s.width() + x) * 3;
         frame[dst] = small[src];
         frame[dst + 1] = small[src + 1];
@@ -276,20 +294,23 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
   auto audio_at = [&](std::size_t c, std::size_t step) {
     return g.has_audio() ? l->audio[(c % channels) * len * stride + step * stride] : 0.0f;
   };
-  std::size_t total = static_cast<std::size_t>(std::llround(static_cast<double>(s.frames()) / s.fps() * 48000));
+  std::size_t total =
+      static_cast<std::size_t>(std::llround(static_cast<double>(s.frames()) / s.fps() * 48000));
   std::vector<float> pcm(total * 2);
   double ph[2] = {0, 0};
   double dph[2] = {0, 0};
   auto last_step = static_cast<std::size_t>(-1);
   for (std::size_t n = 0; n < total; ++n) {
     // Samples per latent step: 48000 / (rate_num / rate_den), 86 for the builtin profile.
-    std::size_t step = std::min<std::size_t>(
-        n * std::max<std::uint32_t>(profile.audio.rate_num, 1) / (48000ull * std::max<std::uint32_t>(profile.audio.rate_den, 1)),
-        len - 1);
+    std::size_t step =
+        std::min<std::size_t>(n * std::max<std::uint32_t>(profile.audio.rate_num, 1) /
+                                  (48000ull * std::max<std::uint32_t>(profile.audio.rate_den, 1)),
+                              len - 1);
     for (int ch = 0; ch < 2; ++ch) {
       if (step != last_step) {  // pitch changes once per latent step
         float a = 0;
-        for (std::size_t c = 0; c < 4; ++c) a += audio_at(c * 2 + static_cast<std::size_t>(ch), step);
+        for (std::size_t c = 0; c < 4; ++c)
+          a += audio_at(c * 2 + static_cast<std::size_t>(ch), step);
         dph[ch] = 2 * M_PI * (220.0 * (1.0 + 0.5 * std::tanh(a))) / 48000.0;
       }
       ph[ch] += dph[ch];
@@ -304,22 +325,25 @@ Status render_latent_mp4(const std::filesystem::path& latent_path, const pb::Job
 void check_sim_settings(const FactoryArgs& a, config::StageKind stage, bool, config::Errors& e) {
   if (!a.settings || !a.settings->is_object()) return;
   for (const auto& [key, value] : a.settings->items())
-    e.add(settings_path(a, stage) + "/" + key,
-          "unknown key; the sim runtime takes no settings (its stage times are the pool's profiles)");
+    e.add(
+        settings_path(a, stage) + "/" + key,
+        "unknown key; the sim runtime takes no settings (its stage times are the pool's profiles)");
 }
 
 Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a) {
-  return std::unique_ptr<EncodeRuntime>(
-      new SimEncode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed), a.cluster->limits.input_roots));
+  return std::unique_ptr<EncodeRuntime>(new SimEncode(
+      ProfileClock(*a.pool, a.cluster->time_scale, a.seed), a.cluster->limits.input_roots));
 }
 Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a) {
-  return std::unique_ptr<SampleRuntime>(new SimSample(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
+  return std::unique_ptr<SampleRuntime>(
+      new SimSample(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
 }
 Result<std::unique_ptr<DecodeRuntime>> make_sim_decode(const FactoryArgs& a) {
   // libav's one-time set-up (codec tables, x264's first open) here, at service start, not in the
   // first job's profile.  A failure shows again, with its reason, in the first real write.
   (void)media::warm_up();
-  return std::unique_ptr<DecodeRuntime>(new SimDecode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
+  return std::unique_ptr<DecodeRuntime>(
+      new SimDecode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
 }
 
 }  // namespace h3pipe::runtime

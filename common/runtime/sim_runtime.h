@@ -26,7 +26,8 @@ class ProfileClock final {
 
 // The sim runtime takes no settings (its stage times are the pool's profiles): every key is
 // unknown.  runtime::check_settings calls it.
-void check_sim_settings(const FactoryArgs& a, config::StageKind stage, bool host, config::Errors& e);
+void check_sim_settings(const FactoryArgs& a, config::StageKind stage, bool host,
+                        config::Errors& e);
 
 Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a);
 Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a);

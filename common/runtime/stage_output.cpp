@@ -42,14 +42,15 @@ Status check_movie(const fs::path& file, const pb::JobSpec& spec,
                       file.string(), m.error().message);
   if (m->width != static_cast<int>(spec.width()) || m->height != static_cast<int>(spec.height()) ||
       m->frames != static_cast<long long>(spec.frames()))
-    return make_error(errc::runtime::kPermanentOutputGeometry,
-                      "{}: decode output is {}x{}x{}, the job is {}x{}x{} (width x height x frames)",
-                      file.string(), m->width, m->height, m->frames, spec.width(), spec.height(),
-                      spec.frames());
+    return make_error(
+        errc::runtime::kPermanentOutputGeometry,
+        "{}: decode output is {}x{}x{}, the job is {}x{}x{} (width x height x frames)",
+        file.string(), m->width, m->height, m->frames, spec.width(), spec.height(), spec.frames());
   if (profile.has_audio() && !m->has_audio)
-    return make_error(errc::runtime::kPermanentOutputGeometry,
-                      "{}: decode output has no audio stream; the job's latent profile {} has audio",
-                      file.string(), profile.name);
+    return make_error(
+        errc::runtime::kPermanentOutputGeometry,
+        "{}: decode output has no audio stream; the job's latent profile {} has audio",
+        file.string(), profile.name);
   return {};
 }
 
@@ -71,7 +72,8 @@ Status validate_stage_output(config::StageKind stage, const fs::path& file, cons
       return {};
     }
     case config::StageKind::kSample: {
-      const latent::Expected want{profile, {spec.width(), spec.height(), spec.frames(), spec.fps()}};
+      const latent::Expected want{profile,
+                                  {spec.width(), spec.height(), spec.frames(), spec.fps()}};
       auto l = latent::read_latent(file, &want);
       // NaN/Inf is what the sampler made of this job: every retry makes it again.
       if (!l.ok() && l.error().code == errc::latent::kNonfinite.id)
@@ -150,7 +152,8 @@ Status prepare_output(const StageContext& ctx, config::StageKind stage) {
   const fs::path dir = target.path.parent_path();
   std::error_code ec;
   fs::create_directories(root.path, ec);  // the configured root itself is trusted
-  if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", root.path.string(), ec.message());
+  if (ec)
+    return make_error(errc::io::kMkdir, "cannot create {}: {}", root.path.string(), ec.message());
   fs::path rel;
   if (dir != root.path) {
     auto r = artifacts::relative_beneath(root.path, dir);

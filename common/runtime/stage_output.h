@@ -38,8 +38,8 @@ struct OutputTarget {
 OutputTarget output_target(const StageContext& ctx, config::StageKind stage);
 
 // validate_stage_output on part_path(ctx.output), then artifacts::commit_part below
-// output_target(ctx, stage).root.  The .part is removed on any failure, so a rejected artifact never
-// reaches the final name.
+// output_target(ctx, stage).root.  The .part is removed on any failure, so a rejected artifact
+// never reaches the final name.
 Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
                                         std::string device, nlohmann::json settings);
 

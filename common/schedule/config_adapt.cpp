@@ -10,8 +10,8 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/config/config.h"
-#include "common/core/json_reader.h"
 #include "common/core/bounded_file.h"
+#include "common/core/json_reader.h"
 #include "common/dispatch/policy.h"
 
 namespace h3pipe::schedule {

@@ -66,18 +66,20 @@ Result<double> GpuTable::stage_seconds(const std::string& model, int n, StageKin
                       config::stage_name(stage));
   auto secs = ref->second.seconds.find(job_class);
   if (secs == ref->second.seconds.end())
-    return make_error(errc::gpus::kClass, "the GPU table has no reference {} time for job class \"{}\"",
+    return make_error(errc::gpus::kClass,
+                      "the GPU table has no reference {} time for job class \"{}\"",
                       config::stage_name(stage), job_class);
   const GpuInfo* ref_gpu = find(ref->second.gpu);
   const GpuInfo* gpu = find(model);
   if (!ref_gpu || !gpu)
-    return make_error(errc::gpus::kModel, "unknown GPU model \"{}\"", gpu ? ref->second.gpu : model);
+    return make_error(errc::gpus::kModel, "unknown GPU model \"{}\"",
+                      gpu ? ref->second.gpu : model);
   const double ref_speed =
       ref_gpu->speed_for(stage, job_class) * parallel_speedup(stage, ref->second.gpus);
   const double speed = gpu->speed_for(stage, job_class) * parallel_speedup(stage, n);
   if (ref_speed <= 0 || speed <= 0)
-    return make_error(errc::gpus::kSpeed, "no {} speed for {} (class {})", config::stage_name(stage),
-                      model, job_class);
+    return make_error(errc::gpus::kSpeed, "no {} speed for {} (class {})",
+                      config::stage_name(stage), model, job_class);
   return secs->second * ref_speed / speed;
 }
 
@@ -85,9 +87,12 @@ Result<GpuTable> parse_gpu_table(const nlohmann::json& j) {
   GpuTable t;
   try {
     for (const auto& c : j.at("classes"))
-      t.classes.push_back({c.at("name").get<std::string>(), c.at("width").get<std::uint32_t>(),
-                           c.at("height").get<std::uint32_t>(), c.at("frames").get<std::uint32_t>(),
-                           c.at("steps").get<std::uint32_t>(), {}});
+      t.classes.push_back({c.at("name").get<std::string>(),
+                           c.at("width").get<std::uint32_t>(),
+                           c.at("height").get<std::uint32_t>(),
+                           c.at("frames").get<std::uint32_t>(),
+                           c.at("steps").get<std::uint32_t>(),
+                           {}});
     for (const auto& [name, stage] : kStages) {
       const auto& r = j.at("reference").at(name);
       StageReference ref;
@@ -116,14 +121,16 @@ Result<GpuTable> parse_gpu_table(const nlohmann::json& j) {
         }
       }
       if (!g.contains("source"))
-        return make_error(errc::gpus::kSource, "GPU \"{}\" has no source for its numbers", info.model);
+        return make_error(errc::gpus::kSource, "GPU \"{}\" has no source for its numbers",
+                          info.model);
       t.gpus.push_back(std::move(info));
     }
     if (j.contains("model_flops"))
       for (const auto& m : j.at("model_flops"))
-        t.model_flops.push_back({m.at("name").get<std::string>(), m.value("match", std::vector<std::string>{}),
-                                 m.at("width").get<std::uint32_t>(), m.at("height").get<std::uint32_t>(),
-                                 m.at("frames").get<std::uint32_t>(), m.at("tflop_per_step").get<double>()});
+        t.model_flops.push_back(
+            {m.at("name").get<std::string>(), m.value("match", std::vector<std::string>{}),
+             m.at("width").get<std::uint32_t>(), m.at("height").get<std::uint32_t>(),
+             m.at("frames").get<std::uint32_t>(), m.at("tflop_per_step").get<double>()});
   } catch (const nlohmann::json::exception& e) {
     return make_error(errc::gpus::kInvalid, "the GPU table is malformed: {}", e.what());
   }

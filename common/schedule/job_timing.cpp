@@ -6,7 +6,9 @@
 namespace h3pipe::schedule {
 namespace {
 
-int rank(const std::string& k) { return k == "encode" ? 0 : k == "sample" ? 1 : k == "transfer" ? 2 : 3; }
+int rank(const std::string& k) {
+  return k == "encode" ? 0 : k == "sample" ? 1 : k == "transfer" ? 2 : 3;
+}
 
 StageSplit split(const MeasuredStage& m) {
   StageSplit s;
@@ -36,7 +38,8 @@ std::vector<JobTiming> job_timings(const std::vector<MeasuredStage>& stages) {
   std::vector<JobTiming> out;
   for (auto& [job, v] : by_job) {
     std::stable_sort(v.begin(), v.end(), [](const MeasuredStage* a, const MeasuredStage* b) {
-      return rank(a->stage) != rank(b->stage) ? rank(a->stage) < rank(b->stage) : a->start_s < b->start_s;
+      return rank(a->stage) != rank(b->stage) ? rank(a->stage) < rank(b->stage)
+                                              : a->start_s < b->start_s;
     });
     if (v.back()->stage != "decode") continue;
     JobTiming j;
@@ -69,7 +72,9 @@ std::vector<PoolDuty> pool_duty(const std::vector<MeasuredStage>& stages) {
     if (s.stage != "transfer") by_pool[s.pool].push_back(&s);
   std::vector<PoolDuty> out;
   for (auto& [pool, v] : by_pool) {
-    std::sort(v.begin(), v.end(), [](const MeasuredStage* a, const MeasuredStage* b) { return a->start_s < b->start_s; });
+    std::sort(v.begin(), v.end(), [](const MeasuredStage* a, const MeasuredStage* b) {
+      return a->start_s < b->start_s;
+    });
     PoolDuty d;
     d.pool = pool;
     d.stage = v.front()->stage;

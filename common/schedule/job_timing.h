@@ -16,10 +16,10 @@ namespace h3pipe::schedule {
 
 struct StageSplit {
   std::string stage, pool, host;
-  double wait_s = 0;    // in its queue (transfer: at the sender, before the offer, and the hand-off)
-  double run_s = 0;     // the runtime's compute (transfer: 0)
-  double mux_s = 0;     // decode: writing the MP4
-  double wire_s = 0;    // transfer: offer -> last byte
+  double wait_s = 0;  // in its queue (transfer: at the sender, before the offer, and the hand-off)
+  double run_s = 0;   // the runtime's compute (transfer: 0)
+  double mux_s = 0;   // decode: writing the MP4
+  double wire_s = 0;  // transfer: offer -> last byte
   double verify_s = 0;  // transfer: hash, file check, fsync, rename
   double other_s = 0;   // the stage's own bookkeeping (input verify, commit, state move)
   double total_s = 0;   // end - start (transfer: enqueue -> decode enqueued)
@@ -30,9 +30,9 @@ struct JobTiming {
   double submit_s = 0, done_s = 0;  // unix seconds: the first stage's enqueue, the decode's end
   std::vector<StageSplit> stages;   // pipeline order
   double wait_s = 0, run_s = 0, transfer_s = 0, mux_s = 0;  // sums over the stages
-  double end_to_end_s = 0;          // done_s - submit_s
-  double video_s = 0;               // frames / fps
-  double real_time_factor = 0;      // end_to_end_s / video_s (0 when video_s is unknown)
+  double end_to_end_s = 0;                                  // done_s - submit_s
+  double video_s = 0;                                       // frames / fps
+  double real_time_factor = 0;  // end_to_end_s / video_s (0 when video_s is unknown)
 };
 
 // Jobs in order of submission; a job without a decode stage is left out (not done).
@@ -41,18 +41,18 @@ std::vector<JobTiming> job_timings(const std::vector<MeasuredStage>& stages);
 struct PoolDuty {
   std::string pool, stage, host;
   std::size_t tasks = 0;
-  double span_s = 0;        // its first task's start -> its last task's end
-  double busy_s = 0;        // sum of its tasks' end - start
-  double duty_cycle = 0;    // busy_s / span_s (1 for a single task)
+  double span_s = 0;      // its first task's start -> its last task's end
+  double busy_s = 0;      // sum of its tasks' end - start
+  double duty_cycle = 0;  // busy_s / span_s (1 for a single task)
   // Gaps between consecutive tasks, by cause: "no_job" (the next task was not enqueued yet),
   // "gpu_group" (the pool waited for its GPU group's lease), "overhead" (claim and hand-over).
   std::map<std::string, double> bubble_s;
   std::size_t bubbles = 0;
-  double gflop_per_s = 0;   // sample pools of a runtime that reports GFLOP: model GFLOP / run_s
+  double gflop_per_s = 0;  // sample pools of a runtime that reports GFLOP: model GFLOP / run_s
   // The device's peak GFLOP/s: configs/gpus.json's for the pool's gpu_model (the report sets
   // it), else what the runtime reported (builtin on CPU: its measured sgemm peak); 0 unknown.
   double peak_gflops = 0;
-  double mfu = -1;          // gflop_per_s / peak_gflops; -1 unknown
+  double mfu = -1;  // gflop_per_s / peak_gflops; -1 unknown
   std::string device;
 };
 std::vector<PoolDuty> pool_duty(const std::vector<MeasuredStage>& stages);
@@ -67,7 +67,7 @@ struct SimResult;
 // figure beside each where a plan of the same jobs is given (planned jobs in submission order).
 nlohmann::json timing_json(const std::vector<JobTiming>& jobs, const std::vector<PoolDuty>& pools,
                            const SimResult* planned);
-void print_timing(std::ostream& out, const std::vector<JobTiming>& jobs, const std::vector<PoolDuty>& pools,
-                  const SimResult* planned);
+void print_timing(std::ostream& out, const std::vector<JobTiming>& jobs,
+                  const std::vector<PoolDuty>& pools, const SimResult* planned);
 
 }  // namespace h3pipe::schedule

@@ -158,8 +158,10 @@ std::vector<MeasuredStage> parse_receipts(const std::vector<nlohmann::json>& rec
         auto j = nlohmann::json::parse(sj, nullptr, false);
         if (j.is_object() && j.contains("runtime_reported") && j["runtime_reported"].is_object()) {
           const auto& rr = j["runtime_reported"];
-          if (auto g = rr.find("gflop"); g != rr.end() && g->is_number()) m.gflop = g->get<double>();
-          if (auto g = rr.find("peak_gflops"); g != rr.end() && g->is_number()) m.peak_gflops = g->get<double>();
+          if (auto g = rr.find("gflop"); g != rr.end() && g->is_number())
+            m.gflop = g->get<double>();
+          if (auto g = rr.find("peak_gflops"); g != rr.end() && g->is_number())
+            m.peak_gflops = g->get<double>();
         }
       }
       out.push_back(std::move(m));
@@ -199,7 +201,8 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
   const std::string source = a.config.empty() ? a.config_name : a.config;
   auto cluster = !a.config.empty() || a.config_text.empty()
                      ? maybe_load(a.config)
-                     : config::parse(nlohmann::json::parse(a.config_text, nullptr, false), std::filesystem::current_path());
+                     : config::parse(nlohmann::json::parse(a.config_text, nullptr, false),
+                                     std::filesystem::current_path());
   if (!cluster.ok()) {
     fmt::print(err, "profile learn: {}\n", cluster.error().message);
     return 1;
@@ -220,7 +223,8 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
       if (a.config.empty()) {
         j = nlohmann::ordered_json::parse(a.config_text);
       } else {
-        auto text = read_bounded_file(a.config, {"a config", kMaxConfigFileBytes, errc::config::kOpen});
+        auto text =
+            read_bounded_file(a.config, {"a config", kMaxConfigFileBytes, errc::config::kOpen});
         if (!text.ok()) {
           fmt::print(err, "profile learn: {}\n", text.error().message);
           return 2;

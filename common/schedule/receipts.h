@@ -30,7 +30,7 @@ struct MeasuredStage {
   double queue_wait_s = 0, run_s = 0, mux_s = 0, wire_s = 0, verify_s = 0, gpu_wait_s = 0;
   // The job's: the video's length (frames / fps of its spec) and its receipt's end to end.
   double video_s = 0, end_to_end_s = 0;
-  double gflop = 0;  // the runtime's reported model GFLOP for the stage (builtin), 0 if none
+  double gflop = 0;        // the runtime's reported model GFLOP for the stage (builtin), 0 if none
   double peak_gflops = 0;  // the runtime's reported device peak (builtin on CPU: sgemm), 0 if none
   std::uint32_t width = 0, height = 0, frames = 0, steps = 0;  // the job's spec
   std::string settings;  // the stage's settings_json (runtime settings as the receipt has them)
@@ -55,8 +55,8 @@ LearnedProfiles learn_profiles(const std::vector<MeasuredStage>& stages,
 
 struct ProfileLearnArgs {
   std::vector<nlohmann::json> receipts;
-  std::string config;           // --config FILE: classes from sizes; with -o, the file to update
-  std::string output;           // -o FILE: write the config with the learned profiles (kind normal)
+  std::string config;  // --config FILE: classes from sizes; with -o, the file to update
+  std::string output;  // -o FILE: write the config with the learned profiles (kind normal)
   // With -o and no config: the text to update instead (the CLI gives the embedded default's when
   // no stack runs another config), named in messages by config_name.
   std::string config_text, config_name = "the embedded default config";

@@ -117,7 +117,8 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
       std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
       for (const auto& mf : table->model_flops)
         if (mf.width == st.width && mf.height == st.height && mf.frames == st.frames &&
-            std::any_of(mf.match.begin(), mf.match.end(), [&](const std::string& k) { return lower.find(k) != std::string::npos; })) {
+            std::any_of(mf.match.begin(), mf.match.end(),
+                        [&](const std::string& k) { return lower.find(k) != std::string::npos; })) {
           st.gflop = mf.tflop_per_step * 1000 * st.steps;
           break;
         }
@@ -130,7 +131,8 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     for (auto& d : duty)
       if (const auto* p = cluster.find_pool(d.pool); p && !p->gpu_model.empty())
         if (const auto* g = table->find(p->gpu_model); g && g->peak_tflops > 0) {
-          d.peak_gflops = g->peak_tflops * 1000 * static_cast<double>(std::max<std::size_t>(1, p->gpus.size()));
+          d.peak_gflops =
+              g->peak_tflops * 1000 * static_cast<double>(std::max<std::size_t>(1, p->gpus.size()));
           d.mfu = d.gflop_per_s > 0 ? d.gflop_per_s / d.peak_gflops : -1;
         }
   std::vector<double> completions;
@@ -146,7 +148,8 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     if (auto st = steady_throughput_per_hour(cluster, top->first, o); st.ok()) planned_steady = *st;
   }
   double rtf_sum = 0, rtf_max = 0;
-  for (const auto& jt : timings) rtf_sum += jt.real_time_factor, rtf_max = std::max(rtf_max, jt.real_time_factor);
+  for (const auto& jt : timings)
+    rtf_sum += jt.real_time_factor, rtf_max = std::max(rtf_max, jt.real_time_factor);
   const double rtf_mean = timings.empty() ? 0 : rtf_sum / static_cast<double>(timings.size());
 
   auto planned_mean = [&](const std::string& pool, const std::string& cls) -> double {
@@ -184,9 +187,11 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   std::string worst_start_at;
   std::size_t unmatched = 0;
   if (planned) {
-    std::map<std::pair<std::string, std::string>, std::vector<double>> plan_starts, run_starts;  // (stage, pool)
+    std::map<std::pair<std::string, std::string>, std::vector<double>> plan_starts,
+        run_starts;  // (stage, pool)
     for (const auto& pr : planned->job_records) {
-      if (pr.encode_start_s >= 0) plan_starts[{"encode", pr.encode_pool}].push_back(pr.encode_start_s);
+      if (pr.encode_start_s >= 0)
+        plan_starts[{"encode", pr.encode_pool}].push_back(pr.encode_start_s);
       plan_starts[{"sample", pr.sample_pool}].push_back(pr.sample_start_s);
       plan_starts[{"decode", pr.decode_pool}].push_back(pr.decode_start_s);
     }
@@ -203,7 +208,8 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
         }
         const double d = std::abs(run[i] - plan[i]);
         if (d > worst_start_s)
-          worst_start_s = d, worst_start_at = fmt::format("{} on {}, turn {}", key.first, key.second, i + 1);
+          worst_start_s = d,
+          worst_start_at = fmt::format("{} on {}, turn {}", key.first, key.second, i + 1);
       }
     }
   }
@@ -262,9 +268,10 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
         "planned:  {} jobs, makespan {:.2f} s, {:.2f} jobs/h end to end ({}); error {:+.1f}%\n",
         planned->jobs, planned->makespan_s, planned->throughput_per_hour, a.config, error * 100);
   if (planned)
-    fmt::print(out, "per-job stage starts: worst {:.3f} s off the plan ({:.1f}% of its makespan, {})\n",
-               worst_start_s, planned->makespan_s > 0 ? worst_start_s / planned->makespan_s * 100 : 0,
-               worst_start_at.empty() ? "-" : worst_start_at);
+    fmt::print(
+        out, "per-job stage starts: worst {:.3f} s off the plan ({:.1f}% of its makespan, {})\n",
+        worst_start_s, planned->makespan_s > 0 ? worst_start_s / planned->makespan_s * 100 : 0,
+        worst_start_at.empty() ? "-" : worst_start_at);
   fmt::print(out, "{:<24} {:<8} {:<10} {:>5} {:>9} {:>6} {:>12} {:>12}\n", "pool", "kind", "class",
              "tasks", "busy_s", "util", "measured_s", "planned_s");
   for (const auto& [name, p] : pools)
@@ -275,9 +282,11 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
                  c.first / static_cast<double>(c.second),
                  pm >= 0 ? fmt::format("{:.3f}", pm) : "-");
     }
-  fmt::print(out, "steady rate (middle of the run): {:.2f} videos/h measured, {} planned (long queue); "
-                  "real-time factor mean {:.3f}, max {:.3f}\n",
-             steady, planned_steady >= 0 ? fmt::format("{:.2f} videos/h", planned_steady) : "-", rtf_mean, rtf_max);
+  fmt::print(out,
+             "steady rate (middle of the run): {:.2f} videos/h measured, {} planned (long queue); "
+             "real-time factor mean {:.3f}, max {:.3f}\n",
+             steady, planned_steady >= 0 ? fmt::format("{:.2f} videos/h", planned_steady) : "-",
+             rtf_mean, rtf_max);
   print_timing(out, timings, duty, planned ? &*planned : nullptr);
   if (!a.svg.empty()) fmt::print(out, "measured gantt: {}\n", a.svg);
   if (!a.plan_svg.empty() && planned) fmt::print(out, "planned gantt: {}\n", a.plan_svg);

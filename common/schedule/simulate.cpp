@@ -123,8 +123,8 @@ class Sim {
   std::vector<GroupRt> groups_;
   // The input model the live pool board uses (board_model.h), fed from this clock.
   BoardModel model_;
-  std::vector<ClassModel> class_models_;  // per class index
-  Observation seen_;                      // pools' part: refreshed at each claim decision
+  std::vector<ClassModel> class_models_;   // per class index
+  Observation seen_;                       // pools' part: refreshed at each claim decision
   std::vector<std::string> sample_hosts_;  // the links a sampler's lookahead reads (decode_load)
   std::vector<std::size_t> decode_hosts_;  // host indices with decode pools, config order
   std::vector<std::vector<std::size_t>> host_decoders_;  // per host index
@@ -213,7 +213,8 @@ Status Sim::build() {
   // is fed by standalone encoders only.
   bool standalone_encoder = false, leasing_encoder = false;
   for (const auto& p : pools_)
-    if (p.cfg->stage == StageKind::kEncode) (p.leases_group ? leasing_encoder : standalone_encoder) = true;
+    if (p.cfg->stage == StageKind::kEncode)
+      (p.leases_group ? leasing_encoder : standalone_encoder) = true;
   if (leasing_encoder && !standalone_encoder)
     for (const auto& p : pools_)
       if (p.cfg->stage == StageKind::kSample && groups_[p.group].by_stage[0].empty())
@@ -426,7 +427,8 @@ DecodeLoad Sim::decode_load(const std::vector<std::string>& from_hosts) const {
   DecodeLoad load;
   for (std::size_t h : decode_hosts_) {
     load.queued[host_names_[h]] = decode_q_[h].size() + in_transit_[h];
-    for (std::size_t d : host_decoders_[h]) load.decoder_free_in_s[pools_[d].cfg->name] = free_in(d);
+    for (std::size_t d : host_decoders_[h])
+      load.decoder_free_in_s[pools_[d].cfg->name] = free_in(d);
     for (const auto& f : from_hosts) {
       if (f.empty() || !host_ix_.count(f)) continue;
       if (auto it = link_ix_.find({host_ix_.at(f), h}); it != link_ix_.end())

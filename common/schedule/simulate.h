@@ -16,19 +16,19 @@
 //    first, then looks at its pools' stages downstream first (decode, sample, encode), so work
 //    already started is finished before new work is admitted, as a serial workflow does.
 //  - Who claims what is decided by the same calls the live workers make (dispatch.h):
-//    should_claim for every stage, route_latent (decode_route.h) when a latent is finished.  Dispatch uses
-//    expected() of each profile; the simulated durations are expected() too, or random draws
-//    of kNormal profiles (clamped at 0) with SimOptions::stochastic.  kCycle profiles use their
-//    values in turn per pool and class.  Every duration is multiplied by Cluster::time_scale.
+//    should_claim for every stage, route_latent (decode_route.h) when a latent is finished.
+//    Dispatch uses expected() of each profile; the simulated durations are expected() too, or
+//    random draws of kNormal profiles (clamped at 0) with SimOptions::stochastic.  kCycle profiles
+//    use their values in turn per pool and class.  Every duration is multiplied by
+//    Cluster::time_scale.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "common/config/config.h"
 #include "common/core/result.h"
-#include <functional>
-
 #include "common/dispatch/board_model.h"
 #include "common/dispatch/dispatch.h"
 

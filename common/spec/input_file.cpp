@@ -12,7 +12,9 @@ namespace fs = std::filesystem;
 constexpr long kProcMagic = 0x9fa0;       // PROC_SUPER_MAGIC
 constexpr long kSysfsMagic = 0x62656572;  // SYSFS_MAGIC
 
-Error refused(std::string why) { return make_error(errc::input::kRefused, "{}", std::move(why)); }
+Error refused(std::string why) {
+  return make_error(errc::input::kRefused, "{}", std::move(why));
+}
 
 std::string roots_text(const std::vector<fs::path>& roots) {
   std::vector<std::string> s;
@@ -21,13 +23,14 @@ std::string roots_text(const std::vector<fs::path>& roots) {
 }
 
 // The relative part is already lexically checked; the kernel resolves it beneath the root.
-Result<InputFile> open_checked(const fs::path& root, const fs::path& rel, const std::string& shown) {
+Result<InputFile> open_checked(const fs::path& root, const fs::path& rel,
+                               const std::string& shown) {
   auto fd = artifacts::open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
   if (!fd.ok()) {
     const auto& c = fd.error().code;
     if (c == errc::path::kSymlink || c == errc::path::kEscape)
-      return refused(fmt::format("{} goes through a symlink below the input root {}", shown,
-                                 root.string()));
+      return refused(
+          fmt::format("{} goes through a symlink below the input root {}", shown, root.string()));
     return refused(fmt::format("{} cannot be opened below the input root {}: {}", shown,
                                root.string(), fd.error().message));
   }
@@ -42,9 +45,9 @@ Result<InputFile> open_checked(const fs::path& root, const fs::path& rel, const 
     return refused(fmt::format("{} lies on /proc or /sys", shown));
   if (!S_ISREG(st.st_mode))
     return refused(fmt::format("{} is not a regular file ({})", shown,
-                               S_ISDIR(st.st_mode)   ? "a directory"
+                               S_ISDIR(st.st_mode)                          ? "a directory"
                                : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                               : S_ISFIFO(st.st_mode) ? "a FIFO"
+                               : S_ISFIFO(st.st_mode)                       ? "a FIFO"
                                                       : "a socket or other special file"));
   f.size = static_cast<std::uint64_t>(st.st_size);
   return f;
@@ -55,8 +58,8 @@ Result<InputFile> open_checked(const fs::path& root, const fs::path& rel, const 
 Result<InputFile> open_input(const std::vector<fs::path>& roots, const std::string& path) {
   if (path.find('\0') != std::string::npos) return refused("contains a NUL byte");
   if (roots.empty())
-    return refused(fmt::format("{}: reference images are disabled here (limits.input_roots is [])",
-                               path));
+    return refused(
+        fmt::format("{}: reference images are disabled here (limits.input_roots is [])", path));
   fs::path p(path);
   if (p.is_absolute()) {
     for (const auto& root : roots) {
@@ -79,8 +82,8 @@ Result<InputFile> open_input(const std::vector<fs::path>& roots, const std::stri
     // Messages name the file the relative path resolved to, beneath this root.
     return open_checked(root, p, fmt::format("{} ({})", path, (root / p).string()));
   }
-  return refused(fmt::format("{} is in no input root (limits.input_roots: {})", path,
-                             roots_text(roots)));
+  return refused(
+      fmt::format("{} is in no input root (limits.input_roots: {})", path, roots_text(roots)));
 }
 
 }  // namespace h3pipe::spec

@@ -26,9 +26,9 @@
 namespace h3pipe::spec {
 
 struct InputFile {
-  artifacts::UniqueFd fd;       // open read-only on the regular file
+  artifacts::UniqueFd fd;  // open read-only on the regular file
   std::uint64_t size = 0;
-  std::filesystem::path path;   // root / relative part, for messages
+  std::filesystem::path path;  // root / relative part, for messages
 };
 
 Result<InputFile> open_input(const std::vector<std::filesystem::path>& roots,

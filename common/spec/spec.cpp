@@ -1,13 +1,12 @@
 #include "common/spec/spec.h"
 
-#include "common/core/json_reader.h"
-
 #include <google/protobuf/util/json_util.h>
 
 #include <set>
 #include <sstream>
 
 #include "common/artifacts/artifacts.h"
+#include "common/core/json_reader.h"
 #include "common/latent/latent.h"
 #include "common/spec/input_file.h"
 
@@ -26,12 +25,14 @@ Result<pb::JobSpec> parse_json(std::string_view json) {
   // protobuf's JSON parser lets a repeated key win silently and echoes raw bytes: check the text
   // strictly first.
   std::string why;
-  if (!config::parse_strict(json, &why)) return make_error(errc::spec::kJson, "not a valid job spec: {}", why);
+  if (!config::parse_strict(json, &why))
+    return make_error(errc::spec::kJson, "not a valid job spec: {}", why);
   pbu::JsonParseOptions opts;
   opts.ignore_unknown_fields = false;
   auto st = pbu::JsonStringToMessage(std::string(json), &s, opts);
   if (!st.ok()) {
-    return make_error(errc::spec::kJson, "not a valid job spec: {}", config::printable(std::string(st.message())));
+    return make_error(errc::spec::kJson, "not a valid job spec: {}",
+                      config::printable(std::string(st.message())));
   }
   if (s.fps() == 0) s.set_fps(24);
   if (s.steps() == 0) s.set_steps(6);
@@ -46,15 +47,18 @@ namespace {
 std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits& l,
                                       const latent::LatentProfile& profile, Check check) {
   std::vector<FieldError> e;
-  if (auto st = artifacts::validate_id("jobId", s.job_id()); !st.ok()) e.push_back({"jobId", strip_field(st.error().message)});
+  if (auto st = artifacts::validate_id("jobId", s.job_id()); !st.ok())
+    e.push_back({"jobId", strip_field(st.error().message)});
   if (s.prompt().empty()) e.push_back({"prompt", "required and must not be empty"});
   if (s.prompt().size() > l.max_prompt_bytes)
-    e.push_back({"prompt", fmt::format("{} bytes, at most {} allowed", s.prompt().size(), l.max_prompt_bytes)});
+    e.push_back({"prompt", fmt::format("{} bytes, at most {} allowed", s.prompt().size(),
+                                       l.max_prompt_bytes)});
   // Every string and map is bounded like the prompt: a 10 MB negative prompt or params value
   // would ride along in every task, receipt and the AOF (issue #14).
   if (s.negative_prompt().size() > l.max_prompt_bytes)
-    e.push_back({"negativePrompt", fmt::format("{} bytes, at most {} allowed (limits.max_prompt_bytes)",
-                                               s.negative_prompt().size(), l.max_prompt_bytes)});
+    e.push_back(
+        {"negativePrompt", fmt::format("{} bytes, at most {} allowed (limits.max_prompt_bytes)",
+                                       s.negative_prompt().size(), l.max_prompt_bytes)});
   if (s.params().size() > l.max_params)
     e.push_back({"params", fmt::format("{} entries, at most {} allowed (limits.max_params)",
                                        s.params().size(), l.max_params)});
@@ -62,8 +66,9 @@ std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits
     if (k.empty() || k.size() > 128)
       e.push_back({"params", fmt::format("a key of {} bytes; keys are 1 to 128 bytes", k.size())});
     else if (v.size() > l.max_prompt_bytes)
-      e.push_back({"params." + k, fmt::format("{} bytes, at most {} allowed (limits.max_prompt_bytes)",
-                                              v.size(), l.max_prompt_bytes)});
+      e.push_back(
+          {"params." + k, fmt::format("{} bytes, at most {} allowed (limits.max_prompt_bytes)",
+                                      v.size(), l.max_prompt_bytes)});
   }
   if (s.prompt().find('\0') != std::string::npos) e.push_back({"prompt", "contains a NUL byte"});
   // parse_json fills 0 with defaults; a spec from elsewhere (a binary task) may still hold 0.
@@ -73,30 +78,38 @@ std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits
   };
   dim("width", s.width(), l.max_width);
   dim("height", s.height(), l.max_height);
-  if (s.frames() > l.max_frames) e.push_back({"frames", fmt::format("{} exceeds the limit {}", s.frames(), l.max_frames)});
-  if (s.steps() > l.max_steps) e.push_back({"steps", fmt::format("{} exceeds the limit {}", s.steps(), l.max_steps)});
-  if (s.fps() > l.max_fps) e.push_back({"fps", fmt::format("{} exceeds the limit {}", s.fps(), l.max_fps)});
-  for (auto [name, v] : {std::pair{"frames", s.frames()}, std::pair{"fps", s.fps()}, std::pair{"steps", s.steps()}})
+  if (s.frames() > l.max_frames)
+    e.push_back({"frames", fmt::format("{} exceeds the limit {}", s.frames(), l.max_frames)});
+  if (s.steps() > l.max_steps)
+    e.push_back({"steps", fmt::format("{} exceeds the limit {}", s.steps(), l.max_steps)});
+  if (s.fps() > l.max_fps)
+    e.push_back({"fps", fmt::format("{} exceeds the limit {}", s.fps(), l.max_fps)});
+  for (auto [name, v] :
+       {std::pair{"frames", s.frames()}, std::pair{"fps", s.fps()}, std::pair{"steps", s.steps()}})
     if (v == 0) e.push_back({name, "must be at least 1"});
   // The latent profile's rules (size multiple, frame rule); a 0 is reported above.
   const latent::JobSize job = job_size(s);
   for (auto& issue : latent::job_fits(profile, job)) {
-    const std::uint32_t v = issue.field == "width" ? job.width : issue.field == "height" ? job.height
-                          : issue.field == "frames" ? job.frames : job.fps;
+    const std::uint32_t v = issue.field == "width"    ? job.width
+                            : issue.field == "height" ? job.height
+                            : issue.field == "frames" ? job.frames
+                                                      : job.fps;
     if (v != 0) e.push_back({issue.field, issue.reason});
   }
   // Latent bytes from the profile, float32 (fps 0 would divide by 0).
   if (s.frames() > 0 && s.fps() > 0) {
     std::uint64_t bytes = latent::latent_bytes(profile, job);
     if (bytes > l.max_latent_bytes)
-      e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes, l.max_latent_bytes)});
+      e.push_back({"frames", fmt::format("the latent would be {} bytes, above the limit {}", bytes,
+                                         l.max_latent_bytes)});
   }
   // Only from the configured input roots, opened the confined way the runtimes open it.
   if (!s.reference_image().empty() && check == Check::kSubmission)
     if (auto f = open_input(l.input_roots, s.reference_image()); !f.ok())
       e.push_back({"referenceImage", f.error().message});
   if (!s.job_class().empty())
-    if (auto st = artifacts::validate_id("jobClass", s.job_class()); !st.ok()) e.push_back({"jobClass", strip_field(st.error().message)});
+    if (auto st = artifacts::validate_id("jobClass", s.job_class()); !st.ok())
+      e.push_back({"jobClass", strip_field(st.error().message)});
   return e;
 }
 
@@ -118,8 +131,8 @@ void check_job_class(const pb::JobSpec& s, const config::Cluster& c, std::vector
     if (jc.name == name) return;
     known += ", " + jc.name;
   }
-  e.push_back({"jobClass", fmt::format("\"{}\" is not a job class of this cluster (known: {})",
-                                       name, known)});
+  e.push_back({"jobClass",
+               fmt::format("\"{}\" is not a job class of this cluster (known: {})", name, known)});
 }
 
 }  // namespace
@@ -144,8 +157,9 @@ latent::JobSize job_size(const pb::JobSpec& s) {
 
 Result<latent::LatentProfile> latent_profile(const pb::JobSpec& s, const config::Cluster& c) {
   auto it = s.params().find("latent_profile");
-  return c.latent_profile_for(c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class()),
-                              it == s.params().end() ? std::string_view{} : std::string_view(it->second));
+  return c.latent_profile_for(
+      c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class()),
+      it == s.params().end() ? std::string_view{} : std::string_view(it->second));
 }
 
 Result<latent::Expected> expected_latent(const pb::JobSpec& s, const config::Cluster& c) {
@@ -162,7 +176,9 @@ std::string to_json(const pb::JobSpec& s) {
   return out;
 }
 
-nlohmann::json to_json_object(const pb::JobSpec& s) { return nlohmann::json::parse(to_json(s)); }
+nlohmann::json to_json_object(const pb::JobSpec& s) {
+  return nlohmann::json::parse(to_json(s));
+}
 
 namespace {
 
@@ -190,15 +206,19 @@ Batch parse_batch_with(std::string_view text, const config::Limits& limits, Chec
       if (s->job_id().empty()) s->set_job_id(fmt::format("job-{}", line_no));
       for (auto& fe : check(*s)) b.errors.push_back({line_no, fe});
       if (!ids.insert(s->job_id()).second)
-        b.errors.push_back({line_no, {"jobId", fmt::format("\"{}\" appears twice in the batch", s->job_id())}});
+        b.errors.push_back(
+            {line_no, {"jobId", fmt::format("\"{}\" appears twice in the batch", s->job_id())}});
       b.specs.push_back(std::move(*s));
       b.lines.push_back(line_no);
     }
     if (end == text.size()) break;
   }
-  if (b.specs.size() + b.errors.size() == 0) b.errors.push_back({0, {"", "the batch holds no job"}});
+  if (b.specs.size() + b.errors.size() == 0)
+    b.errors.push_back({0, {"", "the batch holds no job"}});
   if (b.specs.size() > limits.max_batch)
-    b.errors.push_back({0, {"", fmt::format("{} jobs, at most {} per batch (limits.max_batch)", b.specs.size(), limits.max_batch)}});
+    b.errors.push_back({0,
+                        {"", fmt::format("{} jobs, at most {} per batch (limits.max_batch)",
+                                         b.specs.size(), limits.max_batch)}});
   return b;
 }
 
@@ -209,7 +229,8 @@ Batch parse_batch(std::string_view text, const config::Limits& limits) {
 }
 
 Batch parse_batch(std::string_view text, const config::Cluster& cluster) {
-  return parse_batch_with(text, cluster.limits, [&](const pb::JobSpec& s) { return validate(s, cluster); });
+  return parse_batch_with(text, cluster.limits,
+                          [&](const pb::JobSpec& s) { return validate(s, cluster); });
 }
 
 }  // namespace h3pipe::spec

@@ -13,7 +13,7 @@
 namespace h3pipe::spec {
 
 struct FieldError {
-  std::string field;   // proto3 JSON name, e.g. "width"; "" for the whole line
+  std::string field;  // proto3 JSON name, e.g. "width"; "" for the whole line
   std::string reason;
   std::string to_string() const { return field.empty() ? reason : field + ": " + reason; }
 };
@@ -40,7 +40,8 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Cluster& cl
 // The job's latent profile: params["latent_profile"], else its job class's, else the cluster's
 // (config::Cluster::latent_profile_for).  Error config.latent_profile for an unknown name.
 Result<latent::LatentProfile> latent_profile(const pb::JobSpec& s, const config::Cluster& cluster);
-// The job geometry as the latent reader takes it, and what every reader expects of the job's latent.
+// The job geometry as the latent reader takes it, and what every reader expects of the job's
+// latent.
 latent::JobSize job_size(const pb::JobSpec& s);
 Result<latent::Expected> expected_latent(const pb::JobSpec& s, const config::Cluster& cluster);
 // Canonical JSON (proto3 mapping) for storage and receipts.

@@ -6,7 +6,8 @@
 //
 //   none --accept--> queued --start--> encode --advance--> sample --advance--> transfer
 //                                                               \                  |
-//                                                                `---advance--> decode --advance--> done
+//                                                                `---advance--> decode --advance-->
+//                                                                done
 //   any stage state --fail--> failed      any stage state --cancel--> cancelled
 //   any state but none --reopen (resume)--> encode | sample | transfer | decode
 //   none --reject--> failed (a submission refused at ingest)
@@ -26,15 +27,27 @@
 
 namespace h3pipe::state {
 
-enum class JobState { kNone, kQueued, kEncode, kSample, kTransfer, kDecode, kDone, kFailed, kCancelled };
+enum class JobState {
+  kNone,
+  kQueued,
+  kEncode,
+  kSample,
+  kTransfer,
+  kDecode,
+  kDone,
+  kFailed,
+  kCancelled
+};
 enum class Event { kAccept, kReject, kStart, kAdvance, kFail, kCancel, kReopen };
 enum class Verdict { kApply, kAlreadyPast, kRefuse };
 
-inline constexpr JobState kAllJobStates[] = {JobState::kNone,     JobState::kQueued, JobState::kEncode,
-                                             JobState::kSample,   JobState::kTransfer, JobState::kDecode,
-                                             JobState::kDone,     JobState::kFailed, JobState::kCancelled};
-inline constexpr Event kAllEvents[] = {Event::kAccept, Event::kReject, Event::kStart, Event::kAdvance,
-                                       Event::kFail,   Event::kCancel, Event::kReopen};
+inline constexpr JobState kAllJobStates[] = {
+    JobState::kNone,   JobState::kQueued,   JobState::kEncode,
+    JobState::kSample, JobState::kTransfer, JobState::kDecode,
+    JobState::kDone,   JobState::kFailed,   JobState::kCancelled};
+inline constexpr Event kAllEvents[] = {Event::kAccept,  Event::kReject, Event::kStart,
+                                       Event::kAdvance, Event::kFail,   Event::kCancel,
+                                       Event::kReopen};
 
 const char* job_state_name(JobState s);  // "none" for kNone (a job hash without a state)
 std::optional<JobState> parse_job_state(std::string_view s);  // "" parses as kNone

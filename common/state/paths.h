@@ -14,26 +14,31 @@
 namespace h3pipe::paths {
 namespace fs = std::filesystem;
 
-inline Result<fs::path> job_dir(const config::Cluster& c, const std::string& run, const std::string& job) {
+inline Result<fs::path> job_dir(const config::Cluster& c, const std::string& run,
+                                const std::string& job) {
   return artifacts::join_under(c.artifact_root, {run, job});
 }
-inline Result<fs::path> conditioning(const config::Cluster& c, const std::string& run, const std::string& job) {
+inline Result<fs::path> conditioning(const config::Cluster& c, const std::string& run,
+                                     const std::string& job) {
   auto d = job_dir(c, run, job);
   if (!d.ok()) return d.error();
   return *d / "cond.safetensors";
 }
-inline Result<fs::path> latent(const config::Cluster& c, const std::string& run, const std::string& job) {
+inline Result<fs::path> latent(const config::Cluster& c, const std::string& run,
+                               const std::string& job) {
   auto d = job_dir(c, run, job);
   if (!d.ok()) return d.error();
   return *d / "latent.h3latent";
 }
-inline Result<fs::path> mp4(const config::Cluster& c, const std::string& run, const std::string& job) {
+inline Result<fs::path> mp4(const config::Cluster& c, const std::string& run,
+                            const std::string& job) {
   H3_TRY(artifacts::validate_id("job id", job));
   auto d = artifacts::join_under(c.output_root, {run});
   if (!d.ok()) return d.error();
   return *d / (job + ".mp4");
 }
-inline Result<fs::path> receipt(const config::Cluster& c, const std::string& run, const std::string& job) {
+inline Result<fs::path> receipt(const config::Cluster& c, const std::string& run,
+                                const std::string& job) {
   H3_TRY(artifacts::validate_id("job id", job));
   auto d = artifacts::join_under(c.output_root, {run});
   if (!d.ok()) return d.error();

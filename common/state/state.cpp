@@ -3,11 +3,11 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <random>
 
-#include <nlohmann/json.hpp>
-
 #include "common/spec/spec.h"
+#include "common/state/scripts.h"
 
 namespace h3pipe::state {
 using queue::reply_int;
@@ -15,17 +15,23 @@ using queue::reply_str;
 
 const char* stage_key(pb::Stage s) {
   switch (s) {
-    case pb::STAGE_ENCODE: return "encode";
-    case pb::STAGE_SAMPLE: return "sample";
-    case pb::STAGE_TRANSFER: return "transfer";
-    case pb::STAGE_DECODE: return "decode";
-    default: return "unknown";
+    case pb::STAGE_ENCODE:
+      return "encode";
+    case pb::STAGE_SAMPLE:
+      return "sample";
+    case pb::STAGE_TRANSFER:
+      return "transfer";
+    case pb::STAGE_DECODE:
+      return "decode";
+    default:
+      return "unknown";
   }
 }
 
 long long now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string new_run_id() {
@@ -33,8 +39,8 @@ std::string new_run_id() {
   std::tm tm{};
   gmtime_r(&t, &tm);
   std::random_device rd;
-  return fmt::format("r-{:04d}{:02d}{:02d}-{:02d}{:02d}{:02d}-{:06x}", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rd() & 0xffffff);
+  return fmt::format("r-{:04d}{:02d}{:02d}-{:02d}{:02d}{:02d}-{:06x}", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rd() & 0xffffff);
 }
 
 namespace {
@@ -59,177 +65,18 @@ JobState state_of(const redisReply* r) {
 
 }  // namespace
 
-// The state machine's Lua side: the table itself stays in C++ (judge, job_state.h); a script is
-// handed the states a move applies from and those it is already past, and keeps the run's
-// counters in step with every applied move.
-static const char* const kMoveLua = R"LUA(
-local function h3_in(list, s) return string.find(',' .. list .. ',', ',' .. s .. ',', 1, true) ~= nil end
-local function h3_judge(job, apply_from, past_from)
-  local from = redis.call('HGET', job, 'state')
-  if not from or from == '' then from = 'none' end
-  if h3_in(apply_from, from) then return 1, from end
-  if h3_in(past_from, from) then return 3, from end
-  return 2, from
-end
-local h3_tally = {done = 'done', failed = 'failed', cancelled = 'jobs_cancelled'}
-local function h3_set(job, run, from, to)
-  redis.call('HSET', job, 'state', to)
-  if from ~= 'none' then redis.call('HINCRBY', run, 'n:' .. from, -1) else redis.call('HINCRBY', run, 'total', 1) end
-  redis.call('HINCRBY', run, 'n:' .. to, 1)
-  if h3_tally[from] then redis.call('HINCRBY', run, h3_tally[from], -1) end
-  if h3_tally[to] then redis.call('HINCRBY', run, h3_tally[to], 1) end
-end
-local function h3_refused(run, from, to)
-  redis.call('HINCRBY', run, 'illegal', 1)
-  redis.call('HINCRBY', run, 'illegal:' .. from .. '>' .. to, 1)
-end
-local function h3_ours(stream, group, consumer, id)
-  return #redis.call('XPENDING', stream, group, id, id, 1, consumer) == 1
-end
-local function h3_ack(stream, group, id)
-  redis.call('XACK', stream, group, id)
-  redis.call('XDEL', stream, id)
-end
-local function h3_cmds(at, run_them)
-  local n = tonumber(ARGV[at]); at = at + 1
-  for c = 1, n do
-    local argc = tonumber(ARGV[at]); at = at + 1
-    if run_them then
-      local cmd = {}
-      for k = 1, argc do cmd[k] = ARGV[at + k - 1] end
-      redis.call(unpack(cmd))
-    end
-    at = at + argc
-  end
-  return at
-end
--- The start move of one attempt (Store::start_attempt): refused unless the job is at this stage
--- (then the entry, when given, is acked), else attempts++ and the run's cancel flag and the job's
--- last error read back.  With peek, also the stream's next entry after this one (the claim after
--- this task may then start it in its own round trip: Store::claim_and_start).
-local function h3_start(job, run, stream, to, apply_from, attempts, group, consumer, id, peek)
-  local v, from = h3_judge(job, apply_from, '')
-  if v == 2 then
-    if stream and h3_ours(stream, group, consumer, id) then h3_ack(stream, group, id) end
-    h3_refused(run, from, to)
-    return {2, from, 0, '', ''}
-  end
-  if from ~= to then h3_set(job, run, from, to) end
-  local n = redis.call('HINCRBY', job, attempts, 1)
-  local out = {1, from, n, redis.call('HGET', run, 'cancelled') or '', redis.call('HGET', job, 'error') or ''}
-  if peek and stream then
-    local nx = redis.call('XRANGE', stream, '(' .. id, '+', 'COUNT', 1)
-    if #nx == 1 and nx[1][2] then
-      for i = 1, #nx[1][2], 2 do
-        if nx[1][2][i] == 'task' then out[6] = nx[1][1]; out[7] = nx[1][2][i + 1] end
-      end
-    end
-  end
-  return out
-end
--- One move with its ack and commands (Store::apply); ARGV as kApplyScript's, the record commands
--- from ARGV[at] on.  Returns {code, from} (Applied).
-local function h3_apply(at)
-  local ack = ARGV[4] == '1'
-  if ack and not h3_ours(KEYS[3], ARGV[5], ARGV[6], ARGV[7]) then return {0, ''} end
-  if ARGV[8] == 'cancelled' and redis.call('HGET', KEYS[2], 'cancelled') ~= '1' then return {4, ''} end
-  local v, from = h3_judge(KEYS[1], ARGV[2], ARGV[3])
-  if ack then h3_ack(KEYS[3], ARGV[5], ARGV[7]) end
-  if v == 2 then h3_refused(KEYS[2], from, ARGV[1]); return {2, from} end
-  if v == 1 then h3_set(KEYS[1], KEYS[2], from, ARGV[1]) end
-  at = h3_cmds(at, true)
-  h3_cmds(at, v == 1)
-  return {v, from}
-end
--- The task field of a stream entry ('' for an entry without one).
-local function h3_task(e)
-  if e[2] then
-    for i = 1, #e[2], 2 do if e[2][i] == 'task' then return e[2][i + 1] end end
-  end
-  return ''
-end
--- The claim of a consumer whose own pending entries are drained, in StageQueue::claim()'s order:
--- with sweep_idle set (a sweep is due), another consumer's expired lease first (XAUTOCLAIM), then a
--- new entry (XREADGROUP >, never blocking inside a script).  Returns the entry and 1 when it was
--- reclaimed, 0 when new; nil: nothing.
-local function h3_claim(stream, group, consumer, sweep_idle)
-  if sweep_idle ~= '' then
-    local a = redis.call('XAUTOCLAIM', stream, group, consumer, sweep_idle, '0-0', 'COUNT', '1')
-    if a[2] and #a[2] > 0 then return a[2][1], 1 end
-  end
-  local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', '1', 'STREAMS', stream, '>')
-  if not r or not r[1] or #r[1][2] == 0 then return nil, 0 end
-  return r[1][2][1], 0
-end
-)LUA";
-
-// KEYS: job, run [, stream].  ARGV: to, apply-from, past-from, ack (0|1), group, consumer, id,
-// guard ('' | 'cancelled'), record commands, next commands.  Returns {code, from} (Applied).
-static const std::string kApplyScript = std::string(kMoveLua) + R"LUA(
-return h3_apply(9)
-)LUA";
-
-// A completion and the claim right after it, in one step (Store::apply with Move::then_claim):
-// the move exactly as kApplyScript makes it, then the consumer's next entry as claim() takes it
-// once its own pending entries are drained (with a sweep due, an expired lease first), started
-// when it is the entry the task's start saw next.  KEYS: job, run, stream, next job, next run.
-// ARGV: kApplyScript's 1-8, sweep idle ms ('' = no sweep), expected id, start to, start
-// apply-from, attempts field, then the record and next commands.  Returns {code, from [, id,
-// task, reclaimed (0|1) [, start reply...]]}.
-static const std::string kApplyClaimScript = std::string(kMoveLua) + R"LUA(
-local out = h3_apply(14)
-local e, reclaimed = h3_claim(KEYS[3], ARGV[5], ARGV[6], ARGV[9])
-if not e then return out end
-out[3] = e[1]; out[4] = h3_task(e); out[5] = reclaimed
-if reclaimed == 0 and e[1] == ARGV[10] then
-  local s = h3_start(KEYS[4], KEYS[5], KEYS[3], ARGV[11], ARGV[12], ARGV[13], ARGV[5], ARGV[6], e[1], true)
-  for i = 1, #s do out[5 + i] = s[i] end
-end
-return out
-)LUA";
-
-// KEYS: job, run [, stream].  ARGV: to, apply-from, attempts field, group, consumer, id, peek (0|1).
-// Returns {code, from, attempt, cancelled flag, last error [, next id, next task]}.
-static const std::string kStartScript = std::string(kMoveLua) + R"LUA(
-return h3_start(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7] == '1')
-)LUA";
-
-// The claim of the next new entry (XREADGROUP >, never blocking inside a script) and, when it is
-// the entry the previous start saw next (its job's keys are declared), that entry's start move in
-// the same step.  KEYS: stream, job, run (of the expected entry).  ARGV: group, consumer, expected
-// id, to, apply-from, attempts field.  Returns {} (nothing new), {id, task} (another entry: its
-// start is the caller's), or {id, task, start reply...} (kStartScript's reply, with the peek).
-static const std::string kClaimStartScript = std::string(kMoveLua) + R"LUA(
-local e = h3_claim(KEYS[1], ARGV[1], ARGV[2], '')
-if not e then return {} end
-local task = h3_task(e)
-if e[1] ~= ARGV[3] then return {e[1], task} end
-local s = h3_start(KEYS[2], KEYS[3], KEYS[1], ARGV[4], ARGV[5], ARGV[6], ARGV[1], ARGV[2], e[1], true)
-return {e[1], task, unpack(s)}
-)LUA";
-
-// Registers a job if new and enqueues its encode task: a crash never leaves a job without its
-// task or a task without its job.  KEYS: job, run, run_jobs, runs, encode stream.
-// ARGV: spec, now, job_id, payload, run_id.  A job that exists is a resubmission: 0, no count.
-static const std::string kAcceptScript = std::string(kMoveLua) + R"LUA(
-local v, from = h3_judge(KEYS[1], 'none', '')
-if v ~= 1 then return 0 end
-local id = redis.call('XADD', KEYS[5], '*', 'task', ARGV[4])
-redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'submitted_ms', ARGV[2], 'task:encode', id)
-h3_set(KEYS[1], KEYS[2], 'none', 'queued')
-redis.call('HSETNX', KEYS[2], 'created_ms', ARGV[2])
-redis.call('ZADD', KEYS[3], 'NX', redis.call('HGET', KEYS[2], 'total'), ARGV[3])
-redis.call('ZADD', KEYS[4], 'NX', ARGV[2], ARGV[5])
-return 1
-)LUA";
-
 const char* applied_name(Applied a) {
   switch (a) {
-    case Applied::kLeaseLost: return "lease lost";
-    case Applied::kApplied: return "applied";
-    case Applied::kRefused: return "refused";
-    case Applied::kAlreadyPast: return "already past";
-    case Applied::kNotCancelled: return "run no longer cancelled";
+    case Applied::kLeaseLost:
+      return "lease lost";
+    case Applied::kApplied:
+      return "applied";
+    case Applied::kRefused:
+      return "refused";
+    case Applied::kAlreadyPast:
+      return "already past";
+    case Applied::kNotCancelled:
+      return "run no longer cancelled";
   }
   return "?";
 }
@@ -239,7 +86,8 @@ std::map<std::string, long long> RunStatus::stage_jobs() const {
     auto it = in_state.find(s);
     return it == in_state.end() ? 0LL : it->second;
   };
-  const long long done_n = in("done"), decode = in("decode") + done_n, sample = in("transfer") + decode;
+  const long long done_n = in("done"), decode = in("decode") + done_n,
+                  sample = in("transfer") + decode;
   return {{"encode", in("sample") + sample}, {"sample", sample}, {"decode", done_n}};
 }
 
@@ -254,7 +102,8 @@ Status Store::create_run(const std::string& run_id, const std::vector<std::strin
   return {};
 }
 
-Result<bool> Store::accept_job(const std::string& run_id, const pb::JobSpec& s, const std::string& payload) {
+Result<bool> Store::accept_job(const std::string& run_id, const pb::JobSpec& s,
+                               const std::string& payload) {
   auto r = redis_.eval(kAcceptScript,
                        {keys::job(run_id, s.job_id()), keys::run(run_id), keys::run_jobs(run_id),
                         keys::runs(), keys::stream("encode")},
@@ -263,7 +112,8 @@ Result<bool> Store::accept_job(const std::string& run_id, const pb::JobSpec& s, 
   return reply_int(r->get()) == 1;
 }
 
-Status Store::reject_job(const std::string& run_id, const std::string& job_id, const std::string& reason) {
+Status Store::reject_job(const std::string& run_id, const std::string& job_id,
+                         const std::string& reason) {
   const std::string now = std::to_string(now_ms());
   Move m;
   m.run_id = run_id;
@@ -277,17 +127,21 @@ Status Store::reject_job(const std::string& run_id, const std::string& job_id, c
   auto moved = apply(m);
   if (!moved.ok()) return moved.error();
   if (moved->code != Applied::kApplied)
-    return make_error(errc::state::kRefused, "run {} job {}: a rejection of a job that exists ({}) was refused",
-                      run_id, job_id, job_state_name(moved->from));
+    return make_error(errc::state::kRefused,
+                      "run {} job {}: a rejection of a job that exists ({}) was refused", run_id,
+                      job_id, job_state_name(moved->from));
   return {};
 }
 
 Status Store::refuse_submission(const std::string& run_id, const Refusal& rf) {
-  const nlohmann::json j = {{"submission", rf.submission}, {"job_id", rf.job_id}, {"reason", rf.reason},
+  const nlohmann::json j = {{"submission", rf.submission},
+                            {"job_id", rf.job_id},
+                            {"reason", rf.reason},
                             {"at_ms", rf.at_ms ? rf.at_ms : now_ms()}};
-  auto r = redis_.pipeline({{"RPUSH", keys::run_refused(run_id), j.dump()},
-                            {"LTRIM", keys::run_refused(run_id), std::to_string(-kRefusedKept), "-1"},
-                            {"HINCRBY", keys::run(run_id), "refused", "1"}});
+  auto r =
+      redis_.pipeline({{"RPUSH", keys::run_refused(run_id), j.dump()},
+                       {"LTRIM", keys::run_refused(run_id), std::to_string(-kRefusedKept), "-1"},
+                       {"HINCRBY", keys::run(run_id), "refused", "1"}});
   if (!r.ok()) return r.error();
   return {};
 }
@@ -299,7 +153,8 @@ Result<std::vector<Refusal>> Store::refused(const std::string& run_id) {
   for (std::size_t i = 0; i < r->get()->elements; ++i) {
     const auto j = nlohmann::json::parse(reply_str(r->get()->element[i]), nullptr, false);
     if (!j.is_object()) continue;
-    out.push_back({j.value("submission", ""), j.value("job_id", ""), j.value("reason", ""), j.value("at_ms", 0LL)});
+    out.push_back({j.value("submission", ""), j.value("job_id", ""), j.value("reason", ""),
+                   j.value("at_ms", 0LL)});
   }
   return out;
 }
@@ -325,11 +180,12 @@ Result<Attempt> parse_attempt(const redisReply* a, std::size_t at) {
 
 }  // namespace
 
-Result<Attempt> Store::start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s,
-                                     const std::optional<QueueAck>& entry, bool peek) {
+Result<Attempt> Store::start_attempt(const std::string& run_id, const std::string& job_id,
+                                     pb::Stage s, const std::optional<QueueAck>& entry, bool peek) {
   const JobState to = stage_state(s);
   std::vector<std::string> keys_ = {keys::job(run_id, job_id), keys::run(run_id)};
-  std::vector<std::string> args = {job_state_name(to), csv(states_with(Event::kStart, to, Verdict::kApply)),
+  std::vector<std::string> args = {job_state_name(to),
+                                   csv(states_with(Event::kStart, to, Verdict::kApply)),
                                    std::string("attempts:") + stage_key(s)};
   if (entry) {
     keys_.push_back(entry->stream);
@@ -340,14 +196,15 @@ Result<Attempt> Store::start_attempt(const std::string& run_id, const std::strin
   return parse_attempt(r->get(), 0);
 }
 
-Result<std::optional<ClaimedStart>> Store::claim_and_start(const QueueAck& q, const NextEntry& expected,
-                                                            pb::Stage s) {
+Result<std::optional<ClaimedStart>> Store::claim_and_start(const QueueAck& q,
+                                                           const NextEntry& expected, pb::Stage s) {
   const JobState to = stage_state(s);
   auto r = redis_.eval(
       kClaimStartScript,
       {q.stream, keys::job(expected.run_id, expected.job_id), keys::run(expected.run_id)},
       {q.group, q.consumer, expected.entry_id, job_state_name(to),
-       csv(states_with(Event::kStart, to, Verdict::kApply)), std::string("attempts:") + stage_key(s)});
+       csv(states_with(Event::kStart, to, Verdict::kApply)),
+       std::string("attempts:") + stage_key(s)});
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
   if (a->type != REDIS_REPLY_ARRAY || a->elements == 0) return std::optional<ClaimedStart>();
@@ -362,8 +219,10 @@ Result<std::optional<ClaimedStart>> Store::claim_and_start(const QueueAck& q, co
 }
 
 Status Store::load_scripts() {
-  auto r = redis_.pipeline({{"SCRIPT", "LOAD", kApplyScript}, {"SCRIPT", "LOAD", kStartScript},
-                            {"SCRIPT", "LOAD", kClaimStartScript}, {"SCRIPT", "LOAD", kApplyClaimScript},
+  auto r = redis_.pipeline({{"SCRIPT", "LOAD", kApplyScript},
+                            {"SCRIPT", "LOAD", kStartScript},
+                            {"SCRIPT", "LOAD", kClaimStartScript},
+                            {"SCRIPT", "LOAD", kApplyClaimScript},
                             {"SCRIPT", "LOAD", kAcceptScript}});
   if (!r.ok()) return r.error();
   return {};
@@ -371,8 +230,9 @@ Status Store::load_scripts() {
 
 Result<Moved> Store::apply(const Move& m) {
   std::vector<std::string> keys_ = {keys::job(m.run_id, m.job_id), keys::run(m.run_id)};
-  std::vector<std::string> args = {job_state_name(m.to), csv(states_with(m.event, m.to, Verdict::kApply)),
-                                   csv(states_with(m.event, m.to, Verdict::kAlreadyPast)), m.ack ? "1" : "0"};
+  std::vector<std::string> args = {
+      job_state_name(m.to), csv(states_with(m.event, m.to, Verdict::kApply)),
+      csv(states_with(m.event, m.to, Verdict::kAlreadyPast)), m.ack ? "1" : "0"};
   if (m.ack) {
     keys_.push_back(m.ack->stream);
     args.insert(args.end(), {m.ack->group, m.ack->consumer, m.ack->entry_id});
@@ -387,19 +247,22 @@ Result<Moved> Store::apply(const Move& m) {
     const JobState to = stage_state(c.stage);
     keys_.push_back(known ? keys::job(c.expected.run_id, c.expected.job_id) : keys_[0]);
     keys_.push_back(known ? keys::run(c.expected.run_id) : keys_[1]);
-    args.insert(args.end(), {c.sweep_idle_ms > 0 ? std::to_string(c.sweep_idle_ms) : "", c.expected.entry_id,
-                             job_state_name(to), csv(states_with(Event::kStart, to, Verdict::kApply)),
-                             std::string("attempts:") + stage_key(c.stage)});
+    args.insert(args.end(),
+                {c.sweep_idle_ms > 0 ? std::to_string(c.sweep_idle_ms) : "", c.expected.entry_id,
+                 job_state_name(to), csv(states_with(Event::kStart, to, Verdict::kApply)),
+                 std::string("attempts:") + stage_key(c.stage)});
   }
   flatten_into(args, m.record);
   flatten_into(args, m.next);
   auto r = redis_.eval(claim ? kApplyClaimScript : kApplyScript, keys_, args);
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
-  if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) return make_error(errc::redis::kReply, "apply: unexpected reply");
+  if (a->type != REDIS_REPLY_ARRAY || a->elements < 2)
+    return make_error(errc::redis::kReply, "apply: unexpected reply");
   Moved moved{static_cast<Applied>(reply_int(a->element[0])), state_of(a->element[1])};
   if (claim && a->elements >= 5) {
-    ClaimedStart c{reply_str(a->element[2]), reply_str(a->element[3]), std::nullopt, reply_int(a->element[4]) == 1};
+    ClaimedStart c{reply_str(a->element[2]), reply_str(a->element[3]), std::nullopt,
+                   reply_int(a->element[4]) == 1};
     if (a->elements > 5) {
       auto at = parse_attempt(a, 5);
       if (!at.ok()) return at.error();
@@ -418,11 +281,14 @@ Result<Moved> Store::apply(const Move& m) {
 }
 
 Status Store::note_exec(const std::string& run_id, const std::string& job_id, pb::Stage s) {
-  return redis_.send({"HINCRBY", keys::job(run_id, job_id), std::string("exec:") + stage_key(s), "1"});
+  return redis_.send(
+      {"HINCRBY", keys::job(run_id, job_id), std::string("exec:") + stage_key(s), "1"});
 }
 
-Status Store::note_error(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason) {
-  auto r = redis_.command({"HSET", keys::job(run_id, job_id), "error", fmt::format("{}: {}", stage_key(s), reason)});
+Status Store::note_error(const std::string& run_id, const std::string& job_id, pb::Stage s,
+                         const std::string& reason) {
+  auto r = redis_.command(
+      {"HSET", keys::job(run_id, job_id), "error", fmt::format("{}: {}", stage_key(s), reason)});
   if (!r.ok()) return r.error();
   return {};
 }
@@ -439,7 +305,8 @@ Status Store::cancel(const std::string& run_id) {
   return {};
 }
 
-Result<std::vector<pb::StageRecord>> Store::history(const std::string& run_id, const std::string& job_id) {
+Result<std::vector<pb::StageRecord>> Store::history(const std::string& run_id,
+                                                    const std::string& job_id) {
   auto r = redis_.command({"LRANGE", keys::history(run_id, job_id), "0", "-1"});
   if (!r.ok()) return r.error();
   std::vector<pb::StageRecord> out;
@@ -454,21 +321,31 @@ Result<std::vector<pb::StageRecord>> Store::history(const std::string& run_id, c
 Result<RunStatus> Store::run_status(const std::string& run_id) {
   auto r = redis_.command({"HGETALL", keys::run(run_id)});
   if (!r.ok()) return r.error();
-  if (r->get()->elements == 0) return make_error(errc::run::kUnknown, "no run \"{}\" in this Redis", run_id);
+  if (r->get()->elements == 0)
+    return make_error(errc::run::kUnknown, "no run \"{}\" in this Redis", run_id);
   RunStatus s;
   s.run_id = run_id;
   for (std::size_t i = 0; i + 1 < r->get()->elements; i += 2) {
     std::string k = reply_str(r->get()->element[i]);
     long long v = reply_int(r->get()->element[i + 1]);
-    if (k == "created_ms") s.created_ms = v;
-    else if (k == "total") s.total = v;
-    else if (k == "done") s.done = v;
-    else if (k == "failed") s.failed = v;
-    else if (k == "cancelled") s.cancelled = v == 1;
-    else if (k == "jobs_cancelled") s.cancelled_jobs = v;
-    else if (k == "illegal") s.illegal = v;
-    else if (k == "refused") s.refused = v;
-    else if (k.rfind("n:", 0) == 0) s.in_state[k.substr(2)] = v;
+    if (k == "created_ms")
+      s.created_ms = v;
+    else if (k == "total")
+      s.total = v;
+    else if (k == "done")
+      s.done = v;
+    else if (k == "failed")
+      s.failed = v;
+    else if (k == "cancelled")
+      s.cancelled = v == 1;
+    else if (k == "jobs_cancelled")
+      s.cancelled_jobs = v;
+    else if (k == "illegal")
+      s.illegal = v;
+    else if (k == "refused")
+      s.refused = v;
+    else if (k.rfind("n:", 0) == 0)
+      s.in_state[k.substr(2)] = v;
   }
   auto e = redis_.command({"SCARD", keys::run_expected(run_id)});
   if (!e.ok()) return e.error();
@@ -506,12 +383,14 @@ Result<std::vector<std::string>> Store::runs(std::size_t limit) {
   auto r = redis_.command({"ZREVRANGE", keys::runs(), "0", std::to_string(limit - 1)});
   if (!r.ok()) return r.error();
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < r->get()->elements; ++i) out.push_back(reply_str(r->get()->element[i]));
+  for (std::size_t i = 0; i < r->get()->elements; ++i)
+    out.push_back(reply_str(r->get()->element[i]));
   return out;
 }
 
-Move Store::advance_move(const std::string& run_id, const std::string& job_id, const pb::StageRecord& rec,
-                        JobState to, const std::string& next_stream, const std::string& next_payload) {
+Move Store::advance_move(const std::string& run_id, const std::string& job_id,
+                         const pb::StageRecord& rec, JobState to, const std::string& next_stream,
+                         const std::string& next_payload) {
   std::string rec_json;
   (void)google::protobuf::util::MessageToJsonString(rec, &rec_json);
   Move m;
@@ -519,23 +398,26 @@ Move Store::advance_move(const std::string& run_id, const std::string& job_id, c
   m.job_id = job_id;
   m.event = Event::kAdvance;
   m.to = to;
-  m.record = {{"RPUSH", keys::history(run_id, job_id), rec_json},
-              {"HINCRBY", keys::job(run_id, job_id), std::string("done:") + stage_key(rec.stage()), "1"}};
+  m.record = {
+      {"RPUSH", keys::history(run_id, job_id), rec_json},
+      {"HINCRBY", keys::job(run_id, job_id), std::string("done:") + stage_key(rec.stage()), "1"}};
   if (!next_stream.empty()) m.next.push_back({"XADD", next_stream, "*", "task", next_payload});
   return m;
 }
 
-Move Store::fail_move(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason,
+Move Store::fail_move(const std::string& run_id, const std::string& job_id, pb::Stage s,
+                      const std::string& reason,
                       const std::optional<std::string>& dead_letter_payload) {
   Move m;
   m.run_id = run_id;
   m.job_id = job_id;
   m.event = Event::kFail;
   m.to = JobState::kFailed;
-  m.next = {{"HSET", keys::job(run_id, job_id), "error", fmt::format("{}: {}", stage_key(s), reason)}};
+  m.next = {
+      {"HSET", keys::job(run_id, job_id), "error", fmt::format("{}: {}", stage_key(s), reason)}};
   if (dead_letter_payload)
-    m.next.push_back({"XADD", keys::dead_letter(), "*", "stage", stage_key(s), "run", run_id, "job", job_id,
-                      "reason", reason, "task", *dead_letter_payload});
+    m.next.push_back({"XADD", keys::dead_letter(), "*", "stage", stage_key(s), "run", run_id, "job",
+                      job_id, "reason", reason, "task", *dead_letter_payload});
   return m;
 }
 
@@ -551,14 +433,15 @@ Move Store::cancel_move(const std::string& run_id, const std::string& job_id, pb
   return m;
 }
 
-Move Store::reopen_move(const std::string& run_id, const std::string& job_id, JobState to, const std::string& stream,
-                        const std::string& payload) {
+Move Store::reopen_move(const std::string& run_id, const std::string& job_id, JobState to,
+                        const std::string& stream, const std::string& payload) {
   Move m;
   m.run_id = run_id;
   m.job_id = job_id;
   m.event = Event::kReopen;
   m.to = to;
-  m.next = {{"HDEL", keys::job(run_id, job_id), "attempts:encode", "attempts:sample", "attempts:decode", "error"}};
+  m.next = {{"HDEL", keys::job(run_id, job_id), "attempts:encode", "attempts:sample",
+             "attempts:decode", "error"}};
   if (!stream.empty()) m.next.push_back({"XADD", stream, "*", "task", payload});
   return m;
 }

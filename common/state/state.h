@@ -38,11 +38,13 @@ struct JobStatus {
 
 struct RunStatus {
   std::string run_id;
-  long long created_ms = 0, expected = 0, total = 0, done = 0, failed = 0, cancelled_jobs = 0, illegal = 0;
-  long long refused = 0;                       // submissions refused beside the run (not jobs)
-  bool cancelled = false;                      // the run was cancelled (h3pipe cancel)
-  std::map<std::string, long long> in_state;   // state -> jobs in it now
-  // Jobs at or past each stage ("encode", "sample", "decode"), from in_state: jobs, never executions.
+  long long created_ms = 0, expected = 0, total = 0, done = 0, failed = 0, cancelled_jobs = 0,
+            illegal = 0;
+  long long refused = 0;                      // submissions refused beside the run (not jobs)
+  bool cancelled = false;                     // the run was cancelled (h3pipe cancel)
+  std::map<std::string, long long> in_state;  // state -> jobs in it now
+  // Jobs at or past each stage ("encode", "sample", "decode"), from in_state: jobs, never
+  // executions.
   std::map<std::string, long long> stage_jobs() const;
   bool finished() const {
     return total > 0 && total >= expected && done + failed + cancelled_jobs >= total;
@@ -66,12 +68,12 @@ struct NextEntry {
 
 // What a worker learns when it starts an attempt (Store::start_attempt).
 struct Attempt {
-  bool refused = false;    // the job is not at this stage (done, failed, cancelled, elsewhere)
+  bool refused = false;  // the job is not at this stage (done, failed, cancelled, elsewhere)
   JobState from = JobState::kNone;  // the job's state before the start
-  long long number = 0;    // 1 on the first delivery
-  bool cancelled = false;  // the run was cancelled
-  std::string last_error;  // the job's error field (the reason for a dead letter)
-  std::optional<NextEntry> next;  // asked with peek: the stream's next entry, when there is one
+  long long number = 0;             // 1 on the first delivery
+  bool cancelled = false;           // the run was cancelled
+  std::string last_error;           // the job's error field (the reason for a dead letter)
+  std::optional<NextEntry> next;    // asked with peek: the stream's next entry, when there is one
 };
 
 // The task entry a move acks and deletes in the same step, only while it is still this
@@ -93,7 +95,7 @@ struct ClaimedStart {
 // (an expired lease first when a sweep is due, then a new entry), started in the same step when
 // it is `expected`.  Only for a pool whose dispatch answer needs nothing the completion changes.
 struct ClaimNext {
-  NextEntry expected;     // entry_id empty: none known (the claimed entry's start is the caller's)
+  NextEntry expected;  // entry_id empty: none known (the claimed entry's start is the caller's)
   pb::Stage stage = pb::STAGE_UNSPECIFIED;
   int sweep_idle_ms = 0;  // > 0: a sweep is due (XAUTOCLAIM of entries idle this long first)
 };
@@ -113,7 +115,7 @@ struct Move {
 };
 
 enum class Applied {
-  kLeaseLost = 0,     // the entry is no longer ours: nothing happened
+  kLeaseLost = 0,  // the entry is no longer ours: nothing happened
   kApplied = 1,
   kRefused = 2,       // illegal here: counted; the entry (if any) is acked, nothing else happens
   kAlreadyPast = 3,   // entry acked, record kept, state and next untouched
@@ -124,7 +126,8 @@ struct Moved {
   JobState from = JobState::kNone;
   // Replicas that acknowledged an applied completion (redis.wait_replicas; -1: not asked).
   int replicas = -1;
-  std::optional<ClaimedStart> claimed;  // Move::then_claim: the entry claimed (none: nothing to claim)
+  std::optional<ClaimedStart>
+      claimed;  // Move::then_claim: the entry claimed (none: nothing to claim)
 };
 const char* applied_name(Applied a);
 
@@ -140,9 +143,11 @@ class Store final {
   Status create_run(const std::string& run_id, const std::vector<std::string>& job_ids);
   // Registers a job and enqueues its encode task in one transaction.  Returns false (and
   // changes nothing) if the job id already exists in the run.
-  Result<bool> accept_job(const std::string& run_id, const pb::JobSpec& spec, const std::string& encode_payload);
+  Result<bool> accept_job(const std::string& run_id, const pb::JobSpec& spec,
+                          const std::string& encode_payload);
   // Records a submission that failed validation: a failed job with the reason.
-  Status reject_job(const std::string& run_id, const std::string& job_id, const std::string& reason);
+  Status reject_job(const std::string& run_id, const std::string& job_id,
+                    const std::string& reason);
   // Records a submission refused because its job id already exists in the run (another spec, or
   // one that does not validate): beside the run, never as a job, so the run's verdict, a finished
   // run's included, stays what it was.  `refused` counts it; the list keeps the newest.
@@ -153,7 +158,8 @@ class Store final {
   // attempts:<stage>++, and the run's cancelled flag and the job's last error read back.
   // With peek (and an entry), the attempt also names the stream's next entry (Attempt::next).
   Result<Attempt> start_attempt(const std::string& run_id, const std::string& job_id, pb::Stage s,
-                                const std::optional<QueueAck>& entry = std::nullopt, bool peek = false);
+                                const std::optional<QueueAck>& entry = std::nullopt,
+                                bool peek = false);
   // The claim of the next new entry of q's stream for q's consumer (XREADGROUP >, not blocking)
   // and, when it is `expected` (q.entry_id is not used), its start move, in one round trip: the
   // two steps between a worker's tasks that used to be two.  nullopt: nothing new on the stream.
@@ -169,10 +175,13 @@ class Store final {
   // exec:<stage>++ (the runtime starts).  Sent without waiting for the reply (Redis::send): it
   // reaches Redis before the runtime starts, and costs no round trip.
   Status note_exec(const std::string& run_id, const std::string& job_id, pb::Stage s);
-  Status note_error(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason);
+  Status note_error(const std::string& run_id, const std::string& job_id, pb::Stage s,
+                    const std::string& reason);
   Result<bool> cancelled(const std::string& run_id);
-  Status cancel(const std::string& run_id);  // sets the run's flag; workers cancel its jobs as they reach them
-  Result<std::vector<pb::StageRecord>> history(const std::string& run_id, const std::string& job_id);
+  Status cancel(const std::string&
+                    run_id);  // sets the run's flag; workers cancel its jobs as they reach them
+  Result<std::vector<pb::StageRecord>> history(const std::string& run_id,
+                                               const std::string& job_id);
 
   Result<RunStatus> run_status(const std::string& run_id);
   Result<std::vector<JobStatus>> jobs(const std::string& run_id);
@@ -180,17 +189,20 @@ class Store final {
 
   // The moves every writer uses.  advance: history += rec, done:<stage>++, state -> to, and
   // the next task XADDed to next_stream when given.
-  static Move advance_move(const std::string& run_id, const std::string& job_id, const pb::StageRecord& rec,
-                      JobState to, const std::string& next_stream = "", const std::string& next_payload = "");
+  static Move advance_move(const std::string& run_id, const std::string& job_id,
+                           const pb::StageRecord& rec, JobState to,
+                           const std::string& next_stream = "",
+                           const std::string& next_payload = "");
   // fail: state -> failed with "<stage>: reason"; dead_letter_payload (when set) also files the
   // task on h3pipe:dead with the reason.
-  static Move fail_move(const std::string& run_id, const std::string& job_id, pb::Stage s, const std::string& reason,
-                   const std::optional<std::string>& dead_letter_payload = std::nullopt);
+  static Move fail_move(const std::string& run_id, const std::string& job_id, pb::Stage s,
+                        const std::string& reason,
+                        const std::optional<std::string>& dead_letter_payload = std::nullopt);
   // cancel: state -> cancelled with the reason, only while the run is still cancelled.
   static Move cancel_move(const std::string& run_id, const std::string& job_id, pb::Stage s);
   // reopen (resume): state -> to, attempts and error cleared, the task XADDed when given.
   static Move reopen_move(const std::string& run_id, const std::string& job_id, JobState to,
-                     const std::string& stream = "", const std::string& payload = "");
+                          const std::string& stream = "", const std::string& payload = "");
 
  private:
   queue::Redis& redis_;

@@ -27,7 +27,8 @@ Status make_private_dir(const fs::path& dir) {
   fs::create_directories(dir, ec);
   if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", dir.string(), ec.message());
   if (::chmod(dir.c_str(), 0700) != 0)
-    return make_error(errc::io::kChmod, "cannot make {} private: {}", dir.string(), std::strerror(errno));
+    return make_error(errc::io::kChmod, "cannot make {} private: {}", dir.string(),
+                      std::strerror(errno));
   return {};
 }
 
@@ -37,7 +38,8 @@ Status write_private(const fs::path& path, std::string_view data) {
   const fs::path tmp = path.string() + ".part";
   ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return make_error(errc::io::kOpen, "cannot create {}: {}", tmp.string(), std::strerror(errno));
+  if (fd < 0)
+    return make_error(errc::io::kOpen, "cannot create {}: {}", tmp.string(), std::strerror(errno));
   const bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
                   ::fsync(fd) == 0;
   ::close(fd);
@@ -58,7 +60,9 @@ Result<std::string> read_password(const fs::path& file) {
 
 }  // namespace
 
-fs::path secrets_dir(const fs::path& state_dir) { return state_dir / "secrets"; }
+fs::path secrets_dir(const fs::path& state_dir) {
+  return state_dir / "secrets";
+}
 
 RedisUser user_for(const fs::path& secrets, std::string_view role) {
   return {role == "admin" ? std::string("redis-admin") : "h3pipe-" + std::string(role),
@@ -69,7 +73,8 @@ Result<std::string> render_acl(std::string_view tmpl,
                                const std::vector<std::pair<std::string, std::string>>& passwords) {
   std::string out(tmpl);
   auto replace_all = [&](const std::string& from, const std::string& to) {
-    for (std::size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size()))
+    for (std::size_t at = out.find(from); at != std::string::npos;
+         at = out.find(from, at + to.size()))
       out.replace(at, from.size(), to);
   };
   for (const auto& [role, password] : passwords)
@@ -95,7 +100,8 @@ Result<fs::path> prepare_local_acl(const fs::path& state_dir) {
     if (!fs::exists(u.password_file)) {
       unsigned char raw[32];
       if (RAND_bytes(raw, sizeof raw) != 1)
-        return make_error(errc::acl::kRandom, "no random bytes for the Redis password of {}", u.user);
+        return make_error(errc::acl::kRandom, "no random bytes for the Redis password of {}",
+                          u.user);
       H3_TRY(write_private(u.password_file, sha256_hex(raw, sizeof raw) + "\n"));
     }
     auto pw = read_password(u.password_file);

@@ -23,7 +23,7 @@ struct RedisUser {
 };
 
 // The roles with a password in local mode; keda's user is rendered off.
-inline constexpr std::string_view kLocalRoles[] = {"encoder", "sampler", "decoder",
+inline constexpr std::string_view kLocalRoles[] = {"encoder",  "sampler",  "decoder",
                                                    "transfer", "operator", "admin"};
 
 std::filesystem::path secrets_dir(const std::filesystem::path& state_dir);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,14 +21,12 @@
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
-
 #include "common/artifacts/artifacts.h"
+#include "common/queue/redis.h"
 #include "common/queue/redis_config.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/stack_file.h"
 #include "common/supervisor/state_dir.h"
-#include "common/queue/redis.h"
 
 extern char** environ;
 
@@ -37,7 +36,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 volatile sig_atomic_t g_term = 0;
-void on_term(int) { g_term = 1; }
+void on_term(int) {
+  g_term = 1;
+}
 
 struct Child {
   std::string name;
@@ -97,7 +98,9 @@ bool redis_ping(const queue::RedisAddress& a) {
   return p.ok();
 }
 
-fs::path stack_path(const config::Cluster& c) { return stack_file(c.state_dir); }
+fs::path stack_path(const config::Cluster& c) {
+  return stack_file(c.state_dir);
+}
 
 // Where the per-service passwords are: generated in the state dir for the embedded Redis, the
 // config's credentials_dir for a shared one ("" = the config's one user for everything).
@@ -124,7 +127,8 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
 }
 
 // The supervisor proper; runs in the daemonized child and never returns.
-[[noreturn]] void supervise(const config::Cluster& c, const StartOptions& o, const std::string& host, int redis_port) {
+[[noreturn]] void supervise(const config::Cluster& c, const StartOptions& o,
+                            const std::string& host, int redis_port) {
   // The name `stop` checks (stack_file.h), beside the lock and the start time.
   ::prctl(PR_SET_NAME, kSupervisorComm);
   fs::path logs = c.state_dir / "logs";  // logs/, redis/, run/: made private by start()
@@ -136,9 +140,11 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
 
   std::vector<Child> children;
   {
-    Child r{.name = "redis", .argv = {"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1",
-                      "--dir", (c.state_dir / "redis").string(), "--appendonly", "yes", "--appendfsync",
-                      "everysec", "--save", "", "--protected-mode", "yes", "--daemonize", "no"},
+    Child r{.name = "redis",
+            .argv = {"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--bind",
+                     "127.0.0.1", "--dir", (c.state_dir / "redis").string(), "--appendonly", "yes",
+                     "--appendfsync", "everysec", "--save", "", "--protected-mode", "yes",
+                     "--daemonize", "no"},
             .log = logs / "redis.log"};
     // Per-service ACL users, the default user off (credentials.h); rendered by start().
     // Redis rewrites its process title, so leftovers are found by this file (end_leftovers).
@@ -150,18 +156,26 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
   }
   std::string cfg = o.config_file.empty() ? "" : fs::absolute(o.config_file).string();
   auto service = [&](const std::string& svc, const std::string& instance, const std::string& pool) {
-    Child ch{.name = svc + "-" + instance, .argv = {(o.bin_dir / ("h3pipe-" + svc)).string()},
+    Child ch{.name = svc + "-" + instance,
+             .argv = {(o.bin_dir / ("h3pipe-" + svc)).string()},
              .log = logs / (svc + "-" + instance + ".log")};
-    if (!cfg.empty()) { ch.argv.push_back("--config"); ch.argv.push_back(cfg); }
+    if (!cfg.empty()) {
+      ch.argv.push_back("--config");
+      ch.argv.push_back(cfg);
+    }
     ch.argv.insert(ch.argv.end(), {"--host", host, "--state-dir", c.state_dir.string()});
     if (c.redis.embedded) {
       ch.argv.push_back("--redis");
       ch.argv.push_back(fmt::format("127.0.0.1:{}", redis_port));
     }
-    if (!pool.empty()) { ch.argv.push_back("--pool"); ch.argv.push_back(pool); }
+    if (!pool.empty()) {
+      ch.argv.push_back("--pool");
+      ch.argv.push_back(pool);
+    }
     if (const fs::path creds = credentials_dir(c); !creds.empty()) {
       const RedisUser u = user_for(creds, svc);
-      ch.env = {"H3PIPE_REDIS_USER=" + u.user, "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
+      ch.env = {"H3PIPE_REDIS_USER=" + u.user,
+                "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
     }
     children.push_back(ch);
   };
@@ -171,29 +185,42 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
                                                                : "decoder";
     service(svc, p->name, p->name);
   }
-  if (c.hosts.size() > 1 && fs::exists(o.bin_dir / "h3pipe-transfer")) service("transfer", host, "");
+  if (c.hosts.size() > 1 && fs::exists(o.bin_dir / "h3pipe-transfer"))
+    service("transfer", host, "");
 
   // Redis first, and wait for it, so services do not start into connection errors.  A shared
   // (non-embedded) Redis is not ours to run: the services use the config's address.
   const queue::RedisAddress addr = supervisor_address(c, redis_port);
-  if (!c.redis.embedded) children[0].pid = 0;  // placeholder: never spawned, never restarted
+  if (!c.redis.embedded)
+    children[0].pid = 0;  // placeholder: never spawned, never restarted
   else {
     children[0].pid = spawn(children[0]);
     children[0].started = Clock::now();
   }
-  for (int i = 0; i < 200 && !redis_ping(addr); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  for (int i = 0; i < 200 && !redis_ping(addr); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
   for (std::size_t i = 1; i < children.size(); ++i) {
     children[i].pid = spawn(children[i]);
     children[i].started = Clock::now();
   }
   auto write_stack = [&] {
-    nlohmann::json j = {{"supervisor_pid", ::getpid()}, {"supervisor_start_time", process_start_time(::getpid())},
-                        {"host", host}, {"config", cfg},
-                        {"state_dir", c.state_dir.string()}, {"redis", {{"host", addr.host}, {"port", addr.port}, {"embedded", c.redis.embedded},
-                                   {"credentials_dir", credentials_dir(c).string()}}},
-                        {"artifact_root", c.artifact_root.string()}, {"output_root", c.output_root.string()}};
+    nlohmann::json j = {{"supervisor_pid", ::getpid()},
+                        {"supervisor_start_time", process_start_time(::getpid())},
+                        {"host", host},
+                        {"config", cfg},
+                        {"state_dir", c.state_dir.string()},
+                        {"redis",
+                         {{"host", addr.host},
+                          {"port", addr.port},
+                          {"embedded", c.redis.embedded},
+                          {"credentials_dir", credentials_dir(c).string()}}},
+                        {"artifact_root", c.artifact_root.string()},
+                        {"output_root", c.output_root.string()}};
     for (const auto& ch : children)
-      j["processes"].push_back({{"name", ch.name}, {"pid", ch.pid}, {"log", ch.log.string()}, {"restarts", ch.restarts}});
+      j["processes"].push_back({{"name", ch.name},
+                                {"pid", ch.pid},
+                                {"log", ch.log.string()},
+                                {"restarts", ch.restarts}});
     (void)artifacts::write_atomic(stack_path(c), j.dump(2) + "\n");
   };
   write_stack();
@@ -230,10 +257,15 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
   auto deadline = Clock::now() + std::chrono::seconds(15);
   for (std::size_t i = 1; i < children.size(); ++i) {
     while (children[i].pid > 0 && Clock::now() < deadline) {
-      if (::waitpid(children[i].pid, nullptr, WNOHANG) == children[i].pid) children[i].pid = -1;
-      else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (::waitpid(children[i].pid, nullptr, WNOHANG) == children[i].pid)
+        children[i].pid = -1;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (children[i].pid > 0) { ::kill(children[i].pid, SIGKILL); ::waitpid(children[i].pid, nullptr, 0); }
+    if (children[i].pid > 0) {
+      ::kill(children[i].pid, SIGKILL);
+      ::waitpid(children[i].pid, nullptr, 0);
+    }
   }
   if (c.redis.embedded && children[0].pid > 0) {
     ::kill(children[0].pid, SIGTERM);
@@ -286,9 +318,11 @@ int end_leftovers(const fs::path& state_dir) {
     for (std::string a; std::getline(in, a, '\0');) argv.push_back(a);
     bool ours = false;
     for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
-      const bool service = argv[i] == "--state-dir" && fs::path(argv[i + 1]).lexically_normal() == dir &&
+      const bool service = argv[i] == "--state-dir" &&
+                           fs::path(argv[i + 1]).lexically_normal() == dir &&
                            fs::path(argv[0]).filename().string().rfind("h3pipe-", 0) == 0;
-      const bool redis = argv[i] == "--dir" && fs::path(argv[i + 1]).lexically_normal() == redis_dir &&
+      const bool redis = argv[i] == "--dir" &&
+                         fs::path(argv[i + 1]).lexically_normal() == redis_dir &&
                          fs::path(argv[0]).filename() == "redis-server";
       ours = ours || service || redis;
     }
@@ -347,19 +381,24 @@ std::string log_tail(const fs::path& log, std::size_t lines = 3) {
 Status make_stack_private(const config::Cluster& c) {
   for (const char* dir : {"logs", "redis", "run", "secrets", "transfer"}) {
     std::error_code ec;
-    if (std::string_view(dir) == "transfer" && !fs::exists(fs::symlink_status(c.state_dir / dir, ec))) continue;
+    if (std::string_view(dir) == "transfer" &&
+        !fs::exists(fs::symlink_status(c.state_dir / dir, ec)))
+      continue;
     H3_TRY(make_private_tree(c.state_dir, c.state_dir / dir, true));
   }
   // The artifact and output roots when they are the state dir's (their files are the services').
   for (const fs::path& root : {c.artifact_root, c.output_root}) {
     const fs::path rel = root.lexically_normal().lexically_relative(c.state_dir.lexically_normal());
-    if (!rel.empty() && *rel.begin() != ".." && rel != ".") H3_TRY(make_private_tree(c.state_dir, root, false));
+    if (!rel.empty() && *rel.begin() != ".." && rel != ".")
+      H3_TRY(make_private_tree(c.state_dir, root, false));
   }
   for (const char* name : {"supervisor.log", "stack.json", "stack.json.sha256"}) {
     const fs::path p = c.state_dir / name;
     const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0 && errno == ENOENT) continue;
-    if (fd < 0) return make_error(errc::state_dir::kUnsafe, "refusing {}: {} (a symlink?)", p.string(), std::strerror(errno));
+    if (fd < 0)
+      return make_error(errc::state_dir::kUnsafe, "refusing {}: {} (a symlink?)", p.string(),
+                        std::strerror(errno));
     const Status s = tighten_fd(fd, p);
     ::close(fd);
     H3_TRY(s);
@@ -391,26 +430,33 @@ nlohmann::json with_persistence(const config::Cluster& c, int port, nlohmann::js
 Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   std::string host = o.host;
   if (host.empty()) {
-    if (c.hosts.size() != 1) return make_error(errc::start::kHost, "--host is required: the config names {} hosts", c.hosts.size());
+    if (c.hosts.size() != 1)
+      return make_error(errc::start::kHost, "--host is required: the config names {} hosts",
+                        c.hosts.size());
     host = c.hosts.front().name;
   }
-  if (!c.find_host(host)) return make_error(errc::start::kHost, "--host {}: not a host in the config", host);
+  if (!c.find_host(host))
+    return make_error(errc::start::kHost, "--host {}: not a host in the config", host);
   if (c.redis.embedded && ::access("/usr/bin/redis-server", X_OK) != 0)
-    return make_error(errc::start::kRedis, "/usr/bin/redis-server is missing; run scripts/setup.sh");
+    return make_error(errc::start::kRedis,
+                      "/usr/bin/redis-server is missing; run scripts/setup.sh");
   // The state dir holds credentials, every prompt (receipts) and the AOF: its owner's alone.
   // One owned by another user or open to others is refused before anything is read or written
   // in it (state_dir.h); what the stack creates or reuses in it is made private.
   H3_TRY(check_state_dir(c.state_dir));
   std::error_code ec;
   fs::create_directories(c.state_dir, ec);
-  if (ec) return make_error(errc::io::kMkdir, "cannot create {}: {}", c.state_dir.string(), ec.message());
+  if (ec)
+    return make_error(errc::io::kMkdir, "cannot create {}: {}", c.state_dir.string(), ec.message());
   H3_TRY(check_state_dir(c.state_dir));  // what create_directories found or made
   ::chmod(c.state_dir.c_str(), 0700);
   // One stack per state dir: the lock is held by the supervisor for its whole life (the fd is
   // inherited by the fork, closed on exec, so services never hold it).
   const fs::path lock_path = lock_file(c.state_dir);
   const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (lock < 0) return make_error(errc::io::kOpen, "cannot open {}: {}", lock_path.string(), std::strerror(errno));
+  if (lock < 0)
+    return make_error(errc::io::kOpen, "cannot open {}: {}", lock_path.string(),
+                      std::strerror(errno));
   if (auto s = tighten_fd(lock, lock_path); !s.ok()) {
     ::close(lock);
     return s.error();
@@ -418,9 +464,10 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock);
     auto r = running(c);
-    return make_error(errc::start::kRunning, "a stack already runs for {}{}; run `h3pipe stop` first",
-                      c.state_dir.string(),
-                      r ? fmt::format(" (supervisor pid {})", (*r)["supervisor_pid"].get<int>()) : " (starting)");
+    return make_error(
+        errc::start::kRunning, "a stack already runs for {}{}; run `h3pipe stop` first",
+        c.state_dir.string(),
+        r ? fmt::format(" (supervisor pid {})", (*r)["supervisor_pid"].get<int>()) : " (starting)");
   }
   if (auto s = make_stack_private(c); !s.ok()) {
     ::close(lock);
@@ -437,7 +484,9 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
       return acl.error();
     }
   }
-  int port = !c.redis.embedded ? c.redis.port : c.redis.port > 0 ? c.redis.port : free_loopback_port();
+  int port = !c.redis.embedded  ? c.redis.port
+             : c.redis.port > 0 ? c.redis.port
+                                : free_loopback_port();
   pid_t pid = ::fork();
   if (pid < 0) return make_error(errc::start::kFork, "fork failed");
   if (pid == 0) {
@@ -446,7 +495,8 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
     ::umask(077);                   // logs, run files, Redis data: private to the owner
     int devnull = ::open("/dev/null", O_RDWR);
     ::dup2(devnull, 0);
-    int log = ::open((c.state_dir / "supervisor.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+    int log = ::open((c.state_dir / "supervisor.log").c_str(),
+                     O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     ::dup2(log, 1);
     ::dup2(log, 2);
     supervise(c, o, host, port);
@@ -469,7 +519,8 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
         std::string why;
         const Readiness r = service_ready(c.state_dir / "run" / (name + ".json"), &why);
         if (r != Readiness::kReady) not_ready.push_back(name);
-        if (r == Readiness::kFailed) failed += fmt::format("\n  {} cannot become ready: {}", name, why);
+        if (r == Readiness::kFailed)
+          failed += fmt::format("\n  {} cannot become ready: {}", name, why);
       }
       if (not_ready.empty()) return with_persistence(c, port, *st);
       if (!failed.empty()) {
@@ -483,12 +534,14 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   std::string why;
   if (st)
     for (const auto& p : (*st)["processes"])
-      if (std::find(not_ready.begin(), not_ready.end(), p["name"].get<std::string>()) != not_ready.end())
+      if (std::find(not_ready.begin(), not_ready.end(), p["name"].get<std::string>()) !=
+          not_ready.end())
         why += fmt::format("\n  {} is not ready; the end of {}:{}", p["name"].get<std::string>(),
                            p["log"].get<std::string>(), log_tail(p["log"].get<std::string>()));
   (void)stop(c);
-  return make_error(errc::start::kTimeout, "the stack did not become ready within {} ms and was stopped{}",
-                    o.ready_timeout_ms, why.empty() ? fmt::format("; see {}/logs/", c.state_dir.string()) : why);
+  return make_error(
+      errc::start::kTimeout, "the stack did not become ready within {} ms and was stopped{}",
+      o.ready_timeout_ms, why.empty() ? fmt::format("; see {}/logs/", c.state_dir.string()) : why);
 }
 
 // Only a process proven to be this state dir's supervisor is signalled (stack_file.h).  A
@@ -499,7 +552,8 @@ Status stop(const config::Cluster& c, int timeout_ms) {
   if (!*st) return make_error(errc::stop::kNone, "no stack runs for {}", c.state_dir.string());
   const Proof proof = prove_supervisor(c.state_dir, **st);
   if (!proof.supervisor) {
-    std::string cleaned = "; nothing was signalled; stack.json left: the lock is held (a start under way?)";
+    std::string cleaned =
+        "; nothing was signalled; stack.json left: the lock is held (a start under way?)";
     const int lock = ::open(lock_file(c.state_dir).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (lock < 0 || ::flock(lock, LOCK_EX | LOCK_NB) == 0) {
       std::error_code ec;
@@ -508,15 +562,18 @@ Status stop(const config::Cluster& c, int timeout_ms) {
       cleaned = "; nothing was signalled; stack.json removed";
     }
     if (lock >= 0) ::close(lock);
-    return make_error(errc::stop::kStale, "no stack runs here (stale stack.json, {}){}", proof.why, cleaned);
+    return make_error(errc::stop::kStale, "no stack runs here (stale stack.json, {}){}", proof.why,
+                      cleaned);
   }
   const pid_t pid = (**st)["supervisor_pid"].get<pid_t>();
   const long long started = (**st)["supervisor_start_time"].get<long long>();
   ::kill(pid, SIGTERM);
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (same_process(pid, started) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  while (same_process(pid, started) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
   if (same_process(pid, started))
-    return make_error(errc::stop::kTimeout, "supervisor {} did not stop within {} ms", pid, timeout_ms);
+    return make_error(errc::stop::kTimeout, "supervisor {} did not stop within {} ms", pid,
+                      timeout_ms);
   return {};
 }
 

@@ -7,10 +7,9 @@
 //   <state>/redis/         redis data (appendonly)
 //   <state>/run/*.json     each service's ports (written by the service)
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "common/config/config.h"
 #include "common/core/result.h"

@@ -2,9 +2,9 @@
 
 #include <memory>
 
-#include "common/latent/latent.h"
 #include "common/dispatch/decode_route.h"
 #include "common/dispatch/geometry.h"
+#include "common/latent/latent.h"
 #include "common/spec/spec.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
@@ -87,8 +87,8 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
     auto l = latent::read_latent(part, &*want);
     if (!l.ok())
       return rephrase(l.error(), "latent for job {} does not fit profile {} ({}): {}",
-                        offer.job_id(), want->profile.name, latent::to_string(want->job),
-                        l.error().message);
+                      offer.job_id(), want->profile.name, latent::to_string(want->job),
+                      l.error().message);
     return {};
   };
   o.curve.enabled = curve_required(c);
@@ -122,7 +122,8 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
     if (o.curve.allowed_clients.empty())
       return make_error(errc::config::kTransfer,
                         "/hosts/{}/transfer_allowed_clients: empty, and no sending host names a "
-                        "transfer_public_key_file: no sender could connect", i);
+                        "transfer_public_key_file: no sender could connect",
+                        i);
   }
   return o;
 }
@@ -161,15 +162,16 @@ Result<SenderOptions> sender_options(const config::Cluster& c, const std::string
   // A task that reaches the sender without a target host: the one decode-host choice
   // (dispatch/decode_route.h) from this host, with this sender's queues as the latents on their
   // way to each host.  (Samplers choose before the hand-off; this covers the rest.)
-  o.choose_host = [c, host](const pb::StageTask& t, const std::map<std::string, std::size_t>& queued) {
+  o.choose_host = [c, host](const pb::StageTask& t,
+                            const std::map<std::string, std::size_t>& queued) {
     dispatch::DecodeLoad load;
     load.queued = queued;
     const auto& s = t.spec();
     const std::string cls = c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class());
     auto profile = spec::latent_profile(s, c);  // the job's profile gives the transfer size
-    const auto bytes = dispatch::latent_bytes(profile.ok() ? *profile : latent::builtin_profile(),
-                                              s.width(), s.height(), s.frames(),
-                                              s.fps() ? s.fps() : dispatch::kDefaultFps);
+    const auto bytes =
+        dispatch::latent_bytes(profile.ok() ? *profile : latent::builtin_profile(), s.width(),
+                               s.height(), s.frames(), s.fps() ? s.fps() : dispatch::kDefaultFps);
     auto route = dispatch::route_latent(c, {host}, cls, bytes, load);
     return route ? route->host : host;
   };

@@ -144,7 +144,8 @@ Result<std::shared_ptr<PartFile>> PartFile::open(const fs::path& final_path, std
   f->seq_ = st ? st->seq : 0;
   *have = resume ? st->durable : 0;
   // Bytes past the durable prefix may be torn after a power loss: drop them.
-  if (::ftruncate(f->fd_, static_cast<off_t>(*have)) != 0) return sys_error(errc::io::kTruncate, p.part);
+  if (::ftruncate(f->fd_, static_cast<off_t>(*have)) != 0)
+    return sys_error(errc::io::kTruncate, p.part);
   if (resume) {
     std::vector<std::uint8_t> buf(1 << 20);
     for (std::uint64_t at = 0; at < *have;) {

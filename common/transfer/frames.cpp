@@ -43,8 +43,8 @@ std::string frame_name(const pb::TransferFrame& f) {
 Result<pb::TransferFrame> parse_frame(Reader reader, std::span<const std::string_view> parts) {
   const bool rx = reader == Reader::kReceiver;
   if (rx ? parts.size() != 2 && parts.size() != 3 : parts.size() != 1)
-    return make_error(errc::transfer::kFrameParts, "a message of {} parts (expected {})", parts.size(),
-                      rx ? "2 or 3" : "1");
+    return make_error(errc::transfer::kFrameParts, "a message of {} parts (expected {})",
+                      parts.size(), rx ? "2 or 3" : "1");
   const std::string_view bytes = parts[rx ? 1 : 0];
   pb::TransferFrame f;
   if (bytes.size() > static_cast<std::size_t>(INT_MAX) ||
@@ -53,8 +53,8 @@ Result<pb::TransferFrame> parse_frame(Reader reader, std::span<const std::string
     return make_error(errc::transfer::kFrameUndecodable, "undecodable frame of {} bytes dropped",
                       bytes.size());
   if (!(rx ? sent_by_sender(f.body_case()) : sent_by_receiver(f.body_case())))
-    return make_error(errc::transfer::kFrameUnexpected, "unexpected {} frame from a {}", frame_name(f),
-                      rx ? "sender" : "receiver");
+    return make_error(errc::transfer::kFrameUnexpected, "unexpected {} frame from a {}",
+                      frame_name(f), rx ? "sender" : "receiver");
   if (f.body_case() == pb::TransferFrame::kChunk && parts.size() != 3)
     return make_error(errc::transfer::kFrameNoData, "a chunk frame without its bytes");
   return f;

@@ -21,8 +21,8 @@ Status write_new(const fs::path& p, const std::string& text, mode_t mode, bool o
   int fd = ::open(p.c_str(), flags, mode);
   if (fd < 0) {
     if (errno == EEXIST)
-      return make_error(errc::keygen::kExists, "{} exists; refusing to overwrite a key (use --force)",
-                        p.string());
+      return make_error(errc::keygen::kExists,
+                        "{} exists; refusing to overwrite a key (use --force)", p.string());
     return make_error(errc::io::kOpen, "cannot create {}: {}", p.string(), std::strerror(errno));
   }
   Status s;
@@ -96,7 +96,8 @@ Result<std::string> load_key_file(const fs::path& path, bool secret) {
 }
 
 Result<std::string> public_of(const std::string& secret_z85) {
-  if (!is_z85_key(secret_z85)) return make_error(errc::keys::kInvalid, "secret key is not a Z85 key");
+  if (!is_z85_key(secret_z85))
+    return make_error(errc::keys::kInvalid, "secret key is not a Z85 key");
   char pub[41] = {};
   if (zmq_curve_public(pub, secret_z85.c_str()) != 0)
     return make_error(errc::keys::kInvalid, "zmq_curve_public: {}", zmq_strerror(zmq_errno()));

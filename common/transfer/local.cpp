@@ -18,8 +18,8 @@ Status link_over(const fs::path& src, const fs::path& dst) {
   tmp += fmt::format(".link{}", std::random_device{}());
   if (::link(src.c_str(), tmp.c_str()) != 0) {
     int e = errno;
-    return make_error(e == EXDEV ? errc::io::kExdev : errc::io::kLink, "link {} -> {}: {}", src.string(),
-                      tmp.string(), std::strerror(e));
+    return make_error(e == EXDEV ? errc::io::kExdev : errc::io::kLink, "link {} -> {}: {}",
+                      src.string(), tmp.string(), std::strerror(e));
   }
   if (::rename(tmp.c_str(), dst.c_str()) != 0) {
     int e = errno;
@@ -41,7 +41,8 @@ Result<fs::path> local_handoff(const fs::path& src, const fs::path& dst, const f
     H3_TRY(artifacts::make_dirs(artifacts::Root(root), abs_dst.parent_path()));
   } else {
     fs::create_directories(dst.parent_path(), ec);
-    if (ec) return make_error(errc::io::kMkdir, "mkdir {}: {}", dst.parent_path().string(), ec.message());
+    if (ec)
+      return make_error(errc::io::kMkdir, "mkdir {}: {}", dst.parent_path().string(), ec.message());
   }
   Status s = link_over(src, dst);
   if (!s.ok() && s.error().code == errc::io::kExdev) {

@@ -35,8 +35,8 @@ Result<fs::path> resolve_offer(const pb::Offer& o, const fs::path& root, std::ui
     at = slash + 1;
   }
   if (parts.empty() || parts.size() > 6)
-    return make_error(errc::transfer::kRefused, "offer.relative_path \"{}\": expected 1..6 components",
-                      rel);
+    return make_error(errc::transfer::kRefused,
+                      "offer.relative_path \"{}\": expected 1..6 components", rel);
   fs::path p = root;
   for (const auto& part : parts) {
     if (auto s = artifacts::validate_id("offer.relative_path", part); !s.ok())

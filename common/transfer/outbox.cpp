@@ -35,7 +35,8 @@ Status record_task(const fs::path& outbox, const pb::StageTask& task) {
   task.SerializeToString(&bytes);
   int fd = ::openat(dir->get(), part_name.c_str(),
                     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return make_error(errc::io::kOpen, "open {}: {}", part.string(), std::strerror(errno));
+  if (fd < 0)
+    return make_error(errc::io::kOpen, "open {}: {}", part.string(), std::strerror(errno));
   bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
             ::fsync(fd) == 0;
   int err = errno;
@@ -67,8 +68,8 @@ std::vector<pb::StageTask> scan_outbox(const fs::path& outbox, std::vector<Error
       if (!t.ParseFromString(ss.str()) || t.run_id() != run.path().filename().string() ||
           t.job_id() + ".task" != f.filename().string()) {
         if (problems)
-          problems->push_back(
-              make_error(errc::transfer::kOutbox, "{}: not a task record for its path", f.string()));
+          problems->push_back(make_error(errc::transfer::kOutbox,
+                                         "{}: not a task record for its path", f.string()));
         continue;
       }
       out.push_back(std::move(t));

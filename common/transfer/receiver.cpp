@@ -9,8 +9,8 @@
 #include <chrono>
 #include <zmq_addon.hpp>
 
-#include "common/transfer/log.h"
 #include "common/transfer/frames.h"
+#include "common/transfer/log.h"
 #include "common/transfer/receiver_impl.h"
 #include "common/transfer/wire.h"
 #include "common/transfer/zap.h"
@@ -117,9 +117,10 @@ void TransferReceiver::Impl::read_frames() {
         }
         const auto a = junk_log_.admit(peer.empty() ? routing : peer);
         if (a.log)
-          logger().warn("transfer receiver: peer {}: {}{}", peer.empty() ? "(no key)" : peer.substr(0, 8),
-                        f.error().message,
-                        a.suppressed ? fmt::format(" ({} more junk frame(s) from it not logged)", a.suppressed)
+          logger().warn("transfer receiver: peer {}: {}{}",
+                        peer.empty() ? "(no key)" : peer.substr(0, 8), f.error().message,
+                        a.suppressed ? fmt::format(" ({} more junk frame(s) from it not logged)",
+                                                   a.suppressed)
                                      : std::string());
       }
       continue;

@@ -9,9 +9,9 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
-#include "common/transfer/log.h"
 #include "common/transfer/disk.h"
 #include "common/transfer/frames.h"
+#include "common/transfer/log.h"
 #include "common/transfer/receiver_impl.h"
 
 namespace h3pipe::transfer {
@@ -352,17 +352,22 @@ namespace {
 thread_local const DeliveryTiming* tl_delivery = nullptr;
 }  // namespace
 
-const DeliveryTiming* current_delivery() { return tl_delivery; }
+const DeliveryTiming* current_delivery() {
+  return tl_delivery;
+}
 
 bool TransferReceiver::Impl::deliver(Session& s) {
   auto secs = [](Clock::time_point a, Clock::time_point b) {
-    return a == Clock::time_point{} || b == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(b - a).count();
+    return a == Clock::time_point{} || b == Clock::time_point{}
+               ? 0.0
+               : std::chrono::duration<double>(b - a).count();
   };
   DeliveryTiming timing{secs(s.started, s.first_byte), secs(s.started, s.last_byte),
                         secs(s.last_byte, s.committed)};
   timing.check_s = s.check_s;
   timing.commit_s = s.commit_s;
-  timing.started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.started.time_since_epoch()).count();
+  timing.started_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(s.started.time_since_epoch()).count();
   tl_delivery = &timing;
   Status st = on_durable_ ? on_durable_(s.offer, s.final_path, s.offer.sha256()) : Status{};
   tl_delivery = nullptr;

@@ -27,8 +27,8 @@ Result<Job> make_job(const SenderOptions& opts, const pb::StageTask& t) {
     return make_error(errc::transfer::kSource, "{} has no valid .sha256 sidecar (not durable yet?)",
                       j.latent.string());
   if (!t.input_sha256().empty() && t.input_sha256() != j.sha)
-    return make_error(errc::transfer::kSource, "{}: sidecar says {}, the task says {}", j.latent.string(),
-                      j.sha, t.input_sha256());
+    return make_error(errc::transfer::kSource, "{}: sidecar says {}, the task says {}",
+                      j.latent.string(), j.sha, t.input_sha256());
   j.size = fs::file_size(j.latent, ec);
   if (ec) return make_error(errc::transfer::kSource, "{}: {}", j.latent.string(), ec.message());
   j.task = t;

@@ -1,6 +1,6 @@
 #pragma once
-// Internals of TransferSender (sender*.cpp, with sender_impl.h): the per-latent job, the per-peer connection state,
-// and the helpers that do not need the sender's loop.  Not a public interface.
+// Internals of TransferSender (sender*.cpp, with sender_impl.h): the per-latent job, the per-peer
+// connection state, and the helpers that do not need the sender's loop.  Not a public interface.
 #include <chrono>
 #include <cstdint>
 #include <deque>

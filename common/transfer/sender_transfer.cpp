@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "common/core/sha256.h"
-#include "common/transfer/log.h"
 #include "common/transfer/frames.h"
+#include "common/transfer/log.h"
 #include "common/transfer/outbox.h"
 #include "common/transfer/sender_impl.h"
 #include "common/transfer/sender_parts.h"

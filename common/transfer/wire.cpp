@@ -45,7 +45,8 @@ Status configure_server(zmq::socket_t& s, const CurveServer& curve, std::uint32_
     s.set(zmq::sockopt::handshake_ivl, dead_after_ms);
     if (curve.enabled) {
       if (!is_z85_key(curve.secret_key))
-        return make_error(errc::transfer::kCurve, "receiver secret key is not a 40-character Z85 key");
+        return make_error(errc::transfer::kCurve,
+                          "receiver secret key is not a 40-character Z85 key");
       s.set(zmq::sockopt::curve_server, 1);
       s.set(zmq::sockopt::curve_secretkey, curve.secret_key);
       s.set(zmq::sockopt::zap_domain, curve.zap_domain);

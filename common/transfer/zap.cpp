@@ -15,7 +15,8 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::start(zmq::context_t& ctx, std::
   std::set<std::string> allowed;
   for (const auto& k : allowed_z85) {
     if (!is_z85_key(k))
-      return make_error(errc::zap::kKeys, "allowed client key \"{}\" is not a 40-character Z85 key", k);
+      return make_error(errc::zap::kKeys, "allowed client key \"{}\" is not a 40-character Z85 key",
+                        k);
     allowed.insert(k);
   }
   if (domain.empty()) return make_error(errc::zap::kDomain, "the ZAP domain must not be empty");

@@ -4,19 +4,19 @@
 #include <set>
 
 #include "common/latent/latent.h"
-#include "common/spec/spec.h"
 #include "common/metrics/degraded.h"
 #include "common/queue/keys.h"
+#include "common/spec/spec.h"
+#include "common/state/state.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
-#include "common/state/state.h"
 #include "common/worker/heartbeat.h"
 #include "common/worker/worker.h"
 
 namespace h3pipe::worker {
 
-Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
-                                                   const std::vector<std::pair<std::string, std::string>>& streams) {
+Result<std::vector<StreamBacklog>> stream_backlogs(
+    queue::Redis& redis, const std::vector<std::pair<std::string, std::string>>& streams) {
   std::vector<StreamBacklog> out(streams.size());
   if (streams.empty()) return out;
   std::vector<std::vector<std::string>> lens, pend;
@@ -28,7 +28,8 @@ Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
   if (!l.ok()) return l.error();
   for (std::size_t i = 0; i < out.size(); ++i) out[i].length = queue::reply_int((*l)[i].get());
   auto count = [](const redisReply* x) {
-    return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0 ? queue::reply_int(x->element[0]) : 0LL;
+    return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0 ? queue::reply_int(x->element[0])
+                                                                : 0LL;
   };
   if (auto p = redis.pipeline(pend); p.ok()) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i].claimed = count((*p)[i].get());
@@ -40,7 +41,8 @@ Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
   return out;
 }
 
-dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, const std::string& from_host) {
+dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis,
+                                 const std::string& from_host) {
   dispatch::DecodeLoad load;
   // Latents this host's transfer sender still has to deliver (its outbox records, removed on
   // delivery) count where they go, as the simulator counts latents on a link.
@@ -57,7 +59,8 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, 
   std::vector<std::string> order(hosts.begin(), hosts.end());
   std::vector<std::pair<std::string, std::string>> streams;
   for (const auto& h : order)
-    streams.emplace_back(stream_for(config::StageKind::kDecode, h), group_for(config::StageKind::kDecode));
+    streams.emplace_back(stream_for(config::StageKind::kDecode, h),
+                         group_for(config::StageKind::kDecode));
   // A backlog it cannot read counts as empty: the choice becomes "fastest host for this job".
   static metrics::Degraded unknown("decode_backlog_unknown", "decode-host choice");
   auto b = stream_backlogs(*redis, streams);
@@ -102,7 +105,8 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
                                                 const pb::StageTask& task, queue::Redis* redis) {
   const auto load = decode_load(c, redis, holders.empty() ? std::string() : holders.front());
-  const auto hosts = dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), load);
+  const auto hosts =
+      dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), load);
   // Rank by taking the shared choice's pick out, one host at a time, so the order is its order.
   std::vector<dispatch::DecodeHostState> left = hosts;
   std::vector<DecodeCandidate> out;
@@ -123,15 +127,17 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
 
 std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
                                const pb::StageTask& task, queue::Redis* redis) {
-  auto route = dispatch::route_latent(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
-                                      decode_load(c, redis, holders.empty() ? std::string() : holders.front()));
+  auto route = dispatch::route_latent(
+      c, holders, job_class_of(c, task), latent_bytes_of(c, task),
+      decode_load(c, redis, holders.empty() ? std::string() : holders.front()));
   if (route) return route->host;
   return holders.empty() ? std::string() : holders.front();
 }
 
 ResumeTarget resume_decode_target(const config::Cluster& c, const std::vector<std::string>& holders,
                                   const pb::StageTask& task, queue::Redis* redis) {
-  auto hosts = dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), decode_load(c, redis));
+  auto hosts = dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
+                                      decode_load(c, redis));
   std::vector<dispatch::DecodeHostState> here;
   for (const auto& h : hosts)
     if (h.local) here.push_back(h);

@@ -3,17 +3,17 @@
 // stage and writes the choice into the decode task's target_host; the transfer sender then moves
 // the latent there.  The choice itself is the shared rule (dispatch::route_latent, decode_route.h:
 // the earliest expected decode completion, ties to the sampling host, then config order); this
-// adapter only fills its inputs from Redis (decode_load).  On a Redis error a backlog counts as zero: the choice
-// degrades to "fastest host for this job", never to a failure.
+// adapter only fills its inputs from Redis (decode_load).  On a Redis error a backlog counts as
+// zero: the choice degrades to "fastest host for this job", never to a failure.
 #include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/config/config.h"
+#include "common/dispatch/decode_route.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/queue/redis.h"
-#include "common/dispatch/decode_route.h"
 
 namespace h3pipe::worker {
 
@@ -21,7 +21,7 @@ struct DecodeCandidate {
   std::string host;
   double transfer_s = 0;  // latent over the link (0 when local)
   double decode_s = 0;    // this job's decode time there (fastest decoder)
-  double done_s = 0;      // expected seconds until decoded there (dispatch::expected_decode_completion)
+  double done_s = 0;  // expected seconds until decoded there (dispatch::expected_decode_completion)
   double total() const { return done_s; }
 };
 
@@ -31,15 +31,16 @@ struct StreamBacklog {
   long long length = 0, claimed = 0;
   long long waiting() const { return std::max(0LL, length - claimed); }
 };
-Result<std::vector<StreamBacklog>> stream_backlogs(queue::Redis& redis,
-                                                   const std::vector<std::pair<std::string, std::string>>& streams);
+Result<std::vector<StreamBacklog>> stream_backlogs(
+    queue::Redis& redis, const std::vector<std::pair<std::string, std::string>>& streams);
 
 // The live DecodeLoad, as the simulator counts it: the decode tasks waiting on every decode host
 // (XLEN - XPENDING) and each decoder's seconds until idle from its heartbeat (nothing on a Redis
 // error or nullptr).
 // from_host: the host whose transfer sender's outbox (on this machine) adds the latents still in
 // transit, counted on the host each goes to.
-dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis, const std::string& from_host = "");
+dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis,
+                                 const std::string& from_host = "");
 
 // The job class and latent size the choice needs, from the task's spec.
 std::string job_class_of(const config::Cluster& c, const pb::StageTask& task);
@@ -50,8 +51,10 @@ std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& tas
 std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
                                                 const pb::StageTask& task, queue::Redis* redis);
-inline std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c, const std::string& self,
-                                                       const pb::StageTask& task, queue::Redis* redis) {
+inline std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
+                                                       const std::string& self,
+                                                       const pb::StageTask& task,
+                                                       queue::Redis* redis) {
   return score_decode_hosts(c, std::vector<std::string>{self}, task, redis);
 }
 
@@ -59,8 +62,8 @@ inline std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
 // (the config has no decode pool).
 std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
                                const pb::StageTask& task, queue::Redis* redis);
-inline std::string choose_decode_host(const config::Cluster& c, const std::string& self, const pb::StageTask& task,
-                                      queue::Redis* redis) {
+inline std::string choose_decode_host(const config::Cluster& c, const std::string& self,
+                                      const pb::StageTask& task, queue::Redis* redis) {
   return choose_decode_host(c, std::vector<std::string>{self}, task, redis);
 }
 

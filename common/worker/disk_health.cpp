@@ -20,9 +20,10 @@ bool DiskHealth::observe(const Error& e) {
   const bool redis = e.code == errc::redis::kError;
   const std::string reason =
       state == "disk_full"
-          ? fmt::format("disk full ({}: {}){}", redis ? "Redis cannot write its data" : "ENOSPC", e.message,
-                        redis ? "; Redis refuses every write until space is freed" : "")
-          : fmt::format("Redis cannot persist ({}); it refuses every write until that is fixed", e.message);
+          ? fmt::format("disk full ({}: {}){}", redis ? "Redis cannot write its data" : "ENOSPC",
+                        e.message, redis ? "; Redis refuses every write until space is freed" : "")
+          : fmt::format("Redis cannot persist ({}); it refuses every write until that is fixed",
+                        e.message);
   (state == "disk_full" ? disk_full_ : cannot_persist_).hit(e.message);
   if (reason != reason_) {
     reason_ = reason;

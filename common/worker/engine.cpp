@@ -41,8 +41,8 @@ std::string task_spec_problems(const pb::StageTask& t, const config::Cluster& cl
   for (const auto& fe : spec::validate(t.spec(), cl, spec::Check::kTask))
     out += (out.empty() ? "" : "; ") + fe.to_string();
   if (t.spec().job_id() != t.job_id())
-    out += fmt::format("{}jobId: the task is for job {} but its spec names {}", out.empty() ? "" : "; ",
-                       t.job_id(), config::printable(t.spec().job_id()));
+    out += fmt::format("{}jobId: the task is for job {} but its spec names {}",
+                       out.empty() ? "" : "; ", t.job_id(), config::printable(t.spec().job_id()));
   return out;
 }
 
@@ -62,14 +62,22 @@ const StageDescriptor& describe(config::StageKind k) {
 
 const char* outcome_name(Outcome o) {
   switch (o) {
-    case Outcome::kCompleted: return "completed";
-    case Outcome::kSkipped: return "skipped";
-    case Outcome::kRetried: return "retried";
-    case Outcome::kDeadLettered: return "dead_lettered";
-    case Outcome::kCancelled: return "cancelled";
-    case Outcome::kRefused: return "refused";
-    case Outcome::kLeaseLost: return "lease_lost";
-    case Outcome::kCount: break;
+    case Outcome::kCompleted:
+      return "completed";
+    case Outcome::kSkipped:
+      return "skipped";
+    case Outcome::kRetried:
+      return "retried";
+    case Outcome::kDeadLettered:
+      return "dead_lettered";
+    case Outcome::kCancelled:
+      return "cancelled";
+    case Outcome::kRefused:
+      return "refused";
+    case Outcome::kLeaseLost:
+      return "lease_lost";
+    case Outcome::kCount:
+      break;
   }
   return "?";
 }
@@ -83,13 +91,21 @@ Clock Clock::system() {
           }};
 }
 
-StageEngine::StageEngine(EngineOptions o, Ledger& ledger, Files& files, Compute compute, Clock clock, Routing routing)
-    : opts_(o), stage_(describe(o.pool->stage)), ledger_(ledger), files_(files), compute_(std::move(compute)),
-      clock_(std::move(clock)), routing_(std::move(routing)) {}
+StageEngine::StageEngine(EngineOptions o, Ledger& ledger, Files& files, Compute compute,
+                         Clock clock, Routing routing)
+    : opts_(o),
+      stage_(describe(o.pool->stage)),
+      ledger_(ledger),
+      files_(files),
+      compute_(std::move(compute)),
+      clock_(std::move(clock)),
+      routing_(std::move(routing)) {}
 
 void StageEngine::report(std::function<void()> f) {
-  if (opts_.defer_reports) deferred_.push_back(std::move(f));
-  else f();
+  if (opts_.defer_reports)
+    deferred_.push_back(std::move(f));
+  else
+    f();
 }
 
 void StageEngine::run_deferred() {
@@ -106,8 +122,10 @@ Result<Outcome> StageEngine::done(Outcome o, const pb::StageTask& t, const pb::S
 Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   const auto& cl = *opts_.cluster;
   pb::StageTask t;
-  if (c.payload.empty() || !t.ParseFromString(c.payload) || t.run_id().empty() || t.job_id().empty()) {
-    logger().error("{}: entry {} holds no valid task; dead-lettering it", opts_.pool->name, c.entry_id);
+  if (c.payload.empty() || !t.ParseFromString(c.payload) || t.run_id().empty() ||
+      t.job_id().empty()) {
+    logger().error("{}: entry {} holds no valid task; dead-lettering it", opts_.pool->name,
+                   c.entry_id);
     H3_TRY(ledger_.dead_letter_entry(c, "unparseable task payload"));
     return done(Outcome::kDeadLettered, pb::StageTask());
   }
@@ -119,8 +137,9 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   auto started = c.started ? Result<state::Attempt>(*c.started) : ledger_.start(t, c.entry_id);
   if (!started.ok()) return started.error();
   if (started->refused) {
-    logger().warn("run={} job={} {}: the job is {}; dropping the task (refused by the state machine)", run, job,
-                 stage_.key, state::job_state_name(started->from));
+    logger().warn(
+        "run={} job={} {}: the job is {}; dropping the task (refused by the state machine)", run,
+        job, stage_.key, state::job_state_name(started->from));
     return done(Outcome::kRefused, t);
   }
   const long long attempt = started->number;
@@ -133,8 +152,8 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   if (attempt > cl.queue.max_deliveries) {
     const std::string& last = started->last_error;
     return dead_letter(c, t,
-                       fmt::format("{} failed {} deliveries (max_deliveries {}); last error: {}", stage_.key,
-                                   attempt - 1, cl.queue.max_deliveries,
+                       fmt::format("{} failed {} deliveries (max_deliveries {}); last error: {}",
+                                   stage_.key, attempt - 1, cl.queue.max_deliveries,
                                    last.empty() ? "the worker died while running it" : last));
   }
   // Paths from (run, job, stage) alone; a task naming other paths is ignored on purpose.
@@ -142,7 +161,10 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   auto lat = paths::latent(cl, run, job);
   auto mp4 = paths::mp4(cl, run, job);
   if (!cond.ok() || !lat.ok() || !mp4.ok())
-    return dead_letter(c, t, !cond.ok() ? cond.error().message : !lat.ok() ? lat.error().message : mp4.error().message);
+    return dead_letter(c, t,
+                       !cond.ok()  ? cond.error().message
+                       : !lat.ok() ? lat.error().message
+                                   : mp4.error().message);
   // The job's latent profile: a name the config does not know cannot become valid by retrying.
   auto profile = spec::latent_profile(t.spec(), cl);
   if (!profile.ok()) return dead_letter(c, t, profile.error().to_string());
@@ -160,14 +182,18 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   ctx.latent_profile = std::move(*profile);
   ctx.run_id = run;
   ctx.spec = &t.spec();
-  ctx.job_class = cl.class_of(t.spec().width(), t.spec().height(), t.spec().frames(), t.spec().steps(),
-                              t.spec().job_class());
+  ctx.job_class = cl.class_of(t.spec().width(), t.spec().height(), t.spec().frames(),
+                              t.spec().steps(), t.spec().job_class());
   ctx.host = opts_.pool->host;
   ctx.pool = opts_.pool->name;
   ctx.attempt = attempt;
   ctx.conditioning = *cond;
-  ctx.input = stage_.stage == pb::STAGE_SAMPLE ? *cond : stage_.stage == pb::STAGE_DECODE ? *lat : fs::path();
-  ctx.output = stage_.stage == pb::STAGE_ENCODE ? *cond : stage_.stage == pb::STAGE_SAMPLE ? *lat : *mp4;
+  ctx.input = stage_.stage == pb::STAGE_SAMPLE   ? *cond
+              : stage_.stage == pb::STAGE_DECODE ? *lat
+                                                 : fs::path();
+  ctx.output = stage_.stage == pb::STAGE_ENCODE   ? *cond
+               : stage_.stage == pb::STAGE_SAMPLE ? *lat
+                                                  : *mp4;
   // The configured root the output lies under: every file check and write stays beneath it.
   ctx.root = fs::absolute(stage_.writes_outputs ? cl.output_root : cl.artifact_root);
   // Cancellation reaches a running stage: the runtime polls this; the ledger is asked at most
@@ -209,10 +235,12 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     rec.set_output_sha256(*existing);
     if (auto n = files_.size(ctx.output); n.ok()) rec.set_bytes(*n);
     rec.set_end_unix_ms(clock_.unix_ms());
-    logger().info("run={} job={} {}: output already present and verified; skipping", run, job, stage_.key);
+    logger().info("run={} job={} {}: output already present and verified; skipping", run, job,
+                  stage_.key);
     return finish(c, t, rec, false, true);
   }
-  if (existing.error().code == errc::artifact::kMismatch || existing.error().code == errc::artifact::kNoSidecar)
+  if (existing.error().code == errc::artifact::kMismatch ||
+      existing.error().code == errc::artifact::kNoSidecar)
     files_.remove(ctx.output);  // a corrupt output is redone, never trusted
   if (stage_.reads_input) {
     auto in = files_.verify(fs::absolute(cl.artifact_root), fs::absolute(ctx.input));
@@ -223,8 +251,9 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     if (stage_.stage == pb::STAGE_DECODE) {
       const latent::Expected want{ctx.latent_profile, spec::job_size(t.spec())};
       if (auto f = files_.fits(fs::absolute(ctx.input), want); !f.ok()) {
-        const std::string why = fmt::format("decode input does not fit the job's latent profile {}: {}",
-                                            ctx.latent_profile.name, f.error().to_string());
+        const std::string why =
+            fmt::format("decode input does not fit the job's latent profile {}: {}",
+                        ctx.latent_profile.name, f.error().to_string());
         ledger_.note_error(t, why);
         return dead_letter(c, t, why);
       }
@@ -239,15 +268,18 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   auto out = compute_(ctx);
   const double compute_s = static_cast<double>(clock_.steady_ms() - compute_start_ms) / 1000.0;
   run_deferred();  // a runtime that never polled: the last report waits no longer than this one
-  if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.lease_lost(c.entry_id)) {
-    logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run, job, stage_.key);
+  if (!out.ok() && out.error().code == errc::runtime::kCancelled &&
+      ledger_.lease_lost(c.entry_id)) {
+    logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run,
+                  job, stage_.key);
     return done(Outcome::kLeaseLost, t);
   }
   if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.hand_back_due()) {
     // Scale-in: the pod's grace ends before the stage would; the task goes back now, not when
     // its lease expires (another worker's next sweep takes it).
-    const std::string why = fmt::format("{} handed back by pool {} at shutdown after {:.1f}s (its stop grace ran out)",
-                                        stage_.key, opts_.pool->name, static_cast<double>(compute_s));
+    const std::string why =
+        fmt::format("{} handed back by pool {} at shutdown after {:.1f}s (its stop grace ran out)",
+                    stage_.key, opts_.pool->name, static_cast<double>(compute_s));
     logger().warn("run={} job={} {}", run, job, why);
     ledger_.note_handed_back(t, why);
     H3_TRY(ledger_.retry_later(c.entry_id, 0));
@@ -276,54 +308,62 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   }
   rec.set_end_unix_ms(clock_.unix_ms());
   if (out->reused)
-    logger().warn("run={} job={} {}: another execution committed the output first; kept it", run, job, stage_.key);
+    logger().warn("run={} job={} {}: another execution committed the output first; kept it", run,
+                  job, stage_.key);
   return finish(c, t, rec, !out->reused, false);
 }
 
 Result<std::optional<Outcome>> StageEngine::cancel(const Claimed& c, const pb::StageTask& t) {
-  auto m = ledger_.apply(state::Store::cancel_move(t.run_id(), t.job_id(), stage_.stage), c.entry_id);
+  auto m =
+      ledger_.apply(state::Store::cancel_move(t.run_id(), t.job_id(), stage_.stage), c.entry_id);
   if (!m.ok()) return m.error();
   switch (m->code) {
     case Applied::kApplied:
-      logger().info("run={} job={} {}: run cancelled; the job is cancelled", t.run_id(), t.job_id(), stage_.key);
+      logger().info("run={} job={} {}: run cancelled; the job is cancelled", t.run_id(), t.job_id(),
+                    stage_.key);
       return std::optional<Outcome>(*done(Outcome::kCancelled, t));
-    case Applied::kNotCancelled: return std::optional<Outcome>();  // resumed meanwhile
-    case Applied::kLeaseLost: return std::optional<Outcome>(*done(Outcome::kLeaseLost, t));
-    default: return std::optional<Outcome>(*done(Outcome::kRefused, t));
+    case Applied::kNotCancelled:
+      return std::optional<Outcome>();  // resumed meanwhile
+    case Applied::kLeaseLost:
+      return std::optional<Outcome>(*done(Outcome::kLeaseLost, t));
+    default:
+      return std::optional<Outcome>(*done(Outcome::kRefused, t));
   }
 }
 
-Result<Outcome> StageEngine::dead_letter(const Claimed& c, const pb::StageTask& t, const std::string& reason) {
+Result<Outcome> StageEngine::dead_letter(const Claimed& c, const pb::StageTask& t,
+                                         const std::string& reason) {
   logger().error("run={} job={} {} dead-lettered: {}", t.run_id(), t.job_id(), stage_.key, reason);
-  auto m = ledger_.apply(state::Store::fail_move(t.run_id(), t.job_id(), stage_.stage, reason, c.payload), c.entry_id);
+  auto m = ledger_.apply(
+      state::Store::fail_move(t.run_id(), t.job_id(), stage_.stage, reason, c.payload), c.entry_id);
   if (!m.ok()) return m.error();
   if (m->code == Applied::kLeaseLost) return done(Outcome::kLeaseLost, t);
   if (m->code == Applied::kRefused) return done(Outcome::kRefused, t);
   return done(Outcome::kDeadLettered, t);
 }
 
-Result<Outcome> StageEngine::fail_attempt(const Claimed& c, const pb::StageTask& t, long long attempt,
-                                          const Error& err) {
+Result<Outcome> StageEngine::fail_attempt(const Claimed& c, const pb::StageTask& t,
+                                          long long attempt, const Error& err) {
   const auto& cl = *opts_.cluster;
-  logger().warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), stage_.key, attempt,
-               cl.queue.max_deliveries, err.to_string());
+  logger().warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), stage_.key,
+                attempt, cl.queue.max_deliveries, err.to_string());
   ledger_.note_error(t, err.to_string());
   // A permanent code (the catalogue's retry class): retrying cannot help, so the first failure is
   // the last.
   const bool permanent = errc::is_permanent(err.code);
   if (attempt >= cl.queue.max_deliveries || permanent)
     return dead_letter(c, t,
-                       permanent ? fmt::format("{} failed permanently on delivery {}: {}", stage_.key, attempt,
-                                               err.to_string())
-                                 : fmt::format("{} failed {} of {} deliveries: {}", stage_.key, attempt,
-                                               cl.queue.max_deliveries, err.to_string()));
+                       permanent ? fmt::format("{} failed permanently on delivery {}: {}",
+                                               stage_.key, attempt, err.to_string())
+                                 : fmt::format("{} failed {} of {} deliveries: {}", stage_.key,
+                                               attempt, cl.queue.max_deliveries, err.to_string()));
   const int backoff = cl.queue.retry_backoff_ms << std::min<long long>(attempt - 1, 6);
   H3_TRY(ledger_.retry_later(c.entry_id, backoff));
   return done(Outcome::kRetried, t);
 }
 
-Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, const pb::StageRecord& rec, bool wrote,
-                                    bool skipped) {
+Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t,
+                                    const pb::StageRecord& rec, bool wrote, bool skipped) {
   const std::string& run = t.run_id();
   const std::string& job = t.job_id();
   pb::StageTask next = t;
@@ -348,7 +388,8 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
         next_stream = keys::stream("decode@" + target);
       } else {
         if (!routing_.hand_off)
-          return make_error(errc::config::kTransfer, "decode host {} differs from {} but no transfer sender is wired",
+          return make_error(errc::config::kTransfer,
+                            "decode host {} differs from {} but no transfer sender is wired",
                             target, opts_.pool->host);
         to = JobState::kTransfer;  // the receiver on the decode host enqueues the decode task
         via_transfer = true;
@@ -369,32 +410,39 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t, co
   auto m = state::Store::advance_move(run, job, rec, to, next_stream, payload);
   // wrote:<stage> counts the executions that committed the output (the chaos test's duplicate
   // check): recorded even when the job was already past this stage.
-  if (wrote) m.record.push_back({"HINCRBY", keys::job(run, job), std::string("wrote:") + stage_.key, "1"});
+  if (wrote)
+    m.record.push_back({"HINCRBY", keys::job(run, job), std::string("wrote:") + stage_.key, "1"});
   auto moved = ledger_.apply(m, c.entry_id);
   if (!moved.ok()) return moved.error();
   if (via_transfer && routing_.nudge && moved->code != Applied::kRefused)
     if (auto n = routing_.nudge(next); !n.ok())
-      logger().warn("run={} job={}: {} (the sender finds the latent at its next outbox scan)", run, job,
-                   n.error().to_string());
+      logger().warn("run={} job={}: {} (the sender finds the latent at its next outbox scan)", run,
+                    job, n.error().to_string());
   if (moved->code == Applied::kApplied && moved->replicas == 0)
-    logger().warn("run={} job={} {}: completion acknowledged by no replica within redis.wait_timeout_ms; a failover "
-                  "now would redo it from its artifacts", run, job, stage_.key);
+    logger().warn(
+        "run={} job={} {}: completion acknowledged by no replica within redis.wait_timeout_ms; a "
+        "failover "
+        "now would redo it from its artifacts",
+        run, job, stage_.key);
   switch (moved->code) {
     case Applied::kApplied:
-      report([run, job, key = stage_.key, s = (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, to] {
-        logger().info("run={} job={} {} done in {:.3f}s -> {}", run, job, key, s, state::job_state_name(to));
-      });
+      report(
+          [run, job, key = stage_.key, s = (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, to] {
+            logger().info("run={} job={} {} done in {:.3f}s -> {}", run, job, key, s,
+                          state::job_state_name(to));
+          });
       return done(skipped ? Outcome::kSkipped : Outcome::kCompleted, t, rec);
     case Applied::kAlreadyPast:
-      logger().info("run={} job={} {}: the job is already {}; history kept, nothing enqueued", run, job, stage_.key,
-                   state::job_state_name(moved->from));
+      logger().info("run={} job={} {}: the job is already {}; history kept, nothing enqueued", run,
+                    job, stage_.key, state::job_state_name(moved->from));
       return done(Outcome::kSkipped, t, rec);
     case Applied::kLeaseLost:
-      logger().warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job, stage_.key);
+      logger().warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job,
+                    stage_.key);
       return done(Outcome::kLeaseLost, t, rec);
     default:
-      logger().warn("run={} job={} {}: the job is {}; completion refused by the state machine", run, job,
-                   stage_.key, state::job_state_name(moved->from));
+      logger().warn("run={} job={} {}: the job is {}; completion refused by the state machine", run,
+                    job, stage_.key, state::job_state_name(moved->from));
       return done(Outcome::kRefused, t, rec);
   }
 }

@@ -30,20 +30,29 @@ namespace h3pipe::worker {
 struct StageDescriptor {
   pb::Stage stage;
   config::StageKind kind;
-  const char* key;           // "encode", ...
-  bool reads_input;          // the previous stage's artifact (sample: conditioning, decode: latent)
-  bool writes_outputs;       // the output lies under output_root (decode), else artifact_root
-  bool writes_receipt;       // the last stage writes JOB.pipeline.json before it acks
+  const char* key;      // "encode", ...
+  bool reads_input;     // the previous stage's artifact (sample: conditioning, decode: latent)
+  bool writes_outputs;  // the output lies under output_root (decode), else artifact_root
+  bool writes_receipt;  // the last stage writes JOB.pipeline.json before it acks
 };
 const StageDescriptor& describe(pb::Stage s);
 const StageDescriptor& describe(config::StageKind k);
 
-enum class Outcome { kCompleted, kSkipped, kRetried, kDeadLettered, kCancelled, kRefused, kLeaseLost, kCount };
+enum class Outcome {
+  kCompleted,
+  kSkipped,
+  kRetried,
+  kDeadLettered,
+  kCancelled,
+  kRefused,
+  kLeaseLost,
+  kCount
+};
 const char* outcome_name(Outcome o);
 
 struct Claimed {
   std::string entry_id;
-  std::string payload;  // serialized pb::StageTask
+  std::string payload;    // serialized pb::StageTask
   double gpu_wait_s = 0;  // before the claim: work was visible, the GPU group was held elsewhere
   // Set when the claim already made the start move (Store::claim_and_start): process() takes it
   // instead of asking Ledger::start.
@@ -68,7 +77,9 @@ class Ledger {
   // Scale-in: the worker is stopping and its grace is running out; a running task stops and is
   // handed back (retry_later(id, 0): claimable by another worker at once), said in the job hash.
   virtual bool hand_back_due() { return false; }
-  virtual void note_handed_back(const pb::StageTask& t, const std::string& why) { (void)t, (void)why; }
+  virtual void note_handed_back(const pb::StageTask& t, const std::string& why) {
+    (void)t, (void)why;
+  }
 };
 
 // The artifact files (the disk in production).
@@ -77,7 +88,8 @@ class Files {
   virtual ~Files() = default;
   // The SHA-256 of a present, verified artifact; errors say why not (artifact.mismatch,
   // artifact.no_sidecar, artifact.missing, ...).
-  virtual Result<std::string> verify(const std::filesystem::path& root, const std::filesystem::path& p) = 0;
+  virtual Result<std::string> verify(const std::filesystem::path& root,
+                                     const std::filesystem::path& p) = 0;
   virtual void remove(const std::filesystem::path& p) = 0;
   virtual Result<std::uint64_t> size(const std::filesystem::path& p) = 0;
   virtual Status make_dirs(const std::filesystem::path& root, const std::filesystem::path& dir) = 0;
@@ -101,7 +113,8 @@ struct Clock {
 // Where the finished stage's task goes next (the sample stage's decode host, the transfer).
 struct Routing {
   std::function<std::string(const pb::StageTask&)> decode_host;
-  std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)> hand_off;
+  std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)>
+      hand_off;
   // After the completion move: tells the transfer sender the latent is ready (best effort: the
   // sender also rescans its outbox).  Not before, or a fast receiver and decoder could write the
   // receipt before this stage's record is in the job's history.
@@ -122,7 +135,8 @@ struct EngineOptions {
 
 class StageEngine final {
  public:
-  StageEngine(EngineOptions o, Ledger& ledger, Files& files, Compute compute, Clock clock, Routing routing);
+  StageEngine(EngineOptions o, Ledger& ledger, Files& files, Compute compute, Clock clock,
+              Routing routing);
   // One claimed entry, to its outcome.  An error is Redis failing under the engine: the entry
   // is still pending and comes back.
   Result<Outcome> process(const Claimed& c, double queue_wait_s);
@@ -135,9 +149,10 @@ class StageEngine final {
 
  private:
   // skipped: the output was already there (counted as skipped, not completed).
-  Result<Outcome> finish(const Claimed& c, const pb::StageTask& t, const pb::StageRecord& rec, bool wrote,
-                         bool skipped);
-  Result<Outcome> fail_attempt(const Claimed& c, const pb::StageTask& t, long long attempt, const Error& err);
+  Result<Outcome> finish(const Claimed& c, const pb::StageTask& t, const pb::StageRecord& rec,
+                         bool wrote, bool skipped);
+  Result<Outcome> fail_attempt(const Claimed& c, const pb::StageTask& t, long long attempt,
+                               const Error& err);
   Result<Outcome> dead_letter(const Claimed& c, const pb::StageTask& t, const std::string& reason);
   // nullopt: the run is no longer cancelled (resumed meanwhile); nothing was done.
   Result<std::optional<Outcome>> cancel(const Claimed& c, const pb::StageTask& t);

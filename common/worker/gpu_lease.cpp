@@ -66,7 +66,8 @@ std::string gpu_group(const config::Cluster& c, const config::Pool& p) {
   return "";
 }
 
-const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p, config::StageKind stage) {
+const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p,
+                               config::StageKind stage) {
   const std::string g = gpu_group(c, p);
   if (g.empty()) return nullptr;
   for (const auto& q : c.pools)
@@ -74,11 +75,17 @@ const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p, 
   return nullptr;
 }
 
-std::string group_sample_stream(const std::string& group) { return keys::stream("sample@" + group); }
+std::string group_sample_stream(const std::string& group) {
+  return keys::stream("sample@" + group);
+}
 
-GpuLease::GpuLease(queue::RedisAddress addr, std::string group, std::string holder, int rank, int ttl_ms)
-    : addr_(std::move(addr)), key_(std::string(keys::kPrefix) + ":gpu:" + group), want_key_(key_ + ":want"),
-      rank_(rank), ttl_ms_(ttl_ms) {
+GpuLease::GpuLease(queue::RedisAddress addr, std::string group, std::string holder, int rank,
+                   int ttl_ms)
+    : addr_(std::move(addr)),
+      key_(std::string(keys::kPrefix) + ":gpu:" + group),
+      want_key_(key_ + ":want"),
+      rank_(rank),
+      ttl_ms_(ttl_ms) {
   std::random_device rd;
   token_ = fmt::format("{}/{:08x}", holder, rd());
   renewer_ = std::thread([this] { renew_loop(); });
@@ -100,7 +107,8 @@ Result<bool> GpuLease::acquire() {
     if (!r.ok()) return r.error();
     redis_ = std::move(*r);
   }
-  auto r = redis_->eval(kAcquire, {key_, want_key_}, {token_, std::to_string(ttl_ms_), std::to_string(rank_)});
+  auto r = redis_->eval(kAcquire, {key_, want_key_},
+                        {token_, std::to_string(ttl_ms_), std::to_string(rank_)});
   if (!r.ok()) {
     if (r.error().code == errc::redis::kIo) redis_.reset();
     return r.error();
@@ -113,7 +121,8 @@ Result<bool> GpuLease::acquire() {
 void GpuLease::release(int then_rank) {
   if (!held_.exchange(false) || !redis_) return;
   // Best effort: a lease not released expires after ttl.
-  if (auto r = redis_->eval(kRelease, {key_, want_key_}, {token_, std::to_string(then_rank), std::to_string(ttl_ms_)});
+  if (auto r = redis_->eval(kRelease, {key_, want_key_},
+                            {token_, std::to_string(then_rank), std::to_string(ttl_ms_)});
       !r.ok() && r.error().code == errc::redis::kIo)
     redis_.reset();
 }
@@ -122,7 +131,8 @@ void GpuLease::renew_loop() {
   std::unique_ptr<queue::Redis> r;
   std::unique_lock lk(mu_);
   while (!stop_) {
-    cv_.wait_for(lk, std::chrono::milliseconds(std::max(10, ttl_ms_ / 3)), [this] { return stop_; });
+    cv_.wait_for(lk, std::chrono::milliseconds(std::max(10, ttl_ms_ / 3)),
+                 [this] { return stop_; });
     if (stop_ || !held_) continue;
     lk.unlock();
     if (!r) {
@@ -135,7 +145,8 @@ void GpuLease::renew_loop() {
         logger().warn("gpu lease {}: renewal failed: {}", key_, x.error().message);
         if (x.error().code == errc::redis::kIo) r.reset();
       } else if (queue::reply_int(x->get()) == 0 && held_) {
-        logger().error("gpu lease {}: lost (expired while held); another pool of the group may start", key_);
+        logger().error(
+            "gpu lease {}: lost (expired while held); another pool of the group may start", key_);
       }
     }
     lk.lock();

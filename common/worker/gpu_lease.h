@@ -24,7 +24,8 @@ namespace h3pipe::worker {
 // component, or "" for a pool that shares its GPUs with nobody.
 std::string gpu_group(const config::Cluster& c, const config::Pool& p);
 // A pool of `stage` in p's GPU group (nullptr if none).
-const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p, config::StageKind stage);
+const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p,
+                               config::StageKind stage);
 // The stream of the sample tasks a GPU group keeps for its own sampler.
 std::string group_sample_stream(const std::string& group);
 

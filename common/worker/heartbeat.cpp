@@ -4,12 +4,15 @@
 
 namespace h3pipe::worker {
 
-std::string encode_heartbeat(const pb::Heartbeat& hb) { return hb.SerializeAsString(); }
+std::string encode_heartbeat(const pb::Heartbeat& hb) {
+  return hb.SerializeAsString();
+}
 
 Result<pb::Heartbeat> decode_heartbeat(std::string_view pool, std::string_view bytes) {
   pb::Heartbeat hb;
   auto bad = [&](std::string_view why) {
-    return make_error(errc::pools::kHeartbeat, "h3pipe:pools field {}: {} ({} bytes); skipped", pool, why, bytes.size());
+    return make_error(errc::pools::kHeartbeat, "h3pipe:pools field {}: {} ({} bytes); skipped",
+                      pool, why, bytes.size());
   };
   if (!hb.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return bad("not a pb::Heartbeat");

@@ -21,7 +21,8 @@ spdlog::logger& logger() {
 
 namespace h3pipe::worker {
 
-Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c, queue::RedisAddress addr, std::string consumer) {
+Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c, queue::RedisAddress addr,
+                                               std::string consumer) {
   std::unique_ptr<Ingest> in(new Ingest(c));
   // protobuf's JSON parser sets itself up on first use (milliseconds): here, not in the first
   // submission's latency.
@@ -31,7 +32,8 @@ Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c, queue::
   in->redis_ = std::move(r.value());
   in->store_ = std::make_unique<state::Store>(*in->redis_);
   H3_TRY(in->store_->load_scripts());
-  queue::QueueOptions qo{keys::submit(), std::string(keys::kIngestGroup), consumer, c.queue.lease_ms,
+  queue::QueueOptions qo{keys::submit(),   std::string(keys::kIngestGroup),
+                         consumer,         c.queue.lease_ms,
                          c.queue.block_ms, c.queue.sweep_ms};
   in->queue_ = std::make_unique<queue::StageQueue>(*in->redis_, qo);
   H3_TRY(in->queue_->ensure_group());
@@ -80,7 +82,8 @@ Result<bool> Ingest::step() {
       exists = queue::reply_int(r->get()) != 0;
     }
     if (exists) {
-      logger().warn("ingest: run={} job={} submission {} refused beside the run: {}", run, job, e.id, why);
+      logger().warn("ingest: run={} job={} submission {} refused beside the run: {}", run, job,
+                    e.id, why);
       H3_TRY(store_->refuse_submission(run, {e.id, job, why, state::now_ms()}));
     } else {
       logger().warn("ingest: run={} job={} rejected: {}", run, job, why);
@@ -92,14 +95,17 @@ Result<bool> Ingest::step() {
   };
   if (run_field == e.fields.end()) {
     run = "invalid-runs";
-    return reject("sub-" + e.id, "run: the submission has no run field (XADD h3pipe:submit * run RUN spec JSON)");
+    return reject("sub-" + e.id,
+                  "run: the submission has no run field (XADD h3pipe:submit * run RUN spec JSON)");
   }
   if (auto s = artifacts::validate_id("run", run); !s.ok()) {
     run = "invalid-runs";
     return reject("sub-" + e.id, s.error().message);
   }
   if (spec_field == e.fields.end())
-    return reject("sub-" + e.id, "spec: the submission has no spec field (XADD h3pipe:submit * run RUN spec JSON)");
+    return reject(
+        "sub-" + e.id,
+        "spec: the submission has no spec field (XADD h3pipe:submit * run RUN spec JSON)");
   auto spec = spec::parse_json(spec_json);
   if (!spec.ok()) return reject("sub-" + e.id, spec.error().message);
   if (spec->job_id().empty()) spec->set_job_id("sub-" + e.id);
@@ -107,7 +113,8 @@ Result<bool> Ingest::step() {
   if (!errs.empty()) {
     std::string why;
     for (const auto& fe : errs) why += (why.empty() ? "" : "; ") + fe.to_string();
-    std::string job = artifacts::validate_id("jobId", spec->job_id()).ok() ? spec->job_id() : "sub-" + e.id;
+    std::string job =
+        artifacts::validate_id("jobId", spec->job_id()).ok() ? spec->job_id() : "sub-" + e.id;
     return reject(job, why);
   }
   pb::StageTask t;
@@ -130,7 +137,7 @@ Result<bool> Ingest::step() {
                                 "submission was refused and the existing job left as it is",
                                 spec->job_id(), run));
     logger().info("ingest: run={} job={} submitted again with the same spec: nothing to do", run,
-                 spec->job_id());
+                  spec->job_id());
   }
   auto ok = queue_->complete(e, {});
   if (!ok.ok()) return ok.error();

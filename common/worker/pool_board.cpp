@@ -1,17 +1,17 @@
 #include "common/worker/pool_board.h"
 
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
 #include "common/logging/log.h"
 #include "common/queue/keys.h"
 #include "common/state/state.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/gpu_lease.h"
 #include "common/worker/heartbeat.h"
-
-#include <cmath>
-#include <optional>
-#include <map>
-#include <set>
-#include <utility>
 
 namespace {
 
@@ -26,22 +26,30 @@ spdlog::logger& logger() {
 namespace h3pipe::worker {
 namespace {
 constexpr double kDeadAfterS = 3.0;
-double now_s() { return state::now_ms() / 1000.0; }
+double now_s() {
+  return state::now_ms() / 1000.0;
+}
 
 pb::Stage to_pb(config::StageKind s) {
   switch (s) {
-    case config::StageKind::kEncode: return pb::STAGE_ENCODE;
-    case config::StageKind::kSample: return pb::STAGE_SAMPLE;
-    case config::StageKind::kDecode: return pb::STAGE_DECODE;
+    case config::StageKind::kEncode:
+      return pb::STAGE_ENCODE;
+    case config::StageKind::kSample:
+      return pb::STAGE_SAMPLE;
+    case config::StageKind::kDecode:
+      return pb::STAGE_DECODE;
   }
   return pb::STAGE_UNSPECIFIED;
 }
 
 const char* service_of(config::StageKind s) {
   switch (s) {
-    case config::StageKind::kEncode: return "encoder";
-    case config::StageKind::kSample: return "sampler";
-    case config::StageKind::kDecode: return "decoder";
+    case config::StageKind::kEncode:
+      return "encoder";
+    case config::StageKind::kSample:
+      return "sampler";
+    case config::StageKind::kDecode:
+      return "decoder";
   }
   return "";
 }
@@ -50,7 +58,8 @@ const char* service_of(config::StageKind s) {
 PoolBoard::PoolBoard(const config::Cluster& c, const config::Pool& self)
     : cluster_(c), self_(self), model_(c), self_ix_(model_.pool_index(self.name)) {}
 
-Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c, const config::Pool& self,
+Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c,
+                                                     const config::Pool& self,
                                                      queue::RedisAddress addr) {
   std::unique_ptr<PoolBoard> b(new PoolBoard(c, self));
   auto r = queue::Redis::connect(addr);
@@ -170,7 +179,8 @@ void PoolBoard::wait_for_work(std::chrono::milliseconds max) {
     std::this_thread::sleep_for(max);
     return;
   }
-  auto r = redis_->command({"XREAD", "BLOCK", std::to_string(std::max<long long>(1, max.count())), "STREAMS", stage_stream(), "$"});
+  auto r = redis_->command({"XREAD", "BLOCK", std::to_string(std::max<long long>(1, max.count())),
+                            "STREAMS", stage_stream(), "$"});
   // On trouble the next may_claim reads the board again (and degrades there if it must).
   if (!r.ok()) std::this_thread::sleep_for(max);
 }
@@ -193,7 +203,8 @@ std::optional<std::string> PoolBoard::head_class() {
   }
   if (last.empty()) return std::nullopt;
   auto e = redis_->command({"XRANGE", stream, "(" + last, "+", "COUNT", "1"});
-  if (!e.ok() || e->get()->type != REDIS_REPLY_ARRAY || e->get()->elements == 0) return std::nullopt;
+  if (!e.ok() || e->get()->type != REDIS_REPLY_ARRAY || e->get()->elements == 0)
+    return std::nullopt;
   const redisReply* fields = e->get()->element[0]->element[1];
   for (std::size_t k = 0; fields && k + 1 < fields->elements; k += 2) {
     if (queue::reply_str(fields->element[k]) != "task") continue;
@@ -207,13 +218,15 @@ std::optional<std::string> PoolBoard::head_class() {
 
 void PoolBoard::claimed(const pb::StageTask& t) {
   const auto& sp = t.spec();
-  publish(committed_s(model_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class())));
+  publish(committed_s(
+      model_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class())));
 }
 
 // The live side of the dispatch policy for every stage: the board's heartbeats and the streams'
 // depths as the model's observation (observe_board), decided by the model the simulator runs.
 bool PoolBoard::claims_unconditionally() const {
-  if (dispatch::effective_policy(model_.policy(), self_.stage) == dispatch::Policy::kFirstFree) return true;
+  if (dispatch::effective_policy(model_.policy(), self_.stage) == dispatch::Policy::kFirstFree)
+    return true;
   // Nobody to defer to (and, for samplers, no decode side that could make waiting pay).
   return model_.peers(self_ix_).size() == 1;
 }
@@ -223,10 +236,12 @@ bool PoolBoard::may_claim() {
   if (claims_unconditionally()) return true;
   if (std::chrono::steady_clock::now() >= next_heartbeat_) publish(0);
   std::vector<std::pair<std::string, std::string>> streams = {{keys::stream("encode"), "encode"},
-                                                               {keys::stream("sample"), "sample"}};
-  if (stage == config::StageKind::kDecode) streams.emplace_back(keys::stream("decode@" + self_.host), "decode");
+                                                              {keys::stream("sample"), "sample"}};
+  if (stage == config::StageKind::kDecode)
+    streams.emplace_back(keys::stream("decode@" + self_.host), "decode");
   auto backlog = stream_backlogs(*redis_, streams);
-  auto r = backlog.ok() ? redis_->pipeline({{"HGETALL", keys::pools()}}) : Result<std::vector<queue::Reply>>(backlog.error());
+  auto r = backlog.ok() ? redis_->pipeline({{"HGETALL", keys::pools()}})
+                        : Result<std::vector<queue::Reply>>(backlog.error());
   if (!r.ok()) {
     // Degraded, never stalled: claim as first_free would until the board reads again.
     board_state_.hit(r.error().to_string() + "; claiming without the policy until it reads again");
@@ -246,7 +261,8 @@ bool PoolBoard::may_claim() {
       // Something else wrote to the hash (another version, an operator): that pool is left out
       // of the decision, as a dead one would be.  Warned once until it reads again.
       ++bad_heartbeats_;
-      if (bad_pools_.insert(name).second) logger().warn("pool {}: {}", self_.name, hb.error().to_string());
+      if (bad_pools_.insert(name).second)
+        logger().warn("pool {}: {}", self_.name, hb.error().to_string());
       continue;
     }
     bad_pools_.erase(name);
@@ -265,7 +281,8 @@ bool PoolBoard::may_claim() {
   }
   // The class the next task of this pool's stream is of, when the cluster has several (the
   // simulator decides on the head task's class); else the pool's own default.
-  const std::string cls = cluster_.classes.size() > 1 ? head_class().value_or(board_class(self_)) : board_class(self_);
+  const std::string cls =
+      cluster_.classes.size() > 1 ? head_class().value_or(board_class(self_)) : board_class(self_);
   seen.decode_load = [this] { return decode_load(cluster_, redis_.get()); };
   return board_decision(model_, self_ix_, cls, seen);
 }

@@ -10,13 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "common/config/config.h"
 #include "common/dispatch/board_model.h"
@@ -44,7 +44,8 @@ bool board_decision(const dispatch::BoardModel& m, std::size_t self, const std::
 
 class PoolBoard final {
  public:
-  static Result<std::unique_ptr<PoolBoard>> create(const config::Cluster& c, const config::Pool& self,
+  static Result<std::unique_ptr<PoolBoard>> create(const config::Cluster& c,
+                                                   const config::Pool& self,
                                                    queue::RedisAddress addr);
   // busy: expected seconds of the task just claimed (0 = idle now).  Sent without waiting for
   // Redis's reply (Redis::send).

@@ -37,7 +37,8 @@ Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord&
   // end: what a user waits for its video (docs/report.md).
   if (!by_stage.empty()) {
     const auto& first = by_stage.begin()->second;
-    const double from_ms = static_cast<double>(first.start_unix_ms()) - first.queue_wait_s() * 1000.0;
+    const double from_ms =
+        static_cast<double>(first.start_unix_ms()) - first.queue_wait_s() * 1000.0;
     r.set_end_to_end_s(std::max(0.0, (static_cast<double>(own.end_unix_ms()) - from_ms) / 1000.0));
   }
   // The real-time factor: seconds of pipeline per second of video (< 1: faster than real time).
@@ -48,7 +49,8 @@ Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord&
   o.add_whitespace = true;
   o.always_print_primitive_fields = true;
   (void)google::protobuf::util::MessageToJsonString(r, &json, o);
-  auto w = artifacts::write_atomic(artifacts::Root(std::filesystem::absolute(c.output_root)), std::filesystem::absolute(*path), json);
+  auto w = artifacts::write_atomic(artifacts::Root(std::filesystem::absolute(c.output_root)),
+                                   std::filesystem::absolute(*path), json);
   if (w.ok()) probe_.job_done(r.end_to_end_s(), r.real_time_factor());
   if (!w.ok()) {
     // The error (io.*: the path and errno text; write_atomic left no .part) goes through the

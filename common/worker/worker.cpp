@@ -33,7 +33,9 @@ std::string stream_for(config::StageKind stage, const std::string& host) {
   if (stage == config::StageKind::kDecode) return keys::stream("decode@" + host);
   return keys::stream(config::stage_name(stage));
 }
-std::string group_for(config::StageKind stage) { return config::stage_name(stage); }
+std::string group_for(config::StageKind stage) {
+  return config::stage_name(stage);
+}
 
 namespace {
 
@@ -55,8 +57,8 @@ class StageWorker::RedisLedger final : public Ledger {
     return {o.stream, o.group, o.consumer, id};
   }
   Result<state::Attempt> start(const pb::StageTask& t, const std::string& id) override {
-    auto a = w_.store_->start_attempt(t.run_id(), t.job_id(), w_.stage_, entry(id),
-                                      w_.folds_claims());
+    auto a =
+        w_.store_->start_attempt(t.run_id(), t.job_id(), w_.stage_, entry(id), w_.folds_claims());
     if (a.ok()) w_.next_ = a->next;
     return a;
   }
@@ -79,7 +81,9 @@ class StageWorker::RedisLedger final : public Ledger {
     e.id = id;
     return w_.active_->release_for_retry(e, backoff_ms);
   }
-  void note_exec(const pb::StageTask& t) override { (void)w_.store_->note_exec(t.run_id(), t.job_id(), w_.stage_); }
+  void note_exec(const pb::StageTask& t) override {
+    (void)w_.store_->note_exec(t.run_id(), t.job_id(), w_.stage_);
+  }
   void note_error(const pb::StageTask& t, const std::string& why) override {
     (void)w_.store_->note_error(t.run_id(), t.job_id(), w_.stage_, why);
   }
@@ -88,8 +92,9 @@ class StageWorker::RedisLedger final : public Ledger {
   bool hand_back_due() override { return w_.hand_back_due(); }
   void note_handed_back(const pb::StageTask& t, const std::string& why) override {
     const std::string job = keys::job(t.run_id(), t.job_id());
-    (void)w_.redis_->pipeline({{"HINCRBY", job, std::string("handed_back:") + state::stage_key(w_.stage_), "1"},
-                               {"HSET", job, "error", why}});
+    (void)w_.redis_->pipeline(
+        {{"HINCRBY", job, std::string("handed_back:") + state::stage_key(w_.stage_), "1"},
+         {"HSET", job, "error", why}});
   }
 
  private:
@@ -123,7 +128,9 @@ class StageWorker::DiskFiles final : public Files {
     if (!l.ok()) return l.error();
     return {};
   }
-  Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own) override { return w_.write_receipt(t, own); }
+  Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own) override {
+    return w_.write_receipt(t, own);
+  }
 
  private:
   StageWorker& w_;
@@ -134,9 +141,10 @@ StageWorker::StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe,
 
 StageWorker::~StageWorker() = default;
 
-Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes rt, metrics::WorkerProbe& probe,
-                                                         Hooks hooks) {
-  std::unique_ptr<StageWorker> w(new StageWorker(std::move(opts), std::move(rt), probe, std::move(hooks)));
+Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes rt,
+                                                         metrics::WorkerProbe& probe, Hooks hooks) {
+  std::unique_ptr<StageWorker> w(
+      new StageWorker(std::move(opts), std::move(rt), probe, std::move(hooks)));
   const auto& pool = *w->opts_.pool;
   const auto& c = *w->opts_.cluster;
   w->stage_ = describe(pool.stage).stage;
@@ -145,14 +153,20 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
     std::string self = pool.host;
     // The shared decode-host choice (decode_choice.h) without backlogs; stage services with
     // several decode hosts wire the one that reads them from Redis.
-    w->hooks_.decode_host = [&c, self](const pb::StageTask& t) { return choose_decode_host(c, self, t, nullptr); };
+    w->hooks_.decode_host = [&c, self](const pb::StageTask& t) {
+      return choose_decode_host(c, self, t, nullptr);
+    };
   }
   auto r = queue::Redis::connect(w->opts_.redis);
   if (!r.ok()) return r.error();
   w->redis_ = std::move(r.value());
   w->store_ = std::make_unique<state::Store>(*w->redis_);
-  queue::QueueOptions qo{stream_for(pool.stage, pool.host), group_for(pool.stage), w->opts_.consumer,
-                         c.queue.lease_ms, c.queue.block_ms, c.queue.sweep_ms};
+  queue::QueueOptions qo{stream_for(pool.stage, pool.host),
+                         group_for(pool.stage),
+                         w->opts_.consumer,
+                         c.queue.lease_ms,
+                         c.queue.block_ms,
+                         c.queue.sweep_ms};
   w->queue_ = std::make_unique<queue::StageQueue>(*w->redis_, qo);
   H3_TRY(w->queue_->ensure_group());
   w->leases_ = std::make_unique<queue::LeaseKeeper>(w->opts_.redis, qo, c.queue.renew_ms);
@@ -160,25 +174,32 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   w->active_leases_ = w->leases_.get();
   Routing routing{w->hooks_.decode_host, w->hooks_.hand_off, w->hooks_.nudge};
   if (routing.hand_off)  // timed: the duty cycle's transfer_credit share
-    routing.hand_off = [h = routing.hand_off, acc = w->handoff_s_](const pb::StageTask& t, const fs::path& p) {
+    routing.hand_off = [h = routing.hand_off, acc = w->handoff_s_](const pb::StageTask& t,
+                                                                   const fs::path& p) {
       const auto t0 = std::chrono::steady_clock::now();
       Status s = h(t, p);
       *acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return s;
     };
   if (const std::string g = gpu_group(c, pool); !g.empty()) {
-    const int rank = pool.stage == config::StageKind::kEncode ? 1 : pool.stage == config::StageKind::kSample ? 2 : 3;
+    const int rank = pool.stage == config::StageKind::kEncode   ? 1
+                     : pool.stage == config::StageKind::kSample ? 2
+                                                                : 3;
     w->gpu_ = std::make_unique<GpuLease>(w->opts_.redis, g, pool.name, rank, c.queue.lease_ms);
-    logger().info("{}: shares its GPUs with GPU group {}: runs only while it holds {}", pool.name, g, w->gpu_->key());
+    logger().info("{}: shares its GPUs with GPU group {}: runs only while it holds {}", pool.name,
+                  g, w->gpu_->key());
     // The group keeps an encoded job through its sampling (simulate.h): its encoder sends the
     // sample task to the group's own stream and hands the GPUs to the sampler as it lets go.
-    if (pool.stage == config::StageKind::kEncode && group_pool(c, pool, config::StageKind::kSample)) {
+    if (pool.stage == config::StageKind::kEncode &&
+        group_pool(c, pool, config::StageKind::kSample)) {
       routing.sample_stream = group_sample_stream(g);
       w->then_rank_ = 2;
     }
-    if (pool.stage == config::StageKind::kSample && group_pool(c, pool, config::StageKind::kEncode)) {
-      queue::QueueOptions own{group_sample_stream(g), group_for(pool.stage), w->opts_.consumer,
-                              c.queue.lease_ms, 1, c.queue.sweep_ms};
+    if (pool.stage == config::StageKind::kSample &&
+        group_pool(c, pool, config::StageKind::kEncode)) {
+      queue::QueueOptions own{
+          group_sample_stream(g), group_for(pool.stage), w->opts_.consumer, c.queue.lease_ms, 1,
+          c.queue.sweep_ms};
       w->own_queue_ = std::make_unique<queue::StageQueue>(*w->redis_, own);
       H3_TRY(w->own_queue_->ensure_group());
       w->own_leases_ = std::make_unique<queue::LeaseKeeper>(w->opts_.redis, own, c.queue.renew_ms);
@@ -193,13 +214,17 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   StageWorker* self = w.get();
   Compute compute = [self](const runtime::StageContext& ctx) -> Result<runtime::StageOutput> {
     switch (self->stage_) {
-      case pb::STAGE_ENCODE: return self->rt_.encode->encode(ctx);
-      case pb::STAGE_SAMPLE: return self->rt_.sample->sample(ctx);
-      default: return self->rt_.decode->decode(ctx);
+      case pb::STAGE_ENCODE:
+        return self->rt_.encode->encode(ctx);
+      case pb::STAGE_SAMPLE:
+        return self->rt_.sample->sample(ctx);
+      default:
+        return self->rt_.decode->decode(ctx);
     }
   };
-  w->engine_ = std::make_unique<StageEngine>(EngineOptions{&c, &pool, true}, *w->ledger_, *w->files_,
-                                             std::move(compute), Clock::system(), routing);
+  w->engine_ =
+      std::make_unique<StageEngine>(EngineOptions{&c, &pool, true}, *w->ledger_, *w->files_,
+                                    std::move(compute), Clock::system(), routing);
   w->engine_->on_outcome = [self](Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {
     // The metrics once the next task's runtime runs (EngineOptions::defer_reports); the event now
     // (the board hears "idle" before the next task's "claimed").
@@ -224,13 +249,26 @@ void StageWorker::count(Outcome o, const pb::StageRecord& rec) {
         }
       }
       break;
-    case Outcome::kSkipped: probe_.task_skipped(); break;
-    case Outcome::kRetried: probe_.task_retry(); break;
-    case Outcome::kDeadLettered: probe_.task_dead_lettered(); break;
-    case Outcome::kCancelled: probe_.task_cancelled(); break;
-    case Outcome::kRefused: probe_.task_refused(); break;
-    case Outcome::kLeaseLost: probe_.lease_lost(); break;
-    case Outcome::kCount: break;
+    case Outcome::kSkipped:
+      probe_.task_skipped();
+      break;
+    case Outcome::kRetried:
+      probe_.task_retry();
+      break;
+    case Outcome::kDeadLettered:
+      probe_.task_dead_lettered();
+      break;
+    case Outcome::kCancelled:
+      probe_.task_cancelled();
+      break;
+    case Outcome::kRefused:
+      probe_.task_refused();
+      break;
+    case Outcome::kLeaseLost:
+      probe_.lease_lost();
+      break;
+    case Outcome::kCount:
+      break;
   }
 }
 
@@ -250,7 +288,8 @@ void StageWorker::run(const std::atomic<bool>& stop) {
     if (!r.ok()) {
       // A full disk or a Redis that cannot persist: said once per change (disk_health.h), not
       // every 200 ms.
-      if (!disk_.observe(r.error())) logger().warn("{}: {}", opts_.pool->name, r.error().to_string());
+      if (!disk_.observe(r.error()))
+        logger().warn("{}: {}", opts_.pool->name, r.error().to_string());
       // The task may still be ours (e.g. Redis went away before the completion): take our own
       // pending entries first again, rather than waiting for our own lease to expire.
       queue_->recheck_own();
@@ -284,15 +323,16 @@ void StageWorker::run(const std::atomic<bool>& stop) {
   // once (claimable by the next sweep of any worker), not left until its lease runs out.
   if (prefetched_) {
     if (auto s = queue_->release_for_retry(*prefetched_, 0); !s.ok())
-      logger().warn("{}: handing back {} at stop: {}", opts_.pool->name, prefetched_->id, s.error().to_string());
+      logger().warn("{}: handing back {} at stop: {}", opts_.pool->name, prefetched_->id,
+                    s.error().to_string());
     prefetched_.reset();
     prefetched_start_.reset();
   }
 }
 
 void StageWorker::fold_claim_into(state::Move& m) {
-  if (!folds_claims() || !hooks_.claims_unconditionally || active_ != queue_.get() || !queue_->own_drained() ||
-      (stop_ && stop_->load()))
+  if (!folds_claims() || !hooks_.claims_unconditionally || active_ != queue_.get() ||
+      !queue_->own_drained() || (stop_ && stop_->load()))
     return;
   // The entry the task's start saw next: started in the same script when it is the one claimed.
   state::ClaimNext c{next_.value_or(state::NextEntry{}), stage_, 0};
@@ -323,15 +363,19 @@ Result<bool> StageWorker::work_visible() {
 
 Result<bool> StageWorker::work_visible(const queue::StageQueue& q) {
   const auto& o = q.options();
-  auto r = redis_->pipeline({{"XLEN", o.stream},
-                             {"XPENDING", o.stream, o.group},
-                             {"XPENDING", o.stream, o.group, "-", "+", "1", o.consumer},
-                             {"XPENDING", o.stream, o.group, "IDLE", std::to_string(o.lease_ms), "-", "+", "1"}});
+  auto r = redis_->pipeline(
+      {{"XLEN", o.stream},
+       {"XPENDING", o.stream, o.group},
+       {"XPENDING", o.stream, o.group, "-", "+", "1", o.consumer},
+       {"XPENDING", o.stream, o.group, "IDLE", std::to_string(o.lease_ms), "-", "+", "1"}});
   if (!r.ok()) return r.error();
   const redisReply* summary = (*r)[1].get();
-  const long long pending =
-      summary && summary->type == REDIS_REPLY_ARRAY && summary->elements > 0 ? queue::reply_int(summary->element[0]) : 0;
-  auto some = [](const redisReply* x) { return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0; };
+  const long long pending = summary && summary->type == REDIS_REPLY_ARRAY && summary->elements > 0
+                                ? queue::reply_int(summary->element[0])
+                                : 0;
+  auto some = [](const redisReply* x) {
+    return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0;
+  };
   return queue::reply_int((*r)[0].get()) > pending || some((*r)[2].get()) || some((*r)[3].get());
 }
 
@@ -362,7 +406,8 @@ Result<bool> StageWorker::step() {
   }
   double gpu_wait_s = 0;
   if (gpu_wait_since_) {
-    gpu_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *gpu_wait_since_).count();
+    gpu_wait_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - *gpu_wait_since_).count();
     gpu_wait_since_.reset();
   }
   // The GPUs are let go whatever happens below; after a completed task whose job goes on in
@@ -399,7 +444,8 @@ Result<bool> StageWorker::step() {
   // The entry the last start saw next on the stream: when the policy lets this pool claim and
   // the claim would take new work anyway, claimed and started in one round trip (the same
   // order and moves as claim() then the engine's start; issue #24: the gap between two tasks).
-  const std::optional<state::NextEntry> next = got ? std::nullopt : std::exchange(next_, std::nullopt);
+  const std::optional<state::NextEntry> next =
+      got ? std::nullopt : std::exchange(next_, std::nullopt);
   if (!got) {
     new_work = hooks_.may_claim();
     if (new_work && next && folds_claims() && queue_->next_claim_is_new()) {
@@ -431,7 +477,8 @@ Result<bool> StageWorker::step() {
   if (e.own_pending) probe_.reclaimed("own_pending");
   pb::StageTask t;
   double wait = 0;
-  if (t.ParseFromString(e.payload)) wait = std::max(0.0, (state::now_ms() - t.enqueued_unix_ms()) / 1000.0);
+  if (t.ParseFromString(e.payload))
+    wait = std::max(0.0, (state::now_ms() - t.enqueued_unix_ms()) / 1000.0);
   if (hooks_.on_event) hooks_.on_event("claimed", t);
   active_leases_->hold(e.id);
   probe_.set_busy(true);

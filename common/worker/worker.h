@@ -16,8 +16,8 @@
 #include "common/queue/queue.h"
 #include "common/runtime/runtime.h"
 #include "common/state/state.h"
-#include "common/worker/engine.h"
 #include "common/worker/disk_health.h"
+#include "common/worker/engine.h"
 #include "common/worker/gpu_lease.h"
 
 namespace h3pipe::worker {
@@ -38,7 +38,8 @@ struct Hooks {
   std::function<std::string(const pb::StageTask&)> decode_host;
   // Hands a durable latent to this host's transfer sender when the decode host differs.  The
   // receiver enqueues the decode task.  Required when any decode host differs from this one.
-  std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)> hand_off;
+  std::function<Status(const pb::StageTask& decode_task, const std::filesystem::path& latent)>
+      hand_off;
   // Then, after the completion is recorded, tells the sender (optional; engine.h Routing::nudge).
   std::function<Status(const pb::StageTask& decode_task)> nudge;
   // Called with "claimed" and with every outcome (outcome_name: "completed", "skipped",
@@ -50,7 +51,7 @@ struct Options {
   const config::Cluster* cluster = nullptr;
   const config::Pool* pool = nullptr;
   queue::RedisAddress redis;
-  std::string consumer;             // stable per pool (restart drains its own pending entries)
+  std::string consumer;  // stable per pool (restart drains its own pending entries)
   std::string software_version = "0.1.0";
   // Scale-in (issue #23): after SIGTERM a task in progress runs on for at most this long less a
   // margin (min(2 s, 20 %)), then is handed back (released at once for another worker) instead
@@ -70,7 +71,8 @@ std::string group_for(config::StageKind stage);
 
 class StageWorker final {
  public:
-  static Result<std::unique_ptr<StageWorker>> create(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
+  static Result<std::unique_ptr<StageWorker>> create(Options opts, Runtimes rt,
+                                                     metrics::WorkerProbe& probe, Hooks hooks);
   ~StageWorker();
   // Runs until `stop` is set; a task in progress is finished first (graceful drain).
   void run(const std::atomic<bool>& stop);
@@ -132,8 +134,8 @@ class StageWorker final {
   std::shared_ptr<double> handoff_s_ = std::make_shared<double>(0);
   std::optional<std::chrono::steady_clock::time_point> gpu_wait_since_;
   bool claimed_once_ = false;
-  std::optional<state::NextEntry> next_;  // the entry after the task at hand (Attempt::next)
-  std::optional<queue::Entry> prefetched_;      // claimed by the last completion (fold_claim_into)
+  std::optional<state::NextEntry> next_;    // the entry after the task at hand (Attempt::next)
+  std::optional<queue::Entry> prefetched_;  // claimed by the last completion (fold_claim_into)
   std::optional<state::Attempt> prefetched_start_;  // and started with it, when it was next_
 };
 
@@ -141,7 +143,8 @@ class StageWorker final {
 // exactly like the CLI and turns it into jobs + encode tasks, or failed jobs with the reason.
 class Ingest final {
  public:
-  static Result<std::unique_ptr<Ingest>> create(const config::Cluster& c, queue::RedisAddress addr, std::string consumer);
+  static Result<std::unique_ptr<Ingest>> create(const config::Cluster& c, queue::RedisAddress addr,
+                                                std::string consumer);
   void run(const std::atomic<bool>& stop);
   Result<bool> step();
   // Called at most once a second from run() with the ingest connection (gauges).

@@ -26,11 +26,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Written again in its own form, read back the same: v2 by the writer, ComfyUI's by its
     // writer, v1 (whose job is unknown) as its two tensors without a version key.
     std::vector<std::uint8_t> again_bytes;
-    if (l->container == Container::kV2) again_bytes = serialize(*l);
-    else if (l->container == Container::kComfy) again_bytes = serialize_comfy(*l).value();
+    if (l->container == Container::kV2)
+      again_bytes = serialize(*l);
+    else if (l->container == Container::kComfy)
+      again_bytes = serialize_comfy(*l).value();
     else
-      again_bytes = st::serialize({{"video", l->geometry.video, l->video}, {"audio", l->geometry.audio, l->audio}},
-                                  l->metadata, DType::kF32);
+      again_bytes = st::serialize(
+          {{"video", l->geometry.video, l->video}, {"audio", l->geometry.audio, l->audio}},
+          l->metadata, DType::kF32);
     auto again = parse_latent(again_bytes, nullptr);
     if (!again.ok() || again->video != l->video || again->audio != l->audio ||
         again->geometry != l->geometry)

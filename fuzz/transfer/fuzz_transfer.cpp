@@ -159,7 +159,8 @@ void run_receiver(Input& in) {
           auto p = resolve_offer(o, kRoot, kMaxFile);
           if (!p.ok()) {
             check_error(p.error());
-            check(p.error().code == errc::transfer::kRefused, "an offer refusal is not transfer.refused");
+            check(p.error().code == errc::transfer::kRefused,
+                  "an offer refusal is not transfer.refused");
             break;
           }
           check_offer(o, *p);

@@ -195,10 +195,10 @@ int main(int argc, char** argv) {
                          .tx(reply(0, 4, 256))
                          .tx(done(true, kJobSha, false, "", "")));
   seeds.emplace_back("tx_resume_already_complete", Seed(1).tx(reply(1000, 4, 256, true)));
-  seeds.emplace_back("tx_refused",
-                     Seed(1)
-                         .tx(reply(0, 4, 256))
-                         .tx(done(false, "", false, errc::transfer::kRefused.id, "offer.size: too big")));
+  seeds.emplace_back("tx_refused", Seed(1)
+                                       .tx(reply(0, 4, 256))
+                                       .tx(done(false, "", false, errc::transfer::kRefused.id,
+                                                "offer.size: too big")));
   seeds.emplace_back("tx_unknown_offer_again",
                      Seed(1)
                          .tx(done(false, "", true, errc::transfer::kUnknown.id, "offer again"))

@@ -57,8 +57,9 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   // transfer -> decode through the state machine: a latent delivered twice (a re-offer after a
   // lost acknowledgement) finds the job already at decode and enqueues nothing.  The sampler's
   // own transfer move may come after ours (its ack races the delivery): sample -> decode applies.
-  auto m = state::Store::advance_move(task.run_id(), task.job_id(), rec, state::JobState::kDecode,
-                                      worker::stream_for(config::StageKind::kDecode, host_), payload);
+  auto m =
+      state::Store::advance_move(task.run_id(), task.job_id(), rec, state::JobState::kDecode,
+                                 worker::stream_for(config::StageKind::kDecode, host_), payload);
   auto r = state::Store(*redis_).apply(m);
   if (!r.ok()) {
     redis_.reset();  // reconnect on the next call
@@ -85,8 +86,8 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   }
   degraded_.ok();
   if (r->code == state::Applied::kRefused)
-    logger().warn("run={} job={}: latent delivered but the job is {}; no decode enqueued", task.run_id(),
-                 task.job_id(), state::job_state_name(r->from));
+    logger().warn("run={} job={}: latent delivered but the job is {}; no decode enqueued",
+                  task.run_id(), task.job_id(), state::job_state_name(r->from));
   return {};
 }
 
@@ -107,7 +108,7 @@ void Handoff::fail(const pb::StageTask& task, const Error& e) {
     auto r = queue::Redis::connect(addr_);
     if (!r.ok()) {
       logger().error("run={} job={}: cannot record the transfer failure: {}", task.run_id(),
-                    task.job_id(), r.error().message);
+                     task.job_id(), r.error().message);
       return;
     }
     redis_ = std::move(*r);
@@ -116,8 +117,8 @@ void Handoff::fail(const pb::StageTask& task, const Error& e) {
       state::Store::fail_move(task.run_id(), task.job_id(), pb::STAGE_TRANSFER, e.to_string()));
   if (!r.ok()) {
     redis_.reset();
-    degraded_.hit(fmt::format("run={} job={}: the transfer failure was not recorded: {}", task.run_id(),
-                              task.job_id(), r.error().to_string()));
+    degraded_.hit(fmt::format("run={} job={}: the transfer failure was not recorded: {}",
+                              task.run_id(), task.job_id(), r.error().to_string()));
   }
 }
 

@@ -53,7 +53,7 @@ int serve(runner::Context& ctx) {
     }
     receiver = std::move(*r);
     logger().info("transfer receiver on {} (CURVE {})", receiver->endpoint(),
-                 o->curve.enabled ? "on" : "off");
+                  o->curve.enabled ? "on" : "off");
   }
   if (transfer::runs_sender(c, ctx.host)) {
     auto o = transfer::sender_options(c, ctx.host);
@@ -73,7 +73,7 @@ int serve(runner::Context& ctx) {
     }
     sender = std::move(*s);
     logger().info("transfer sender: {} peer(s), notify {}, outbox {}", o->peers.size(),
-                 sender->notify_endpoint(), o->outbox.string());
+                  sender->notify_endpoint(), o->outbox.string());
   }
   if (!receiver && !sender)
     logger().warn("host {} runs neither sampling nor decoding: nothing to transfer", ctx.host);

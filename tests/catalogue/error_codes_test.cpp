@@ -1,10 +1,11 @@
 // Unit: the error-code catalogue (common/core/error_codes.inc) and how errors carry its codes.
+#include "common/core/error_codes.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "common/core/error_codes.h"
 #include "common/core/result.h"
 
 using namespace h3pipe;
@@ -24,9 +25,9 @@ TEST(ErrorCodes, OnlyRuntimePermanentCodesArePermanent) {
   // Besides runtime.permanent.*, the inputs no retry can change (issue #22): a path refused for
   // what it is, a latent header over the limit.  scripts/error_codes.py holds the same list.
   const std::set<std::string_view> elsewhere = {
-      "path.absolute", "path.dotdot", "path.empty", "path.escape", "path.not_beneath",
-      "path.nul",      "path.symlink", "path.too_long", "latent.header_too_large",
-      "latent.nonfinite"};
+      "path.absolute",           "path.dotdot",     "path.empty",   "path.escape",
+      "path.not_beneath",        "path.nul",        "path.symlink", "path.too_long",
+      "latent.header_too_large", "latent.nonfinite"};
   int permanent = 0;
   for (const ErrorCode& c : errc::all()) {
     const bool named = c.id.rfind("runtime.permanent.", 0) == 0 || elsewhere.count(c.id);

@@ -15,7 +15,9 @@ namespace {
 // Captures every component logger's lines for one test, then puts the previous sink back.
 class Capture {
  public:
-  Capture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100)), previous_(set_sink(sink_)) {}
+  Capture()
+      : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100)),
+        previous_(set_sink(sink_)) {}
   ~Capture() { set_sink(previous_); }
   std::vector<std::string> lines() const { return sink_->last_formatted(); }
 
@@ -31,9 +33,11 @@ TEST(Logging, EveryLineCarriesTheServiceAndItsComponentName) {
   get("queue")->info("stream {} created", "h3pipe:encode");
   auto lines = cap.lines();
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_NE(lines[0].find(" warning [encoder] [engine] run=r1 job=j1 attempt 1 failed"), std::string::npos)
+  EXPECT_NE(lines[0].find(" warning [encoder] [engine] run=r1 job=j1 attempt 1 failed"),
+            std::string::npos)
       << lines[0];
-  EXPECT_NE(lines[1].find(" info [encoder] [queue] stream h3pipe:encode created"), std::string::npos)
+  EXPECT_NE(lines[1].find(" info [encoder] [queue] stream h3pipe:encode created"),
+            std::string::npos)
       << lines[1];
 }
 

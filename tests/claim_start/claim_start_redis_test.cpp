@@ -171,7 +171,8 @@ struct Folded {
   Result<Moved> complete_a(bool then_claim, int sweep_idle_ms = 0) {
     pb::StageRecord rec;
     rec.set_stage(pb::STAGE_SAMPLE);
-    Move m = Store::advance_move("r", "a", rec, JobState::kDecode, keys::stream("decode@h"), task("a"));
+    Move m =
+        Store::advance_move("r", "a", rec, JobState::kDecode, keys::stream("decode@h"), task("a"));
     m.ack = f.me;
     m.ack->entry_id = a;
     if (then_claim)
@@ -241,7 +242,8 @@ TEST(ApplyClaimRedis, ALostLeaseChangesNothingButTheClaimStillHappens) {
   Folded t;
   // a's lease went to another worker: the completion is refused as lease lost; the claim is the
   // one the worker would make right after.
-  ASSERT_TRUE(t.f.r->command({"XCLAIM", t.f.me.stream, t.f.me.group, "other", "0", t.a, "JUSTID"}).ok());
+  ASSERT_TRUE(
+      t.f.r->command({"XCLAIM", t.f.me.stream, t.f.me.group, "other", "0", t.a, "JUSTID"}).ok());
   auto m = t.complete_a(true);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->code, Applied::kLeaseLost);
@@ -257,8 +259,10 @@ TEST(ApplyClaimRedis, ADueSweepTakesAnExpiredLeaseFirst) {
   // c is another consumer's, idle past the lease: the sweep takes it before b (claim()'s order).
   auto taken = t.f.other->claim();
   ASSERT_TRUE(taken.ok() && taken->has_value());
-  ASSERT_TRUE(t.f.r->command({"XCLAIM", t.f.me.stream, t.f.me.group, "other", "0", t.b, "IDLE", "60000",
-                              "JUSTID"}).ok());
+  ASSERT_TRUE(t.f.r
+                  ->command({"XCLAIM", t.f.me.stream, t.f.me.group, "other", "0", t.b, "IDLE",
+                             "60000", "JUSTID"})
+                  .ok());
   auto m = t.complete_a(true, /*sweep_idle_ms=*/5000);
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE(m->claimed.has_value());

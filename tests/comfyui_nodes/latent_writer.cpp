@@ -20,8 +20,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string dt = argv[2];
-  latent::DType dtype = dt == "F16" ? latent::DType::kF16
-                        : dt == "BF16" ? latent::DType::kBF16 : latent::DType::kF32;
+  latent::DType dtype = dt == "F16"    ? latent::DType::kF16
+                        : dt == "BF16" ? latent::DType::kBF16
+                                       : latent::DType::kF32;
   std::map<std::string, latent::TensorF32> tensors;
   std::map<std::string, std::string> meta;
   int k = 0;
@@ -47,7 +48,8 @@ int main(int argc, char** argv) {
     }
     t.data.resize(n);
     for (std::size_t i = 0; i < n; ++i)
-      t.data[i] = static_cast<float>(static_cast<long long>((i * 7 + k * 131) % 1001) - 500) / 64.0f;
+      t.data[i] =
+          static_cast<float>(static_cast<long long>((i * 7 + k * 131) % 1001) - 500) / 64.0f;
     tensors[arg.substr(0, eq)] = std::move(t);
     ++k;
   }

@@ -98,10 +98,12 @@ TEST(InstallNodes, ABaseDirectoryIsAcceptedAndTheResultSaysWhichComfyUIReadsIt) 
   auto c = install_nodes({checkout, pack});
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_TRUE(c->checkout);
-  EXPECT_NE(c->loaded_by.find("without --base-directory loads " + (checkout / "custom_nodes").string()),
-            std::string::npos)
+  EXPECT_NE(
+      c->loaded_by.find("without --base-directory loads " + (checkout / "custom_nodes").string()),
+      std::string::npos)
       << c->loaded_by;
-  EXPECT_NE(c->loaded_by.find("with --base-directory B loads only B/custom_nodes"), std::string::npos)
+  EXPECT_NE(c->loaded_by.find("with --base-directory B loads only B/custom_nodes"),
+            std::string::npos)
       << c->loaded_by;
 
   // A folder that is neither is still refused, naming both kinds.

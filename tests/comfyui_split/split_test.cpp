@@ -317,7 +317,8 @@ void expect_h3_cut(const SplitResult& r, const std::string& sampler, int width, 
     }
   EXPECT_EQ(decoders, 2);
   bool noted = false;
-  for (const auto& n : r.notes) noted |= n.find("both take the loader's output 0") != std::string::npos;
+  for (const auto& n : r.notes)
+    noted |= n.find("both take the loader's output 0") != std::string::npos;
   EXPECT_TRUE(noted);
 }
 
@@ -339,15 +340,15 @@ TEST(SplitMiniMaxH3, TextToVideoWithCfgGuider) {
 }
 
 TEST(SplitMiniMaxH3, FirstFrameOnlyWithKSamplerAndAnOffGridLength) {
-  auto r = split_ok(read(kDir / "workflows" / "minimax_h3_fl2v_first_only.api.json"), &h3_source(),
-                    ".");
+  auto r =
+      split_ok(read(kDir / "workflows" / "minimax_h3_fl2v_first_only.api.json"), &h3_source(), ".");
   // length 121 makes 124 frames (ComfyUI snaps it up to 17k+5): the save node checks 124.
   expect_h3_cut(r, "7", 544, 960, 124);
   EXPECT_EQ(r.profile_node, "6");
-  EXPECT_EQ(r.inject["sample"]["reference_image"],
-            Json::parse(R"({"node":"12","input":"image"})"));
+  EXPECT_EQ(r.inject["sample"]["reference_image"], Json::parse(R"({"node":"12","input":"image"})"));
   bool snapped = false;
-  for (const auto& n : r.notes) snapped |= n.find("length 121 makes 124 frames") != std::string::npos;
+  for (const auto& n : r.notes)
+    snapped |= n.find("length 121 makes 124 frames") != std::string::npos;
   EXPECT_TRUE(snapped);
 }
 
@@ -472,8 +473,8 @@ TEST(SplitCli, UiFileWithoutServerWritesNothing) {
 
 std::string run_cli(const std::string& args, int& rc) {
   fs::path out = fs::temp_directory_path() / ("h3splitcli_out_" + std::to_string(::getpid()));
-  std::string cmd = std::string(H3PIPE_BIN_DIR) + "/h3pipe comfyui split " + args + " >" +
-                    out.string() + " 2>&1";
+  std::string cmd =
+      std::string(H3PIPE_BIN_DIR) + "/h3pipe comfyui split " + args + " >" + out.string() + " 2>&1";
   rc = WEXITSTATUS(std::system(cmd.c_str()));
   std::ifstream in(out);
   std::stringstream ss;
@@ -489,10 +490,10 @@ TEST(SplitCli, ProfileFromTheGraphOrFromTheFlag) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   int rc = 0;
-  std::string said = run_cli(
-      (kDir / "workflows" / "minimax_h3_ref2va_two_pictures.api.json").string() + " -o " +
-          (tmp / "h3").string(),
-      rc);
+  std::string said =
+      run_cli((kDir / "workflows" / "minimax_h3_ref2va_two_pictures.api.json").string() + " -o " +
+                  (tmp / "h3").string(),
+              rc);
   EXPECT_EQ(rc, 0) << said;
   EXPECT_NE(said.find("latent profile minimax-h3 (from node 31 EmptyMiniMaxH3LatentAV)"),
             std::string::npos)

@@ -34,7 +34,9 @@ const ObjectInfo& recorded() {
   return oi;
 }
 
-Json json_of(const char* name) { return read(kSource / "tests/comfyui_split" / name); }
+Json json_of(const char* name) {
+  return read(kSource / "tests/comfyui_split" / name);
+}
 
 // ComfyUI validates a prompt against its classes' inputs with every Autogrow input expanded to
 // its slots ("ref_images" -> "ref_images.ref_image_0" .. "ref_images.ref_image_8": comfy_api
@@ -56,9 +58,8 @@ Json expand_autogrow(Json j) {
         }
         const Json& t = spec[1]["template"];
         bool template_required = t["input"].contains("required");
-        const Json& slot = (template_required ? t["input"]["required"] : t["input"]["optional"])
-                               .begin()
-                               .value();
+        const Json& slot =
+            (template_required ? t["input"]["required"] : t["input"]["optional"]).begin().value();
         for (int i = 0; i < t["max"].get<int>(); ++i) {
           std::string name = it.key() + "." + t["prefix"].get<std::string>() + std::to_string(i);
           (i < t["min"].get<int>() && template_required ? slots_required : slots_optional)[name] =
@@ -116,7 +117,8 @@ const ObjectInfo& with_pack() {
 // source (object_info_minimax_h3_from_source.json, README.md here): what the H3 templates are
 // checked against, class by class and input by input.
 const ObjectInfo& h3_core() {
-  static ObjectInfo oi = parsed(expand_autogrow(json_of("object_info_minimax_h3_from_source.json")));
+  static ObjectInfo oi =
+      parsed(expand_autogrow(json_of("object_info_minimax_h3_from_source.json")));
   return oi;
 }
 
@@ -132,7 +134,9 @@ const ObjectInfo& h3_with_packs() {
   return oi;
 }
 
-bool is_h3(const std::string& name) { return name.rfind("minimax_h3_", 0) == 0; }
+bool is_h3(const std::string& name) {
+  return name.rfind("minimax_h3_", 0) == 0;
+}
 
 // Classes not in ComfyUI core, per template (the folder's README says the same).
 const std::map<std::string, std::set<std::string>> kNotCore = {
@@ -151,11 +155,11 @@ std::vector<std::string> template_names() {
 }
 
 TEST(Templates, TheSetUsersAskFor) {
-  std::vector<std::string> want = {
-      "hunyuanvideo_i2v",    "hunyuanvideo_t2v", "ltxv_i2v",       "ltxv_t2v",
-      "minimax_h3_fl2v",     "minimax_h3_ref2va", "minimax_h3_t2v", "minimax_h3_two_host",
-      "wan2.1_i2v",          "wan2.1_t2v",        "wan2.2_14b_i2v", "wan2.2_5b_i2v",
-      "wan2.2_5b_t2v"};
+  std::vector<std::string> want = {"hunyuanvideo_i2v", "hunyuanvideo_t2v",    "ltxv_i2v",
+                                   "ltxv_t2v",         "minimax_h3_fl2v",     "minimax_h3_ref2va",
+                                   "minimax_h3_t2v",   "minimax_h3_two_host", "wan2.1_i2v",
+                                   "wan2.1_t2v",       "wan2.2_14b_i2v",      "wan2.2_5b_i2v",
+                                   "wan2.2_5b_t2v"};
   EXPECT_EQ(template_names(), want);
 }
 

@@ -34,13 +34,18 @@ json base_config(const fs::path& state) {
               {"decode", {{"runtime", {{"name", "builtin"}, {"settings", kModel}}}}}}},
             {"pools", json::array()}};
   for (const char* stage : {"encode", "sample", "decode"})
-    c["pools"].push_back({{"name", std::string(stage).substr(0, 3)}, {"host", "local"}, {"stage", stage},
+    c["pools"].push_back({{"name", std::string(stage).substr(0, 3)},
+                          {"host", "local"},
+                          {"stage", stage},
                           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 0.1}}}}}});
   return c;
 }
 
 json decode_pool(const std::string& name, const json& runtime) {
-  return {{"name", name}, {"host", "local"}, {"stage", "decode"}, {"runtime", runtime},
+  return {{"name", name},
+          {"host", "local"},
+          {"stage", "decode"},
+          {"runtime", runtime},
           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 0.1}}}}}};
 }
 
@@ -74,7 +79,8 @@ void plant(const fs::path& in, const fs::path& out) {
 }
 
 const json& result_of(const json& job, const std::string& decoder) {
-  for (const auto& r : job["results"]) if (r["decoder"] == decoder) return r;
+  for (const auto& r : job["results"])
+    if (r["decoder"] == decoder) return r;
   static const json none;
   ADD_FAILURE() << "no result for " << decoder;
   return none;
@@ -94,9 +100,12 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
     ~Stop() { ts::sh(cli + " stop >/dev/null 2>&1"); }
   } stop{cli};
   std::ofstream(dir.path() / "batch.jsonl")
-      << R"({"jobId":"j00","prompt":"a red dress","width":128,"height":96,"frames":25,"fps":12,"steps":2,"seed":1})" "\n"
-      << R"({"jobId":"j01","prompt":"overalls","width":128,"height":96,"frames":25,"fps":12,"steps":2,"seed":2})" "\n";
-  auto [rrc, rout] = ts::sh(cli + " run " + (dir.path() / "batch.jsonl").string() + " --run-id r1 2>&1");
+      << R"({"jobId":"j00","prompt":"a red dress","width":128,"height":96,"frames":25,"fps":12,"steps":2,"seed":1})"
+         "\n"
+      << R"({"jobId":"j01","prompt":"overalls","width":128,"height":96,"frames":25,"fps":12,"steps":2,"seed":2})"
+         "\n";
+  auto [rrc, rout] =
+      ts::sh(cli + " run " + (dir.path() / "batch.jsonl").string() + " --run-id r1 2>&1");
   ASSERT_EQ(rrc, 0) << rout;
   const fs::path run_mp4 = dir.path() / "outputs" / "r1" / "j00.mp4";
   const std::string run_sha = *sha256_file(run_mp4);
@@ -107,14 +116,17 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
   cmp["pools"].push_back(decode_pool("full-again", builtin()));
   cmp["pools"].push_back(decode_pool("int8", builtin({{"decoder_precision", "int8"}})));
   const fs::path planted = dir.path() / "planted.mp4";
-  cmp["pools"].push_back(decode_pool("overflow", {{"name", "exec"},
-                                                  {"settings", {{"command", {"/bin/cp", planted.string(), "{output}"}}}}}));
+  cmp["pools"].push_back(decode_pool(
+      "overflow",
+      {{"name", "exec"}, {"settings", {{"command", {"/bin/cp", planted.string(), "{output}"}}}}}));
   std::ofstream(dir.path() / "compare.json") << cmp.dump(2);
-  const std::string ccli = ts::bin("h3pipe") + " --config " + (dir.path() / "compare.json").string();
+  const std::string ccli =
+      ts::bin("h3pipe") + " --config " + (dir.path() / "compare.json").string();
 
   const fs::path out1 = dir.path() / "cmp1", html = dir.path() / "page.html";
-  auto [rc1, o1] = ts::sh(ccli + " compare r1 --decoder full --decoder full-again --decoder int8 --json --out " +
-                          out1.string() + " --html " + html.string() + " 2>" + (dir.path() / "err1").string());
+  auto [rc1, o1] =
+      ts::sh(ccli + " compare r1 --decoder full --decoder full-again --decoder int8 --json --out " +
+             out1.string() + " --html " + html.string() + " 2>" + (dir.path() / "err1").string());
   ASSERT_EQ(rc1, 0) << o1;
   const json doc = json::parse(o1);
   json on_disk;
@@ -165,8 +177,11 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
       EXPECT_EQ(rec["decoder"]["runtime"], "builtin");
       EXPECT_EQ(rec["spec"]["jobId"], job["job_id"]);
     }
-    EXPECT_EQ(job["latent"]["sha256"], *sha256_file(dir.path() / "artifacts" / "r1" / job["job_id"].get<std::string>() / "latent.h3latent"));
-    EXPECT_EQ(result_of(job, "int8")["receipt"], "int8/" + job["job_id"].get<std::string>() + ".receipt.json");
+    EXPECT_EQ(job["latent"]["sha256"],
+              *sha256_file(dir.path() / "artifacts" / "r1" / job["job_id"].get<std::string>() /
+                           "latent.h3latent"));
+    EXPECT_EQ(result_of(job, "int8")["receipt"],
+              "int8/" + job["job_id"].get<std::string>() + ".receipt.json");
   }
   // The run's own outputs are untouched; the decoders at the run's settings reproduce its MP4.
   EXPECT_EQ(*sha256_file(run_mp4), run_sha);
@@ -177,9 +192,12 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
 
   // The page in a real browser: a screenshot with content, the table in the DOM.
   const fs::path shot = dir.path() / "shot.png";
-  const std::string chromium = "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
-                               "--user-data-dir=" + (dir.path() / "chromium").string() + " --window-size=1400,1600 ";
-  auto [crc, cout] = ts::sh(chromium + "--screenshot=" + shot.string() + " file://" + html.string() + " 2>&1");
+  const std::string chromium =
+      "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+      "--user-data-dir=" +
+      (dir.path() / "chromium").string() + " --window-size=1400,1600 ";
+  auto [crc, cout] =
+      ts::sh(chromium + "--screenshot=" + shot.string() + " file://" + html.string() + " 2>&1");
   ASSERT_EQ(crc, 0) << cout;
   ASSERT_TRUE(fs::exists(shot)) << cout;
   int sw = 0, sh = 0;
@@ -202,8 +220,10 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
   // An exec decoder that hands back the reference's output with a black and a saturated frame.
   plant(out1 / "full" / "j00.mp4", planted);
   const fs::path out2 = dir.path() / "cmp2";
-  auto [rc2, o2] = ts::sh(ccli + " compare r1 --decoder overflow --decoder full --reference full --jobs 1 --json --out " +
-                          out2.string() + " 2>/dev/null");
+  auto [rc2, o2] = ts::sh(
+      ccli +
+      " compare r1 --decoder overflow --decoder full --reference full --jobs 1 --json --out " +
+      out2.string() + " 2>/dev/null");
   ASSERT_EQ(rc2, 0) << o2;
   const json doc2 = json::parse(o2);
   ASSERT_EQ(doc2["jobs"].size(), 1u) << "--jobs 1";
@@ -220,7 +240,8 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
   auto [rc3, o3] = ts::sh(ccli + " compare r1 --decoder full --decoder nope 2>&1");
   EXPECT_EQ(rc3, 2);
   EXPECT_NE(o3.find("--decoder nope: no decode pool"), std::string::npos) << o3;
-  auto [rc4, o4] = ts::sh(ccli + " compare r1 --decoder full --decoder int8 --out " + out1.string() + " 2>&1");
+  auto [rc4, o4] =
+      ts::sh(ccli + " compare r1 --decoder full --decoder int8 --out " + out1.string() + " 2>&1");
   EXPECT_EQ(rc4, 1);
   EXPECT_NE(o4.find("is not empty"), std::string::npos) << o4;
   auto [rc5, o5] = ts::sh(ccli + " compare nosuchrun --decoder full --decoder int8 2>&1");

@@ -1,12 +1,13 @@
 // The comparison's measurements on movies written here with h3pipe's own MP4 writer: FFmpeg's
 // psnr/ssim per frame (infinite for the same file, finite for a changed one), MAE, black and
 // saturated frames, audio SNR; the decoder precision option's rounding.  Label: unit.
+#include "common/compare/quality.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "common/compare/frames.h"
-#include "common/compare/quality.h"
 #include "common/media/media.h"
 #include "common/model/precision.h"
 #include "tests/support/temp_dir.h"
@@ -20,8 +21,8 @@ namespace {
 constexpr int kW = 64, kH = 48, kFrames = 9;
 
 // A moving gradient; `black` / `white` frame indices replaced; `noise` adds a small pattern.
-fs::path movie(const fs::path& dir, const std::string& name, int black = -1, int white = -1, int noise = 0,
-               float audio_gain = 1.0f) {
+fs::path movie(const fs::path& dir, const std::string& name, int black = -1, int white = -1,
+               int noise = 0, float audio_gain = 1.0f) {
   const fs::path p = dir / name;
   media::VideoParams vp{kW, kH, 12};
   vp.crf = 18;
@@ -156,5 +157,6 @@ TEST(DecoderPrecision, RoundingIsThePrecisionsOwn) {
   EXPECT_FALSE(model::known_precision("fp8"));
   auto bad = model::parse_config(nlohmann::json{{"decoder_precision", "fp8"}}, "/s");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("/s/decoder_precision"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("/s/decoder_precision"), std::string::npos)
+      << bad.error().message;
 }

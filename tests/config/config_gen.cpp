@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   using namespace h3pipe;
   const std::string_view what = argc == 2 ? argv[1] : "";
   if (what == "docs") {
-    std::fputs(config::config_markdown({config::describe(model::settings_table())}).c_str(), stdout);
+    std::fputs(config::config_markdown({config::describe(model::settings_table())}).c_str(),
+               stdout);
     return 0;
   }
   if (what == "schema") {

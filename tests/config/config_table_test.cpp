@@ -56,7 +56,8 @@ TEST(ConfigTable, EveryDeclaredScalarIsReadWithItsType) {
       json& obj = pointer.empty() ? j : j[pointer.substr(1)];
       obj[f.key] = wrong_for(f.type);
       const std::string e = errors_of(j);
-      EXPECT_NE(e.find(pointer + "/" + f.key + ": expected "), std::string::npos) << f.key << ": " << e;
+      EXPECT_NE(e.find(pointer + "/" + f.key + ": expected "), std::string::npos)
+          << f.key << ": " << e;
       EXPECT_EQ(e.find("unknown key"), std::string::npos) << e;
       ++checked;
     }
@@ -97,7 +98,8 @@ TEST(ConfigTable, DefaultsAreWhatTheLoaderGives) {
   EXPECT_EQ(schema["properties"]["dispatch"]["default"], c->dispatch);
   EXPECT_EQ(schema["definitions"]["limits"]["properties"]["max_latent_bytes"]["default"],
             c->limits.max_latent_bytes);
-  EXPECT_EQ(schema["definitions"]["hosts.item"]["properties"]["address"]["default"], c->hosts[0].address);
+  EXPECT_EQ(schema["definitions"]["hosts.item"]["properties"]["address"]["default"],
+            c->hosts[0].address);
   EXPECT_EQ(schema["additionalProperties"], false);
 }
 
@@ -113,7 +115,8 @@ TEST(ConfigTable, RuntimeNamesAreTheOneList) {
   }
   json j = minimal();
   j["pools"][1]["runtime"] = {{"name", "magic"}};
-  EXPECT_NE(errors_of(j).find("/pools/1/runtime/name: unknown runtime \"magic\"; expected sim, builtin, exec or comfyui"),
+  EXPECT_NE(errors_of(j).find("/pools/1/runtime/name: unknown runtime \"magic\"; expected sim, "
+                              "builtin, exec or comfyui"),
             std::string::npos);
 }
 
@@ -139,9 +142,12 @@ TEST(ConfigTable, ProfileFieldsDependOnTheKind) {
                                {"b", {{"kind", "normal"}, {"mean", 2}, {"sd", 1}}},
                                {"c", {{"kind", "gamma"}, {"seconds", 1}}}};
   const std::string e = errors_of(j);
-  EXPECT_NE(e.find("/pools/0/profiles/a/mean: unknown key; known: kind, seconds"), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/0/profiles/a/mean: unknown key; known: kind, seconds"),
+            std::string::npos)
+      << e;
   EXPECT_EQ(e.find("/pools/0/profiles/b"), std::string::npos) << e;
-  EXPECT_NE(e.find("/pools/0/profiles/c/seconds: unknown key; known: kind"), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/0/profiles/c/seconds: unknown key; known: kind"), std::string::npos)
+      << e;
 }
 
 TEST(ConfigTable, DocsAndSchemaCarryEveryField) {
@@ -153,7 +159,9 @@ TEST(ConfigTable, DocsAndSchemaCarryEveryField) {
     auto t = todo.back();
     todo.pop_back();
     if (!seen.insert(t.name).second) continue;
-    EXPECT_NE(md.find("## `" + (t.name.empty() ? std::string("/") : t.name) + "`"), std::string::npos) << t.name;
+    EXPECT_NE(md.find("## `" + (t.name.empty() ? std::string("/") : t.name) + "`"),
+              std::string::npos)
+        << t.name;
     for (const auto& f : t.fields) {
       EXPECT_NE(md.find("| `" + f.key + "` |"), std::string::npos) << f.key;
       EXPECT_FALSE(f.description.empty()) << f.key;
@@ -162,7 +170,8 @@ TEST(ConfigTable, DocsAndSchemaCarryEveryField) {
   }
   EXPECT_GE(seen.size(), 13u);
   EXPECT_NE(md.find("| `decoder_precision` |"), std::string::npos);
-  EXPECT_EQ(schema["definitions"]["runtime"]["properties"]["name"]["enum"].size(), config::kRuntimeNames.size());
+  EXPECT_EQ(schema["definitions"]["runtime"]["properties"]["name"]["enum"].size(),
+            config::kRuntimeNames.size());
 }
 
 // The builtin model's settings: the same machinery, the model's own wording kept.
@@ -174,10 +183,13 @@ TEST(ModelSettingsTable, ReadsByTheTable) {
   auto c = model::parse_config(all, "/s");  // every default, given explicitly: valid
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(model::config_to_json(*c), all);
-  auto bad = model::parse_config(json{{"threads", 0}, {"flow_shift", 1000}, {"seed", -1}, {"x", 1}}, "/s");
+  auto bad =
+      model::parse_config(json{{"threads", 0}, {"flow_shift", 1000}, {"seed", -1}, {"x", 1}}, "/s");
   ASSERT_FALSE(bad.ok());
   const auto& m = bad.error().message;
-  for (const char* want : {"/s/threads: expected an integer in [1, 256]", "/s/flow_shift: expected a number in [0.01, 100]",
-                           "/s/seed: expected a non-negative integer", "/s/x: unknown key; known: audio_channels"})
+  for (const char* want :
+       {"/s/threads: expected an integer in [1, 256]",
+        "/s/flow_shift: expected a number in [0.01, 100]",
+        "/s/seed: expected a non-negative integer", "/s/x: unknown key; known: audio_channels"})
     EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
 }

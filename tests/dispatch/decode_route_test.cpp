@@ -95,7 +95,7 @@ TEST(DecodeRoute, TheDecodeSideOfAClaimLookahead) {
   ASSERT_EQ(la.transfer_s[0].size(), 2u);
   EXPECT_NEAR(la.transfer_s[0][0], 5 + kBytes * 8 / 2.35e9 + 0.001, 1e-9);  // backlog + latent
   EXPECT_NEAR(la.transfer_s[0][1], kBytes * 8 / 1e9 + 0.001, 1e-9);         // the reverse link
-  EXPECT_TRUE(la.transfer_s[1].empty());  // no host: the pool's tail_s counts
+  EXPECT_TRUE(la.transfer_s[1].empty());     // no host: the pool's tail_s counts
   EXPECT_DOUBLE_EQ(la.transfer_s[2][0], 0);  // b decodes its own latents
 }
 

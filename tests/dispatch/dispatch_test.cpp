@@ -165,8 +165,10 @@ TEST(ShouldClaimUpstream, ASlowPoolLeavesTheHeadToAFastOneFreeingBeforeTheNextAr
 TEST(ShouldClaimUpstream, ATieGoesToThePoolThePlannerWouldAskFirstWhicheverAsks) {
   std::vector<PoolState> ps = {pool("s-fast", 1.0), pool("s-slow", 1.6)};
   Lookahead la;
-  for (int i = 1; i <= 11; ++i) la.arrivals_in_s.push_back(0.1 * i - 0.004);  // a few ms early, as live
-  la.decode_hosts = {{"a", 0, {pool("dec-a", 1.0)}, 0, true, true}, {"b", 0, {pool("dec-b", 0.8)}, 0, true}};
+  for (int i = 1; i <= 11; ++i)
+    la.arrivals_in_s.push_back(0.1 * i - 0.004);  // a few ms early, as live
+  la.decode_hosts = {{"a", 0, {pool("dec-a", 1.0)}, 0, true, true},
+                     {"b", 0, {pool("dec-b", 0.8)}, 0, true}};
   la.transfer_s = {{0, 0.001}, {0, 0.001}};
   EXPECT_TRUE(should_claim(Policy::kCompletionTime, "s-fast", ps, 1, la));
   EXPECT_FALSE(should_claim(Policy::kCompletionTime, "s-slow", ps, 1, la));
@@ -186,7 +188,8 @@ TEST(ShouldClaimUpstream, NoMoreIdlePoolsClaimThanTasksAreReady) {
       ps.push_back(pool(fmt::format("p{}", i), dur(rng), coin(rng) ? 0 : busy(rng)));
     Lookahead la;
     for (int i = 0, n = narr(rng); i < n; ++i) la.arrivals_in_s.push_back(arrive(rng));
-    la.decode_hosts = {{"a", 0, {pool("d0", dur(rng))}, 0, true, true}, {"b", 0, {pool("d1", dur(rng))}, 0, true}};
+    la.decode_hosts = {{"a", 0, {pool("d0", dur(rng))}, 0, true, true},
+                       {"b", 0, {pool("d1", dur(rng))}, 0, true}};
     la.transfer_s.assign(ps.size(), {0, 0.01});
     const std::size_t k = ntasks(rng);
     std::size_t claims = 0;
@@ -249,9 +252,9 @@ TEST(DecodeHost, LongQueuesUseTheSameEstimate) {
 }
 
 TEST(DecodeHost, TiesGoToTheHostHoldingTheLatentThenToConfigOrder) {
-  DecodeHostState a{"a", 5, {pool("d0", 30)}, 0, true, false};   // 35
+  DecodeHostState a{"a", 5, {pool("d0", 30)}, 0, true, false};    // 35
   DecodeHostState b{"b", 0, {pool("d1", 30, 5)}, 0, true, true};  // 35, the latent is here
-  DecodeHostState c{"c", 5, {pool("d2", 30)}, 0, true, false};   // 35
+  DecodeHostState c{"c", 5, {pool("d2", 30)}, 0, true, false};    // 35
   EXPECT_EQ(choose_decode_host({a, b, c}), 1u);
   EXPECT_EQ(choose_decode_host({a, c}), 0u);
   b.decoders[0].free_in_s = 6;  // 36: sooner wins over local

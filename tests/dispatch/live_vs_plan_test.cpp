@@ -90,7 +90,8 @@ std::vector<schedule::SimJob> jobs_for(const config::Cluster& c, std::size_t n, 
   double t = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (rng() % 3 == 0) t += static_cast<double>(rng() % 400);
-    const std::string cls = c.classes.empty() ? "default" : c.classes[rng() % c.classes.size()].name;
+    const std::string cls =
+        c.classes.empty() ? "default" : c.classes[rng() % c.classes.size()].name;
     out.push_back({"job-" + std::to_string(i), cls, t});
   }
   return out;
@@ -128,9 +129,9 @@ void compare(const config::Cluster& c, const std::string& label, Tally& t) {
         t.claimed += tr.claimed;
         const bool mine = live_claim(lc, board, tr);
         if (mine != tr.claimed && ++t.claim_diff <= 5)
-          t.diffs.push_back(fmt::format("{} {} seed {}: t={:.3f} pool {} class {}: plan {}, live {}",
-                                        label, policy, seed, tr.t, c.pools[tr.pool].name,
-                                        tr.job_class, tr.claimed, mine));
+          t.diffs.push_back(fmt::format(
+              "{} {} seed {}: t={:.3f} pool {} class {}: plan {}, live {}", label, policy, seed,
+              tr.t, c.pools[tr.pool].name, tr.job_class, tr.claimed, mine));
       };
       o.on_route = [&](const schedule::RouteTrace& tr) {
         ++t.routes;
@@ -173,7 +174,8 @@ TEST(LiveVsPlan, EveryDecisionAgreesOnThePlannerFixtures) {
 // Two hosts over a slow link: samplers on "gpu" (no decoder) and on "dec" (next to the decoder),
 // encoders upstream, classes on the wan2.1 profile.  The samplers' route tails and the decode
 // side's transfer times turn on the latent's size, so a builtin-sized latent (3.6 MB, the wan2.1
-// one 8.4 MB at 832x480x81) moves claims.  Several sampler speeds, so some decision sits near each edge.
+// one 8.4 MB at 832x480x81) moves claims.  Several sampler speeds, so some decision sits near each
+// edge.
 config::Cluster wan_cluster(const fs::path& dir, double dec_sample_s) {
   const std::string json = fmt::format(R"({{
     "name": "wan21_two_host", "dispatch": "completion_time", "latent_profile": "wan2.1",

@@ -20,13 +20,18 @@ using nlohmann::json;
 
 namespace {
 
-std::string h3pipe_cli() { return ts::bin("h3pipe"); }
+std::string h3pipe_cli() {
+  return ts::bin("h3pipe");
+}
 
 std::string batch(int n, const std::string& prompt = "clip") {
   std::string s;
   for (int i = 0; i < n; ++i)
-    s += fmt::format(R"({{"jobId":"j{:02d}","prompt":"{} {}","width":64,"height":64,"frames":9,"fps":12,"seed":{}}})",
-                     i, prompt, i, i) + "\n";
+    s +=
+        fmt::format(
+            R"({{"jobId":"j{:02d}","prompt":"{} {}","width":64,"height":64,"frames":9,"fps":12,"seed":{}}})",
+            i, prompt, i, i) +
+        "\n";
   return s;
 }
 
@@ -34,7 +39,8 @@ std::string batch(int n, const std::string& prompt = "clip") {
 class Stack {
  public:
   // artifacts: where artifacts and outputs go (default: under the state dir).
-  explicit Stack(const fs::path& dir, double sample_s = 0.05, const fs::path& artifacts = {}) : dir_(dir) {
+  explicit Stack(const fs::path& dir, double sample_s = 0.05, const fs::path& artifacts = {})
+      : dir_(dir) {
     json cfg = json::parse(R"({
       "name": "contract", "queue": {"lease_ms": 1500, "renew_ms": 300, "sweep_ms": 200, "max_deliveries": 3, "block_ms": 50},
       "hosts": [{"name": "local"}],
@@ -95,7 +101,8 @@ double counter(int port, const std::string& series) {
 }
 
 std::pair<int, std::string> readyz(int port) {
-  auto [rc, out] = ts::sh(fmt::format("curl -s --max-time 2 -w '\\n%{{http_code}}' http://127.0.0.1:{}/readyz", port));
+  auto [rc, out] = ts::sh(
+      fmt::format("curl -s --max-time 2 -w '\\n%{{http_code}}' http://127.0.0.1:{}/readyz", port));
   const auto nl = out.rfind('\n');
   return {std::atoi(out.c_str() + nl + 1), out.substr(0, nl)};
 }
@@ -112,11 +119,14 @@ TEST(CliExitCodes, OneMappingForEveryCommand) {
   const std::string base = h3pipe_cli() + " --state-dir " + (dir.path() / "state").string();
   const std::string up = " --redis 127.0.0.1:" + std::to_string(redis.port());
   const std::string down = " --redis 127.0.0.1:" + std::to_string(supervisor::free_loopback_port());
-  auto rc = [&](const std::string& args) { return ts::sh(base + " " + args + " >/dev/null 2>&1").first; };
+  auto rc = [&](const std::string& args) {
+    return ts::sh(base + " " + args + " >/dev/null 2>&1").first;
+  };
 
   // Bad flags, an unknown subcommand, a missing argument, a flag without its value: 2.
-  for (const char* sub : {"start", "stop", "run b.jsonl", "wait r", "status", "cancel r", "resume r", "keygen",
-                          "plan", "preflight", "report", "config-adapt", "latent inspect x", "profile learn"})
+  for (const char* sub :
+       {"start", "stop", "run b.jsonl", "wait r", "status", "cancel r", "resume r", "keygen",
+        "plan", "preflight", "report", "config-adapt", "latent inspect x", "profile learn"})
     EXPECT_EQ(rc(std::string(sub) + " --no-such-flag"), 2) << sub;
   EXPECT_EQ(rc("no-such-command"), 2);
   EXPECT_EQ(rc("wait"), 2);
@@ -138,8 +148,9 @@ TEST(CliExitCodes, OneMappingForEveryCommand) {
   for (const char* sub : {"status nope", "cancel nope", "resume nope", "wait nope --timeout 5"})
     EXPECT_EQ(rc(std::string(sub) + up), 4) << sub;
   // Redis does not answer: 5, for each command that talks to it.
-  for (const std::string& sub : std::vector<std::string>{"status", "status nope", "cancel nope", "resume nope", "wait nope --timeout 1",
-                          "run " + batch_file.string() + " --background"})
+  for (const std::string& sub : std::vector<std::string>{
+           "status", "status nope", "cancel nope", "resume nope", "wait nope --timeout 1",
+           "run " + batch_file.string() + " --background"})
     EXPECT_EQ(rc(sub + down), 5) << sub;
   // And the positive cases against the live Redis.
   EXPECT_EQ(rc("status" + up), 0);
@@ -155,7 +166,9 @@ TEST(RefusedSubmission, NeverChangesTheRunsVerdict) {
   ts::TempDir dir;
   Stack st(dir.path());
   const fs::path b = st.write("b.jsonl", batch(3));
-  ASSERT_EQ(ts::sh(st.cli() + " run " + b.string() + " --run-id keep --background >/dev/null 2>&1").first, 0);
+  ASSERT_EQ(
+      ts::sh(st.cli() + " run " + b.string() + " --run-id keep --background >/dev/null 2>&1").first,
+      0);
   ASSERT_EQ(ts::sh(st.cli() + " wait keep --timeout 60 >/dev/null 2>&1").first, 0);
 
   // The CLI path: line 2 edited.
@@ -164,16 +177,25 @@ TEST(RefusedSubmission, NeverChangesTheRunsVerdict) {
   const fs::path e = st.write("edited.jsonl", edited);
   auto [rc, out] = ts::sh(st.cli() + " run " + e.string() + " --run-id keep --background 2>&1");
   EXPECT_EQ(rc, 2) << out;
-  EXPECT_NE(out.find(e.string() + ":2: jobId \"j01\" already exists in run keep"), std::string::npos) << out;
+  EXPECT_NE(out.find(e.string() + ":2: jobId \"j01\" already exists in run keep"),
+            std::string::npos)
+      << out;
   // The same batch again is still fine (idempotent).
-  EXPECT_EQ(ts::sh(st.cli() + " run " + b.string() + " --run-id keep --background >/dev/null 2>&1").first, 0);
+  EXPECT_EQ(
+      ts::sh(st.cli() + " run " + b.string() + " --run-id keep --background >/dev/null 2>&1").first,
+      0);
 
   // The raw path: XADD as the operator, another spec for j00, and a bad spec naming j02.
   auto r = st.redis("operator");
+  ASSERT_TRUE(
+      r->command({"XADD", keys::submit(), "*", "run", "keep", "spec",
+                  R"({"jobId":"j00","prompt":"another","width":64,"height":64,"frames":9})"})
+          .ok());
   ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "keep", "spec",
-                          R"({"jobId":"j00","prompt":"another","width":64,"height":64,"frames":9})"}).ok());
-  ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "keep", "spec", R"({"jobId":"j02","prompt":""})"}).ok());
-  ASSERT_TRUE(ts::wait_for([&] { return st.status("keep").value("refused_submissions", 0) == 2; }, 20))
+                          R"({"jobId":"j02","prompt":""})"})
+                  .ok());
+  ASSERT_TRUE(
+      ts::wait_for([&] { return st.status("keep").value("refused_submissions", 0) == 2; }, 20))
       << st.status("keep").dump();
   const json s = st.status("keep");
   EXPECT_EQ(s["total"], 3);
@@ -203,24 +225,32 @@ TEST(FullDisk, IsSaidAsADegradedStateAndRecoveryIsClean) {
   ts::TempDir elsewhere;
   Stack st(small.path(), 1.5, elsewhere.path());
   const fs::path b = st.write("b.jsonl", batch(2));
-  ASSERT_EQ(ts::sh(st.cli() + " run " + b.string() + " --run-id full --background >/dev/null 2>&1").first, 0);
-  ASSERT_TRUE(ts::wait_for([&] { return st.status("full")["stages"].value("encode", 0) == 2; }, 30));
+  ASSERT_EQ(
+      ts::sh(st.cli() + " run " + b.string() + " --run-id full --background >/dev/null 2>&1").first,
+      0);
+  ASSERT_TRUE(
+      ts::wait_for([&] { return st.status("full")["stages"].value("encode", 0) == 2; }, 30));
   const fs::path fill = small.path() / "fill";
   ts::sh("dd if=/dev/zero of=" + fill.string() + " bs=64k >/dev/null 2>&1");
   // The first write after the disk filled makes Redis's AOF write fail; from then it says MISCONF.
   auto admin = st.redis("admin");
-  ASSERT_TRUE(ts::wait_for([&] {
-    (void)admin->command({"HSET", "h3pipe:probe", "x", "1"});
-    auto p = admin->command({"PING"});
-    return !p.ok() && p.error().message.rfind("MISCONF", 0) == 0;
-  }, 20));
+  ASSERT_TRUE(ts::wait_for(
+      [&] {
+        (void)admin->command({"HSET", "h3pipe:probe", "x", "1"});
+        auto p = admin->command({"PING"});
+        return !p.ok() && p.error().message.rfind("MISCONF", 0) == 0;
+      },
+      20));
   const int sampler_metrics = st.service("sampler-s0")["metrics_port"];
   const int sampler_health = st.service("sampler-s0")["health_port"];
   const std::string series = R"(h3pipe_degraded_total{state="disk_full"})";
-  ASSERT_TRUE(ts::wait_for([&] { return counter(sampler_metrics, series) >= 5; }, 30)) << st.log("sampler-s0.log");
+  ASSERT_TRUE(ts::wait_for([&] { return counter(sampler_metrics, series) >= 5; }, 30))
+      << st.log("sampler-s0.log");
   // status: the reason, not "(running)".
   const json s = st.status("full");
-  EXPECT_NE(s.value("degraded", "").find("disk full at " + (small.path() / "state" / "redis").string()), std::string::npos)
+  EXPECT_NE(
+      s.value("degraded", "").find("disk full at " + (small.path() / "state" / "redis").string()),
+      std::string::npos)
       << s.dump();
   auto [src, sout] = ts::sh(st.cli() + " status full 2>&1");
   EXPECT_NE(sout.find("degraded: disk full at"), std::string::npos) << sout;

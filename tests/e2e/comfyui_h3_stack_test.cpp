@@ -3,10 +3,11 @@
 // on the comfyui runtime against FakeComfyUiServer in --exec-python-nodes mode: h3pipe's node pack
 // runs unchanged, the H3 core classes are weight-free stand-ins with the specs of ComfyUI's source
 // (tests/runtime_comfyui/h3_standin_*.py): MiniMaxH3ImageToVideo makes ComfyUI's
-// NestedTensor((video, audio)) of ComfyUI's shapes, the stand-in sampler is a deterministic function
-// of its inputs, VAEDecode / VAEDecodeAudio take unbind()[0] / unbind()[-1], SaveVideo writes a real
-// H.264 + AAC MP4.  The workflow is configs/comfyui/templates/minimax_h3_t2v/workflow.api.json, cut
-// by `h3pipe comfyui split` as a user would.  Label: e2e.
+// NestedTensor((video, audio)) of ComfyUI's shapes, the stand-in sampler is a deterministic
+// function of its inputs, VAEDecode / VAEDecodeAudio take unbind()[0] / unbind()[-1], SaveVideo
+// writes a real H.264 + AAC MP4.  The workflow is
+// configs/comfyui/templates/minimax_h3_t2v/workflow.api.json, cut by `h3pipe comfyui split` as a
+// user would.  Label: e2e.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,7 +26,8 @@ using runtime::testing::FakeComfyUiServer;
 namespace {
 
 const fs::path kTemplate = fs::path(H3PIPE_SOURCE_DIR) / "configs/comfyui/templates/minimax_h3_t2v";
-const fs::path kObjectInfo = fs::path(H3PIPE_SOURCE_DIR) / "tests/comfyui_split/object_info_minimax_h3_from_source.json";
+const fs::path kObjectInfo =
+    fs::path(H3PIPE_SOURCE_DIR) / "tests/comfyui_split/object_info_minimax_h3_from_source.json";
 
 json read_json(const fs::path& p) {
   json j;
@@ -69,9 +71,10 @@ class H3Stack {
     o.exec_python_nodes = "h3pipe_nodes,h3_standins";
     o.models = models_of(read_json(kTemplate / "workflow.api.json"));
     server_ = std::make_unique<FakeComfyUiServer>(dir_.path() / "comfy", o);
-    auto [rc, out] = ts::sh(ts::bin("h3pipe") + " comfyui split " + (kTemplate / "workflow.api.json").string() +
-                            " -o " + split().string() + " --object-info " + kObjectInfo.string() +
-                            " --sample-url " + server_->url() + " 2>&1");
+    auto [rc, out] =
+        ts::sh(ts::bin("h3pipe") + " comfyui split " + (kTemplate / "workflow.api.json").string() +
+               " -o " + split().string() + " --object-info " + kObjectInfo.string() +
+               " --sample-url " + server_->url() + " 2>&1");
     EXPECT_EQ(rc, 0) << out;
     split_log_ = out;
     snippet_ = read_json(split() / "config.snippet.json");
@@ -131,15 +134,24 @@ struct Job {
 };
 
 std::string job_line(const Job& j) {
-  return json({{"jobId", j.id}, {"prompt", "a red paper kite, take " + j.id}, {"width", j.width},
-               {"height", j.height}, {"frames", j.frames}, {"fps", 24}, {"seed", j.seed}, {"steps", 4}})
-             .dump() + "\n";
+  return json({{"jobId", j.id},
+               {"prompt", "a red paper kite, take " + j.id},
+               {"width", j.width},
+               {"height", j.height},
+               {"frames", j.frames},
+               {"fps", 24},
+               {"seed", j.seed},
+               {"steps", 4}})
+             .dump() +
+         "\n";
 }
 
 json ffprobe(const fs::path& mp4) {
-  auto [rc, out] = ts::sh("ffprobe -v error -count_frames -show_entries "
-                          "stream=codec_type,codec_name,width,height,nb_read_frames,sample_rate,channels "
-                          "-of json " + mp4.string());
+  auto [rc, out] = ts::sh(
+      "ffprobe -v error -count_frames -show_entries "
+      "stream=codec_type,codec_name,width,height,nb_read_frames,sample_rate,channels "
+      "-of json " +
+      mp4.string());
   return rc == 0 ? json::parse(out) : json();
 }
 
@@ -152,25 +164,30 @@ TEST(ComfyUiH3Stack, ASplitCoreH3WorkflowRunsEndToEndWithComfyUisShapesAndAnInta
   // The decode half feeds the loader's whole AV latent (output 0) to both decoders, as ComfyUI's
   // own graph does; the sample half saves the sampler's output with the H3 profile.
   std::map<std::string, json> by_class;
-  const json halves = {read_json(st.split() / "sample.api.json"), read_json(st.split() / "decode.api.json")};
+  const json halves = {read_json(st.split() / "sample.api.json"),
+                       read_json(st.split() / "decode.api.json")};
   for (const auto& half : halves)
     for (const auto& [id, n] : half.items()) by_class[n["class_type"].get<std::string>()] = n;
   ASSERT_EQ(by_class.count("H3LoadLatent"), 1u);
   EXPECT_EQ(by_class["VAEDecode"]["inputs"]["samples"][1], 0);
   EXPECT_EQ(by_class["VAEDecodeAudio"]["inputs"]["samples"][1], 0);
-  EXPECT_EQ(by_class["VAEDecode"]["inputs"]["samples"][0], by_class["VAEDecodeAudio"]["inputs"]["samples"][0]);
+  EXPECT_EQ(by_class["VAEDecode"]["inputs"]["samples"][0],
+            by_class["VAEDecodeAudio"]["inputs"]["samples"][0]);
   EXPECT_EQ(by_class["H3SaveLatent"]["inputs"]["profile"], "minimax-h3");
 
   // The fake's H3 classes answer /object_info with the specs written from ComfyUI's source.
   const json source = read_json(kObjectInfo);
-  for (const char* cls : {"MiniMaxH3ImageToVideo", "MiniMaxH3SigmaShift", "EmptyMiniMaxH3LatentAV"}) {
+  for (const char* cls :
+       {"MiniMaxH3ImageToVideo", "MiniMaxH3SigmaShift", "EmptyMiniMaxH3LatentAV"}) {
     auto [rc, out] = ts::sh("curl -sf " + st.server().url() + "/object_info/" + cls);
     ASSERT_EQ(rc, 0) << cls;
     EXPECT_EQ(json::parse(out)[cls]["input"], source[cls]["input"]) << cls;
     EXPECT_EQ(json::parse(out)[cls]["output"], source[cls]["output"]) << cls;
   }
 
-  const std::vector<Job> jobs = {{"t0", 256, 160, 22, 7}, {"t1", 256, 160, 22, 8}, {"t2", 256, 160, 22, 7},
+  const std::vector<Job> jobs = {{"t0", 256, 160, 22, 7},
+                                 {"t1", 256, 160, 22, 8},
+                                 {"t2", 256, 160, 22, 7},
                                  {"long", 736, 416, 124, 11}};
   std::string text;
   for (const auto& j : jobs) text += job_line(j);
@@ -194,7 +211,8 @@ TEST(ComfyUiH3Stack, ASplitCoreH3WorkflowRunsEndToEndWithComfyUisShapesAndAnInta
     // The chain conditioning -> latent -> mp4: every hash is the file's, each stage's input is
     // the previous stage's output.
     for (const auto* s : {&enc, &smp, &dec})
-      EXPECT_EQ((*s)["outputSha256"], file_sha((*s)["outputPath"].get<std::string>())) << (*s)["stage"];
+      EXPECT_EQ((*s)["outputSha256"], file_sha((*s)["outputPath"].get<std::string>()))
+          << (*s)["stage"];
     EXPECT_EQ(smp["inputSha256"], enc["outputSha256"]);
     EXPECT_EQ(dec["inputSha256"], smp["outputSha256"]);
     EXPECT_EQ(r["mp4Sha256"], dec["outputSha256"]);
@@ -203,22 +221,26 @@ TEST(ComfyUiH3Stack, ASplitCoreH3WorkflowRunsEndToEndWithComfyUisShapesAndAnInta
 
     // The latent is the file ComfyUI's save node wrote, byte for byte, and the decode prompt
     // loaded the same bytes.
-    const json reported = json::parse(smp.value("settingsJson", std::string("{}")))["runtime_reported"];
+    const json reported =
+        json::parse(smp.value("settingsJson", std::string("{}")))["runtime_reported"];
     const fs::path saved = st.server().output_dir() / reported.value("output", std::string("?"));
     EXPECT_EQ(file_sha(saved), smp["outputSha256"]) << saved;
     std::string staged;
     for (const auto& p : st.server().recorded("prompt"))
       for (const auto& [id, n] : p["prompt"].items())
-        if (n["class_type"] == "H3LoadLatent" && n["inputs"]["path"].get<std::string>().find("_" + j.id + "_decode") != std::string::npos)
+        if (n["class_type"] == "H3LoadLatent" && n["inputs"]["path"].get<std::string>().find(
+                                                     "_" + j.id + "_decode") != std::string::npos)
           staged = n["inputs"]["path"];
     ASSERT_FALSE(staged.empty());
-    EXPECT_EQ(file_sha(fs::path(staged).is_absolute() ? fs::path(staged) : st.server().input_dir() / staged),
+    EXPECT_EQ(file_sha(fs::path(staged).is_absolute() ? fs::path(staged)
+                                                      : st.server().input_dir() / staged),
               smp["outputSha256"]);
 
     // ComfyUI's shapes and the nested layout, as h3pipe reads them.
     const std::string geometry = fmt::format("{}x{}x{}@24", j.width, j.height, j.frames);
-    auto [irc, inspect] = ts::sh(ts::bin("h3pipe") + " latent inspect --json --profile minimax-h3 --geometry " +
-                                 geometry + " " + latent.string() + " 2>&1");
+    auto [irc, inspect] =
+        ts::sh(ts::bin("h3pipe") + " latent inspect --json --profile minimax-h3 --geometry " +
+               geometry + " " + latent.string() + " 2>&1");
     ASSERT_EQ(irc, 0) << inspect;
     const json li = json::parse(inspect);
     EXPECT_EQ(li["layout"], "av_nested");
@@ -260,7 +282,8 @@ TEST(ComfyUiH3Stack, ASplitCoreH3WorkflowRunsEndToEndWithComfyUisShapesAndAnInta
       if (n["class_type"] != "MiniMaxH3ImageToVideo") continue;
       ++sample_prompts;
       const bool known = std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) {
-        return n["inputs"]["width"] == j.width && n["inputs"]["height"] == j.height && n["inputs"]["length"] == j.frames;
+        return n["inputs"]["width"] == j.width && n["inputs"]["height"] == j.height &&
+               n["inputs"]["length"] == j.frames;
       });
       EXPECT_TRUE(known) << n.dump();
     }
@@ -272,6 +295,7 @@ TEST(ComfyUiH3Stack, AFrameCountOffTheH3GridIsRefusedAtSubmission) {
   H3Stack st;
   auto [rc, out] = st.submit(job_line({"off", 256, 160, 24, 1}));
   EXPECT_EQ(rc, 2) << out;
-  EXPECT_NE(out.find("17k+5 frames (e.g. 39), got 24"), std::string::npos) << out;  // the rule, the next count
+  EXPECT_NE(out.find("17k+5 frames (e.g. 39), got 24"), std::string::npos)
+      << out;  // the rule, the next count
   EXPECT_TRUE(st.server().recorded("prompt").empty());
 }

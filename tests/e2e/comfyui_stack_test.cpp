@@ -23,7 +23,9 @@ using runtime::testing::FakeComfyUiServer;
 
 namespace {
 
-json node(const char* cls, json inputs) { return {{"class_type", cls}, {"inputs", std::move(inputs)}}; }
+json node(const char* cls, json inputs) {
+  return {{"class_type", cls}, {"inputs", std::move(inputs)}};
+}
 
 const std::vector<std::string> kModels = {"diffusion_models/wan2.1_i2v_480p_14B_fp16.safetensors",
                                           "text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors",
@@ -31,17 +33,32 @@ const std::vector<std::string> kModels = {"diffusion_models/wan2.1_i2v_480p_14B_
 
 json sample_runtime(const std::string& url) {
   json g = {
-      {"1", node("UNETLoader", {{"unet_name", "wan2.1_i2v_480p_14B_fp16.safetensors"}, {"weight_dtype", "default"}})},
-      {"2", node("CLIPLoader", {{"clip_name", "umt5_xxl_fp8_e4m3fn_scaled.safetensors"}, {"type", "wan"}})},
+      {"1", node("UNETLoader", {{"unet_name", "wan2.1_i2v_480p_14B_fp16.safetensors"},
+                                {"weight_dtype", "default"}})},
+      {"2", node("CLIPLoader",
+                 {{"clip_name", "umt5_xxl_fp8_e4m3fn_scaled.safetensors"}, {"type", "wan"}})},
       {"3", node("CLIPTextEncode", {{"text", ""}, {"clip", {"2", 0}}})},
       {"4", node("CLIPTextEncode", {{"text", "blurry"}, {"clip", {"2", 0}}})},
       {"5", node("VAELoader", {{"vae_name", "wan_2.1_vae.safetensors"}})},
       {"6", node("LoadImage", {{"image", "placeholder.png"}})},
-      {"7", node("WanImageToVideo", {{"positive", {"3", 0}}, {"negative", {"4", 0}}, {"vae", {"5", 0}}, {"width", 832},
-                                     {"height", 480}, {"length", 81}, {"batch_size", 1}, {"start_image", {"6", 0}}})},
-      {"8", node("KSampler", {{"model", {"1", 0}}, {"seed", 0}, {"steps", 20}, {"cfg", 6.0}, {"sampler_name", "uni_pc"},
-                              {"scheduler", "simple"}, {"positive", {"7", 0}}, {"negative", {"7", 1}},
-                              {"latent_image", {"7", 2}}, {"denoise", 1.0}})},
+      {"7", node("WanImageToVideo", {{"positive", {"3", 0}},
+                                     {"negative", {"4", 0}},
+                                     {"vae", {"5", 0}},
+                                     {"width", 832},
+                                     {"height", 480},
+                                     {"length", 81},
+                                     {"batch_size", 1},
+                                     {"start_image", {"6", 0}}})},
+      {"8", node("KSampler", {{"model", {"1", 0}},
+                              {"seed", 0},
+                              {"steps", 20},
+                              {"cfg", 6.0},
+                              {"sampler_name", "uni_pc"},
+                              {"scheduler", "simple"},
+                              {"positive", {"7", 0}},
+                              {"negative", {"7", 1}},
+                              {"latent_image", {"7", 2}},
+                              {"denoise", 1.0}})},
       {"9", node("H3SaveAVLatent", {{"samples", {"8", 0}}, {"filename_prefix", "h3pipe/latent"}})}};
   json inject = {{"prompt", {{"node", "3"}, {"input", "text"}}},
                  {"width", {{"node", "7"}, {"input", "width"}}},
@@ -53,7 +70,12 @@ json sample_runtime(const std::string& url) {
                  {"reference_image", {{"node", "6"}, {"input", "image"}}},
                  {"filename_prefix", {{"node", "9"}, {"input", "filename_prefix"}}}};
   return {{"name", "comfyui"},
-          {"settings", {{"url", url}, {"workflow", g}, {"inject", inject}, {"output", {{"node", "9"}}}, {"poll_ms", 50}}}};
+          {"settings",
+           {{"url", url},
+            {"workflow", g},
+            {"inject", inject},
+            {"output", {{"node", "9"}}},
+            {"poll_ms", 50}}}};
 }
 
 json decode_runtime(const std::string& url) {
@@ -61,11 +83,15 @@ json decode_runtime(const std::string& url) {
             {"2", node("VAELoader", {{"vae_name", "wan_2.1_vae.safetensors"}})},
             {"3", node("VAEDecode", {{"samples", {"1", 0}}, {"vae", {"2", 0}}})},
             {"4", node("CreateVideo", {{"images", {"3", 0}}, {"fps", 24.0}})},
-            {"5", node("SaveVideo", {{"video", {"4", 0}}, {"filename_prefix", "h3pipe/video"}, {"format", "mp4"}, {"codec", "h264"}})}};
+            {"5", node("SaveVideo", {{"video", {"4", 0}},
+                                     {"filename_prefix", "h3pipe/video"},
+                                     {"format", "mp4"},
+                                     {"codec", "h264"}})}};
   json inject = {{"input", {{"node", "1"}, {"input", "path"}}},
                  {"fps", {{"node", "4"}, {"input", "fps"}}},
                  {"filename_prefix", {{"node", "5"}, {"input", "filename_prefix"}}}};
-  return {{"name", "comfyui"}, {"settings", {{"url", url}, {"workflow", g}, {"inject", inject}, {"poll_ms", 50}}}};
+  return {{"name", "comfyui"},
+          {"settings", {{"url", url}, {"workflow", g}, {"inject", inject}, {"poll_ms", 50}}}};
 }
 
 // A fake ComfyUI serving both stages and a local stack configured for it.
@@ -80,8 +106,12 @@ class ComfyStack {
     o.latent = dir_.path() / "fake.h3latent";
     EXPECT_TRUE(latent::write_latent(o.latent, l).ok());
     o.mp4 = dir_.path() / "fake.mp4";
-    EXPECT_EQ(ts::sh("ffmpeg -v error -f lavfi -i testsrc=s=128x96:r=12:d=2.0834 -f lavfi -i sine=r=48000:d=2.0834 "
-                     "-frames:v 25 -c:v libx264 -pix_fmt yuv420p -c:a aac -ac 2 -shortest " + o.mp4.string()).first, 0);
+    EXPECT_EQ(ts::sh("ffmpeg -v error -f lavfi -i testsrc=s=128x96:r=12:d=2.0834 -f lavfi -i "
+                     "sine=r=48000:d=2.0834 "
+                     "-frames:v 25 -c:v libx264 -pix_fmt yuv420p -c:a aac -ac 2 -shortest " +
+                     o.mp4.string())
+                  .first,
+              0);
     o.models = kModels;
     server_ = std::make_unique<FakeComfyUiServer>(dir_.path() / "comfy", o);
     json cfg = json::parse(R"({
@@ -100,7 +130,9 @@ class ComfyStack {
     // Reference images come from the state dir's inputs/ (the default limits.input_roots).
     fs::create_directories(state() / "inputs");
     ref_ = state() / "inputs" / "reference.png";
-    EXPECT_EQ(ts::sh("ffmpeg -v error -f lavfi -i color=c=red:s=64x64 -frames:v 1 " + ref_.string()).first, 0);
+    EXPECT_EQ(ts::sh("ffmpeg -v error -f lavfi -i color=c=red:s=64x64 -frames:v 1 " + ref_.string())
+                  .first,
+              0);
   }
   ~ComfyStack() { ts::sh(cli() + " stop >/dev/null 2>&1"); }
 
@@ -108,8 +140,11 @@ class ComfyStack {
   fs::path state() const { return dir_.path() / "state"; }
   FakeComfyUiServer& server() { return *server_; }
   std::string job(const std::string& id, const std::string& extra = "") const {
-    return fmt::format(R"({{"jobId":"{}","prompt":"clip {}","width":128,"height":96,"frames":25,"fps":12,"seed":7,)"
-                       R"("referenceImage":"{}"{}}})", id, id, ref_.string(), extra) + "\n";
+    return fmt::format(
+               R"({{"jobId":"{}","prompt":"clip {}","width":128,"height":96,"frames":25,"fps":12,"seed":7,)"
+               R"("referenceImage":"{}"{}}})",
+               id, id, ref_.string(), extra) +
+           "\n";
   }
   // {exit code, the run id}; the run's stderr when it fails.
   std::pair<int, std::string> submit(const std::string& text) {
@@ -120,9 +155,13 @@ class ComfyStack {
     return {r.first, r.second.substr(0, r.second.find('\n'))};
   }
   int wait(const std::string& run, int timeout_s = 120) {
-    return ts::sh(cli() + " wait " + run + " --timeout " + std::to_string(timeout_s) + " >/dev/null 2>&1").first;
+    return ts::sh(cli() + " wait " + run + " --timeout " + std::to_string(timeout_s) +
+                  " >/dev/null 2>&1")
+        .first;
   }
-  json status(const std::string& run) { return json::parse(ts::sh(cli() + " status " + run + " --json").second); }
+  json status(const std::string& run) {
+    return json::parse(ts::sh(cli() + " status " + run + " --json").second);
+  }
   std::string log(const std::string& name) const {
     std::ifstream in(state() / "logs" / name);
     std::stringstream ss;
@@ -136,7 +175,8 @@ class ComfyStack {
   }
   int pid_of(const std::string& name) const {
     const json s = stack();
-    for (const auto& p : s["processes"]) if (p["name"] == name) return p["pid"];
+    for (const auto& p : s["processes"])
+      if (p["name"] == name) return p["pid"];
     return -1;
   }
   std::unique_ptr<queue::Redis> redis() const {
@@ -159,7 +199,9 @@ class ComfyStack {
 };
 
 json ffprobe(const fs::path& mp4) {
-  auto [rc, out] = ts::sh("ffprobe -v error -show_entries stream=codec_name,codec_type,width,height -of json " + mp4.string());
+  auto [rc, out] =
+      ts::sh("ffprobe -v error -show_entries stream=codec_name,codec_type,width,height -of json " +
+             mp4.string());
   return rc == 0 ? json::parse(out) : json();
 }
 
@@ -189,23 +231,35 @@ TEST(ComfyUiStack, ABatchSamplesAndDecodesOnComfyUiIntoValidMp4s) {
   EXPECT_EQ(ids.count(runtime::comfyui::prompt_id_for(run, "c0", "sample", 1)), 1u);
   bool saw_ref = false;
   for (const auto& p : st.server().recorded("prompt"))
-    if (p["prompt"].contains("6")) saw_ref |= p["prompt"]["6"]["inputs"]["image"] == "h3pipe/h3pipe_" + run + "_c0_sample_ref.png";
+    if (p["prompt"].contains("6"))
+      saw_ref |=
+          p["prompt"]["6"]["inputs"]["image"] == "h3pipe/h3pipe_" + run + "_c0_sample_ref.png";
   EXPECT_TRUE(saw_ref);
 }
 
 TEST(ComfyUiStack, AReferenceImageOutsideTheInputRootsIsRefusedAtSubmissionOnEveryDoor) {
   ComfyStack st;
-  auto text = fmt::format(R"({{"jobId":"x","prompt":"p","width":128,"height":96,"frames":25,"referenceImage":"/etc/passwd"}})") + "\n";
+  auto text =
+      fmt::format(
+          R"({{"jobId":"x","prompt":"p","width":128,"height":96,"frames":25,"referenceImage":"/etc/passwd"}})") +
+      "\n";
   auto [rc, out] = st.submit(text);
   EXPECT_EQ(rc, 2);
-  EXPECT_NE(out.find("referenceImage: /etc/passwd is not under an input root"), std::string::npos) << out;
+  EXPECT_NE(out.find("referenceImage: /etc/passwd is not under an input root"), std::string::npos)
+      << out;
   // Straight into the submission stream: the job fails with the same reason, nothing is uploaded.
   auto r = st.redis();
-  ASSERT_TRUE(r->command({"XADD", keys::submit(), "*", "run", "viaredis", "spec", R"({"jobId":"y","prompt":"p","width":64,"height":64,"frames":9,"referenceImage":"/etc/shadow"})"}).ok());
+  ASSERT_TRUE(
+      r->command(
+           {"XADD", keys::submit(), "*", "run", "viaredis", "spec",
+            R"({"jobId":"y","prompt":"p","width":64,"height":64,"frames":9,"referenceImage":"/etc/shadow"})"})
+          .ok());
   ASSERT_TRUE(ts::wait_for([&] { return st.status("viaredis").value("failed", 0) == 1; }, 20));
   auto s = st.status("viaredis");
-  EXPECT_NE(s["jobs"][0]["error"].get<std::string>().find("referenceImage: /etc/shadow is not under an input root"),
-            std::string::npos) << s.dump();
+  EXPECT_NE(s["jobs"][0]["error"].get<std::string>().find(
+                "referenceImage: /etc/shadow is not under an input root"),
+            std::string::npos)
+      << s.dump();
   EXPECT_TRUE(st.server().recorded("upload").empty());
 }
 
@@ -235,7 +289,8 @@ TEST(ComfyUiStack, AWorkerKilledMidPromptIsRetriedWithoutQueueingASecondPrompt) 
 
 TEST(ComfyUiStack, AValidationErrorIsDeadLetteredAtOnce) {
   ComfyStack st;
-  auto [rc, run] = st.submit(st.job("good") + st.job("bad", R"(,"params":{"sampler":"no_such_sampler"})"));
+  auto [rc, run] =
+      st.submit(st.job("good") + st.job("bad", R"(,"params":{"sampler":"no_such_sampler"})"));
   ASSERT_EQ(rc, 0) << run;
   EXPECT_EQ(st.wait(run), 1);
   auto s = st.status(run);
@@ -243,10 +298,13 @@ TEST(ComfyUiStack, AValidationErrorIsDeadLetteredAtOnce) {
   EXPECT_EQ(s["failed"], 1);
   EXPECT_EQ(st.field(run, "bad", "attempts:sample"), "1") << "permanent: no retry";
   std::string err;
-  for (const auto& j : s["jobs"]) if (j["job_id"] == "bad") err = j.value("error", "");
+  for (const auto& j : s["jobs"])
+    if (j["job_id"] == "bad") err = j.value("error", "");
   EXPECT_NE(err.find("runtime.permanent.comfyui_rejected"), std::string::npos) << err;
-  EXPECT_NE(err.find("node 8 (KSampler): Value not in list (sampler_name: 'no_such_sampler' not in"),
-            std::string::npos) << err;
+  EXPECT_NE(
+      err.find("node 8 (KSampler): Value not in list (sampler_name: 'no_such_sampler' not in"),
+      std::string::npos)
+      << err;
   auto r = st.redis();
   EXPECT_EQ(queue::reply_int(r->command({"XLEN", keys::dead_letter()})->get()), 1);
 }

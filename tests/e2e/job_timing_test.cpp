@@ -24,8 +24,10 @@ double num(const json& o, const char* k) {
 }
 
 const json* stage_of(const json& receipt, const std::string& name) {
-  static const std::map<std::string, std::string> kProto = {
-      {"encode", "STAGE_ENCODE"}, {"sample", "STAGE_SAMPLE"}, {"transfer", "STAGE_TRANSFER"}, {"decode", "STAGE_DECODE"}};
+  static const std::map<std::string, std::string> kProto = {{"encode", "STAGE_ENCODE"},
+                                                            {"sample", "STAGE_SAMPLE"},
+                                                            {"transfer", "STAGE_TRANSFER"},
+                                                            {"decode", "STAGE_DECODE"}};
   for (const auto& s : receipt["stages"])
     if (s["stage"] == kProto.at(name)) return &s;
   return nullptr;
@@ -40,16 +42,29 @@ TEST(JobTiming, ReportMatchesTheReceiptsOfAKnownRun) {
   json c = json::parse(R"({"name": "timing", "hosts": [{"name": "local"}],
     "queue": {"lease_ms": 3000, "renew_ms": 500, "sweep_ms": 500, "block_ms": 100}})");
   c["state_dir"] = (dir.path() / "state").string();
-  c["pools"] = json::array(
-      {{{"name", "enc"}, {"host", "local"}, {"stage", "encode"}, {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", kEnc}}}}}},
-       {{"name", "s0"}, {"host", "local"}, {"stage", "sample"}, {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", kSample}}}}}},
-       {{"name", "dec"}, {"host", "local"}, {"stage", "decode"}, {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", kDec}}}}}}});
+  c["pools"] =
+      json::array({{{"name", "enc"},
+                    {"host", "local"},
+                    {"stage", "encode"},
+                    {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", kEnc}}}}}},
+                   {{"name", "s0"},
+                    {"host", "local"},
+                    {"stage", "sample"},
+                    {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", kSample}}}}}},
+                   {{"name", "dec"},
+                    {"host", "local"},
+                    {"stage", "decode"},
+                    {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", kDec}}}}}}});
   const fs::path file = dir.path() / "cluster.json";
   std::ofstream(file) << c.dump(2);
   const std::string cli = ts::bin("h3pipe") + " --config " + file.string();
   std::string batch;
   for (int i = 0; i < kJobs; ++i)
-    batch += fmt::format(R"({{"jobId":"t{:02d}","prompt":"p {}","width":64,"height":64,"frames":24,"fps":12,"seed":{}}})", i, i, i) + "\n";
+    batch +=
+        fmt::format(
+            R"({{"jobId":"t{:02d}","prompt":"p {}","width":64,"height":64,"frames":24,"fps":12,"seed":{}}})",
+            i, i, i) +
+        "\n";
   std::ofstream(dir.path() / "b.jsonl") << batch;
   ASSERT_EQ(ts::sh(cli + " start >/dev/null 2>&1").first, 0);
   auto [rc, out] = ts::sh(cli + " run " + (dir.path() / "b.jsonl").string() + " 2>/dev/null");
@@ -92,14 +107,17 @@ TEST(JobTiming, ReportMatchesTheReceiptsOfAKnownRun) {
       EXPECT_NEAR(st["total_s"].get<double>(), total, 1e-6) << name;
       EXPECT_NEAR(st["wait_s"].get<double>(), num(*rs, "queueWaitS"), 1e-6) << name;
       EXPECT_NEAR(st["mux_s"].get<double>(), num(*rs, "muxS"), 1e-6) << name;
-      EXPECT_NEAR(st["run_s"].get<double>() + st["mux_s"].get<double>() + st["other_s"].get<double>(), total, 1e-6);
+      EXPECT_NEAR(
+          st["run_s"].get<double>() + st["mux_s"].get<double>() + st["other_s"].get<double>(),
+          total, 1e-6);
       // The sim runtime aims the stage's publication at the profile's time (less its learnt
       // publish time, so a few ms either side); the bookkeeping around it stays small.
       const double want = name == "encode" ? kEnc : name == "sample" ? kSample : kDec;
       EXPECT_GE(total + 0.01, want) << name;
       EXPECT_LE(total, want + 0.15) << name << " " << jt.dump();
       EXPECT_GE(st["run_s"].get<double>() + st["mux_s"].get<double>() + 0.01, want) << name;
-      if (name == "decode") EXPECT_GT(st["mux_s"].get<double>(), 0) << "the sim decode writes an MP4";
+      if (name == "decode")
+        EXPECT_GT(st["mux_s"].get<double>(), 0) << "the sim decode writes an MP4";
       sum += st["wait_s"].get<double>() + total;
     }
     // Waits and stages tile the job's end-to-end time (the gaps are the state moves' ms).
@@ -125,12 +143,16 @@ TEST(JobTiming, ReportMatchesTheReceiptsOfAKnownRun) {
   }
   EXPECT_NEAR((*s0)["duty_cycle"].get<double>(), busy / (last - first), 1e-6);
   EXPECT_GE((*s0)["duty_cycle"].get<double>(), 0.9) << s0->dump();
-  EXPECT_NEAR((*s0)["planned_duty_cycle"].get<double>(), 1.0, 1e-9) << "the plan's sampler runs back to back";
+  EXPECT_NEAR((*s0)["planned_duty_cycle"].get<double>(), 1.0, 1e-9)
+      << "the plan's sampler runs back to back";
   const auto& bub = (*s0)["bubble_s"];
-  EXPECT_NEAR(bub["no_job"].get<double>() + bub["gpu_group"].get<double>() + bub["overhead"].get<double>(),
-              (last - first) - busy, 1e-6);
+  EXPECT_NEAR(
+      bub["no_job"].get<double>() + bub["gpu_group"].get<double>() + bub["overhead"].get<double>(),
+      (last - first) - busy, 1e-6);
   // Steady rate: one video per sample time in the middle of the run; the planner's beside it.
-  EXPECT_NEAR(r["measured"]["steady_rate_per_hour"].get<double>(), 3600 / kSample, 0.1 * 3600 / kSample);
-  EXPECT_NEAR(r["planned"]["steady_rate_per_hour"].get<double>(), 3600 / kSample, 0.01 * 3600 / kSample);
+  EXPECT_NEAR(r["measured"]["steady_rate_per_hour"].get<double>(), 3600 / kSample,
+              0.1 * 3600 / kSample);
+  EXPECT_NEAR(r["planned"]["steady_rate_per_hour"].get<double>(), 3600 / kSample,
+              0.01 * 3600 / kSample);
   EXPECT_GT(r["measured"]["real_time_factor_mean"].get<double>(), 0);
 }

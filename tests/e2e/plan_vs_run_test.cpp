@@ -30,7 +30,11 @@ Outcome plan_and_run(const json& cfg, int jobs) {
   std::string cli = ts::bin("h3pipe") + " --config " + file.string();
   std::string batch;
   for (int i = 0; i < jobs; ++i)
-    batch += fmt::format(R"({{"jobId":"r{:02d}","prompt":"p {}","width":128,"height":96,"frames":25,"fps":12,"seed":{}}})", i, i, i) + "\n";
+    batch +=
+        fmt::format(
+            R"({{"jobId":"r{:02d}","prompt":"p {}","width":128,"height":96,"frames":25,"fps":12,"seed":{}}})",
+            i, i, i) +
+        "\n";
   std::ofstream(dir.path() / "b.jsonl") << batch;
   EXPECT_EQ(ts::sh(cli + " start >/dev/null 2>&1").first, 0);
   auto [rc, out] = ts::sh(cli + " run " + (dir.path() / "b.jsonl").string() + " 2>/dev/null");
@@ -42,8 +46,8 @@ Outcome plan_and_run(const json& cfg, int jobs) {
   json r = json::parse(rep, nullptr, false);
   if (r.is_discarded()) return {};
   return {r["planned"]["makespan_s"].get<double>(), r["measured"]["makespan_s"].get<double>(),
-          r["prediction_error"].get<double>(), r["worst_start_error"].get<double>(),
-          r["assignment_differences"].get<int>(), r["worst_start_at"].get<std::string>()};
+          r["prediction_error"].get<double>(),      r["worst_start_error"].get<double>(),
+          r["assignment_differences"].get<int>(),   r["worst_start_at"].get<std::string>()};
 }
 
 json rehearsal() {
@@ -79,7 +83,8 @@ TEST(PlanVsRun, CompletionTimeBeatsFirstFreeOnAHeterogeneousTail) {
   ASSERT_GT(ct.measured_s, 0);
   ASSERT_GT(ff.measured_s, 0);
   EXPECT_LT(ct.planned_s, ff.planned_s);
-  EXPECT_LT(ct.measured_s, ff.measured_s) << "completion-time " << ct.measured_s << " s vs first-free " << ff.measured_s << " s";
+  EXPECT_LT(ct.measured_s, ff.measured_s)
+      << "completion-time " << ct.measured_s << " s vs first-free " << ff.measured_s << " s";
   // A 2-second run: the 0.1-0.3 s of submission and claim overhead is a large share of it, so
   // the bound here is loose; the 12-job test above holds the 3 % prediction bound.
   EXPECT_LE(std::abs(ct.error), 0.20) << ct.planned_s << " planned, measured " << ct.measured_s;

@@ -1,4 +1,6 @@
 // Unit: atomic artifacts.  A writer killed mid-write leaves nothing under the final name.
+#include "common/artifacts/artifacts.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -6,7 +8,6 @@
 
 #include <fstream>
 
-#include "common/artifacts/artifacts.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -42,7 +43,8 @@ TEST(Artifacts, WriterKilledMidWriteLeavesNothingUnderTheFinalName) {
   ASSERT_EQ(::pipe(ready), 0);
   pid_t pid = ::fork();
   if (pid == 0) {
-    // Child: stream a .part the way libav and the transfer receiver do, then get killed before commit.
+    // Child: stream a .part the way libav and the transfer receiver do, then get killed before
+    // commit.
     std::ofstream out(artifacts::part_path(p), std::ios::binary);
     std::string chunk(1 << 20, 'x');
     for (int i = 0; i < 8; ++i) out.write(chunk.data(), chunk.size());
@@ -60,7 +62,8 @@ TEST(Artifacts, WriterKilledMidWriteLeavesNothingUnderTheFinalName) {
   EXPECT_EQ(artifacts::sweep_parts(d.path(), std::chrono::hours(24)), 0u);
   EXPECT_TRUE(fs::exists(artifacts::part_path(p)));
   // Untouched for longer than the age given: crash garbage, removed.
-  fs::last_write_time(artifacts::part_path(p), fs::file_time_type::clock::now() - std::chrono::hours(25));
+  fs::last_write_time(artifacts::part_path(p),
+                      fs::file_time_type::clock::now() - std::chrono::hours(25));
   EXPECT_EQ(artifacts::sweep_parts(d.path(), std::chrono::hours(24)), 1u);
   EXPECT_FALSE(fs::exists(artifacts::part_path(p)));
 }

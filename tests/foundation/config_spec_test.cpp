@@ -31,7 +31,9 @@ TEST(Config, EmbeddedDefaultLoads) {
   EXPECT_FALSE(c->pools_on("", config::StageKind::kSample).empty());
 }
 
-TEST(Config, MinimalIsValid) { EXPECT_EQ(errors_of(minimal()), ""); }
+TEST(Config, MinimalIsValid) {
+  EXPECT_EQ(errors_of(minimal()), "");
+}
 
 TEST(Config, UnknownKeysNameTheirPath) {
   auto j = minimal();
@@ -52,7 +54,8 @@ TEST(Config, WrongTypesAndRangesAreAllReportedTogether) {
   EXPECT_NE(e.find("/pools/0/gpus/1: expected an integer"), std::string::npos) << e;
   EXPECT_NE(e.find("/queue/lease_ms: expected an integer, got string"), std::string::npos) << e;
   EXPECT_NE(e.find("/queue/max_deliveries: 0 is out of range"), std::string::npos) << e;
-  EXPECT_NE(e.find("/pools/0/profiles/sd/kind: unknown profile kind \"gamma\""), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/0/profiles/sd/kind: unknown profile kind \"gamma\""), std::string::npos)
+      << e;
   EXPECT_NE(e.find("/hosts/0/transfer_port: 70000 is out of range"), std::string::npos) << e;
 }
 
@@ -65,9 +68,12 @@ TEST(Config, ReferencesAndRequiredFields) {
   auto e = errors_of(j);
   EXPECT_NE(e.find("/pools/0/host: \"nowhere\" is not a host"), std::string::npos) << e;
   EXPECT_NE(e.find("/pools/3/name: duplicate pool \"s\""), std::string::npos) << e;
-  EXPECT_NE(e.find("/pools/3/stage: \"paint\": expected encode, sample or decode"), std::string::npos) << e;
+  EXPECT_NE(e.find("/pools/3/stage: \"paint\": expected encode, sample or decode"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("/links/0/to: \"b\" is not a host"), std::string::npos) << e;
-  EXPECT_NE(e.find("/stages/sample/runtime/name: unknown runtime \"magic\""), std::string::npos) << e;
+  EXPECT_NE(e.find("/stages/sample/runtime/name: unknown runtime \"magic\""), std::string::npos)
+      << e;
   json none = {{"hosts", json::array()}};
   auto e2 = errors_of(none);
   EXPECT_NE(e2.find("/hosts: at least one host is required"), std::string::npos) << e2;
@@ -89,14 +95,16 @@ TEST(Config, EveryStageNeedsAPool) {
   }
   auto j = minimal();
   j["pools"] = json::array({j["pools"][1], j["pools"][2]});
-  EXPECT_NE(errors_of(j).find("submissions are ingested by the encoder service"), std::string::npos);
+  EXPECT_NE(errors_of(j).find("submissions are ingested by the encoder service"),
+            std::string::npos);
   EXPECT_EQ(errors_of(minimal()), "");
 }
 
 TEST(Config, LeaseRenewalMustFitTwiceInTheLease) {
   auto j = minimal();
   j["queue"] = {{"lease_ms", 1000}, {"renew_ms", 600}};
-  EXPECT_NE(errors_of(j).find("/queue/renew_ms: 600 must be at most half of lease_ms"), std::string::npos);
+  EXPECT_NE(errors_of(j).find("/queue/renew_ms: 600 must be at most half of lease_ms"),
+            std::string::npos);
 }
 
 TEST(Config, RedactsSecretsInEffectiveConfig) {
@@ -116,7 +124,8 @@ std::vector<std::string> spec_errors(const std::string& line) {
   return out;
 }
 bool any_contains(const std::vector<std::string>& v, const std::string& s) {
-  for (const auto& x : v) if (x.find(s) != std::string::npos) return true;
+  for (const auto& x : v)
+    if (x.find(s) != std::string::npos) return true;
   return false;
 }
 }  // namespace
@@ -131,21 +140,35 @@ TEST(Spec, ValidSpecPassesWithDefaults) {
 TEST(Spec, EachRuleNamesItsField) {
   EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","colour":1})"), "colour"));
   EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a"})"), "prompt: required"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","width":-16})"), "not a valid job spec"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","width":100})"), "width: 100 is not a multiple of 16"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","height":4096})"), "height: 4096 exceeds the limit"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","steps":5000})"), "steps: 5000 exceeds"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"../etc","prompt":"p"})"), "jobId: must not start with '.'"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","width":-16})"),
+                           "not a valid job spec"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","width":100})"),
+                           "width: 100 is not a multiple of 16"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","height":4096})"),
+                           "height: 4096 exceeds the limit"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","steps":5000})"),
+                           "steps: 5000 exceeds"));
+  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"../etc","prompt":"p"})"),
+                           "jobId: must not start with '.'"));
   EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a/b","prompt":"p"})"), "jobId: character '/'"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"/abs","prompt":"p"})"), "jobId: character '/'"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a\u0000b","prompt":"p"})"), "jobId: character NUL"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":")" + std::string(200, 'x') + R"(","prompt":"p"})"), "jobId: 200 characters"));
-  EXPECT_TRUE(any_contains(spec_errors(R"({"jobId":"a","prompt":"p","referenceImage":"/no/such.png"})"), "referenceImage: /no/such.png: reference images are disabled here (limits.input_roots is [])"));
+  EXPECT_TRUE(
+      any_contains(spec_errors(R"({"jobId":"/abs","prompt":"p"})"), "jobId: character '/'"));
+  EXPECT_TRUE(
+      any_contains(spec_errors(R"({"jobId":"a\u0000b","prompt":"p"})"), "jobId: character NUL"));
+  EXPECT_TRUE(
+      any_contains(spec_errors(R"({"jobId":")" + std::string(200, 'x') + R"(","prompt":"p"})"),
+                   "jobId: 200 characters"));
+  EXPECT_TRUE(
+      any_contains(spec_errors(R"({"jobId":"a","prompt":"p","referenceImage":"/no/such.png"})"),
+                   "referenceImage: /no/such.png: reference images are disabled here "
+                   "(limits.input_roots is [])"));
 }
 
 TEST(Spec, BatchReportsLineNumbersAndDuplicates) {
-  auto b = spec::parse_batch("{\"jobId\":\"a\",\"prompt\":\"p\"}\n\n# comment\n{\"jobId\":\"a\",\"prompt\":\"q\"}\nnot json\n",
-                             config::Limits{});
+  auto b = spec::parse_batch(
+      "{\"jobId\":\"a\",\"prompt\":\"p\"}\n\n# comment\n{\"jobId\":\"a\",\"prompt\":\"q\"}\nnot "
+      "json\n",
+      config::Limits{});
   ASSERT_EQ(b.errors.size(), 2u);
   EXPECT_EQ(b.errors[0].line, 4u);
   EXPECT_NE(b.errors[0].error.to_string().find("appears twice"), std::string::npos);
@@ -158,14 +181,17 @@ TEST(StrictJson, DuplicateKeysAreRefusedAndErrorsAreOneLine) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("h3pipe-strict-{}", ::getpid());
   fs::create_directories(dir);
   const fs::path cfg = dir / "cluster.json";
-  std::ofstream(cfg) << R"({"name": "a", "hosts": [{"name": "h"}], "redis": {"port": 1, "port": 2}, "hosts": []})";
+  std::ofstream(cfg)
+      << R"({"name": "a", "hosts": [{"name": "h"}], "redis": {"port": 1, "port": 2}, "hosts": []})";
   auto c = config::load_file(cfg);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("/redis/port: duplicate key"), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find("/redis/port: duplicate key"), std::string::npos)
+      << c.error().message;
 
   auto s = spec::parse_json(R"({"jobId": "a", "prompt": "p", "prompt": "q"})");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("/prompt: duplicate key"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("/prompt: duplicate key"), std::string::npos)
+      << s.error().message;
 
   for (std::string bad : {std::string("{\"prompt\": \"\xff\xfe\"}"), std::string("\xef\xbb\xbf{}"),
                           std::string(R"({"width": 1e400})")}) {
@@ -185,8 +211,10 @@ TEST(Config, TwoPoolsOfAHostOnOneMetricsPortIsAConfigError) {
     {"name": "d", "host": "h", "stage": "decode", "metrics_port": 9102}]})");
   auto c = config::parse(j, fs::temp_directory_path());
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("/pools/1/metrics_port: 9101 is already the metrics port of pool \"e\""),
-            std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find(
+                "/pools/1/metrics_port: 9101 is already the metrics port of pool \"e\""),
+            std::string::npos)
+      << c.error().message;
 }
 
 TEST(Spec, NegativePromptAndParamsAreBoundedLikeThePrompt) {

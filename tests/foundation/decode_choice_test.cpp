@@ -1,12 +1,13 @@
 // Which decode host gets a latent (issue #3, one choice since issue #13): the earliest expected
 // decode completion, with the backlog read from a real Redis.
+#include "common/worker/decode_choice.h"
+
 #include <gtest/gtest.h>
 
 #include "common/config/config.h"
 #include "common/queue/keys.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
-#include "common/worker/decode_choice.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
@@ -46,7 +47,8 @@ pb::StageTask task() {
 }
 
 void fill(queue::Redis& r, const std::string& host, int n) {
-  for (int i = 0; i < n; ++i) ASSERT_TRUE(r.command({"XADD", keys::stream("decode@" + host), "*", "task", "x"}).ok());
+  for (int i = 0; i < n; ++i)
+    ASSERT_TRUE(r.command({"XADD", keys::stream("decode@" + host), "*", "task", "x"}).ok());
 }
 
 }  // namespace
@@ -105,7 +107,8 @@ TEST(DecodeChoice, ALocalDecoderWinsTiesAndNoDecoderMeansSelf) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(worker::choose_decode_host(*c, "a", task(), nullptr), "a");
   auto none = config::parse(nlohmann::json::parse(R"({"name": "t", "hosts": [{"name": "a"}],
-    "pools": [{"name": "s", "host": "a", "stage": "sample"}]})"), ".");
+    "pools": [{"name": "s", "host": "a", "stage": "sample"}]})"),
+                            ".");
   // No decode pool at all never reaches a choice: the config is refused.
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("decode"), std::string::npos) << none.error().message;

@@ -1,9 +1,9 @@
 // Degraded states (label: unit): counted every time, exported as h3pipe_degraded_total{state},
 // warned when entered and noted when left.
+#include "common/metrics/degraded.h"
+
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
-
-#include "common/metrics/degraded.h"
 
 using namespace h3pipe;
 

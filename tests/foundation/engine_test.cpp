@@ -1,6 +1,8 @@
 // The stage engine's rules without a Redis or a disk (label: unit): every outcome, with the
 // ledger in memory applying the same transition table (state::judge) that Store::apply hands its
 // Lua script (job_state_redis_test checks the two agree), files in memory and a settable clock.
+#include "common/worker/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -8,7 +10,6 @@
 
 #include "common/queue/keys.h"
 #include "common/state/job_state.h"
-#include "common/worker/engine.h"
 
 using namespace h3pipe;
 using namespace h3pipe::worker;
@@ -29,11 +30,11 @@ struct Job {
 class MemoryLedger final : public Ledger {
  public:
   std::map<std::string, Job> jobs;
-  std::set<std::string> pending;          // entries this consumer holds
-  std::set<std::string> lost;             // entries whose lease a renewal found lost
+  std::set<std::string> pending;  // entries this consumer holds
+  std::set<std::string> lost;     // entries whose lease a renewal found lost
   std::vector<std::pair<std::string, std::string>> enqueued;  // (stream, payload)
-  std::vector<std::string> dead;          // dead-letter reasons
-  std::map<std::string, int> retries;     // entry -> backoff asked
+  std::vector<std::string> dead;                              // dead-letter reasons
+  std::map<std::string, int> retries;                         // entry -> backoff asked
   bool cancelled = false;
   int cancel_polls = 0;
   std::map<std::string, long long> illegal;  // "from>to" -> count
@@ -59,7 +60,8 @@ class MemoryLedger final : public Ledger {
   }
   Result<state::Moved> apply(state::Move m, const std::string& id) override {
     if (!pending.count(id)) return state::Moved{Applied::kLeaseLost, JobState::kNone};
-    if (m.only_while_cancelled && !cancelled) return state::Moved{Applied::kNotCancelled, JobState::kNone};
+    if (m.only_while_cancelled && !cancelled)
+      return state::Moved{Applied::kNotCancelled, JobState::kNone};
     Job& j = jobs[m.job_id];
     const JobState from = j.state;
     pending.erase(id);
@@ -84,7 +86,9 @@ class MemoryLedger final : public Ledger {
     return {};
   }
   void note_exec(const pb::StageTask& t) override { jobs[t.job_id()].exec++; }
-  void note_error(const pb::StageTask& t, const std::string& why) override { jobs[t.job_id()].error = why; }
+  void note_error(const pb::StageTask& t, const std::string& why) override {
+    jobs[t.job_id()].error = why;
+  }
   Result<bool> run_cancelled(const std::string&) override {
     ++cancel_polls;
     return cancelled;
@@ -95,11 +99,16 @@ class MemoryLedger final : public Ledger {
   // The follow-up commands the engine builds, read back as what they mean.
   void run(const queue::Commands& cmds, Job& j) {
     for (const auto& c : cmds) {
-      if (c[0] == "XADD" && c[1] == keys::dead_letter()) dead.push_back(c[10]);  // the "reason" field
-      else if (c[0] == "XADD") enqueued.emplace_back(c[1], c.back());
-      else if (c[0] == "HSET" && c[2] == "error") j.error = c[3];
-      else if (c[0] == "HINCRBY" && c[2].rfind("wrote:", 0) == 0) j.wrote++;
-      else if (c[0] == "RPUSH") j.history.emplace_back();
+      if (c[0] == "XADD" && c[1] == keys::dead_letter())
+        dead.push_back(c[10]);  // the "reason" field
+      else if (c[0] == "XADD")
+        enqueued.emplace_back(c[1], c.back());
+      else if (c[0] == "HSET" && c[2] == "error")
+        j.error = c[3];
+      else if (c[0] == "HINCRBY" && c[2].rfind("wrote:", 0) == 0)
+        j.wrote++;
+      else if (c[0] == "RPUSH")
+        j.history.emplace_back();
     }
   }
 };
@@ -110,15 +119,19 @@ class MemoryFiles final : public Files {
   std::set<std::string> corrupt;
   bool fit = true;
   int receipts = 0;
-  Result<std::string> verify(const std::filesystem::path&, const std::filesystem::path& p) override {
-    if (corrupt.count(p.string())) return make_error(errc::artifact::kMismatch, "{}: sha mismatch", p.string());
+  Result<std::string> verify(const std::filesystem::path&,
+                             const std::filesystem::path& p) override {
+    if (corrupt.count(p.string()))
+      return make_error(errc::artifact::kMismatch, "{}: sha mismatch", p.string());
     auto it = sha.find(p.string());
     if (it == sha.end()) return make_error(errc::artifact::kMissing, "{}: missing", p.string());
     return it->second;
   }
   void remove(const std::filesystem::path& p) override { corrupt.erase(p.string()); }
   Result<std::uint64_t> size(const std::filesystem::path&) override { return std::uint64_t{10}; }
-  Status make_dirs(const std::filesystem::path&, const std::filesystem::path&) override { return {}; }
+  Status make_dirs(const std::filesystem::path&, const std::filesystem::path&) override {
+    return {};
+  }
   Status fits(const std::filesystem::path& p, const latent::Expected&) override {
     if (fit) return {};
     return make_error(errc::latent::kProfile, "{}: another profile", p.string());
@@ -135,7 +148,8 @@ config::Cluster cluster() {
   c.output_root = "/out";
   c.queue.max_deliveries = 3;
   c.queue.retry_backoff_ms = 100;
-  for (auto [name, kind] : {std::pair{"enc", config::StageKind::kEncode}, {"samp", config::StageKind::kSample},
+  for (auto [name, kind] : {std::pair{"enc", config::StageKind::kEncode},
+                            {"samp", config::StageKind::kSample},
                             {"dec", config::StageKind::kDecode}}) {
     config::Pool p;
     p.name = name;
@@ -165,15 +179,17 @@ struct Rig {
     };
     Clock clock{[this] { return now; }, [this] { return now; }};
     Routing routing{[](const pb::StageTask&) { return std::string("h1"); }, nullptr};
-    engine = std::make_unique<StageEngine>(EngineOptions{&c, pool}, ledger, files,
-                                           [this](const runtime::StageContext& ctx) {
-                                             ++runs;
-                                             return runtime(ctx);
-                                           },
-                                           clock, routing);
+    engine = std::make_unique<StageEngine>(
+        EngineOptions{&c, pool}, ledger, files,
+        [this](const runtime::StageContext& ctx) {
+          ++runs;
+          return runtime(ctx);
+        },
+        clock, routing);
   }
   // A task of job `job` at this stage, its job at `at`, claimed as entry `id`.
-  Claimed claim(pb::Stage stage, const std::string& job, JobState at, const std::string& id = "1-0") {
+  Claimed claim(pb::Stage stage, const std::string& job, JobState at,
+                const std::string& id = "1-0") {
     pb::StageTask t;
     t.set_run_id("r1");
     t.set_job_id(job);
@@ -193,7 +209,9 @@ struct Rig {
   }
 };
 
-std::string out_path(const runtime::StageContext& ctx) { return ctx.output.string(); }
+std::string out_path(const runtime::StageContext& ctx) {
+  return ctx.output.string();
+}
 
 }  // namespace
 
@@ -272,7 +290,8 @@ TEST(StageEngine, AFailedAttemptIsRetriedWithDoublingBackoffThenDeadLettered) {
   EXPECT_EQ(*o, Outcome::kDeadLettered);
   EXPECT_EQ(rig.ledger.jobs["j"].state, JobState::kFailed);
   ASSERT_EQ(rig.ledger.dead.size(), 1u);
-  EXPECT_NE(rig.ledger.dead[0].find("encode failed 3 of 3 deliveries: io.write: disk hiccup"), std::string::npos)
+  EXPECT_NE(rig.ledger.dead[0].find("encode failed 3 of 3 deliveries: io.write: disk hiccup"),
+            std::string::npos)
       << rig.ledger.dead[0];
   EXPECT_EQ(rig.engine->count(Outcome::kRetried), 2);
   EXPECT_EQ(rig.engine->count(Outcome::kDeadLettered), 1);
@@ -310,7 +329,8 @@ TEST(StageEngine, ACancelledRunCancelsTheJobWithItsReasonAndRunsNothing) {
   EXPECT_EQ(*o, Outcome::kCancelled);
   EXPECT_EQ(rig.runs, 0);
   EXPECT_EQ(rig.ledger.jobs["j"].state, JobState::kCancelled);
-  EXPECT_EQ(rig.ledger.jobs["j"].error, "cancelled at sample: the run was cancelled (h3pipe cancel)");
+  EXPECT_EQ(rig.ledger.jobs["j"].error,
+            "cancelled at sample: the run was cancelled (h3pipe cancel)");
   EXPECT_EQ(rig.engine->count(Outcome::kCancelled), 1);
 }
 
@@ -476,16 +496,19 @@ TEST(StageEngine, ALatentForAnotherHostIsRecordedBeforeTheAckAndAnnouncedAfterIt
   std::vector<std::string> order;
   Routing routing{[](const pb::StageTask&) { return std::string("h2"); },
                   [&](const pb::StageTask& t, const std::filesystem::path&) -> Status {
-                    order.push_back(std::string("outbox at ") + state::job_state_name(rig.ledger.jobs[t.job_id()].state));
+                    order.push_back(std::string("outbox at ") +
+                                    state::job_state_name(rig.ledger.jobs[t.job_id()].state));
                     return {};
                   },
                   [&](const pb::StageTask& t) -> Status {
-                    order.push_back(std::string("nudge at ") + state::job_state_name(rig.ledger.jobs[t.job_id()].state));
+                    order.push_back(std::string("nudge at ") +
+                                    state::job_state_name(rig.ledger.jobs[t.job_id()].state));
                     return {};
                   }};
   Clock clock{[&] { return rig.now; }, [&] { return rig.now; }};
   const config::Pool* pool = &rig.c.pools[1];
-  StageEngine engine(EngineOptions{&rig.c, pool}, rig.ledger, rig.files, rig.runtime, clock, routing);
+  StageEngine engine(EngineOptions{&rig.c, pool}, rig.ledger, rig.files, rig.runtime, clock,
+                     routing);
   auto o = engine.process(rig.claim(pb::STAGE_SAMPLE, "j", JobState::kSample), 0);
   ASSERT_TRUE(o.ok()) << o.error().message;
   EXPECT_EQ(*o, Outcome::kCompleted);

@@ -1,9 +1,10 @@
 // GPU groups' lease against a real redis-server (label: redis): one holder at a time, a dead
 // holder's lease expires, a later stage waiting goes first, and the group follows
 // shares_gpus_with transitively.
+#include "common/worker/gpu_lease.h"
+
 #include <gtest/gtest.h>
 
-#include "common/worker/gpu_lease.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -13,9 +14,9 @@ TEST(GpuLease, OneHolderAtATimeAndOnlyTheHolderReleases) {
   ts::RedisServer srv;
   GpuLease enc(srv.address(), "g", "enc", 1, 5000), samp(srv.address(), "g", "s0", 2, 5000);
   ASSERT_TRUE(*enc.acquire());
-  EXPECT_TRUE(*enc.acquire());   // already ours: renewed
+  EXPECT_TRUE(*enc.acquire());  // already ours: renewed
   EXPECT_FALSE(*samp.acquire());
-  samp.release();                // not the holder: changes nothing
+  samp.release();  // not the holder: changes nothing
   EXPECT_FALSE(*samp.acquire());
   enc.release();
   EXPECT_TRUE(*samp.acquire());
@@ -27,10 +28,10 @@ TEST(GpuLease, ALaterStageWaitingGoesFirst) {
   ASSERT_TRUE(*enc.acquire());
   EXPECT_FALSE(*samp.acquire());  // the sampler now waits for it
   enc.release();
-  EXPECT_FALSE(*enc.acquire());   // the encoder leaves it to the waiting sampler
+  EXPECT_FALSE(*enc.acquire());  // the encoder leaves it to the waiting sampler
   EXPECT_TRUE(*samp.acquire());
   samp.release();
-  EXPECT_TRUE(*enc.acquire());    // nobody later waits: the encoder takes it
+  EXPECT_TRUE(*enc.acquire());  // nobody later waits: the encoder takes it
 }
 
 TEST(GpuLease, AHolderThatDiesFreesTheGpusAfterTheTtlAndALiveOneKeepsThem) {
@@ -58,7 +59,8 @@ TEST(GpuLease, AHolderThatDiesFreesTheGpusAfterTheTtlAndALiveOneKeepsThem) {
 
 TEST(GpuGroup, FollowsSharesGpusWithTransitivelyAndIsNamedByItsFirstPool) {
   config::Cluster c;
-  for (auto [name, with] : {std::pair{"dec", ""}, {"enc", "s0"}, {"s0", ""}, {"s1", ""}, {"enc2", "enc"}}) {
+  for (auto [name, with] :
+       {std::pair{"dec", ""}, {"enc", "s0"}, {"s0", ""}, {"s1", ""}, {"enc2", "enc"}}) {
     config::Pool p;
     p.name = name;
     p.shares_gpus_with = with;

@@ -45,11 +45,13 @@ TEST(JobStateRedis, TheScriptGivesTheTablesVerdictForEveryMove) {
       for (JobState to : kAllJobStates) {
         const std::string job = "j" + std::to_string(n++);
         if (from != JobState::kNone)
-          ASSERT_TRUE((*r)->command({"HSET", keys::job("r", job), "state", job_state_name(from)}).ok());
+          ASSERT_TRUE(
+              (*r)->command({"HSET", keys::job("r", job), "state", job_state_name(from)}).ok());
         auto got = store.apply(move(job, e, to));
         ASSERT_TRUE(got.ok()) << got.error().message;
         const Verdict want = judge(e, from, to);
-        const std::string what = fmt::format("{} -{}-> {}", job_state_name(from), event_name(e), job_state_name(to));
+        const std::string what =
+            fmt::format("{} -{}-> {}", job_state_name(from), event_name(e), job_state_name(to));
         const std::string now = hget(**r, keys::job("r", job), "state");
         EXPECT_EQ(got->from, from) << what;
         switch (want) {
@@ -108,7 +110,8 @@ TEST(JobStateRedis, RunCountersFollowTheJobsThroughRandomMoves) {
   for (const auto& j : *jobs) actual[j.state]++;
   for (JobState s : kAllJobStates) {
     if (s == JobState::kNone) continue;
-    const long long counted = st->in_state.count(job_state_name(s)) ? st->in_state.at(job_state_name(s)) : 0;
+    const long long counted =
+        st->in_state.count(job_state_name(s)) ? st->in_state.at(job_state_name(s)) : 0;
     EXPECT_EQ(counted, actual[job_state_name(s)]) << job_state_name(s);
   }
   EXPECT_EQ(st->total, 12);
@@ -144,7 +147,8 @@ TEST(JobStateRedis, AMoveWithAnEntryAcksItOnlyWhileItIsOursAndACancelOnlyWhileTh
   ASSERT_TRUE(store.cancel("r").ok());
   EXPECT_EQ(store.apply(m)->code, Applied::kApplied);
   EXPECT_EQ(*q.pending_count(), 0);
-  EXPECT_EQ(hget(**r, keys::job("r", "j"), "error"), "cancelled at sample: the run was cancelled (h3pipe cancel)");
+  EXPECT_EQ(hget(**r, keys::job("r", "j"), "error"),
+            "cancelled at sample: the run was cancelled (h3pipe cancel)");
   auto st = store.run_status("r");
   EXPECT_EQ(st->cancelled_jobs, 1);
   EXPECT_EQ(st->failed, 0);
@@ -152,7 +156,8 @@ TEST(JobStateRedis, AMoveWithAnEntryAcksItOnlyWhileItIsOursAndACancelOnlyWhileTh
   ASSERT_TRUE(q.enqueue("t2").ok());
   auto e2 = q.claim();
   ASSERT_TRUE(e2.ok() && e2->has_value());
-  auto a = store.start_attempt("r", "j", pb::STAGE_SAMPLE, QueueAck{keys::stream("sample"), "sample", "me", (*e2)->id});
+  auto a = store.start_attempt("r", "j", pb::STAGE_SAMPLE,
+                               QueueAck{keys::stream("sample"), "sample", "me", (*e2)->id});
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->refused);
   EXPECT_EQ(a->from, JobState::kCancelled);
@@ -180,8 +185,10 @@ TEST(JobStateRedis, ARunIsExpectedToHoldTheIdsItWasGivenOnceEach) {
   EXPECT_EQ(st->total, 3);
   EXPECT_FALSE(st->finished());
   for (const char* j : {"a", "b", "c"}) {
-    for (auto [e, to] : {std::pair{Event::kStart, JobState::kEncode}, {Event::kAdvance, JobState::kSample},
-                         {Event::kAdvance, JobState::kDecode}, {Event::kAdvance, JobState::kDone}}) {
+    for (auto [e, to] : {std::pair{Event::kStart, JobState::kEncode},
+                         {Event::kAdvance, JobState::kSample},
+                         {Event::kAdvance, JobState::kDecode},
+                         {Event::kAdvance, JobState::kDone}}) {
       auto m = move(j, e, to);
       ASSERT_EQ(store.apply(m)->code, Applied::kApplied) << j << " " << event_name(e);
     }
@@ -189,5 +196,6 @@ TEST(JobStateRedis, ARunIsExpectedToHoldTheIdsItWasGivenOnceEach) {
   st = store.run_status("r");
   EXPECT_EQ(st->done, 3);
   EXPECT_TRUE(st->finished());
-  EXPECT_EQ(st->stage_jobs(), (std::map<std::string, long long>{{"encode", 3}, {"sample", 3}, {"decode", 3}}));
+  EXPECT_EQ(st->stage_jobs(),
+            (std::map<std::string, long long>{{"encode", 3}, {"sample", 3}, {"decode", 3}}));
 }

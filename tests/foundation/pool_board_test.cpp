@@ -1,13 +1,14 @@
 // The dispatch board's heartbeats (h3pipe:pools) against a real redis-server (label: redis):
 // pb::Heartbeat bytes written by one pool are what the others' policy reads, and an entry that
 // is not a heartbeat is skipped and counted, never a crash.
+#include "common/worker/pool_board.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "common/queue/keys.h"
 #include "common/worker/heartbeat.h"
-#include "common/worker/pool_board.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -36,7 +37,8 @@ Result<pb::Heartbeat> stored(queue::Redis& r, const std::string& pool) {
 // The encode and sample streams and their groups, as ingest and the workers make them.
 bool make_groups(queue::Redis& r) {
   for (const char* stage : {"encode", "sample"})
-    if (!r.command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok()) return false;
+    if (!r.command({"XGROUP", "CREATE", keys::stream(stage), stage, "0", "MKSTREAM"}).ok())
+      return false;
   return true;
 }
 
@@ -72,10 +74,12 @@ TEST(PoolBoard, HeartbeatIsAProtoMessageRoundTrippedThroughRedis) {
   EXPECT_NEAR(hb->busy_until_unix_s(), now_s() + 10, 2);
   // The heartbeat thread renews the timestamp of the same state while the task runs.
   const auto first_ms = hb->unix_ms();
-  EXPECT_TRUE(ts::wait_for([&] {
-    auto again = stored(**r, "s1");
-    return again.ok() && again->unix_ms() > first_ms && again->state() == "busy";
-  }, 5));
+  EXPECT_TRUE(ts::wait_for(
+      [&] {
+        auto again = stored(**r, "s1");
+        return again.ok() && again->unix_ms() > first_ms && again->state() == "busy";
+      },
+      5));
 }
 
 TEST(PoolBoard, ThePolicyReadsTheOtherPoolsHeartbeatAndSkipsGarbage) {
@@ -94,8 +98,8 @@ TEST(PoolBoard, ThePolicyReadsTheOtherPoolsHeartbeatAndSkipsGarbage) {
   EXPECT_EQ((*slow)->bad_heartbeats(), 0);
   fast->reset();  // s1 stops: its heartbeat thread no longer rewrites the entry
   // What is under s1 now is not a heartbeat: the policy skips it (s2 is then alone) and counts it.
-  const std::vector<std::string> garbage = {"not protobuf \xff\xfe", R"({"busy_until_s": "soon"})", "[]",
-                                            std::string("\x08\x01", 2), ""};
+  const std::vector<std::string> garbage = {"not protobuf \xff\xfe", R"({"busy_until_s": "soon"})",
+                                            "[]", std::string("\x08\x01", 2), ""};
   long long seen = 0;
   for (const auto& g : garbage) {
     ASSERT_TRUE((*r)->command({"HSET", keys::pools(), "s1", g}).ok());
@@ -148,14 +152,17 @@ TEST(PoolBoard, TheClaimDecisionUsesTheClassOfTheNextQueuedTask) {
     t.set_run_id("r");
     t.set_job_id(cls);
     t.mutable_spec()->set_job_class(cls);
-    ASSERT_TRUE((*r)->command({"XADD", keys::stream("sample"), "*", "task", t.SerializeAsString()}).ok());
+    ASSERT_TRUE(
+        (*r)->command({"XADD", keys::stream("sample"), "*", "task", t.SerializeAsString()}).ok());
   };
   enqueue("b");
   // Head of class b: s2 (20 s) finishes it before s1 (40 s): s1 leaves it, s2 takes it.
   EXPECT_FALSE((*s1)->may_claim());
   EXPECT_TRUE((*s2)->may_claim());
   // s2 takes it (XREADGROUP); the next one is of class a: now s1 is the faster pool.
-  ASSERT_TRUE((*r)->command({"XREADGROUP", "GROUP", "sample", "s2", "COUNT", "1", "STREAMS", keys::stream("sample"), ">"}).ok());
+  ASSERT_TRUE((*r)->command({"XREADGROUP", "GROUP", "sample", "s2", "COUNT", "1", "STREAMS",
+                             keys::stream("sample"), ">"})
+                  .ok());
   (*s2)->claimed(pb::StageTask());
   enqueue("a");
   EXPECT_TRUE((*s1)->may_claim());
@@ -182,7 +189,8 @@ TEST(PoolBoard, AnIdlePoolWakesWhenATaskArrives) {
   });
   const auto t0 = std::chrono::steady_clock::now();
   (*fast)->wait_for_work(std::chrono::seconds(30));
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   add.join();
   EXPECT_LT(waited, 15) << "woke by the wait's end, not by the task";
   EXPECT_TRUE((*fast)->may_claim());

@@ -1,7 +1,8 @@
 // Queue semantics against a real redis-server (label: redis).
+#include "common/queue/queue.h"
+
 #include <gtest/gtest.h>
 
-#include "common/queue/queue.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -48,10 +49,12 @@ TEST(Queue, ExpiredLeaseIsReclaimedAndRobbedWorkerCannotComplete) {
   auto eb = b.claim();
   ASSERT_TRUE(eb.ok());
   EXPECT_FALSE(eb->has_value());
-  ASSERT_TRUE(ts::wait_for([&] {
-    eb = b.claim();
-    return eb.ok() && eb->has_value();
-  }, 5));
+  ASSERT_TRUE(ts::wait_for(
+      [&] {
+        eb = b.claim();
+        return eb.ok() && eb->has_value();
+      },
+      5));
   EXPECT_TRUE((*eb)->reclaimed);
   EXPECT_EQ((*eb)->payload, "t");
   auto late = a.complete(**ea, {{"SET", "dup", "1"}});
@@ -150,11 +153,13 @@ TEST(Queue, RetryBackoffMakesTheTaskReclaimableSoon) {
   auto r2 = srv.connect();
   StageQueue other(**r2, opts("b", 60000));
   std::optional<Entry> got;
-  ASSERT_TRUE(ts::wait_for([&] {
-    auto x = other.claim();
-    if (x.ok() && x->has_value()) got = **x;
-    return got.has_value();
-  }, 5));
+  ASSERT_TRUE(ts::wait_for(
+      [&] {
+        auto x = other.claim();
+        if (x.ok() && x->has_value()) got = **x;
+        return got.has_value();
+      },
+      5));
   EXPECT_EQ(got->payload, "flaky");
 }
 
@@ -165,7 +170,8 @@ TEST(Redis, WrongPasswordIsRefusedWithAClearError) {
   auto r = Redis::connect(addr);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "redis.auth");
-  EXPECT_EQ(r.error().message.find("wrong"), std::string::npos) << "the password must never be printed";
+  EXPECT_EQ(r.error().message.find("wrong"), std::string::npos)
+      << "the password must never be printed";
 }
 
 // After a Redis restart that lost a claim (or a lease that lapsed while the keeper could not reach
@@ -231,11 +237,13 @@ TEST(Queue, ClaimRecreatesTheGroupAfterFlushall) {
   // A newly enqueued entry (by another client, as ingest or an upstream stage would) is claimed.
   ASSERT_TRUE((*admin)->command({"XADD", opts("x").stream, "*", "task", "after"}).ok());
   std::optional<Entry> got;
-  ASSERT_TRUE(ts::wait_for([&] {
-    auto c = q.claim();
-    if (c.ok() && c->has_value()) got = **c;
-    return got.has_value();
-  }, 5));
+  ASSERT_TRUE(ts::wait_for(
+      [&] {
+        auto c = q.claim();
+        if (c.ok() && c->has_value()) got = **c;
+        return got.has_value();
+      },
+      5));
   EXPECT_EQ(got->payload, "after");
   EXPECT_TRUE(*q.complete(*got, {}));
   EXPECT_EQ(q.groups_recreated(), 1) << "recreated once, not at every claim";

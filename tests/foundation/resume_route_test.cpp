@@ -2,10 +2,10 @@
 // hold it, through the one decode-host choice; a latent only on a sampling host that does not
 // decode goes to that host's transfer sender (its outbox), never straight onto a decode stream
 // of a host that does not have it.  Real redis-server, the real h3pipe binary, real files.
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "common/artifacts/artifacts.h"
@@ -30,23 +30,27 @@ struct Fixture {
   // Sampler on a (no decoder); decoders on b and c, b's faster.  The transfer ports only satisfy
   // the multi-host config check: nothing listens or connects in this test.
   Fixture() {
-    nlohmann::json j = {
-        {"name", "resume-route"},
-        {"state_dir", (dir.path() / "state").string()},
-        {"transfer", {{"curve", false}}},
-        {"hosts",
-         {{{"name", "a"}, {"address", "127.0.0.1"}},
-          {{"name", "b"}, {"address", "127.0.0.1"}, {"transfer_port", 7701}},
-          {{"name", "c"}, {"address", "127.0.0.1"}, {"transfer_port", 7702}}}},
-        {"pools",
-         {{{"name", "s"}, {"host", "a"}, {"stage", "sample"}},
-          {{"name", "db"}, {"host", "b"}, {"stage", "decode"},
-           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 2}}}}}},
-          {{"name", "dc"}, {"host", "c"}, {"stage", "decode"},
-           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 5}}}}}},
-          {{"name", "e"}, {"host", "a"}, {"stage", "encode"}}}},
-        {"links", {{{"from", "a"}, {"to", "b"}, {"gbps", 10}, {"latency_ms", 1}},
-                   {{"from", "a"}, {"to", "c"}, {"gbps", 10}, {"latency_ms", 1}}}}};
+    nlohmann::json j = {{"name", "resume-route"},
+                        {"state_dir", (dir.path() / "state").string()},
+                        {"transfer", {{"curve", false}}},
+                        {"hosts",
+                         {{{"name", "a"}, {"address", "127.0.0.1"}},
+                          {{"name", "b"}, {"address", "127.0.0.1"}, {"transfer_port", 7701}},
+                          {{"name", "c"}, {"address", "127.0.0.1"}, {"transfer_port", 7702}}}},
+                        {"pools",
+                         {{{"name", "s"}, {"host", "a"}, {"stage", "sample"}},
+                          {{"name", "db"},
+                           {"host", "b"},
+                           {"stage", "decode"},
+                           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 2}}}}}},
+                          {{"name", "dc"},
+                           {"host", "c"},
+                           {"stage", "decode"},
+                           {"profiles", {{"default", {{"kind", "fixed"}, {"seconds", 5}}}}}},
+                          {{"name", "e"}, {"host", "a"}, {"stage", "encode"}}}},
+                        {"links",
+                         {{{"from", "a"}, {"to", "b"}, {"gbps", 10}, {"latency_ms", 1}},
+                          {{"from", "a"}, {"to", "c"}, {"gbps", 10}, {"latency_ms", 1}}}}};
     config_path = (dir.path() / "c.json").string();
     std::ofstream(config_path) << j.dump(2);
     auto c = config::load_file(config_path);
@@ -55,7 +59,8 @@ struct Fixture {
   }
 
   // A job whose latent was sampled on a (and delivered to `received_on`, if not empty).
-  void make_job(queue::Redis& r, const std::string& run, const std::string& job, const std::string& received_on) {
+  void make_job(queue::Redis& r, const std::string& run, const std::string& job,
+                const std::string& received_on) {
     state::Store store(r);
     ASSERT_TRUE(store.create_run(run, {job}).ok());
     pb::JobSpec spec;

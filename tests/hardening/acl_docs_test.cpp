@@ -27,8 +27,10 @@ std::string read(const std::string& rel) {
 void add_tokens(const std::string& text, Rules& r) {
   std::istringstream in(text);
   for (std::string t; in >> t;) {
-    if (t[0] == '~' || t.rfind("%R~", 0) == 0 || t.rfind("%W~", 0) == 0 || t.rfind("%RW~", 0) == 0) r.keys.insert(t);
-    else if (t[0] == '+') r.commands.insert(t.substr(1));
+    if (t[0] == '~' || t.rfind("%R~", 0) == 0 || t.rfind("%W~", 0) == 0 || t.rfind("%RW~", 0) == 0)
+      r.keys.insert(t);
+    else if (t[0] == '+')
+      r.commands.insert(t.substr(1));
   }
 }
 
@@ -42,7 +44,8 @@ std::map<std::string, Rules> from_acl(const std::string& text) {
     w >> kw >> user;
     if (kw != "user" || user.rfind("h3pipe-", 0) != 0) continue;
     std::string flat = line;
-    for (char& c : flat) if (c == '(' || c == ')') c = ' ';
+    for (char& c : flat)
+      if (c == '(' || c == ')') c = ' ';
     add_tokens(flat, out[user]);
   }
   return out;
@@ -52,7 +55,8 @@ std::map<std::string, Rules> from_acl(const std::string& text) {
 std::vector<std::string> spans_of(const std::string& cell) {
   std::vector<std::string> out;
   static const std::regex span("`([^`]*)`");
-  for (auto it = std::sregex_iterator(cell.begin(), cell.end(), span); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(cell.begin(), cell.end(), span); it != std::sregex_iterator();
+       ++it)
     out.push_back(std::regex_replace((*it)[1].str(), std::regex(R"(\\\|)"), "|"));
   return out;
 }
@@ -62,8 +66,16 @@ std::vector<std::string> cells(const std::string& line) {
   std::vector<std::string> out;
   std::string cur;
   for (std::size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == '|') { cur += "\\|"; ++i; continue; }
-    if (line[i] == '|') { out.push_back(cur); cur.clear(); continue; }
+    if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == '|') {
+      cur += "\\|";
+      ++i;
+      continue;
+    }
+    if (line[i] == '|') {
+      out.push_back(cur);
+      cur.clear();
+      continue;
+    }
     cur += line[i];
   }
   out.push_back(cur);
@@ -85,7 +97,8 @@ std::map<std::string, Rules> from_docs(const std::string& md) {
     const std::string& cmds = c[4];
     static const std::regex span("`([^`]*)`");
     bool first = true;
-    for (auto it = std::sregex_iterator(cmds.begin(), cmds.end(), span); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(cmds.begin(), cmds.end(), span);
+         it != std::sregex_iterator(); ++it) {
       const auto pos = static_cast<std::size_t>(it->position());
       const bool after_selector = pos >= 9 && cmds.compare(pos - 9, 9, "selector ") == 0;
       if (first || after_selector) {
@@ -115,7 +128,8 @@ TEST(AclDocs, TheTableInSecurityMdIsWhatUsersAclGrants) {
     EXPECT_EQ(show(docs.at(user).commands), show(rules.commands)) << user << ": commands";
     EXPECT_EQ(show(docs.at(user).keys), show(rules.keys)) << user << ": key patterns";
   }
-  for (const auto& [user, rules] : docs) EXPECT_TRUE(acl.count(user)) << user << " is in the docs only";
+  for (const auto& [user, rules] : docs)
+    EXPECT_TRUE(acl.count(user)) << user << " is in the docs only";
   EXPECT_EQ(read("configs/redis/users.acl"), read("helm/h3pipe/files/users.acl"));
 }
 
@@ -124,7 +138,8 @@ TEST(AclDocs, TheTableInSecurityMdIsWhatUsersAclGrants) {
 TEST(AclDocs, TheOperatorMayNotLoadOrRunItsOwnScripts) {
   const auto acl = from_acl(read("configs/redis/users.acl"));
   const Set& op = acl.at("h3pipe-operator").commands;
-  for (const char* c : {"eval", "eval_ro", "script|load", "function|load", "fcall", "@scripting", "@all"})
+  for (const char* c :
+       {"eval", "eval_ro", "script|load", "function|load", "fcall", "@scripting", "@all"})
     EXPECT_FALSE(op.count(c)) << c;
   EXPECT_TRUE(op.count("evalsha"));
 }

@@ -77,7 +77,8 @@ TEST(IoErrors, ASidecarThatDoesNotFitLeavesNeitherPart) {
   expect_io_error(once.error(), out.string() + ".sha256.part", "No space left on device");
   EXPECT_EQ(parts_below(small.path()), std::vector<std::string>{});
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out.string() + ".sha256")) << "no sidecar for an output that is not there";
+  EXPECT_FALSE(fs::exists(out.string() + ".sha256"))
+      << "no sidecar for an output that is not there";
 }
 
 TEST(IoErrors, AReadOnlyFolderFailsTheWriteNamingPathAndErrno) {
@@ -113,7 +114,8 @@ TEST(IoErrors, TheDecoderInAFullFolderFailsWithTheErrnoAndLeavesNoPart) {
   spec.set_fps(12);
   spec.set_steps(2);
   latent::Latent l = latent::make_latent(latent::builtin_profile(), {256, 256, 33, 12});
-  for (std::size_t i = 0; i < l.video.size(); ++i) l.video[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1;
+  for (std::size_t i = 0; i < l.video.size(); ++i)
+    l.video[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1;
   const fs::path input = cluster.artifact_root / "run" / "j" / "latent.h3latent";
   ASSERT_TRUE(latent::write_latent(input, l).ok());
   runtime::FactoryArgs args{&cluster, &pool, &settings, 1};
@@ -128,8 +130,10 @@ TEST(IoErrors, TheDecoderInAFullFolderFailsWithTheErrnoAndLeavesNoPart) {
   ctx.root = small.path();
   auto r = (*dec)->decode(ctx);
   ASSERT_FALSE(r.ok()) << "the MP4 should not fit in 32 KiB";
-  EXPECT_NE(r.error().message.find(artifacts::part_path(ctx.output).string()), std::string::npos) << r.error().to_string();
-  EXPECT_NE(r.error().message.find("No space left on device"), std::string::npos) << r.error().to_string();
+  EXPECT_NE(r.error().message.find(artifacts::part_path(ctx.output).string()), std::string::npos)
+      << r.error().to_string();
+  EXPECT_NE(r.error().message.find("No space left on device"), std::string::npos)
+      << r.error().to_string();
   EXPECT_EQ(parts_below(small.path()), std::vector<std::string>{});
   EXPECT_FALSE(fs::exists(ctx.output));
 }

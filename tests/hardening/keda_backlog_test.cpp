@@ -11,8 +11,8 @@
 
 #include <cmath>
 
-#include "common/queue/queue.h"
 #include "common/queue/keys.h"
+#include "common/queue/queue.h"
 #include "tests/hardening/redis_acl_fixture.h"
 
 using namespace h3pipe;
@@ -43,7 +43,8 @@ KedaView read_as_keda(queue::Redis& keda, const std::string& stream, const std::
   if (g.ok() && g->get()->type == REDIS_REPLY_ARRAY && g->get()->elements > 0) {
     const redisReply* grp = g->get()->element[0];
     for (std::size_t i = 0; i + 1 < grp->elements; i += 2)
-      if (std::string(grp->element[i]->str) == "lag" && grp->element[i + 1]->type == REDIS_REPLY_INTEGER)
+      if (std::string(grp->element[i]->str) == "lag" &&
+          grp->element[i + 1]->type == REDIS_REPLY_INTEGER)
         v.lag = grp->element[i + 1]->integer;
   }
   return v;
@@ -87,8 +88,8 @@ TEST(KedaBacklog, StreamLengthCountsWaitingAndRunningTasksThePendingListOnlyRunn
     auto c = srv.connect("sampler");
     ASSERT_TRUE(c.ok());
     conns.push_back(std::move(*c));
-    auto q = std::make_unique<queue::StageQueue>(*conns.back(),
-                                                 queue::QueueOptions{stream, "sample", "s" + std::to_string(r)});
+    auto q = std::make_unique<queue::StageQueue>(
+        *conns.back(), queue::QueueOptions{stream, "sample", "s" + std::to_string(r)});
     auto e = q->claim();
     ASSERT_TRUE(e.ok() && e->has_value());
     busy.emplace_back(std::move(q), std::move(**e));

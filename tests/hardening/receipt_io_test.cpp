@@ -14,9 +14,9 @@
 #include "common/state/paths.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
+#include "tests/support/decode_task.h"
 #include "tests/support/small_fs.h"
 #include "tests/support/test_support.h"
-#include "tests/support/decode_task.h"
 
 using namespace h3pipe;
 namespace fs = std::filesystem;
@@ -58,7 +58,8 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
   state::Store store(**r);
   const std::string run = "r1";
   ASSERT_TRUE(store.create_run(run, {"probe", "big"}).ok());
-  queue::StageQueue q(**r, {worker::stream_for(config::StageKind::kDecode, "h1"), "decode", "test", 300, 20, 10});
+  queue::StageQueue q(
+      **r, {worker::stream_for(config::StageKind::kDecode, "h1"), "decode", "test", 300, 20, 10});
   ASSERT_TRUE(q.ensure_group().ok());
   // Two jobs of one latent; "probe" is decoded first (it learns the MP4's size), "big" has a
   // 16 KB prompt, so its receipt needs four pages more than its MP4.
@@ -66,7 +67,8 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
   auto enqueue = [&](const std::string& job, const std::string& prompt) {
     auto at = paths::latent(*c, run, job);
     ASSERT_TRUE(at.ok());
-    ASSERT_TRUE(latent::write_latent(*at, latent::make_latent(latent::builtin_profile(), size)).ok());
+    ASSERT_TRUE(
+        latent::write_latent(*at, latent::make_latent(latent::builtin_profile(), size)).ok());
     ASSERT_TRUE(q.enqueue(ts::decode_task(run, job, size, prompt).SerializeAsString()).ok());
     // The job is where its sample left it: at decode.
     ASSERT_TRUE((*r)->command({"HSET", keys::job(run, job), "state", "decode"}).ok());
@@ -78,13 +80,16 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
   rts.decode = std::move(runtime::make_decode(rt.name, fa).value());
   prometheus::Registry reg;
   metrics::WorkerProbe probe(reg, "decode", pool->name, pool->host);
-  auto w = worker::StageWorker::create({&*c, pool, srv.address(), pool->name}, std::move(rts), probe, {});
+  auto w = worker::StageWorker::create({&*c, pool, srv.address(), pool->name}, std::move(rts),
+                                       probe, {});
   ASSERT_TRUE(w.ok()) << w.error().to_string();
   auto until_state = [&](const std::string& job, const std::string& want) {
-    return ts::wait_for([&] {
-      (void)(*w)->step();  // a failed receipt is a failed attempt: the entry is redelivered
-      return hget(**r, keys::job(run, job), "state") == want;
-    }, 30);
+    return ts::wait_for(
+        [&] {
+          (void)(*w)->step();  // a failed receipt is a failed attempt: the entry is redelivered
+          return hget(**r, keys::job(run, job), "state") == want;
+        },
+        30);
   };
 
   enqueue("probe", "a cat");
@@ -94,13 +99,15 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
   constexpr std::size_t kPage = 4096;
   small.fill(((mp4_bytes + kPage - 1) / kPage + 2) * kPage);
   enqueue("big", std::string(16000, 'p'));
-  ASSERT_TRUE(until_state("big", "failed")) << "state " << hget(**r, keys::job(run, "big"), "state");
+  ASSERT_TRUE(until_state("big", "failed"))
+      << "state " << hget(**r, keys::job(run, "big"), "state");
 
   EXPECT_TRUE(fs::exists(paths::mp4(*c, run, "big").value())) << "the MP4 fitted";
   const std::string why = hget(**r, keys::job(run, "big"), "error");
   EXPECT_EQ(why.find("the worker died"), std::string::npos) << why;
   EXPECT_NE(why.find("No space left on device"), std::string::npos) << why;
-  EXPECT_NE(why.find(paths::receipt(*c, run, "big").value().string()), std::string::npos) << "names the path: " << why;
+  EXPECT_NE(why.find(paths::receipt(*c, run, "big").value().string()), std::string::npos)
+      << "names the path: " << why;
   EXPECT_EQ(parts_below(small.path()), std::vector<std::string>{});
   EXPECT_FALSE(fs::exists(paths::receipt(*c, run, "big").value()));
 }

@@ -8,16 +8,16 @@
 
 #include <thread>
 
+#include "common/artifacts/artifacts.h"
 #include "common/config/config.h"
 #include "common/queue/queue.h"
 #include "common/runtime/runtime.h"
 #include "common/spec/spec.h"
-#include "common/artifacts/artifacts.h"
 #include "common/state/paths.h"
 #include "common/state/state.h"
-#include "common/worker/worker.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/pool_board.h"
+#include "common/worker/worker.h"
 #include "services/transfer/handoff.h"
 #include "tests/hardening/redis_acl_checks.h"
 #include "tests/hardening/redis_acl_fixture.h"
@@ -180,8 +180,10 @@ TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
   // The sampler's dispatch board (h3pipe:pools, the encode/sample backlogs) and the decode-host
   // choice (decode stream lengths) run with the sampler's user too.
   {
-    // Two classes: each board also reads the class of its stream's next task (XINFO GROUPS, XRANGE).
-    auto two = nlohmann::json::parse(R"({"name": "acl2", "redis": {"host": "127.0.0.1", "embedded": false},
+    // Two classes: each board also reads the class of its stream's next task (XINFO GROUPS,
+    // XRANGE).
+    auto two =
+        nlohmann::json::parse(R"({"name": "acl2", "redis": {"host": "127.0.0.1", "embedded": false},
       "classes": [{"name": "a", "width": 64, "height": 64, "frames": 9}, {"name": "b", "width": 128, "height": 128, "frames": 9}],
       "stages": {"sample": {"runtime": {"name": "sim"}}},
       "hosts": [{"name": "h1"}, {"name": "h2"}],
@@ -198,7 +200,8 @@ TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
     auto admin = srv.connect("admin");
     ASSERT_TRUE(admin.ok());
     for (const char* s : {"encode", "sample", "decode@h1"}) {
-      (void)(*admin)->command({"XGROUP", "CREATE", keys::stream(s), std::string(s).substr(0, 6), "0", "MKSTREAM"});
+      (void)(*admin)->command(
+          {"XGROUP", "CREATE", keys::stream(s), std::string(s).substr(0, 6), "0", "MKSTREAM"});
       ASSERT_TRUE((*admin)->command({"XADD", keys::stream(s), "*", "task", "x"}).ok());
     }
     // Every stage's board, each with its own service's user.
@@ -278,7 +281,10 @@ TEST(RedisAcl, QueueRetryDeadLetterAndLeaseRenewalWorkForEveryStageUser) {
     state::Store store(**r);
     for (const char* j : {"j", "j2"})
       ASSERT_TRUE((*r)->command({"HSET", keys::job(run, j), "state", "sample"}).ok());
-    ASSERT_TRUE(store.start_attempt(run, "j", pb::STAGE_SAMPLE, state::QueueAck{stream, group, qo.consumer, got[0].id}).ok());
+    ASSERT_TRUE(store
+                    .start_attempt(run, "j", pb::STAGE_SAMPLE,
+                                   state::QueueAck{stream, group, qo.consumer, got[0].id})
+                    .ok());
     auto m = state::Store::fail_move(run, "j", pb::STAGE_SAMPLE, "x");
     m.ack = state::QueueAck{stream, group, qo.consumer, got[0].id};
     auto done = store.apply(m);

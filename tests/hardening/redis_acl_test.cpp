@@ -129,17 +129,20 @@ TEST(RedisAcl, TheOperatorCannotRunItsOwnLuaButRunsH3pipesLoadedScripts) {
   REQUIRE_SERVER(srv);
   auto op = srv.connect("operator");
   ASSERT_TRUE(op.ok()) << op.error().message;
-  for (const Argv& argv : {Argv{"EVAL", "while true do end", "0"}, Argv{"EVAL", "return 1", "0"},
-                           Argv{"SCRIPT", "LOAD", "while true do end"}, Argv{"EVAL_RO", "return 1", "0"},
-                           Argv{"FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('x', function() while true do end end)"},
-                           Argv{"FCALL", "x", "0"}})
+  for (const Argv& argv :
+       {Argv{"EVAL", "while true do end", "0"}, Argv{"EVAL", "return 1", "0"},
+        Argv{"SCRIPT", "LOAD", "while true do end"}, Argv{"EVAL_RO", "return 1", "0"},
+        Argv{"FUNCTION", "LOAD",
+             "#!lua name=x\nredis.register_function('x', function() while true do end end)"},
+        Argv{"FCALL", "x", "0"}})
     EXPECT_TRUE(is_acl_denial(refusal(**op, argv))) << argv[0] << " " << argv[1];
   // Until a service loaded it, h3pipe's own state-machine script is not there for the operator:
   // refused with the reason, not run.
   state::Store as_operator(**op);
   auto before = as_operator.apply(state::Store::reopen_move("r", "j", state::JobState::kEncode));
   ASSERT_FALSE(before.ok());
-  EXPECT_NE(before.error().message.find("may not load scripts"), std::string::npos) << before.error().message;
+  EXPECT_NE(before.error().message.find("may not load scripts"), std::string::npos)
+      << before.error().message;
   // The encoder's ingest loads them at start (Store::load_scripts); then the operator's move runs.
   auto enc = srv.connect("encoder");
   ASSERT_TRUE(enc.ok());
@@ -166,11 +169,14 @@ TEST(RedisAcl, EachServiceIsConfinedToItsOwnStreams) {
       {"encoder",
        {"EVAL", "return redis.call('XADD', 'h3pipe:stream:decode@h1', '*', 'task', 'x')", "0"}},
       // The other stages' streams a board reads (XLEN, XPENDING) cannot be claimed from.
-      {"encoder", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:decode@h1", ">"}},
-      {"sampler", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:encode", ">"}},
+      {"encoder",
+       {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:decode@h1", ">"}},
+      {"sampler",
+       {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:encode", ">"}},
       {"sampler", {"XACK", "h3pipe:stream:encode", "g", "0-1"}},
       {"decoder", {"XACK", "h3pipe:stream:sample", "g", "0-1"}},
-      {"decoder", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:encode", ">"}},
+      {"decoder",
+       {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:stream:encode", ">"}},
       {"sampler", {"XADD", "h3pipe:submit", "*", "run", "r", "spec", "{}"}},
       {"sampler", {"XADD", "h3pipe:stream:encode", "*", "task", "x"}},
       {"sampler", {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "h3pipe:submit", ">"}},
@@ -194,7 +200,8 @@ TEST(RedisAcl, EachServiceIsConfinedToItsOwnStreams) {
       // The operator runs the job state machine's script (resume), and a script is held to
       // its user's rights command by command.
       {"operator", {"EVAL", "return redis.call('FLUSHALL')", "0"}},
-      {"operator", {"EVAL", "return redis.call('XACK', KEYS[1], 'g', '0-1')", "1", "h3pipe:stream:sample"}},
+      {"operator",
+       {"EVAL", "return redis.call('XACK', KEYS[1], 'g', '0-1')", "1", "h3pipe:stream:sample"}},
   };
   for (const auto& [who, argv] : denied) {
     auto r = srv.connect(who);
@@ -221,12 +228,17 @@ TEST(RedisAcl, TransactionsAndScriptEffectsSurviveARestart) {
     ASSERT_TRUE(op.ok());
     ASSERT_TRUE((*op)->command({"HSET", "h3pipe:run:{r}", "plain", "1"}).ok());
     // Two writes each: Redis logs a transaction of one write without MULTI/EXEC.
-    ASSERT_TRUE((*op)->pipeline({{"MULTI"}, {"HSET", "h3pipe:run:{r}", "multi", "1"},
-                                 {"XADD", "h3pipe:submit", "*", "run", "r"}, {"EXEC"}}).ok());
+    ASSERT_TRUE((*op)
+                    ->pipeline({{"MULTI"},
+                                {"HSET", "h3pipe:run:{r}", "multi", "1"},
+                                {"XADD", "h3pipe:submit", "*", "run", "r"},
+                                {"EXEC"}})
+                    .ok());
     auto enc = srv.connect("encoder");
     ASSERT_TRUE(enc.ok());
     auto ev = (*enc)->eval(
-        "redis.call('HSET', KEYS[1], 'script', '1') redis.call('HINCRBY', KEYS[1], 'n', 1) return 1",
+        "redis.call('HSET', KEYS[1], 'script', '1') redis.call('HINCRBY', KEYS[1], 'n', 1) return "
+        "1",
         {"h3pipe:run:{r}"}, {});
     ASSERT_TRUE(ev.ok()) << ev.error().message;
   }

@@ -8,9 +8,8 @@
 #include <sys/time.h>
 
 #include <fstream>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "common/preflight/http_get.h"
 #include "tests/support/test_support.h"
@@ -21,19 +20,21 @@ using namespace std::chrono_literals;
 
 // One host, a sim pool per stage (only the decoder runs), its roots where the test says.
 fs::path write_config(const fs::path& dir, int redis_port, const fs::path& output_root) {
-  nlohmann::json j = {
-      {"name", "http"},
-      {"state_dir", (dir / "state").string()},
-      {"artifact_root", (dir / "artifacts").string()},
-      {"output_root", output_root.string()},
-      {"redis", {{"host", "127.0.0.1"}, {"port", redis_port}, {"embedded", false}}},
-      {"stages", {{"encode", {{"runtime", {{"name", "sim"}}}}},
-                  {"sample", {{"runtime", {{"name", "sim"}}}}},
-                  {"decode", {{"runtime", {{"name", "sim"}}}}}}},
-      {"hosts", {{{"name", "h1"}}}},
-      {"pools", nlohmann::json::array()}};
+  nlohmann::json j = {{"name", "http"},
+                      {"state_dir", (dir / "state").string()},
+                      {"artifact_root", (dir / "artifacts").string()},
+                      {"output_root", output_root.string()},
+                      {"redis", {{"host", "127.0.0.1"}, {"port", redis_port}, {"embedded", false}}},
+                      {"stages",
+                       {{"encode", {{"runtime", {{"name", "sim"}}}}},
+                        {"sample", {{"runtime", {{"name", "sim"}}}}},
+                        {"decode", {{"runtime", {{"name", "sim"}}}}}}},
+                      {"hosts", {{{"name", "h1"}}}},
+                      {"pools", nlohmann::json::array()}};
   for (const char* stage : {"encode", "sample", "decode"})
-    j["pools"].push_back({{"name", std::string(stage).substr(0, 3)}, {"host", "h1"}, {"stage", stage},
+    j["pools"].push_back({{"name", std::string(stage).substr(0, 3)},
+                          {"host", "h1"},
+                          {"stage", stage},
                           {"profiles", {{"default", {{"seconds", 0}}}}}});
   const fs::path f = dir / "cluster.json";
   std::ofstream(f) << j.dump(2);

@@ -235,7 +235,8 @@ TEST(LatentInspect, ValidAndInvalid) {
   EXPECT_NE(out.str().find("verdict   valid latent"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("(1, 24, 1, 2, 2)"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("writer = fixture"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("form      h3latent v1, layout video+audio"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("form      h3latent v1, layout video+audio"), std::string::npos)
+      << out.str();
   EXPECT_NE(out.str().find("profile   builtin"), std::string::npos) << out.str();
   std::ostringstream js;
   EXPECT_EQ(inspect_main((kFixtures / "nan_in_video.h3latent").string(), true, js), 1);
@@ -260,7 +261,8 @@ TEST_P(LatentInterop, PythonReadsOursAndWeReadPython) {
   const Geometry g = expected_geometry(job.profile, job.job);
   ASSERT_EQ(g, (Geometry{{1, 24, 3, 4, 5}, {1, 32, 2, 7}}));
   const DType d = GetParam();
-  const std::string dims = fmt::format("{} {} {} {} {}", g.t(), g.h(), g.w(), g.audio[3], dtype_name(d));
+  const std::string dims =
+      fmt::format("{} {} {} {} {}", g.t(), g.h(), g.w(), g.audio[3], dtype_name(d));
   auto ours = dir.path() / "ours.h3latent";
   auto bytes = serialize(make_latent(g), d);
   ASSERT_TRUE(artifacts::write_atomic(ours, bytes).ok());

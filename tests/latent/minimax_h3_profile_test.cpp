@@ -20,7 +20,9 @@ std::uint32_t comfy_align(std::uint32_t n) {
   while (n % 17 != 5) ++n;
   return n;
 }
-std::uint64_t comfy_latent_t(std::uint32_t f) { return f <= 5 ? 2 : ((f - 5) / 17) * 5 + 2; }
+std::uint64_t comfy_latent_t(std::uint32_t f) {
+  return f <= 5 ? 2 : ((f - 5) / 17) * 5 + 2;
+}
 std::uint64_t comfy_audio_t(std::uint32_t f) {
   const double duration = static_cast<double>(f) / 24;
   return static_cast<std::uint64_t>(std::nearbyint(duration * 40));
@@ -49,14 +51,16 @@ TEST(MiniMaxH3Profile, IsBuiltInAndLast) {
 
 // Every on-grid frame count up to 3600 (the nodes' max), four sizes: the same shapes as ComfyUI.
 TEST(MiniMaxH3Profile, ShapesEqualComfyUIsOnTheWholeGrid) {
-  const std::pair<std::uint32_t, std::uint32_t> sizes[] = {{736, 416}, {416, 736}, {1344, 768}, {512, 512}};
+  const std::pair<std::uint32_t, std::uint32_t> sizes[] = {
+      {736, 416}, {416, 736}, {1344, 768}, {512, 512}};
   int checked = 0;
   for (auto [w, h] : sizes) {
     for (std::uint32_t f = 5; f <= 3600; f += 17) {
       const JobSize job{w, h, f, 24};
       ASSERT_TRUE(job_fits(h3(), job).empty()) << to_string(job);
       const Geometry g = expected_geometry(h3(), job);
-      const Geometry comfy{{1, 24, comfy_latent_t(f), h / 16u, w / 16u}, {1, 32, 2, comfy_audio_t(f)}};
+      const Geometry comfy{{1, 24, comfy_latent_t(f), h / 16u, w / 16u},
+                           {1, 32, 2, comfy_audio_t(f)}};
       ASSERT_EQ(g, comfy) << to_string(job);
       ++checked;
     }
@@ -79,10 +83,12 @@ TEST(MiniMaxH3Profile, OffGridFramesNameTheNextValidCount) {
     EXPECT_EQ(issues[0].field, "frames");
     EXPECT_EQ(next_valid_frames(h3(), f), comfy_align(std::max(5u, f))) << f;
     if (f >= 5)
-      EXPECT_EQ(issues[0].reason, fmt::format("profile minimax-h3 needs 17k+5 frames (e.g. {}), got {}",
-                                              comfy_align(f), f));
+      EXPECT_EQ(issues[0].reason,
+                fmt::format("profile minimax-h3 needs 17k+5 frames (e.g. {}), got {}",
+                            comfy_align(f), f));
     else
-      EXPECT_EQ(issues[0].reason, fmt::format("profile minimax-h3 needs at least 5 frames, got {}", f));
+      EXPECT_EQ(issues[0].reason,
+                fmt::format("profile minimax-h3 needs at least 5 frames, got {}", f));
   }
 }
 
@@ -90,7 +96,8 @@ TEST(MiniMaxH3Profile, SizesAndFrameRateRules) {
   auto w = job_fits(h3(), {720, 416, 124, 24});
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].field, "width");
-  EXPECT_EQ(w[0].reason, "720 is not a multiple of 32 (latent profile minimax-h3, spatial factor 16)");
+  EXPECT_EQ(w[0].reason,
+            "720 is not a multiple of 32 (latent profile minimax-h3, spatial factor 16)");
   auto fps = job_fits(h3(), {736, 416, 124, 25});
   ASSERT_EQ(fps.size(), 1u);
   EXPECT_EQ(fps[0].field, "fps");
@@ -99,9 +106,9 @@ TEST(MiniMaxH3Profile, SizesAndFrameRateRules) {
 
 // What crosses hosts (docs/comfyui.md): f32 video + audio.
 TEST(MiniMaxH3Profile, HandOffSizes) {
-  EXPECT_EQ(latent_bytes(h3(), {736, 416, 124, 24}), 4'301'184u);     // 4.30 MB, the seeds' 4.3 MB
-  EXPECT_EQ(latent_bytes(h3(), {1344, 768, 124, 24}), 14'374'656u);   // 14.4 MB
-  EXPECT_EQ(latent_bytes(h3(), {1344, 768, 362, 24}), 41'571'072u);   // 41.6 MB
+  EXPECT_EQ(latent_bytes(h3(), {736, 416, 124, 24}), 4'301'184u);    // 4.30 MB, the seeds' 4.3 MB
+  EXPECT_EQ(latent_bytes(h3(), {1344, 768, 124, 24}), 14'374'656u);  // 14.4 MB
+  EXPECT_EQ(latent_bytes(h3(), {1344, 768, 362, 24}), 41'571'072u);  // 41.6 MB
 }
 
 // A latent of ComfyUI's shapes reads back as the job's; one audio step off does not.
@@ -119,15 +126,16 @@ TEST(MiniMaxH3Profile, ReadersAcceptComfyUIsShapesOnly) {
   off.audio.assign(off.geometry.audio_elems(), 0.0f);
   auto bad = parse_latent(serialize(off), &want);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("profile minimax-h3 expects (1, 32, 2, 207)"), std::string::npos)
+  EXPECT_NE(bad.error().message.find("profile minimax-h3 expects (1, 32, 2, 207)"),
+            std::string::npos)
       << bad.error().message;
 }
 
 TEST(AudioRounding, NearestHalvesToEvenAndCeilRoundsUp) {
   AudioRule half{{1, AudioRule::kLength}, 1, 2, Rounding::kNearest, 0};  // L = F / fps / 2
-  EXPECT_EQ(audio_length(half, 1, 1), 0u);  // 0.5 -> 0
-  EXPECT_EQ(audio_length(half, 3, 1), 2u);  // 1.5 -> 2
-  EXPECT_EQ(audio_length(half, 5, 1), 2u);  // 2.5 -> 2
+  EXPECT_EQ(audio_length(half, 1, 1), 0u);                               // 0.5 -> 0
+  EXPECT_EQ(audio_length(half, 3, 1), 2u);                               // 1.5 -> 2
+  EXPECT_EQ(audio_length(half, 5, 1), 2u);                               // 2.5 -> 2
   EXPECT_EQ(audio_length(half, 4, 1), 2u);
   AudioRule up = half;
   up.rounding = Rounding::kCeil;
@@ -176,13 +184,16 @@ TEST(ProfileJson, AConfigDeclaresARoundingAndAFrameRate) {
       "fps": 2000, "audio": {"shape": [1, "L"], "rate": [40, 1], "rounding": "half-up"}}}})"),
                            "/tmp");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("/latent_profiles/h3x/audio/rounding: \"half-up\": expected ceil or nearest"),
+  EXPECT_NE(bad.error().message.find(
+                "/latent_profiles/h3x/audio/rounding: \"half-up\": expected ceil or nearest"),
             std::string::npos)
       << bad.error().message;
-  EXPECT_NE(bad.error().message.find("/latent_profiles/h3x/fps"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("/latent_profiles/h3x/fps"), std::string::npos)
+      << bad.error().message;
   // A config may not redeclare the built-in one (it would shadow ComfyUI's rules).
   auto shadow = config::parse(
-      cluster_with(R"({"latent_profiles": {"minimax-h3": {"channels": 24, "temporal_factor": 17, "spatial_factor": 16}}})"),
+      cluster_with(
+          R"({"latent_profiles": {"minimax-h3": {"channels": 24, "temporal_factor": 17, "spatial_factor": 16}}})"),
       "/tmp");
   ASSERT_FALSE(shadow.ok());
   EXPECT_NE(shadow.error().message.find("\"minimax-h3\" is a built-in profile"), std::string::npos);

@@ -39,7 +39,8 @@ std::string load_error(const nlohmann::json& j) {
   return c.ok() ? "ok" : c.error().message;
 }
 
-pb::JobSpec job(std::uint32_t w, std::uint32_t h, std::uint32_t frames, const std::string& profile = "") {
+pb::JobSpec job(std::uint32_t w, std::uint32_t h, std::uint32_t frames,
+                const std::string& profile = "") {
   pb::JobSpec s;
   s.set_job_id("j1");
   s.set_prompt("a cat");
@@ -118,7 +119,8 @@ TEST(LatentProfileConfig, DeclaredProfiles) {
 TEST(LatentProfileConfig, ErrorsNameTheJsonPath) {
   auto j = base_config();
   j["latent_profile"] = "nope";
-  EXPECT_NE(load_error(j).find("/latent_profile: unknown latent profile \"nope\" (known: builtin, wan2.1"),
+  EXPECT_NE(load_error(j).find(
+                "/latent_profile: unknown latent profile \"nope\" (known: builtin, wan2.1"),
             std::string::npos)
       << load_error(j);
   j = base_config();
@@ -139,19 +141,20 @@ TEST(LatentProfileConfig, ErrorsNameTheJsonPath) {
     "bad name": {"channels": 4, "temporal_factor": 4, "spatial_factor": 8}
   })");
   const std::string e = load_error(j);
-  for (const char* want : {
-           "/latent_profiles/wan2.1: \"wan2.1\" is a built-in profile",
-           "/latent_profiles/a/channels: required but missing",
-           "/latent_profiles/a/temporal_factor: 0 is out of range [1, 1024]",
-           "/latent_profiles/a/color: unknown key",
-           "/latent_profiles/b: size_multiple 12 must be a positive multiple of spatial_factor 8",
-           "/latent_profiles/c/frame_rule: \"4k+1\": expected strict",
-           "/latent_profiles/d: audio shape must have exactly one \"L\" axis, it has 0",
-           "/latent_profiles/e: audio shape must have exactly one \"L\" axis, it has 2",
-           "/latent_profiles/g/audio/shape/1: expected a size in [1, 65536] or \"L\"",
-           "/latent_profiles/e/audio/rate: expected [per_second, divisor]",
-           "/latent_profiles/f/audio: \"stereo\": expected none, builtin, ltx2, minimax-h3 or an object",
-           "/latent_profiles/bad name"}) {
+  for (const char* want :
+       {"/latent_profiles/wan2.1: \"wan2.1\" is a built-in profile",
+        "/latent_profiles/a/channels: required but missing",
+        "/latent_profiles/a/temporal_factor: 0 is out of range [1, 1024]",
+        "/latent_profiles/a/color: unknown key",
+        "/latent_profiles/b: size_multiple 12 must be a positive multiple of spatial_factor 8",
+        "/latent_profiles/c/frame_rule: \"4k+1\": expected strict",
+        "/latent_profiles/d: audio shape must have exactly one \"L\" axis, it has 0",
+        "/latent_profiles/e: audio shape must have exactly one \"L\" axis, it has 2",
+        "/latent_profiles/g/audio/shape/1: expected a size in [1, 65536] or \"L\"",
+        "/latent_profiles/e/audio/rate: expected [per_second, divisor]",
+        "/latent_profiles/f/audio: \"stereo\": expected none, builtin, ltx2, minimax-h3 or an "
+        "object",
+        "/latent_profiles/bad name"}) {
     EXPECT_NE(e.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << e;
   }
 }
@@ -166,7 +169,9 @@ TEST(LatentProfileSpec, FramesAndSizeCheckedAgainstTheJobsProfile) {
   // wan2.2-5b: multiples of 32.
   e = errors(job(848, 480, 81, "wan2.2-5b"), c);
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_NE(e[0].find("width: 848 is not a multiple of 32 (latent profile wan2.2-5b"), std::string::npos) << e[0];
+  EXPECT_NE(e[0].find("width: 848 is not a multiple of 32 (latent profile wan2.2-5b"),
+            std::string::npos)
+      << e[0];
   // ltxv: 8k+1.
   e = errors(job(768, 512, 96, "ltxv"), c);
   ASSERT_EQ(e.size(), 1u);
@@ -179,7 +184,8 @@ TEST(LatentProfileSpec, FramesAndSizeCheckedAgainstTheJobsProfile) {
   // Unknown profile: the field and the known names.
   e = errors(job(256, 256, 49, "sdxl"), c);
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_NE(e[0].find("params.latent_profile: unknown latent profile \"sdxl\" (known: builtin"), std::string::npos)
+  EXPECT_NE(e[0].find("params.latent_profile: unknown latent profile \"sdxl\" (known: builtin"),
+            std::string::npos)
       << e[0];
   // The class's profile applies to a job matched by size: 832x480x81 fits wan2.1.
   EXPECT_TRUE(errors(job(832, 480, 81), c).empty());
@@ -205,13 +211,15 @@ TEST(LatentProfileSpec, BatchUsesTheClustersProfiles) {
       c);
   ASSERT_EQ(b.errors.size(), 1u);
   EXPECT_EQ(b.errors[0].line, 1u);
-  EXPECT_EQ(b.errors[0].error.to_string(), "frames: profile wan2.1 needs 4k+1 frames (e.g. 81), got 80");
+  EXPECT_EQ(b.errors[0].error.to_string(),
+            "frames: profile wan2.1 needs 4k+1 frames (e.g. 81), got 80");
 }
 
 // The example two-host config uses the built-in minimax-h3 profile (frames 17k+5, T' = 5k+2, audio
 // at 40 steps a second) instead of switching the check off.
 TEST(LatentProfileConfig, TheMiniMaxH3GridOfTheExampleConfig) {
-  auto c = config::load_file(std::filesystem::path(H3PIPE_SOURCE_DIR) / "configs/comfyui/two_host_comfyui.json");
+  auto c = config::load_file(std::filesystem::path(H3PIPE_SOURCE_DIR) /
+                             "configs/comfyui/two_host_comfyui.json");
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->latent_profile, "minimax-h3");
   pb::JobSpec s = job(416, 736, 124);

@@ -59,7 +59,9 @@ struct Case {
   std::string structural = "";  // the code without an expectation; "" = same as `code`
 };
 
-std::string code_of(const Result<Latent>& r) { return r.ok() ? "ok" : r.error().code; }
+std::string code_of(const Result<Latent>& r) {
+  return r.ok() ? "ok" : r.error().code;
+}
 
 // The same latent with its tensors re-shaped: bytes written straight from `shapes`.
 std::vector<std::uint8_t> with_shapes(const Latent& l, std::vector<std::uint64_t> video,
@@ -80,7 +82,7 @@ std::vector<std::uint8_t> with_shapes(const Latent& l, std::vector<std::uint64_t
 }
 
 std::map<std::string, std::string> v2_meta(const LatentProfile& p, const JobSize& j,
-                                            const std::string& layout) {
+                                           const std::string& layout) {
   return {{kMetaFormat, "h3latent"},
           {kMetaVersion, "2"},
           {kMetaProfile, p.name},
@@ -91,7 +93,8 @@ std::map<std::string, std::string> v2_meta(const LatentProfile& p, const JobSize
           {kMetaLayout, layout}};
 }
 
-void replace_once(std::vector<std::uint8_t>& bytes, const std::string& from, const std::string& to) {
+void replace_once(std::vector<std::uint8_t>& bytes, const std::string& from,
+                  const std::string& to) {
   ASSERT_EQ(from.size(), to.size());
   std::string s(bytes.begin(), bytes.end());
   auto at = s.find(from);
@@ -115,11 +118,13 @@ std::vector<Case> corpus_for(const LatentProfile& p) {
     return with_shapes(good, v, g.audio, meta);
   };
   // A v2 file naming a built-in profile is checked against it even without an expectation.
-  out.push_back({"wrong_channels", bump(1), "latent.geometry", "channels " + std::to_string(g.video[1] + 1)});
+  out.push_back(
+      {"wrong_channels", bump(1), "latent.geometry", "channels " + std::to_string(g.video[1] + 1)});
   out.push_back({"wrong_t", bump(2), "latent.geometry", "T' " + std::to_string(g.video[2] + 1)});
   out.push_back({"wrong_h", bump(3), "latent.geometry", "H' " + std::to_string(g.video[3] + 1)});
   out.push_back({"wrong_w", bump(4), "latent.geometry", "W' " + std::to_string(g.video[4] + 1)});
-  out.push_back({"video_rank4", with_shapes(good, {1, g.video[1], g.video[3], g.video[4]}, g.audio, meta),
+  out.push_back({"video_rank4",
+                 with_shapes(good, {1, g.video[1], g.video[3], g.video[4]}, g.audio, meta),
                  "latent.geometry", "expected (1, C, T, H, W)"});
   if (p.has_audio()) {
     out.push_back({"audio_missing", with_shapes(good, g.video, {}, v2_meta(p, job, "video")),
@@ -163,14 +168,16 @@ std::vector<Case> corpus_for(const LatentProfile& p) {
     std::vector<st::TensorRef> refs = {{"video", g.video, good.video}};
     if (g.has_audio()) refs.push_back({"audio", g.audio, good.audio});
     refs.push_back({"noise_mask", {1, 4}, mask});
-    out.push_back({"extra_tensor", st::serialize(refs, meta, DType::kF32), "latent.unexpected_tensor",
-                   "\"noise_mask\""});
+    out.push_back({"extra_tensor", st::serialize(refs, meta, DType::kF32),
+                   "latent.unexpected_tensor", "\"noise_mask\""});
   }
   auto meta_case = [&](const std::string& name, const std::string& key, const std::string& value,
                        const std::string& code, const std::string& has) {
     auto m = meta;
-    if (value == "<erase>") m.erase(key);
-    else m[key] = value;
+    if (value == "<erase>")
+      m.erase(key);
+    else
+      m[key] = value;
     out.push_back({name, with_shapes(good, g.video, g.audio, m), code, has});
   };
   meta_case("version_3", kMetaVersion, "3", "latent.version", "\"3\"");
@@ -209,8 +216,10 @@ TEST_P(ProfileCorpus, EveryCaseGetsItsCodeFromBothReaders) {
     EXPECT_EQ(code_of(mem), c.code) << (mem.ok() ? "" : mem.error().message);
     EXPECT_EQ(code_of(disk), c.code);
     if (!disk.ok()) {
-      EXPECT_NE(disk.error().message.find(file.string()), std::string::npos) << disk.error().message;
-      EXPECT_NE(disk.error().message.find(c.message_has), std::string::npos) << disk.error().message;
+      EXPECT_NE(disk.error().message.find(file.string()), std::string::npos)
+          << disk.error().message;
+      EXPECT_NE(disk.error().message.find(c.message_has), std::string::npos)
+          << disk.error().message;
     }
     const std::string structural = c.structural.empty() ? c.code : c.structural;
     EXPECT_EQ(code_of(parse_latent(c.bytes, nullptr)), structural);
@@ -258,8 +267,8 @@ TEST_P(ProfileCorpus, ComfyLatentFiles) {
     EXPECT_FALSE(fs::exists(dir.path() / "x.latent"));
     // A video-only ComfyUI file against an audio profile: the audio is missing.
     static std::vector<float> none;
-    auto bytes = st::serialize({{kComfyVersion0, {0}, none}, {kComfyTensor, l.geometry.video, l.video}},
-                               {}, DType::kF32);
+    auto bytes = st::serialize(
+        {{kComfyVersion0, {0}, none}, {kComfyTensor, l.geometry.video, l.video}}, {}, DType::kF32);
     auto c = parse_latent(bytes, &want);
     ASSERT_FALSE(c.ok());
     EXPECT_EQ(c.error().code, "latent.missing_tensor");
@@ -283,11 +292,13 @@ TEST_P(ProfileCorpus, ComfyLatentFiles) {
   v[1] += 4;
   static std::vector<float> none, data;
   data.assign(v[0] * v[1] * v[2] * v[3] * v[4], 0.0f);
-  auto wrong = st::serialize({{kComfyVersion0, {0}, none}, {kComfyTensor, v, data}}, {}, DType::kF32);
+  auto wrong =
+      st::serialize({{kComfyVersion0, {0}, none}, {kComfyTensor, v, data}}, {}, DType::kF32);
   auto r = parse_latent(wrong, &want);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "latent.geometry");
-  EXPECT_NE(r.error().message.find("tensor \"latent_tensor\""), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("tensor \"latent_tensor\""), std::string::npos)
+      << r.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(BuiltIn, ProfileCorpus, ::testing::ValuesIn(builtin_profiles()),
@@ -337,7 +348,8 @@ TEST(ProfileTable, JobFitsNamesTheFieldAndTheRule) {
   EXPECT_EQ(ltx[0].field, "width");
   EXPECT_NE(ltx[0].reason.find("770 is not a multiple of 32"), std::string::npos) << ltx[0].reason;
   EXPECT_EQ(ltx[1].reason, "profile ltxv needs 8k+1 frames (e.g. 97), got 96");
-  EXPECT_TRUE(job_fits(builtin_profile(), {256, 256, 48, 24}).empty()) << "builtin: any frame count";
+  EXPECT_TRUE(job_fits(builtin_profile(), {256, 256, 48, 24}).empty())
+      << "builtin: any frame count";
   EXPECT_EQ(job_fits(*find_builtin_profile("ltx2"), {768, 512, 97, 0})[0].field, "fps");
 }
 
@@ -352,8 +364,8 @@ TEST(ProfileTable, Ltx2AudioLengthWithinOneStep) {
     l.geometry.audio[2] = static_cast<std::uint64_t>(127 + delta);
     l.audio.assign(l.geometry.audio_elems(), 0.0f);
     auto r = parse_latent(serialize(l), &want);
-    EXPECT_EQ(r.ok(), std::abs(delta) <= 1) << "L " << 127 + delta << ": "
-                                            << (r.ok() ? "" : r.error().message);
+    EXPECT_EQ(r.ok(), std::abs(delta) <= 1)
+        << "L " << 127 + delta << ": " << (r.ok() ? "" : r.error().message);
     if (!r.ok()) {
       EXPECT_NE(r.error().message.find("L within +-1"), std::string::npos);
     }
@@ -369,7 +381,8 @@ TEST(ProfileMismatch, ProfileNameAndVersionOneAreChecked) {
   auto r = parse_latent(serialize(l), &as_hy);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "latent.profile");
-  EXPECT_EQ(r.error().message, "latent was made for profile wan2.1, the job's profile is hunyuanvideo");
+  EXPECT_EQ(r.error().message,
+            "latent was made for profile wan2.1, the job's profile is hunyuanvideo");
   // A version 1 file is the builtin grid.
   const fs::path v1 = fs::path(H3PIPE_SOURCE_DIR) / "tests/fixtures/latent/valid.h3latent";
   const Expected wan_job{wan, {32, 32, 1, 200}};
@@ -396,12 +409,15 @@ TEST(ComfyLatent, LegacyAndMalformedFiles) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "latent.legacy");
   EXPECT_NE(r.error().message.find("legacy SD1 latent"), std::string::npos);
-  auto image = st::serialize({{kComfyVersion0, {0}, none}, {kComfyTensor, {1, 4, 4, 4}, img}}, {}, DType::kF32);
+  auto image = st::serialize({{kComfyVersion0, {0}, none}, {kComfyTensor, {1, 4, 4, 4}, img}}, {},
+                             DType::kF32);
   EXPECT_EQ(parse_latent(image, nullptr).error().code, "latent.geometry") << "an SD image latent";
-  auto full = st::serialize({{kComfyVersion0, {1}, one}, {kComfyTensor, video, v}}, {}, DType::kF32);
+  auto full =
+      st::serialize({{kComfyVersion0, {1}, one}, {kComfyTensor, video, v}}, {}, DType::kF32);
   EXPECT_EQ(parse_latent(full, nullptr).error().code, "latent.header_schema");
-  auto extra = st::serialize({{kComfyVersion0, {0}, none}, {kComfyTensor, video, v}, {"video", video, v}},
-                             {}, DType::kF32);
+  auto extra =
+      st::serialize({{kComfyVersion0, {0}, none}, {kComfyTensor, video, v}, {"video", video, v}},
+                    {}, DType::kF32);
   EXPECT_EQ(parse_latent(extra, nullptr).error().code, "latent.unexpected_tensor");
   auto only_marker = st::serialize({{kComfyVersion0, {0}, none}}, {}, DType::kF32);
   EXPECT_EQ(parse_latent(only_marker, nullptr).error().code, "latent.missing_tensor");
@@ -435,8 +451,10 @@ TEST(Inspect, ProfileAndGeometryFlags) {
   const std::string file = (dir.path() / "wan.h3latent").string();
   std::ostringstream plain;
   EXPECT_EQ(inspect_main(file, false, plain), 0);
-  EXPECT_NE(plain.str().find("form      h3latent v2, layout video"), std::string::npos) << plain.str();
-  EXPECT_NE(plain.str().find("profile   wan2.1, job 832x480x81@16"), std::string::npos) << plain.str();
+  EXPECT_NE(plain.str().find("form      h3latent v2, layout video"), std::string::npos)
+      << plain.str();
+  EXPECT_NE(plain.str().find("profile   wan2.1, job 832x480x81@16"), std::string::npos)
+      << plain.str();
   EXPECT_NE(plain.str().find("(1, 16, 21, 60, 104)"), std::string::npos) << plain.str();
   EXPECT_NE(plain.str().find("verdict   valid latent"), std::string::npos) << plain.str();
   const Expected other_job{wan, {832, 480, 85, 16}};
@@ -456,17 +474,20 @@ TEST(Inspect, ProfileAndGeometryFlags) {
   ASSERT_TRUE(write_comfy_latent(dir.path() / "c.latent", l).ok());
   std::ostringstream comfy;
   EXPECT_EQ(inspect_main((dir.path() / "c.latent").string(), false, comfy, &right), 0);
-  EXPECT_NE(comfy.str().find("form      ComfyUI .latent, layout video"), std::string::npos) << comfy.str();
+  EXPECT_NE(comfy.str().find("form      ComfyUI .latent, layout video"), std::string::npos)
+      << comfy.str();
   EXPECT_EQ(parse_job_size("832x480x81@16").value(), (JobSize{832, 480, 81, 16}));
   // A job the profile cannot make is named as such, not compared shape by shape.
   const Expected unfit{*find_builtin_profile("ltxv"), {832, 496, 81, 16}};
   std::ostringstream u;
   EXPECT_EQ(inspect_main(file, false, u, &unfit), 1);
   EXPECT_NE(u.str().find("latent.job_geometry"), std::string::npos) << u.str();
-  EXPECT_NE(u.str().find("job 832x496x81@16 does not fit profile ltxv: height: 496 is not a multiple of 32"),
+  EXPECT_NE(u.str().find(
+                "job 832x496x81@16 does not fit profile ltxv: height: 496 is not a multiple of 32"),
             std::string::npos)
       << u.str();
-  for (const char* bad : {"832x480x81", "832x480@16", "x480x81@16", "832x480x81@16 ", "99999999999x1x1@1"})
+  for (const char* bad :
+       {"832x480x81", "832x480@16", "x480x81@16", "832x480x81@16 ", "99999999999x1x1@1"})
     EXPECT_EQ(parse_job_size(bad).error().code, "latent.bad_geometry_arg") << bad;
 }
 
@@ -486,7 +507,8 @@ TEST(FuzzSeeds, VersionTwoAndComfySeedsAreValid) {
     if (name.rfind("v2_", 0) != 0 && name.rfind("comfy_", 0) != 0) continue;
     auto r = read_latent(e.path(), nullptr);
     EXPECT_TRUE(r.ok()) << name << ": " << (r.ok() ? "" : r.error().message);
-    if (r.ok()) EXPECT_EQ(r->container, name[0] == 'v' ? Container::kV2 : Container::kComfy) << name;
+    if (r.ok())
+      EXPECT_EQ(r->container, name[0] == 'v' ? Container::kV2 : Container::kComfy) << name;
     ++seen;
   }
   EXPECT_GE(seen, 4);

@@ -64,10 +64,12 @@ TEST_F(SimProfile, SampleWritesTheJobsProfileAndDecodeReadsIt) {
   EXPECT_EQ(l->metadata.at("h3pipe.profile"), "wan2.1");
   EXPECT_EQ(out->bytes, l->geometry.data_bytes());
   EXPECT_TRUE(validate_stage_output(config::StageKind::kSample, lat, spec_, wan).ok());
-  auto wrong = validate_stage_output(config::StageKind::kSample, lat, spec_, latent::builtin_profile());
+  auto wrong =
+      validate_stage_output(config::StageKind::kSample, lat, spec_, latent::builtin_profile());
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.error().code, "runtime.invalid_output");
-  EXPECT_NE(wrong.error().message.find("profile builtin"), std::string::npos) << wrong.error().message;
+  EXPECT_NE(wrong.error().message.find("profile builtin"), std::string::npos)
+      << wrong.error().message;
 
   auto decode = make_sim_decode(args());
   ASSERT_TRUE(decode.ok());
@@ -80,7 +82,9 @@ TEST_F(SimProfile, SampleWritesTheJobsProfileAndDecodeReadsIt) {
   auto refused = (*decode)->decode(ctx(lat, mp4b, *latent::find_builtin_profile("hunyuanvideo")));
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, "runtime.input");
-  EXPECT_NE(refused.error().message.find("latent was made for profile wan2.1, the job's profile is hunyuanvideo"), std::string::npos)
+  EXPECT_NE(refused.error().message.find(
+                "latent was made for profile wan2.1, the job's profile is hunyuanvideo"),
+            std::string::npos)
       << refused.error().message;
   EXPECT_FALSE(fs::exists(mp4b));
 }

@@ -14,8 +14,8 @@
 #include "common/state/paths.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
-#include "tests/support/test_support.h"
 #include "tests/support/decode_task.h"
+#include "tests/support/test_support.h"
 
 using namespace h3pipe;
 namespace fs = std::filesystem;
@@ -49,7 +49,8 @@ TEST(WorkerLatentProfile, ADecodeInputThatDoesNotFitItsProfileIsDeadLetteredAtOn
 
   const auto& wan = *latent::find_builtin_profile("wan2.1");
   const latent::JobSize size{64, 48, 9, 16};
-  queue::StageQueue q(**r, {worker::stream_for(config::StageKind::kDecode, "h1"), "decode", "test", 2000, 20, 10});
+  queue::StageQueue q(
+      **r, {worker::stream_for(config::StageKind::kDecode, "h1"), "decode", "test", 2000, 20, 10});
   ASSERT_TRUE(q.ensure_group().ok());
   for (const std::string job : {"bad", "good"}) {
     auto at = paths::latent(*c, run, job);
@@ -70,7 +71,8 @@ TEST(WorkerLatentProfile, ADecodeInputThatDoesNotFitItsProfileIsDeadLetteredAtOn
   rts.decode = std::move(runtime::make_decode(rt.name, fa).value());
   prometheus::Registry reg;
   metrics::WorkerProbe probe(reg, "decode", pool->name, pool->host);
-  auto w = worker::StageWorker::create({&*c, pool, srv.address(), pool->name}, std::move(rts), probe, {});
+  auto w = worker::StageWorker::create({&*c, pool, srv.address(), pool->name}, std::move(rts),
+                                       probe, {});
   ASSERT_TRUE(w.ok()) << w.error().to_string();
   int steps = 0;
   ASSERT_TRUE(ts::wait_for(
@@ -83,7 +85,9 @@ TEST(WorkerLatentProfile, ADecodeInputThatDoesNotFitItsProfileIsDeadLetteredAtOn
       30));
   EXPECT_EQ(hget(**r, keys::job(run, "bad"), "state"), "failed");
   const std::string why = hget(**r, keys::job(run, "bad"), "error");
-  EXPECT_NE(why.find("decode input does not fit the job's latent profile wan2.1"), std::string::npos) << why;
+  EXPECT_NE(why.find("decode input does not fit the job's latent profile wan2.1"),
+            std::string::npos)
+      << why;
   EXPECT_NE(why.find("latent.profile"), std::string::npos) << why;
   EXPECT_EQ(hget(**r, keys::job(run, "bad"), "attempts:decode"), "1") << "not retried";
   EXPECT_FALSE(fs::exists(paths::mp4(*c, run, "bad").value()));

@@ -1,7 +1,6 @@
 // Mp4Writer checked by ffprobe (codec, size, exact frame count, fps, AAC stereo 48 kHz) and
 // read_image on pictures made by the ffmpeg CLI.
 #include "common/media/media.h"
-#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +12,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace h3pipe;
@@ -38,7 +39,8 @@ nlohmann::json probe(const fs::path& f) {
 }
 
 void write_clip(const fs::path& out, int w, int h, int fps, int frames, bool fast = false) {
-  auto wr = fast ? media::Mp4Writer::open(out, media::fast_video_params(w, h, fps), media::fast_audio_params())
+  auto wr = fast ? media::Mp4Writer::open(out, media::fast_video_params(w, h, fps),
+                                          media::fast_audio_params())
                  : media::Mp4Writer::open(out, {w, h, fps}, {});
   ASSERT_TRUE(wr.ok()) << wr.error().to_string();
   std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3);
@@ -154,7 +156,8 @@ TEST(Mp4Writer, FastSettingsProbeExactly) {
         EXPECT_EQ(s["codec_name"], "aac");
         EXPECT_EQ(s["sample_rate"], "48000");
         EXPECT_EQ(s["channels"], 2);
-        EXPECT_NEAR(std::stod(s["duration"].get<std::string>()), static_cast<double>(frames) / fps, 0.05);
+        EXPECT_NEAR(std::stod(s["duration"].get<std::string>()), static_cast<double>(frames) / fps,
+                    0.05);
       }
     }
   }

@@ -49,8 +49,8 @@ void add_bias_planes(const float* b, int cout, float* out, std::size_t plane, st
 void emu_conv3x3(const float* w, const float* b, int cout, int cin, const float* const* frames,
                  int ntap, int h, int wd, bool up, float* out, bool acc, int rows) {
   const int oh = up ? 2 * h : h, ow = up ? 2 * wd : wd, k = cin * ntap * 9;
-  const std::size_t plane = static_cast<std::size_t>(h) * wd, out_plane =
-                                                                  static_cast<std::size_t>(oh) * ow;
+  const std::size_t plane = static_cast<std::size_t>(h) * wd,
+                    out_plane = static_cast<std::size_t>(oh) * ow;
   for (int r0 = 0; r0 < oh; r0 += rows) {
     const int r1 = std::min(oh, r0 + rows), npx = (r1 - r0) * ow;
     std::vector<float> col(static_cast<std::size_t>(k) * npx);
@@ -77,7 +77,8 @@ TEST(DeviceIndex, Im2col3x3BandsMatchTheCpuConvPlainAndUpsampled) {
         const auto init = rnd(static_cast<std::size_t>(cout) * oh * ow, 4);
         std::vector<float> want = init, got = init;
         Exec ex = cpu.ex();
-        conv3x3(ex, ConvW{wt.data(), b.data(), cout, cin}, in.data(), 1, h, w, up, want.data(), acc);
+        conv3x3(ex, ConvW{wt.data(), b.data(), cout, cin}, in.data(), 1, h, w, up, want.data(),
+                acc);
         const float* fr[3] = {in.data(), nullptr, nullptr};
         emu_conv3x3(wt.data(), b.data(), cout, cin, fr, 1, h, w, up, got.data(), acc, rows);
         expect_close(want, got, up ? "upsampled conv3x3" : "conv3x3");
@@ -151,8 +152,12 @@ TEST(DeviceIndex, TimeConvConv1dAndTransposedConvMatchTheCpu) {
     const std::size_t px = 37;
     const auto wt = rnd(static_cast<std::size_t>(cout) * cin * 3, 12), b = rnd(cout, 13);
     const auto x = rnd(px * cin * 3, 14);
-    std::vector<const float*> taps = {nullptr, x.data(), x.data() + px * cin,
-                                      x.data(), x.data() + px * cin, x.data() + 2 * px * cin};
+    std::vector<const float*> taps = {nullptr,
+                                      x.data(),
+                                      x.data() + px * cin,
+                                      x.data(),
+                                      x.data() + px * cin,
+                                      x.data() + 2 * px * cin};
     std::vector<float> want(frames * cout * px), got(want.size());
     Exec ex = cpu.ex();
     time_conv3(ex, ConvW{wt.data(), b.data(), cout, cin}, taps, frames, px, want.data());
@@ -192,7 +197,9 @@ TEST(DeviceIndex, TimeConvConv1dAndTransposedConvMatchTheCpu) {
     }
   }
   {  // conv_transpose1d with the audio decoder's two geometries
-    struct G { int k, stride, pad; };
+    struct G {
+      int k, stride, pad;
+    };
     for (const G g : {G{4, 2, 1}, G{86, 43, 21}}) {
       const int cin = 3, cout = 2, n = 9, rows = cout * g.k;
       const auto wt = rnd(static_cast<std::size_t>(cin) * rows, 19), b = rnd(cout, 20);

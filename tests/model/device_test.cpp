@@ -30,8 +30,8 @@ TEST(DeviceSetting, TheGrammarIsCpuCudaOrCudaN) {
   EXPECT_EQ(d->ordinal, 3);
   EXPECT_EQ(parse_device("cuda")->ordinal, -1);
   EXPECT_FALSE(parse_device("cpu")->cuda);
-  for (const char* bad : {"gpu", "CUDA", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "cuda0", "tpu",
-                          "cuda:12345", ""}) {
+  for (const char* bad :
+       {"gpu", "CUDA", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "cuda0", "tpu", "cuda:12345", ""}) {
     auto c = parse_config(json{{"device", bad}}, "/pools/1/runtime/settings");
     ASSERT_FALSE(c.ok()) << bad;
     EXPECT_EQ(c.error().code, "config.invalid");
@@ -62,12 +62,17 @@ json cluster(const json& settings) {
   return {{"name", "dev"},
           {"hosts", json::array({{{"name", "a"}}})},
           {"stages",
-           {{"encode", {{"runtime", {{"name", "sim"}}}}}, {"decode", {{"runtime", {{"name", "sim"}}}}}}},
-          {"pools", json::array({{{"name", "e"}, {"host", "a"}, {"stage", "encode"}, {"profiles", prof}},
-                                 {{"name", "s"}, {"host", "a"}, {"stage", "sample"}, {"gpus", {0}},
-                                  {"runtime", {{"name", "builtin"}, {"settings", settings}}},
-                                  {"profiles", prof}},
-                                 {{"name", "d"}, {"host", "a"}, {"stage", "decode"}, {"profiles", prof}}})}};
+           {{"encode", {{"runtime", {{"name", "sim"}}}}},
+            {"decode", {{"runtime", {{"name", "sim"}}}}}}},
+          {"pools",
+           json::array({{{"name", "e"}, {"host", "a"}, {"stage", "encode"}, {"profiles", prof}},
+                        {{"name", "s"},
+                         {"host", "a"},
+                         {"stage", "sample"},
+                         {"gpus", {0}},
+                         {"runtime", {{"name", "builtin"}, {"settings", settings}}},
+                         {"profiles", prof}},
+                        {{"name", "d"}, {"host", "a"}, {"stage", "decode"}, {"profiles", prof}}})}};
 }
 }  // namespace
 
@@ -77,8 +82,9 @@ TEST(DeviceSetting, ConfigLoadNamesTheFieldOfABadDeviceAndTheHostCheckAMissingCu
   std::ofstream(file) << cluster({{"device", "gpu0"}}).dump();
   auto bad = runtime::load_config(file);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("/pools/1/runtime/settings/device: expected \"cpu\", \"cuda\""),
-            std::string::npos)
+  EXPECT_NE(
+      bad.error().message.find("/pools/1/runtime/settings/device: expected \"cpu\", \"cuda\""),
+      std::string::npos)
       << bad.error().message;
 
   std::ofstream(file) << cluster({{"device", "cuda"}}).dump();
@@ -103,9 +109,9 @@ TEST(DeviceBackend, CudaWithoutABuildOrAVisibleGpuFailsAtLoadWithTheReason) {
   auto m = Model::load(cfg, kSampler);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code, "runtime.permanent.config");
-  EXPECT_NE(m.error().message.find(cuda_built() ? "no CUDA device is visible"
-                                                : "has no CUDA backend"),
-            std::string::npos)
+  EXPECT_NE(
+      m.error().message.find(cuda_built() ? "no CUDA device is visible" : "has no CUDA backend"),
+      std::string::npos)
       << m.error().message;
   EXPECT_NE(m.error().message.find("device \"cuda:0\""), std::string::npos) << m.error().message;
   // The encoder never goes to the device: an encoder process with "cuda" loads on the CPU.
@@ -180,7 +186,8 @@ TEST(DeviceBackend, TheRowMajorToCublasLtMappingReproducesTheCpuSgemm) {
   std::uniform_real_distribution<float> u(-1, 1);
   for (const Call& c : calls) {
     const int a_rows = c.ta ? c.k : c.m, b_rows = c.tb ? c.n : c.k;
-    std::vector<float> a(static_cast<std::size_t>(a_rows) * c.lda), b(static_cast<std::size_t>(b_rows) * c.ldb);
+    std::vector<float> a(static_cast<std::size_t>(a_rows) * c.lda),
+        b(static_cast<std::size_t>(b_rows) * c.ldb);
     for (float& v : a) v = u(rng);
     for (float& v : b) v = u(rng);
     std::vector<float> want(static_cast<std::size_t>(c.m) * c.ldc), got;

@@ -32,7 +32,7 @@ constexpr double kPcmRelBound = 2e-2;
 // H3PIPE_REQUIRE_GPU=1 (scripts/gpu_check.sh on a device machine): no GPU is a failure there.
 #define SKIP_WITHOUT_GPU()                                                               \
   do {                                                                                   \
-    const char* why = !cuda_built()               ? "built without CUDA (H3PIPE_CUDA=OFF)" \
+    const char* why = !cuda_built()             ? "built without CUDA (H3PIPE_CUDA=OFF)" \
                       : cuda_device_count() < 1 ? "no CUDA device visible"               \
                                                 : nullptr;                               \
     if (why && std::getenv("H3PIPE_REQUIRE_GPU")) FAIL() << why;                         \
@@ -83,18 +83,16 @@ constexpr int kW = 128, kH = 96, kFrames = 17, kFps = 24, kSteps = 4;
 constexpr std::uint64_t kSeed = 11;
 
 Outputs run(Model& m, const Tensor& cond, const float* decode_video = nullptr,
-        const float* decode_audio = nullptr) {
+            const float* decode_audio = nullptr) {
   Outputs r;
   const auto dims = latent_dims(kW, kH, kFrames, kFps);
   EXPECT_TRUE(m.sample(cond, dims, kSteps, kSeed, r.video, r.audio).ok());
   const float* v = decode_video ? decode_video : r.video.data();
   const float* a = decode_audio ? decode_audio : r.audio.data();
-  EXPECT_TRUE(m.decode_video(v, dims, kFrames, kW, kH,
-                             [&](std::span<const std::uint8_t> f) {
-                               r.frames.emplace_back(f.begin(), f.end());
-                               return Status::Ok();
-                             })
-                  .ok());
+  EXPECT_TRUE(m.decode_video(v, dims, kFrames, kW, kH, [&](std::span<const std::uint8_t> f) {
+                 r.frames.emplace_back(f.begin(), f.end());
+                 return Status::Ok();
+               }).ok());
   EXPECT_TRUE(m.decode_audio(a, dims, audio_samples(kFrames, kFps), r.pcm).ok());
   return r;
 }
@@ -121,8 +119,9 @@ TEST(GpuParity, LatentsFramesAndAudioMatchTheCpuWithinTheBf16Bounds) {
   RecordProperty("latent_video_rel_l2", std::to_string(ev));
   RecordProperty("latent_audio_rel_l2", std::to_string(ea));
   RecordProperty("frames_psnr_db", std::to_string(pf));
-  std::printf("parity: video latent rel L2 %.3e, audio latent %.3e, frames PSNR %.2f dB, pcm %.3e\n",
-              ev, ea, pf, ep);
+  std::printf(
+      "parity: video latent rel L2 %.3e, audio latent %.3e, frames PSNR %.2f dB, pcm %.3e\n", ev,
+      ea, pf, ep);
   EXPECT_LE(ev, kLatentRelBound);
   EXPECT_LE(ea, kLatentRelBound);
   ASSERT_EQ(c.frames.size(), g.frames.size());
@@ -178,7 +177,8 @@ TEST(GpuParity, SegmentedAndTiledDeviceDecodeMatchesTheWholeClip) {
   ASSERT_TRUE(a.ok() && b.ok());
   const auto dims = latent_dims(kW, kH, kFrames, kFps);
   std::vector<float> v, au;
-  Tensor cond{{8, whole.width}, std::vector<float>(8 * static_cast<std::size_t>(whole.width), 0.1f)};
+  Tensor cond{{8, whole.width},
+              std::vector<float>(8 * static_cast<std::size_t>(whole.width), 0.1f)};
   ASSERT_TRUE((*a)->sample(cond, dims, 2, 3, v, au).ok());
   std::vector<std::vector<std::uint8_t>> fa, fb;
   const auto sink = [](auto& out) {

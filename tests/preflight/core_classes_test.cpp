@@ -2,6 +2,8 @@
 // for: the FAIL names the class and the first ComfyUI release that has it (core_classes.h).  The
 // server answers with the /object_info recorded from a real ComfyUI 0.3.64 (plus h3pipe's node
 // pack), which predates MiniMax H3's core nodes.
+#include "common/preflight/core_classes.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,7 +11,6 @@
 #include <fstream>
 
 #include "common/config/config.h"
-#include "common/preflight/core_classes.h"
 #include "common/preflight/preflight.h"
 #include "tests/support/object_info_server.h"
 
@@ -32,7 +33,9 @@ json recorded_classes() {
   return j;
 }
 
-json node(const char* cls, json inputs) { return {{"class_type", cls}, {"inputs", std::move(inputs)}}; }
+json node(const char* cls, json inputs) {
+  return {{"class_type", cls}, {"inputs", std::move(inputs)}};
+}
 
 // A core-H3 sample half in miniature: the empty AV latent, a guide on it, saved by core SaveLatent.
 json h3_graph() {
@@ -51,7 +54,9 @@ std::vector<preflight::CheckResult> template_rows(const std::string& url) {
       {"pools", json::array({{{"name", "s0"},
                               {"host", "a"},
                               {"stage", "sample"},
-                              {"runtime", {{"name", "comfyui"}, {"settings", {{"url", url}, {"workflow", h3_graph()}}}}}},
+                              {"runtime",
+                               {{"name", "comfyui"},
+                                {"settings", {{"url", url}, {"workflow", h3_graph()}}}}}},
                              {{"name", "e0"}, {"host", "a"}, {"stage", "encode"}},
                              {{"name", "d0"}, {"host", "a"}, {"stage", "decode"}}})}};
   auto c = config::parse(j, state);
@@ -79,13 +84,15 @@ TEST(PreflightCoreClasses, AnOldServerFailsNamingTheClassAndTheFirstReleaseThatH
   auto rows = template_rows(old.url());
   const auto* empty = row_naming(rows, "EmptyMiniMaxH3LatentAV");
   ASSERT_NE(empty, nullptr) << "no FAIL row names EmptyMiniMaxH3LatentAV";
-  EXPECT_NE(empty->detail.find("node 1 (EmptyMiniMaxH3LatentAV): class \"EmptyMiniMaxH3LatentAV\" is "
-                               "not on the server; it is core ComfyUI since 0.30.0 (MiniMax H3, "
-                               "comfy_extras/nodes_minimax_h3.py); the server is ComfyUI 0.3.64"),
-            std::string::npos)
+  EXPECT_NE(
+      empty->detail.find("node 1 (EmptyMiniMaxH3LatentAV): class \"EmptyMiniMaxH3LatentAV\" is "
+                         "not on the server; it is core ComfyUI since 0.30.0 (MiniMax H3, "
+                         "comfy_extras/nodes_minimax_h3.py); the server is ComfyUI 0.3.64"),
+      std::string::npos)
       << empty->detail;
-  EXPECT_EQ(empty->fix, "upgrade ComfyUI on " + old.url() +
-                            " to 0.30.0 or later (a node pack does not provide EmptyMiniMaxH3LatentAV)");
+  EXPECT_EQ(empty->fix,
+            "upgrade ComfyUI on " + old.url() +
+                " to 0.30.0 or later (a node pack does not provide EmptyMiniMaxH3LatentAV)");
   const auto* guide = row_naming(rows, "MiniMaxH3AddGuide");
   ASSERT_NE(guide, nullptr);
   EXPECT_NE(guide->detail.find("core ComfyUI since 0.34.0"), std::string::npos) << guide->detail;
@@ -107,8 +114,7 @@ TEST(PreflightCoreClasses, ReleasesCompareNumerically) {
   EXPECT_EQ(preflight::compare_versions("0.30.0", "0.30"), 0);
   EXPECT_EQ(preflight::compare_versions("0.34.5", "0.34.0"), 1);
   EXPECT_EQ(preflight::compare_versions("v1", "0.30.0"), std::nullopt);
-  for (const auto& c : preflight::core_classes())
-    EXPECT_EQ(preflight::find_core_class(c.cls), &c);
+  for (const auto& c : preflight::core_classes()) EXPECT_EQ(preflight::find_core_class(c.cls), &c);
   EXPECT_EQ(preflight::find_core_class("KSampler"), nullptr);
 }
 

@@ -237,8 +237,7 @@ TEST_F(Preflight, NoPasswordAtAllWarnsOnOneHostAndFailsAcrossHosts) {
     j["redis"].erase("user");
     j["redis"]["port"] = open_redis.port();
     auto r = run(load(j), opts());
-    const CheckResult* row_auth =
-        row(r, "redis.auth", two_hosts ? Outcome::kFail : Outcome::kWarn);
+    const CheckResult* row_auth = row(r, "redis.auth", two_hosts ? Outcome::kFail : Outcome::kWarn);
     ASSERT_NE(row_auth, nullptr) << r.text;
     EXPECT_NE(row_auth->detail.find("no password"), std::string::npos) << row_auth->detail;
     EXPECT_EQ(row(r, "redis.auth", Outcome::kPass), nullptr) << r.text;

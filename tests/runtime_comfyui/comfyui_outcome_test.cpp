@@ -28,7 +28,8 @@ json sample_settings(const std::string& url) {
             {"frames", {{"title", "Prompt"}, {"input", "length"}}},
             {"seed", {{"title", "Sampler"}, {"input", "noise_seed"}}},
             {"reference_image", {{"title", "Reference Image"}, {"input", "image"}}},
-            {"filename_prefix", {{"title", "Save MiniMax H3 AV Latent"}, {"input", "filename_prefix"}}}}},
+            {"filename_prefix",
+             {{"title", "Save MiniMax H3 AV Latent"}, {"input", "filename_prefix"}}}}},
           {"output", {{"title", "Save MiniMax H3 AV Latent"}}},
           {"poll_ms", 20},
           {"timeout_s", 15}};
@@ -46,7 +47,8 @@ json decode_settings(const std::string& url) {
 }
 
 const std::vector<std::string> kTemplateModels = {
-    "vae/minimax_h3_video_vae_fp16.safetensors", "vae/minimax_h3_video_vae_int8_convrot.safetensors",
+    "vae/minimax_h3_video_vae_fp16.safetensors",
+    "vae/minimax_h3_video_vae_int8_convrot.safetensors",
     "vae/minimax_h3_audio_vae_fp32.safetensors"};
 
 class ComfyUiOutcomeTest : public ::testing::Test {
@@ -94,7 +96,8 @@ TEST_F(ComfyUiOutcomeTest, DecodeOutputOfAnotherSizeIsAPermanentFailureWithBothS
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.output_geometry");
   EXPECT_TRUE(errc::is_permanent(out.error().code));
-  EXPECT_NE(out.error().message.find("decode output is 32x32x9, the job is 64x64x9"), std::string::npos)
+  EXPECT_NE(out.error().message.find("decode output is 32x32x9, the job is 64x64x9"),
+            std::string::npos)
       << out.error().message;
   EXPECT_FALSE(fs::exists(out_)) << "a rejected movie never reaches the final name";
   EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
@@ -106,7 +109,8 @@ TEST_F(ComfyUiOutcomeTest, DecodeOutputWithTooFewFramesOrNoSoundIsRefused) {
   auto out = decode_with(short_clip);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.output_geometry");
-  EXPECT_NE(out.error().message.find("decode output is 64x64x5, the job is 64x64x9"), std::string::npos)
+  EXPECT_NE(out.error().message.find("decode output is 64x64x5, the job is 64x64x9"),
+            std::string::npos)
       << out.error().message;
 
   const fs::path silent = dir_.path() / "silent.mp4";
@@ -114,18 +118,22 @@ TEST_F(ComfyUiOutcomeTest, DecodeOutputWithTooFewFramesOrNoSoundIsRefused) {
   out = decode_with(silent);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.output_geometry");
-  EXPECT_NE(out.error().message.find("has no audio stream; the job's latent profile builtin has audio"),
-            std::string::npos)
+  EXPECT_NE(
+      out.error().message.find("has no audio stream; the job's latent profile builtin has audio"),
+      std::string::npos)
       << out.error().message;
 }
 
 TEST_F(ComfyUiOutcomeTest, AnMp4WithoutPicturesIsAnInvalidOutput) {
   const fs::path empty = dir_.path() / "empty.mp4";
-  write_text(empty, std::string("\x00\x00\x00\x18" "ftypisom\x00\x00\x02\x00isomiso2\x00\x00\x00\x08mdat", 32));
+  write_text(empty, std::string("\x00\x00\x00\x18"
+                                "ftypisom\x00\x00\x02\x00isomiso2\x00\x00\x00\x08mdat",
+                                32));
   auto out = decode_with(empty);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.invalid_output");
-  EXPECT_NE(out.error().message.find("is not a playable movie"), std::string::npos) << out.error().message;
+  EXPECT_NE(out.error().message.find("is not a playable movie"), std::string::npos)
+      << out.error().message;
 }
 
 // The latent the sampler "made" holds a NaN: H3SaveLatent refuses it (as the node pack does),
@@ -153,7 +161,8 @@ TEST_F(ComfyUiOutcomeTest, NonFiniteLatentAtTheSaveNodeIsPermanentAndNamesNoExce
   EXPECT_EQ(out.error().code, "runtime.permanent.nonfinite");
   EXPECT_TRUE(errc::is_permanent(out.error().code));
   const std::string& m = out.error().message;
-  EXPECT_NE(m.find("(H3SaveAVLatent): latent.nonfinite: video holds 1 NaN/Inf value(s), the first at index 5"),
+  EXPECT_NE(m.find("(H3SaveAVLatent): latent.nonfinite: video holds 1 NaN/Inf value(s), the first "
+                   "at index 5"),
             std::string::npos)
       << m;
   EXPECT_EQ(m.find("NodeError"), std::string::npos) << m;
@@ -173,13 +182,15 @@ TEST_F(ComfyUiOutcomeTest, NodePackFailuresCarryTheirCodeAndText) {
   auto out = (*rt)->decode(context(spec_, unsigned_latent, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "artifact.no_sidecar") << out.error().to_string();
-  EXPECT_NE(out.error().message.find("(H3LoadAVLatent): "), std::string::npos) << out.error().message;
+  EXPECT_NE(out.error().message.find("(H3LoadAVLatent): "), std::string::npos)
+      << out.error().message;
   EXPECT_EQ(out.error().message.find("NodeError"), std::string::npos) << out.error().message;
   EXPECT_EQ(out.error().message.find("custom_nodes"), std::string::npos) << out.error().message;
 }
 
 TEST(ComfyUiExecutionFailure, PathLikeExceptionNamesAreDroppedAndPackCodesLifted) {
-  auto pack = json::parse(R"({"status_str": "error", "messages": [["execution_error", {"node_id": "52",
+  auto pack =
+      json::parse(R"({"status_str": "error", "messages": [["execution_error", {"node_id": "52",
       "node_type": "H3LoadLatent", "exception_type": "/srv/comfy/custom_nodes/h3pipe_nodes.nodes.NodeError",
       "exception_message": "H3LoadLatent: latent.profile: unknown latent profile \"x\"\n"}]]})");
   auto f = comfyui::execution_failure(pack);
@@ -189,20 +200,25 @@ TEST(ComfyUiExecutionFailure, PathLikeExceptionNamesAreDroppedAndPackCodesLifted
   EXPECT_FALSE(f.interrupted);
 
   // Another exception keeps its class name, without the module path.
-  auto oom = json::parse(R"({"status_str": "error", "messages": [["execution_error", {"node_id": "8",
+  auto oom =
+      json::parse(R"({"status_str": "error", "messages": [["execution_error", {"node_id": "8",
       "node_type": "VAEDecode", "exception_type": "torch.OutOfMemoryError",
       "exception_message": "CUDA out of memory. Tried to allocate 2.00 GiB\n"}]]})");
   f = comfyui::execution_failure(oom);
   EXPECT_EQ(f.code, "");
-  EXPECT_EQ(f.description, "node 8 (VAEDecode) raised OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
+  EXPECT_EQ(
+      f.description,
+      "node 8 (VAEDecode) raised OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
 
   // Text that merely looks like a code, from an exception that is not the pack's, is not lifted.
-  auto look = json::parse(R"({"status_str": "error", "messages": [["execution_error", {"node_id": "3",
+  auto look =
+      json::parse(R"({"status_str": "error", "messages": [["execution_error", {"node_id": "3",
       "node_type": "KSampler", "exception_type": "RuntimeError",
       "exception_message": "Error: foo.bar: something broke"}]]})");
   f = comfyui::execution_failure(look);
   EXPECT_EQ(f.code, "");
-  EXPECT_EQ(f.description, "node 3 (KSampler) raised RuntimeError: Error: foo.bar: something broke");
+  EXPECT_EQ(f.description,
+            "node 3 (KSampler) raised RuntimeError: Error: foo.bar: something broke");
 }
 
 }  // namespace

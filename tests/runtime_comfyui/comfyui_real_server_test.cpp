@@ -28,19 +28,32 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
-json node(const char* cls, json inputs) { return {{"class_type", cls}, {"inputs", std::move(inputs)}}; }
+json node(const char* cls, json inputs) {
+  return {{"class_type", cls}, {"inputs", std::move(inputs)}};
+}
 
 // Frames -> scaled -> video -> SaveVideo "3" (depth 3), and a shallower side branch ending in
 // SaveVideo "10", which sorts first.
 json video_graph(const std::string& run, int frames = 9, int size = 64) {
-  return {{"1", node("EmptyImage", {{"width", size}, {"height", size}, {"batch_size", frames}, {"color", 255}})},
-          {"6", node("ImageScale", {{"image", {"1", 0}}, {"upscale_method", "nearest-exact"}, {"width", size},
-                                    {"height", size}, {"crop", "disabled"}})},
-          {"2", node("CreateVideo", {{"images", {"6", 0}}, {"fps", 24.0}})},
-          {"3", node("SaveVideo", {{"video", {"2", 0}}, {"filename_prefix", "h3pipe/" + run + "/main"}, {"format", "mp4"}, {"codec", "h264"}})},
-          {"4", node("EmptyImage", {{"width", 32}, {"height", 32}, {"batch_size", 2}, {"color", 0}})},
-          {"5", node("CreateVideo", {{"images", {"4", 0}}, {"fps", 8.0}})},
-          {"10", node("SaveVideo", {{"video", {"5", 0}}, {"filename_prefix", "h3pipe/" + run + "/side"}, {"format", "mp4"}, {"codec", "h264"}})}};
+  return {
+      {"1", node("EmptyImage",
+                 {{"width", size}, {"height", size}, {"batch_size", frames}, {"color", 255}})},
+      {"6", node("ImageScale", {{"image", {"1", 0}},
+                                {"upscale_method", "nearest-exact"},
+                                {"width", size},
+                                {"height", size},
+                                {"crop", "disabled"}})},
+      {"2", node("CreateVideo", {{"images", {"6", 0}}, {"fps", 24.0}})},
+      {"3", node("SaveVideo", {{"video", {"2", 0}},
+                               {"filename_prefix", "h3pipe/" + run + "/main"},
+                               {"format", "mp4"},
+                               {"codec", "h264"}})},
+      {"4", node("EmptyImage", {{"width", 32}, {"height", 32}, {"batch_size", 2}, {"color", 0}})},
+      {"5", node("CreateVideo", {{"images", {"4", 0}}, {"fps", 8.0}})},
+      {"10", node("SaveVideo", {{"video", {"5", 0}},
+                                {"filename_prefix", "h3pipe/" + run + "/side"},
+                                {"format", "mp4"},
+                                {"codec", "h264"}})}};
 }
 
 bool wait_for_done(comfyui::Client& c, const std::string& id) {
@@ -58,7 +71,8 @@ class RealComfyUi : public ::testing::Test {
   void SetUp() override {
     url_ = env("H3PIPE_COMFYUI_URL");
     base_ = env("H3PIPE_COMFYUI_BASE");
-    if (url_.empty()) GTEST_SKIP() << "H3PIPE_COMFYUI_URL is not set: no real ComfyUI server to check against";
+    if (url_.empty())
+      GTEST_SKIP() << "H3PIPE_COMFYUI_URL is not set: no real ComfyUI server to check against";
     out_ = dir_.path() / "artifacts" / run_ / "job-1" / "out.mp4";
     spec_.set_job_id("job-1");
   }
@@ -68,9 +82,13 @@ class RealComfyUi : public ::testing::Test {
     if (!base_.empty()) fs::remove_all(fs::path(base_) / "output" / "h3pipe" / run_, ec);
   }
   json settings(json wf) {
-    return {{"url", url_}, {"workflow", std::move(wf)}, {"poll_ms", 100}, {"timeout_s", 120},
-            {"inject", {{"fps", {{"node", "2"}, {"input", "fps"}}},
-                        {"filename_prefix", {{"node", "3"}, {"input", "filename_prefix"}}}}}};
+    return {{"url", url_},
+            {"workflow", std::move(wf)},
+            {"poll_ms", 100},
+            {"timeout_s", 120},
+            {"inject",
+             {{"fps", {{"node", "2"}, {"input", "fps"}}},
+              {"filename_prefix", {{"node", "3"}, {"input", "filename_prefix"}}}}}};
   }
   StageContext ctx(long long attempt) {
     std::error_code ec;
@@ -104,8 +122,10 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   auto first = rt->decode(ctx(1));
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   std::string id1 = first->settings["prompt_id"];
-  EXPECT_EQ(id1, comfyui::prompt_id_for(run_, "job-1", "decode", 1)) << "the server keeps h3pipe's id";
-  EXPECT_NE(first->settings["output"].get<std::string>().find("job-1_decode_00001_.mp4"), std::string::npos)
+  EXPECT_EQ(id1, comfyui::prompt_id_for(run_, "job-1", "decode", 1))
+      << "the server keeps h3pipe's id";
+  EXPECT_NE(first->settings["output"].get<std::string>().find("job-1_decode_00001_.mp4"),
+            std::string::npos)
       << first->settings.dump() << ": node 3, the most downstream, not node \"10\"";
   EXPECT_EQ(history(id1).kind, comfyui::PromptState::Kind::kPending) << "history entry deleted";
 
@@ -115,8 +135,10 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   keep["keep_history"] = true;
   auto second = (*make_comfyui_decode(cluster_.args(keep)))->decode(ctx(2));
   ASSERT_TRUE(second.ok()) << second.error().to_string();
-  EXPECT_NE(second->settings["output"], first->settings["output"]) << "a fresh file, not the cached one";
-  std::cerr << "attempt 2 output " << second->settings["output"] << " (attempt 1: " << first->settings["output"] << ")\n";
+  EXPECT_NE(second->settings["output"], first->settings["output"])
+      << "a fresh file, not the cached one";
+  std::cerr << "attempt 2 output " << second->settings["output"]
+            << " (attempt 1: " << first->settings["output"] << ")\n";
   auto h2 = history(second->settings["prompt_id"]);
   std::cerr << "attempt 2 listed " << h2.outputs.size() << " files\n";
 
@@ -161,7 +183,8 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   auto clean = (*make_comfyui_decode(cluster_.args(mounted)))->decode(ctx(4));
   ASSERT_TRUE(clean.ok()) << clean.error().to_string();
   EXPECT_FALSE(clean->settings.contains("cleanup_errors")) << clean->settings.dump();
-  EXPECT_FALSE(fs::exists(fs::path(base_) / "output" / clean->settings["output"].get<std::string>()));
+  EXPECT_FALSE(
+      fs::exists(fs::path(base_) / "output" / clean->settings["output"].get<std::string>()));
   EXPECT_EQ(history(clean->settings["prompt_id"]).kind, comfyui::PromptState::Kind::kPending);
 }
 
@@ -174,7 +197,8 @@ TEST_F(RealComfyUi, ValidationErrorsAndOversizedUploadsArePermanent) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, "runtime.permanent.comfyui_rejected");
   std::cerr << "validation: " << bad.error().message << "\n";
-  EXPECT_NE(bad.error().message.find("node 1 (EmptyImage): Failed to convert an input value to a INT value"),
+  EXPECT_NE(bad.error().message.find(
+                "node 1 (EmptyImage): Failed to convert an input value to a INT value"),
             std::string::npos);
   // Every output invalid: 400.
   auto wf = video_graph(run_);
@@ -184,7 +208,8 @@ TEST_F(RealComfyUi, ValidationErrorsAndOversizedUploadsArePermanent) {
   ASSERT_FALSE(all.ok());
   EXPECT_EQ(all.error().code, "runtime.permanent.comfyui_rejected");
   std::cerr << "validation (all outputs): " << all.error().message << "\n";
-  EXPECT_EQ(all.error().message.find("rejected part of"), std::string::npos) << "a 400, not a partial";
+  EXPECT_EQ(all.error().message.find("rejected part of"), std::string::npos)
+      << "a 400, not a partial";
 
   // An upload above the server's --max-upload-size (100 MB by default).
   fs::path big = dir_.path() / "big.h3latent";

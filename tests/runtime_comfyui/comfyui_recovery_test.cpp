@@ -29,7 +29,9 @@ bool wait_for(const std::function<bool()>& pred, double seconds) {
   return pred();
 }
 
-json node(const char* cls, json inputs) { return {{"class_type", cls}, {"inputs", std::move(inputs)}}; }
+json node(const char* cls, json inputs) {
+  return {{"class_type", cls}, {"inputs", std::move(inputs)}};
+}
 
 // Load the latent, decode, and save a video; plus a second, consumed-by-nothing branch that
 // scales the frames and saves them as a video too (the final one).  Node "10" sorts before "9".
@@ -38,28 +40,48 @@ json two_output_decode() {
           {"3", node("VAELoader", {{"vae_name", "pixel_space"}})},
           {"4", node("VAEDecode", {{"samples", {"2", 0}}, {"vae", {"3", 0}}})},
           {"5", node("CreateVideo", {{"images", {"4", 0}}, {"fps", 24}})},
-          {"10", node("SaveVideo", {{"video", {"5", 0}}, {"filename_prefix", "early/v"}, {"format", "mp4"}, {"codec", "h264"}})},
-          {"6", node("ImageScale", {{"image", {"4", 0}}, {"upscale_method", "bilinear"}, {"width", 64}, {"height", 64}, {"crop", "disabled"}})},
+          {"10", node("SaveVideo", {{"video", {"5", 0}},
+                                    {"filename_prefix", "early/v"},
+                                    {"format", "mp4"},
+                                    {"codec", "h264"}})},
+          {"6", node("ImageScale", {{"image", {"4", 0}},
+                                    {"upscale_method", "bilinear"},
+                                    {"width", 64},
+                                    {"height", 64},
+                                    {"crop", "disabled"}})},
           {"7", node("CreateVideo", {{"images", {"6", 0}}, {"fps", 24}})},
-          {"9", node("SaveVideo", {{"video", {"7", 0}}, {"filename_prefix", "final/v"}, {"format", "mp4"}, {"codec", "h264"}})}};
+          {"9", node("SaveVideo", {{"video", {"7", 0}},
+                                   {"filename_prefix", "final/v"},
+                                   {"format", "mp4"},
+                                   {"codec", "h264"}})}};
 }
 
 json decode_settings(const std::string& url, json wf) {
-  return {{"url", url}, {"workflow", std::move(wf)},
-          {"inject", {{"input", {{"node", "2"}, {"input", "path"}}}, {"fps", {{"node", "5"}, {"input", "fps"}}}}},
-          {"poll_ms", 20}, {"timeout_s", 20}};
+  return {
+      {"url", url},
+      {"workflow", std::move(wf)},
+      {"inject",
+       {{"input", {{"node", "2"}, {"input", "path"}}}, {"fps", {{"node", "5"}, {"input", "fps"}}}}},
+      {"poll_ms", 20},
+      {"timeout_s", 20}};
 }
 
 // A text-to-latent sample workflow of the recording's test nodes, with a reference-image variant.
 json sample_wf(bool with_ref) {
-  json g = {{"1", node("H3TestAVLatent", {{"prompt", ""}, {"width", 64}, {"height", 64}, {"length", 9},
-                                          {"fps", 24}, {"seed", 1}, {"grid", "h3pipe"}})},
+  json g = {{"1", node("H3TestAVLatent", {{"prompt", ""},
+                                          {"width", 64},
+                                          {"height", 64},
+                                          {"length", 9},
+                                          {"fps", 24},
+                                          {"seed", 1},
+                                          {"grid", "h3pipe"}})},
             {"2", node("H3SaveAVLatent", {{"samples", {"1", 0}}, {"filename_prefix", "s/lat"}})}};
   if (with_ref) g["3"] = node("LoadImage", {{"image", "placeholder.png"}});
   return g;
 }
 json sample_inject(bool with_ref) {
-  json i = {{"prompt", {{"node", "1"}, {"input", "prompt"}}}, {"seed", {{"node", "1"}, {"input", "seed"}}}};
+  json i = {{"prompt", {{"node", "1"}, {"input", "prompt"}}},
+            {"seed", {{"node", "1"}, {"input", "seed"}}}};
   if (with_ref) i["reference_image"] = {{"node", "3"}, {"input", "image"}};
   return i;
 }
@@ -134,12 +156,14 @@ TEST_F(ComfyUiRecoveryTest, EachAttemptIsADistinctPromptSoTheCacheNeverServesADe
   auto prompts = server.recorded("prompt");
   ASSERT_EQ(prompts.size(), 2u);
   EXPECT_EQ(prompts[1]["prompt_id"], comfyui::prompt_id_for("run-1", "job-1", "decode", 2));
-  EXPECT_NE(prompts[0]["prompt"], prompts[1]["prompt"]) << "an identical prompt is served from cache";
+  EXPECT_NE(prompts[0]["prompt"], prompts[1]["prompt"])
+      << "an identical prompt is served from cache";
   EXPECT_EQ(prompts[1]["prompt"]["9"]["inputs"]["h3pipe_attempt"], prompts[1]["prompt_id"]);
   EXPECT_TRUE(fs::exists(server.output_dir() / "final" / "v_00001_.mp4")) << "written afresh";
 }
 
-TEST_F(ComfyUiRecoveryTest, ARestartedWorkerAdoptsTheEarlierAttemptsPromptInsteadOfQueueingASecond) {
+TEST_F(ComfyUiRecoveryTest,
+       ARestartedWorkerAdoptsTheEarlierAttemptsPromptInsteadOfQueueingASecond) {
   auto o = opts();
   o.exec_delay_ms = 800;
   FakeComfyUiServer server(dir_.path() / "server", o);
@@ -166,11 +190,14 @@ TEST_F(ComfyUiRecoveryTest, APromptThatFinishedBeforeTheRestartIsFetchedNotRunAg
   g["2"]["inputs"]["path"] = latent_.string();
   std::string id1 = comfyui::prompt_id_for("run-1", "job-1", "decode", 1);
   ASSERT_TRUE(client.queue_prompt(g, {"x", id1, {}}).ok());
-  ASSERT_TRUE(wait_for([&] {
-    auto h = client.history(id1);
-    return h.ok() && h->kind == comfyui::PromptState::Kind::kSuccess;
-  }, 10));
-  auto out = (*make_comfyui_decode(c.args(decode_settings(server.url(), two_output_decode()))))->decode(ctx(3));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto h = client.history(id1);
+        return h.ok() && h->kind == comfyui::PromptState::Kind::kSuccess;
+      },
+      10));
+  auto out = (*make_comfyui_decode(c.args(decode_settings(server.url(), two_output_decode()))))
+                 ->decode(ctx(3));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_EQ(out->settings["prompt_id"], id1);
   EXPECT_EQ(server.recorded("prompt").size(), 1u);
@@ -181,18 +208,22 @@ TEST_F(ComfyUiRecoveryTest, ValidationErrorsArePermanentAndQuoteTheNodeErrors) {
   FakeComfyUiServer server(dir_.path() / "server", opts());
   ComfyCluster c(StageKind::kDecode, {});
   auto wf = two_output_decode();
-  wf["3"]["inputs"]["vae_name"] = "missing.safetensors";     // value not in list
+  wf["3"]["inputs"]["vae_name"] = "missing.safetensors";  // value not in list
   auto settings = decode_settings(server.url(), wf);
   settings["inject"]["params.width"] = {{"node", "6"}, {"input", "width"}};
-  (*spec_.mutable_params())["width"] = "wide";                 // bad int
+  (*spec_.mutable_params())["width"] = "wide";  // bad int
   auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
   const auto& m = out.error().message;
   EXPECT_NE(m.find("node 3 (VAELoader): Value not in list (vae_name: 'missing.safetensors' not in "
-                   "['pixel_space'])"), std::string::npos) << m;
+                   "['pixel_space'])"),
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find("node 6 (ImageScale): Failed to convert an input value to a INT value (width, "
-                   "wide, invalid literal for int() with base 10: 'wide')"), std::string::npos) << m;
+                   "wide, invalid literal for int() with base 10: 'wide')"),
+            std::string::npos)
+      << m;
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
 }
 
@@ -207,8 +238,10 @@ TEST_F(ComfyUiRecoveryTest, APartlyInvalidWorkflowIsRejectedNotRunWithoutTheFail
   auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
-  EXPECT_NE(out.error().message.find("rejected part of the workflow"), std::string::npos) << out.error().message;
-  EXPECT_NE(out.error().message.find("node 6 (ImageScale)"), std::string::npos) << out.error().message;
+  EXPECT_NE(out.error().message.find("rejected part of the workflow"), std::string::npos)
+      << out.error().message;
+  EXPECT_NE(out.error().message.find("node 6 (ImageScale)"), std::string::npos)
+      << out.error().message;
   // Removed from the queue (again, with an interrupt, if the server had started it already: how
   // many deletes that takes depends on timing), and never anything else.
   const auto deletes = server.recorded("queue");
@@ -223,7 +256,8 @@ TEST_F(ComfyUiRecoveryTest, AnUploadAboveTheServersCapIsPermanentWithTheInputDir
   o.max_upload_bytes = 1024;  // the latent fixture is larger
   FakeComfyUiServer server(dir_.path() / "server", o);
   ComfyCluster c(StageKind::kDecode, {});
-  auto out = (*make_comfyui_decode(c.args(decode_settings(server.url(), two_output_decode()))))->decode(ctx());
+  auto out = (*make_comfyui_decode(c.args(decode_settings(server.url(), two_output_decode()))))
+                 ->decode(ctx());
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_too_large");
   EXPECT_NE(out.error().message.find("HTTP 413"), std::string::npos) << out.error().message;
@@ -305,10 +339,13 @@ TEST_F(ComfyUiRecoveryTest, SharedMountsAreCleanedInputsOutputsAndHistory) {
 TEST_F(ComfyUiRecoveryTest, TemplatesAreChosenByJobClassAndReferenceImage) {
   FakeComfyUiServer server(dir_.path() / "server", opts());
   ComfyCluster c(StageKind::kSample, {inputs_}, {"hd"});
-  json settings = {{"url", server.url()}, {"poll_ms", 20},
-                   {"templates", {{"default", {{"workflow", sample_wf(false)}, {"inject", sample_inject(false)}}},
-                                  {"reference", {{"workflow", sample_wf(true)}, {"inject", sample_inject(true)}}},
-                                  {"hd", {{"workflow", sample_wf(false)}, {"inject", sample_inject(false)}}}}}};
+  json settings = {
+      {"url", server.url()},
+      {"poll_ms", 20},
+      {"templates",
+       {{"default", {{"workflow", sample_wf(false)}, {"inject", sample_inject(false)}}},
+        {"reference", {{"workflow", sample_wf(true)}, {"inject", sample_inject(true)}}},
+        {"hd", {{"workflow", sample_wf(false)}, {"inject", sample_inject(false)}}}}}};
   auto rt = make_comfyui_sample(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
   auto run = [&](const std::string& cls, bool ref) {
@@ -328,39 +365,51 @@ TEST_F(ComfyUiRecoveryTest, TemplatesAreChosenByJobClassAndReferenceImage) {
   auto i2v = run("default", true);
   ASSERT_TRUE(i2v.ok()) << i2v.error().to_string();
   EXPECT_EQ(i2v->settings["template"], "reference");
-  EXPECT_EQ(server.recorded("prompt").back()["prompt"]["3"]["inputs"]["image"], "h3pipe/h3pipe_run-1_job-1_sample_ref.png");
+  EXPECT_EQ(server.recorded("prompt").back()["prompt"]["3"]["inputs"]["image"],
+            "h3pipe/h3pipe_run-1_job-1_sample_ref.png");
   auto hd = run("hd", false);
   ASSERT_TRUE(hd.ok()) << hd.error().to_string();
   EXPECT_EQ(hd->settings["template"], "hd");
 
   // One template that needs an image, and a job without one: refused, not run with the placeholder.
-  json only_ref = {{"url", server.url()}, {"workflow", sample_wf(true)}, {"inject", sample_inject(true)}};
+  json only_ref = {
+      {"url", server.url()}, {"workflow", sample_wf(true)}, {"inject", sample_inject(true)}};
   auto bad = (*make_comfyui_sample(c.args(only_ref)))->sample(ctx());
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, "runtime.permanent.comfyui_template");
-  EXPECT_NE(bad.error().message.find("has no referenceImage"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("has no referenceImage"), std::string::npos)
+      << bad.error().message;
 
   // Checked at start-up: unknown keys and a reference template that does not take the image.
   json wrong = {{"url", server.url()},
-                {"templates", {{"default", {{"workflow", sample_wf(false)}}},
-                               {"sd", {{"workflow", sample_wf(false)}}},
-                               {"reference", {{"workflow", sample_wf(true)}}}}}};
+                {"templates",
+                 {{"default", {{"workflow", sample_wf(false)}}},
+                  {"sd", {{"workflow", sample_wf(false)}}},
+                  {"reference", {{"workflow", sample_wf(true)}}}}}};
   auto made = make_comfyui_sample(c.args(wrong));
   ASSERT_FALSE(made.ok());
-  EXPECT_NE(made.error().message.find("/templates/sd: \"sd\" is neither default, reference, nor a job class"),
-            std::string::npos) << made.error().message;
-  EXPECT_NE(made.error().message.find("/templates/reference/inject: a template for jobs with a reference image must inject"),
-            std::string::npos) << made.error().message;
+  EXPECT_NE(made.error().message.find(
+                "/templates/sd: \"sd\" is neither default, reference, nor a job class"),
+            std::string::npos)
+      << made.error().message;
+  EXPECT_NE(
+      made.error().message.find(
+          "/templates/reference/inject: a template for jobs with a reference image must inject"),
+      std::string::npos)
+      << made.error().message;
 }
 
 TEST_F(ComfyUiRecoveryTest, AReferenceImageOutsideTheInputRootsIsNeverUploaded) {
   FakeComfyUiServer server(dir_.path() / "server", opts());
   ComfyCluster c(StageKind::kSample, {inputs_});
-  json settings = {{"url", server.url()}, {"workflow", sample_wf(true)}, {"inject", sample_inject(true)}, {"poll_ms", 20}};
+  json settings = {{"url", server.url()},
+                   {"workflow", sample_wf(true)},
+                   {"inject", sample_inject(true)},
+                   {"poll_ms", 20}};
   auto rt = std::move(*make_comfyui_sample(c.args(settings)));
   fs::create_symlink("/etc/passwd", inputs_ / "link.png");
-  for (std::string ref : {std::string("/etc/passwd"), (inputs_ / "link.png").string(), (inputs_ / ".." / "x.png").string(),
-                          std::string("/proc/self/environ")}) {
+  for (std::string ref : {std::string("/etc/passwd"), (inputs_ / "link.png").string(),
+                          (inputs_ / ".." / "x.png").string(), std::string("/proc/self/environ")}) {
     spec_.set_reference_image(ref);
     auto out = rt->sample(ctx());
     ASSERT_FALSE(out.ok()) << ref;
@@ -377,7 +426,10 @@ TEST_F(ComfyUiRecoveryTest, AReferenceImageOutsideTheInputRootsIsNeverUploaded) 
 TEST_F(ComfyUiRecoveryTest, AReferenceImageIsReadBeneathTheRootAtTheTimeOfUse) {
   FakeComfyUiServer server(dir_.path() / "server", opts());
   ComfyCluster c(StageKind::kSample, {inputs_});
-  json settings = {{"url", server.url()}, {"workflow", sample_wf(true)}, {"inject", sample_inject(true)}, {"poll_ms", 20}};
+  json settings = {{"url", server.url()},
+                   {"workflow", sample_wf(true)},
+                   {"inject", sample_inject(true)},
+                   {"poll_ms", 20}};
   auto rt = std::move(*make_comfyui_sample(c.args(settings)));
   write_text(inputs_ / "r.png", "the picture beneath the root");
   fs::create_directories(dir_.path() / "cwd");
@@ -416,17 +468,21 @@ TEST(ComfyUiClientTest, PromptIdsAreUuidShapedAndDifferPerAttempt) {
 }
 
 TEST(ComfyUiClientTest, RejectionsAndExecutionErrorsLoseComfyUisTrailingNewlines) {
-  auto err = json::parse(R"({"status_str": "error", "messages": [["execution_error", {"node_id": "1",
+  auto err =
+      json::parse(R"({"status_str": "error", "messages": [["execution_error", {"node_id": "1",
       "node_type": "H3LoadAVLatent", "exception_type": "FileNotFoundError",
       "exception_message": "[Errno 2] No such file or directory: 'x'\n"}]]})");
-  EXPECT_EQ(comfyui::describe_execution_error(err),
-            "node 1 (H3LoadAVLatent) raised FileNotFoundError: [Errno 2] No such file or directory: 'x'");
-  auto rej = json::parse(R"({"error": {"type": "prompt_outputs_failed_validation", "message": "Prompt outputs failed validation",
+  EXPECT_EQ(
+      comfyui::describe_execution_error(err),
+      "node 1 (H3LoadAVLatent) raised FileNotFoundError: [Errno 2] No such file or directory: 'x'");
+  auto rej = json::parse(
+      R"({"error": {"type": "prompt_outputs_failed_validation", "message": "Prompt outputs failed validation",
       "details": "Required input is missing: seed\n"}, "node_errors": {"1": {"errors": [
       {"message": "Required input is missing", "details": "seed"}, {"message": "Required input is missing", "details": "fps"}],
       "class_type": "H3TestAVLatent"}}})");
   EXPECT_EQ(comfyui::describe_rejection(rej),
-            "Prompt outputs failed validation; node 1 (H3TestAVLatent): Required input is missing (seed), "
+            "Prompt outputs failed validation; node 1 (H3TestAVLatent): Required input is missing "
+            "(seed), "
             "Required input is missing (fps)");
 }
 
@@ -445,7 +501,8 @@ TEST_F(ComfyUiRecoveryTest, StockLoadLatentGetsComfyUisOwnLatentForAVideoOnlyPro
   auto refused = (*rt)->decode(ctx());  // the fixture is builtin: video + audio
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, "runtime.permanent.input");
-  EXPECT_NE(refused.error().message.find("H3LoadLatent"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("H3LoadLatent"), std::string::npos)
+      << refused.error().message;
 
   const latent::LatentProfile wan = *latent::find_builtin_profile("wan2.1");
   const fs::path in = dir_.path() / "wan.h3latent";
@@ -471,8 +528,11 @@ TEST_F(ComfyUiRecoveryTest, StockLoadLatentGetsComfyUisOwnLatentForAVideoOnlyPro
 TEST_F(ComfyUiRecoveryTest, SharedOutputCleanupTakesTheSaveNodesSidecarToo) {
   FakeComfyUiServer server(dir_.path() / "server", opts());
   ComfyCluster c(StageKind::kSample, {});
-  json settings = {{"url", server.url()}, {"poll_ms", 20}, {"workflow", sample_wf(false)},
-                   {"inject", sample_inject(false)}, {"output_dir", server.output_dir().string()}};
+  json settings = {{"url", server.url()},
+                   {"poll_ms", 20},
+                   {"workflow", sample_wf(false)},
+                   {"inject", sample_inject(false)},
+                   {"output_dir", server.output_dir().string()}};
   auto out = (*make_comfyui_sample(c.args(settings)))->sample(ctx());
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_FALSE(out->settings.contains("cleanup_errors")) << out->settings.dump();
@@ -495,7 +555,8 @@ TEST_F(ComfyUiRecoveryTest, ANamedOutputOfTheWrongKindIsAPermanentTemplateError)
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_template");
   EXPECT_NE(out.error().message.find("output node 9 wrote final/png_00001_.png, not a .mp4"),
-            std::string::npos) << out.error().message;
+            std::string::npos)
+      << out.error().message;
   EXPECT_FALSE(fs::exists(out_));
 }
 

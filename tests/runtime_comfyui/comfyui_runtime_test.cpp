@@ -73,7 +73,8 @@ nlohmann::json encode_settings(const std::string& url) {
 
 // The model files the shipped templates name: the faithful fake checks them against models/.
 const std::vector<std::string> kTemplateModels = {
-    "vae/minimax_h3_video_vae_fp16.safetensors", "vae/minimax_h3_video_vae_int8_convrot.safetensors",
+    "vae/minimax_h3_video_vae_fp16.safetensors",
+    "vae/minimax_h3_video_vae_int8_convrot.safetensors",
     "vae/minimax_h3_audio_vae_fp32.safetensors"};
 
 class ComfyUiRuntimeTest : public ::testing::Test {
@@ -241,13 +242,19 @@ TEST_F(ComfyUiRuntimeTest, AnImageTheServerLacksIsAPermanentValidationErrorNamin
   FakeComfyUiServer server(dir_.path() / "server", server_options());
   nlohmann::json wf = {
       {"3", {{"class_type", "LoadImage"}, {"inputs", {{"image", "not-uploaded.png"}}}}},
-      {"4", {{"class_type", "ImageScale"},
-             {"inputs", {{"image", {"3", 0}}, {"upscale_method", "nearest-exact"}, {"width", 64},
-                         {"height", 64}, {"crop", "disabled"}}}}},
+      {"4",
+       {{"class_type", "ImageScale"},
+        {"inputs",
+         {{"image", {"3", 0}},
+          {"upscale_method", "nearest-exact"},
+          {"width", 64},
+          {"height", 64},
+          {"crop", "disabled"}}}}},
       {"5", {{"class_type", "CreateVideo"}, {"inputs", {{"images", {"4", 0}}, {"fps", 24}}}}},
-      {"6", {{"class_type", "SaveVideo"},
-             {"inputs", {{"video", {"5", 0}}, {"filename_prefix", "x"}, {"format", "mp4"},
-                         {"codec", "h264"}}}}}};
+      {"6",
+       {{"class_type", "SaveVideo"},
+        {"inputs",
+         {{"video", {"5", 0}}, {"filename_prefix", "x"}, {"format", "mp4"}, {"codec", "h264"}}}}}};
   nlohmann::json settings = {{"url", server.url()}, {"workflow", wf}, {"poll_ms", 20}};
   ClusterFixture c(StageKind::kDecode);
   auto out = (*make_comfyui_decode(c.args(settings)))->decode(context(spec_, latent_, out_));

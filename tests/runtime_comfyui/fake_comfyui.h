@@ -32,12 +32,13 @@ namespace h3pipe::runtime::testing {
 
 // A real MP4 (H.264 + AAC; without audio: H.264 alone, by the ffmpeg command) of width x height
 // x frames at fps, grey frames and silence: what SaveVideo stand-ins hand back.
-inline void write_test_mp4(const fs::path& path, int width, int height, int frames, bool audio = true,
-                           int fps = 24) {
+inline void write_test_mp4(const fs::path& path, int width, int height, int frames,
+                           bool audio = true, int fps = 24) {
   if (!audio) {
-    const std::string cmd = "ffmpeg -v error -y -f lavfi -i color=c=gray:s=" + std::to_string(width) + "x" +
-                            std::to_string(height) + ":r=" + std::to_string(fps) + " -frames:v " +
-                            std::to_string(frames) + " -c:v libx264 -pix_fmt yuv420p " + path.string();
+    const std::string cmd =
+        "ffmpeg -v error -y -f lavfi -i color=c=gray:s=" + std::to_string(width) + "x" +
+        std::to_string(height) + ":r=" + std::to_string(fps) + " -frames:v " +
+        std::to_string(frames) + " -c:v libx264 -pix_fmt yuv420p " + path.string();
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("ffmpeg failed: " + cmd);
     return;
   }
@@ -49,7 +50,8 @@ inline void write_test_mp4(const fs::path& path, int width, int height, int fram
     if (auto st = (*w)->add_frame(rgb); !st.ok()) throw std::runtime_error(st.error().to_string());
   if (audio) {
     std::vector<float> silence(static_cast<std::size_t>(ap.sample_rate) * frames / fps * 2, 0.f);
-    if (auto st = (*w)->add_audio(silence); !st.ok()) throw std::runtime_error(st.error().to_string());
+    if (auto st = (*w)->add_audio(silence); !st.ok())
+      throw std::runtime_error(st.error().to_string());
   }
   if (auto st = (*w)->finish(); !st.ok()) throw std::runtime_error(st.error().to_string());
 }
@@ -63,7 +65,7 @@ class FakeComfyUiServer final {
     fs::path conditioning;  // written by H3SaveConditioning
     fs::path mp4;           // written by SaveVideo (default: small_spec()'s 64x64x9 with audio)
     std::string packs;      // "seeds": the seeds' custom node classes exist too
-    long long max_upload_bytes = 0;  // 0: ComfyUI's default, 100 MB
+    long long max_upload_bytes = 0;   // 0: ComfyUI's default, 100 MB
     std::vector<std::string> models;  // files to create under models/, e.g. "vae/v.safetensors"
     // Node modules executed for real (--exec-python-nodes): "h3pipe_nodes,h3_standins" runs
     // h3pipe's node pack and the weight-free stand-ins of a core MiniMax H3 workflow.

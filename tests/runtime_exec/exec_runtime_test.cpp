@@ -212,8 +212,9 @@ TEST_F(ExecRuntimeTest, TheLatentMustFitTheJobsProfile) {
   auto strict = (*make_exec_sample(c.args(settings)))->sample(context(spec_, {}, out_));
   ASSERT_FALSE(strict.ok());
   EXPECT_EQ(strict.error().code, "runtime.invalid_output");
-  EXPECT_NE(strict.error().message.find("latent metadata says job 128x64x9@24, the job is 64x64x9@24"),
-            std::string::npos)
+  EXPECT_NE(
+      strict.error().message.find("latent metadata says job 128x64x9@24, the job is 64x64x9@24"),
+      std::string::npos)
       << strict.error().message;
   // A Wan 2.1 job (64x64, 9 = 4k+1 frames) takes a Wan latent and refuses the builtin one.
   const auto& wan = *latent::find_builtin_profile("wan2.1");

@@ -2,9 +2,8 @@
 // factor, the duty cycle and its bubbles by cause, the steady rate over the middle of the run.
 #include "common/schedule/job_timing.h"
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -18,8 +17,8 @@ using nlohmann::json;
 namespace {
 
 // One job: encode [t, t+1], sample [t+1+w, ...], transfer, decode; ms in receipts.
-json receipt(const std::string& job, double submit, double enc_wait, double sample_start, double sample_s,
-             double decode_wait) {
+json receipt(const std::string& job, double submit, double enc_wait, double sample_start,
+             double sample_s, double decode_wait) {
   const double enc_start = submit + enc_wait, enc_end = enc_start + 1.0;
   const double sample_end = sample_start + sample_s;
   const double tr_end = sample_end + 0.5;
@@ -29,16 +28,39 @@ json receipt(const std::string& job, double submit, double enc_wait, double samp
           {"spec", {{"width", 416}, {"height", 736}, {"frames", 120}, {"fps", 24}}},
           {"endToEndS", dec_end - submit},
           {"stages",
-           {{{"stage", "STAGE_ENCODE"}, {"pool", "enc"}, {"host", "a"}, {"startUnixMs", ms(enc_start)},
-             {"endUnixMs", ms(enc_end)}, {"queueWaitS", enc_wait}, {"runS", 0.9}},
-            {{"stage", "STAGE_SAMPLE"}, {"pool", "s0"}, {"host", "a"}, {"startUnixMs", ms(sample_start)},
-             {"endUnixMs", ms(sample_end)}, {"queueWaitS", sample_start - enc_end}, {"runS", sample_s - 0.1},
-             {"gpuWaitS", 0.25}, {"device", "cpu"},
-             {"settingsJson", json({{"runtime_reported", {{"gflop", 100.0 * sample_s}, {"peak_gflops", 400.0}}}}).dump()}},
-            {{"stage", "STAGE_TRANSFER"}, {"host", "b"}, {"startUnixMs", ms(sample_end)}, {"endUnixMs", ms(tr_end)},
-             {"wireS", 0.3}, {"verifyS", 0.05}},
-            {{"stage", "STAGE_DECODE"}, {"pool", "dec"}, {"host", "b"}, {"startUnixMs", ms(dec_start)},
-             {"endUnixMs", ms(dec_end)}, {"queueWaitS", decode_wait}, {"runS", 1.5}, {"muxS", 0.4}}}}};
+           {{{"stage", "STAGE_ENCODE"},
+             {"pool", "enc"},
+             {"host", "a"},
+             {"startUnixMs", ms(enc_start)},
+             {"endUnixMs", ms(enc_end)},
+             {"queueWaitS", enc_wait},
+             {"runS", 0.9}},
+            {{"stage", "STAGE_SAMPLE"},
+             {"pool", "s0"},
+             {"host", "a"},
+             {"startUnixMs", ms(sample_start)},
+             {"endUnixMs", ms(sample_end)},
+             {"queueWaitS", sample_start - enc_end},
+             {"runS", sample_s - 0.1},
+             {"gpuWaitS", 0.25},
+             {"device", "cpu"},
+             {"settingsJson",
+              json({{"runtime_reported", {{"gflop", 100.0 * sample_s}, {"peak_gflops", 400.0}}}})
+                  .dump()}},
+            {{"stage", "STAGE_TRANSFER"},
+             {"host", "b"},
+             {"startUnixMs", ms(sample_end)},
+             {"endUnixMs", ms(tr_end)},
+             {"wireS", 0.3},
+             {"verifyS", 0.05}},
+            {{"stage", "STAGE_DECODE"},
+             {"pool", "dec"},
+             {"host", "b"},
+             {"startUnixMs", ms(dec_start)},
+             {"endUnixMs", ms(dec_end)},
+             {"queueWaitS", decode_wait},
+             {"runS", 1.5},
+             {"muxS", 0.4}}}}};
 }
 
 }  // namespace
@@ -84,7 +106,8 @@ TEST(JobTiming, DutyCycleAndBubblesByCause) {
   EXPECT_NEAR(s0->duty_cycle, 30 / 31.6, 1e-6);
   EXPECT_EQ(s0->bubbles, 2u);
   EXPECT_NEAR(s0->bubble_s.at("no_job"), 1.0, 1e-6);
-  EXPECT_NEAR(s0->bubble_s.at("gpu_group"), 0.25 + 0.1, 1e-6);  // job 3's 0.25 wait caps at its 0.1 gap
+  EXPECT_NEAR(s0->bubble_s.at("gpu_group"), 0.25 + 0.1,
+              1e-6);  // job 3's 0.25 wait caps at its 0.1 gap
   EXPECT_NEAR(s0->bubble_s.at("overhead"), 0.25, 1e-6);
   EXPECT_NEAR(s0->gflop_per_s, 3000.0 / 29.7, 1e-6);
   EXPECT_NEAR(s0->mfu, 3000.0 / 29.7 / 400.0, 1e-6);
@@ -103,9 +126,12 @@ TEST(JobTiming, DeclaredModelFlopsGiveAComfyUiPoolItsMfu) {
   // A ComfyUI sampler (no GFLOP of its own) running Wan 2.1 14B at 720p, 30 steps, 600 s per
   // job on the topology's 4x T10 pool: MFU = 13.6 TFLOP x 30 / 600 s / (4 x 65 TFLOP/s).
   json topo;
-  std::ifstream(std::string(H3PIPE_SOURCE_DIR) + "/configs/topologies/two_host_4xT10_3080ti.json") >> topo;
+  std::ifstream(std::string(H3PIPE_SOURCE_DIR) +
+                "/configs/topologies/two_host_4xT10_3080ti.json") >>
+      topo;
   for (auto& p : topo["pools"]) p["profiles"]["default"] = {{"kind", "fixed"}, {"seconds", 600}};
-  const auto cfg = std::filesystem::temp_directory_path() / fmt::format("h3pipe_mfu_{}.json", ::getpid());
+  const auto cfg =
+      std::filesystem::temp_directory_path() / fmt::format("h3pipe_mfu_{}.json", ::getpid());
   std::ofstream(cfg) << topo.dump();
   std::vector<json> rs;
   for (int i = 0; i < 2; ++i) {

@@ -153,7 +153,8 @@ TEST(ProfileLearn, WritesTheGivenConfigTextWhenNoFileIsNamed) {
   EXPECT_EQ(nlohmann::json::parse(out.str())["updated"].size(), 3u);
   auto learned = config::load_file(a.output);
   ASSERT_TRUE(learned.ok()) << learned.error().message;
-  EXPECT_EQ(learned->find_pool("t10x4-sample")->profiles.at("sd").kind, config::Profile::Kind::kNormal);
+  EXPECT_EQ(learned->find_pool("t10x4-sample")->profiles.at("sd").kind,
+            config::Profile::Kind::kNormal);
   fs::remove_all(dir);
 }
 

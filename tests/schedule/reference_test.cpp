@@ -71,7 +71,8 @@ Ref reference(const config::Cluster& c, std::size_t jobs, const std::string& cls
       for (std::size_t s : smp) {
         // An encoder on a sampler's GPUs hands its job to that sampler: a GPU group is one lease.
         if (e != kNo && group[e] != group[s] &&
-            std::any_of(smp.begin(), smp.end(), [&](std::size_t q) { return group[q] == group[e]; }))
+            std::any_of(smp.begin(), smp.end(),
+                        [&](std::size_t q) { return group[q] == group[e]; }))
           continue;
         // Encode on e when its group is free; sample when both the conditioning and the
         // sampler's group are (the same group: right after the encode).
@@ -113,7 +114,8 @@ Ref reference(const config::Cluster& c, std::size_t jobs, const std::string& cls
       const double done = std::max(arrive, free_at[group[d]]) + seconds(d);
       if (done < best - 1e-9) best = done, bd = d, b_link_end = link_end;
     }
-    if (c.pools[s].host != c.pools[bd].host) link_free[{c.pools[s].host, c.pools[bd].host}] = b_link_end;
+    if (c.pools[s].host != c.pools[bd].host)
+      link_free[{c.pools[s].host, c.pools[bd].host}] = b_link_end;
     free_at[group[bd]] = best;
     out.makespan_s = std::max(out.makespan_s, best);
   }
@@ -152,7 +154,8 @@ config::Cluster cluster(const Shape& s) {
   for (std::size_t i = 0; i < s.samplers.size(); ++i) {
     const std::string name = fmt::format("s{}", i);
     if (!s.encoders.empty())
-      c.pools.push_back(make_pool(fmt::format("e{}", i), "a", StageKind::kEncode, s.encoders[i], name));
+      c.pools.push_back(
+          make_pool(fmt::format("e{}", i), "a", StageKind::kEncode, s.encoders[i], name));
     c.pools.push_back(make_pool(name, "a", StageKind::kSample, s.samplers[i]));
   }
   for (std::size_t i = 0; i < s.decoders.size(); ++i)
@@ -184,11 +187,11 @@ TEST(Reference, IssueCaseWithEncodersOnTheSamplersGpus) {
 // Hand-made clusters, 1..14 jobs each: the planner's makespan is the reference's.
 TEST(Reference, HandMadeCasesWithAndWithoutEncoders) {
   const std::vector<Shape> shapes = {
-      {{100, 300}, {}, {10}},                 // the heterogeneous tail: a slow pool left idle
-      {{100, 100, 250}, {}, {12}},            //
-      {{50, 200}, {}, {30, 45}},              // two decoders of different speeds
-      {{140, 140}, {}, {70}},                 // decoder-bound
-      {{90, 90, 500}, {10, 10, 500}, {5}},    // the issue's case
+      {{100, 300}, {}, {10}},                  // the heterogeneous tail: a slow pool left idle
+      {{100, 100, 250}, {}, {12}},             //
+      {{50, 200}, {}, {30, 45}},               // two decoders of different speeds
+      {{140, 140}, {}, {70}},                  // decoder-bound
+      {{90, 90, 500}, {10, 10, 500}, {5}},     // the issue's case
       {{60, 100, 400}, {13, 13, 13}, {11.8}},  // encoders on the samplers' GPUs
       {{127.39, 127.39, 166.39}, {13.06, 13.06, 27}, {11.8}},  // four_four_xtx-like
       {{127.39, 293.03}, {13.06, 27}, {36.31}},

@@ -58,35 +58,41 @@ TEST_F(InputRoots, EverythingElseIsRefusedWithTheReason) {
   ASSERT_EQ(::mkfifo((root_ / "pipe").c_str(), 0600), 0);
   EXPECT_EQ(refused("/etc/shadow"),
             "/etc/shadow is not under an input root (limits.input_roots: " + root_.string() + ")");
-  EXPECT_EQ(refused((dir_ / "outside.png").string()).find("is not under an input root"), 
+  EXPECT_EQ(refused((dir_ / "outside.png").string()).find("is not under an input root"),
             (dir_ / "outside.png").string().size() + 1);
-  EXPECT_NE(refused((root_ / "link.png").string()).find("goes through a symlink below the input root"),
-            std::string::npos);
+  EXPECT_NE(
+      refused((root_ / "link.png").string()).find("goes through a symlink below the input root"),
+      std::string::npos);
   EXPECT_NE(refused("etc/passwd").find("goes through a symlink"), std::string::npos);
   EXPECT_NE(refused((root_ / ".." / "outside.png").string()).find(".."), std::string::npos);
   EXPECT_NE(refused("../outside.png").find(".."), std::string::npos);
-  EXPECT_NE(refused((root_ / "pipe").string()).find("is not a regular file (a FIFO)"), std::string::npos);
-  EXPECT_NE(refused((root_ / "sub").string()).find("is not a regular file (a directory)"), std::string::npos);
+  EXPECT_NE(refused((root_ / "pipe").string()).find("is not a regular file (a FIFO)"),
+            std::string::npos);
+  EXPECT_NE(refused((root_ / "sub").string()).find("is not a regular file (a directory)"),
+            std::string::npos);
   EXPECT_NE(refused("/proc/version", {"/proc"}).find("lies on /proc or /sys"), std::string::npos);
-  EXPECT_NE(refused("/dev/null", {"/dev"}).find("is not a regular file (a device)"), std::string::npos);
+  EXPECT_NE(refused("/dev/null", {"/dev"}).find("is not a regular file (a device)"),
+            std::string::npos);
   EXPECT_NE(refused("missing.png").find("is in no input root"), std::string::npos);
   EXPECT_NE(refused((root_ / "missing.png").string()).find("cannot be opened below the input root"),
             std::string::npos);
   EXPECT_NE(refused(std::string("a\0b", 3)).find("NUL"), std::string::npos);
   auto none = spec::open_input({}, (root_ / "sub" / "ref.png").string());
   ASSERT_FALSE(none.ok());
-  EXPECT_NE(none.error().message.find("reference images are disabled here (limits.input_roots is [])"),
-            std::string::npos);
+  EXPECT_NE(
+      none.error().message.find("reference images are disabled here (limits.input_roots is [])"),
+      std::string::npos);
 }
 
 TEST_F(InputRoots, SubmissionNamesTheFieldAndTheReason) {
   config::Limits limits;
   limits.input_roots = {root_};
-  auto ok = spec::parse_batch(R"({"jobId":"a","prompt":"p","referenceImage":")" + (root_ / "sub/ref.png").string() +
-                                  "\"}\n",
+  auto ok = spec::parse_batch(R"({"jobId":"a","prompt":"p","referenceImage":")" +
+                                  (root_ / "sub/ref.png").string() + "\"}\n",
                               limits);
   EXPECT_TRUE(ok.errors.empty()) << ok.errors[0].error.to_string();
-  auto bad = spec::parse_batch(R"({"jobId":"b","prompt":"p","referenceImage":"/etc/shadow"})", limits);
+  auto bad =
+      spec::parse_batch(R"({"jobId":"b","prompt":"p","referenceImage":"/etc/shadow"})", limits);
   ASSERT_EQ(bad.errors.size(), 1u);
   EXPECT_EQ(bad.errors[0].error.field, "referenceImage");
   EXPECT_EQ(bad.errors[0].error.reason,
@@ -109,12 +115,14 @@ TEST_F(InputRoots, TheConfigDefaultIsTheStateDirsInputsAndAnEmptyListAllowsNone)
   auto set = config::parse(cluster({{"limits", {{"input_roots", {"imgs", "/srv/refs"}}}}}), dir_);
   ASSERT_TRUE(set.ok()) << set.error().to_string();
   EXPECT_EQ(set->limits.input_roots, std::vector<fs::path>({dir_ / "imgs", "/srv/refs"}));
-  auto none = config::parse(cluster({{"limits", {{"input_roots", nlohmann::json::array()}}}}), dir_);
+  auto none =
+      config::parse(cluster({{"limits", {{"input_roots", nlohmann::json::array()}}}}), dir_);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->limits.input_roots.empty());
   auto bad = config::parse(cluster({{"limits", {{"input_roots", "imgs"}}}}), dir_);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("/limits/input_roots"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("/limits/input_roots"), std::string::npos)
+      << bad.error().message;
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 namespace h3pipe::test_support {
 
 inline pb::StageTask decode_task(const std::string& run, const std::string& job,
-                                         const latent::JobSize& size, const std::string& prompt,
-                                         const std::string& host = "h1") {
+                                 const latent::JobSize& size, const std::string& prompt,
+                                 const std::string& host = "h1") {
   pb::StageTask t;
   t.set_run_id(run);
   t.set_job_id(job);

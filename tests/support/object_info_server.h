@@ -64,14 +64,16 @@ class ObjectInfoServer {
         const std::string cls = path.substr(prefix.size());
         if (classes_.contains(cls)) body = nlohmann::json{{cls, classes_[cls]}}.dump();
       } else if (path == "/system_stats") {
-        body = nlohmann::json{{"system", {{"comfyui_version", version_}}}, {"devices", nlohmann::json::array()}}
+        body = nlohmann::json{{"system", {{"comfyui_version", version_}}},
+                              {"devices", nlohmann::json::array()}}
                    .dump();
       } else {
         status = 404;
       }
-      const std::string resp = "HTTP/1.1 " + std::to_string(status) +
-                               " OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: " +
-                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      const std::string resp =
+          "HTTP/1.1 " + std::to_string(status) +
+          " OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: " +
+          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
       (void)::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
       ::close(c);
     }

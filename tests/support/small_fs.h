@@ -1,6 +1,8 @@
 #pragma once
 // A small tmpfs in a temp dir, for the read-only / full folder cases (mount(2) needs
 // CAP_SYS_ADMIN: root in CI; H3_REQUIRE_SMALL_FS skips with the reason without it).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 
@@ -9,9 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "tests/support/temp_dir.h"
 
@@ -22,8 +21,10 @@ class SmallFs {
  public:
   explicit SmallFs(std::size_t bytes) {
     const std::string opts = fmt::format("size={},mode=0755", bytes);
-    if (::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, opts.c_str()) == 0) mounted_ = true;
-    else why_ = std::strerror(errno);
+    if (::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, opts.c_str()) == 0)
+      mounted_ = true;
+    else
+      why_ = std::strerror(errno);
   }
   ~SmallFs() {
     if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
@@ -57,7 +58,7 @@ class SmallFs {
 
 }  // namespace h3pipe::test_support
 
-#define H3_REQUIRE_SMALL_FS(fs_)                                                                   \
-  if (!(fs_).mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (" << (fs_).why()          \
-                                     << "): the read-only / full folder cases need root"
-
+#define H3_REQUIRE_SMALL_FS(fs_)                               \
+  if (!(fs_).mounted())                                        \
+  GTEST_SKIP() << "cannot mount a tmpfs here (" << (fs_).why() \
+               << "): the read-only / full folder cases need root"

@@ -14,11 +14,10 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/queue/redis.h"
 #include "common/supervisor/credentials.h"
@@ -72,14 +71,29 @@ class RedisServer {
  public:
   explicit RedisServer(const std::string& password = "") : password_(password) {
     port_ = supervisor::free_loopback_port();
-    std::vector<std::string> args = {"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                     "--dir", dir_.path().string(), "--appendonly", "yes", "--save", ""};
-    if (!password.empty()) { args.push_back("--requirepass"); args.push_back(password); }
+    std::vector<std::string> args = {"/usr/bin/redis-server",
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--dir",
+                                     dir_.path().string(),
+                                     "--appendonly",
+                                     "yes",
+                                     "--save",
+                                     ""};
+    if (!password.empty()) {
+      args.push_back("--requirepass");
+      args.push_back(password);
+    }
     pid_ = spawn(args, (dir_.path() / "redis.log").string());
     wait_for([&] { return connect().ok(); }, 10);
   }
   ~RedisServer() {
-    if (pid_ > 0) { ::kill(pid_, SIGKILL); ::waitpid(pid_, nullptr, 0); }
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
   }
   int port() const { return port_; }
   queue::RedisAddress address() const { return {"127.0.0.1", port_, "", password_}; }
@@ -95,15 +109,20 @@ class RedisServer {
 // The Redis of a running local stack (its stack.json) as one of its ACL users
 // (supervisor/credentials.h): "operator" is what a user with redis-cli gets, "admin" the
 // supervisor's own.
-inline queue::RedisAddress stack_redis(const nlohmann::json& stack, const std::string& role = "admin") {
+inline queue::RedisAddress stack_redis(const nlohmann::json& stack,
+                                       const std::string& role = "admin") {
   const auto u = supervisor::user_for(stack["redis"]["credentials_dir"].get<std::string>(), role);
   config::Redis r;
   r.password_file = u.password_file;
   return {"127.0.0.1", stack["redis"]["port"].get<int>(), u.user, r.password()};
 }
 
-inline std::string bin(const std::string& name) { return std::string(H3PIPE_BIN_DIR) + "/" + name; }
-inline std::string source(const std::string& rel) { return std::string(H3PIPE_SOURCE_DIR) + "/" + rel; }
+inline std::string bin(const std::string& name) {
+  return std::string(H3PIPE_BIN_DIR) + "/" + name;
+}
+inline std::string source(const std::string& rel) {
+  return std::string(H3PIPE_SOURCE_DIR) + "/" + rel;
+}
 
 }  // namespace h3pipe::test_support
 namespace ts = h3pipe::test_support;

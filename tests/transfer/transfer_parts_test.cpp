@@ -85,7 +85,8 @@ TEST(ReceiverLatentCheck, WiredToTheJobsLatentProfile) {
     "hosts": [{"name": "B"}],
     "pools": [{"name": "s", "host": "B", "stage": "sample"}, {"name": "d", "host": "B", "stage": "decode"},
               {"name": "e", "host": "B", "stage": "encode"}],
-    "latent_profile": "wan2.1"})"), dir.path());
+    "latent_profile": "wan2.1"})"),
+                         dir.path());
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto o = receiver_options(*c, "B");
   ASSERT_TRUE(o.ok()) << o.error().message;
@@ -98,10 +99,13 @@ TEST(ReceiverLatentCheck, WiredToTheJobsLatentProfile) {
   spec->set_frames(9);
   spec->set_fps(16);
   const auto& wan = *latent::find_builtin_profile("wan2.1");
-  ASSERT_TRUE(latent::write_latent(dir.path() / "wan.h3latent", latent::make_latent(wan, {64, 48, 9, 16})).ok());
+  ASSERT_TRUE(
+      latent::write_latent(dir.path() / "wan.h3latent", latent::make_latent(wan, {64, 48, 9, 16}))
+          .ok());
   EXPECT_TRUE(o->check_file(offer, dir.path() / "wan.h3latent").ok());
   ASSERT_TRUE(latent::write_latent(dir.path() / "builtin.h3latent",
-                                   latent::make_latent(latent::builtin_profile(), {64, 48, 9, 16})).ok());
+                                   latent::make_latent(latent::builtin_profile(), {64, 48, 9, 16}))
+                  .ok());
   auto bad = o->check_file(offer, dir.path() / "builtin.h3latent");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, "latent.profile");
@@ -109,7 +113,8 @@ TEST(ReceiverLatentCheck, WiredToTheJobsLatentProfile) {
             std::string::npos)
       << bad.error().message;
   (*offer.mutable_next_task()->mutable_spec()->mutable_params())["latent_profile"] = "builtin";
-  EXPECT_TRUE(o->check_file(offer, dir.path() / "builtin.h3latent").ok()) << "the job's own profile";
+  EXPECT_TRUE(o->check_file(offer, dir.path() / "builtin.h3latent").ok())
+      << "the job's own profile";
 }
 
 TEST(ChunkSchedule, NeverPastTheCreditEvenOffTheChunkGrid) {

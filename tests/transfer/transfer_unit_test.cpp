@@ -119,7 +119,8 @@ TEST_F(Loopback, AFileTheCheckRefusesIsDiscardedAndTheJobFails) {
     ++checks;
     EXPECT_TRUE(fs::exists(part)) << part;
     if (offer.job_id() == "bad")
-      return make_error(errc::latent::kGeometry, "tensor \"video\": shape (1, 24, 1, 2, 2), profile wan2.1 expects ...");
+      return make_error(errc::latent::kGeometry,
+                        "tensor \"video\": shape (1, 24, 1, 2, 2), profile wan2.1 expects ...");
     return {};
   };
   start_receiver(ro);
@@ -190,7 +191,8 @@ TEST_F(Loopback, ASenderRestartedAgainAndAgainConnectsEachTime) {
   start_receiver(receiver_options());
   for (int i = 0; i < 12; ++i) {
     start_sender(sender_options(keys_.client));
-    sender_->submit(make_latent_task(dir_.path() / "A", "run1", "j" + std::to_string(i), 1000, "B"));
+    sender_->submit(
+        make_latent_task(dir_.path() / "A", "run1", "j" + std::to_string(i), 1000, "B"));
     ASSERT_TRUE(wait_until([&] { return sent_count() == static_cast<std::size_t>(i + 1); }, 10s))
         << "restart " << i << " never delivered";
     sender_.reset();
@@ -222,7 +224,8 @@ TEST_F(Loopback, OfferAgainAfterAFailedHandOffBacksOff) {
   ASSERT_TRUE(wait_until([&] { return attempts() >= 1; }, 20s));
   const auto first = std::chrono::steady_clock::now();
   ASSERT_TRUE(wait_until([&] { return attempts() >= 4; }, 20s));
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
   EXPECT_GE(waited, 0.6) << "three re-offers came faster than 100 + 200 + 400 ms";
   EXPECT_EQ(sent_count(), 0u);
 }

@@ -27,8 +27,8 @@ class CudaBackend final : public DeviceBackend {
       if (!(part & parts) || part == kEncoder) continue;
       const bool matrix = t.shape.size() >= 2;
       // fp32 as well: small tensors, and the RGB head (few output channels: direct fp32 conv).
-      const bool small = t.data.size() <= (std::size_t{1} << 16) ||
-                         (t.shape.size() == 4 && t.shape[0] <= 4);
+      const bool small =
+          t.data.size() <= (std::size_t{1} << 16) || (t.shape.size() == 4 && t.shape[0] <= 4);
       ctx_.upload(name, t, !matrix || small, matrix);
     }
     if (parts & kSampler) dit_ = std::make_unique<cuda::DitGpu>(ctx_, config_);
@@ -41,9 +41,8 @@ class CudaBackend final : public DeviceBackend {
 
   std::string device() const override { return name_; }
 
-  Status sample(const Tensor& cond, const LatentDims& dims, std::uint32_t steps,
-                std::uint64_t seed, float* video, float* audio, const CancelFn& cancelled,
-                double& gflop) override {
+  Status sample(const Tensor& cond, const LatentDims& dims, std::uint32_t steps, std::uint64_t seed,
+                float* video, float* audio, const CancelFn& cancelled, double& gflop) override {
     try {
       ctx_.activate();
       ctx_.flops = 0;
@@ -113,12 +112,13 @@ Result<std::unique_ptr<DeviceBackend>> make_cuda_backend(const Weights& ws, cons
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n < 1)
-    return make_error(errc::runtime::kPermanentConfig,
-                      "device \"{}\": no CUDA device is visible to this process ({}; "
-                      "CUDA_VISIBLE_DEVICES={}, NVIDIA_VISIBLE_DEVICES={})",
-                      c.device, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices",
-                      std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "unset",
-                      std::getenv("NVIDIA_VISIBLE_DEVICES") ? std::getenv("NVIDIA_VISIBLE_DEVICES") : "unset");
+    return make_error(
+        errc::runtime::kPermanentConfig,
+        "device \"{}\": no CUDA device is visible to this process ({}; "
+        "CUDA_VISIBLE_DEVICES={}, NVIDIA_VISIBLE_DEVICES={})",
+        c.device, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices",
+        std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "unset",
+        std::getenv("NVIDIA_VISIBLE_DEVICES") ? std::getenv("NVIDIA_VISIBLE_DEVICES") : "unset");
   if (ordinal < 0 || ordinal >= n)
     return make_error(errc::runtime::kPermanentConfig,
                       "device \"{}\": CUDA device {} does not exist here ({} visible: 0..{})",
@@ -138,7 +138,8 @@ Result<double> cuda_gemm_peak_tflops(int ordinal, int n, int reps) {
     const std::size_t nn = static_cast<std::size_t>(n) * n;
     // Operands: a smooth non-constant pattern (power and clocks depend a little on the data).
     std::vector<float> h(nn);
-    for (std::size_t i = 0; i < nn; ++i) h[i] = static_cast<float>(static_cast<int>(i % 251) - 125) / 256.0f;
+    for (std::size_t i = 0; i < nn; ++i)
+      h[i] = static_cast<float>(static_cast<int>(i % 251) - 125) / 256.0f;
     float* fd = f.get(nn);
     ctx.to_device(fd, h.data(), nn);
     cuda::to_bf16(ctx.stream(), fd, a.get(nn), nn);

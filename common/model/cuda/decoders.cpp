@@ -4,8 +4,8 @@
 // fp32.  Only finished frames (rgb24) leave the device.  UNRUN on a GPU (backend.h).
 #include <algorithm>
 
-#include "common/model/cuda/networks.h"
 #include "common/model/conv_ops.h"
+#include "common/model/cuda/networks.h"
 #include "common/model/decode_layout.h"
 #include "common/model/weights.h"
 
@@ -14,7 +14,11 @@ namespace h3pipe::model::cuda {
 namespace {
 DConv dconv(Ctx& ctx, const Weights& ws, const std::string& n, bool phases) {
   const DTensor& w = ctx.at(n + ".weight");
-  DConv c{w.b16, w.f32, ctx.at(n + ".bias").f32, nullptr, static_cast<int>(w.shape[0]),
+  DConv c{w.b16,
+          w.f32,
+          ctx.at(n + ".bias").f32,
+          nullptr,
+          static_cast<int>(w.shape[0]),
           static_cast<int>(w.shape[1])};
   if (phases) {
     const std::string pn = n + ".phases";
@@ -67,11 +71,14 @@ VideoDecoderGpu::VideoDecoderGpu(Ctx& ctx, const Weights& ws, const ModelConfig&
   const auto& v = c.vae_channels;
   c0_ = v[0], c1_ = v[1], c2_ = v[2], c3_ = v[3], c4_ = v[4];
   conv_in_ = dconv(ctx, ws, "vae.conv_in", false);
-  r0a_ = dconv(ctx, ws, "vae.s0.res.conv1", false), r0b_ = dconv(ctx, ws, "vae.s0.res.conv2", false);
+  r0a_ = dconv(ctx, ws, "vae.s0.res.conv1", false),
+  r0b_ = dconv(ctx, ws, "vae.s0.res.conv2", false);
   tup0_ = dconv(ctx, ws, "vae.s0.tup", false), up0_ = dconv(ctx, ws, "vae.s0.up", true);
-  r1a_ = dconv(ctx, ws, "vae.s1.res.conv1", false), r1b_ = dconv(ctx, ws, "vae.s1.res.conv2", false);
+  r1a_ = dconv(ctx, ws, "vae.s1.res.conv1", false),
+  r1b_ = dconv(ctx, ws, "vae.s1.res.conv2", false);
   tup1_ = dconv(ctx, ws, "vae.s1.tup", false), up1_ = dconv(ctx, ws, "vae.s1.up", true);
-  r2a_ = dconv(ctx, ws, "vae.s2.res.conv1", false), r2b_ = dconv(ctx, ws, "vae.s2.res.conv2", false);
+  r2a_ = dconv(ctx, ws, "vae.s2.res.conv1", false),
+  r2b_ = dconv(ctx, ws, "vae.s2.res.conv2", false);
   up2_ = dconv(ctx, ws, "vae.s2.up", true);
   s3_ = dconv(ctx, ws, "vae.s3.conv", false), up3_ = dconv(ctx, ws, "vae.s3.up", true);
   out_ = dconv(ctx, ws, "vae.conv_out", false);
@@ -97,7 +104,8 @@ void VideoDecoderGpu::conv3x3(const DConv& cw, const float* in, int frames, int 
   if (upsample && cw.phases) {
     const int k = cw.in * 4, oh = 2 * h, ow = 2 * w;
     const std::size_t out_plane = static_cast<std::size_t>(oh) * ow;
-    const int rows = std::clamp(static_cast<int>(kDeviceColElems / (static_cast<std::size_t>(k) * w)), 1, h);
+    const int rows =
+        std::clamp(static_cast<int>(kDeviceColElems / (static_cast<std::size_t>(k) * w)), 1, h);
     bf16* col = col_.get(static_cast<std::size_t>(k) * rows * w);
     float* tmp = tmp_.get(static_cast<std::size_t>(cw.out) * rows * w);
     for (int f = 0; f < frames; ++f) {
@@ -127,7 +135,8 @@ void VideoDecoderGpu::conv3x3(const DConv& cw, const float* in, int frames, int 
   }
   const int oh = upsample ? 2 * h : h, ow = upsample ? 2 * w : w, k = cw.in * 9;
   const std::size_t out_plane = static_cast<std::size_t>(oh) * ow;
-  const int rows = std::clamp(static_cast<int>(kDeviceColElems / (static_cast<std::size_t>(k) * ow)), 1, oh);
+  const int rows =
+      std::clamp(static_cast<int>(kDeviceColElems / (static_cast<std::size_t>(k) * ow)), 1, oh);
   bf16* col = col_.get(static_cast<std::size_t>(k) * rows * ow);
   for (int f = 0; f < frames; ++f) {
     Taps3 t;
@@ -149,7 +158,8 @@ void VideoDecoderGpu::conv_causal(const DConv& cw, const std::vector<const float
   cudaStream_t st = ctx_.stream();
   const int k = cw.in * 27;
   const std::size_t plane = static_cast<std::size_t>(h) * w;
-  const int rows = std::clamp(static_cast<int>(kDeviceColElems / (static_cast<std::size_t>(k) * w)), 1, h);
+  const int rows =
+      std::clamp(static_cast<int>(kDeviceColElems / (static_cast<std::size_t>(k) * w)), 1, h);
   bf16* col = col_.get(static_cast<std::size_t>(k) * rows * w);
   for (int f = 0; f < frames; ++f) {
     float* dst = out + f * static_cast<std::size_t>(cw.out) * plane;
@@ -164,8 +174,8 @@ void VideoDecoderGpu::conv_causal(const DConv& cw, const std::vector<const float
   }
 }
 
-void VideoDecoderGpu::time_conv(const DConv& cw, const std::vector<const float*>& taps,
-                                int frames, std::size_t px, float* out) {
+void VideoDecoderGpu::time_conv(const DConv& cw, const std::vector<const float*>& taps, int frames,
+                                std::size_t px, float* out) {
   cudaStream_t st = ctx_.stream();
   const int k = cw.in * 3;
   const std::size_t band = std::clamp<std::size_t>(kDeviceColElems / k, 1, px);
@@ -198,9 +208,9 @@ void VideoDecoderGpu::res_block(float* x, int frames, int ch, int h, int w, cons
   }
 }
 
-Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
-                               const DecodePlan& plan, int frames, int out_w, int out_h,
-                               const FrameSink& sink, const CancelFn& cancelled) {
+Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d, const DecodePlan& plan,
+                               int frames, int out_w, int out_h, const FrameSink& sink,
+                               const CancelFn& cancelled) {
   cudaStream_t st = ctx_.stream();
   const int ov = c_.overlap, bw = blend_width(ov);
   const int H = d.h, W = d.w, T = d.t;
@@ -279,7 +289,8 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d,
       // Per output frame: 1/4 -> 1/2 -> 1/1.
       const int h2 = 2 * h1, w2 = 2 * w1, h3 = 2 * h2, w3 = 2 * w2, h4 = 2 * h3, w4 = 2 * w3;
       const std::size_t p2 = static_cast<std::size_t>(h2) * w2, p3 = p2 * 4, p4 = p3 * 4;
-      float* xf = xf_b.get(std::max(static_cast<std::size_t>(c2_) * p2, static_cast<std::size_t>(c4_) * p4));
+      float* xf = xf_b.get(
+          std::max(static_cast<std::size_t>(c2_) * p2, static_cast<std::size_t>(c4_) * p4));
       float* a = a_b.get(static_cast<std::size_t>(c3_) * p3);
       float* b = b_b.get(std::max(static_cast<std::size_t>(c3_) * p3, 3 * p4));
       for (int f = 0; f < n2; ++f) {
@@ -334,8 +345,8 @@ DConv AudioDecoderGpu::conv(const std::string& n, int out, int in) const {
 void AudioDecoderGpu::conv1d(const DConv& cw, int k, const float* in, int n, float* out,
                              bool accumulate) {
   const int kk = cw.in * k;
-  const std::size_t band =
-      std::max<std::size_t>(1, std::min<std::size_t>(kDeviceColElems / kk, static_cast<std::size_t>(n)));
+  const std::size_t band = std::max<std::size_t>(
+      1, std::min<std::size_t>(kDeviceColElems / kk, static_cast<std::size_t>(n)));
   bf16* col = col_.get(static_cast<std::size_t>(kk) * band);
   for (std::size_t p0 = 0; p0 < static_cast<std::size_t>(n); p0 += band) {
     const std::size_t m = std::min<std::size_t>(n, p0 + band) - p0;
@@ -346,8 +357,8 @@ void AudioDecoderGpu::conv1d(const DConv& cw, int k, const float* in, int n, flo
   }
 }
 
-void AudioDecoderGpu::conv_transpose1d(const DConv& cw, int k, int stride, int pad,
-                                       const float* in, int n, float* out) {
+void AudioDecoderGpu::conv_transpose1d(const DConv& cw, int k, int stride, int pad, const float* in,
+                                       int n, float* out) {
   const int rows = cw.out * k;
   bf16* inb = col_.get(static_cast<std::size_t>(cw.in) * n);
   to_bf16(ctx_.stream(), in, inb, static_cast<std::size_t>(cw.in) * n);

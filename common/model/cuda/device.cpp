@@ -1,11 +1,12 @@
 // CUDA plumbing of the device backend (device.h).  UNRUN on a GPU (backend.h).
 #include "common/model/cuda/device.h"
-#include "common/model/cuda/gemm_layout.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "common/model/cuda/gemm_layout.h"
 
 namespace h3pipe::model::cuda {
 
@@ -121,10 +122,10 @@ Ctx::Plan& Ctx::plan(const Key& k) {
     const int32_t bc = batch;
     for (auto [l, s] : {std::pair{p->a, sb}, std::pair{p->b, sa}, std::pair{p->c, sc}}) {
       const int64_t st = s;
-      H3_CUDA(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc,
-                                               sizeof(bc)));
-      H3_CUDA(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                               &st, sizeof(st)));
+      H3_CUDA(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof(bc)));
+      H3_CUDA(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st,
+                                               sizeof(st)));
     }
   }
   cublasLtMatmulPreference_t pref = nullptr;
@@ -152,14 +153,15 @@ Ctx::Plan& Ctx::plan(const Key& k) {
   }
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->c,
-                                                           pref, 1, &res, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt_, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   H3_CUDA(st);
   if (found < 1)
-    throw CudaFailure{fmt::format("cuBLASLt has no bf16 algorithm for m={} n={} k={} (lda {} ldb {} "
-                                  "ldc {}, batch {})",
-                                  m, n, kk, lda, ldb, ldc, batch)};
+    throw CudaFailure{
+        fmt::format("cuBLASLt has no bf16 algorithm for m={} n={} k={} (lda {} ldb {} "
+                    "ldc {}, batch {})",
+                    m, n, kk, lda, ldb, ldc, batch)};
   p->algo = res.algo;
   return *plans_.emplace(k, std::move(p)).first->second;
 }

@@ -112,8 +112,8 @@ class Ctx {
   // (kernels.h) with bf16 operands, fp32 accumulation and fp32 C.  batch > 1: strided batches
   // (element strides sa, sb, sc).
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const bf16* a, int lda,
-            const bf16* b, int ldb, float beta, float* c, int ldc, int batch = 1,
-            long long sa = 0, long long sb = 0, long long sc = 0);
+            const bf16* b, int ldb, float beta, float* c, int ldc, int batch = 1, long long sa = 0,
+            long long sb = 0, long long sc = 0);
 
   void sync() { H3_CUDA(cudaStreamSynchronize(stream_)); }
   // The current device is per host thread: every API call of the backend starts with this (a

@@ -42,8 +42,8 @@ DitGpu::DitGpu(Ctx& ctx, const ModelConfig& c)
                        linear(ctx, n + ".mlp.fc1"), linear(ctx, n + ".mlp.fc2"),
                        ctx.at(n + ".cross.norm.weight").f32, ctx.at(n + ".cross.norm.bias").f32});
   }
-  for (Buf<float>* b : {&x_, &big_, &att_, &o_, &mods_, &fmod_, &c1_, &pos_, &video_, &audio_,
-                        &vout_, &aout_, &s_})
+  for (Buf<float>* b :
+       {&x_, &big_, &att_, &o_, &mods_, &fmod_, &c1_, &pos_, &video_, &audio_, &vout_, &aout_, &s_})
     *b = ctx.buf<float>();
   for (Buf<bf16>* b : {&hb_, &qkvb_, &attb_, &ffb_, &kvb_, &tinb_, &cb_, &p_}) *b = ctx.buf<bf16>();
 }

@@ -13,9 +13,9 @@ struct LtLayout {
   std::uint64_t a_rows = 0, a_cols = 0;   // stored (column-major) shape of cuBLASLt's A
   std::uint64_t b_rows = 0, b_cols = 0;
   std::uint64_t c_rows = 0, c_cols = 0;
-  int lda = 0, ldb = 0, ldc = 0;          // leading dimensions of cuBLASLt's A, B, C
-  int m = 0, n = 0, k = 0;                // cuBLASLt's M x N result, inner dimension K
-  bool a_is_rowmajor_b = true;            // cuBLASLt's A pointer is the caller's B
+  int lda = 0, ldb = 0, ldc = 0;  // leading dimensions of cuBLASLt's A, B, C
+  int m = 0, n = 0, k = 0;        // cuBLASLt's M x N result, inner dimension K
+  bool a_is_rowmajor_b = true;    // cuBLASLt's A pointer is the caller's B
 };
 
 constexpr LtLayout lt_layout(bool ta, bool tb, int m, int n, int k, int lda, int ldb, int ldc) {

@@ -17,8 +17,8 @@ struct DLinear {
 DLinear linear(const Ctx& ctx, const std::string& name);
 
 struct DConv {
-  const bf16* w = nullptr;       // (out, in, k...) as on the CPU
-  const float* w32 = nullptr;    // fp32 copy (the RGB head's direct conv)
+  const bf16* w = nullptr;     // (out, in, k...) as on the CPU
+  const float* w32 = nullptr;  // fp32 copy (the RGB head's direct conv)
   const float* b = nullptr;
   const bf16* phases = nullptr;  // sub-pixel kernels of a 2x-upsampling conv (4, out, in, 2, 2)
   int out = 0, in = 0;
@@ -59,10 +59,10 @@ class VideoDecoderGpu final {
  private:
   void conv3x3(const DConv& cw, const float* in, int frames, int h, int w, bool upsample,
                float* out, bool accumulate);
-  void conv_causal(const DConv& cw, const std::vector<const float*>& taps, int frames, int h,
-                   int w, float* out);
-  void time_conv(const DConv& cw, const std::vector<const float*>& taps, int frames,
-                 std::size_t px, float* out);
+  void conv_causal(const DConv& cw, const std::vector<const float*>& taps, int frames, int h, int w,
+                   float* out);
+  void time_conv(const DConv& cw, const std::vector<const float*>& taps, int frames, std::size_t px,
+                 float* out);
   void res_block(float* x, int frames, int ch, int h, int w, const float* ga, const DConv& ca,
                  const float* gb, const DConv& cb);
 

@@ -18,9 +18,9 @@ unsigned grid_for(std::size_t n) {
   return static_cast<unsigned>(g < 1 ? 1 : (g > 65535u * 8 ? 65535u * 8 : g));
 }
 
-#define H3_GRID_STRIDE(i, n)                                                          \
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; \
-       i < (n); i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+#define H3_GRID_STRIDE(i, n)                                                                     \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
 
 __host__ __device__ __forceinline__ __nv_bfloat16* as_bf(bf16* p) {
   return reinterpret_cast<__nv_bfloat16*>(p);
@@ -201,14 +201,14 @@ __global__ void k_pos_embed(float* pos, int n, int nv, int hp, int wp, int d, in
 
 __global__ void k_patchify_video(const float* video, __nv_bfloat16* vp, int T, int H, int W,
                                  int p) {
-  const std::size_t n = static_cast<std::size_t>(T) * ((H + p - 1) / p) * ((W + p - 1) / p) * 24 * p * p;
+  const std::size_t n =
+      static_cast<std::size_t>(T) * ((H + p - 1) / p) * ((W + p - 1) / p) * 24 * p * p;
   H3_GRID_STRIDE(i, n) {
     const long long src = patchify_video_src(T, H, W, p, i);
     vp[i] = __float2bfloat16_rn(src >= 0 ? video[src] : 0.0f);
   }
 }
-__global__ void k_patchify_audio(const float* audio, __nv_bfloat16* apatch, int L, int ap,
-                                 int na) {
+__global__ void k_patchify_audio(const float* audio, __nv_bfloat16* apatch, int L, int ap, int na) {
   H3_GRID_STRIDE(i, static_cast<std::size_t>(na) * 64 * ap) {
     const long long src = patchify_audio_src(L, ap, i);
     apatch[i] = __float2bfloat16_rn(src >= 0 ? audio[src] : 0.0f);
@@ -271,8 +271,8 @@ __global__ void k_rms_norm_silu(const float* in, float* out, int frames, int c, 
     for (int ch = 0; ch < c; ++ch) dst[ch * px] = silu1(src[ch * px] * inv * gain[ch]);
   }
 }
-__global__ void k_conv3x3_direct(const float* in, const float* w, const float* b, int cin,
-                                 int cout, int h, int wd, float* out, bool acc) {
+__global__ void k_conv3x3_direct(const float* in, const float* w, const float* b, int cin, int cout,
+                                 int h, int wd, float* out, bool acc) {
   const std::size_t plane = static_cast<std::size_t>(h) * wd;
   H3_GRID_STRIDE(i, static_cast<std::size_t>(cout) * plane) {
     const int co = static_cast<int>(i / plane);
@@ -326,7 +326,8 @@ __global__ void k_blend_acc(const float* b, int rows, int cols, int w4, std::siz
 __global__ void k_acc_rgb(const float* fa, std::size_t frame_px, std::uint8_t* rgb) {
   H3_GRID_STRIDE(o, frame_px) {
     const float wsum = fa[3 * frame_px + o];
-    for (int ch = 0; ch < 3; ++ch) rgb[o * 3 + ch] = to_u8(wsum > 0 ? fa[ch * frame_px + o] / wsum : 0.0f);
+    for (int ch = 0; ch < 3; ++ch)
+      rgb[o * 3 + ch] = to_u8(wsum > 0 ? fa[ch * frame_px + o] / wsum : 0.0f);
   }
 }
 __global__ void k_im2col1d(const float* in, int cin, int n, int k, std::size_t p0, std::size_t m,
@@ -385,9 +386,9 @@ void softmax_bf16(cudaStream_t st, float* s, bf16* p, long long rows, int n) {
   if (rows <= 0) return;
   constexpr std::size_t kSmemMax = 96 * 1024;  // opted in below (default limit 48 KiB)
   const std::size_t smem = static_cast<std::size_t>(n) * sizeof(float);
-  static const bool opted = cudaFuncSetAttribute(k_softmax_smem,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(kSmemMax)) == cudaSuccess;
+  static const bool opted =
+      cudaFuncSetAttribute(k_softmax_smem, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemMax)) == cudaSuccess;
   if (opted && smem <= kSmemMax)
     k_softmax_smem<<<static_cast<unsigned>(rows), kThreads, smem, st>>>(s, as_bf(p), n);
   else
@@ -403,8 +404,8 @@ void pos_embed(cudaStream_t s, float* pos, int n, int nv, int hp, int wp, int d,
 }
 void patchify_bf16(cudaStream_t s, const float* video, const float* audio, bf16* vpatch,
                    bf16* apatch, int T, int H, int W, int p, int L, int ap) {
-  const std::size_t nvf = static_cast<std::size_t>(T) * ((H + p - 1) / p) * ((W + p - 1) / p) *
-                          24 * p * p;
+  const std::size_t nvf =
+      static_cast<std::size_t>(T) * ((H + p - 1) / p) * ((W + p - 1) / p) * 24 * p * p;
   const int na = (L + ap - 1) / ap;
   k_patchify_video<<<grid_for(nvf), kThreads, 0, s>>>(video, as_bf(vpatch), T, H, W, p);
   k_patchify_audio<<<grid_for(static_cast<std::size_t>(na) * 64 * ap), kThreads, 0, s>>>(
@@ -414,8 +415,8 @@ void euler(cudaStream_t s, float* video, float* audio, const float* vout, const 
            float dt, int T, int H, int W, int p, int L, int ap) {
   k_euler_video<<<grid_for(static_cast<std::size_t>(24) * T * H * W), kThreads, 0, s>>>(
       video, vout, dt, T, H, W, p);
-  k_euler_audio<<<grid_for(static_cast<std::size_t>(64) * L), kThreads, 0, s>>>(audio, aout, dt,
-                                                                                 L, ap);
+  k_euler_audio<<<grid_for(static_cast<std::size_t>(64) * L), kThreads, 0, s>>>(audio, aout, dt, L,
+                                                                                ap);
 }
 void im2col3x3_bf16(cudaStream_t s, Taps3 taps, int ntap, std::size_t plane, int nch, int ih,
                     int iw, bool upsample, int r0, int r1, bf16* col) {
@@ -477,7 +478,8 @@ void overlap_add(cudaStream_t s, const float* z, const float* bias, float* out, 
   k_overlap_add<<<grid_for(t), kThreads, 0, s>>>(z, bias, out, cout, k, stride, pad, n);
 }
 void pcm_out(cudaStream_t s, const float* o, long long n3, long long n, float* pcm) {
-  if (n > 0) k_pcm_out<<<grid_for(static_cast<std::size_t>(2 * n)), kThreads, 0, s>>>(o, n3, n, pcm);
+  if (n > 0)
+    k_pcm_out<<<grid_for(static_cast<std::size_t>(2 * n)), kThreads, 0, s>>>(o, n3, n, pcm);
 }
 
 }  // namespace h3pipe::model::cuda

@@ -32,8 +32,8 @@ H3_HD float im2col3x3_at(const float* const* frames, int ntap, std::size_t plane
 }
 
 // conv3x3_up_phases: element i of phase (py, px)'s (cin*4) x npx col, low-resolution rows from r0.
-H3_HD float im2col_phase_at(const float* src, int h, int w, int r0, int py, int px,
-                            std::size_t npx, std::size_t i) {
+H3_HD float im2col_phase_at(const float* src, int h, int w, int r0, int py, int px, std::size_t npx,
+                            std::size_t i) {
   const std::size_t row = i / npx, q = i % npx;
   const int ci = static_cast<int>(row / 4), ty = static_cast<int>(row / 2) % 2,
             tx = static_cast<int>(row % 2);
