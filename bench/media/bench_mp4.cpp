@@ -84,7 +84,9 @@ int main(int argc, char** argv) {
   spec.set_height(height);
   spec.set_frames(frames);
   spec.set_fps(fps);
-  latent::Latent l = latent::make_latent(latent::builtin_profile(), {width, height, frames, fps});
+  latent::Latent l = latent::make_latent(
+      latent::builtin_profile(), {static_cast<uint32_t>(width), static_cast<uint32_t>(height),
+                                  static_cast<uint32_t>(frames), static_cast<uint32_t>(fps)});
   for (std::size_t i = 0; i < l.video.size(); ++i)
     l.video[i] = std::sin(0.37f * static_cast<float>(i));
   for (std::size_t i = 0; i < l.audio.size(); ++i)

@@ -31,7 +31,7 @@ struct Profile {
 struct JobClass {
   std::string name;
   std::uint32_t width = 0, height = 0, frames = 0, steps = 0;
-  std::string latent_profile;  // "" = the cluster's latent_profile
+  std::string latent_profile{};  // "" = the cluster's latent_profile
 };
 
 // Which runtime computes a stage, and its runtime-specific settings (validated by the runtime).

@@ -316,8 +316,8 @@ bool read_stages(ObjectReader& r, const FieldInfo& f, Cluster& c, const ReadCont
 const Table<RuntimeRef>& runtime_table() {
   static const Table<RuntimeRef> t{
       "runtime",
-      "Which runtime computes a stage (docs/runtimes.md), and its settings, checked by the "
-      "runtime.",
+      "Which runtime computes a stage (docs/runtimes.md), and its settings, which that runtime "
+      "checks.",
       {field("name", &RuntimeRef::name, "the runtime",
              {.required = true, .nonempty = true, .choices = runtime_names(), .noun = "runtime"}),
        custom<RuntimeRef>(

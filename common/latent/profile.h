@@ -69,7 +69,7 @@ struct LatentProfile {
   AudioRule audio;
   std::uint32_t frame_offset = 1, temporal_steps = 1, latent_offset = 1;  // see FrameRule
   std::uint32_t fps = 0;  // the only frame rate the model makes; 0: any
-  std::string models;     // which models make it, for listings and errors
+  std::string models{};   // which models make it, for listings and errors
   bool has_audio() const { return audio.present(); }
   bool operator==(const LatentProfile&) const = default;
 };

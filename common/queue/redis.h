@@ -28,15 +28,15 @@ struct HostPort {
 struct RedisAddress {
   std::string host = "127.0.0.1";
   int port = 6379;
-  std::string user;      // ACL user, empty = default
-  std::string password;  // empty = no AUTH
+  std::string user{};      // ACL user, empty = default
+  std::string password{};  // empty = no AUTH
   int timeout_ms = 5000;
   // Redis behind Sentinel: when `sentinels` is not empty, every (re)connect asks them in turn
   // (SENTINEL get-master-addr-by-name sentinel_master) where the primary is, and host/port are
   // only what the last one answered.  Sentinel's own AUTH: sentinel_user/sentinel_password.
-  std::vector<HostPort> sentinels;
-  std::string sentinel_master;
-  std::string sentinel_user, sentinel_password;
+  std::vector<HostPort> sentinels{};
+  std::string sentinel_master{};
+  std::string sentinel_user{}, sentinel_password{};
   // Writes a failover must not lose (submissions, stage completions) WAIT for this many replicas
   // (0 = off: a single Redis), at most wait_timeout_ms.
   int wait_replicas = 0;

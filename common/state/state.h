@@ -126,8 +126,8 @@ struct Moved {
   JobState from = JobState::kNone;
   // Replicas that acknowledged an applied completion (redis.wait_replicas; -1: not asked).
   int replicas = -1;
-  std::optional<ClaimedStart>
-      claimed;  // Move::then_claim: the entry claimed (none: nothing to claim)
+  // Move::then_claim: the entry claimed (none: nothing to claim).
+  std::optional<ClaimedStart> claimed{};
 };
 const char* applied_name(Applied a);
 

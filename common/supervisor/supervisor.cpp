@@ -49,7 +49,7 @@ struct Child {
   Clock::time_point started{};
   Clock::time_point next_start{};
   int backoff_ms = 100;
-  std::vector<std::string> env;  // NAME=VALUE added to (or replacing in) the supervisor's
+  std::vector<std::string> env{};  // NAME=VALUE added to (or replacing in) the supervisor's
 };
 
 // fork + exec rather than posix_spawn: the child must die with the supervisor

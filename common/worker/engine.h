@@ -56,7 +56,7 @@ struct Claimed {
   double gpu_wait_s = 0;  // before the claim: work was visible, the GPU group was held elsewhere
   // Set when the claim already made the start move (Store::claim_and_start): process() takes it
   // instead of asking Ledger::start.
-  std::optional<state::Attempt> started;
+  std::optional<state::Attempt> started{};
 };
 
 // The job's state and the task's entry (Redis in production).
@@ -118,7 +118,7 @@ struct Routing {
   // After the completion move: tells the transfer sender the latent is ready (best effort: the
   // sender also rescans its outbox).  Not before, or a fast receiver and decoder could write the
   // receipt before this stage's record is in the job's history.
-  std::function<Status(const pb::StageTask& decode_task)> nudge;
+  std::function<Status(const pb::StageTask& decode_task)> nudge{};
   // The stream an encoded job's sample task goes to: the shared one, or the GPU group's own when
   // the encoder shares a sampler's GPUs (the group keeps the job through its sampling).
   std::string sample_stream = keys::stream("sample");

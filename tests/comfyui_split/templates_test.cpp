@@ -219,7 +219,9 @@ TEST(Templates, MiniMaxH3DecodesTheNestedLatentAsComfyUIDoes) {
         EXPECT_TRUE(n["inputs"].contains("audio"));
         EXPECT_EQ(n["inputs"]["fps"], 24.0);
       }
-      if (n["class_type"] == "SaveVideo") EXPECT_EQ(n["inputs"]["format"], "mp4");
+      if (n["class_type"] == "SaveVideo") {
+        EXPECT_EQ(n["inputs"]["format"], "mp4");
+      }
     }
     EXPECT_EQ(decoders, 2);
     bool saved = false;

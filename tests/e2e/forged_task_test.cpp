@@ -166,7 +166,9 @@ TEST_F(ForgedTasks, AnOutOfRangeSpecOnAnyStageStreamFailsItsJobAtOnceAndTheWorke
   for (const auto& p : stack_["processes"]) {
     EXPECT_EQ(::kill(p["pid"].get<int>(), 0), 0) << p["name"] << " died";
     for (const auto& q : now["processes"])
-      if (q["name"] == p["name"]) EXPECT_EQ(q["pid"], p["pid"]) << p["name"] << " was restarted";
+      if (q["name"] == p["name"]) {
+        EXPECT_EQ(q["pid"], p["pid"]) << p["name"] << " was restarted";
+      }
   }
   auto [rc2, out2] = run_batch(
       R"({"jobId":"ok2","prompt":"still fine","width":128,"height":96,"frames":9,"fps":12})"

@@ -116,8 +116,9 @@ TEST(JobTiming, ReportMatchesTheReceiptsOfAKnownRun) {
       EXPECT_GE(total + 0.01, want) << name;
       EXPECT_LE(total, want + 0.15) << name << " " << jt.dump();
       EXPECT_GE(st["run_s"].get<double>() + st["mux_s"].get<double>() + 0.01, want) << name;
-      if (name == "decode")
+      if (name == "decode") {
         EXPECT_GT(st["mux_s"].get<double>(), 0) << "the sim decode writes an MP4";
+      }
       sum += st["wait_s"].get<double>() + total;
     }
     // Waits and stages tile the job's end-to-end time (the gaps are the state moves' ms).

@@ -131,8 +131,9 @@ TEST(LocalStack, ResumeAfterCancelFinishesEveryJobAndCancelledIsItsOwnOutcome) {
   EXPECT_GT(s["cancelled_jobs"].get<int>(), 0) << s.dump();
   EXPECT_EQ(s["failed"], 0) << s.dump();
   for (const auto& j : s["jobs"])
-    if (j["state"] == "cancelled")
+    if (j["state"] == "cancelled") {
       EXPECT_EQ(j["error"].get<std::string>().find("cancelled at "), 0u) << j.dump();
+    }
   // Resume: every job finishes (9 of 30 did: workers dropped the resumed tasks as cancelled).
   auto [rc, out] = ts::sh(st.cli() + " resume " + run);
   ASSERT_EQ(rc, 0) << out;

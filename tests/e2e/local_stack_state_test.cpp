@@ -82,9 +82,10 @@ void write_file(const fs::path& p, const std::string& text, mode_t mode) {
 
 void chown_tree(const fs::path& p, uid_t uid) {
   ASSERT_EQ(::lchown(p.c_str(), uid, uid), 0) << p;
-  if (fs::is_directory(fs::symlink_status(p)))
+  if (fs::is_directory(fs::symlink_status(p))) {
     for (const auto& e : fs::recursive_directory_iterator(p))
       ASSERT_EQ(::lchown(e.path().c_str(), uid, uid), 0);
+  }
 }
 
 mode_t mode_of(const fs::path& p) {

@@ -264,9 +264,10 @@ TEST(LocalStack, RedisNeedsCredentialsAndTheStateIsPrivate) {
   const std::string run = st.submit(batch(1));
   EXPECT_EQ(st.wait(run, 60), 0);
   for (const auto& e : fs::recursive_directory_iterator(st.dir() / "redis"))
-    if (e.is_regular_file())
+    if (e.is_regular_file()) {
       EXPECT_EQ(mode(e.path()) & (fs::perms::group_all | fs::perms::others_all), fs::perms::none)
           << e.path();
+    }
 }
 
 // One stack per state dir; a supervisor killed with -9 takes its services and Redis with it, and

@@ -44,9 +44,10 @@ TEST(JobStateRedis, TheScriptGivesTheTablesVerdictForEveryMove) {
     for (JobState from : kAllJobStates)
       for (JobState to : kAllJobStates) {
         const std::string job = "j" + std::to_string(n++);
-        if (from != JobState::kNone)
+        if (from != JobState::kNone) {
           ASSERT_TRUE(
               (*r)->command({"HSET", keys::job("r", job), "state", job_state_name(from)}).ok());
+        }
         auto got = store.apply(move(job, e, to));
         ASSERT_TRUE(got.ok()) << got.error().message;
         const Verdict want = judge(e, from, to);

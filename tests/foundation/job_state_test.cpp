@@ -48,7 +48,9 @@ TEST(JobStateMachine, AnAdvanceToWhereTheJobAlreadyIsOrWasIsAlreadyPast) {
   // Only advances are ever "already past".
   for (Event e : kAllEvents)
     for (S to : kAllJobStates)
-      if (e != Event::kAdvance) EXPECT_TRUE(from_states(e, to, Verdict::kAlreadyPast).empty());
+      if (e != Event::kAdvance) {
+        EXPECT_TRUE(from_states(e, to, Verdict::kAlreadyPast).empty());
+      }
 }
 
 TEST(JobStateMachine, TheIllegalMovesTheIssueNamesAreRefused) {

@@ -507,8 +507,9 @@ TEST(FuzzSeeds, VersionTwoAndComfySeedsAreValid) {
     if (name.rfind("v2_", 0) != 0 && name.rfind("comfy_", 0) != 0) continue;
     auto r = read_latent(e.path(), nullptr);
     EXPECT_TRUE(r.ok()) << name << ": " << (r.ok() ? "" : r.error().message);
-    if (r.ok())
+    if (r.ok()) {
       EXPECT_EQ(r->container, name[0] == 'v' ? Container::kV2 : Container::kComfy) << name;
+    }
     ++seen;
   }
   EXPECT_GE(seen, 4);

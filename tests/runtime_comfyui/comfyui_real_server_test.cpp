@@ -2,7 +2,7 @@
 // ImageScale, CreateVideo, SaveVideo): skipped unless H3PIPE_COMFYUI_URL names one.  What
 // FakeComfyUiServer stands in for, checked for real (docs/runtimes.md; issue #12's note records
 // a run):
-//   H3PIPE_COMFYUI_URL=http://127.0.0.1:18231 H3PIPE_COMFYUI_BASE=/path/to/base \
+//   H3PIPE_COMFYUI_URL=http://127.0.0.1:18231 H3PIPE_COMFYUI_BASE=/path/to/base (one command line:)
 //   [H3PIPE_COMFYUI_RESTART='stop.sh 18231 && start.sh 18231'] build/tests/comfyui_real_server_test
 // BASE is the server's --base-directory (its input/ and output/ stand for shared mounts);
 // RESTART, when given, is run mid-prompt to check that a restart reads as lost.
