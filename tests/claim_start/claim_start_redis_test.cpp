@@ -18,10 +18,7 @@ using queue::reply_str;
 
 namespace {
 
-std::string hget(queue::Redis& r, const std::string& key, const std::string& field) {
-  auto v = r.command({"HGET", key, field});
-  return v.ok() ? reply_str(v->get()) : "<error>";
-}
+using test_support::hget;
 
 std::string task(const std::string& job) {
   pb::StageTask t;

@@ -16,10 +16,7 @@ using queue::reply_str;
 
 namespace {
 
-std::string hget(queue::Redis& r, const std::string& key, const std::string& field) {
-  auto v = r.command({"HGET", key, field});
-  return v.ok() ? reply_str(v->get()) : "<error>";
-}
+using test_support::hget;
 
 Move move(const std::string& job, Event e, JobState to) {
   Move m;

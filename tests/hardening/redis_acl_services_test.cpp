@@ -34,21 +34,15 @@ using ts::Argv;
 using ts::refusal;
 
 config::Cluster cluster_for(const fs::path& dir, int port) {
-  auto j = nlohmann::json::parse(R"({
-    "name": "acl",
-    "redis": {"host": "127.0.0.1", "embedded": false},
-    "queue": {"lease_ms": 2000, "renew_ms": 100, "sweep_ms": 50, "max_deliveries": 3, "block_ms": 20,
-              "retry_backoff_ms": 0},
-    "stages": {"encode": {"runtime": {"name": "sim"}}, "sample": {"runtime": {"name": "sim"}},
-               "decode": {"runtime": {"name": "sim"}}},
-    "hosts": [{"name": "h1"}],
-    "pools": [{"name": "enc", "host": "h1", "stage": "encode", "profiles": {"default": {"seconds": 0}}},
-              {"name": "samp", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 0}}},
-              {"name": "dec", "host": "h1", "stage": "decode", "profiles": {"default": {"seconds": 0}}}]
-  })");
-  j["redis"]["port"] = port;
-  j["state_dir"] = (dir / "state").string();
-  auto c = config::parse(j, dir);
+  auto c = ts::sim_cluster(dir, port,
+                           {{"name", "acl"},
+                            {"queue",
+                             {{"lease_ms", 2000},
+                              {"renew_ms", 100},
+                              {"sweep_ms", 50},
+                              {"max_deliveries", 3},
+                              {"block_ms", 20},
+                              {"retry_backoff_ms", 0}}}});
   EXPECT_TRUE(c.ok()) << c.error().message;
   return *c;
 }

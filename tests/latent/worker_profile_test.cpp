@@ -22,10 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string hget(queue::Redis& r, const std::string& key, const std::string& field) {
-  auto rep = r.command({"HGET", key, field});
-  return rep.ok() ? queue::reply_str(rep->get()) : "";
-}
+using test_support::hget;
 
 TEST(WorkerLatentProfile, ADecodeInputThatDoesNotFitItsProfileIsDeadLetteredAtOnce) {
   ts::RedisServer srv;

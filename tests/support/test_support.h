@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/config/config.h"
 #include "common/queue/redis.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/supervisor.h"
@@ -115,6 +116,33 @@ inline queue::RedisAddress stack_redis(const nlohmann::json& stack,
   config::Redis r;
   r.password_file = u.password_file;
   return {"127.0.0.1", stack["redis"]["port"].get<int>(), u.user, r.password()};
+}
+
+// A one-host cluster (h1) with a sim encode, sample and decode pool (enc, samp, dec; 0 s each)
+// on the Redis at 127.0.0.1:`port`, its state under dir/state; `overrides` merged over it (a JSON
+// merge patch: {"queue": {...}}).
+inline Result<config::Cluster> sim_cluster(
+    const fs::path& dir, int port, const nlohmann::json& overrides = nlohmann::json::object()) {
+  auto j = nlohmann::json::parse(R"({
+    "name": "test",
+    "redis": {"host": "127.0.0.1", "embedded": false},
+    "stages": {"encode": {"runtime": {"name": "sim"}}, "sample": {"runtime": {"name": "sim"}},
+               "decode": {"runtime": {"name": "sim"}}},
+    "hosts": [{"name": "h1"}],
+    "pools": [{"name": "enc", "host": "h1", "stage": "encode", "profiles": {"default": {"seconds": 0}}},
+              {"name": "samp", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 0}}},
+              {"name": "dec", "host": "h1", "stage": "decode", "profiles": {"default": {"seconds": 0}}}]
+  })");
+  j["redis"]["port"] = port;
+  j["state_dir"] = (dir / "state").string();
+  j.merge_patch(overrides);
+  return config::parse(j, dir);
+}
+
+// HGET key field as a string: "" for a missing field, "<error: ...>" when the command failed.
+inline std::string hget(queue::Redis& r, const std::string& key, const std::string& field) {
+  auto rep = r.command({"HGET", key, field});
+  return rep.ok() ? queue::reply_str(rep->get()) : "<error: " + rep.error().to_string() + ">";
 }
 
 inline std::string bin(const std::string& name) {

@@ -21,19 +21,7 @@ using queue::reply_int;
 using queue::reply_str;
 
 config::Cluster cluster_for(const fs::path& dir, int port) {
-  auto j = nlohmann::json::parse(R"({
-    "name": "wait",
-    "redis": {"host": "127.0.0.1", "embedded": false},
-    "stages": {"encode": {"runtime": {"name": "sim"}}, "sample": {"runtime": {"name": "sim"}},
-               "decode": {"runtime": {"name": "sim"}}},
-    "hosts": [{"name": "h1"}],
-    "pools": [{"name": "enc", "host": "h1", "stage": "encode", "profiles": {"default": {"seconds": 0}}},
-              {"name": "samp", "host": "h1", "stage": "sample", "profiles": {"default": {"seconds": 0}}},
-              {"name": "dec", "host": "h1", "stage": "decode", "profiles": {"default": {"seconds": 0}}}]
-  })");
-  j["redis"]["port"] = port;
-  j["state_dir"] = (dir / "state").string();
-  auto c = config::parse(j, dir);
+  auto c = test_support::sim_cluster(dir, port, {{"name", "wait"}});
   EXPECT_TRUE(c.ok()) << c.error().message;
   return *c;
 }
