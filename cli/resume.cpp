@@ -1,6 +1,6 @@
 // resume RUN_ID: for each job, the furthest stage whose output exists and verifies; re-enqueue only
-// what is missing (DESIGN.md rule 1 applied to every job).  Jobs with an outstanding task on any
-// stage stream are left alone: their task will run.
+// what is missing (docs/design.md rule 1 applied to every job).  Jobs with an outstanding task on
+// any stage stream are left alone: their task will run.
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>

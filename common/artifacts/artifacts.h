@@ -1,5 +1,5 @@
 #pragma once
-// Atomic artifacts (DESIGN.md rule 2): NAME.part -> fsync -> rename -> fsync(dir), then the
+// Atomic artifacts (docs/design.md rule 2): NAME.part -> fsync -> rename -> fsync(dir), then the
 // NAME.sha256 sidecar the same way.  Readers never see a partial file; a stage whose output and
 // sidecar verify is done (rule 1).  Every function is thread-safe with respect to distinct paths.
 // I/O errors (a read-only or full folder) are "io.<call>" naming the path and the errno text, and

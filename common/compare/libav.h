@@ -1,6 +1,6 @@
 #pragma once
-// RAII owners of the libav objects common/compare touches (CONVENTIONS rule 12).  Private to
-// common/compare.
+// RAII owners of the libav objects common/compare touches (docs/design.md, convention 12).  Private
+// to common/compare.
 #include <memory>
 #include <string>
 

@@ -1,7 +1,7 @@
 #pragma once
-// The cluster config: one JSON file (DESIGN.md, issue #2).  Loaded strictly: unknown keys and wrong
-// types are errors naming the JSON path ("/pools/1/gpus/0: expected an integer"); all errors are
-// collected and reported together.  docs/config.md documents every field.
+// The cluster config: one JSON file (docs/design.md, issue #2).  Loaded strictly: unknown keys and
+// wrong types are errors naming the JSON path ("/pools/1/gpus/0: expected an integer"); all errors
+// are collected and reported together.  docs/config.md documents every field.
 #include <cstdint>
 #include <filesystem>
 #include <map>

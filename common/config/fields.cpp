@@ -91,7 +91,7 @@ const Table<Redis>& redis_table() {
 const Table<Queue>& queue_table() {
   static const Table<Queue> t{
       "/queue",
-      "Leased work on the stage streams (DESIGN.md, rule 3).",
+      "Leased work on the stage streams (docs/design.md, rule 3).",
       {field("lease_ms", &Queue::lease_ms,
              "a claimed task is reclaimable after this without renewal",
              {.imin = 100, .imax = 3600000}),
@@ -399,7 +399,7 @@ const Table<Profile>& profile_table() {
 const Table<Cluster>& cluster_table() {
   static const Table<Cluster> t{
       "",
-      "The cluster config file: one JSON object (DESIGN.md).",
+      "The cluster config file: one JSON object (docs/design.md).",
       {field("name", &Cluster::name, "the cluster's name"),
        field("state_dir", &Cluster::state_dir, "logs, pids, Redis data of h3pipe start",
              {.path = true, .default_text = "$H3PIPE_STATE, else ./.state (made absolute)"}),

@@ -1,6 +1,6 @@
 #pragma once
-// Error codes as named constants (CONVENTIONS.md rule 7): make_error(errc::redis::kIo, ...) and
-// `e.code == errc::redis::kIo`, never the code's text.  The entries are in error_codes.inc.
+// Error codes as named constants (docs/design.md, convention 7): make_error(errc::redis::kIo, ...)
+// and `e.code == errc::redis::kIo`, never the code's text.  The entries are in error_codes.inc.
 #include <span>
 #include <string_view>
 

@@ -1,7 +1,7 @@
 #pragma once
-// Value-or-error results for the data path (CONVENTIONS.md rule 6): a task, a frame or a reply
-// never throws through a consumer loop; it returns Result<T> and the caller decides between ack,
-// retry and dead-letter.
+// Value-or-error results for the data path (docs/design.md, convention 6): a task, a frame or a
+// reply never throws through a consumer loop; it returns Result<T> and the caller decides between
+// ack, retry and dead-letter.
 #include <fmt/format.h>
 
 #include <string>

@@ -14,7 +14,7 @@
 //   h3pipe_gpu_temperature_celsius{...}
 //
 // No driver or no libnvidia-ml: the registry holds `h3pipe_gpu_available 0` and nothing else,
-// no thread runs, and nothing crashes (DESIGN.md rule 5).  `gpu` is the id as written in the
+// no thread runs, and nothing crashes (docs/design.md rule 5).  `gpu` is the id as written in the
 // cluster config (the host's physical index), translated to the container's NVML view through
 // nvml_indices().  The host label comes from the scrape target (configs/prometheus).
 //

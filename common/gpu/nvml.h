@@ -1,6 +1,6 @@
 #pragma once
-// NVML loaded at run time with dlopen (DESIGN.md rule 5): the binaries link no NVIDIA library, so
-// the same build runs on a laptop without a driver, in a CPU-only container, and on a GPU node
+// NVML loaded at run time with dlopen (docs/design.md rule 5): the binaries link no NVIDIA library,
+// so the same build runs on a laptop without a driver, in a CPU-only container, and on a GPU node
 // where the NVIDIA container toolkit injects libnvidia-ml.so.1 (driver capability "utility").
 //
 // Threading: an Nvml object may be used from one thread at a time (the GpuMonitor's poller, or

@@ -17,7 +17,7 @@
 namespace h3pipe::latent {
 namespace {
 
-// A file descriptor that closes itself (CONVENTIONS.md rule 12).
+// A file descriptor that closes itself (docs/design.md, convention 12).
 class Fd final {
  public:
   explicit Fd(int fd) : fd_(fd) {}

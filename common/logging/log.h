@@ -1,5 +1,6 @@
 #pragma once
-// Named loggers, one per component (CONVENTIONS.md rule 9): logging::get("engine")->warn(...).
+// Named loggers, one per component (docs/design.md, convention 9):
+// logging::get("engine")->warn(...).
 //
 // Every component logger writes through one shared sink with one level and one pattern, and the
 // pattern carries the component's name on every line:

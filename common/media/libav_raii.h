@@ -1,6 +1,6 @@
 #pragma once
-// RAII owners for every libav object the media module touches (CONVENTIONS rule 12), and the
-// error text helper.  Private to common/media.
+// RAII owners for every libav object the media module touches (docs/design.md, convention 12), and
+// the error text helper.  Private to common/media.
 #include <memory>
 #include <string>
 

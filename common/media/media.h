@@ -46,7 +46,7 @@ AudioParams fast_audio_params();
 // Writes to `path` exactly (the caller passes artifacts::part_path(final) and commits it after
 // finish()).  Frames get pts 0,1,2,... in a 1/fps time base, so the container holds exactly the
 // frames added at exactly `fps`.  Destroying an unfinished writer closes the file without a
-// trailer (the .part is garbage then, as DESIGN rule 2 expects).
+// trailer (the .part is garbage then, as docs/design.md rule 2 expects).
 class Mp4Writer final {
  public:
   static Result<std::unique_ptr<Mp4Writer>> open(const std::filesystem::path& path,

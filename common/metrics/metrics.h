@@ -1,7 +1,7 @@
 #pragma once
 // Metrics plumbing: the metric and health HTTP servers (http_servers.h) and the probes.  Registries
-// are passed in, never global (CONVENTIONS.md rule 8); probes (below and in each component) own
-// their metric families.
+// are passed in, never global (docs/design.md, convention 8); probes (below and in each component)
+// own their metric families.
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>

@@ -1,5 +1,5 @@
 // The builtin model's settings, declared once (issue #26): a field table read by the cluster
-// config's machinery (common/core/field_table.h; CONVENTIONS rule 6: field path in every
+// config's machinery (common/core/field_table.h; docs/design.md, convention 6: field path in every
 // message, all problems reported together, unknown keys are errors), in the model's own wording
 // ("expected an integer in [1, 256]", Wording::kExpected).  docs/config.md prints the table.
 #include <fmt/ranges.h>

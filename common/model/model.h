@@ -1,6 +1,6 @@
 #pragma once
-// The builtin reference model (DESIGN.md "Runtimes": builtin): real compute, configurable size,
-// shaped like the seeds' MiniMax-style model.
+// The builtin reference model (docs/design.md "Runtimes": builtin): real compute, configurable
+// size, shaped like the seeds' MiniMax-style model.
 //
 //   encode  prompt bytes -> byte tokens -> embedding + text transformer -> conditioning (N, D);
 //           an optional reference image adds 64 patch tokens.
@@ -33,7 +33,7 @@
 
 namespace h3pipe::model {
 
-// Latent geometry constants (DESIGN.md "Data").
+// Latent geometry constants (docs/design.md "Data").
 inline constexpr int kVideoChannels = 24;
 inline constexpr int kAudioChannels = 32;
 inline constexpr int kTemporalFactor = 4;

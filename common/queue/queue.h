@@ -1,5 +1,6 @@
 #pragma once
-// Leased work on Redis Streams (DESIGN.md rule 3): one stream and one consumer group per stage.
+// Leased work on Redis Streams (docs/design.md rule 3): one stream and one consumer group per
+// stage.
 //
 //   claim():   first this consumer's own pending entries (a restarted consumer drains what it
 //   held),

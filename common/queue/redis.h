@@ -1,5 +1,5 @@
 #pragma once
-// RAII over hiredis (CONVENTIONS.md rule 12).  One Redis object = one connection; not shared
+// RAII over hiredis (docs/design.md, convention 12).  One Redis object = one connection; not shared
 // between threads (a worker's lease-renewal thread opens its own).
 #include <hiredis/hiredis.h>
 

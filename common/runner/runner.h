@@ -1,5 +1,5 @@
 #pragma once
-// The service runner shared by every binary (CONVENTIONS.md rule 1): flags, config load and
+// The service runner shared by every binary (docs/design.md, convention 1): flags, config load and
 // validation, spdlog, the Prometheus exposer, the readiness endpoint, signals with graceful drain,
 // and a run file <state_dir>/run/<service>-<instance>.json that tools read ports from.
 // A service's main() is one call: return h3pipe::runner::run(argc, argv, info, body).

@@ -1,5 +1,5 @@
 #pragma once
-// The `builtin` runtime (DESIGN.md "Runtimes"): the reference model of common/model with real
+// The `builtin` runtime (docs/design.md "Runtimes"): the reference model of common/model with real
 // compute.  encode writes the conditioning tensor `cond` (N, D) as a safetensors file; sample
 // writes the dual-stream .h3latent; decode streams frames from the causal VAE decoder into the
 // MP4 writer (never the whole clip in memory) and adds the decoded AAC audio.

@@ -1,6 +1,6 @@
 #pragma once
-// The `comfyui` runtime (DESIGN.md "Runtimes"): a stage drives a ComfyUI server through its HTTP
-// API the way the seeds' hosts ran — queue an API-format workflow with the job's parameters
+// The `comfyui` runtime (docs/design.md "Runtimes"): a stage drives a ComfyUI server through its
+// HTTP API the way the seeds' hosts ran — queue an API-format workflow with the job's parameters
 // written into named node inputs, poll /history until it finishes, fetch the output through
 // /view into the artifact's .part, validate it for the stage and commit it with its sidecar.
 //

@@ -23,7 +23,7 @@ using config::StageKind;
 
 constexpr std::size_t kReasonTailBytes = 2000;
 
-// Every placeholder and how a task fills it in; one table (CONVENTIONS.md rule 15).
+// Every placeholder and how a task fills it in; one table (docs/design.md, convention 15).
 struct Placeholder {
   std::string_view name;
   std::string (*value)(const StageContext& ctx, StageKind stage);

@@ -1,5 +1,5 @@
 #pragma once
-// The `exec` runtime (DESIGN.md "Runtimes"): a stage runs a command template, without a shell.
+// The `exec` runtime (docs/design.md "Runtimes"): a stage runs a command template, without a shell.
 //
 // Settings (validated at construction; unknown keys are errors naming the settings path):
 //   {"command": ["prog", "--in", "{input}", "--out", "{output}"],  required, argv

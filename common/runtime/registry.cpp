@@ -1,4 +1,4 @@
-// Runtimes by name: one declarative table per stage (CONVENTIONS.md rule 15).
+// Runtimes by name: one declarative table per stage (docs/design.md, convention 15).
 #include <array>
 
 #include "common/runtime/builtin_runtime.h"

@@ -1,5 +1,5 @@
 #pragma once
-// What a stage actually computes (DESIGN.md "Runtimes").  One small interface per stage; the
+// What a stage actually computes (docs/design.md "Runtimes").  One small interface per stage; the
 // stage worker (common/worker) owns queueing, leases, idempotence and receipts, and calls a
 // runtime only to turn input artifact(s) into the output artifact.  A runtime knows nothing of
 // Redis or ZeroMQ.

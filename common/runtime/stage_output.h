@@ -1,8 +1,8 @@
 #pragma once
 // What the external runtimes (exec, comfyui) share: an artifact produced by someone else is
 // written to the output's .part, checked for its stage's kind, and only then committed under the
-// final name with its sidecar (DESIGN.md rules 2 and 4).  Also where a runtime's settings sit in
-// the config file, for start-up error messages.
+// final name with its sidecar (docs/design.md rules 2 and 4).  Also where a runtime's settings sit
+// in the config file, for start-up error messages.
 #include <filesystem>
 #include <string>
 

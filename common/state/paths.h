@@ -1,6 +1,6 @@
 #pragma once
-// Where each stage's output lives: derived from (run id, job id, stage) alone (DESIGN.md rule 1),
-// so any worker, the resume command and the receipt agree without asking anyone.
+// Where each stage's output lives: derived from (run id, job id, stage) alone (docs/design.md rule
+// 1), so any worker, the resume command and the receipt agree without asking anyone.
 //   <artifact_root>/<run>/<job>/cond.safetensors      encode
 //   <artifact_root>/<run>/<job>/latent.h3latent       sample (and, on the decode host, transfer)
 //   <output_root>/<run>/<job>.mp4                     decode

@@ -1,7 +1,7 @@
 #pragma once
-// The transfer component's metrics (CONVENTIONS.md rule 8): domain code calls these methods, never
-// prometheus-cpp.  The registry is injected; label `role` is "sender" or "receiver" so that one
-// process running both shares the families.
+// The transfer component's metrics (docs/design.md, convention 8): domain code calls these methods,
+// never prometheus-cpp.  The registry is injected; label `role` is "sender" or "receiver" so that
+// one process running both shares the families.
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>

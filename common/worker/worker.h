@@ -1,7 +1,7 @@
 #pragma once
 // The stage worker: the one loop every stage service runs (encode, sample, decode).  It owns the
-// DESIGN.md rules — leased claim, idempotent skip, validated input, atomic output, ack with the
-// next stage's enqueue in one step, retry with backoff, dead-letter after max deliveries — and
+// docs/design.md rules — leased claim, idempotent skip, validated input, atomic output, ack with
+// the next stage's enqueue in one step, retry with backoff, dead-letter after max deliveries — and
 // calls a runtime only to compute.  Transport-specific seams are injected as Hooks.
 #include <atomic>
 #include <chrono>

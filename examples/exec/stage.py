@@ -2,7 +2,7 @@
 """An `exec` runtime stage in a few lines: what an operator's own script looks like.
 
     stage.py encode SPEC_JSON OUTPUT          -> conditioning tensor (safetensors layout)
-    stage.py sample SPEC_JSON INPUT OUTPUT    -> dual-stream .h3latent (DESIGN.md geometry)
+    stage.py sample SPEC_JSON INPUT OUTPUT    -> dual-stream .h3latent (docs/design.md geometry)
     stage.py decode SPEC_JSON INPUT OUTPUT    -> MP4 (H.264 + AAC) through the ffmpeg CLI
 
 Writes with numpy only (Debian's python3-numpy), from the published safetensors layout:

@@ -55,7 +55,7 @@ TEST(ModelGeometry, MatchesTheSeedsSizes) {
   EXPECT_EQ(d.h, 26);
   EXPECT_EQ(d.w, 46);
   EXPECT_EQ(d.audio_len, 2884);                                 // ceil(124/24*48000/86)
-  EXPECT_EQ(4 * (d.video_numel() + d.audio_numel()), 4297600);  // ~4.3 MB, DESIGN.md
+  EXPECT_EQ(4 * (d.video_numel() + d.audio_numel()), 4297600);  // ~4.3 MB, docs/design.md
   EXPECT_EQ(audio_samples(124, 24), 248000);
 }
 
