@@ -270,10 +270,13 @@ Result<Moved> Store::apply(const Move& m) {
     }
     moved.claimed = std::move(c);
   }
-  // A stage completion a failover must not lose: WAIT for the configured replicas.  Fewer is
-  // not a failure (the move stands on the primary; a failover before it replicates is redone
-  // from the artifacts, each stage being idempotent): the caller sees the count.
-  if (m.ack && redis_.address().wait_replicas > 0) {
+  // A stage completion a failover must not lose: WAIT for the configured replicas.  That is a
+  // move that acks a stream entry (a worker's), and an advance that acks none (the transfer
+  // service's hand-off) unless it was refused.  Fewer is not a failure (the move stands on the
+  // primary; a failover before it replicates is redone from the artifacts, each stage being
+  // idempotent): the caller sees the count.
+  const bool completion = m.ack || (m.event == Event::kAdvance && moved.code != Applied::kRefused);
+  if (completion && redis_.address().wait_replicas > 0) {
     auto w = redis_.wait_replicated();
     moved.replicas = w.ok() ? *w : 0;
   }

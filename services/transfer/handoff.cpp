@@ -66,24 +66,14 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
     degraded_.hit(r.error().to_string() + " (the sender offers the latent again)");
     return r.error();
   }
-  // The hand-off is a stage completion a failover must not lose, like the workers' (Store::apply
-  // WAITs after a move that acks a stream entry; this move acks none, so it WAITs here): the
-  // decode task and the transfer's record reach redis.wait_replicas replicas before the sender
-  // is told the latent is delivered.  Fewer is not a failure, as there (the move stands on the
-  // primary; a failover before it replicates is redone from the artifacts), so it is logged.
-  if (redis_->address().wait_replicas > 0 && r->code != state::Applied::kRefused) {
-    auto w = redis_->wait_replicated();
-    if (!w.ok()) {
-      redis_.reset();
-      degraded_.hit(w.error().to_string() + " (WAIT after the hand-off; the sender offers again)");
-      return w.error();
-    }
-    if (*w < redis_->address().wait_replicas)
-      logger().warn(
-          "run={} job={}: hand-off acknowledged by {} of {} replica(s) within "
-          "redis.wait_timeout_ms; a failover now would redo it from its artifacts",
-          task.run_id(), task.job_id(), *w, redis_->address().wait_replicas);
-  }
+  // A stage completion a failover must not lose: Store::apply WAITed for redis.wait_replicas.
+  // Fewer is not a failure (a failover before it replicates is redone from the artifacts).
+  const int want = redis_->address().wait_replicas;
+  if (r->code != state::Applied::kRefused && r->replicas >= 0 && r->replicas < want)
+    logger().warn(
+        "run={} job={}: hand-off acknowledged by {} of {} replica(s) within "
+        "redis.wait_timeout_ms; a failover now would redo it from its artifacts",
+        task.run_id(), task.job_id(), r->replicas, want);
   degraded_.ok();
   if (r->code == state::Applied::kRefused)
     logger().warn("run={} job={}: latent delivered but the job is {}; no decode enqueued",
