@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/compare/frames.h"
+#include "common/core/xml_escape.h"
 
 namespace h3pipe::compare {
 namespace fs = std::filesystem;
@@ -35,26 +36,7 @@ std::string base64(const std::string& in) {
 }
 
 std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
+  return xml_escape(s);
 }
 
 std::string db(const json& v) {

@@ -5,36 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/core/xml_escape.h"
+
 namespace h3pipe::schedule {
 namespace {
-
-std::string xml_escape(std::string_view s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&apos;";
-        break;
-      default:
-        // Control characters are not allowed in XML 1.0.
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') o += c;
-    }
-  }
-  return o;
-}
 
 // A round tick step giving about `target` ticks over `span`.
 double tick_step(double span, int target) {
