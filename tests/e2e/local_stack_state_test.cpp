@@ -358,26 +358,11 @@ TEST(Start, RefusesAFolderInTheStateDirOwnedByAnotherUser) {
 // that it is unknown), never an assumed "AOF on".
 TEST(Start, BannerSaysWhatIsTrueOfAnExternalRedis) {
   for (const bool config_allowed : {true, false}) {
-    ts::TempDir data;
-    const int port = supervisor::free_loopback_port();
-    std::vector<std::string> args = {"/usr/bin/redis-server",
-                                     "--port",
-                                     std::to_string(port),
-                                     "--bind",
-                                     "127.0.0.1",
-                                     "--dir",
-                                     data.path().string(),
-                                     "--appendonly",
-                                     "no",
-                                     "--save",
-                                     ""};
-    if (!config_allowed) args.insert(args.end(), {"--rename-command", "CONFIG", ""});
-    const pid_t redis = ts::spawn(args, (data.path() / "redis.log").string());
-    ASSERT_TRUE(ts::wait_for(
-        [&] {
-          return queue::Redis::connect({"127.0.0.1", port, "", ""}).ok();
-        },
-        10));
+    ts::RedisOptions o{.aof = false};
+    if (!config_allowed) o.conf_lines = {"rename-command CONFIG \"\""};
+    ts::RedisServer redis(o);
+    ASSERT_TRUE(redis.ok()) << redis.log();
+    const int port = redis.port();
     {
       json cfg = base_config();
       cfg["redis"] = {{"host", "127.0.0.1"}, {"port", port}, {"embedded", false}};
@@ -396,7 +381,5 @@ TEST(Start, BannerSaysWhatIsTrueOfAnExternalRedis) {
         EXPECT_NE(line.find("persistence unknown"), std::string::npos) << out;
       EXPECT_EQ(s.h3("stop").first, 0);
     }
-    ::kill(redis, SIGKILL);
-    ::waitpid(redis, nullptr, 0);
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
-// A private redis-server loaded with configs/redis/users.acl, rendered by
-// configs/redis/render_acl.sh from per-user password files in a temp dir (the way a deployment
-// renders it from its secrets).
+// A private redis-server (tests/support/redis_server.h) loaded with configs/redis/users.acl,
+// rendered by configs/redis/render_acl.sh from per-user password files in a temp dir (the way a
+// deployment renders it from its secrets).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -21,7 +21,7 @@ inline const std::vector<std::string>& acl_users() {
 class AclRedis {
  public:
   // aof: append-only persistence, so that restart() shows what survives a restart.
-  explicit AclRedis(bool aof = false) : aof_(aof) {
+  explicit AclRedis(bool aof = false) {
     fs::path secrets = dir_.path() / "secrets";
     fs::create_directories(secrets);
     for (const auto& u : acl_users()) {
@@ -35,43 +35,27 @@ class AclRedis {
     render_rc_ = rc;
     render_out_ = out;
     if (rc != 0) return;
-    port_ = supervisor::free_loopback_port();
-    launch();
+    queue::RedisAddress admin = address("admin");
+    server_ = std::make_unique<RedisServer>(
+        RedisOptions{.aof = aof, .aclfile = acl_, .dir = dir_.path() / "redis", .probe_as = admin});
   }
-  ~AclRedis() { halt(SIGKILL); }
   // A clean restart on the same data dir and ACL file (SIGTERM: the AOF is flushed).
   void restart() {
-    halt(SIGTERM);
-    launch();
+    if (server_) server_->restart();
   }
-  bool ready() const { return ready_; }
-  void launch() {
-    pid_ = spawn({"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                  "--dir", dir_.path().string(), "--save", "", "--appendonly", aof_ ? "yes" : "no",
-                  "--aclfile", acl_.string()},
-                 (dir_.path() / "redis.log").string());
-    ready_ = wait_for([&] { return connect("admin").ok(); }, 10);
-  }
-  void halt(int sig) {
-    if (pid_ > 0) {
-      ::kill(pid_, sig);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
+  bool ready() const { return server_ && server_->ok(); }
   std::string why_not_ready() const {
-    std::ifstream in(dir_.path() / "redis.log");
-    std::string log((std::istreambuf_iterator<char>(in)), {});
-    return fmt::format("render rc {} ({})\nredis log:\n{}", render_rc_, render_out_, log);
+    return fmt::format("render rc {} ({})\nredis log:\n{}", render_rc_, render_out_,
+                       server_ ? server_->log() : std::string());
   }
-  int port() const { return port_; }
+  int port() const { return server_ ? server_->port() : 0; }
   const fs::path& acl_file() const { return acl_; }
   std::string user(const std::string& who) const {
     return who == "admin" ? "redis-admin" : "h3pipe-" + who;
   }
   std::string password(const std::string& who) const { return passwords_.at(who); }
   queue::RedisAddress address(const std::string& who) const {
-    return {"127.0.0.1", port_, user(who), password(who), 5000};
+    return {"127.0.0.1", port(), user(who), password(who), 5000};
   }
   Result<std::unique_ptr<queue::Redis>> connect(const std::string& who) const {
     return queue::Redis::connect(address(who));
@@ -83,10 +67,7 @@ class AclRedis {
   std::map<std::string, std::string> passwords_;
   int render_rc_ = -1;
   std::string render_out_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-  bool aof_ = false;
-  bool ready_ = false;
+  std::unique_ptr<RedisServer> server_;
 };
 
 }  // namespace h3pipe::test_support

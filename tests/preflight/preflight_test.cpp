@@ -16,7 +16,7 @@
 
 #include "common/metrics/metrics.h"
 #include "common/preflight/http_get.h"
-#include "tests/preflight/redis_fixture.h"
+#include "tests/support/redis_server.h"
 
 namespace h3pipe::preflight {
 namespace {
@@ -85,12 +85,14 @@ class Preflight : public ::testing::Test {
     queue::RedisAddress as;
     as.user = "h3pipe";
     as.password = kPassword;
-    redis_ = std::make_unique<testing::RedisServer>(
-        dir_ / "redis",
-        std::vector<std::string>{
-            "appendonly yes", "maxmemory-policy noeviction", "user default off",
-            std::string("user h3pipe on >") + kPassword + " ~h3pipe:* &* +@all"},
-        as);
+    redis_ = std::make_unique<test_support::RedisServer>(test_support::RedisOptions{
+        .conf_lines =
+            std::vector<std::string>{
+                "appendonly yes", "maxmemory-policy noeviction", "user default off",
+                std::string("user h3pipe on >") + kPassword + " ~h3pipe:* &* +@all"},
+        .aof = std::nullopt,
+        .dir = dir_ / "redis",
+        .probe_as = as});
     ASSERT_TRUE(redis_->ok()) << "redis-server did not start";
   }
   void TearDown() override {
@@ -165,7 +167,7 @@ class Preflight : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<testing::RedisServer> redis_;
+  std::unique_ptr<test_support::RedisServer> redis_;
   std::vector<std::unique_ptr<metrics::HealthServer>> health_;
 };
 
@@ -229,7 +231,8 @@ TEST_F(Preflight, NoPasswordConfiguredButRequired) {
 // A Redis that takes commands without a password: a warning on one machine, a failure when the
 // cluster spans hosts (issue #14; it used to say PASS "no password configured").
 TEST_F(Preflight, NoPasswordAtAllWarnsOnOneHostAndFailsAcrossHosts) {
-  testing::RedisServer open_redis(dir_ / "open", {}, queue::RedisAddress{});
+  test_support::RedisServer open_redis(
+      test_support::RedisOptions{.aof = std::nullopt, .dir = dir_ / "open"});
   ASSERT_TRUE(open_redis.ok());
   for (bool two_hosts : {false, true}) {
     auto j = base_config(two_hosts);
@@ -266,7 +269,7 @@ TEST_F(Preflight, ServiceNotStartedOrStale) {
     std::ofstream(run_file_path(c, e.service, e.instance)) << json{
         {"pid", 1},
         {"metrics_port", 1},
-        {"health_port", testing::free_tcp_port()},
+        {"health_port", test_support::free_tcp_port()},
         {"host", "a"}}.dump();
   r = run(c, opts());
   f = row(r, "service.ready", Outcome::kFail);
@@ -381,7 +384,7 @@ TEST_F(Preflight, ComfyUiEndpoints) {
   r = run(load(j), opts());
   ASSERT_NE(row(r, "comfyui.up", Outcome::kFail), nullptr) << r.text;
   j["pools"][1]["runtime"]["settings"]["url"] =
-      fmt::format("http://127.0.0.1:{}", testing::free_tcp_port());
+      fmt::format("http://127.0.0.1:{}", test_support::free_tcp_port());
   r = run(load(j), opts());
   ASSERT_NE(row(r, "comfyui.up", Outcome::kFail), nullptr) << r.text;
 }

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "common/preflight/preflight.h"
-#include "tests/preflight/redis_fixture.h"
+#include "tests/support/redis_server.h"
 
 namespace h3pipe::preflight {
 namespace {
@@ -42,7 +42,7 @@ class Sentinel {
   Sentinel(const fs::path& dir, int primary_port) {
     fs::create_directories(dir);
     for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) {
-      port_ = testing::free_tcp_port();
+      port_ = test_support::free_tcp_port();
       const auto conf = dir / "sentinel.conf";
       {
         std::ofstream c(conf);
@@ -53,7 +53,7 @@ class Sentinel {
           << kPassword << "\nsentinel down-after-milliseconds " << kMaster << " 1000\n"
           << "sentinel failover-timeout " << kMaster << " 60000\n";
       }
-      pid_t pid = testing::spawn({kSentinelBin, conf.string()});
+      pid_t pid = test_support::spawn({kSentinelBin, conf.string()});
       if (pid <= 0) continue;
       if (eventually(
               [&] {
@@ -117,13 +117,15 @@ class Topology {
     const std::vector<std::string> acl = {
         "appendonly yes", "user default off",
         std::string("user h3pipe on >") + kPassword + " ~* &* +@all"};
-    primary_ = std::make_unique<testing::RedisServer>(dir / "primary", acl, as);
+    primary_ = std::make_unique<test_support::RedisServer>(test_support::RedisOptions{
+        .conf_lines = acl, .aof = std::nullopt, .dir = dir / "primary", .probe_as = as});
     if (!primary_->ok()) return;
     auto replica_conf = acl;
     replica_conf.push_back("replicaof 127.0.0.1 " + std::to_string(primary_->port()));
     replica_conf.push_back("masteruser h3pipe");
     replica_conf.push_back(std::string("masterauth ") + kPassword);
-    replica_ = std::make_unique<testing::RedisServer>(dir / "replica", replica_conf, as);
+    replica_ = std::make_unique<test_support::RedisServer>(test_support::RedisOptions{
+        .conf_lines = replica_conf, .aof = std::nullopt, .dir = dir / "replica", .probe_as = as});
     if (!replica_->ok()) return;
     if (!eventually([&] { return online_replicas() >= 1; }, 20s)) return;
     for (int i = 0; i < 3; ++i) {
@@ -198,7 +200,7 @@ class Topology {
   }
 
   fs::path dir_;
-  std::unique_ptr<testing::RedisServer> primary_, replica_;
+  std::unique_ptr<test_support::RedisServer> primary_, replica_;
   std::vector<std::unique_ptr<Sentinel>> sentinels_;
   bool ready_ = false;
 };

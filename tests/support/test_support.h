@@ -1,6 +1,6 @@
 #pragma once
-// Hermetic fixtures for tests that need real parts: a private redis-server on a free port in a
-// temp dir, temp dirs, running commands, and waiting on conditions with deadlines (no sleeps to
+// Hermetic fixtures for tests that need real parts: a private redis-server (redis_server.h), temp
+// dirs, running commands, and waiting on conditions with deadlines (spawn.h; no sleeps to
 // synchronise).
 #include <fcntl.h>
 #include <signal.h>
@@ -23,6 +23,8 @@
 #include "common/queue/redis.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/supervisor.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/spawn.h"
 #include "tests/support/temp_dir.h"
 
 extern char** environ;
@@ -32,29 +34,7 @@ namespace fs = std::filesystem;
 
 // TempDir: tests/support/temp_dir.h
 
-// Waits until pred() or the deadline; returns pred()'s last value.
-inline bool wait_for(const std::function<bool()>& pred, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
-
-inline pid_t spawn(const std::vector<std::string>& args, const std::string& log = "/dev/null") {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
-}
+// wait_for, spawn, free_tcp_port: tests/support/spawn.h
 
 // Runs a shell command line, returns (exit code, stdout).
 inline std::pair<int, std::string> sh(const std::string& cmd) {
@@ -68,44 +48,7 @@ inline std::pair<int, std::string> sh(const std::string& cmd) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
-class RedisServer {
- public:
-  explicit RedisServer(const std::string& password = "") : password_(password) {
-    port_ = supervisor::free_loopback_port();
-    std::vector<std::string> args = {"/usr/bin/redis-server",
-                                     "--port",
-                                     std::to_string(port_),
-                                     "--bind",
-                                     "127.0.0.1",
-                                     "--dir",
-                                     dir_.path().string(),
-                                     "--appendonly",
-                                     "yes",
-                                     "--save",
-                                     ""};
-    if (!password.empty()) {
-      args.push_back("--requirepass");
-      args.push_back(password);
-    }
-    pid_ = spawn(args, (dir_.path() / "redis.log").string());
-    wait_for([&] { return connect().ok(); }, 10);
-  }
-  ~RedisServer() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-  queue::RedisAddress address() const { return {"127.0.0.1", port_, "", password_}; }
-  Result<std::unique_ptr<queue::Redis>> connect() const { return queue::Redis::connect(address()); }
-
- private:
-  TempDir dir_;
-  std::string password_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
+// RedisServer: tests/support/redis_server.h
 
 // The Redis of a running local stack (its stack.json) as one of its ACL users
 // (supervisor/credentials.h): "operator" is what a user with redis-cli gets, "admin" the

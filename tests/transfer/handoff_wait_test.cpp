@@ -26,33 +26,17 @@ config::Cluster cluster_for(const fs::path& dir, int port) {
   return *c;
 }
 
-// A second redis-server replicating `primary_port`, stopped (SIGKILL) with the object.
+// A second redis-server replicating `primary_port` (tests/support/redis_server.h), stopped
+// (SIGKILL) with the object.
 class Replica {
  public:
-  explicit Replica(int primary_port) {
-    port_ = supervisor::free_loopback_port();
-    pid_ = ts::spawn({"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind",
-                      "127.0.0.1", "--dir", dir_.path().string(), "--save", "", "--appendonly",
-                      "no", "--replicaof", "127.0.0.1", std::to_string(primary_port)},
-                     (dir_.path() / "redis.log").string());
-  }
-  ~Replica() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  Result<std::unique_ptr<queue::Redis>> connect() const {
-    queue::RedisAddress a;
-    a.host = "127.0.0.1";
-    a.port = port_;
-    return queue::Redis::connect(a);
-  }
+  explicit Replica(int primary_port)
+      : server_(ts::RedisOptions{
+            .conf_lines = {"replicaof 127.0.0.1 " + std::to_string(primary_port)}, .aof = false}) {}
+  Result<std::unique_ptr<queue::Redis>> connect() const { return server_.connect(); }
 
  private:
-  ts::TempDir dir_;
-  int port_ = 0;
-  pid_t pid_ = -1;
+  ts::RedisServer server_;
 };
 
 long long wait_calls(queue::Redis& r) {
