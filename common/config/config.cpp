@@ -205,7 +205,7 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
   j["state_dir"] = c.state_dir.string();
   j["artifact_root"] = c.artifact_root.string();
   j["output_root"] = c.output_root.string();
-  j["dispatch"] = c.dispatch;
+  j["dispatch"] = policy_name(c.dispatch);
   j["time_scale"] = c.time_scale;
   j["latent_profile"] = c.latent_profile;
   for (const auto& [name, p] : c.latent_profiles) {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/config/dispatch_policy.h"
 #include "common/core/result.h"
 #include "common/latent/profile.h"
 
@@ -135,11 +136,11 @@ struct Transfer {
 
 struct Cluster {
   std::string name = "local";
-  std::filesystem::path state_dir;           // logs, pids, redis data (start)
-  std::filesystem::path artifact_root;       // conditioning + latents: <root>/<run>/<job>/...
-  std::filesystem::path output_root;         // <root>/<run>/<job>.mp4 + .pipeline.json
-  std::string dispatch = "completion_time";  // or "first_free"
-  double time_scale = 1.0;                   // multiplies every sim profile (rehearsal at 1/100)
+  std::filesystem::path state_dir;      // logs, pids, redis data (start)
+  std::filesystem::path artifact_root;  // conditioning + latents: <root>/<run>/<job>/...
+  std::filesystem::path output_root;    // <root>/<run>/<job>.mp4 + .pipeline.json
+  DispatchPolicy dispatch = DispatchPolicy::kCompletionTime;  // dispatch_policy.h
+  double time_scale = 1.0;  // multiplies every sim profile (rehearsal at 1/100)
   Redis redis;
   Queue queue;
   Limits limits;

@@ -408,8 +408,16 @@ const Table<Cluster>& cluster_table() {
              {.path = true, .default_text = "<state_dir>/artifacts"}),
        field("output_root", &Cluster::output_root, "`<root>/<run>/<job>.mp4` and `.pipeline.json`",
              {.path = true, .default_text = "<state_dir>/outputs"}),
-       field("dispatch", &Cluster::dispatch, "the dispatch policy (docs/planner.md)",
-             {.choices = {"completion_time", "first_free"}}),
+       custom<Cluster>(
+           detail::info("dispatch", FieldType::kString, "the dispatch policy (docs/planner.md)",
+                        {.choices = {"completion_time", "first_free"}}),
+           [](ObjectReader& r, const FieldInfo& f, Cluster& c, const ReadContext& ctx) {
+             // The one place the name is parsed; read_value has refused any other name.
+             if (std::string s; detail::read_value(r, f, ctx, s))
+               c.dispatch = parse_policy(s).value_or(c.dispatch);
+             return true;
+           },
+           [](const Cluster& c) { return json(policy_name(c.dispatch)); }),
        field("time_scale", &Cluster::time_scale,
              "multiplies every sim profile (rehearsal at 1/100)", {.dmin = 1e-6, .dmax = 1e6}),
        custom<Cluster>(

@@ -11,8 +11,7 @@ namespace h3pipe::dispatch {
 using config::StageKind;
 
 BoardModel::BoardModel(const config::Cluster& c, std::optional<Policy> policy)
-    : c_(c),
-      policy_(policy ? *policy : parse_policy(c.dispatch).value_or(Policy::kCompletionTime)) {
+    : c_(c), policy_(policy ? *policy : c.dispatch) {
   const std::size_t n = c.pools.size();
   leader_ = c.gpu_group_leaders();
   grouped_.assign(n, false);

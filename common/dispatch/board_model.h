@@ -59,7 +59,7 @@ class BoardModel final {
   explicit BoardModel(const config::Cluster& c, std::optional<Policy> policy = std::nullopt);
 
   const config::Cluster& cluster() const { return c_; }
-  // /dispatch, parsed (parse_policy; the loader refuses another name: completion_time then).
+  // /dispatch as the config loader parsed it (config::Cluster::dispatch), or the one given.
   Policy policy() const { return policy_; }
   std::size_t pool_index(std::string_view name) const;  // kNoPool when not in the config
   std::size_t group(std::size_t pool) const { return leader_[pool]; }  // its first pool's index

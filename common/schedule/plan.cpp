@@ -84,7 +84,7 @@ Result<PlanResult> plan_file(const std::string& path, const std::string& job_cla
   auto cluster = config::load_file(path);
   if (!cluster.ok()) return cluster.error();
   SimOptions o;
-  auto pol = parse_policy(policy.empty() ? cluster->dispatch : policy);
+  auto pol = policy.empty() ? std::optional<Policy>(cluster->dispatch) : parse_policy(policy);
   if (!pol)
     return make_error(errc::plan::kArgs, "--policy \"{}\": expected completion_time or first_free",
                       policy);

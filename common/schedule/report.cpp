@@ -97,7 +97,7 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
       sj.push_back({fmt::format("job-{:04d}", i + 1), order[i].second, 0});
     SimOptions o;
     o.record = true;
-    o.policy = *parse_policy(a.policy.empty() ? cluster.dispatch : a.policy);
+    o.policy = a.policy.empty() ? cluster.dispatch : *parse_policy(a.policy);
     auto r = simulate(cluster, sj, o);
     if (!r.ok()) {
       fmt::print(err, "report: planning the same jobs on {}: {}\n", a.config, r.error().message);
@@ -144,7 +144,7 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     auto top = std::max_element(class_count.begin(), class_count.end(),
                                 [](const auto& x, const auto& y) { return x.second < y.second; });
     SimOptions o;
-    o.policy = *parse_policy(a.policy.empty() ? cluster.dispatch : a.policy);
+    o.policy = a.policy.empty() ? cluster.dispatch : *parse_policy(a.policy);
     if (auto st = steady_throughput_per_hour(cluster, top->first, o); st.ok()) planned_steady = *st;
   }
   double rtf_sum = 0, rtf_max = 0;

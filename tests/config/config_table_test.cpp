@@ -95,7 +95,7 @@ TEST(ConfigTable, DefaultsAreWhatTheLoaderGives) {
   const auto& q = schema["definitions"]["queue"]["properties"];
   EXPECT_EQ(q["lease_ms"]["default"], c->queue.lease_ms);
   EXPECT_EQ(q["max_deliveries"]["default"], c->queue.max_deliveries);
-  EXPECT_EQ(schema["properties"]["dispatch"]["default"], c->dispatch);
+  EXPECT_EQ(schema["properties"]["dispatch"]["default"], config::policy_name(c->dispatch));
   EXPECT_EQ(schema["definitions"]["limits"]["properties"]["max_latent_bytes"]["default"],
             c->limits.max_latent_bytes);
   EXPECT_EQ(schema["definitions"]["hosts.item"]["properties"]["address"]["default"],

@@ -122,7 +122,7 @@ void compare(const config::Cluster& c, const std::string& label, Tally& t) {
       o.seed = seed;
       o.record = false;
       config::Cluster lc = c;
-      lc.dispatch = policy;  // the live workers read the policy from the config
+      lc.dispatch = o.policy;  // the live workers read the policy from the config
       const dispatch::BoardModel board(lc);
       o.on_claim = [&](const schedule::ClaimTrace& tr) {
         ++t.claims;
