@@ -1,15 +1,12 @@
 // resume RUN_ID: for each job, the furthest stage whose output exists and verifies; re-enqueue only
 // what is missing (docs/design.md rule 1 applied to every job).  Jobs with an outstanding task on
 // any stage stream are left alone: their task will run.
-#include <google/protobuf/util/json_util.h>
+#include "common/state/resume.h"
 
 #include <algorithm>
-#include <set>
 
 #include "cli/cli.h"
 #include "common/artifacts/artifacts.h"
-#include "common/queue/keys.h"
-#include "common/spec/spec.h"
 #include "common/state/paths.h"
 #include "common/state/state.h"
 #include "common/transfer/config_map.h"
@@ -49,19 +46,8 @@ int cmd_resume(const Global& g, const std::string& run_id) {
   if (!redis.ok()) return fail(redis.error());
   auto& r = **redis;
   state::Store store(r);
-  // The cancel flag goes first: a worker that reaches one of this run's tasks from now on runs
-  // it (a cancel whose flag is gone is not applied, state.h), so nothing resumed is dropped.
-  if (auto rs = store.run_status(run_id); !rs.ok()) return fail(rs.error());
-  if (auto u = r.command({"HSET", keys::run(run_id), "cancelled", "0"}); !u.ok())
-    return fail(u.error());
-  auto jobs = store.jobs(run_id);
-  if (!jobs.ok()) return fail(jobs.error());
-  if (jobs->empty()) {
-    fmt::print(stderr, "run {} has no jobs in this Redis\n", run_id);
-    return 1;
-  }
-
-  // Outstanding tasks: stage streams hold only unacked entries (acked ones are deleted).
+  // Outstanding tasks: on the stage streams of this config (stream names follow from it and
+  // worker/, which the state module does not use).
   std::vector<std::string> streams = {worker::stream_for(config::StageKind::kEncode, ""),
                                       worker::stream_for(config::StageKind::kSample, "")};
   for (const auto* p : c->pools_on("", config::StageKind::kDecode))
@@ -70,45 +56,33 @@ int cmd_resume(const Global& g, const std::string& run_id) {
   for (const auto* p : c->pools_on("", config::StageKind::kSample))
     if (const std::string g = worker::gpu_group(*c, *p); !g.empty())
       streams.push_back(worker::group_sample_stream(g));
-  std::set<std::string> in_flight;
-  for (const auto& s : streams) {
-    auto rng = r.command({"XRANGE", s, "-", "+"});
-    if (!rng.ok()) continue;
-    for (std::size_t i = 0; i < rng->get()->elements; ++i) {
-      const redisReply* f = rng->get()->element[i]->element[1];
-      for (std::size_t k = 0; f && k + 1 < f->elements; k += 2) {
-        pb::StageTask t;
-        if (queue::reply_str(f->element[k]) == "task" &&
-            t.ParseFromString(queue::reply_str(f->element[k + 1])) && t.run_id() == run_id)
-          in_flight.insert(t.job_id());
-      }
-    }
+  // The run's status, its cancel flag cleared first (nothing resumed is dropped by a cancel),
+  // its jobs and which of them a task on a stream will still run (state/resume.h).
+  auto plan = state::begin_resume(r, run_id, streams);
+  if (!plan.ok()) return fail(plan.error());
+  if (plan->jobs.empty()) {
+    fmt::print(stderr, "run {} has no jobs in this Redis\n", run_id);
+    return 1;
   }
-  // Submissions not yet ingested count as in flight too.
+
   int counts[5] = {0, 0, 0, 0, 0};  // done, in flight, encode, sample, decode
-  for (const auto& j : *jobs) {
-    auto spec_it = j.fields.find("spec");
-    if (spec_it == j.fields.end()) continue;  // rejected at submission: nothing to resume
-    auto spec = spec::parse_json(spec_it->second);
-    if (!spec.ok()) continue;
+  for (const auto& j : plan->jobs) {
+    if (!j.spec) continue;  // rejected at submission: nothing to resume
     auto mp4 = paths::mp4(*c, run_id, j.job_id);
     auto rec = paths::receipt(*c, run_id, j.job_id);
     if (mp4.ok() && rec.ok() && artifacts::verify(*mp4).ok() && artifacts::verify(*rec).ok()) {
       counts[0]++;
       continue;
     }
-    // A job with its task on a stream is left to it, unless it is terminal (failed, cancelled,
-    // or done with its files gone): a terminal job's task was acked with its last move, so what
-    // is there is stale and the start move will drop it.
-    if (in_flight.count(j.job_id) && j.state != "failed" && j.state != "cancelled" &&
-        j.state != "done") {
+    // A job with its task on a stream is left to it, unless it is terminal (ResumeJob).
+    if (j.left_to_its_task) {
       counts[1]++;
       continue;
     }
     pb::StageTask t;
     t.set_run_id(run_id);
     t.set_job_id(j.job_id);
-    *t.mutable_spec() = *spec;
+    *t.mutable_spec() = *j.spec;
     t.set_enqueued_unix_ms(state::now_ms());
     std::string stream, sender;
     state::JobState st = state::JobState::kEncode;

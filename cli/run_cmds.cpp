@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "common/core/bounded_file.h"
 #include "common/queue/keys.h"
+#include "common/queue/server.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
 #include "common/state/state.h"
@@ -34,16 +35,14 @@ Result<std::string> read_batch_file(const std::string& path, const config::Limit
 Result<std::vector<std::pair<std::size_t, std::string>>> batch_conflicts(queue::Redis& redis,
                                                                          const std::string& run_id,
                                                                          const spec::Batch& batch) {
-  std::vector<std::vector<std::string>> cmds;
-  for (const auto& s : batch.specs) cmds.push_back({"HGET", keys::job(run_id, s.job_id()), "spec"});
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (const auto& s : batch.specs) fields.emplace_back(keys::job(run_id, s.job_id()), "spec");
+  auto specs = queue::hget_each(redis, fields);
+  if (!specs.ok()) return specs.error();
   std::vector<std::pair<std::size_t, std::string>> out;
-  if (cmds.empty()) return out;
-  auto r = redis.pipeline(cmds);
-  if (!r.ok()) return r.error();
-  for (std::size_t i = 0; i < batch.specs.size(); ++i) {
-    const redisReply* rep = (*r)[i].get();
-    if (!rep || rep->type != REDIS_REPLY_STRING) continue;
-    if (queue::reply_str(rep) != spec::to_json(batch.specs[i]))
+  for (std::size_t i = 0; i < batch.specs.size() && i < specs->size(); ++i) {
+    const std::optional<std::string>& held = (*specs)[i];
+    if (held && *held != spec::to_json(batch.specs[i]))
       out.emplace_back(i < batch.lines.size() ? batch.lines[i] : 0, batch.specs[i].job_id());
   }
   return out;
@@ -151,7 +150,7 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
       auto r = connect(g, *c);
       // A Redis that cannot persist answers PING with MISCONF: it answers, and reads work, so the
       // wait goes on and says why nothing moves (storage_degraded below).
-      auto ping = r.ok() ? (*r)->command({"PING"}) : Result<queue::Reply>(r.error());
+      const Status ping = r.ok() ? queue::ping(**r) : Status(r.error());
       const bool answers = ping.ok() || (ping.error().code == errc::redis::kError &&
                                          ping.error().message.rfind("MISCONF", 0) == 0);
       if (r.ok() && answers) {

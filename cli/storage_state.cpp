@@ -9,6 +9,7 @@
 #include <set>
 
 #include "cli/cli.h"
+#include "common/queue/server.h"
 #include "common/supervisor/supervisor.h"
 
 namespace h3pipe::cli {
@@ -28,13 +29,13 @@ std::optional<unsigned long> full_fs(const fs::path& p) {
 
 std::string storage_degraded(queue::Redis& redis, const config::Cluster& c) {
   std::string why;
-  auto ping = redis.command({"PING"});
+  auto ping = queue::ping(redis);
   if (!ping.ok() && ping.error().code == errc::redis::kError &&
       ping.error().message.rfind("MISCONF", 0) == 0)
     why = ping.error().message;
   if (why.empty()) {
-    auto info = redis.command({"INFO", "persistence"});
-    const std::string text = info.ok() ? queue::reply_str(info->get()) : "";
+    auto info = queue::info(redis, "persistence");
+    const std::string text = info.ok() ? *info : "";
     if (text.find("aof_last_write_status:err") != std::string::npos)
       why = "Redis's last AOF write failed";
     else if (text.find("rdb_last_bgsave_status:err") != std::string::npos)

@@ -2,26 +2,18 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/preflight/checks.h"
 #include "common/queue/redis.h"
 #include "common/queue/redis_config.h"
+#include "common/queue/server.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/stack_file.h"
 
 namespace h3pipe::preflight {
-namespace {
+using queue::info_field;
 
-// "key:value" lines of an INFO reply.
-std::string info_field(const std::string& info, const std::string& key) {
-  std::istringstream in(info);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.rfind(key + ":", 0) == 0) return line.substr(key.size() + 1);
-  }
-  return {};
-}
+namespace {
 
 struct Resolved {
   queue::RedisAddress addr;
@@ -74,13 +66,13 @@ Resolved resolve_address(const config::Cluster& c, const Options& o) {
 // redis.replicas: the server is a primary and has the replicas WAIT waits for (INFO replication).
 void check_replicas(const config::Cluster& c, queue::Redis& r, const std::string& target,
                     const std::string& who, Report& rep) {
-  auto info = r.command({"INFO", "replication"});
+  auto info = queue::info(r, "replication");
   if (!info.ok()) {
     rep.fail("redis.replicas", target, info.error().message,
              "allow INFO for " + who + " (ACL: +info)");
     return;
   }
-  const std::string text = queue::reply_str(info->get());
+  const std::string& text = *info;
   const std::string role = info_field(text, "role");
   if (role != "master") {
     rep.fail("redis.replicas", target,
@@ -192,7 +184,7 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
     return;
   }
   auto& r = **conn;
-  auto ping = r.command({"PING"});
+  auto ping = queue::ping(r);
   if (!ping.ok()) {
     bool noauth = ping.error().message.find("NOAUTH") != std::string::npos;
     rep.fail("redis.auth", target, ping.error().message,
@@ -214,13 +206,12 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
   else
     rep.pass("redis.auth", target, "authenticated as " + who);
 
-  auto server = r.command({"INFO", "server"});
+  auto server = queue::info(r, "server");
   if (!server.ok()) {
     rep.fail("redis.version", target, server.error().message,
              "allow INFO for " + who + " (ACL: +info)");
   } else {
-    std::string info = queue::reply_str(server->get());
-    std::string ver = info_field(info, "redis_version");
+    std::string ver = info_field(*server, "redis_version");
     int major = 0, minor = 0;
     std::sscanf(ver.c_str(), "%d.%d", &major, &minor);
     if (major > kMinRedisMajor || (major == kMinRedisMajor && minor >= kMinRedisMinor))
@@ -232,11 +223,11 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
                       kMinRedisMajor, kMinRedisMinor));
   }
 
-  auto pers = r.command({"INFO", "persistence"});
+  auto pers = queue::info(r, "persistence");
   if (!pers.ok()) {
     rep.fail("redis.aof", target, pers.error().message, "allow INFO for " + who + " (ACL: +info)");
   } else {
-    std::string aof = info_field(queue::reply_str(pers->get()), "aof_enabled");
+    std::string aof = info_field(*pers, "aof_enabled");
     if (aof == "1") {
       rep.pass("redis.aof", target, "appendonly yes");
     } else if (c.redis.embedded) {
@@ -250,9 +241,9 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
     }
   }
 
-  auto mem = r.command({"INFO", "memory"});
+  auto mem = queue::info(r, "memory");
   if (mem.ok()) {
-    std::string policy = info_field(queue::reply_str(mem->get()), "maxmemory_policy");
+    std::string policy = info_field(*mem, "maxmemory_policy");
     if (policy.empty() || policy == "noeviction")
       rep.pass("redis.eviction", target,
                "maxmemory-policy " + (policy.empty() ? "unknown" : policy));
@@ -267,15 +258,13 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
 
   // Redis TIME against the local clock, taking the midpoint of the round trip.
   auto before = std::chrono::system_clock::now();
-  auto time = r.command({"TIME"});
+  auto time = queue::server_time_s(r);
   auto after = std::chrono::system_clock::now();
-  if (!time.ok() || (*time)->type != REDIS_REPLY_ARRAY || (*time)->elements != 2) {
-    rep.fail("clock.skew", target, time.ok() ? "unexpected TIME reply" : time.error().message,
-             "allow TIME for " + who);
+  if (!time.ok()) {
+    rep.fail("clock.skew", target, time.error().message, "allow TIME for " + who);
     return;
   }
-  double server_s = static_cast<double>(queue::reply_int((*time)->element[0])) +
-                    static_cast<double>(queue::reply_int((*time)->element[1])) / 1e6;
+  const double server_s = *time;
   auto mid = before + (after - before) / 2;
   double local_s = std::chrono::duration<double>(mid.time_since_epoch()).count();
   double rtt_ms = std::chrono::duration<double, std::milli>(after - before).count();

@@ -7,6 +7,7 @@
 #include "common/preflight/checks.h"
 #include "common/queue/redis.h"
 #include "common/queue/redis_config.h"
+#include "common/queue/server.h"
 
 namespace h3pipe::preflight {
 namespace {
@@ -66,7 +67,7 @@ void check_sentinels(const config::Cluster& c, const Options& o, Report& rep) {
       continue;
     }
     auto& r = **conn;
-    auto ping = r.command({"PING"});
+    auto ping = queue::ping(r);
     if (!ping.ok()) {
       const bool noauth = ping.error().message.find("NOAUTH") != std::string::npos;
       rep.fail("sentinel.auth", target, ping.error().message,
@@ -80,8 +81,8 @@ void check_sentinels(const config::Cluster& c, const Options& o, Report& rep) {
              topo.sentinel_password.empty()
                  ? "no password configured; the Sentinel accepts commands"
                  : "authenticated as " + who);
-    auto m = r.command({"SENTINEL", "get-master-addr-by-name", sc.master});
-    if (!m.ok() || (*m)->type != REDIS_REPLY_ARRAY || (*m)->elements != 2) {
+    auto m = queue::sentinel_primary(r, sc.master);
+    if (!m.ok() || !m->has_value()) {
       rep.fail(
           "sentinel.master", target,
           m.ok() ? fmt::format("does not monitor a master named \"{}\"", sc.master)
@@ -91,15 +92,14 @@ void check_sentinels(const config::Cluster& c, const Options& o, Report& rep) {
       skip_from(rep, target, 2, "needs sentinel.master");
       continue;
     }
-    const std::string primary = fmt::format("{}:{}", queue::reply_str((*m)->element[0]),
-                                            queue::reply_str((*m)->element[1]));
+    const std::string primary = fmt::format("{}:{}", (*m)->host, (*m)->port);
     named[primary].push_back(target);
     rep.pass("sentinel.master", target, fmt::format("master \"{}\" is {}", sc.master, primary));
     // Enough Sentinels reachable to authorise a failover (quorum) and to elect its leader
     // (majority).
-    auto q = r.command({"SENTINEL", "ckquorum", sc.master});
+    auto q = queue::sentinel_ckquorum(r, sc.master);
     if (q.ok())
-      rep.pass("sentinel.quorum", target, queue::reply_str(q->get()));
+      rep.pass("sentinel.quorum", target, *q);
     else
       rep.fail(
           "sentinel.quorum", target, q.error().message,

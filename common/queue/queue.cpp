@@ -68,6 +68,11 @@ std::optional<Entry> parse_entry(const redisReply* e) {
   return out;
 }
 
+// A non-empty array reply (an XPENDING that found something; its summary's count first).
+bool some(const redisReply* x) {
+  return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0;
+}
+
 // Redis lost the group (or the stream under it): FLUSHALL, a restart without persistence.
 bool group_gone(const Error& e) {
   return e.code == errc::redis::kError && e.message.find("NOGROUP") != std::string::npos;
@@ -176,8 +181,7 @@ Result<bool> StageQueue::complete(const Entry& e, const Commands& follow_up) {
 Status StageQueue::dead_letter(const Entry& e, const std::string& stage, const std::string& run_id,
                                const std::string& job_id, const std::string& reason,
                                const Commands& follow_up) {
-  Commands cmds = {{"XADD", keys::dead_letter(), "*", "stage", stage, "run", run_id, "job", job_id,
-                    "reason", reason, "task", e.payload}};
+  Commands cmds = {dead_letter_record(stage, run_id, job_id, reason, e.payload)};
   cmds.insert(cmds.end(), follow_up.begin(), follow_up.end());
   auto r = complete(e, cmds);
   if (!r.ok()) return r.error();
@@ -206,6 +210,83 @@ Result<long long> StageQueue::length() {
   return reply_int(r->get());
 }
 
+Result<Claimable> StageQueue::claimable() {
+  const auto& o = opts_;
+  auto r = redis_.pipeline(
+      {{"XLEN", o.stream},
+       {"XPENDING", o.stream, o.group},
+       {"XPENDING", o.stream, o.group, "-", "+", "1", o.consumer},
+       {"XPENDING", o.stream, o.group, "IDLE", std::to_string(o.lease_ms), "-", "+", "1"}});
+  if (!r.ok()) return r.error();
+  Claimable c;
+  c.length = reply_int((*r)[0].get());
+  const redisReply* summary = (*r)[1].get();
+  c.pending = some(summary) ? reply_int(summary->element[0]) : 0;
+  c.own_pending = some((*r)[2].get());
+  c.expired = some((*r)[3].get());
+  return c;
+}
+
+Result<std::vector<StreamBacklog>> stream_backlogs(
+    Redis& redis, const std::vector<std::pair<std::string, std::string>>& streams) {
+  std::vector<StreamBacklog> out(streams.size());
+  if (streams.empty()) return out;
+  Commands lens, pend;
+  for (const auto& [s, g] : streams) {
+    lens.push_back({"XLEN", s});
+    pend.push_back({"XPENDING", s, g});
+  }
+  auto l = redis.pipeline(lens);
+  if (!l.ok()) return l.error();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].length = reply_int((*l)[i].get());
+  auto count = [](const redisReply* x) { return some(x) ? reply_int(x->element[0]) : 0LL; };
+  if (auto p = redis.pipeline(pend); p.ok()) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i].claimed = count((*p)[i].get());
+    return out;
+  }
+  // A group not created yet (NOGROUP) fails the pipeline: ask one by one, a missing one is 0.
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (auto one = redis.command(pend[i]); one.ok()) out[i].claimed = count(one->get());
+  return out;
+}
+
+Result<std::string> group_last_delivered(Redis& redis, const std::string& stream,
+                                         const std::string& group) {
+  auto g = redis.command({"XINFO", "GROUPS", stream});
+  if (!g.ok()) return g.error();
+  std::string last;
+  const redisReply* groups = g->get();
+  for (std::size_t i = 0; groups->type == REDIS_REPLY_ARRAY && i < groups->elements; ++i) {
+    const redisReply* grp = groups->element[i];
+    std::string name, id;
+    for (std::size_t k = 0; grp && k + 1 < grp->elements; k += 2) {
+      const std::string f = reply_str(grp->element[k]);
+      if (f == "name") name = reply_str(grp->element[k + 1]);
+      if (f == "last-delivered-id") id = reply_str(grp->element[k + 1]);
+    }
+    if (name == group) last = id;
+  }
+  return last;
+}
+
+std::vector<std::string> dead_letter_record(const std::string& stage, const std::string& run_id,
+                                            const std::string& job_id, const std::string& reason,
+                                            const std::string& payload) {
+  return {"XADD", keys::dead_letter(),
+          "*",    "stage",
+          stage,  "run",
+          run_id, "job",
+          job_id, "reason",
+          reason, "task",
+          payload};
+}
+
+Result<long long> dead_letter_count(Redis& redis) {
+  auto n = redis.command({"XLEN", keys::dead_letter()});
+  if (!n.ok()) return n.error();
+  return reply_int(n->get());
+}
+
 Status StageQueue::trim() {
   // The safe floor is the smaller of the oldest pending id and the group's last-delivered id
   // successor; entries below it are acked (and normally already deleted).
@@ -213,24 +294,14 @@ Status StageQueue::trim() {
   if (!p.ok()) return p.error();
   std::string floor;
   if (reply_int(p->get()->element[0]) > 0) floor = reply_str(p->get()->element[1]);
-  auto g = redis_.command({"XINFO", "GROUPS", opts_.stream});
+  auto g = group_last_delivered(redis_, opts_.stream, opts_.group);
   if (!g.ok()) return g.error();
-  for (std::size_t i = 0; i < g->get()->elements; ++i) {
-    const redisReply* grp = g->get()->element[i];
-    std::string name, last;
-    for (std::size_t k = 0; k + 1 < grp->elements; k += 2) {
-      std::string f = reply_str(grp->element[k]);
-      if (f == "name") name = reply_str(grp->element[k + 1]);
-      if (f == "last-delivered-id") last = reply_str(grp->element[k + 1]);
-    }
-    if (name != opts_.group) continue;
+  if (const std::string& last = *g; !last.empty() && floor.empty()) {
     // Everything after last-delivered is undelivered: the floor cannot pass it.
     auto dash = last.find('-');
-    std::string next =
-        dash == std::string::npos
-            ? last
-            : last.substr(0, dash) + "-" + std::to_string(std::stoull(last.substr(dash + 1)) + 1);
-    if (floor.empty()) floor = next;
+    floor = dash == std::string::npos ? last
+                                      : last.substr(0, dash) + "-" +
+                                            std::to_string(std::stoull(last.substr(dash + 1)) + 1);
   }
   if (floor.empty()) return {};
   auto r = redis_.command({"XTRIM", opts_.stream, "MINID", floor});
@@ -238,8 +309,8 @@ Status StageQueue::trim() {
   return {};
 }
 
-LeaseKeeper::LeaseKeeper(RedisAddress addr, QueueOptions opts, int renew_ms)
-    : addr_(std::move(addr)),
+LeaseKeeper::LeaseKeeper(Connector connector, QueueOptions opts, int renew_ms)
+    : connector_(std::move(connector)),
       opts_(std::move(opts)),
       renew_ms_(renew_ms),
       thread_([this] { loop(); }) {}
@@ -286,7 +357,7 @@ void LeaseKeeper::loop() {
     std::vector<std::string> gone;
     lk.unlock();
     if (!redis) {
-      auto c = Redis::connect(addr_);
+      auto c = connector_.connect();
       if (c.ok())
         redis = std::move(c.value());
       else

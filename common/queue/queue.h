@@ -21,6 +21,7 @@
 // Entries are deleted when acked, so the stream holds only outstanding work; trim() never drops
 // an entry at or above the oldest pending or undelivered id.
 // Thread-safety: a StageQueue is used by one thread; LeaseKeeper owns its own connection.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -30,8 +31,10 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "common/queue/connector.h"
 #include "common/queue/keys.h"
 #include "common/queue/redis.h"
 
@@ -58,6 +61,40 @@ struct QueueOptions {
 // One follow-up Redis command to run inside complete() (keys and args separated so the script
 // stays binary-safe).  Each command is argv; it runs only if the entry was still ours.
 using Commands = std::vector<std::vector<std::string>>;
+
+// What a consumer could claim now (StageQueue::claimable): undelivered entries, one of its own
+// pending, or another's lease expired.
+struct Claimable {
+  long long length = 0;      // XLEN: entries on the stream (acked ones are deleted)
+  long long pending = 0;     // XPENDING's count: delivered and not acked (0 without a group)
+  bool own_pending = false;  // one of them is this consumer's
+  bool expired = false;      // one of them has been idle for a lease
+  bool any() const { return length > pending || own_pending || expired; }
+};
+
+// (length, claimed) of a (stream, group): XLEN and XPENDING's count.
+struct StreamBacklog {
+  long long length = 0, claimed = 0;
+  long long waiting() const { return std::max(0LL, length - claimed); }
+};
+// Each (stream, group)'s backlog in two round trips (the XLENs, then the XPENDINGs, each
+// pipelined); a stream or group that does not exist yet counts 0 (after a NOGROUP the XPENDINGs
+// are asked one by one).  Error only when Redis does not answer the XLENs.
+Result<std::vector<StreamBacklog>> stream_backlogs(
+    Redis& redis, const std::vector<std::pair<std::string, std::string>>& streams);
+
+// The last-delivered id of `group` on `stream` (XINFO GROUPS); "" when the stream has no such
+// group.
+Result<std::string> group_last_delivered(Redis& redis, const std::string& stream,
+                                         const std::string& group);
+
+// The one dead-letter record: XADD h3pipe:dead * stage run job reason task (the task's bytes).
+// Every writer of a dead letter (StageQueue::dead_letter, state::Store::fail_move) files this.
+std::vector<std::string> dead_letter_record(const std::string& stage, const std::string& run_id,
+                                            const std::string& job_id, const std::string& reason,
+                                            const std::string& payload);
+// Entries on the dead-letter stream (XLEN h3pipe:dead).
+Result<long long> dead_letter_count(Redis& redis);
 
 class StageQueue final {
  public:
@@ -93,6 +130,9 @@ class StageQueue final {
   Status release_for_retry(const Entry& e, int backoff_ms);
   Result<long long> pending_count();
   Result<long long> length();
+  // What this consumer could claim now, in one round trip (XLEN and three XPENDINGs, pipelined):
+  // a worker of a GPU group takes the group's lease only when there is.
+  Result<Claimable> claimable();
   Status trim();
   const QueueOptions& options() const { return opts_; }
   // How many times claim() found the group gone and recreated it.
@@ -108,10 +148,11 @@ class StageQueue final {
   std::chrono::steady_clock::time_point next_sweep_{};
 };
 
-// Keeps the leases of the entries a worker holds alive, from its own thread and connection.
+// Keeps the leases of the entries a worker holds alive, from its own thread and connection (opened
+// from `connector` when the first renewal is due, again after an I/O error).
 class LeaseKeeper final {
  public:
-  LeaseKeeper(RedisAddress addr, QueueOptions opts, int renew_ms);
+  LeaseKeeper(Connector connector, QueueOptions opts, int renew_ms);
   ~LeaseKeeper();
   void hold(const std::string& id);
   void release(const std::string& id);
@@ -123,7 +164,7 @@ class LeaseKeeper final {
 
  private:
   void loop();
-  RedisAddress addr_;
+  Connector connector_;
   QueueOptions opts_;
   int renew_ms_;
   mutable std::mutex mu_;

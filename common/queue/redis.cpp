@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/core/sha256.h"
+#include "common/queue/server.h"
 
 namespace h3pipe::queue {
 namespace {
@@ -110,14 +111,17 @@ Status Redis::find_primary() {
       why.push_back(fmt::format("{}:{}: {}", s.host, s.port, r.error().message));
       continue;
     }
-    const redisReply* a = r->get();
-    if (a->type != REDIS_REPLY_ARRAY || a->elements != 2) {
-      why.push_back(fmt::format("{}:{}: does not know a primary named {}", s.host, s.port,
-                                addr_.sentinel_master));
+    // The reply read as preflight's sentinel.master row reads it (server.h).
+    auto primary = parse_primary(r->get());
+    if (!primary.ok() || !*primary) {
+      why.push_back(primary.ok()
+                        ? fmt::format("{}:{}: does not know a primary named {}", s.host, s.port,
+                                      addr_.sentinel_master)
+                        : fmt::format("{}:{}: {}", s.host, s.port, primary.error().message));
       continue;
     }
-    addr_.host = reply_str(a->element[0]);
-    addr_.port = static_cast<int>(reply_int(a->element[1]));
+    addr_.host = (*primary)->host;
+    addr_.port = (*primary)->port;
     return {};
   }
   return make_error(errc::redis::kSentinel, "no Sentinel named the primary {}: {}",

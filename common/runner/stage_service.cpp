@@ -14,7 +14,8 @@
 extern "C" {
 #include <libavutil/log.h>
 }
-#include "common/queue/keys.h"
+#include "common/queue/connector.h"
+#include "common/queue/queue.h"
 #include "common/runner/runner.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
@@ -113,7 +114,10 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     metrics::WorkerProbe probe(*ctx.registry, config::stage_name(stage), ctx.pool->name, ctx.host);
     // GPU series of this pool's devices (NVML at run time; none -> h3pipe_gpu_available 0 only).
     auto gpus = gpu::GpuMonitor::start(*ctx.registry, ctx.pool->gpus, std::chrono::seconds(5));
-    worker::Options opts{&c, ctx.pool, ctx.redis, ctx.pool->name};
+    // The one place this service's Redis connections are made: everything below opens its own
+    // (one per thread) from this connector.
+    const queue::Connector redis(ctx.redis);
+    worker::Options opts{&c, ctx.pool, redis, ctx.pool->name};
     // The pod's terminationGracePeriodSeconds (Helm sets it from the pool's profile): a task
     // that cannot finish within it is handed back rather than killed with the pod.
     if (const char* g = std::getenv("H3PIPE_STOP_GRACE_S"); g && *g)
@@ -122,7 +126,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     std::unique_ptr<worker::PoolBoard> board;
     // The shared dispatch policy (common/schedule) decides whether this pool claims next, at
     // every stage.
-    auto b = worker::PoolBoard::create(c, *ctx.pool, ctx.redis);
+    auto b = worker::PoolBoard::create(c, *ctx.pool, redis);
     if (!b.ok()) {
       logger().critical("{}", b.error().to_string());
       return 3;
@@ -156,9 +160,9 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       for (const auto* p : c.pools_on("", config::StageKind::kDecode)) decode_hosts.insert(p->host);
       if (decode_hosts.size() > 1) {
         auto conn = std::make_shared<std::unique_ptr<queue::Redis>>();
-        hooks.decode_host = [&c, host = ctx.host, addr = ctx.redis, conn](const pb::StageTask& t) {
+        hooks.decode_host = [&c, host = ctx.host, redis, conn](const pb::StageTask& t) {
           if (!*conn) {
-            auto r = queue::Redis::connect(addr);
+            auto r = redis.connect();
             if (r.ok()) *conn = std::move(r.value());
           }
           auto chosen = worker::choose_decode_host(c, host, t, conn->get());
@@ -175,7 +179,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     std::unique_ptr<worker::Ingest> ingest;
     std::thread ingest_thread;
     if (stage == config::StageKind::kEncode) {
-      auto in = worker::Ingest::create(c, ctx.redis, ctx.pool->name);
+      auto in = worker::Ingest::create(c, redis, ctx.pool->name);
       if (!in.ok()) {
         logger().critical("{}", in.error().to_string());
         return 3;
@@ -188,8 +192,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
               .Register(*ctx.registry)
               .Add({});
       ingest->on_idle([&dead](queue::Redis& r) {
-        auto n = r.command({"XLEN", keys::dead_letter()});
-        if (n.ok()) dead.Set(static_cast<double>(queue::reply_int(n->get())));
+        if (auto n = queue::dead_letter_count(r); n.ok()) dead.Set(static_cast<double>(*n));
       });
       ingest->on_degraded(
           [h = ctx.health](const std::string& why) { h->set_degraded("ingest", why); });

@@ -296,6 +296,27 @@ Status Store::note_error(const std::string& run_id, const std::string& job_id, p
   return {};
 }
 
+Status Store::note_handed_back(const std::string& run_id, const std::string& job_id, pb::Stage s,
+                               const std::string& why) {
+  const std::string job = keys::job(run_id, job_id);
+  auto r = redis_.pipeline({{"HINCRBY", job, std::string("handed_back:") + stage_key(s), "1"},
+                            {"HSET", job, "error", why}});
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Result<bool> Store::job_exists(const std::string& run_id, const std::string& job_id) {
+  auto r = redis_.command({"EXISTS", keys::job(run_id, job_id)});
+  if (!r.ok()) return r.error();
+  return reply_int(r->get()) != 0;
+}
+
+Result<std::string> Store::job_spec(const std::string& run_id, const std::string& job_id) {
+  auto r = redis_.command({"HGET", keys::job(run_id, job_id), "spec"});
+  if (!r.ok()) return r.error();
+  return reply_str(r->get());
+}
+
 Result<bool> Store::cancelled(const std::string& run_id) {
   auto r = redis_.command({"HGET", keys::run(run_id), "cancelled"});
   if (!r.ok()) return r.error();
@@ -419,9 +440,14 @@ Move Store::fail_move(const std::string& run_id, const std::string& job_id, pb::
   m.next = {
       {"HSET", keys::job(run_id, job_id), "error", fmt::format("{}: {}", stage_key(s), reason)}};
   if (dead_letter_payload)
-    m.next.push_back({"XADD", keys::dead_letter(), "*", "stage", stage_key(s), "run", run_id, "job",
-                      job_id, "reason", reason, "task", *dead_letter_payload});
+    m.next.push_back(
+        queue::dead_letter_record(stage_key(s), run_id, job_id, reason, *dead_letter_payload));
   return m;
+}
+
+void Store::count_written(Move& m, pb::Stage s) {
+  m.record.push_back(
+      {"HINCRBY", keys::job(m.run_id, m.job_id), std::string("wrote:") + stage_key(s), "1"});
 }
 
 Move Store::cancel_move(const std::string& run_id, const std::string& job_id, pb::Stage s) {

@@ -177,6 +177,14 @@ class Store final {
   Status note_exec(const std::string& run_id, const std::string& job_id, pb::Stage s);
   Status note_error(const std::string& run_id, const std::string& job_id, pb::Stage s,
                     const std::string& reason);
+  // Scale-in: the task was stopped and handed back (another worker takes it at once):
+  // handed_back:<stage>++ and the job's error set to `why`, in one round trip (pipelined).
+  Status note_handed_back(const std::string& run_id, const std::string& job_id, pb::Stage s,
+                          const std::string& why);
+  // Whether the job's hash exists (EXISTS).
+  Result<bool> job_exists(const std::string& run_id, const std::string& job_id);
+  // The job's submitted spec as stored (canonical JSON; "" when the job or the field is missing).
+  Result<std::string> job_spec(const std::string& run_id, const std::string& job_id);
   Result<bool> cancelled(const std::string& run_id);
   Status cancel(const std::string&
                     run_id);  // sets the run's flag; workers cancel its jobs as they reach them
@@ -193,8 +201,11 @@ class Store final {
                            const pb::StageRecord& rec, JobState to,
                            const std::string& next_stream = "",
                            const std::string& next_payload = "");
+  // With a move's record commands: wrote:<stage>++, the executions that committed the stage's
+  // output (the chaos test's duplicate check), counted even when the job is already past it.
+  static void count_written(Move& m, pb::Stage s);
   // fail: state -> failed with "<stage>: reason"; dead_letter_payload (when set) also files the
-  // task on h3pipe:dead with the reason.
+  // task on h3pipe:dead with the reason (queue::dead_letter_record).
   static Move fail_move(const std::string& run_id, const std::string& job_id, pb::Stage s,
                         const std::string& reason,
                         const std::optional<std::string>& dead_letter_payload = std::nullopt);

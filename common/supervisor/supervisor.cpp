@@ -24,6 +24,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/queue/redis.h"
 #include "common/queue/redis_config.h"
+#include "common/queue/server.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/stack_file.h"
 #include "common/supervisor/state_dir.h"
@@ -94,8 +95,7 @@ pid_t spawn(const Child& c) {
 bool redis_ping(const queue::RedisAddress& a) {
   auto r = queue::Redis::connect(a);
   if (!r.ok()) return false;
-  auto p = (*r)->command({"PING"});
-  return p.ok();
+  return queue::ping(**r).ok();
 }
 
 fs::path stack_path(const config::Cluster& c) {
@@ -415,10 +415,10 @@ nlohmann::json with_persistence(const config::Cluster& c, int port, nlohmann::js
     auto r = queue::Redis::connect(supervisor_address(c, port));
     if (!r.ok()) {
       persistence = fmt::format("unknown ({})", r.error().message);
-    } else if (auto v = (*r)->command({"CONFIG", "GET", "appendonly"}); !v.ok()) {
+    } else if (auto v = queue::append_only(**r); !v.ok()) {
       persistence = fmt::format("unknown (CONFIG GET appendonly: {})", v.error().message);
-    } else if (v->get()->type == REDIS_REPLY_ARRAY && v->get()->elements == 2) {
-      persistence = queue::reply_str(v->get()->element[1]) == "yes" ? "AOF on" : "AOF off";
+    } else if (v->has_value()) {
+      persistence = **v ? "AOF on" : "AOF off";
     }
   }
   st["redis"]["persistence"] = persistence;

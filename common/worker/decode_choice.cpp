@@ -5,7 +5,6 @@
 
 #include "common/latent/latent.h"
 #include "common/metrics/degraded.h"
-#include "common/queue/keys.h"
 #include "common/spec/spec.h"
 #include "common/state/state.h"
 #include "common/transfer/config_map.h"
@@ -15,33 +14,19 @@
 
 namespace h3pipe::worker {
 
-Result<std::vector<StreamBacklog>> stream_backlogs(
-    queue::Redis& redis, const std::vector<std::pair<std::string, std::string>>& streams) {
-  std::vector<StreamBacklog> out(streams.size());
-  if (streams.empty()) return out;
-  std::vector<std::vector<std::string>> lens, pend;
-  for (const auto& [s, g] : streams) {
-    lens.push_back({"XLEN", s});
-    pend.push_back({"XPENDING", s, g});
-  }
-  auto l = redis.pipeline(lens);
-  if (!l.ok()) return l.error();
-  for (std::size_t i = 0; i < out.size(); ++i) out[i].length = queue::reply_int((*l)[i].get());
-  auto count = [](const redisReply* x) {
-    return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0 ? queue::reply_int(x->element[0])
-                                                                : 0LL;
-  };
-  if (auto p = redis.pipeline(pend); p.ok()) {
-    for (std::size_t i = 0; i < out.size(); ++i) out[i].claimed = count((*p)[i].get());
-    return out;
-  }
-  // A group not created yet (NOGROUP) fails the pipeline: ask one by one, a missing one is 0.
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (auto one = redis.command(pend[i]); one.ok()) out[i].claimed = count(one->get());
-  return out;
+namespace {
+
+// The load read on `redis` (none without one).
+dispatch::DecodeLoad load_on(const config::Cluster& c, queue::Redis* redis,
+                             const std::string& from_host = "") {
+  if (!redis) return decode_load(c, nullptr, from_host);
+  state::RedisPoolBoardStore board(*redis);
+  return decode_load(c, &board, from_host);
 }
 
-dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis,
+}  // namespace
+
+dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* board,
                                  const std::string& from_host) {
   dispatch::DecodeLoad load;
   // Latents this host's transfer sender still has to deliver (its outbox records, removed on
@@ -53,7 +38,7 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis,
       for (const auto& t : transfer::scan_outbox(outbox, nullptr))
         if (!t.target_host().empty()) load.queued[t.target_host()]++;
   }
-  if (!redis) return load;
+  if (!board) return load;
   std::set<std::string> hosts;
   for (const auto* p : c.pools_on("", config::StageKind::kDecode)) hosts.insert(p->host);
   std::vector<std::string> order(hosts.begin(), hosts.end());
@@ -63,7 +48,7 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis,
                          group_for(config::StageKind::kDecode));
   // A backlog it cannot read counts as empty: the choice becomes "fastest host for this job".
   static metrics::Degraded unknown("decode_backlog_unknown", "decode-host choice");
-  auto b = stream_backlogs(*redis, streams);
+  auto b = board->backlogs(streams);
   if (!b.ok()) {
     unknown.hit(b.error().to_string());
     return load;
@@ -73,15 +58,13 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis,
   // decoder's seconds until idle from its heartbeat (a running decode is there, not queued).
   for (std::size_t i = 0; i < order.size(); ++i)
     if ((*b)[i].waiting() > 0) load.queued[order[i]] += static_cast<std::size_t>((*b)[i].waiting());
-  auto pools = redis->command({"HGETALL", keys::pools()});
+  auto pools = board->heartbeats();
   if (!pools.ok()) return load;
   const double now = state::now_ms() / 1000.0;
-  const redisReply* h = pools->get();
-  for (std::size_t i = 0; h && h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2) {
-    const std::string name = queue::reply_str(h->element[i]);
+  for (const auto& [name, bytes] : *pools) {
     const config::Pool* p = c.find_pool(name);
     if (!p || p->stage != config::StageKind::kDecode) continue;
-    auto hb = decode_heartbeat(name, queue::reply_str(h->element[i + 1]));
+    auto hb = decode_heartbeat(name, bytes);
     if (hb.ok()) load.decoder_free_in_s[name] = std::max(0.0, hb->busy_until_unix_s() - now);
   }
   return load;
@@ -104,7 +87,7 @@ std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& tas
 std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
                                                 const pb::StageTask& task, queue::Redis* redis) {
-  const auto load = decode_load(c, redis, holders.empty() ? std::string() : holders.front());
+  const auto load = load_on(c, redis, holders.empty() ? std::string() : holders.front());
   const auto hosts =
       dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), load);
   // Rank by taking the shared choice's pick out, one host at a time, so the order is its order.
@@ -127,9 +110,9 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
 
 std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
                                const pb::StageTask& task, queue::Redis* redis) {
-  auto route = dispatch::route_latent(
-      c, holders, job_class_of(c, task), latent_bytes_of(c, task),
-      decode_load(c, redis, holders.empty() ? std::string() : holders.front()));
+  auto route =
+      dispatch::route_latent(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
+                             load_on(c, redis, holders.empty() ? std::string() : holders.front()));
   if (route) return route->host;
   return holders.empty() ? std::string() : holders.front();
 }
@@ -137,7 +120,7 @@ std::string choose_decode_host(const config::Cluster& c, const std::vector<std::
 ResumeTarget resume_decode_target(const config::Cluster& c, const std::vector<std::string>& holders,
                                   const pb::StageTask& task, queue::Redis* redis) {
   auto hosts = dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
-                                      decode_load(c, redis));
+                                      load_on(c, redis));
   std::vector<dispatch::DecodeHostState> here;
   for (const auto& h : hosts)
     if (h.local) here.push_back(h);

@@ -3,8 +3,9 @@
 // stage and writes the choice into the decode task's target_host; the transfer sender then moves
 // the latent there.  The choice itself is the shared rule (dispatch::route_latent, decode_route.h:
 // the earliest expected decode completion, ties to the sampling host, then config order); this
-// adapter only fills its inputs from Redis (decode_load).  On a Redis error a backlog counts as
-// zero: the choice degrades to "fastest host for this job", never to a failure.
+// adapter only fills its inputs from the board's ports (decode_load over state::BoardReader, in
+// Redis: state::RedisPoolBoardStore).  On a Redis error a backlog counts as zero: the choice
+// degrades to "fastest host for this job", never to a failure.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -13,7 +14,9 @@
 #include "common/config/config.h"
 #include "common/dispatch/decode_route.h"
 #include "common/proto/h3pipe.pb.h"
+#include "common/queue/queue.h"
 #include "common/queue/redis.h"
+#include "common/state/pool_board_store.h"
 
 namespace h3pipe::worker {
 
@@ -25,22 +28,19 @@ struct DecodeCandidate {
   double total() const { return done_s; }
 };
 
-// (length, claimed) of each (stream, group): XLEN and XPENDING's count; a stream or group that
-// does not exist yet counts 0.  Error only when Redis does not answer.
-struct StreamBacklog {
-  long long length = 0, claimed = 0;
-  long long waiting() const { return std::max(0LL, length - claimed); }
-};
-Result<std::vector<StreamBacklog>> stream_backlogs(
-    queue::Redis& redis, const std::vector<std::pair<std::string, std::string>>& streams);
+// (length, claimed) of a (stream, group): queue::stream_backlogs.
+using StreamBacklog = queue::StreamBacklog;
 
 // The live DecodeLoad, as the simulator counts it: the decode tasks waiting on every decode host
-// (XLEN - XPENDING) and each decoder's seconds until idle from its heartbeat (nothing on a Redis
-// error or nullptr).
+// (XLEN - XPENDING) and each decoder's seconds until idle from its heartbeat, read from `board`
+// (nothing on a Redis error or nullptr).
 // from_host: the host whose transfer sender's outbox (on this machine) adds the latents still in
 // transit, counted on the host each goes to.
-dispatch::DecodeLoad decode_load(const config::Cluster& c, queue::Redis* redis,
+dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* board,
                                  const std::string& from_host = "");
+
+// The functions below read the load on `redis` (a state::RedisPoolBoardStore on it); nullptr:
+// no backlogs and no heartbeats, the choice from the config alone.
 
 // The job class and latent size the choice needs, from the task's spec.
 std::string job_class_of(const config::Cluster& c, const pb::StageTask& task);

@@ -410,8 +410,7 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t,
   auto m = state::Store::advance_move(run, job, rec, to, next_stream, payload);
   // wrote:<stage> counts the executions that committed the output (the chaos test's duplicate
   // check): recorded even when the job was already past this stage.
-  if (wrote)
-    m.record.push_back({"HINCRBY", keys::job(run, job), std::string("wrote:") + stage_.key, "1"});
+  if (wrote) state::Store::count_written(m, stage_.stage);
   auto moved = ledger_.apply(m, c.entry_id);
   if (!moved.ok()) return moved.error();
   if (via_transfer && routing_.nudge && moved->code != Applied::kRefused)

@@ -6,8 +6,8 @@
 // sampler on the same cards ran together live.
 //
 // The lease is SET NX PX with a token of the holder's own; a thread renews it every ttl/3 while
-// held, and only the holder's token can renew or release it (Lua), so a holder that dies frees
-// the GPUs after ttl at the latest.
+// held, and only the holder's token can renew or release it (Lua: state::GpuLeaseStore), so a
+// holder that dies frees the GPUs after ttl at the latest.
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -16,7 +16,8 @@
 #include <thread>
 
 #include "common/config/config.h"
-#include "common/queue/redis.h"
+#include "common/queue/connector.h"
+#include "common/state/gpu_lease_store.h"
 
 namespace h3pipe::worker {
 
@@ -33,8 +34,9 @@ class GpuLease final {
  public:
   // holder: what the lease says (the pool's name and a random suffix).  rank: the pool's stage
   // (encode 1, sample 2, decode 3): while a later stage's pool waits for the lease, an earlier
-  // one does not take it.
-  GpuLease(queue::RedisAddress addr, std::string group, std::string holder, int rank, int ttl_ms);
+  // one does not take it.  Connections (the worker's thread's, the renewer's) from `connector`.
+  GpuLease(queue::Connector connector, const std::string& group, const std::string& holder,
+           int rank, int ttl_ms);
   ~GpuLease();
   // Takes the lease if it is free (or already ours): false while another pool holds it.
   Result<bool> acquire();
@@ -42,13 +44,13 @@ class GpuLease final {
   // its sampling), which takes the GPUs next.
   void release(int then_rank = 0);
   bool held() const { return held_.load(); }
-  const std::string& key() const { return key_; }
+  const std::string& key() const { return store_.key(); }
 
  private:
   void renew_loop();
-  queue::RedisAddress addr_;
-  std::string key_, want_key_, token_;
-  int rank_, ttl_ms_;
+  queue::Connector connector_;
+  const state::GpuLeaseStore store_;
+  int ttl_ms_;
   std::unique_ptr<queue::Redis> redis_;  // acquire/release: the worker's thread
   std::atomic<bool> held_{false};
   std::mutex mu_;

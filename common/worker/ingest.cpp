@@ -21,13 +21,14 @@ spdlog::logger& logger() {
 
 namespace h3pipe::worker {
 
-Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c, queue::RedisAddress addr,
+Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c,
+                                               const queue::Connector& redis,
                                                std::string consumer) {
   std::unique_ptr<Ingest> in(new Ingest(c));
   // protobuf's JSON parser sets itself up on first use (milliseconds): here, not in the first
   // submission's latency.
   (void)spec::parse_json(R"({"prompt": "warm-up"})");
-  auto r = queue::Redis::connect(addr);
+  auto r = redis.connect();
   if (!r.ok()) return r.error();
   in->redis_ = std::move(r.value());
   in->store_ = std::make_unique<state::Store>(*in->redis_);
@@ -77,9 +78,9 @@ Result<bool> Ingest::step() {
   auto reject = [&](const std::string& job, const std::string& why) -> Result<bool> {
     bool exists = false;
     if (job != "sub-" + e.id) {
-      auto r = redis_->command({"EXISTS", keys::job(run, job)});
+      auto r = store_->job_exists(run, job);
       if (!r.ok()) return r.error();
-      exists = queue::reply_int(r->get()) != 0;
+      exists = *r;
     }
     if (exists) {
       logger().warn("ingest: run={} job={} submission {} refused beside the run: {}", run, job,
@@ -129,9 +130,9 @@ Result<bool> Ingest::step() {
   if (!accepted.ok()) return accepted.error();
   if (!*accepted) {
     // The same job again: identical is idempotent, another spec is refused with the reason.
-    auto stored = redis_->command({"HGET", keys::job(run, spec->job_id()), "spec"});
+    auto stored = store_->job_spec(run, spec->job_id());
     if (!stored.ok()) return stored.error();
-    if (queue::reply_str(stored->get()) != spec::to_json(*spec))
+    if (*stored != spec::to_json(*spec))
       return reject(spec->job_id(),
                     fmt::format("jobId {} already exists in run {} with another spec; the "
                                 "submission was refused and the existing job left as it is",

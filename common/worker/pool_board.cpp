@@ -60,16 +60,22 @@ PoolBoard::PoolBoard(const config::Cluster& c, const config::Pool& self)
 
 Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c,
                                                      const config::Pool& self,
-                                                     queue::RedisAddress addr) {
+                                                     state::OpenPoolBoardStore open) {
   std::unique_ptr<PoolBoard> b(new PoolBoard(c, self));
-  auto r = queue::Redis::connect(addr);
-  if (!r.ok()) return r.error();
-  b->redis_ = std::move(r.value());
-  b->addr_ = addr;
+  auto s = open();
+  if (!s.ok()) return s.error();
+  b->store_ = std::move(s.value());
+  b->open_ = std::move(open);
   b->publish(0);
-  (void)b->redis_->command({"PING"});  // the first state is on the board once create() returns
+  b->store_->flush();  // the first state is on the board once create() returns
   b->heartbeat_ = std::thread([p = b.get()] { p->heartbeat_loop(); });
   return b;
+}
+
+Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c,
+                                                     const config::Pool& self,
+                                                     const queue::Connector& redis) {
+  return create(c, self, state::RedisPoolBoardStore::opener(redis));
 }
 
 // The class the board reasons about when it does not know the next task's: the pool's
@@ -129,7 +135,7 @@ PoolBoard::~PoolBoard() {
 }
 
 void PoolBoard::heartbeat_loop() {
-  std::unique_ptr<queue::Redis> r;
+  std::unique_ptr<state::PoolBoardStore> r;
   std::unique_lock lk(mu_);
   while (!stop_) {
     cv_.wait_for(lk, std::chrono::milliseconds(500), [this] { return stop_; });
@@ -137,12 +143,12 @@ void PoolBoard::heartbeat_loop() {
     pb::Heartbeat hb = last_state_;
     lk.unlock();
     if (!r) {
-      auto c = queue::Redis::connect(addr_);
+      auto c = open_();
       if (c.ok()) r = std::move(c.value());
     }
     if (r) {
       hb.set_unix_ms(state::now_ms());
-      auto w = r->command({"HSET", keys::pools(), self_.name, encode_heartbeat(hb)});
+      auto w = r->publish_now(self_.name, encode_heartbeat(hb));
       if (!w.ok() && w.error().code == errc::redis::kIo) r.reset();
     }
     lk.lock();
@@ -163,7 +169,7 @@ void PoolBoard::publish(double busy_for_s) {
   hb.set_expected_s(expected_s(board_class(self_)));
   // Sent without waiting for the reply (read with this connection's next command): no round
   // trip, and no other thread woken, on the worker's path between two tasks.
-  (void)redis_->send({"HSET", keys::pools(), self_.name, encode_heartbeat(hb)});
+  (void)store_->publish(self_.name, encode_heartbeat(hb));
   std::lock_guard lk(mu_);
   last_state_ = std::move(hb);
   next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
@@ -179,41 +185,18 @@ void PoolBoard::wait_for_work(std::chrono::milliseconds max) {
     std::this_thread::sleep_for(max);
     return;
   }
-  auto r = redis_->command({"XREAD", "BLOCK", std::to_string(std::max<long long>(1, max.count())),
-                            "STREAMS", stage_stream(), "$"});
   // On trouble the next may_claim reads the board again (and degrades there if it must).
-  if (!r.ok()) std::this_thread::sleep_for(max);
+  if (!store_->wait_for_entry(stage_stream(), max).ok()) std::this_thread::sleep_for(max);
 }
 
 // The next undelivered task of this pool's stream: the entry after the group's last-delivered id.
 std::optional<std::string> PoolBoard::head_class() {
-  const std::string stream = stage_stream();
-  auto g = redis_->command({"XINFO", "GROUPS", stream});
-  if (!g.ok()) return std::nullopt;
-  std::string last;
-  for (std::size_t i = 0; g->get()->type == REDIS_REPLY_ARRAY && i < g->get()->elements; ++i) {
-    const redisReply* grp = g->get()->element[i];
-    std::string name, id;
-    for (std::size_t k = 0; grp && k + 1 < grp->elements; k += 2) {
-      const std::string f = queue::reply_str(grp->element[k]);
-      if (f == "name") name = queue::reply_str(grp->element[k + 1]);
-      if (f == "last-delivered-id") id = queue::reply_str(grp->element[k + 1]);
-    }
-    if (name == config::stage_name(self_.stage)) last = id;
-  }
-  if (last.empty()) return std::nullopt;
-  auto e = redis_->command({"XRANGE", stream, "(" + last, "+", "COUNT", "1"});
-  if (!e.ok() || e->get()->type != REDIS_REPLY_ARRAY || e->get()->elements == 0)
-    return std::nullopt;
-  const redisReply* fields = e->get()->element[0]->element[1];
-  for (std::size_t k = 0; fields && k + 1 < fields->elements; k += 2) {
-    if (queue::reply_str(fields->element[k]) != "task") continue;
-    pb::StageTask t;
-    if (!t.ParseFromString(queue::reply_str(fields->element[k + 1]))) return std::nullopt;
-    const auto& sp = t.spec();
-    return cluster_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class());
-  }
-  return std::nullopt;
+  auto task = store_->next_task(stage_stream(), config::stage_name(self_.stage));
+  if (!task.ok() || !*task) return std::nullopt;
+  pb::StageTask t;
+  if (!t.ParseFromString(**task)) return std::nullopt;
+  const auto& sp = t.spec();
+  return cluster_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class());
 }
 
 void PoolBoard::claimed(const pb::StageTask& t) {
@@ -239,24 +222,21 @@ bool PoolBoard::may_claim() {
                                                               {keys::stream("sample"), "sample"}};
   if (stage == config::StageKind::kDecode)
     streams.emplace_back(keys::stream("decode@" + self_.host), "decode");
-  auto backlog = stream_backlogs(*redis_, streams);
-  auto r = backlog.ok() ? redis_->pipeline({{"HGETALL", keys::pools()}})
-                        : Result<std::vector<queue::Reply>>(backlog.error());
+  auto backlog = store_->backlogs(streams);
+  auto r = backlog.ok() ? store_->heartbeats()
+                        : Result<std::vector<std::pair<std::string, std::string>>>(backlog.error());
   if (!r.ok()) {
     // Degraded, never stalled: claim as first_free would until the board reads again.
     board_state_.hit(r.error().to_string() + "; claiming without the policy until it reads again");
     return true;
   }
   board_state_.ok();
-  const auto& rep = *r;
   const double now = now_s();
   // Every pool's heartbeat: busy-until and liveness.
   std::map<std::string, pb::Heartbeat> beats;
-  const redisReply* h = rep[0].get();
-  for (std::size_t i = 0; h && i + 1 < h->elements; i += 2) {
-    std::string name = queue::reply_str(h->element[i]);
+  for (auto& [name, bytes] : *r) {
     if (!cluster_.find_pool(name)) continue;
-    auto hb = decode_heartbeat(name, queue::reply_str(h->element[i + 1]));
+    auto hb = decode_heartbeat(name, bytes);
     if (!hb.ok()) {
       // Something else wrote to the hash (another version, an operator): that pool is left out
       // of the decision, as a dead one would be.  Warned once until it reads again.
@@ -283,7 +263,7 @@ bool PoolBoard::may_claim() {
   // simulator decides on the head task's class); else the pool's own default.
   const std::string cls =
       cluster_.classes.size() > 1 ? head_class().value_or(board_class(self_)) : board_class(self_);
-  seen.decode_load = [this] { return decode_load(cluster_, redis_.get()); };
+  seen.decode_load = [this] { return decode_load(cluster_, store_.get()); };
   return board_decision(model_, self_ix_, cls, seen);
 }
 

@@ -21,7 +21,8 @@
 #include "common/config/config.h"
 #include "common/dispatch/board_model.h"
 #include "common/metrics/degraded.h"
-#include "common/queue/redis.h"
+#include "common/queue/connector.h"
+#include "common/state/pool_board_store.h"
 #include "common/worker/decode_choice.h"
 #include "h3pipe.pb.h"
 
@@ -42,13 +43,20 @@ dispatch::Observation observe_board(const dispatch::BoardModel& m,
 bool board_decision(const dispatch::BoardModel& m, std::size_t self, const std::string& job_class,
                     const dispatch::Observation& seen);
 
+// The board reads and writes Redis through state::PoolBoardStore only: one store for the worker's
+// thread (opened by create(), whose error it returns), one for the heartbeat thread (opened when
+// the first beat is due, again after an I/O error).
 class PoolBoard final {
  public:
   static Result<std::unique_ptr<PoolBoard>> create(const config::Cluster& c,
                                                    const config::Pool& self,
-                                                   queue::RedisAddress addr);
+                                                   state::OpenPoolBoardStore open);
+  // In Redis, on connections from `redis` (state::RedisPoolBoardStore::opener).
+  static Result<std::unique_ptr<PoolBoard>> create(const config::Cluster& c,
+                                                   const config::Pool& self,
+                                                   const queue::Connector& redis);
   // busy: expected seconds of the task just claimed (0 = idle now).  Sent without waiting for
-  // Redis's reply (Redis::send).
+  // Redis's reply (PoolBoardStore::publish).
   void publish(double busy_for_s);
   // The policy's verdict for this pool now; true on any Redis trouble (never stall the pipeline).
   bool may_claim();
@@ -81,7 +89,7 @@ class PoolBoard final {
   const config::Pool& self_;
   const dispatch::BoardModel model_;  // the config's side of every decision (board_model.h)
   const std::size_t self_ix_;         // self_ in Cluster::pools
-  std::unique_ptr<queue::Redis> redis_;
+  std::unique_ptr<state::PoolBoardStore> store_;  // the worker's thread
   std::atomic<long long> bad_heartbeats_{0};
   std::set<std::string> bad_pools_;  // pools whose entry was not a heartbeat at the last read
   // The last read of the board failed: claims as first-free would, warned once, counted.
@@ -89,14 +97,14 @@ class PoolBoard final {
   std::chrono::steady_clock::time_point next_heartbeat_{};
   double busy_until_unix_s_ = 0;
   // Heartbeat while a long task runs (the worker thread is busy in the runtime): a separate
-  // thread and connection re-publish the current state every 500 ms.
+  // thread and store (connection) re-publish the current state every 500 ms.
   void heartbeat_loop();
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
   pb::Heartbeat last_state_;
   std::thread heartbeat_;
-  queue::RedisAddress addr_;
+  state::OpenPoolBoardStore open_;
 };
 
 }  // namespace h3pipe::worker

@@ -91,10 +91,7 @@ class StageWorker::RedisLedger final : public Ledger {
   bool lease_lost(const std::string& id) override { return w_.active_leases_->is_lost(id); }
   bool hand_back_due() override { return w_.hand_back_due(); }
   void note_handed_back(const pb::StageTask& t, const std::string& why) override {
-    const std::string job = keys::job(t.run_id(), t.job_id());
-    (void)w_.redis_->pipeline(
-        {{"HINCRBY", job, std::string("handed_back:") + state::stage_key(w_.stage_), "1"},
-         {"HSET", job, "error", why}});
+    (void)w_.store_->note_handed_back(t.run_id(), t.job_id(), w_.stage_, why);
   }
 
  private:
@@ -157,7 +154,7 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
       return choose_decode_host(c, self, t, nullptr);
     };
   }
-  auto r = queue::Redis::connect(w->opts_.redis);
+  auto r = w->opts_.redis.connect();
   if (!r.ok()) return r.error();
   w->redis_ = std::move(r.value());
   w->store_ = std::make_unique<state::Store>(*w->redis_);
@@ -361,22 +358,10 @@ Result<bool> StageWorker::work_visible() {
   return work_visible(*queue_);
 }
 
-Result<bool> StageWorker::work_visible(const queue::StageQueue& q) {
-  const auto& o = q.options();
-  auto r = redis_->pipeline(
-      {{"XLEN", o.stream},
-       {"XPENDING", o.stream, o.group},
-       {"XPENDING", o.stream, o.group, "-", "+", "1", o.consumer},
-       {"XPENDING", o.stream, o.group, "IDLE", std::to_string(o.lease_ms), "-", "+", "1"}});
-  if (!r.ok()) return r.error();
-  const redisReply* summary = (*r)[1].get();
-  const long long pending = summary && summary->type == REDIS_REPLY_ARRAY && summary->elements > 0
-                                ? queue::reply_int(summary->element[0])
-                                : 0;
-  auto some = [](const redisReply* x) {
-    return x && x->type == REDIS_REPLY_ARRAY && x->elements > 0;
-  };
-  return queue::reply_int((*r)[0].get()) > pending || some((*r)[2].get()) || some((*r)[3].get());
+Result<bool> StageWorker::work_visible(queue::StageQueue& q) {
+  auto c = q.claimable();
+  if (!c.ok()) return c.error();
+  return c->any();
 }
 
 Result<bool> StageWorker::step() {

@@ -50,7 +50,9 @@ struct Hooks {
 struct Options {
   const config::Cluster* cluster = nullptr;
   const config::Pool* pool = nullptr;
-  queue::RedisAddress redis;
+  // Every connection the worker opens (its own, its lease keepers', its GPU lease's): the service's
+  // one connector (the runner's).
+  queue::Connector redis;
   std::string consumer;  // stable per pool (restart drains its own pending entries)
   std::string software_version = "0.1.0";
   // Scale-in (issue #23): after SIGTERM a task in progress runs on for at most this long less a
@@ -93,7 +95,7 @@ class StageWorker final {
   // A task this pool could claim now (undelivered, its own pending, or an expired lease): a pool
   // of a GPU group takes the group's lease only then, never to block idle in a claim.
   Result<bool> work_visible();
-  Result<bool> work_visible(const queue::StageQueue& q);
+  Result<bool> work_visible(queue::StageQueue& q);
   // A pool with no GPU group or group stream of its own: one queue, so the next claim may be
   // folded with its start (Store::claim_and_start) after a start that saw the entry next_.
   bool folds_claims() const { return !gpu_ && !own_queue_; }
@@ -143,7 +145,9 @@ class StageWorker final {
 // exactly like the CLI and turns it into jobs + encode tasks, or failed jobs with the reason.
 class Ingest final {
  public:
-  static Result<std::unique_ptr<Ingest>> create(const config::Cluster& c, queue::RedisAddress addr,
+  // Its connection from `redis` (the service's connector).
+  static Result<std::unique_ptr<Ingest>> create(const config::Cluster& c,
+                                                const queue::Connector& redis,
                                                 std::string consumer);
   void run(const std::atomic<bool>& stop);
   Result<bool> step();
