@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The module layers of common/ (docs/design.md, "Layers"), read from the CMake targets.
 
-    layers.py check        no cycle, and docs/design.md's generated block is current
+    layers.py check        no cycle, no hidden include, hiredis only in common/queue and
+                           common/state, and docs/design.md's generated block is current
     layers.py markdown     print that block (scripts/layers.py markdown, then paste, or --write)
     layers.py --write      rewrite the block in docs/design.md in place
 
@@ -106,6 +107,27 @@ def hidden_arrows(libs):
     return out
 
 
+# Redis behind the domain's own ports (docs/design.md, "Redis behind ports"): hiredis and its
+# replies are read only by common/queue (connections, streams, server queries) and common/state
+# (the job store and its scripts); everything else calls their typed functions.
+REDIS_PRIVATE = re.compile(r"hiredis|redisReply|redisContext|REDIS_REPLY_|\breply_(str|int)\(")
+REDIS_OWNERS = ("common/queue/", "common/state/")
+
+
+def redis_leaks():
+    out = []
+    for top in ("common", "cli", "services"):
+        for src in sorted((ROOT / top).rglob("*")):
+            rel = str(src.relative_to(ROOT))
+            if src.suffix not in (".cpp", ".h", ".inc") or not src.is_file() or rel.startswith(REDIS_OWNERS):
+                continue
+            for i, line in enumerate(src.read_text(errors="replace").splitlines(), 1):
+                if REDIS_PRIVATE.search(line):
+                    out.append(f"{rel}:{i} reads Redis replies itself ({line.strip()[:60]}); "
+                               "use a typed function of common/queue or common/state")
+    return out
+
+
 def markdown(libs):
     floor, _ = floors(libs)
     fan_in = {n: sorted(u for u, (_, d) in libs.items() if n in d) for n in libs}
@@ -152,7 +174,7 @@ def main(argv):
     if argv[1:] != ["check"]:
         print(__doc__, file=sys.stderr)
         return 2
-    problems = [f"cycle: {' -> '.join(c)}" for c in cycles] + hidden_arrows(libs)
+    problems = [f"cycle: {' -> '.join(c)}" for c in cycles] + hidden_arrows(libs) + redis_leaks()
     have, _ = current_block()
     if have is None:
         problems.append(f"{DESIGN.relative_to(ROOT)} has no generated layers block")
