@@ -86,8 +86,7 @@ int cmd_compare(const Global& g, const CompareArgs& a, const std::vector<std::st
     if (!prof.ok()) return fail(prof.error(), "compare " + j.job_id);
     compare::Job job;
     job.spec = *spec;
-    job.job_class = c->class_of(spec->width(), spec->height(), spec->frames(), spec->steps(),
-                                spec->job_class());
+    job.job_class = spec::job_class(*spec, *c);
     job.profile = *prof;
     job.latent = *lat;
     job.conditioning = *cond;

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "common/dispatch/geometry.h"
-#include "common/latent/profile.h"
 
 namespace h3pipe::dispatch {
 
@@ -79,19 +78,6 @@ ClassModel BoardModel::class_model(std::string_view job_class) const {
     if (c_.pools[i].stage != StageKind::kDecode && !group_decodes_[i])
       m.tail_s[i] = route_tail_s(c_, c_.pools[i].host, job_class, m.latent_bytes);
   return m;
-}
-
-std::string BoardModel::class_of(std::uint32_t w, std::uint32_t h, std::uint32_t frames,
-                                 std::uint32_t steps, std::string_view named) const {
-  return c_.class_of(w, h, frames, steps, named);
-}
-
-std::uint64_t BoardModel::job_bytes(std::string_view job_class, std::string_view requested,
-                                    std::uint32_t w, std::uint32_t h, std::uint32_t frames,
-                                    std::uint32_t fps) const {
-  auto profile = c_.latent_profile_for(job_class, requested);
-  return latent_bytes(profile.ok() ? *profile : latent::builtin_profile(), w, h, frames,
-                      fps ? fps : kDefaultFps);
 }
 
 double BoardModel::free_in_s(std::size_t pool, const Observation& o) const {

@@ -10,7 +10,8 @@
 // From the config: the GPU groups (shares_gpus_with, Cluster::gpu_group_leaders), per pool and
 // class the expected stage time, the time it commits its GPU group for (its stage plus the
 // fastest pool of each later stage in the group) and its route tail (route_tail_s), the latent
-// bytes of a class by the class's own latent profile (class_latent_bytes), and a spec's class.
+// bytes of a class by the class's own latent profile (class_latent_bytes).  A job's own class and
+// latent bytes, from its spec, are spec::route_inputs (common/spec/spec.h).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -81,13 +82,6 @@ class BoardModel final {
   double expected_s(std::size_t pool, std::string_view job_class) const;
   // A class's latent bytes by its own latent profile (class_latent_bytes).
   std::uint64_t class_bytes(std::string_view job_class) const;
-  // A job's class and latent bytes from its spec's fields (spec -> class); `requested`: the
-  // spec's params["latent_profile"] (empty: the class's, else the cluster's; an unknown one
-  // counts as builtin, as submission refuses it).
-  std::string class_of(std::uint32_t w, std::uint32_t h, std::uint32_t frames, std::uint32_t steps,
-                       std::string_view named = {}) const;
-  std::uint64_t job_bytes(std::string_view job_class, std::string_view requested, std::uint32_t w,
-                          std::uint32_t h, std::uint32_t frames, std::uint32_t fps) const;
 
   // Seconds until `pool` can start a task: the longest busy_for_s of it and the live pools of
   // its GPU group.

@@ -105,7 +105,7 @@ struct FactoryArgs {
   std::uint64_t seed = 0;  // for sim draws: differs per process
 };
 
-// Factories by runtime name (declarative table in registry.cpp).  Unknown names and invalid
+// Factories by runtime name (the RuntimeKind table, kinds.h).  Unknown names and invalid
 // settings are start-up errors naming the settings path.
 Result<std::unique_ptr<EncodeRuntime>> make_encode(std::string_view name, const FactoryArgs& a);
 Result<std::unique_ptr<SampleRuntime>> make_sample(std::string_view name, const FactoryArgs& a);

@@ -1,35 +1,14 @@
 #include "common/runtime/settings_check.h"
 
-#include <array>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "common/core/json_reader.h"
-#include "common/runtime/builtin_runtime.h"
-#include "common/runtime/comfyui_settings.h"
-#include "common/runtime/exec_runtime.h"
-#include "common/runtime/sim_runtime.h"
+#include "common/runtime/kinds.h"
 #include "common/runtime/stage_output.h"
 
 namespace h3pipe::runtime {
-namespace {
-
-using Check = void (*)(const FactoryArgs&, config::StageKind, bool host, config::Errors&);
-
-void check_comfyui(const FactoryArgs& a, config::StageKind stage, bool host, config::Errors& e) {
-  (void)comfyui::read_settings(a, stage, host, e);
-}
-
-// By runtime name, as registry.cpp builds them (config.cpp refuses any other name).
-const std::array<std::pair<std::string_view, Check>, 4> kChecks = {{
-    {"sim", check_sim_settings},
-    {"builtin", check_builtin_settings},
-    {"exec", check_exec_settings},
-    {"comfyui", check_comfyui},
-}};
-
-}  // namespace
 
 Status check_settings(const config::Cluster& c, SettingsScope scope, std::string_view host,
                       std::string_view pool) {
@@ -58,8 +37,9 @@ Status check_settings(const config::Cluster& c, SettingsScope scope, std::string
     const config::RuntimeRef& rt = c.runtime_for(*u.first);
     FactoryArgs a{&c, u.first, &rt.settings};
     config::Errors e;
-    for (const auto& [name, check] : kChecks)
-      if (name == rt.name) check(a, u.first->stage, scope == SettingsScope::kHost, e);
+    // By runtime kind (kinds.h), as the registry builds them (config.cpp refuses other names).
+    if (const RuntimeKind* k = find_runtime_kind(rt.name))
+      k->check_settings(a, u.first->stage, scope == SettingsScope::kHost, e);
     std::string pools;
     for (const auto& n : u.pools) pools += (pools.empty() ? "" : ", ") + n;
     for (const auto& line : e.list())

@@ -11,7 +11,7 @@
 //                           weights.  Checked by `preflight` (row runtime.settings), by `start`
 //                           for the pools it starts, and by each service for its own pool.
 //
-// One validator per runtime kind (a table in settings_check.cpp).  Each problem is one line
+// One validator per runtime kind (RuntimeKind::check_settings, kinds.h).  Each problem is one line
 // "SETTINGS_PATH: what (runtime R; pool P[, Q])": settings given once under /stages/<stage> are
 // checked once and name every pool that uses them.
 #include <filesystem>

@@ -34,7 +34,7 @@ Result<pb::JobSpec> parse_json(std::string_view json) {
     return make_error(errc::spec::kJson, "not a valid job spec: {}",
                       config::printable(std::string(st.message())));
   }
-  if (s.fps() == 0) s.set_fps(24);
+  if (s.fps() == 0) s.set_fps(kDefaultFps);
   if (s.steps() == 0) s.set_steps(6);
   if (s.frames() == 0) s.set_frames(49);
   if (s.width() == 0) s.set_width(256);
@@ -155,11 +155,30 @@ latent::JobSize job_size(const pb::JobSpec& s) {
   return {s.width(), s.height(), s.frames(), s.fps()};
 }
 
-Result<latent::LatentProfile> latent_profile(const pb::JobSpec& s, const config::Cluster& c) {
+namespace {
+// params["latent_profile"]; empty when absent.
+std::string_view requested_profile(const pb::JobSpec& s) {
   auto it = s.params().find("latent_profile");
-  return c.latent_profile_for(
-      c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class()),
-      it == s.params().end() ? std::string_view{} : std::string_view(it->second));
+  return it == s.params().end() ? std::string_view{} : std::string_view(it->second);
+}
+}  // namespace
+
+std::string job_class(const pb::JobSpec& s, const config::Cluster& c) {
+  return c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class());
+}
+
+Result<latent::LatentProfile> latent_profile(const pb::JobSpec& s, const config::Cluster& c) {
+  return c.latent_profile_for(job_class(s, c), requested_profile(s));
+}
+
+RouteInputs route_inputs(const pb::JobSpec& s, const config::Cluster& c) {
+  RouteInputs in;
+  in.job_class = job_class(s, c);
+  auto profile = c.latent_profile_for(in.job_class, requested_profile(s));
+  in.latent_bytes =
+      latent::latent_bytes(profile.ok() ? *profile : latent::builtin_profile(),
+                           {s.width(), s.height(), s.frames(), s.fps() ? s.fps() : kDefaultFps});
+  return in;
 }
 
 Result<latent::Expected> expected_latent(const pb::JobSpec& s, const config::Cluster& c) {

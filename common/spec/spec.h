@@ -1,6 +1,7 @@
 #pragma once
 // Job specs: the proto3 JSON mapping of h3pipe.pb.JobSpec, validated at every door (CLI batch,
 // the Redis submission stream).  Errors name the field and say what was expected.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,8 +19,10 @@ struct FieldError {
   std::string to_string() const { return field.empty() ? reason : field + ": " + reason; }
 };
 
-// Parses one JSON object (unknown fields are errors).  Defaults: fps 24, steps 6, frames 49,
-// width 256, height 256 when absent (0).
+inline constexpr std::uint32_t kDefaultFps = 24;  // a spec's fps when absent (0)
+
+// Parses one JSON object (unknown fields are errors).  Defaults: fps 24 (kDefaultFps), steps 6,
+// frames 49, width 256, height 256 when absent (0).
 Result<pb::JobSpec> parse_json(std::string_view json);
 // What validate checks beyond the spec's own fields.  kSubmission also opens the referenceImage
 // beneath limits.input_roots (input_file.h).  kTask is a stage worker checking a task's spec
@@ -37,9 +40,23 @@ std::vector<FieldError> validate(const pb::JobSpec& s, const config::Limits& lim
 std::vector<FieldError> validate(const pb::JobSpec& s, const config::Cluster& cluster,
                                  Check check = Check::kSubmission);
 
+// The job's class: its jobClass, else the /classes entry its width, height, frames (and steps)
+// match, else "default" (config::Cluster::class_of).
+std::string job_class(const pb::JobSpec& s, const config::Cluster& cluster);
 // The job's latent profile: params["latent_profile"], else its job class's, else the cluster's
 // (config::Cluster::latent_profile_for).  Error config.latent_profile for an unknown name.
 Result<latent::LatentProfile> latent_profile(const pb::JobSpec& s, const config::Cluster& cluster);
+// What the one decode-host choice (dispatch::route_latent, dispatch::decode_hosts) takes from a
+// job: its class (job_class) and its latent's float32 bytes by its own latent profile
+// (latent_profile; an unknown one, refused at submission, counts as builtin) at its fps (0:
+// kDefaultFps).  The one derivation for every live caller: the sampler's choice and `resume`
+// (worker/decode_choice.h), the transfer sender's fallback (transfer/config_map.cpp).  The
+// planner sizes a class by the class's geometry instead (dispatch::class_latent_bytes).
+struct RouteInputs {
+  std::string job_class;
+  std::uint64_t latent_bytes = 0;
+};
+RouteInputs route_inputs(const pb::JobSpec& s, const config::Cluster& cluster);
 // The job geometry as the latent reader takes it, and what every reader expects of the job's
 // latent.
 latent::JobSize job_size(const pb::JobSpec& s);

@@ -3,7 +3,6 @@
 #include <memory>
 
 #include "common/dispatch/decode_route.h"
-#include "common/dispatch/geometry.h"
 #include "common/latent/latent.h"
 #include "common/spec/spec.h"
 #include "common/transfer/frames.h"
@@ -166,13 +165,8 @@ Result<SenderOptions> sender_options(const config::Cluster& c, const std::string
                             const std::map<std::string, std::size_t>& queued) {
     dispatch::DecodeLoad load;
     load.queued = queued;
-    const auto& s = t.spec();
-    const std::string cls = c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class());
-    auto profile = spec::latent_profile(s, c);  // the job's profile gives the transfer size
-    const auto bytes =
-        dispatch::latent_bytes(profile.ok() ? *profile : latent::builtin_profile(), s.width(),
-                               s.height(), s.frames(), s.fps() ? s.fps() : dispatch::kDefaultFps);
-    auto route = dispatch::route_latent(c, {host}, cls, bytes, load);
+    const auto in = spec::route_inputs(t.spec(), c);  // the job's profile sizes the transfer
+    auto route = dispatch::route_latent(c, {host}, in.job_class, in.latent_bytes, load);
     return route ? route->host : host;
   };
   return o;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include "common/latent/latent.h"
 #include "common/metrics/degraded.h"
 #include "common/spec/spec.h"
 #include "common/state/state.h"
@@ -71,25 +70,19 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* b
 }
 
 std::string job_class_of(const config::Cluster& c, const pb::StageTask& task) {
-  const auto& s = task.spec();
-  return c.class_of(s.width(), s.height(), s.frames(), s.steps(), s.job_class());
+  return spec::job_class(task.spec(), c);
 }
 
-// The job's latent profile gives the transfer size (docs/latent.md); an unknown one (refused at
-// submission) counts as builtin.
 std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& task) {
-  const auto& s = task.spec();
-  auto profile = spec::latent_profile(s, c);
-  return latent::latent_bytes(profile.ok() ? *profile : latent::builtin_profile(),
-                              {s.width(), s.height(), s.frames(), s.fps() ? s.fps() : 24});
+  return spec::route_inputs(task.spec(), c).latent_bytes;
 }
 
 std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
                                                 const pb::StageTask& task, queue::Redis* redis) {
   const auto load = load_on(c, redis, holders.empty() ? std::string() : holders.front());
-  const auto hosts =
-      dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task), load);
+  const auto in = spec::route_inputs(task.spec(), c);
+  const auto hosts = dispatch::decode_hosts(c, holders, in.job_class, in.latent_bytes, load);
   // Rank by taking the shared choice's pick out, one host at a time, so the order is its order.
   std::vector<dispatch::DecodeHostState> left = hosts;
   std::vector<DecodeCandidate> out;
@@ -110,8 +103,9 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
 
 std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
                                const pb::StageTask& task, queue::Redis* redis) {
+  const auto in = spec::route_inputs(task.spec(), c);
   auto route =
-      dispatch::route_latent(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
+      dispatch::route_latent(c, holders, in.job_class, in.latent_bytes,
                              load_on(c, redis, holders.empty() ? std::string() : holders.front()));
   if (route) return route->host;
   return holders.empty() ? std::string() : holders.front();
@@ -119,8 +113,8 @@ std::string choose_decode_host(const config::Cluster& c, const std::vector<std::
 
 ResumeTarget resume_decode_target(const config::Cluster& c, const std::vector<std::string>& holders,
                                   const pb::StageTask& task, queue::Redis* redis) {
-  auto hosts = dispatch::decode_hosts(c, holders, job_class_of(c, task), latent_bytes_of(c, task),
-                                      load_on(c, redis));
+  const auto in = spec::route_inputs(task.spec(), c);
+  auto hosts = dispatch::decode_hosts(c, holders, in.job_class, in.latent_bytes, load_on(c, redis));
   std::vector<dispatch::DecodeHostState> here;
   for (const auto& h : hosts)
     if (h.local) here.push_back(h);

@@ -42,7 +42,8 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* b
 // The functions below read the load on `redis` (a state::RedisPoolBoardStore on it); nullptr:
 // no backlogs and no heartbeats, the choice from the config alone.
 
-// The job class and latent size the choice needs, from the task's spec.
+// The job class and latent size the choice needs, from the task's spec: spec::route_inputs (the
+// one derivation, which the functions below call), one half each.
 std::string job_class_of(const config::Cluster& c, const pb::StageTask& task);
 std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& task);
 

@@ -182,8 +182,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   ctx.latent_profile = std::move(*profile);
   ctx.run_id = run;
   ctx.spec = &t.spec();
-  ctx.job_class = cl.class_of(t.spec().width(), t.spec().height(), t.spec().frames(),
-                              t.spec().steps(), t.spec().job_class());
+  ctx.job_class = spec::job_class(t.spec(), cl);
   ctx.host = opts_.pool->host;
   ctx.pool = opts_.pool->name;
   ctx.attempt = attempt;

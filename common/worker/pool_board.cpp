@@ -8,6 +8,7 @@
 
 #include "common/logging/log.h"
 #include "common/queue/keys.h"
+#include "common/spec/spec.h"
 #include "common/state/state.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/gpu_lease.h"
@@ -195,14 +196,11 @@ std::optional<std::string> PoolBoard::head_class() {
   if (!task.ok() || !*task) return std::nullopt;
   pb::StageTask t;
   if (!t.ParseFromString(**task)) return std::nullopt;
-  const auto& sp = t.spec();
-  return cluster_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class());
+  return spec::job_class(t.spec(), cluster_);
 }
 
 void PoolBoard::claimed(const pb::StageTask& t) {
-  const auto& sp = t.spec();
-  publish(committed_s(
-      model_.class_of(sp.width(), sp.height(), sp.frames(), sp.steps(), sp.job_class())));
+  publish(committed_s(spec::job_class(t.spec(), cluster_)));
 }
 
 // The live side of the dispatch policy for every stage: the board's heartbeats and the streams'
