@@ -34,7 +34,7 @@ PACK_CODE_ALT = re.compile(r'code\s*=\s*"([a-z0-9_]+\.[a-z0-9_.]+)"')
 OWN_FILES = {"common/core/error_codes.inc", "common/core/error_codes.h", "common/core/error_codes.cpp"}
 RETRY = {"kRetried": "retried", "kPermanent": "permanent", "kNotATask": "-"}
 # Codes outside runtime.permanent.* that no retry can change (issue #22): a path refused for what
-# it is, a latent header over the limit.  tests/catalogue/error_codes_test.cpp lists them too.
+# it is, a latent header over the limit.  tests/core/error_codes_test.cpp lists them too.
 PERMANENT_ELSEWHERE = {"path.absolute", "path.dotdot", "path.empty", "path.escape", "path.not_beneath",
                        "path.nul", "path.symlink", "path.too_long", "latent.header_too_large",
                        "latent.nonfinite"}

@@ -2,8 +2,8 @@
 // What the splitter knows about node classes by name: which nodes sample, decode, carry a latent
 // through, make the empty latent (and so say which latent profile it is), encode text, take an
 // fps, load model files.  Core class names and input names are those of ComfyUI 0.3.64 (checked
-// against tests/comfyui_split/recorded_object_info_v0.3.64.json); those of newer ComfyUI (LTX-2,
-// MiniMax H3: tests/comfyui_split/object_info_minimax_h3_from_source.json) and of the seeds'
+// against tests/comfyui/recorded_object_info_v0.3.64.json); those of newer ComfyUI (LTX-2,
+// MiniMax H3: tests/comfyui/object_info_minimax_h3_from_source.json) and of the seeds'
 // custom packs are listed where they are known, and say so.
 #include <string>
 #include <vector>

@@ -118,7 +118,7 @@ const ClassInfo* ObjectInfo::find(const std::string& cls) const {
 }
 
 const std::vector<std::string>& known_output_names(const std::string& cls) {
-  // From ComfyUI 0.3.64's /object_info (tests/comfyui_split/recorded_object_info_v0.3.64.json):
+  // From ComfyUI 0.3.64's /object_info (tests/comfyui/recorded_object_info_v0.3.64.json):
   // the classes whose outputs the splitter follows by name.
   static const std::map<std::string, std::vector<std::string>> k = {
       {"WanImageToVideo", {"positive", "negative", "latent"}},

@@ -2,7 +2,7 @@
 // (`h3pipe start`: private redis-server and the service processes), its sample and decode stages
 // on the comfyui runtime against FakeComfyUiServer in --exec-python-nodes mode: h3pipe's node pack
 // runs unchanged, the H3 core classes are weight-free stand-ins with the specs of ComfyUI's source
-// (tests/runtime_comfyui/h3_standin_*.py): MiniMaxH3ImageToVideo makes ComfyUI's
+// (tests/runtime/h3_standin_*.py): MiniMaxH3ImageToVideo makes ComfyUI's
 // NestedTensor((video, audio)) of ComfyUI's shapes, the stand-in sampler is a deterministic
 // function of its inputs, VAEDecode / VAEDecodeAudio take unbind()[0] / unbind()[-1], SaveVideo
 // writes a real H.264 + AAC MP4.  The workflow is
@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/core/sha256.h"
-#include "tests/runtime_comfyui/fake_comfyui.h"
+#include "tests/support/fake_comfyui.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -27,7 +27,7 @@ namespace {
 
 const fs::path kTemplate = fs::path(H3PIPE_SOURCE_DIR) / "configs/comfyui/templates/minimax_h3_t2v";
 const fs::path kObjectInfo =
-    fs::path(H3PIPE_SOURCE_DIR) / "tests/comfyui_split/object_info_minimax_h3_from_source.json";
+    fs::path(H3PIPE_SOURCE_DIR) / "tests/comfyui/object_info_minimax_h3_from_source.json";
 
 json read_json(const fs::path& p) {
   json j;

@@ -13,7 +13,7 @@
 #include "common/queue/keys.h"
 #include "common/queue/redis.h"
 #include "common/runtime/comfyui_client.h"
-#include "tests/runtime_comfyui/fake_comfyui.h"
+#include "tests/support/fake_comfyui.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;

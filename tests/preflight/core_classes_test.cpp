@@ -28,8 +28,8 @@ json read(const fs::path& p) {
 }
 
 json recorded_classes() {
-  json j = read(kSource / "tests/comfyui_split/recorded_object_info_v0.3.64.json");
-  j.update(read(kSource / "tests/comfyui_split/recorded_object_info_h3pipe_nodes.json"));
+  json j = read(kSource / "tests/comfyui/recorded_object_info_v0.3.64.json");
+  j.update(read(kSource / "tests/comfyui/recorded_object_info_h3pipe_nodes.json"));
   return j;
 }
 

@@ -2,7 +2,7 @@
 // A ComfyUI stand-in for preflight's comfyui.templates rows: answers GET /object_info/<class>
 // from a recorded /object_info ({} for a class it lacks, as ComfyUI does) and /system_stats with
 // the version it is told, on 127.0.0.1 port 0 (read back), counting the requests.  One
-// connection at a time.  Used by preflight's tests (tests/preflight, tests/comfyui_split).
+// connection at a time.  Used by preflight's tests (tests/preflight).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
