@@ -269,6 +269,19 @@ Result<std::string> group_last_delivered(Redis& redis, const std::string& stream
   return last;
 }
 
+Result<std::vector<Entry>> read_range(Redis& redis, const std::string& stream,
+                                      const std::string& start, const std::string& end, int count) {
+  std::vector<std::string> cmd = {"XRANGE", stream, start, end};
+  if (count > 0) cmd.insert(cmd.end(), {"COUNT", std::to_string(count)});
+  auto r = redis.command(cmd);
+  if (!r.ok()) return r.error();
+  std::vector<Entry> out;
+  const redisReply* entries = r->get();
+  for (std::size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements; ++i)
+    if (auto e = parse_entry(entries->element[i])) out.push_back(std::move(*e));
+  return out;
+}
+
 std::vector<std::string> dead_letter_record(const std::string& stage, const std::string& run_id,
                                             const std::string& job_id, const std::string& reason,
                                             const std::string& payload) {

@@ -88,6 +88,13 @@ Result<std::vector<StreamBacklog>> stream_backlogs(
 Result<std::string> group_last_delivered(Redis& redis, const std::string& stream,
                                          const std::string& group);
 
+// XRANGE stream start end [COUNT count] (count 0: all) as entries, parsed as claim() parses them
+// (the "task" field is the payload); a missing stream has none.  A key of another type is the
+// command's error (WRONGTYPE).
+Result<std::vector<Entry>> read_range(Redis& redis, const std::string& stream,
+                                      const std::string& start, const std::string& end,
+                                      int count = 0);
+
 // The one dead-letter record: XADD h3pipe:dead * stage run job reason task (the task's bytes).
 // Every writer of a dead letter (StageQueue::dead_letter, state::Store::fail_move) files this.
 std::vector<std::string> dead_letter_record(const std::string& stage, const std::string& run_id,

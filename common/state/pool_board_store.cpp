@@ -49,16 +49,11 @@ Result<std::optional<std::string>> RedisPoolBoardStore::next_task(const std::str
   auto last = queue::group_last_delivered(redis_, stream, group);
   if (!last.ok()) return last.error();
   if (last->empty()) return std::optional<std::string>();
-  auto e = redis_.command({"XRANGE", stream, "(" + *last, "+", "COUNT", "1"});
+  auto e = queue::read_range(redis_, stream, "(" + *last, "+", 1);
   if (!e.ok()) return e.error();
-  const redisReply* entries = e->get();
-  if (entries->type != REDIS_REPLY_ARRAY || entries->elements == 0)
-    return std::optional<std::string>();
-  const redisReply* fields = entries->element[0]->element[1];
-  for (std::size_t k = 0; fields && k + 1 < fields->elements; k += 2)
-    if (reply_str(fields->element[k]) == "task")
-      return std::optional<std::string>(reply_str(fields->element[k + 1]));
-  return std::optional<std::string>();
+  // An entry without a task (or with an empty one) is no task.
+  if (e->empty() || e->front().payload.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(e->front().payload));
 }
 
 Status RedisPoolBoardStore::wait_for_entry(const std::string& stream,

@@ -69,14 +69,6 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* b
   return load;
 }
 
-std::string job_class_of(const config::Cluster& c, const pb::StageTask& task) {
-  return spec::job_class(task.spec(), c);
-}
-
-std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& task) {
-  return spec::route_inputs(task.spec(), c).latent_bytes;
-}
-
 std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
                                                 const pb::StageTask& task, queue::Redis* redis) {

@@ -28,9 +28,6 @@ struct DecodeCandidate {
   double total() const { return done_s; }
 };
 
-// (length, claimed) of a (stream, group): queue::stream_backlogs.
-using StreamBacklog = queue::StreamBacklog;
-
 // The live DecodeLoad, as the simulator counts it: the decode tasks waiting on every decode host
 // (XLEN - XPENDING) and each decoder's seconds until idle from its heartbeat, read from `board`
 // (nothing on a Redis error or nullptr).
@@ -40,12 +37,8 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* b
                                  const std::string& from_host = "");
 
 // The functions below read the load on `redis` (a state::RedisPoolBoardStore on it); nullptr:
-// no backlogs and no heartbeats, the choice from the config alone.
-
-// The job class and latent size the choice needs, from the task's spec: spec::route_inputs (the
-// one derivation, which the functions below call), one half each.
-std::string job_class_of(const config::Cluster& c, const pb::StageTask& task);
-std::uint64_t latent_bytes_of(const config::Cluster& c, const pb::StageTask& task);
+// no backlogs and no heartbeats, the choice from the config alone.  Each reads the task's class
+// and latent size with spec::route_inputs (the one derivation).
 
 // Scores every host with a decode pool for a latent held on `holders` (the first made it).
 // Sorted best first, in the order dispatch::choose_decode_host ranks them.

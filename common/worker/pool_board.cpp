@@ -101,7 +101,7 @@ double PoolBoard::expected_s(const std::string& cls) const {
 
 dispatch::Observation observe_board(const dispatch::BoardModel& m,
                                     const std::map<std::string, pb::Heartbeat>& beats,
-                                    const std::vector<StreamBacklog>& q, double now,
+                                    const std::vector<queue::StreamBacklog>& q, double now,
                                     std::size_t in_transit_here) {
   dispatch::Observation o;
   o.pools.assign(m.cluster().pools.size(), dispatch::PoolSeen{0, false});

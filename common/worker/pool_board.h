@@ -36,7 +36,7 @@ namespace h3pipe::worker {
 // Observation::decode_load).
 dispatch::Observation observe_board(const dispatch::BoardModel& m,
                                     const std::map<std::string, pb::Heartbeat>& beats,
-                                    const std::vector<StreamBacklog>& streams, double now_s,
+                                    const std::vector<queue::StreamBacklog>& streams, double now_s,
                                     std::size_t in_transit_here = 0);
 // The decision for the idle pool `self` (index into the config's pools) on the head task of
 // class `job_class`, from the observation: what may_claim returns once it has read the board.

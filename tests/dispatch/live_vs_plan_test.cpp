@@ -6,7 +6,7 @@
 // test writes the heartbeats the pools would have published (busy-until, timestamp) and the
 // streams' (length, claimed), and asks the live board's decision path (worker::observe_board and
 // worker::board_decision: what PoolBoard::may_claim does once it has read Redis); at each
-// decode-host choice the sampler's path (worker::job_class_of / latent_bytes_of from the task's
+// decode-host choice the sampler's path (spec::route_inputs from the task's
 // spec, then dispatch::route_latent).  On every planner fixture (configs/topologies) and on a
 // wan2.1 cluster, whose latents are about 2.3x the builtin profile's at the same geometry.
 #include <gtest/gtest.h>
@@ -22,6 +22,7 @@
 #include "common/dispatch/decode_route.h"
 #include "common/dispatch/geometry.h"
 #include "common/schedule/simulate.h"
+#include "common/spec/spec.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/pool_board.h"
 
@@ -55,7 +56,7 @@ bool live_claim(const config::Cluster& c, const dispatch::BoardModel& live,
     beats[c.pools[i].name] = hb;
   }
   const auto& b = tr.seen.backlog;
-  std::vector<worker::StreamBacklog> streams(3);
+  std::vector<queue::StreamBacklog> streams(3);
   streams[0].length = static_cast<long long>(b.encode_queued + b.encoding);
   streams[0].claimed = static_cast<long long>(b.encoding);
   streams[1].length = static_cast<long long>(b.sample_queued + b.sampling);
@@ -78,8 +79,8 @@ std::string live_route(const config::Cluster& c, const schedule::RouteTrace& tr)
       t.mutable_spec()->set_steps(k.steps);
     }
   t.mutable_spec()->set_job_class(tr.job_class);
-  auto r = dispatch::route_latent(c, {tr.from_host}, worker::job_class_of(c, t),
-                                  worker::latent_bytes_of(c, t), tr.load);
+  const auto in = spec::route_inputs(t.spec(), c);
+  auto r = dispatch::route_latent(c, {tr.from_host}, in.job_class, in.latent_bytes, tr.load);
   return r ? r->host : tr.from_host;
 }
 

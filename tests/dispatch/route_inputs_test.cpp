@@ -1,7 +1,7 @@
 // Decode routing's inputs derived once (issue #26): spec::route_inputs is the one function that
 // turns a job spec into what dispatch::route_latent / decode_hosts take (the job's class and its
 // latent's bytes).  It gives what the derivations it replaced gave, the sampler's
-// (worker/decode_choice.cpp: job_class_of, latent_bytes_of) and the transfer sender's fallback
+// (worker/decode_choice.cpp) and the transfer sender's fallback
 // (transfer/config_map.cpp), for a builtin job, a wan2.1-profile job and an unknown-profile job.
 #include <gtest/gtest.h>
 
