@@ -1,8 +1,10 @@
-// encoder / sampler / decoder: wire config -> runtime -> StageWorker (+ ingest in the encoder).
+// encoder / sampler / decoder: config -> runtime -> StageWorker, one service main for the three;
+// what differs between them is one row of kStageWiring.
 #include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -60,58 +62,160 @@ class FailingRuntime final : public runtime::EncodeRuntime,
   Error e_;
 };
 
+// The sampler's hooks: latents for another decode host go through this host's transfer sender
+// (the outbox record before the ack, durable; the nudge after it, so that the job's history has
+// the sample record before any receiver can act), and with several decode hosts each latent goes
+// where it is expected to be decoded soonest (transfer + that host's decode backlog + its decode
+// time; common/worker/decode_choice.h).
+Status wire_hand_off(const Context& ctx, const queue::Connector& redis, worker::Hooks& hooks) {
+  const auto& c = ctx.cluster;
+  hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t,
+                                         const std::filesystem::path&) -> Status {
+    return transfer::record_task(transfer::outbox_dir(c, host), t);
+  };
+  hooks.nudge = [&c, host = ctx.host](const pb::StageTask& t) -> Status {
+    return transfer::notify_latent_ready(transfer::notify_endpoint(c, host), t, {});
+  };
+  std::set<std::string> decode_hosts;
+  for (const auto* p : c.pools_on("", config::StageKind::kDecode)) decode_hosts.insert(p->host);
+  if (decode_hosts.size() > 1) {
+    auto conn = std::make_shared<std::unique_ptr<queue::Redis>>();
+    hooks.decode_host = [&c, host = ctx.host, redis, conn](const pb::StageTask& t) {
+      if (!*conn) {
+        auto r = redis.connect();
+        if (r.ok()) *conn = std::move(r.value());
+      }
+      auto chosen = worker::choose_decode_host(c, host, t, conn->get());
+      logger().debug("run={} job={}: decode on {}", t.run_id(), t.job_id(), chosen);
+      return chosen;
+    };
+  }
+  return {};
+}
+
+// The encoder's submission ingest (h3pipe:submit -> jobs + encode tasks) on its own thread, and
+// the dead-letter gauge it exports while idle.
+class IngestThread final {
+ public:
+  static Result<std::unique_ptr<IngestThread>> start(Context& ctx, const queue::Connector& redis) {
+    auto in = worker::Ingest::create(ctx.cluster, redis, ctx.pool->name);
+    if (!in.ok()) return in.error();
+    std::unique_ptr<IngestThread> t(new IngestThread(std::move(in.value())));
+    auto& dead =
+        prometheus::BuildGauge()
+            .Name("h3pipe_dead_letters")
+            .Help("Entries in the dead-letter stream h3pipe:dead (exported by the encoder)")
+            .Register(*ctx.registry)
+            .Add({});
+    t->ingest_->on_idle([&dead](queue::Redis& r) {
+      if (auto n = queue::dead_letter_count(r); n.ok()) dead.Set(static_cast<double>(*n));
+    });
+    t->ingest_->on_degraded(
+        [h = ctx.health](const std::string& why) { h->set_degraded("ingest", why); });
+    t->thread_ = std::thread([t = t.get(), stop = ctx.stop] { t->ingest_->run(*stop); });
+    return t;
+  }
+  // The runner's stop flag ends the loop; this waits for it.
+  ~IngestThread() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  explicit IngestThread(std::unique_ptr<worker::Ingest> in) : ingest_(std::move(in)) {}
+  std::unique_ptr<worker::Ingest> ingest_;
+  std::thread thread_;
+};
+
+// Everything that differs between the three stage services, one row each; the rest of the
+// wiring (runtime start-up, the dispatch board, the worker loop, health) is the same for all.
+struct StageWiring {
+  config::StageKind stage;
+  const char* service;  // the service's name (logs, metrics, --help)
+  // This stage's runtime from the registry (runtime::make_encode, ...), into its slot.
+  Status (*make_runtime)(std::string_view name, const runtime::FactoryArgs& a,
+                         worker::Runtimes& into);
+  // Hooks only this stage has (the sampler's hand-off and decode-host choice), or none.
+  Status (*wire_hooks)(const Context& ctx, const queue::Connector& redis, worker::Hooks& hooks);
+  bool runs_ingest;  // the encoder also turns submissions into jobs (IngestThread)
+};
+
+template <class R>
+Status take(Result<std::unique_ptr<R>> r, std::unique_ptr<R>& slot) {
+  if (!r.ok()) return r.error();
+  slot = std::move(r.value());
+  return {};
+}
+
+constexpr StageWiring kStageWiring[] = {
+    {config::StageKind::kEncode, "encoder",
+     [](std::string_view n, const runtime::FactoryArgs& a, worker::Runtimes& rts) {
+       return take(runtime::make_encode(n, a), rts.encode);
+     },
+     nullptr, true},
+    {config::StageKind::kSample, "sampler",
+     [](std::string_view n, const runtime::FactoryArgs& a, worker::Runtimes& rts) {
+       return take(runtime::make_sample(n, a), rts.sample);
+     },
+     wire_hand_off, false},
+    {config::StageKind::kDecode, "decoder",
+     [](std::string_view n, const runtime::FactoryArgs& a, worker::Runtimes& rts) {
+       return take(runtime::make_decode(n, a), rts.decode);
+     },
+     nullptr, false},
+};
+
+const StageWiring& wiring_of(config::StageKind stage) {
+  for (const auto& w : kStageWiring)
+    if (w.stage == stage) return w;
+  std::abort();  // every StageKind has a row (the table lists all three)
+}
+
+// The runtime for the pool, or (a permanent start-up failure: a bad weights file) one that fails
+// every task with the reason, so that tasks reach the dead-letter stream instead of a restart
+// loop; `broken` says which.  A transient failure is returned: the service exits and restarts.
+Result<worker::Runtimes> start_runtime(const StageWiring& w, const Context& ctx,
+                                       std::optional<Error>& broken) {
+  const auto& rt = ctx.cluster.runtime_for(*ctx.pool);
+  runtime::FactoryArgs fa{&ctx.cluster, ctx.pool, &rt.settings,
+                          static_cast<std::uint64_t>(::getpid())};
+  worker::Runtimes rts;
+  Status s = w.make_runtime(rt.name, fa, rts);
+  if (s.ok()) return rts;
+  if (!errc::is_permanent(s.error().code)) return s.error();
+  broken = s.error();
+  logger().error("runtime {} cannot start: {}; every task of pool {} will fail with this reason",
+                 rt.name, broken->to_string(), ctx.pool->name);
+  rts.encode = std::make_unique<FailingRuntime>(*broken);
+  rts.sample = std::make_unique<FailingRuntime>(*broken);
+  rts.decode = std::make_unique<FailingRuntime>(*broken);
+  return rts;
+}
+
 }  // namespace
 
 int stage_service_main(int argc, char** argv, config::StageKind stage) {
-  ServiceInfo info{std::string(stage == config::StageKind::kEncode   ? "encoder"
-                               : stage == config::StageKind::kSample ? "sampler"
-                                                                     : "decoder"),
-                   true, stage};
-  return run(argc, argv, info, [stage](Context& ctx) -> int {
+  const StageWiring& wiring = wiring_of(stage);
+  ServiceInfo info{wiring.service, true, stage};
+  return run(argc, argv, info, [&wiring](Context& ctx) -> int {
     media::set_libav_log_level(AV_LOG_ERROR);  // no x264 statistics per job in the logs
     keep_freed_memory();
     const auto& c = ctx.cluster;
-    const auto& rt = c.runtime_for(*ctx.pool);
-    runtime::FactoryArgs fa{&c, ctx.pool, &rt.settings, static_cast<std::uint64_t>(::getpid())};
-    worker::Runtimes rts;
-    Error err;
-    bool ok = true;
-    bool broken = false;
-    auto take = [&](auto r, auto& slot) {
-      if (r.ok())
-        slot = std::move(r.value());
-      else {
-        ok = false;
-        err = r.error();
-      }
-    };
-    if (stage == config::StageKind::kEncode) take(runtime::make_encode(rt.name, fa), rts.encode);
-    if (stage == config::StageKind::kSample) take(runtime::make_sample(rt.name, fa), rts.sample);
-    if (stage == config::StageKind::kDecode) take(runtime::make_decode(rt.name, fa), rts.decode);
-    if (!ok) {
-      if (!errc::is_permanent(err.code)) {
-        logger().critical("{}", err.to_string());
-        return 2;
-      }
-      // A runtime that cannot load (bad weights file): stay up, never ready, and fail every task
-      // with the reason, so tasks reach the dead-letter stream instead of a restart loop.
-      logger().error(
-          "runtime {} cannot start: {}; every task of pool {} will fail with this reason", rt.name,
-          err.to_string(), ctx.pool->name);
-      rts.encode = std::make_unique<FailingRuntime>(err);
-      rts.sample = std::make_unique<FailingRuntime>(err);
-      rts.decode = std::make_unique<FailingRuntime>(err);
-      broken = true;
+    std::optional<Error> broken;
+    auto rts = start_runtime(wiring, ctx, broken);
+    if (!rts.ok()) {
+      logger().critical("{}", rts.error().to_string());
+      return 2;
     }
     // Crash garbage (rule 2), only a day old and more: the root is shared with the host's other
     // pools and its transfer receiver, whose .part files may be live (a restart used to delete
     // them under their writers, whose commit then failed).
     std::size_t swept = artifacts::sweep_parts(
-        stage == config::StageKind::kDecode ? c.output_root : c.artifact_root,
+        worker::describe(wiring.stage).writes_outputs ? c.output_root : c.artifact_root,
         std::chrono::hours(24));
     if (swept) logger().info("removed {} stale .part files (untouched for a day)", swept);
 
-    metrics::WorkerProbe probe(*ctx.registry, config::stage_name(stage), ctx.pool->name, ctx.host);
+    metrics::WorkerProbe probe(*ctx.registry, config::stage_name(wiring.stage), ctx.pool->name,
+                               ctx.host);
     // GPU series of this pool's devices (NVML at run time; none -> h3pipe_gpu_available 0 only).
     auto gpus = gpu::GpuMonitor::start(*ctx.registry, ctx.pool->gpus, std::chrono::seconds(5));
     // The one place this service's Redis connections are made: everything below opens its own
@@ -122,16 +226,15 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     // that cannot finish within it is handed back rather than killed with the pod.
     if (const char* g = std::getenv("H3PIPE_STOP_GRACE_S"); g && *g)
       opts.stop_grace_s = std::atof(g);
-    worker::Hooks hooks;
-    std::unique_ptr<worker::PoolBoard> board;
-    // The shared dispatch policy (common/schedule) decides whether this pool claims next, at
+    // The shared dispatch policy (common/dispatch) decides whether this pool claims next, at
     // every stage.
     auto b = worker::PoolBoard::create(c, *ctx.pool, redis);
     if (!b.ok()) {
       logger().critical("{}", b.error().to_string());
       return 3;
     }
-    board = std::move(b.value());
+    std::unique_ptr<worker::PoolBoard> board = std::move(b.value());
+    worker::Hooks hooks;
     hooks.may_claim = [&board] { return board->may_claim(); };
     // The policy's answer needs no read here (first_free, or no peer): the worker folds each
     // claim into the completion before it (one script between two tasks; issue #24).
@@ -143,67 +246,32 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       else
         board->idle();
     };
-    if (stage == config::StageKind::kSample) {
-      // Latents for another decode host go through this host's transfer sender: the outbox record
-      // before the ack (durable), the nudge after it (the job's history has the sample record
-      // before any receiver can act).
-      hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t,
-                                             const std::filesystem::path&) -> Status {
-        return transfer::record_task(transfer::outbox_dir(c, host), t);
-      };
-      hooks.nudge = [&c, host = ctx.host](const pb::StageTask& t) -> Status {
-        return transfer::notify_latent_ready(transfer::notify_endpoint(c, host), t, {});
-      };
-      // Several decode hosts: each latent goes where it is expected to be decoded soonest
-      // (transfer + that host's decode backlog + its decode time; common/worker/decode_choice.h).
-      std::set<std::string> decode_hosts;
-      for (const auto* p : c.pools_on("", config::StageKind::kDecode)) decode_hosts.insert(p->host);
-      if (decode_hosts.size() > 1) {
-        auto conn = std::make_shared<std::unique_ptr<queue::Redis>>();
-        hooks.decode_host = [&c, host = ctx.host, redis, conn](const pb::StageTask& t) {
-          if (!*conn) {
-            auto r = redis.connect();
-            if (r.ok()) *conn = std::move(r.value());
-          }
-          auto chosen = worker::choose_decode_host(c, host, t, conn->get());
-          logger().debug("run={} job={}: decode on {}", t.run_id(), t.job_id(), chosen);
-          return chosen;
-        };
+    if (wiring.wire_hooks) {
+      if (Status s = wiring.wire_hooks(ctx, redis, hooks); !s.ok()) {
+        logger().critical("{}", s.error().to_string());
+        return 3;
       }
     }
-    auto w = worker::StageWorker::create(opts, std::move(rts), probe, hooks);
+    auto w = worker::StageWorker::create(opts, std::move(rts.value()), probe, hooks);
     if (!w.ok()) {
       logger().critical("{}", w.error().to_string());
       return 3;
     }
-    std::unique_ptr<worker::Ingest> ingest;
-    std::thread ingest_thread;
-    if (stage == config::StageKind::kEncode) {
-      auto in = worker::Ingest::create(c, redis, ctx.pool->name);
+    std::unique_ptr<IngestThread> ingest;
+    if (wiring.runs_ingest) {
+      auto in = IngestThread::start(ctx, redis);
       if (!in.ok()) {
         logger().critical("{}", in.error().to_string());
         return 3;
       }
       ingest = std::move(in.value());
-      auto& dead =
-          prometheus::BuildGauge()
-              .Name("h3pipe_dead_letters")
-              .Help("Entries in the dead-letter stream h3pipe:dead (exported by the encoder)")
-              .Register(*ctx.registry)
-              .Add({});
-      ingest->on_idle([&dead](queue::Redis& r) {
-        if (auto n = queue::dead_letter_count(r); n.ok()) dead.Set(static_cast<double>(*n));
-      });
-      ingest->on_degraded(
-          [h = ctx.health](const std::string& why) { h->set_degraded("ingest", why); });
-      ingest_thread = std::thread([&] { ingest->run(*ctx.stop); });
     }
     (*w)->on_degraded([h = ctx.health](const std::string& why) { h->set_degraded("worker", why); });
     ctx.health->set_ready(!broken);
-    if (broken) ctx.health->set_failed(err.to_string());
+    if (broken) ctx.health->set_failed(broken->to_string());
     (*w)->run(*ctx.stop);
     ctx.health->set_ready(false);
-    if (ingest_thread.joinable()) ingest_thread.join();
+    ingest.reset();  // joins the ingest thread (stopped by the same flag)
     return 0;
   });
 }

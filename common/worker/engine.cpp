@@ -206,7 +206,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   const std::string entry_id = c.entry_id;
   ctx.cancelled = [this, run, poll, entry_id] {
     if (!deferred_.empty()) run_deferred();  // the last task's report, now that this one runs
-    if (ledger_.lease_lost(entry_id) || ledger_.hand_back_due()) return true;
+    if (ledger_.lease_lost(entry_id) || opts_.hand_back_due()) return true;
     if (!poll->cancelled && clock_.steady_ms() >= poll->next_ms) {
       poll->next_ms = clock_.steady_ms() + 1000;
       auto x = ledger_.run_cancelled(run);
@@ -273,7 +273,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
                   job, stage_.key);
     return done(Outcome::kLeaseLost, t);
   }
-  if (!out.ok() && out.error().code == errc::runtime::kCancelled && ledger_.hand_back_due()) {
+  if (!out.ok() && out.error().code == errc::runtime::kCancelled && opts_.hand_back_due()) {
     // Scale-in: the pod's grace ends before the stage would; the task goes back now, not when
     // its lease expires (another worker's next sweep takes it).
     const std::string why =

@@ -8,8 +8,9 @@
 //
 // Every outcome is one of Outcome and is counted: completed, skipped, retried (with backoff),
 // dead-lettered, cancelled, refused (the state machine said no), lease lost.  The live worker
-// (worker.cpp) implements the interfaces with Redis (state::Store + queue::StageQueue), the
-// artifact files and the runtimes; engine_test.cpp with memory and a settable clock.
+// (worker.cpp) implements the interfaces with Redis (redis_tasks.h), the artifact files
+// (disk_files.h) and the runtimes; unit tests with memory (tests/support/fake_stage_ports.h) and a
+// settable clock.
 #include <array>
 #include <filesystem>
 #include <functional>
@@ -74,12 +75,8 @@ class Ledger {
   virtual void note_error(const pb::StageTask& t, const std::string& reason) = 0;
   virtual Result<bool> run_cancelled(const std::string& run_id) = 0;
   virtual bool lease_lost(const std::string& entry_id) = 0;
-  // Scale-in: the worker is stopping and its grace is running out; a running task stops and is
-  // handed back (retry_later(id, 0): claimable by another worker at once), said in the job hash.
-  virtual bool hand_back_due() { return false; }
-  virtual void note_handed_back(const pb::StageTask& t, const std::string& why) {
-    (void)t, (void)why;
-  }
+  // A task handed back at scale-in (EngineOptions::hand_back_due), said in the job hash.
+  virtual void note_handed_back(const pb::StageTask& t, const std::string& why) = 0;
 };
 
 // The artifact files (the disk in production).
@@ -131,6 +128,9 @@ struct EngineOptions {
   // next task's runtime polls cancellation the first time, off the path between two tasks
   // (issue #24); run_deferred() runs what waits.
   bool defer_reports = false;
+  // Scale-in: the worker is stopping and its grace is running out (StageWorker); a running task
+  // stops and is handed back (retry_later(id, 0): claimable by another worker at once).
+  std::function<bool()> hand_back_due = [] { return false; };
 };
 
 class StageEngine final {

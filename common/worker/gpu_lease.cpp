@@ -51,6 +51,25 @@ std::string group_sample_stream(const std::string& group) {
   return keys::stream("sample@" + group);
 }
 
+GroupRole group_role(const config::Cluster& c, const config::Pool& p) {
+  GroupRole r;
+  r.group = gpu_group(c, p);
+  if (r.group.empty()) return r;
+  r.rank = p.stage == config::StageKind::kEncode   ? 1
+           : p.stage == config::StageKind::kSample ? 2
+                                                   : 3;
+  if (p.stage == config::StageKind::kEncode && group_pool(c, p, config::StageKind::kSample)) {
+    r.to_stream = group_sample_stream(r.group);
+    r.then_rank = 2;
+  }
+  if (p.stage == config::StageKind::kSample) {
+    if (group_pool(c, p, config::StageKind::kEncode)) r.own_stream = group_sample_stream(r.group);
+    const config::Pool* d = group_pool(c, p, config::StageKind::kDecode);
+    if (d && d->host == p.host) r.then_rank = 3;
+  }
+  return r;
+}
+
 GpuLease::GpuLease(queue::Connector connector, const std::string& group, const std::string& holder,
                    int rank, int ttl_ms)
     : connector_(std::move(connector)),

@@ -18,6 +18,7 @@
 #include "common/config/config.h"
 #include "common/queue/connector.h"
 #include "common/state/gpu_lease_store.h"
+#include "common/worker/ports.h"
 
 namespace h3pipe::worker {
 
@@ -30,7 +31,19 @@ const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p,
 // The stream of the sample tasks a GPU group keeps for its own sampler.
 std::string group_sample_stream(const std::string& group);
 
-class GpuLease final {
+// What a pool's GPU group means for its loop (the planner's model, simulate.h): the group keeps
+// an encoded job through its sampling, so its encoder sends the sample task to the group's own
+// stream, which its sampler takes first, and each stage hands the GPUs to the next one of the job.
+struct GroupRole {
+  std::string group;       // gpu_group(): "" for a pool with GPUs of its own (no other field set)
+  int rank = 0;            // this pool's stage in the group: encode 1, sample 2, decode 3
+  int then_rank = 0;       // a completed task's job goes on to this stage of the group (0: leaves)
+  std::string to_stream;   // encode: where its sample tasks go ("" = the shared sample stream)
+  std::string own_stream;  // sample: the group's own sample stream, taken first ("" = none)
+};
+GroupRole group_role(const config::Cluster& c, const config::Pool& p);
+
+class GpuLease final : public GpuGate {
  public:
   // holder: what the lease says (the pool's name and a random suffix).  rank: the pool's stage
   // (encode 1, sample 2, decode 3): while a later stage's pool waits for the lease, an earlier
@@ -39,10 +52,11 @@ class GpuLease final {
            int rank, int ttl_ms);
   ~GpuLease();
   // Takes the lease if it is free (or already ours): false while another pool holds it.
-  Result<bool> acquire();
+  Result<bool> acquire() override;
   // then_rank > 0: the job just finished here goes on to that stage in this group (an encode to
   // its sampling), which takes the GPUs next.
-  void release(int then_rank = 0);
+  void release(int then_rank) override;
+  void release() { release(0); }
   bool held() const { return held_.load(); }
   const std::string& key() const { return store_.key(); }
 

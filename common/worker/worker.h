@@ -2,7 +2,9 @@
 // The stage worker: the one loop every stage service runs (encode, sample, decode).  It owns the
 // docs/design.md rules — leased claim, idempotent skip, validated input, atomic output, ack with
 // the next stage's enqueue in one step, retry with backoff, dead-letter after max deliveries — and
-// calls a runtime only to compute.  Transport-specific seams are injected as Hooks.
+// calls a runtime only to compute.  It is a loop over ports (ports.h: TaskSource, GpuGate;
+// engine.h: Ledger, Files): create() builds them over Redis and the disk, over() takes them
+// (unit tests: tests/support/fake_stage_ports.h).  Transport-specific seams are Hooks.
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -19,6 +21,7 @@
 #include "common/worker/disk_health.h"
 #include "common/worker/engine.h"
 #include "common/worker/gpu_lease.h"
+#include "common/worker/ports.h"
 
 namespace h3pipe::worker {
 
@@ -34,7 +37,7 @@ struct Hooks {
   // task arrives on the stream when none was waiting).  Default: sleeps it.
   std::function<void(std::chrono::milliseconds)> idle_wait;
   // Chooses the decode host for a finished latent.  Default: the shared choice
-  // (worker::choose_decode_host, schedule/decode_route.h) without queue backlogs.
+  // (worker::choose_decode_host, dispatch/decode_route.h) without queue backlogs.
   std::function<std::string(const pb::StageTask&)> decode_host;
   // Hands a durable latent to this host's transfer sender when the decode host differs.  The
   // receiver enqueues the decode task.  Required when any decode host differs from this one.
@@ -71,10 +74,26 @@ struct Runtimes {
 std::string stream_for(config::StageKind stage, const std::string& host);
 std::string group_for(config::StageKind stage);
 
+// The ports of a worker that does not build its own (StageWorker::over); they outlive it.
+struct Ports {
+  TaskSource* tasks = nullptr;
+  Ledger* ledger = nullptr;
+  Files* files = nullptr;
+  GpuGate* gpu = nullptr;     // nullptr: the pool's GPUs are its own
+  int then_rank = 0;          // a completed task's job goes on to this stage of the GPU group
+  std::string sample_stream;  // where an encoded job's sample task goes ("": the shared stream)
+  Clock clock = Clock::system();
+};
+
 class StageWorker final {
  public:
+  // Over Redis (RedisTasks), this host's disk (DiskFiles) and, for a pool of a GPU group, the
+  // group's lease (GpuLease), all from the config.
   static Result<std::unique_ptr<StageWorker>> create(Options opts, Runtimes rt,
                                                      metrics::WorkerProbe& probe, Hooks hooks);
+  // Over the given ports (Options::redis unused).
+  static std::unique_ptr<StageWorker> over(Options opts, Ports ports, Runtimes rt,
+                                           metrics::WorkerProbe& probe, Hooks hooks);
   ~StageWorker();
   // Runs until `stop` is set; a task in progress is finished first (graceful drain).
   void run(const std::atomic<bool>& stop);
@@ -83,50 +102,30 @@ class StageWorker final {
   // Told when the loop enters a storage state (a full disk, a Redis that cannot persist) and
   // when it leaves it ("") (disk_health.h); the service shows it on /readyz.
   void on_degraded(DiskHealth::OnChange f) { disk_.on_change(std::move(f)); }
+  // The engine's count of an outcome (tests, status lines).
+  long long count(Outcome o) const { return engine_->count(o); }
 
  private:
-  class RedisLedger;
-  class DiskFiles;
   StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
-  Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own);  // receipt.cpp
-  void count(Outcome o, const pb::StageRecord& rec);
+  void wire(Ports ports);                              // the engine over the ports
+  void report(Outcome o, const pb::StageRecord& rec);  // the probe's series of an outcome
   // True once the stop flag has been set for longer than the grace allows (stop_grace_s).
   bool hand_back_due();
-  // A task this pool could claim now (undelivered, its own pending, or an expired lease): a pool
-  // of a GPU group takes the group's lease only then, never to block idle in a claim.
-  Result<bool> work_visible();
-  Result<bool> work_visible(queue::StageQueue& q);
-  // A pool with no GPU group or group stream of its own: one queue, so the next claim may be
-  // folded with its start (Store::claim_and_start) after a start that saw the entry next_.
-  bool folds_claims() const { return !gpu_ && !own_queue_; }
-  // A completion (advance move) of a pool that folds its claims and claims unconditionally: the
-  // next claim goes into the completion's script (Move::then_claim) while claim() would take new
-  // work or sweep anyway (own pending drained), never once the worker is stopping.
-  void fold_claim_into(state::Move& m);
-  void took_folded(std::optional<state::ClaimedStart> c);
+  bool stopping() const { return stop_ && stop_->load(); }
 
   Options opts_;
   Runtimes rt_;
   metrics::WorkerProbe& probe_;
   Hooks hooks_;
-  std::unique_ptr<queue::Redis> redis_;
-  std::unique_ptr<state::Store> store_;
-  std::unique_ptr<queue::StageQueue> queue_;
-  std::unique_ptr<queue::LeaseKeeper> leases_;
-  std::unique_ptr<Ledger> ledger_;
-  std::unique_ptr<Files> files_;
+  Ports ports_;
+  // What create() built the ports from (over(): none).
+  std::unique_ptr<TaskSource> owned_tasks_;
+  std::unique_ptr<Files> owned_files_;
+  std::unique_ptr<GpuGate> owned_gpu_;
   std::unique_ptr<StageEngine> engine_;
-  std::unique_ptr<GpuLease> gpu_;  // set when the pool's GPUs are shared (gpu_lease.h)
-  int then_rank_ = 0;              // a completed task goes on to this stage of the GPU group
+  pb::Stage stage_ = pb::STAGE_UNSPECIFIED;
   const std::atomic<bool>* stop_ = nullptr;  // run()'s flag, read by hand_back_due()
   std::optional<std::chrono::steady_clock::time_point> stop_seen_;
-  // A sampler whose GPU group has an encoder: the group's own sample stream, taken first (the
-  // jobs its encoder encoded), then the shared one.  active_ is the queue of the task at hand.
-  std::unique_ptr<queue::StageQueue> own_queue_;
-  std::unique_ptr<queue::LeaseKeeper> own_leases_;
-  queue::StageQueue* active_ = nullptr;
-  queue::LeaseKeeper* active_leases_ = nullptr;
-  pb::Stage stage_ = pb::STAGE_UNSPECIFIED;
   DiskHealth disk_{"worker"};
   // Duty cycle (run/step, the loop's thread; metrics.h WorkerProbe::idle): why the last idle
   // step was idle, how long the last task's process() and its hand-off to the sender took, and
@@ -136,9 +135,6 @@ class StageWorker final {
   std::shared_ptr<double> handoff_s_ = std::make_shared<double>(0);
   std::optional<std::chrono::steady_clock::time_point> gpu_wait_since_;
   bool claimed_once_ = false;
-  std::optional<state::NextEntry> next_;    // the entry after the task at hand (Attempt::next)
-  std::optional<queue::Entry> prefetched_;  // claimed by the last completion (fold_claim_into)
-  std::optional<state::Attempt> prefetched_start_;  // and started with it, when it was next_
 };
 
 // Submission ingest (runs in the encoder service): validates what arrives on h3pipe:submit

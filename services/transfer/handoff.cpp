@@ -20,17 +20,23 @@ spdlog::logger& logger() {
 
 namespace h3pipe::transfer_service {
 namespace fs = std::filesystem;
-Handoff::Handoff(const config::Cluster& cluster, std::string host, queue::RedisAddress redis)
-    : cluster_(cluster), host_(std::move(host)), addr_(std::move(redis)) {}
+Handoff::Handoff(const config::Cluster& cluster, std::string host, queue::Connector redis)
+    : cluster_(cluster), host_(std::move(host)), connector_(std::move(redis)) {}
+
+Result<queue::Redis*> Handoff::connection() {
+  if (!redis_) {
+    auto r = connector_.connect();
+    if (!r.ok()) return r.error();
+    redis_ = std::move(*r);
+  }
+  return redis_.get();
+}
 
 Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
                            const std::string& sha256, std::uint64_t bytes) {
   std::lock_guard<std::mutex> l(mu_);
-  if (!redis_) {
-    auto r = queue::Redis::connect(addr_);
-    if (!r.ok()) return r.error();
-    redis_ = std::move(*r);
-  }
+  auto conn = connection();
+  if (!conn.ok()) return conn.error();
   const long long now = state::now_ms();
   pb::StageRecord rec;
   rec.set_stage(pb::STAGE_TRANSFER);
@@ -94,14 +100,10 @@ Status Handoff::enqueue_local(const pb::StageTask& task, const fs::path& final_p
 
 void Handoff::fail(const pb::StageTask& task, const Error& e) {
   std::lock_guard<std::mutex> l(mu_);
-  if (!redis_) {
-    auto r = queue::Redis::connect(addr_);
-    if (!r.ok()) {
-      logger().error("run={} job={}: cannot record the transfer failure: {}", task.run_id(),
-                     task.job_id(), r.error().message);
-      return;
-    }
-    redis_ = std::move(*r);
+  if (auto conn = connection(); !conn.ok()) {
+    logger().error("run={} job={}: cannot record the transfer failure: {}", task.run_id(),
+                   task.job_id(), conn.error().message);
+    return;
   }
   auto r = state::Store(*redis_).apply(
       state::Store::fail_move(task.run_id(), task.job_id(), pb::STAGE_TRANSFER, e.to_string()));

@@ -8,13 +8,15 @@
 #include "common/config/config.h"
 #include "common/metrics/degraded.h"
 #include "common/proto/h3pipe.pb.h"
+#include "common/queue/connector.h"
 #include "common/queue/redis.h"
 
 namespace h3pipe::transfer_service {
 
 class Handoff final {
  public:
-  Handoff(const config::Cluster& cluster, std::string host, queue::RedisAddress redis);
+  // Its connection from `redis` (the service's connector, the runner's; reopened after a failure).
+  Handoff(const config::Cluster& cluster, std::string host, queue::Connector redis);
   // The job's transfer -> decode move (state::Store::apply) with the transfer's history record
   // and the decode task for this host's stream, in one script; a latent delivered again finds the
   // job already at decode and enqueues nothing.  Thread-safe.
@@ -28,9 +30,11 @@ class Handoff final {
  private:
   Status run_script(pb::StageTask task, const std::filesystem::path& final_path,
                     const std::string& sha256, std::uint64_t bytes);
+  // The open connection, or a new one (under mu_).
+  Result<queue::Redis*> connection();
   const config::Cluster& cluster_;
   std::string host_;
-  queue::RedisAddress addr_;
+  queue::Connector connector_;
   std::mutex mu_;
   std::unique_ptr<queue::Redis> redis_;
   metrics::Degraded degraded_{"transfer_handoff_redis", "transfer handoff on host " + host_};

@@ -29,7 +29,10 @@ int serve(runner::Context& ctx) {
   const config::Cluster& c = ctx.cluster;
   transfer::tune_allocator();
   zmq::context_t zctx(1);  // the process's one context
-  transfer_service::Handoff handoff(c, ctx.host, ctx.redis);
+  // The one place this service's Redis connections are made (the hand-off's, on the receiver's
+  // and the sender's threads alike, under its lock).
+  const queue::Connector redis(ctx.redis);
+  transfer_service::Handoff handoff(c, ctx.host, redis);
   std::unique_ptr<transfer::TransferProbe> rprobe, sprobe;
   std::unique_ptr<transfer::TransferReceiver> receiver;
   std::unique_ptr<transfer::TransferSender> sender;

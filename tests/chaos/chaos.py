@@ -119,6 +119,28 @@ def s(x):
 
 
 # ---------------------------------------------------------------- inner: the run
+def start_redis_server(bind, port, acl_file, data_dir, log_path, ping, extra=()):
+    """The harnesses' one redis-server launcher: ACL users only, AOF every second, no RDB, in the
+    foreground.  Waits until ping() (a PING as the admin user) answers, at most 10 s; returns the
+    process and its argv (for a restart after a kill)."""
+    os.makedirs(data_dir, exist_ok=True)
+    argv = ["/usr/bin/redis-server", "--bind", bind, "--port", str(port), "--aclfile", acl_file,
+            "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--dir", data_dir,
+            "--protected-mode", "yes", "--daemonize", "no"] + list(extra)
+    logf = open(log_path, "ab")
+    proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            ping()
+            return proc, argv
+        except Exception:  # still coming up
+            if proc.poll() is not None:
+                break
+            time.sleep(0.02)
+    raise RuntimeError("redis-server on %s:%d did not come up; see %s" % (bind, port, log_path))
+
+
 class Chaos:
     def __init__(self, a):
         self.a = a
@@ -202,21 +224,10 @@ class Chaos:
             log("started host %s: %s" % (host, out.strip().splitlines()[-1] if out.strip() else ""))
 
     def start_redis(self):
-        d = os.path.join(self.work, "redis")
-        os.makedirs(d, exist_ok=True)
-        self.redis_argv = ["/usr/bin/redis-server", "--bind", self.a.ip_a, "--port", str(self.redis_port),
-                           "--aclfile", self.acl_file, "--appendonly", "yes", "--appendfsync", "everysec",
-                           "--save", "", "--dir", d, "--protected-mode", "yes", "--daemonize", "no"]
-        self.redis_log = open(os.path.join(self.work, "redis.log"), "ab")
-        self.redis_proc = subprocess.Popen(self.redis_argv, stdout=self.redis_log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                Resp(self.a.ip_a, self.redis_port, self.password, "redis-admin").cmd("PING", retries=1)
-                return
-            except Exception:
-                time.sleep(0.02)
-        raise RuntimeError("redis-server did not come up; see %s/redis.log" % self.work)
+        self.redis_proc, self.redis_argv = start_redis_server(
+            self.a.ip_a, self.redis_port, self.acl_file, os.path.join(self.work, "redis"),
+            os.path.join(self.work, "redis.log"),
+            lambda: Resp(self.a.ip_a, self.redis_port, self.password, "redis-admin").cmd("PING", retries=1))
 
     def env(self, host):
         e = dict(os.environ)

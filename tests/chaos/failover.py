@@ -38,7 +38,7 @@ import time
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chaos import Resp, s  # noqa: E402  (the harnesses' small RESP client)
+from chaos import Resp, s, start_redis_server  # noqa: E402  (the harnesses' RESP client, launcher)
 
 SKIP = 77
 SENTINEL = "/usr/bin/redis-sentinel"
@@ -128,17 +128,13 @@ class Failover:
         }
 
     def start_server(self, port, replica_of=None):
-        d = os.path.join(self.work, "redis-%d" % port)
-        os.makedirs(d, exist_ok=True)
-        argv = ["/usr/bin/redis-server", "--bind", "127.0.0.1", "--port", str(port), "--aclfile", self.acl,
-                "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--dir", d,
-                "--protected-mode", "yes", "--daemonize", "no",
-                "--masteruser", "redis-admin", "--masterauth", self.password]
+        extra = ["--masteruser", "redis-admin", "--masterauth", self.password]
         if replica_of:
-            argv += ["--replicaof", "127.0.0.1", str(replica_of)]
-        logf = open(os.path.join(self.work, "redis-%d.log" % port), "ab")
-        self.servers[port] = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT)
-        wait_for("redis-server on %d" % port, lambda: self.admin(port).cmd("PING", retries=1), 10)
+            extra += ["--replicaof", "127.0.0.1", str(replica_of)]
+        self.servers[port], _ = start_redis_server(
+            "127.0.0.1", port, self.acl, os.path.join(self.work, "redis-%d" % port),
+            os.path.join(self.work, "redis-%d.log" % port),
+            lambda: self.admin(port).cmd("PING", retries=1), extra)
 
     def start_sentinel(self, i):
         port = free_port()

@@ -1,6 +1,7 @@
 // The stage engine's rules without a Redis or a disk (label: unit): every outcome, with the
 // ledger in memory applying the same transition table (state::judge) that Store::apply hands its
-// Lua script (job_state_redis_test checks the two agree), files in memory and a settable clock.
+// Lua script (job_state_redis_test checks the two agree), files in memory
+// (tests/support/fake_stage_ports.h) and a settable clock.
 #include "common/worker/engine.h"
 
 #include <gtest/gtest.h>
@@ -10,137 +11,16 @@
 
 #include "common/queue/keys.h"
 #include "common/state/job_state.h"
+#include "tests/support/fake_stage_ports.h"
 
 using namespace h3pipe;
 using namespace h3pipe::worker;
+using h3pipe::test_support::MemoryFiles;
+using h3pipe::test_support::MemoryLedger;
 using state::Applied;
 using state::JobState;
 
 namespace {
-
-struct Job {
-  JobState state = JobState::kNone;
-  long long attempts = 0;
-  std::string error;
-  long long exec = 0, wrote = 0;
-  std::vector<pb::StageRecord> history;
-};
-
-// The ledger in memory: the same table, the same counters, an entry set standing for the PEL.
-class MemoryLedger final : public Ledger {
- public:
-  std::map<std::string, Job> jobs;
-  std::set<std::string> pending;  // entries this consumer holds
-  std::set<std::string> lost;     // entries whose lease a renewal found lost
-  std::vector<std::pair<std::string, std::string>> enqueued;  // (stream, payload)
-  std::vector<std::string> dead;                              // dead-letter reasons
-  std::map<std::string, int> retries;                         // entry -> backoff asked
-  bool cancelled = false;
-  int cancel_polls = 0;
-  std::map<std::string, long long> illegal;  // "from>to" -> count
-  std::function<void()> after_start;         // what happens between the start and what follows
-
-  Result<state::Attempt> start(const pb::StageTask& t, const std::string& id) override {
-    Job& j = jobs[t.job_id()];
-    state::Attempt a;
-    const JobState to = state::stage_state(t.stage());
-    a.from = j.state;
-    if (state::judge(state::Event::kStart, j.state, to) != state::Verdict::kApply) {
-      a.refused = true;
-      pending.erase(id);
-      illegal[std::string(state::job_state_name(j.state)) + ">" + state::job_state_name(to)]++;
-      return a;
-    }
-    j.state = to;
-    a.number = ++j.attempts;
-    a.cancelled = cancelled;
-    a.last_error = j.error;
-    if (after_start) after_start();
-    return a;
-  }
-  Result<state::Moved> apply(state::Move m, const std::string& id) override {
-    if (!pending.count(id)) return state::Moved{Applied::kLeaseLost, JobState::kNone};
-    if (m.only_while_cancelled && !cancelled)
-      return state::Moved{Applied::kNotCancelled, JobState::kNone};
-    Job& j = jobs[m.job_id];
-    const JobState from = j.state;
-    pending.erase(id);
-    const auto v = state::judge(m.event, from, m.to);
-    if (v == state::Verdict::kRefuse) {
-      illegal[std::string(state::job_state_name(from)) + ">" + state::job_state_name(m.to)]++;
-      return state::Moved{Applied::kRefused, from};
-    }
-    run(m.record, j);
-    if (v == state::Verdict::kAlreadyPast) return state::Moved{Applied::kAlreadyPast, from};
-    j.state = m.to;
-    run(m.next, j);
-    return state::Moved{Applied::kApplied, from};
-  }
-  Status dead_letter_entry(const Claimed& c, const std::string& reason) override {
-    pending.erase(c.entry_id);
-    dead.push_back(reason);
-    return {};
-  }
-  Status retry_later(const std::string& id, int backoff_ms) override {
-    retries[id] = backoff_ms;
-    return {};
-  }
-  void note_exec(const pb::StageTask& t) override { jobs[t.job_id()].exec++; }
-  void note_error(const pb::StageTask& t, const std::string& why) override {
-    jobs[t.job_id()].error = why;
-  }
-  Result<bool> run_cancelled(const std::string&) override {
-    ++cancel_polls;
-    return cancelled;
-  }
-  bool lease_lost(const std::string& id) override { return lost.count(id) > 0; }
-
- private:
-  // The follow-up commands the engine builds, read back as what they mean.
-  void run(const queue::Commands& cmds, Job& j) {
-    for (const auto& c : cmds) {
-      if (c[0] == "XADD" && c[1] == keys::dead_letter())
-        dead.push_back(c[10]);  // the "reason" field
-      else if (c[0] == "XADD")
-        enqueued.emplace_back(c[1], c.back());
-      else if (c[0] == "HSET" && c[2] == "error")
-        j.error = c[3];
-      else if (c[0] == "HINCRBY" && c[2].rfind("wrote:", 0) == 0)
-        j.wrote++;
-      else if (c[0] == "RPUSH")
-        j.history.emplace_back();
-    }
-  }
-};
-
-class MemoryFiles final : public Files {
- public:
-  std::map<std::string, std::string> sha;  // path -> sha of a present, verified artifact
-  std::set<std::string> corrupt;
-  bool fit = true;
-  int receipts = 0;
-  Result<std::string> verify(const std::filesystem::path&,
-                             const std::filesystem::path& p) override {
-    if (corrupt.count(p.string()))
-      return make_error(errc::artifact::kMismatch, "{}: sha mismatch", p.string());
-    auto it = sha.find(p.string());
-    if (it == sha.end()) return make_error(errc::artifact::kMissing, "{}: missing", p.string());
-    return it->second;
-  }
-  void remove(const std::filesystem::path& p) override { corrupt.erase(p.string()); }
-  Result<std::uint64_t> size(const std::filesystem::path&) override { return std::uint64_t{10}; }
-  Status make_dirs(const std::filesystem::path&, const std::filesystem::path&) override {
-    return {};
-  }
-  Status fits(const std::filesystem::path& p, const latent::Expected&) override {
-    if (fit) return {};
-    return make_error(errc::latent::kProfile, "{}: another profile", p.string());
-  }
-  Status write_receipt(const pb::StageTask&, const pb::StageRecord&) override {
-    ++receipts;
-    return {};
-  }
-};
 
 config::Cluster cluster() {
   config::Cluster c;

@@ -1,20 +1,58 @@
-// The receipt JOB.pipeline.json: every stage's record (chain of custody conditioning -> latent ->
-// mp4), written atomically by the decoder before it acks.
+#include "common/worker/disk_files.h"
+
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "common/artifacts/artifacts.h"
+#include "common/latent/latent.h"
 #include "common/state/paths.h"
-#include "common/worker/worker.h"
 
 namespace h3pipe::worker {
+namespace fs = std::filesystem;
 
-Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord& own) {
-  const auto& c = *opts_.cluster;
+DiskFiles::DiskFiles(const config::Cluster& c, std::string software_version, History history,
+                     OnReceipt on_receipt)
+    : cluster_(c),
+      software_version_(std::move(software_version)),
+      history_(std::move(history)),
+      on_receipt_(std::move(on_receipt)) {}
+
+Result<std::string> DiskFiles::verify(const fs::path& root, const fs::path& p) {
+  return artifacts::verify(artifacts::Root(root), p);
+}
+
+void DiskFiles::remove(const fs::path& p) {
+  std::error_code ec;
+  fs::remove(p, ec);
+}
+
+Result<std::uint64_t> DiskFiles::size(const fs::path& p) {
+  std::error_code ec;
+  auto n = fs::file_size(p, ec);
+  if (ec) return make_error(errc::artifact::kSize, "{}: {}", p.string(), ec.message());
+  return static_cast<std::uint64_t>(n);
+}
+
+Status DiskFiles::make_dirs(const fs::path& root, const fs::path& dir) {
+  auto r = artifacts::make_dirs(artifacts::Root(root), dir);
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Status DiskFiles::fits(const fs::path& lat, const latent::Expected& want) {
+  auto l = latent::read_latent(lat, &want);
+  if (!l.ok()) return l.error();
+  return {};
+}
+
+Status DiskFiles::write_receipt(const pb::StageTask& t, const pb::StageRecord& own) {
+  const auto& c = cluster_;
   auto path = paths::receipt(c, t.run_id(), t.job_id());
   if (!path.ok()) return path.error();
-  auto hist = store_->history(t.run_id(), t.job_id());
+  auto hist = history_(t.run_id(), t.job_id());
   if (!hist.ok()) return hist.error();
   pb::Receipt r;
   r.set_run_id(t.run_id());
@@ -32,7 +70,7 @@ Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord&
   r.set_mp4_path(own.output_path());
   r.set_mp4_sha256(own.output_sha256());
   r.set_bytes_moved(moved);
-  r.set_software_version(opts_.software_version);
+  r.set_software_version(software_version_);
   // From the job's first enqueue (the first stage's start less its queue wait) to the decode's
   // end: what a user waits for its video (docs/report.md).
   if (!by_stage.empty()) {
@@ -51,7 +89,7 @@ Status StageWorker::write_receipt(const pb::StageTask& t, const pb::StageRecord&
   (void)google::protobuf::util::MessageToJsonString(r, &json, o);
   auto w = artifacts::write_atomic(artifacts::Root(std::filesystem::absolute(c.output_root)),
                                    std::filesystem::absolute(*path), json);
-  if (w.ok()) probe_.job_done(r.end_to_end_s(), r.real_time_factor());
+  if (w.ok() && on_receipt_) on_receipt_(r.end_to_end_s(), r.real_time_factor());
   if (!w.ok()) {
     // The error (io.*: the path and errno text; write_atomic left no .part) goes through the
     // engine's failed-attempt path, which records it as the job's reason.

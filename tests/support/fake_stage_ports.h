@@ -1,0 +1,234 @@
+#pragma once
+// The stage worker's ports in memory (common/worker/ports.h, engine.h), for unit tests of the
+// engine (tests/worker/engine_test.cpp) and of the worker's loop (stage_worker_test.cpp):
+//   MemoryLedger  the job state machine (the same transition table, state::judge, that
+//                 Store::apply hands its Lua script; job_state_redis_test checks the two agree)
+//                 and an entry set standing for this consumer's pending entries;
+//   MemoryFiles   the artifact files;
+//   MemoryTasks   a stage stream: entries in order, claimed into the ledger's pending set;
+//   MemoryGpu     a GPU group's lease, held by this pool or by "another" one.
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/queue/keys.h"
+#include "common/state/job_state.h"
+#include "common/worker/engine.h"
+#include "common/worker/ports.h"
+
+namespace h3pipe::test_support {
+
+using state::Applied;
+using state::JobState;
+using worker::Claimed;
+
+struct Job {
+  JobState state = JobState::kNone;
+  long long attempts = 0;
+  std::string error;
+  long long exec = 0, wrote = 0;
+  std::string handed_back;  // why it was handed back at scale-in
+  std::vector<pb::StageRecord> history;
+};
+
+// The ledger in memory: the same table, the same counters, an entry set standing for the PEL.
+class MemoryLedger final : public worker::Ledger {
+ public:
+  std::map<std::string, Job> jobs;
+  std::set<std::string> pending;  // entries this consumer holds
+  std::set<std::string> lost;     // entries whose lease a renewal found lost
+  std::vector<std::pair<std::string, std::string>> enqueued;  // (stream, payload)
+  std::vector<std::string> dead;                              // dead-letter reasons
+  std::map<std::string, int> retries;                         // entry -> backoff asked
+  bool cancelled = false;
+  int cancel_polls = 0;
+  std::map<std::string, long long> illegal;  // "from>to" -> count
+  std::function<void()> after_start;         // what happens between the start and what follows
+
+  Result<state::Attempt> start(const pb::StageTask& t, const std::string& id) override {
+    Job& j = jobs[t.job_id()];
+    state::Attempt a;
+    const JobState to = state::stage_state(t.stage());
+    a.from = j.state;
+    if (state::judge(state::Event::kStart, j.state, to) != state::Verdict::kApply) {
+      a.refused = true;
+      pending.erase(id);
+      illegal[std::string(state::job_state_name(j.state)) + ">" + state::job_state_name(to)]++;
+      return a;
+    }
+    j.state = to;
+    a.number = ++j.attempts;
+    a.cancelled = cancelled;
+    a.last_error = j.error;
+    if (after_start) after_start();
+    return a;
+  }
+  Result<state::Moved> apply(state::Move m, const std::string& id) override {
+    if (!pending.count(id)) return state::Moved{Applied::kLeaseLost, JobState::kNone};
+    if (m.only_while_cancelled && !cancelled)
+      return state::Moved{Applied::kNotCancelled, JobState::kNone};
+    Job& j = jobs[m.job_id];
+    const JobState from = j.state;
+    pending.erase(id);
+    const auto v = state::judge(m.event, from, m.to);
+    if (v == state::Verdict::kRefuse) {
+      illegal[std::string(state::job_state_name(from)) + ">" + state::job_state_name(m.to)]++;
+      return state::Moved{Applied::kRefused, from};
+    }
+    run(m.record, j);
+    if (v == state::Verdict::kAlreadyPast) return state::Moved{Applied::kAlreadyPast, from};
+    j.state = m.to;
+    run(m.next, j);
+    return state::Moved{Applied::kApplied, from};
+  }
+  Status dead_letter_entry(const Claimed& c, const std::string& reason) override {
+    pending.erase(c.entry_id);
+    dead.push_back(reason);
+    return {};
+  }
+  Status retry_later(const std::string& id, int backoff_ms) override {
+    retries[id] = backoff_ms;
+    return {};
+  }
+  void note_exec(const pb::StageTask& t) override { jobs[t.job_id()].exec++; }
+  void note_error(const pb::StageTask& t, const std::string& why) override {
+    jobs[t.job_id()].error = why;
+  }
+  Result<bool> run_cancelled(const std::string&) override {
+    ++cancel_polls;
+    return cancelled;
+  }
+  bool lease_lost(const std::string& id) override { return lost.count(id) > 0; }
+  void note_handed_back(const pb::StageTask& t, const std::string& why) override {
+    jobs[t.job_id()].handed_back = why;
+  }
+
+ private:
+  // The follow-up commands the engine builds, read back as what they mean.
+  void run(const queue::Commands& cmds, Job& j) {
+    for (const auto& c : cmds) {
+      if (c[0] == "XADD" && c[1] == keys::dead_letter())
+        dead.push_back(c[10]);  // the "reason" field
+      else if (c[0] == "XADD")
+        enqueued.emplace_back(c[1], c.back());
+      else if (c[0] == "HSET" && c[2] == "error")
+        j.error = c[3];
+      else if (c[0] == "HINCRBY" && c[2].rfind("wrote:", 0) == 0)
+        j.wrote++;
+      else if (c[0] == "RPUSH")
+        j.history.emplace_back();
+    }
+  }
+};
+
+class MemoryFiles final : public worker::Files {
+ public:
+  std::map<std::string, std::string> sha;  // path -> sha of a present, verified artifact
+  std::set<std::string> corrupt;
+  bool fit = true;
+  int receipts = 0;
+  Result<std::string> verify(const std::filesystem::path&,
+                             const std::filesystem::path& p) override {
+    if (corrupt.count(p.string()))
+      return make_error(errc::artifact::kMismatch, "{}: sha mismatch", p.string());
+    auto it = sha.find(p.string());
+    if (it == sha.end()) return make_error(errc::artifact::kMissing, "{}: missing", p.string());
+    return it->second;
+  }
+  void remove(const std::filesystem::path& p) override { corrupt.erase(p.string()); }
+  Result<std::uint64_t> size(const std::filesystem::path&) override { return std::uint64_t{10}; }
+  Status make_dirs(const std::filesystem::path&, const std::filesystem::path&) override {
+    return {};
+  }
+  Status fits(const std::filesystem::path& p, const latent::Expected&) override {
+    if (fit) return {};
+    return make_error(errc::latent::kProfile, "{}: another profile", p.string());
+  }
+  Status write_receipt(const pb::StageTask&, const pb::StageRecord&) override {
+    ++receipts;
+    return {};
+  }
+};
+
+// A stage stream in memory: entries in order; a take() moves the first into the ledger's pending
+// set (the PEL), and one handed back (retry_later, hand_back_ahead) is taken again.
+class MemoryTasks final : public worker::TaskSource {
+ public:
+  explicit MemoryTasks(MemoryLedger& ledger) : ledger_(ledger) {}
+  std::deque<std::pair<std::string, std::string>> stream;  // (entry id, payload), undelivered
+  std::optional<worker::Taken> ahead;  // a task claimed ahead by the last completion
+  std::set<std::string> held;          // entries whose lease is renewed now
+  std::vector<std::string> taken_ids;  // every entry handed out, in order
+  int asked = 0;                       // times may_claim was asked
+  int rechecks = 0;                    // recheck_own() calls
+  int handed_back_ahead = 0;
+  std::optional<Error> fail_next;  // the next visible()/take() fails with this (Redis went away)
+
+  void add(std::string id, std::string payload) {
+    stream.emplace_back(std::move(id), std::move(payload));
+  }
+  Result<bool> visible() override {
+    if (auto e = std::exchange(fail_next, std::nullopt)) return *e;
+    return !stream.empty() || ahead.has_value();
+  }
+  Result<std::optional<worker::Taken>> take(const std::function<bool()>& may_claim,
+                                            Asked& a) override {
+    a = Asked{};
+    if (auto e = std::exchange(fail_next, std::nullopt)) return *e;
+    if (ahead) return hand_out(*std::exchange(ahead, std::nullopt));
+    a.asked = true;
+    ++asked;
+    a.yes = may_claim();
+    if (!a.yes || stream.empty()) return std::optional<worker::Taken>();
+    auto [id, payload] = std::move(stream.front());
+    stream.pop_front();
+    return hand_out(worker::Taken{std::move(id), std::move(payload)});
+  }
+  void hold(const std::string& id) override { held.insert(id); }
+  void let_go(const std::string& id) override { held.erase(id); }
+  bool claimed_ahead() const override { return ahead.has_value(); }
+  Status hand_back_ahead() override {
+    if (!ahead) return {};
+    ++handed_back_ahead;
+    ledger_.pending.erase(ahead->entry_id);
+    stream.emplace_front(ahead->entry_id, ahead->payload);
+    ahead.reset();
+    return {};
+  }
+  void recheck_own() override { ++rechecks; }
+  Result<long long> depth() override { return static_cast<long long>(stream.size()); }
+
+ private:
+  Result<std::optional<worker::Taken>> hand_out(worker::Taken t) {
+    ledger_.pending.insert(t.entry_id);
+    taken_ids.push_back(t.entry_id);
+    return std::optional<worker::Taken>(std::move(t));
+  }
+  MemoryLedger& ledger_;
+};
+
+// A GPU group's lease: free, held by this pool, or held by another pool of the group.
+class MemoryGpu final : public worker::GpuGate {
+ public:
+  bool other_holds = false;  // another pool of the group runs now
+  bool held = false;
+  int acquires = 0;
+  std::vector<int> released;  // then_rank of each release
+  Result<bool> acquire() override {
+    ++acquires;
+    if (other_holds) return false;
+    held = true;
+    return true;
+  }
+  void release(int then_rank) override {
+    held = false;
+    released.push_back(then_rank);
+  }
+};
+
+}  // namespace h3pipe::test_support
