@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/config/config.h"
 #include "common/queue/keys.h"
 #include "common/state/job_state.h"
 #include "common/worker/engine.h"
@@ -230,5 +231,43 @@ class MemoryGpu final : public worker::GpuGate {
     released.push_back(then_rank);
   }
 };
+
+// A cluster of one host h1 with a pool per stage (enc, samp, dec), roots /art and /out, three
+// deliveries and a 100 ms retry backoff.
+inline config::Cluster stage_cluster() {
+  config::Cluster c;
+  c.artifact_root = "/art";
+  c.output_root = "/out";
+  c.queue.max_deliveries = 3;
+  c.queue.retry_backoff_ms = 100;
+  for (auto [name, kind] : {std::pair{"enc", config::StageKind::kEncode},
+                            {"samp", config::StageKind::kSample},
+                            {"dec", config::StageKind::kDecode}}) {
+    config::Pool p;
+    p.name = name;
+    p.host = "h1";
+    p.stage = kind;
+    c.pools.push_back(p);
+  }
+  return c;
+}
+
+// A task of run r1 for job `job` at `stage`, with a spec that passes the submission's rules (the
+// engine checks every task's: issue #22).
+inline pb::StageTask stage_task(pb::Stage stage, const std::string& job) {
+  pb::StageTask t;
+  t.set_run_id("r1");
+  t.set_job_id(job);
+  t.set_stage(stage);
+  auto* s = t.mutable_spec();
+  s->set_job_id(job);
+  s->set_prompt("p");
+  s->set_width(64);
+  s->set_height(64);
+  s->set_frames(9);
+  s->set_fps(24);
+  s->set_steps(4);
+  return t;
+}
 
 }  // namespace h3pipe::test_support

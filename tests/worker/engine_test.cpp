@@ -22,26 +22,8 @@ using state::JobState;
 
 namespace {
 
-config::Cluster cluster() {
-  config::Cluster c;
-  c.artifact_root = "/art";
-  c.output_root = "/out";
-  c.queue.max_deliveries = 3;
-  c.queue.retry_backoff_ms = 100;
-  for (auto [name, kind] : {std::pair{"enc", config::StageKind::kEncode},
-                            {"samp", config::StageKind::kSample},
-                            {"dec", config::StageKind::kDecode}}) {
-    config::Pool p;
-    p.name = name;
-    p.host = "h1";
-    p.stage = kind;
-    c.pools.push_back(p);
-  }
-  return c;
-}
-
 struct Rig {
-  config::Cluster c = cluster();
+  config::Cluster c = test_support::stage_cluster();
   MemoryLedger ledger;
   MemoryFiles files;
   long long now = 1'000'000;  // the injected clock, ms
@@ -70,19 +52,7 @@ struct Rig {
   // A task of job `job` at this stage, its job at `at`, claimed as entry `id`.
   Claimed claim(pb::Stage stage, const std::string& job, JobState at,
                 const std::string& id = "1-0") {
-    pb::StageTask t;
-    t.set_run_id("r1");
-    t.set_job_id(job);
-    t.set_stage(stage);
-    // A spec that passes the submission's rules (the engine checks every task's: issue #22).
-    auto* s = t.mutable_spec();
-    s->set_job_id(job);
-    s->set_prompt("p");
-    s->set_width(64);
-    s->set_height(64);
-    s->set_frames(9);
-    s->set_fps(24);
-    s->set_steps(4);
+    const pb::StageTask t = test_support::stage_task(stage, job);
     if (!ledger.jobs.count(job)) ledger.jobs[job].state = at;
     ledger.pending.insert(id);
     return {id, t.SerializeAsString()};

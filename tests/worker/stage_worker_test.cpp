@@ -22,21 +22,6 @@ using state::JobState;
 
 namespace {
 
-config::Cluster cluster() {
-  config::Cluster c;
-  c.artifact_root = "/art";
-  c.output_root = "/out";
-  c.queue.max_deliveries = 3;
-  c.queue.retry_backoff_ms = 100;
-  c.queue.block_ms = 40;
-  config::Pool p;
-  p.name = "enc";
-  p.host = "h1";
-  p.stage = config::StageKind::kEncode;
-  c.pools.push_back(p);
-  return c;
-}
-
 // An encode runtime that runs `body` (default: writes its output, which the files then verify).
 class FnEncode final : public runtime::EncodeRuntime {
  public:
@@ -49,7 +34,11 @@ class FnEncode final : public runtime::EncodeRuntime {
 };
 
 struct Rig {
-  config::Cluster c = cluster();
+  config::Cluster c = [] {
+    auto c = test_support::stage_cluster();
+    c.queue.block_ms = 40;  // the idle nap: block_ms/4 + 1
+    return c;
+  }();
   MemoryLedger ledger;
   MemoryFiles files;
   MemoryTasks tasks{ledger};
@@ -88,18 +77,7 @@ struct Rig {
   }
   // An encode task of job `job` (a spec that passes the submission's rules), queued.
   std::string task(const std::string& job) {
-    pb::StageTask t;
-    t.set_run_id("r1");
-    t.set_job_id(job);
-    t.set_stage(pb::STAGE_ENCODE);
-    auto* s = t.mutable_spec();
-    s->set_job_id(job);
-    s->set_prompt("p");
-    s->set_width(64);
-    s->set_height(64);
-    s->set_frames(9);
-    s->set_fps(24);
-    s->set_steps(4);
+    const pb::StageTask t = test_support::stage_task(pb::STAGE_ENCODE, job);
     ledger.jobs[job].state = JobState::kQueued;
     return t.SerializeAsString();
   }
