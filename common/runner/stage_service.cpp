@@ -107,9 +107,7 @@ class IngestThread final {
             .Help("Entries in the dead-letter stream h3pipe:dead (exported by the encoder)")
             .Register(*ctx.registry)
             .Add({});
-    t->ingest_->on_idle([&dead](queue::Redis& r) {
-      if (auto n = queue::dead_letter_count(r); n.ok()) dead.Set(static_cast<double>(*n));
-    });
+    t->ingest_->on_dead_letters([&dead](long long n) { dead.Set(static_cast<double>(n)); });
     t->ingest_->on_degraded(
         [h = ctx.health](const std::string& why) { h->set_degraded("ingest", why); });
     t->thread_ = std::thread([t = t.get(), stop = ctx.stop] { t->ingest_->run(*stop); });

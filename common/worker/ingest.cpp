@@ -21,34 +21,100 @@ spdlog::logger& logger() {
 
 namespace h3pipe::worker {
 
+namespace {
+
+// Intake over Redis: the submit stream's consumer group and the job store.
+class RedisIntake final : public Intake {
+ public:
+  static Result<std::unique_ptr<RedisIntake>> create(const config::Cluster& c,
+                                                     const queue::Connector& redis,
+                                                     const std::string& consumer) {
+    std::unique_ptr<RedisIntake> in(new RedisIntake);
+    auto r = redis.connect();
+    if (!r.ok()) return r.error();
+    in->redis_ = std::move(r.value());
+    in->store_ = std::make_unique<state::Store>(*in->redis_);
+    H3_TRY(in->store_->load_scripts());
+    queue::QueueOptions qo{keys::submit(),   std::string(keys::kIngestGroup),
+                           consumer,         c.queue.lease_ms,
+                           c.queue.block_ms, c.queue.sweep_ms};
+    in->queue_ = std::make_unique<queue::StageQueue>(*in->redis_, qo);
+    H3_TRY(in->queue_->ensure_group());
+    // The encode stream's group too, so tasks enqueued before any encoder started are kept.
+    queue::StageQueue enc(*in->redis_, {keys::stream("encode"), "encode", consumer});
+    H3_TRY(enc.ensure_group());
+    return in;
+  }
+  Result<std::optional<queue::Entry>> next() override { return queue_->claim(); }
+  Status done(const queue::Entry& e) override {
+    auto ok = queue_->complete(e, {});
+    if (!ok.ok()) return ok.error();
+    return {};
+  }
+  Result<bool> job_exists(const std::string& run, const std::string& job) override {
+    return store_->job_exists(run, job);
+  }
+  Result<std::string> job_spec(const std::string& run, const std::string& job) override {
+    return store_->job_spec(run, job);
+  }
+  Result<bool> accept_job(const std::string& run, const pb::JobSpec& spec,
+                          const std::string& payload) override {
+    return store_->accept_job(run, spec, payload);
+  }
+  Status reject_job(const std::string& run, const std::string& job,
+                    const std::string& why) override {
+    return store_->reject_job(run, job, why);
+  }
+  Status refuse_submission(const std::string& run, const state::Refusal& r) override {
+    return store_->refuse_submission(run, r);
+  }
+  Result<long long> dead_letters() override {
+    auto n = queue::dead_letter_count(*redis_);
+    if (!n.ok()) return n.error();
+    return static_cast<long long>(*n);
+  }
+
+ private:
+  RedisIntake() = default;
+  std::unique_ptr<queue::Redis> redis_;
+  std::unique_ptr<state::Store> store_;
+  std::unique_ptr<queue::StageQueue> queue_;
+};
+
+// protobuf's JSON parser sets itself up on first use (milliseconds): here, not in the first
+// submission's latency.
+void warm_json() {
+  (void)spec::parse_json(R"({"prompt": "warm-up"})");
+}
+
+}  // namespace
+
+Ingest::~Ingest() = default;
+
 Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c,
                                                const queue::Connector& redis,
                                                std::string consumer) {
+  warm_json();
+  auto intake = RedisIntake::create(c, redis, consumer);
+  if (!intake.ok()) return intake.error();
   std::unique_ptr<Ingest> in(new Ingest(c));
-  // protobuf's JSON parser sets itself up on first use (milliseconds): here, not in the first
-  // submission's latency.
-  (void)spec::parse_json(R"({"prompt": "warm-up"})");
-  auto r = redis.connect();
-  if (!r.ok()) return r.error();
-  in->redis_ = std::move(r.value());
-  in->store_ = std::make_unique<state::Store>(*in->redis_);
-  H3_TRY(in->store_->load_scripts());
-  queue::QueueOptions qo{keys::submit(),   std::string(keys::kIngestGroup),
-                         consumer,         c.queue.lease_ms,
-                         c.queue.block_ms, c.queue.sweep_ms};
-  in->queue_ = std::make_unique<queue::StageQueue>(*in->redis_, qo);
-  H3_TRY(in->queue_->ensure_group());
-  // The encode stream's group too, so tasks enqueued before any encoder started are kept.
-  queue::StageQueue enc(*in->redis_, {keys::stream("encode"), "encode", consumer});
-  H3_TRY(enc.ensure_group());
+  in->owned_ = std::move(intake.value());
+  in->intake_ = in->owned_.get();
+  return in;
+}
+
+std::unique_ptr<Ingest> Ingest::over(const config::Cluster& c, Intake& intake) {
+  warm_json();
+  std::unique_ptr<Ingest> in(new Ingest(c));
+  in->intake_ = &intake;
   return in;
 }
 
 void Ingest::run(const std::atomic<bool>& stop) {
   auto next_idle = std::chrono::steady_clock::now();
   while (!stop.load()) {
-    if (on_idle_ && std::chrono::steady_clock::now() >= next_idle) {
-      on_idle_(*redis_);
+    if (on_dead_letters_ && std::chrono::steady_clock::now() >= next_idle) {
+      if (auto n = intake_->dead_letters(); n.ok()) on_dead_letters_(*n);
       next_idle = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     }
     auto r = step();
@@ -61,8 +127,32 @@ void Ingest::run(const std::atomic<bool>& stop) {
   }
 }
 
+// A refused submission for a new job is a failed job with the reason, visible in `status`.  One
+// naming a job that already exists never touches it and never becomes a job: it is recorded
+// beside the run (Store::refuse_submission), so a finished run's verdict stays what it was (issue
+// #22: a late conflicting XADD used to add a failed pseudo-job for good).
+Result<bool> Ingest::reject(const queue::Entry& e, const std::string& run, const std::string& job,
+                            const std::string& why) {
+  bool exists = false;
+  if (job != "sub-" + e.id) {
+    auto r = intake_->job_exists(run, job);
+    if (!r.ok()) return r.error();
+    exists = *r;
+  }
+  if (exists) {
+    logger().warn("ingest: run={} job={} submission {} refused beside the run: {}", run, job, e.id,
+                  why);
+    H3_TRY(intake_->refuse_submission(run, {e.id, job, why, state::now_ms()}));
+  } else {
+    logger().warn("ingest: run={} job={} rejected: {}", run, job, why);
+    H3_TRY(intake_->reject_job(run, job, why));
+  }
+  H3_TRY(intake_->done(e));
+  return true;
+}
+
 Result<bool> Ingest::step() {
-  auto claimed = queue_->claim();
+  auto claimed = intake_->next();
   if (!claimed.ok()) return claimed.error();
   if (!claimed->has_value()) return false;
   const queue::Entry& e = **claimed;
@@ -71,28 +161,8 @@ Result<bool> Ingest::step() {
   const auto spec_field = e.fields.find("spec");
   std::string run = run_field != e.fields.end() ? run_field->second : std::string();
   const std::string spec_json = spec_field != e.fields.end() ? spec_field->second : std::string();
-  // A refused submission for a new job is a failed job with the reason, visible in `status`.
-  // One naming a job that already exists never touches it and never becomes a job: it is
-  // recorded beside the run (Store::refuse_submission), so a finished run's verdict stays what
-  // it was (issue #22: a late conflicting XADD used to add a failed pseudo-job for good).
-  auto reject = [&](const std::string& job, const std::string& why) -> Result<bool> {
-    bool exists = false;
-    if (job != "sub-" + e.id) {
-      auto r = store_->job_exists(run, job);
-      if (!r.ok()) return r.error();
-      exists = *r;
-    }
-    if (exists) {
-      logger().warn("ingest: run={} job={} submission {} refused beside the run: {}", run, job,
-                    e.id, why);
-      H3_TRY(store_->refuse_submission(run, {e.id, job, why, state::now_ms()}));
-    } else {
-      logger().warn("ingest: run={} job={} rejected: {}", run, job, why);
-      H3_TRY(store_->reject_job(run, job, why));
-    }
-    auto ok = queue_->complete(e, {});
-    if (!ok.ok()) return ok.error();
-    return true;
+  auto reject = [&](const std::string& job, const std::string& why) {
+    return this->reject(e, run, job, why);
   };
   if (run_field == e.fields.end()) {
     run = "invalid-runs";
@@ -126,11 +196,11 @@ Result<bool> Ingest::step() {
   t.set_enqueued_unix_ms(state::now_ms());
   std::string payload;
   t.SerializeToString(&payload);
-  auto accepted = store_->accept_job(run, *spec, payload);
+  auto accepted = intake_->accept_job(run, *spec, payload);
   if (!accepted.ok()) return accepted.error();
   if (!*accepted) {
     // The same job again: identical is idempotent, another spec is refused with the reason.
-    auto stored = store_->job_spec(run, spec->job_id());
+    auto stored = intake_->job_spec(run, spec->job_id());
     if (!stored.ok()) return stored.error();
     if (*stored != spec::to_json(*spec))
       return reject(spec->job_id(),
@@ -140,8 +210,7 @@ Result<bool> Ingest::step() {
     logger().info("ingest: run={} job={} submitted again with the same spec: nothing to do", run,
                   spec->job_id());
   }
-  auto ok = queue_->complete(e, {});
-  if (!ok.ok()) return ok.error();
+  H3_TRY(intake_->done(e));
   return true;
 }
 

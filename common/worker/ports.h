@@ -4,12 +4,15 @@
 // take turns on (GpuGate).  Production implements them with Redis (redis_tasks.h: one object is
 // both the TaskSource and the Ledger, since a claim and the moves after it share the entry's
 // stream) and with the GPU group's lease (gpu_lease.h); unit tests with memory
-// (tests/support/fake_stage_ports.h).
+// (tests/support/fake_stage_ports.h).  Submission ingest's loop (worker.h Ingest) has its own
+// port, Intake.
 #include <functional>
 #include <optional>
 #include <string>
 
 #include "common/core/result.h"
+#include "common/proto/h3pipe.pb.h"
+#include "common/queue/queue.h"
 #include "common/state/state.h"
 
 namespace h3pipe::worker {
@@ -64,6 +67,31 @@ class GpuGate {
   // Lets them go; then_rank > 0: the job just finished goes on to that stage of the group, which
   // takes the GPUs next.
   virtual void release(int then_rank) = 0;
+};
+
+// Submission ingest's side of Redis: the submissions as they arrive (h3pipe:submit) and the job
+// records they become, in the job store.  Production: ingest.cpp's RedisIntake over StageQueue and
+// Store; tests: MemoryIntake (tests/support/fake_stage_ports.h).
+class Intake {
+ public:
+  virtual ~Intake() = default;
+  // The next submission, with its fields (run, spec), or none now (waits up to block_ms).
+  virtual Result<std::optional<queue::Entry>> next() = 0;
+  // Acknowledges it: accepted, the same job again, or refused with a record.
+  virtual Status done(const queue::Entry& e) = 0;
+  virtual Result<bool> job_exists(const std::string& run_id, const std::string& job_id) = 0;
+  // The stored spec of a job, as spec::to_json wrote it.
+  virtual Result<std::string> job_spec(const std::string& run_id, const std::string& job_id) = 0;
+  // A new job and its encode task in one step; false: the job exists already (nothing written).
+  virtual Result<bool> accept_job(const std::string& run_id, const pb::JobSpec& spec,
+                                  const std::string& encode_payload) = 0;
+  // A failed job with the reason (a new job id whose submission does not validate).
+  virtual Status reject_job(const std::string& run_id, const std::string& job_id,
+                            const std::string& reason) = 0;
+  // A submission refused beside the run (its job id exists already): never a job.
+  virtual Status refuse_submission(const std::string& run_id, const state::Refusal& r) = 0;
+  // Entries on the dead-letter stream (the encoder exports the gauge).
+  virtual Result<long long> dead_letters() = 0;
 };
 
 }  // namespace h3pipe::worker

@@ -138,27 +138,33 @@ class StageWorker final {
 };
 
 // Submission ingest (runs in the encoder service): validates what arrives on h3pipe:submit
-// exactly like the CLI and turns it into jobs + encode tasks, or failed jobs with the reason.
+// exactly like the CLI and turns it into jobs + encode tasks, or failed jobs with the reason.  A
+// loop over one port, Intake (ports.h).
 class Ingest final {
  public:
-  // Its connection from `redis` (the service's connector).
+  // Over Redis: its connection from `redis` (the service's connector).
   static Result<std::unique_ptr<Ingest>> create(const config::Cluster& c,
                                                 const queue::Connector& redis,
                                                 std::string consumer);
+  // Over the given port, which outlives it.
+  static std::unique_ptr<Ingest> over(const config::Cluster& c, Intake& intake);
+  ~Ingest();
   void run(const std::atomic<bool>& stop);
   Result<bool> step();
-  // Called at most once a second from run() with the ingest connection (gauges).
-  void on_idle(std::function<void(queue::Redis&)> f) { on_idle_ = std::move(f); }
+  // Called at most once a second from run() with the dead-letter stream's length (a gauge).
+  void on_dead_letters(std::function<void(long long)> f) { on_dead_letters_ = std::move(f); }
   void on_degraded(DiskHealth::OnChange f) { disk_.on_change(std::move(f)); }
 
  private:
-  Ingest(const config::Cluster& c) : cluster_(c) {}
-  std::function<void(queue::Redis&)> on_idle_;
+  explicit Ingest(const config::Cluster& c) : cluster_(c) {}
+  // A refused submission: a failed job, or a record beside the run when its job exists.
+  Result<bool> reject(const queue::Entry& e, const std::string& run, const std::string& job,
+                      const std::string& why);
+  std::function<void(long long)> on_dead_letters_;
   DiskHealth disk_{"ingest"};
   const config::Cluster& cluster_;
-  std::unique_ptr<queue::Redis> redis_;
-  std::unique_ptr<state::Store> store_;
-  std::unique_ptr<queue::StageQueue> queue_;
+  std::unique_ptr<Intake> owned_;  // create()'s RedisIntake
+  Intake* intake_ = nullptr;
 };
 
 }  // namespace h3pipe::worker

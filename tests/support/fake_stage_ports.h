@@ -6,18 +6,21 @@
 //                 and an entry set standing for this consumer's pending entries;
 //   MemoryFiles   the artifact files;
 //   MemoryTasks   a stage stream: entries in order, claimed into the ledger's pending set;
-//   MemoryGpu     a GPU group's lease, held by this pool or by "another" one.
+//   MemoryGpu     a GPU group's lease, held by this pool or by "another" one;
+//   MemoryIntake  the submit stream and the job records submissions become (Ingest's port).
 #include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "common/config/config.h"
 #include "common/queue/keys.h"
+#include "common/spec/spec.h"
 #include "common/state/job_state.h"
 #include "common/worker/engine.h"
 #include "common/worker/ports.h"
@@ -230,6 +233,63 @@ class MemoryGpu final : public worker::GpuGate {
     held = false;
     released.push_back(then_rank);
   }
+};
+
+// Submissions and the jobs they become, in memory: jobs keyed "run/job" hold their spec as
+// spec::to_json wrote it.
+class MemoryIntake final : public worker::Intake {
+ public:
+  std::deque<queue::Entry> submissions;     // undelivered, in order
+  std::vector<std::string> acked;           // entries acknowledged (done), in order
+  std::map<std::string, std::string> jobs;  // "run/job" -> spec JSON
+  std::vector<std::string> encode_tasks;    // payloads, in order
+  std::vector<std::tuple<std::string, std::string, std::string>> rejected;  // run, job, why
+  std::vector<std::pair<std::string, state::Refusal>> refused;              // run, refusal
+  std::optional<Error> fail_accept;  // the next accept_job fails with this (Redis went away)
+  long long dead = 0;
+
+  // A submission entry: XADD h3pipe:submit * run RUN spec JSON (a field left out when nullopt).
+  void submit(std::string id, std::optional<std::string> run, std::optional<std::string> spec) {
+    queue::Entry e;
+    e.id = std::move(id);
+    if (run) e.fields["run"] = *run;
+    if (spec) e.fields["spec"] = *spec;
+    submissions.push_back(std::move(e));
+  }
+  Result<std::optional<queue::Entry>> next() override {
+    if (submissions.empty()) return std::optional<queue::Entry>();
+    queue::Entry e = std::move(submissions.front());
+    submissions.pop_front();
+    return std::optional<queue::Entry>(std::move(e));
+  }
+  Status done(const queue::Entry& e) override {
+    acked.push_back(e.id);
+    return {};
+  }
+  Result<bool> job_exists(const std::string& run, const std::string& job) override {
+    return jobs.count(run + "/" + job) > 0;
+  }
+  Result<std::string> job_spec(const std::string& run, const std::string& job) override {
+    auto it = jobs.find(run + "/" + job);
+    return it == jobs.end() ? std::string() : it->second;
+  }
+  Result<bool> accept_job(const std::string& run, const pb::JobSpec& spec,
+                          const std::string& payload) override {
+    if (auto e = std::exchange(fail_accept, std::nullopt)) return *e;
+    if (!jobs.emplace(run + "/" + spec.job_id(), spec::to_json(spec)).second) return false;
+    encode_tasks.push_back(payload);
+    return true;
+  }
+  Status reject_job(const std::string& run, const std::string& job,
+                    const std::string& why) override {
+    rejected.emplace_back(run, job, why);
+    return {};
+  }
+  Status refuse_submission(const std::string& run, const state::Refusal& r) override {
+    refused.emplace_back(run, r);
+    return {};
+  }
+  Result<long long> dead_letters() override { return dead; }
 };
 
 // A cluster of one host h1 with a pool per stage (enc, samp, dec), roots /art and /out, three

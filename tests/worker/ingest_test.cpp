@@ -1,0 +1,135 @@
+// Submission ingest's rules over its port in memory (label: unit; MemoryIntake in
+// tests/support/fake_stage_ports.h): what a submission becomes (a job and its encode task, a
+// failed job with the reason, a refusal beside the run, nothing when it is the same job again)
+// and that an error under it acknowledges nothing.  Over Redis it runs in redis_acl_test (the
+// encoder's ACL user) and in every e2e test.
+#include <gtest/gtest.h>
+
+#include "common/worker/worker.h"
+#include "tests/support/fake_stage_ports.h"
+
+using namespace h3pipe;
+using h3pipe::test_support::MemoryIntake;
+
+namespace {
+
+const char* kSpec = R"({"jobId": "fox", "prompt": "a fox", "width": 64, "height": 64,
+                        "frames": 9, "fps": 24, "steps": 4})";
+
+struct Rig {
+  config::Cluster c = test_support::stage_cluster();
+  MemoryIntake intake;
+  std::unique_ptr<worker::Ingest> ingest = worker::Ingest::over(c, intake);
+  // One step that handled a submission.
+  void step() {
+    auto r = ingest->step();
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    ASSERT_TRUE(*r);
+  }
+};
+
+}  // namespace
+
+TEST(Ingest, AValidSubmissionBecomesAJobAndItsEncodeTask) {
+  Rig rig;
+  rig.intake.submit("1-0", "r1", kSpec);
+  rig.step();
+  ASSERT_EQ(rig.intake.encode_tasks.size(), 1u);
+  pb::StageTask t;
+  ASSERT_TRUE(t.ParseFromString(rig.intake.encode_tasks[0]));
+  EXPECT_EQ(t.run_id(), "r1");
+  EXPECT_EQ(t.job_id(), "fox");
+  EXPECT_EQ(t.stage(), pb::STAGE_ENCODE);
+  EXPECT_EQ(t.spec().prompt(), "a fox");
+  EXPECT_GT(t.enqueued_unix_ms(), 0);
+  EXPECT_TRUE(rig.intake.jobs.count("r1/fox"));
+  EXPECT_TRUE(rig.intake.rejected.empty());
+  EXPECT_EQ(rig.intake.acked, (std::vector<std::string>{"1-0"}));
+  auto idle = rig.ingest->step();
+  ASSERT_TRUE(idle.ok());
+  EXPECT_FALSE(*idle);  // nothing more
+}
+
+TEST(Ingest, ASubmissionWithoutARunOrWithAnEscapingRunIsAFailedJobUnderInvalidRuns) {
+  Rig rig;
+  rig.intake.submit("1-0", std::nullopt, kSpec);
+  rig.intake.submit("2-0", "../etc", kSpec);
+  rig.step();
+  rig.step();
+  ASSERT_EQ(rig.intake.rejected.size(), 2u);
+  const auto& [run1, job1, why1] = rig.intake.rejected[0];
+  EXPECT_EQ(run1, "invalid-runs");
+  EXPECT_EQ(job1, "sub-1-0");
+  EXPECT_NE(why1.find("run: the submission has no run field"), std::string::npos) << why1;
+  const auto& [run2, job2, why2] = rig.intake.rejected[1];
+  EXPECT_EQ(run2, "invalid-runs");
+  EXPECT_EQ(job2, "sub-2-0");
+  EXPECT_NE(why2.find("\"../etc\""), std::string::npos) << why2;  // the run field, named
+  EXPECT_TRUE(rig.intake.encode_tasks.empty());
+  EXPECT_EQ(rig.intake.acked, (std::vector<std::string>{"1-0", "2-0"}));
+}
+
+TEST(Ingest, ASpecThatDoesNotValidateIsAFailedJobThatNamesTheField) {
+  Rig rig;
+  rig.intake.submit("1-0", "r1", R"({"jobId": "fox", "prompt": "a fox", "width": 63})");
+  rig.intake.submit("2-0", "r1", std::nullopt);
+  rig.step();
+  rig.step();
+  ASSERT_EQ(rig.intake.rejected.size(), 2u);
+  const auto& [run, job, why] = rig.intake.rejected[0];
+  EXPECT_EQ(run, "r1");
+  EXPECT_EQ(job, "fox");
+  EXPECT_NE(why.find("width"), std::string::npos) << why;
+  EXPECT_NE(std::get<2>(rig.intake.rejected[1]).find("spec: the submission has no spec field"),
+            std::string::npos);
+  EXPECT_EQ(std::get<1>(rig.intake.rejected[1]), "sub-2-0");
+  EXPECT_TRUE(rig.intake.encode_tasks.empty());
+}
+
+TEST(Ingest, TheSameJobAgainIsNothingAndAnotherSpecUnderItsIdIsRefusedBesideTheRun) {
+  Rig rig;
+  rig.intake.submit("1-0", "r1", kSpec);
+  rig.intake.submit("2-0", "r1", kSpec);  // the same again: idempotent
+  rig.intake.submit("3-0", "r1",
+                    R"({"jobId": "fox", "prompt": "another fox", "width": 64, "height": 64,
+                        "frames": 9, "fps": 24, "steps": 4})");
+  rig.step();
+  const std::string stored = rig.intake.jobs["r1/fox"];
+  rig.step();
+  rig.step();
+  EXPECT_EQ(rig.intake.encode_tasks.size(), 1u);
+  EXPECT_TRUE(rig.intake.rejected.empty());  // never a failed pseudo-job beside the real one
+  ASSERT_EQ(rig.intake.refused.size(), 1u);
+  EXPECT_EQ(rig.intake.refused[0].first, "r1");
+  EXPECT_EQ(rig.intake.refused[0].second.submission, "3-0");
+  EXPECT_EQ(rig.intake.refused[0].second.job_id, "fox");
+  EXPECT_NE(rig.intake.refused[0].second.reason.find("already exists in run r1 with another spec"),
+            std::string::npos);
+  EXPECT_EQ(rig.intake.jobs["r1/fox"], stored);  // the existing job left as it is
+  EXPECT_EQ(rig.intake.acked, (std::vector<std::string>{"1-0", "2-0", "3-0"}));
+}
+
+TEST(Ingest, AnErrorUnderItAcknowledgesNothingSoTheSubmissionComesBack) {
+  Rig rig;
+  rig.intake.submit("1-0", "r1", kSpec);
+  rig.intake.fail_accept = make_error(errc::redis::kIo, "connection reset by peer");
+  auto r = rig.ingest->step();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, "redis.io");
+  EXPECT_TRUE(rig.intake.acked.empty());  // still pending: the queue hands it out again
+  EXPECT_TRUE(rig.intake.jobs.empty());
+  EXPECT_TRUE(rig.intake.rejected.empty());
+}
+
+TEST(Ingest, TheLoopExportsTheDeadLetterCountWhileItRuns) {
+  Rig rig;
+  rig.intake.dead = 4;
+  std::atomic<bool> stop{false};
+  long long seen = -1;
+  rig.ingest->on_dead_letters([&](long long n) {
+    seen = n;
+    stop = true;
+  });
+  rig.ingest->run(stop);
+  EXPECT_EQ(seen, 4);
+}
