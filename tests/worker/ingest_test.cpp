@@ -26,6 +26,15 @@ struct Rig {
     ASSERT_TRUE(r.ok()) << r.error().to_string();
     ASSERT_TRUE(*r);
   }
+  // The i-th failed job is `job` of `run`, its reason containing `says`.
+  void expect_rejected(std::size_t i, const std::string& run, const std::string& job,
+                       const std::string& says) {
+    ASSERT_LT(i, intake.rejected.size());
+    const auto& [r, j, why] = intake.rejected[i];
+    EXPECT_EQ(r, run);
+    EXPECT_EQ(j, job);
+    EXPECT_NE(why.find(says), std::string::npos) << why;
+  }
 };
 
 }  // namespace
@@ -57,14 +66,9 @@ TEST(Ingest, ASubmissionWithoutARunOrWithAnEscapingRunIsAFailedJobUnderInvalidRu
   rig.step();
   rig.step();
   ASSERT_EQ(rig.intake.rejected.size(), 2u);
-  const auto& [run1, job1, why1] = rig.intake.rejected[0];
-  EXPECT_EQ(run1, "invalid-runs");
-  EXPECT_EQ(job1, "sub-1-0");
-  EXPECT_NE(why1.find("run: the submission has no run field"), std::string::npos) << why1;
-  const auto& [run2, job2, why2] = rig.intake.rejected[1];
-  EXPECT_EQ(run2, "invalid-runs");
-  EXPECT_EQ(job2, "sub-2-0");
-  EXPECT_NE(why2.find("\"../etc\""), std::string::npos) << why2;  // the run field, named
+  rig.expect_rejected(0, "invalid-runs", "sub-1-0", "run: the submission has no run field");
+  rig.expect_rejected(1, "invalid-runs", "sub-2-0",
+                      "run: must not start with '.' (got \"../etc\")");
   EXPECT_TRUE(rig.intake.encode_tasks.empty());
   EXPECT_EQ(rig.intake.acked, (std::vector<std::string>{"1-0", "2-0"}));
 }
@@ -76,13 +80,8 @@ TEST(Ingest, ASpecThatDoesNotValidateIsAFailedJobThatNamesTheField) {
   rig.step();
   rig.step();
   ASSERT_EQ(rig.intake.rejected.size(), 2u);
-  const auto& [run, job, why] = rig.intake.rejected[0];
-  EXPECT_EQ(run, "r1");
-  EXPECT_EQ(job, "fox");
-  EXPECT_NE(why.find("width"), std::string::npos) << why;
-  EXPECT_NE(std::get<2>(rig.intake.rejected[1]).find("spec: the submission has no spec field"),
-            std::string::npos);
-  EXPECT_EQ(std::get<1>(rig.intake.rejected[1]), "sub-2-0");
+  rig.expect_rejected(0, "r1", "fox", "width: 63 is not a multiple of 16");
+  rig.expect_rejected(1, "r1", "sub-2-0", "spec: the submission has no spec field");
   EXPECT_TRUE(rig.intake.encode_tasks.empty());
 }
 
