@@ -67,7 +67,7 @@ class FailingRuntime final : public runtime::EncodeRuntime,
 // the sample record before any receiver can act), and with several decode hosts each latent goes
 // where it is expected to be decoded soonest (transfer + that host's decode backlog + its decode
 // time; common/worker/decode_choice.h).
-Status wire_hand_off(const Context& ctx, const queue::Connector& redis, worker::Hooks& hooks) {
+void wire_hand_off(const Context& ctx, const queue::Connector& redis, worker::Hooks& hooks) {
   const auto& c = ctx.cluster;
   hooks.hand_off = [&c, host = ctx.host](const pb::StageTask& t,
                                          const std::filesystem::path&) -> Status {
@@ -90,7 +90,6 @@ Status wire_hand_off(const Context& ctx, const queue::Connector& redis, worker::
       return chosen;
     };
   }
-  return {};
 }
 
 // The encoder's submission ingest (h3pipe:submit -> jobs + encode tasks) on its own thread, and
@@ -133,7 +132,7 @@ struct StageWiring {
   Status (*make_runtime)(std::string_view name, const runtime::FactoryArgs& a,
                          worker::Runtimes& into);
   // Hooks only this stage has (the sampler's hand-off and decode-host choice), or none.
-  Status (*wire_hooks)(const Context& ctx, const queue::Connector& redis, worker::Hooks& hooks);
+  void (*wire_hooks)(const Context& ctx, const queue::Connector& redis, worker::Hooks& hooks);
   bool runs_ingest;  // the encoder also turns submissions into jobs (IngestThread)
 };
 
@@ -168,25 +167,28 @@ const StageWiring& wiring_of(config::StageKind stage) {
   std::abort();  // every StageKind has a row (the table lists all three)
 }
 
-// The runtime for the pool, or (a permanent start-up failure: a bad weights file) one that fails
-// every task with the reason, so that tasks reach the dead-letter stream instead of a restart
-// loop; `broken` says which.  A transient failure is returned: the service exits and restarts.
-Result<worker::Runtimes> start_runtime(const StageWiring& w, const Context& ctx,
-                                       std::optional<Error>& broken) {
+// The pool's runtime, or (a permanent start-up failure: a bad weights file) one that fails every
+// task with the reason, which `broken` holds, so that tasks reach the dead-letter stream instead
+// of a restart loop.  A transient failure is returned: the service exits and restarts.
+struct StartedRuntime {
+  worker::Runtimes rts;
+  std::optional<Error> broken;
+};
+Result<StartedRuntime> start_runtime(const StageWiring& w, const Context& ctx) {
   const auto& rt = ctx.cluster.runtime_for(*ctx.pool);
   runtime::FactoryArgs fa{&ctx.cluster, ctx.pool, &rt.settings,
                           static_cast<std::uint64_t>(::getpid())};
-  worker::Runtimes rts;
-  Status s = w.make_runtime(rt.name, fa, rts);
-  if (s.ok()) return rts;
+  StartedRuntime out;
+  Status s = w.make_runtime(rt.name, fa, out.rts);
+  if (s.ok()) return out;
   if (!errc::is_permanent(s.error().code)) return s.error();
-  broken = s.error();
+  const Error& e = out.broken.emplace(s.error());
   logger().error("runtime {} cannot start: {}; every task of pool {} will fail with this reason",
-                 rt.name, broken->to_string(), ctx.pool->name);
-  rts.encode = std::make_unique<FailingRuntime>(*broken);
-  rts.sample = std::make_unique<FailingRuntime>(*broken);
-  rts.decode = std::make_unique<FailingRuntime>(*broken);
-  return rts;
+                 rt.name, e.to_string(), ctx.pool->name);
+  out.rts.encode = std::make_unique<FailingRuntime>(e);
+  out.rts.sample = std::make_unique<FailingRuntime>(e);
+  out.rts.decode = std::make_unique<FailingRuntime>(e);
+  return out;
 }
 
 }  // namespace
@@ -198,12 +200,12 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     media::set_libav_log_level(AV_LOG_ERROR);  // no x264 statistics per job in the logs
     keep_freed_memory();
     const auto& c = ctx.cluster;
-    std::optional<Error> broken;
-    auto rts = start_runtime(wiring, ctx, broken);
-    if (!rts.ok()) {
-      logger().critical("{}", rts.error().to_string());
+    auto started = start_runtime(wiring, ctx);
+    if (!started.ok()) {
+      logger().critical("{}", started.error().to_string());
       return 2;
     }
+    const std::optional<Error> broken = started->broken;
     // Crash garbage (rule 2), only a day old and more: the root is shared with the host's other
     // pools and its transfer receiver, whose .part files may be live (a restart used to delete
     // them under their writers, whose commit then failed).
@@ -244,13 +246,8 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       else
         board->idle();
     };
-    if (wiring.wire_hooks) {
-      if (Status s = wiring.wire_hooks(ctx, redis, hooks); !s.ok()) {
-        logger().critical("{}", s.error().to_string());
-        return 3;
-      }
-    }
-    auto w = worker::StageWorker::create(opts, std::move(rts.value()), probe, hooks);
+    if (wiring.wire_hooks) wiring.wire_hooks(ctx, redis, hooks);
+    auto w = worker::StageWorker::create(opts, std::move(started->rts), probe, hooks);
     if (!w.ok()) {
       logger().critical("{}", w.error().to_string());
       return 3;

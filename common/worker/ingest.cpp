@@ -68,11 +68,7 @@ class RedisIntake final : public Intake {
   Status refuse_submission(const std::string& run, const state::Refusal& r) override {
     return store_->refuse_submission(run, r);
   }
-  Result<long long> dead_letters() override {
-    auto n = queue::dead_letter_count(*redis_);
-    if (!n.ok()) return n.error();
-    return static_cast<long long>(*n);
-  }
+  Result<long long> dead_letters() override { return queue::dead_letter_count(*redis_); }
 
  private:
   RedisIntake() = default;
@@ -94,12 +90,10 @@ Ingest::~Ingest() = default;
 Result<std::unique_ptr<Ingest>> Ingest::create(const config::Cluster& c,
                                                const queue::Connector& redis,
                                                std::string consumer) {
-  warm_json();
   auto intake = RedisIntake::create(c, redis, consumer);
   if (!intake.ok()) return intake.error();
-  std::unique_ptr<Ingest> in(new Ingest(c));
+  auto in = over(c, **intake);
   in->owned_ = std::move(intake.value());
-  in->intake_ = in->owned_.get();
   return in;
 }
 

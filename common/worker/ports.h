@@ -17,14 +17,11 @@
 
 namespace h3pipe::worker {
 
-// A task handed out by a TaskSource: its entry, and how it came.
+// A task handed out by a TaskSource: its stream entry (the task, and whether it was reclaimed or
+// this consumer's own pending one) and, when the claim already made the start move
+// (Store::claim_and_start), that start, which the engine takes instead of asking Ledger::start.
 struct Taken {
-  std::string entry_id;
-  std::string payload;       // serialized pb::StageTask
-  bool reclaimed = false;    // an expired lease of another consumer's
-  bool own_pending = false;  // this consumer's own, left pending by an earlier life
-  // The start move already made with the claim (Store::claim_and_start): the engine takes it
-  // instead of asking Ledger::start.
+  queue::Entry entry;
   std::optional<state::Attempt> started{};
 };
 
@@ -36,13 +33,8 @@ class TaskSource {
   virtual Result<bool> visible() = 0;
   // The next task: the GPU group's own first, then one the last completion claimed ahead, then
   // the stage's stream, which gives new work only when may_claim() says yes (asked only when
-  // nothing came before; `asked` says whether it was and its answer).  nullopt: nothing now.
-  struct Asked {
-    bool asked = false;
-    bool yes = true;
-  };
-  virtual Result<std::optional<Taken>> take(const std::function<bool()>& may_claim,
-                                            Asked& asked) = 0;
+  // nothing came before).  nullopt: nothing now.
+  virtual Result<std::optional<Taken>> take(const std::function<bool()>& may_claim) = 0;
   // While the task runs its lease is renewed (hold), and then no longer (let_go).
   virtual void hold(const std::string& entry_id) = 0;
   virtual void let_go(const std::string& entry_id) = 0;

@@ -54,14 +54,7 @@ Result<bool> RedisTasks::visible() {
   return false;
 }
 
-Taken RedisTasks::taken(queue::Entry e, std::optional<state::Attempt> started) {
-  return Taken{std::move(e.id), std::move(e.payload), e.reclaimed, e.own_pending,
-               std::move(started)};
-}
-
-Result<std::optional<Taken>> RedisTasks::take(const std::function<bool()>& may_claim,
-                                              Asked& asked) {
-  asked = Asked{};
+Result<std::optional<Taken>> RedisTasks::take(const std::function<bool()>& may_claim) {
   active_ = queue_.get();
   active_leases_ = leases_.get();
   // The group's own sample tasks first (no policy: the job is this group's).
@@ -71,37 +64,38 @@ Result<std::optional<Taken>> RedisTasks::take(const std::function<bool()>& may_c
     if (own->has_value()) {
       active_ = own_queue_.get();
       active_leases_ = own_leases_.get();
-      return std::optional<Taken>(taken(std::move(**own)));
+      return std::optional<Taken>(Taken{std::move(**own)});
     }
   }
   // Claimed (and maybe started) by the last completion's script (fold_claim_into).
   if (ahead_) {
-    auto e = std::exchange(ahead_, std::nullopt);
-    return std::optional<Taken>(taken(std::move(*e), std::exchange(ahead_start_, std::nullopt)));
+    Taken t{std::move(*ahead_), std::exchange(ahead_start_, std::nullopt)};
+    ahead_.reset();
+    return std::optional<Taken>(std::move(t));
   }
   const std::optional<state::NextEntry> next = std::exchange(next_, std::nullopt);
-  asked.asked = true;
-  asked.yes = may_claim();
+  const bool new_work = may_claim();
   // The entry the last start saw next on the stream: when the policy lets this pool claim and
   // the claim would take new work anyway, claimed and started in one round trip (the same order
   // and moves as claim() then the engine's start; issue #24: the gap between two tasks).
-  if (asked.yes && next && folds_claims() && queue_->next_claim_is_new()) {
+  if (new_work && next && folds_claims() && queue_->next_claim_is_new()) {
     const auto& o = queue_->options();
     auto cs = store_->claim_and_start({o.stream, o.group, o.consumer, ""}, *next, stage_);
     if (!cs.ok()) return cs.error();
     if (cs->has_value()) {
       auto& got = **cs;
       if (got.attempt) next_ = got.attempt->next;
-      queue::Entry e;
-      e.id = std::move(got.entry_id);
-      e.payload = std::move(got.payload);
-      return std::optional<Taken>(taken(std::move(e), std::move(got.attempt)));
+      Taken t;
+      t.entry.id = std::move(got.entry_id);
+      t.entry.payload = std::move(got.payload);
+      t.started = std::move(got.attempt);
+      return std::optional<Taken>(std::move(t));
     }
   }
-  auto claimed = queue_->claim(asked.yes);
+  auto claimed = queue_->claim(new_work);
   if (!claimed.ok()) return claimed.error();
   if (!claimed->has_value()) return std::optional<Taken>();
-  return std::optional<Taken>(taken(std::move(**claimed)));
+  return std::optional<Taken>(Taken{std::move(**claimed)});
 }
 
 void RedisTasks::hold(const std::string& id) {
@@ -124,9 +118,7 @@ void RedisTasks::recheck_own() {
 }
 
 Result<long long> RedisTasks::depth() {
-  auto n = queue_->length();
-  if (!n.ok()) return n.error();
-  return static_cast<long long>(*n);
+  return queue_->length();
 }
 
 void RedisTasks::fold_claim_into(state::Move& m) {

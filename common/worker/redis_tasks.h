@@ -44,7 +44,7 @@ class RedisTasks final : public TaskSource, public Ledger {
 
   // TaskSource
   Result<bool> visible() override;
-  Result<std::optional<Taken>> take(const std::function<bool()>& may_claim, Asked& asked) override;
+  Result<std::optional<Taken>> take(const std::function<bool()>& may_claim) override;
   void hold(const std::string& entry_id) override;
   void let_go(const std::string& entry_id) override;
   bool claimed_ahead() const override { return ahead_.has_value(); }
@@ -78,7 +78,6 @@ class RedisTasks final : public TaskSource, public Ledger {
   // work or sweep anyway (own pending drained), never once the worker is stopping.
   void fold_claim_into(state::Move& m);
   void took_folded(std::optional<state::ClaimedStart> c);
-  static Taken taken(queue::Entry e, std::optional<state::Attempt> started = std::nullopt);
 
   RedisTasksOptions opts_;
   pb::Stage stage_ = pb::STAGE_UNSPECIFIED;

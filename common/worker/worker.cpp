@@ -58,14 +58,14 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   const auto& c = *w->opts_.cluster;
   const GroupRole role = group_role(c, pool);
   StageWorker* self = w.get();
-  RedisTasksOptions to{&c,
-                       &pool,
-                       w->opts_.redis,
-                       w->opts_.consumer,
-                       role.own_stream,
-                       !role.group.empty(),
-                       w->hooks_.claims_unconditionally,
-                       [self] { return self->stopping(); }};
+  RedisTasksOptions to{.cluster = &c,
+                       .pool = &pool,
+                       .redis = w->opts_.redis,
+                       .consumer = w->opts_.consumer,
+                       .own_stream = role.own_stream,
+                       .gpu_group = !role.group.empty(),
+                       .claims_unconditionally = w->hooks_.claims_unconditionally,
+                       .stopping = [self] { return self->stopping(); }};
   auto tasks = RedisTasks::create(std::move(to));
   if (!tasks.ok()) return tasks.error();
   RedisTasks* redis_tasks = tasks->get();
@@ -279,16 +279,19 @@ Result<bool> StageWorker::step() {
       if (g) g->release(rank);
     }
   } release{ports_.gpu, then_rank};
-  TaskSource::Asked asked;
-  auto taken = ports_.tasks->take(hooks_.may_claim, asked);
+  // The policy is asked only when no task of the group's or claimed ahead comes first.
+  bool refused = false;
+  auto taken = ports_.tasks->take([this, &refused] {
+    refused = !hooks_.may_claim();
+    return !refused;
+  });
   if (!taken.ok()) return taken.error();
   if (!taken->has_value()) {
-    const bool refused = asked.asked && !asked.yes;
     idle_cause_ = refused ? "dispatch" : "no_job";
     if (refused) hooks_.idle_wait ? hooks_.idle_wait(nap) : std::this_thread::sleep_for(nap);
     return false;
   }
-  Taken& e = **taken;
+  queue::Entry& e = (*taken)->entry;
   if (e.reclaimed) probe_.reclaimed("expired_lease");
   if (e.own_pending) probe_.reclaimed("own_pending");
   pb::StageTask t;
@@ -296,15 +299,15 @@ Result<bool> StageWorker::step() {
   if (t.ParseFromString(e.payload))
     wait = std::max(0.0, (state::now_ms() - t.enqueued_unix_ms()) / 1000.0);
   if (hooks_.on_event) hooks_.on_event("claimed", t);
-  ports_.tasks->hold(e.entry_id);
+  ports_.tasks->hold(e.id);
   probe_.set_busy(true);
   claimed_once_ = true;
   *handoff_s_ = 0;
   const auto p0 = std::chrono::steady_clock::now();
-  auto r = engine_->process({e.entry_id, e.payload, gpu_wait_s, std::move(e.started)}, wait);
+  auto r = engine_->process({e.id, e.payload, gpu_wait_s, std::move((*taken)->started)}, wait);
   process_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   probe_.set_busy(false);
-  ports_.tasks->let_go(e.entry_id);
+  ports_.tasks->let_go(e.id);
   if (!r.ok()) return r.error();
   if (*r == Outcome::kCompleted || *r == Outcome::kSkipped) then_rank = ports_.then_rank;
   return true;

@@ -37,6 +37,7 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   std::lock_guard<std::mutex> l(mu_);
   auto conn = connection();
   if (!conn.ok()) return conn.error();
+  queue::Redis& redis = **conn;
   const long long now = state::now_ms();
   pb::StageRecord rec;
   rec.set_stage(pb::STAGE_TRANSFER);
@@ -66,7 +67,7 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   auto m =
       state::Store::advance_move(task.run_id(), task.job_id(), rec, state::JobState::kDecode,
                                  worker::stream_for(config::StageKind::kDecode, host_), payload);
-  auto r = state::Store(*redis_).apply(m);
+  auto r = state::Store(redis).apply(m);
   if (!r.ok()) {
     redis_.reset();  // reconnect on the next call
     degraded_.hit(r.error().to_string() + " (the sender offers the latent again)");
@@ -74,7 +75,7 @@ Status Handoff::run_script(pb::StageTask task, const fs::path& final_path,
   }
   // A stage completion a failover must not lose: Store::apply WAITed for redis.wait_replicas.
   // Fewer is not a failure (a failover before it replicates is redone from the artifacts).
-  const int want = redis_->address().wait_replicas;
+  const int want = redis.address().wait_replicas;
   if (r->code != state::Applied::kRefused && r->replicas >= 0 && r->replicas < want)
     logger().warn(
         "run={} job={}: hand-off acknowledged by {} of {} replica(s) within "
@@ -100,12 +101,13 @@ Status Handoff::enqueue_local(const pb::StageTask& task, const fs::path& final_p
 
 void Handoff::fail(const pb::StageTask& task, const Error& e) {
   std::lock_guard<std::mutex> l(mu_);
-  if (auto conn = connection(); !conn.ok()) {
+  auto conn = connection();
+  if (!conn.ok()) {
     logger().error("run={} job={}: cannot record the transfer failure: {}", task.run_id(),
                    task.job_id(), conn.error().message);
     return;
   }
-  auto r = state::Store(*redis_).apply(
+  auto r = state::Store(**conn).apply(
       state::Store::fail_move(task.run_id(), task.job_id(), pb::STAGE_TRANSFER, e.to_string()));
   if (!r.ok()) {
     redis_.reset();

@@ -180,18 +180,15 @@ class MemoryTasks final : public worker::TaskSource {
     if (auto e = std::exchange(fail_next, std::nullopt)) return *e;
     return !stream.empty() || ahead.has_value();
   }
-  Result<std::optional<worker::Taken>> take(const std::function<bool()>& may_claim,
-                                            Asked& a) override {
-    a = Asked{};
+  Result<std::optional<worker::Taken>> take(const std::function<bool()>& may_claim) override {
     if (auto e = std::exchange(fail_next, std::nullopt)) return *e;
     if (ahead) return hand_out(*std::exchange(ahead, std::nullopt));
-    a.asked = true;
     ++asked;
-    a.yes = may_claim();
-    if (!a.yes || stream.empty()) return std::optional<worker::Taken>();
-    auto [id, payload] = std::move(stream.front());
+    if (!may_claim() || stream.empty()) return std::optional<worker::Taken>();
+    worker::Taken t;
+    std::tie(t.entry.id, t.entry.payload) = std::move(stream.front());
     stream.pop_front();
-    return hand_out(worker::Taken{std::move(id), std::move(payload)});
+    return hand_out(std::move(t));
   }
   void hold(const std::string& id) override { held.insert(id); }
   void let_go(const std::string& id) override { held.erase(id); }
@@ -199,8 +196,8 @@ class MemoryTasks final : public worker::TaskSource {
   Status hand_back_ahead() override {
     if (!ahead) return {};
     ++handed_back_ahead;
-    ledger_.pending.erase(ahead->entry_id);
-    stream.emplace_front(ahead->entry_id, ahead->payload);
+    ledger_.pending.erase(ahead->entry.id);
+    stream.emplace_front(ahead->entry.id, ahead->entry.payload);
     ahead.reset();
     return {};
   }
@@ -209,8 +206,8 @@ class MemoryTasks final : public worker::TaskSource {
 
  private:
   Result<std::optional<worker::Taken>> hand_out(worker::Taken t) {
-    ledger_.pending.insert(t.entry_id);
-    taken_ids.push_back(t.entry_id);
+    ledger_.pending.insert(t.entry.id);
+    taken_ids.push_back(t.entry.id);
     return std::optional<worker::Taken>(std::move(t));
   }
   MemoryLedger& ledger_;

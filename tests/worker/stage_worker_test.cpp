@@ -206,7 +206,10 @@ TEST(StageWorker, AnErrorUnderTheLoopRechecksItsOwnPendingAndGoesOn) {
 TEST(StageWorker, AtStopATaskClaimedAheadIsHandedBackAtOnce) {
   Rig rig;
   auto payload = rig.task("a");
-  rig.tasks.ahead = Taken{"7-0", payload};
+  Taken ahead;
+  ahead.entry.id = "7-0";
+  ahead.entry.payload = payload;
+  rig.tasks.ahead = std::move(ahead);
   rig.ledger.pending.insert("7-0");
   std::atomic<bool> stop{true};
   rig.worker->run(stop);
