@@ -1,5 +1,6 @@
 #include "common/artifacts/artifacts.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <system_error>
 #include <vector>
 
@@ -55,9 +57,9 @@ Result<Target> locate(const fs::path& root, const fs::path& final_path, bool cre
   auto dir = open_dir_beneath(root, rel->parent_path(), create_dirs);
   if (!dir.ok()) return dir.error();
   std::string name = rel->filename().native();
-  if (name.size() + std::string_view(".sha256.part").size() > NAME_MAX)
+  if (name.size() + std::string_view(".sha256.0123456789abcdef.part").size() > NAME_MAX)
     return make_error(errc::path::kTooLong,
-                      "{}: the name leaves no room for its .sha256.part sibling ({} bytes)",
+                      "{}: the name leaves no room for its .sha256.<token>.part sibling ({} bytes)",
                       final_path.string(), name.size());
   return Target{std::move(*dir), name, final_path.is_absolute() ? final_path : root / final_path};
 }
@@ -98,13 +100,36 @@ Status rename_synced(const Target& t, const std::string& from, const std::string
   return fsync_fd(t.dir.get(), t.shown.parent_path());
 }
 
-Status write_sidecar(const Target& t, const std::string& hex) {
-  std::string side = t.name + ".sha256";
-  std::string part = side + ".part";
-  std::string line = hex + "  " + t.name + "\n";  // sha256sum format
-  H3_TRY(write_file_synced(t, part,
-                           {reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}));
-  return rename_synced(t, part, side);
+// The temporaries of one execution's commit of a stage output: "NAME.<token>.part" for the data,
+// "NAME.sha256.<token>.part" for its sidecar, the token 16 random hex digits.  Two executions of
+// one stage (a re-delivery, a forged second task) never share a temporary, so neither can
+// truncate, replace or publish the other's bytes (issue #35 D6).  Still ".part": sweep_parts
+// removes them after a crash.
+struct Temps {
+  std::string data, sidecar;
+};
+Temps unique_temps(const std::string& name) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string token = fmt::format("{:016x}", rng());
+  return {fmt::format("{}.{}.part", name, token), fmt::format("{}.sha256.{}.part", name, token)};
+}
+
+std::string sidecar_line(const Target& t, const std::string& hex) {
+  return hex + "  " + t.name + "\n";  // sha256sum format
+}
+
+Status write_sidecar_part(const Target& t, const std::string& part, const std::string& hex) {
+  const std::string line = sidecar_line(t, hex);
+  return write_file_synced(t, part,
+                           {reinterpret_cast<const std::uint8_t*>(line.data()), line.size()});
+}
+
+// The sidecar through a temporary, renamed over NAME.sha256 (the shared NAME.sha256.part, or one
+// of this execution's own).
+Status write_sidecar(const Target& t, const std::string& hex, std::string part = {}) {
+  if (part.empty()) part = t.name + ".sha256.part";
+  H3_TRY(write_sidecar_part(t, part, hex));
+  return rename_synced(t, part, t.name + ".sha256");
 }
 
 // Opens one regular file of the target's directory for reading, refusing a symlink.
@@ -147,8 +172,9 @@ Result<std::string> hash_fd(int fd, const fs::path& shown) {
   return h.hex_digest();
 }
 
-std::string read_sidecar_at(const Target& t) {
-  auto fd = open_read(t, t.name + ".sha256");
+// The hash a sidecar file (NAME.sha256 or a pending one) vouches for; empty if none.
+std::string read_sidecar_named(const Target& t, const std::string& name) {
+  auto fd = open_read(t, name);
   if (!fd.ok()) return {};
   char buf[256];
   ssize_t n = ::read(fd->get(), buf, sizeof buf);
@@ -158,6 +184,34 @@ std::string read_sidecar_at(const Target& t) {
     if (!std::isxdigit(static_cast<unsigned char>(c))) return {};
   if (n > 64 && !std::isspace(static_cast<unsigned char>(buf[64]))) return {};
   return hex;
+}
+
+std::string read_sidecar_at(const Target& t) {
+  return read_sidecar_named(t, t.name + ".sha256");
+}
+
+// A commit in flight (or cut short by a crash) between its data's rename and its sidecar's: a
+// pending sidecar NAME.sha256.<token>.part that vouches for `hex`, the hash of the final file.
+// The evidence that the final name holds a committed output rather than a stray file.
+bool pending_sidecar_for(const Target& t, const std::string& hex) {
+  int fd = ::openat(t.dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return false;
+  }
+  const std::string prefix = t.name + ".sha256.";
+  bool found = false;
+  while (!found) {
+    const dirent* e = ::readdir(d);
+    if (!e) break;
+    const std::string_view n(e->d_name);
+    if (n.size() > prefix.size() + 5 && n.starts_with(prefix) && n.ends_with(".part"))
+      found = read_sidecar_named(t, std::string(n)) == hex;
+  }
+  ::closedir(d);
+  return found;
 }
 
 Result<std::string> verify_at(const Target& t) {
@@ -175,25 +229,46 @@ Result<std::string> verify_at(const Target& t) {
   return want;
 }
 
-// `part` is durable and hashes to `hex`; publish it.  Stage outputs are committed once: the sidecar
-// is written before the data gets its final name (so a final name never exists without the sidecar
-// that vouches for it), and the final rename never replaces a file (renameat2 RENAME_NOREPLACE).  A
-// second execution of the same stage (a re-delivery after its worker died, a lease lost during a
-// Redis fail-over) that reaches the commit finds the first one's verified output and discards its
-// own .part: the output is written once whatever dies, and *reused tells the caller so.
-// before_publish (if any) runs first; its error removes the .part and is returned.
-Result<std::string> publish_once(const Target& t, const std::string& part, const std::string& hex,
+// `tmp.data` (this execution's own temporary) is durable and hashes to `hex`; publish it.  Stage
+// outputs are committed once, as one step per execution (issue #35 D6): the sidecar is written
+// to this execution's own pending name first, the data's final rename never replaces a file
+// (renameat2 RENAME_NOREPLACE), and only the execution whose rename won renames its pending
+// sidecar to NAME.sha256, so the sidecar always vouches for the bytes at the final name (a
+// sidecar written by name before the rename was overwritten by a second execution writing
+// different bytes, leaving the output vouched for by the other's hash).  A second execution of
+// the same stage (a re-delivery after its worker died, a lease lost during a Redis fail-over)
+// that reaches the commit finds the first one's output and discards its own temporaries: the
+// output is written once whatever dies, and *reused tells the caller so.  Between the winner's
+// two renames (or after a crash there) the final name has no NAME.sha256 yet; whoever finds it so
+// and a pending sidecar that vouches for its bytes writes the same sidecar (keep_existing).  A
+// final file with neither is a stray, never adopted.
+// before_publish (if any) runs first; its error removes the temporaries and is returned.
+Result<std::string> publish_once(const Target& t, const Temps& tmp, const std::string& hex,
                                  bool* reused, const BeforePublish& before_publish) {
   if (reused) *reused = false;
+  auto drop_temps = [&] {
+    (void)::unlinkat(t.dir.get(), tmp.data.c_str(), 0);
+    (void)::unlinkat(t.dir.get(), tmp.sidecar.c_str(), 0);
+  };
   if (before_publish) {
     if (Status held = before_publish(); !held.ok()) {
-      (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+      drop_temps();
       return held.error();
     }
   }
   auto keep_existing = [&]() -> Result<std::string> {
-    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    drop_temps();
     auto have = verify_at(t);
+    if (!have.ok() && have.error().code == errc::artifact::kNoSidecar) {
+      auto fd = open_read(t, t.name);
+      if (!fd.ok()) return fd.error();
+      auto got = hash_fd(fd->get(), t.shown);
+      if (!got.ok()) return got.error();
+      if (pending_sidecar_for(t, *got)) {
+        H3_TRY(write_sidecar(t, *got, unique_temps(t.name).sidecar));
+        have = verify_at(t);
+      }
+    }
     if (!have.ok())
       return make_error(errc::artifact::kExists,
                         "{} already exists and does not verify ({}); remove it to redo the stage",
@@ -201,31 +276,36 @@ Result<std::string> publish_once(const Target& t, const std::string& part, const
     if (reused) *reused = true;
     return *have;
   };
-  // An I/O error before the data has its name removes the .part and the sidecar written for it
-  // (the final name does not exist, so that sidecar vouches for nothing).
-  auto abandon = [&](Error e, bool sidecar_written) -> Result<std::string> {
-    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
-    struct stat final_st {};
-    if (sidecar_written &&
-        ::fstatat(t.dir.get(), t.name.c_str(), &final_st, AT_SYMLINK_NOFOLLOW) != 0)
-      (void)::unlinkat(t.dir.get(), (t.name + ".sha256").c_str(), 0);
-    return e;
-  };
   struct stat st {};
   if (::fstatat(t.dir.get(), t.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return keep_existing();
-  if (Status side = write_sidecar(t, hex); !side.ok()) return abandon(side.error(), false);
-  if (::renameat2(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), RENAME_NOREPLACE) != 0) {
+  if (Status side = write_sidecar_part(t, tmp.sidecar, hex); !side.ok()) {
+    drop_temps();
+    return side.error();
+  }
+  auto abandon = [&](Error e) -> Result<std::string> {
+    drop_temps();
+    return e;
+  };
+  if (::renameat2(t.dir.get(), tmp.data.c_str(), t.dir.get(), t.name.c_str(), RENAME_NOREPLACE) !=
+      0) {
     if (errno == EEXIST) return keep_existing();  // lost a race with a concurrent commit
     if (errno != EINVAL && errno != ENOSYS)
-      return abandon(io_error(errc::io::kRename, t.shown.parent_path() / part, errno), true);
+      return abandon(io_error(errc::io::kRename, t.shown.parent_path() / tmp.data, errno));
     // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just the same.
-    if (::linkat(t.dir.get(), part.c_str(), t.dir.get(), t.name.c_str(), 0) != 0) {
+    if (::linkat(t.dir.get(), tmp.data.c_str(), t.dir.get(), t.name.c_str(), 0) != 0) {
       if (errno == EEXIST) return keep_existing();
-      return abandon(io_error(errc::io::kLink, t.shown.parent_path() / part, errno), true);
+      return abandon(io_error(errc::io::kLink, t.shown.parent_path() / tmp.data, errno));
     }
-    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    (void)::unlinkat(t.dir.get(), tmp.data.c_str(), 0);
   }
-  H3_TRY(fsync_fd(t.dir.get(), t.shown.parent_path()));
+  // This execution's bytes hold the final name: its own sidecar follows, then the directory's
+  // entries are made durable.  A sidecar that cannot be renamed takes the data back out: no
+  // output is left that nothing vouches for, and no temporary outlives the call.
+  if (Status side = rename_synced(t, tmp.sidecar, t.name + ".sha256"); !side.ok()) {
+    (void)::unlinkat(t.dir.get(), t.name.c_str(), 0);
+    (void)fsync_fd(t.dir.get(), t.shown.parent_path());
+    return side.error();
+  }
   return hex;
 }
 
@@ -235,14 +315,17 @@ enum class Publish { kReplace, kOnce };
 Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t> bytes,
                                    Publish mode, bool* reused = nullptr,
                                    const BeforePublish& before_publish = {}) {
-  std::string part = t.name + ".part";
+  // A stage output's temporaries are this execution's own (unique_temps); a replaced file's are
+  // the shared NAME.part and NAME.sha256.part, removed and created afresh by each writer.
+  const Temps tmp = unique_temps(t.name);
+  std::string part = mode == Publish::kOnce ? tmp.data : t.name + ".part";
   Status s = write_file_synced(t, part, bytes);
   if (!s.ok()) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     return s.error();
   }
   std::string hex = sha256_hex(bytes.data(), bytes.size());
-  if (mode == Publish::kOnce) return publish_once(t, part, hex, reused, before_publish);
+  if (mode == Publish::kOnce) return publish_once(t, tmp, hex, reused, before_publish);
   if (Status side = write_sidecar(t, hex); !side.ok()) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     return side.error();
@@ -253,10 +336,27 @@ Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t
 
 Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256, bool* reused,
                                    const BeforePublish& before_publish = {}) {
-  std::string part = t.name + ".part";
-  auto fd = open_read(t, part);
-  if (!fd.ok()) return fd.error();
+  // The writer streamed into the shared NAME.part; it becomes this execution's own temporary
+  // (unique_temps) first, so that what is hashed below is what gets published, whatever another
+  // execution's commit does meanwhile (it finds no NAME.part, or its own).
+  const std::string shared = t.name + ".part";
   fs::path shown_part = part_path(t.shown);
+  const Temps tmp = unique_temps(t.name);
+  const std::string& part = tmp.data;
+  if (::renameat(t.dir.get(), shared.c_str(), t.dir.get(), part.c_str()) != 0) {
+    if (errno == ENOENT)
+      return make_error(errc::artifact::kMissing, "{} does not exist", shown_part.string());
+    return io_error(errc::io::kRename, shown_part, errno);
+  }
+  auto fd = open_read(t, part);
+  if (!fd.ok()) {
+    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
+    Error e = fd.error();
+    if (e.code == errc::path::kSymlink)
+      e.message = fmt::format("{} is a symlink; artifacts are never read through one",
+                              shown_part.string());
+    return e;
+  }
   // The writer's .part goes with an error here, as with every error of publish_once.
   auto drop = [&](Error e) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
@@ -270,7 +370,7 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
     return make_error(errc::artifact::kMismatch, "{}: content hashes to {}, expected {}",
                       t.shown.string(), *hex, expected_sha256);
   }
-  return publish_once(t, part, *hex, reused, before_publish);
+  return publish_once(t, tmp, *hex, reused, before_publish);
 }
 
 // The legacy overloads' target: the final path's directory (created if missing) is the root.

@@ -75,9 +75,11 @@ inline Result<std::string> write_once(const fs::path& p, std::string_view s,
   return write_once(p, {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}, reused);
 }
 
-// For writers that stream into part_path(final_path) themselves (stage runtimes, libav): fsync
-// the .part, write the sidecar, rename the .part to final_path without ever replacing a file,
-// fsync the directory.  If expected_sha256 is non-empty and the content differs, the .part is
+// For writers that stream into part_path(final_path) themselves (stage runtimes, libav): the .part
+// becomes this execution's own temporary (NAME.<token>.part), is fsynced and hashed, renamed to
+// final_path without ever replacing a file, and only then (the rename won) the sidecar is
+// written and the directory fsynced: an output and its sidecar are published as one step per
+// execution (issue #35 D6); a final name found without its sidecar gets one from its own bytes.  If expected_sha256 is non-empty and the content differs, the .part is
 // removed and an error returned: bad bytes never reach the final name.  If final_path already
 // exists (another execution of the same stage committed first), the .part is discarded, the
 // existing file's verified hash is returned and *reused is set: an output is written once.
