@@ -250,7 +250,10 @@ const Table<Pool>& pool_table() {
              return true;
            }),
        field("gpus", &Pool::gpus, "device ids (CUDA_VISIBLE_DEVICES)"),
-       field("gpu_model", &Pool::gpu_model, "informational, used by config-adapt and plan"),
+       field("gpu_model", &Pool::gpu_model,
+             "the GPUs' model in configs/gpus.json (a name or alias): config-adapt, plan, and "
+             "the MFU peak of report and h3pipe_pool_mfu (live: the name NVML gives the device "
+             "first)"),
        field("shares_gpus_with", &Pool::shares_gpus_with,
              "another pool on the same GPUs (encoder + sampler)", {.rule = "a pool in /pools"}),
        field("metrics_port", &Pool::metrics_port, "0: pick a free port and report it",

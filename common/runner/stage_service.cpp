@@ -20,6 +20,7 @@ extern "C" {
 #include "common/queue/queue.h"
 #include "common/runner/runner.h"
 #include "common/transfer/config_map.h"
+#include "common/schedule/gpu_table.h"
 #include "common/transfer/outbox.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/pool_board.h"
@@ -192,6 +193,36 @@ Result<StartedRuntime> start_runtime(const StageWiring& w, const Context& ctx) {
 }
 
 }  // namespace
+// The live MFU's inputs (h3pipe_pool_mfu, docs/report.md): the pool's GPUs' peak from
+// configs/gpus.json by the name NVML gives its first device, else by the pool's gpu_model; and the
+// declared GFLOP of a sample task whose runtime counts none (model_flops).
+void set_mfu_inputs(const config::Pool& pool, worker::Options& opts) {
+  auto table = schedule::load_gpu_table();
+  if (!table.ok()) {
+    logger().warn("h3pipe_pool_mfu: {}", table.error().to_string());
+    return;
+  }
+  std::string device;
+  if (!pool.gpus.empty()) {
+    const auto inv = gpu::probe_inventory();
+    const int idx =
+        gpu::nvml_indices({pool.gpus.front()}, std::getenv("NVIDIA_VISIBLE_DEVICES")).front();
+    if (inv.nvml && idx >= 0 && idx < static_cast<int>(inv.names.size())) device = inv.names[idx];
+  }
+  opts.peak_gflops = device.empty() ? 0 : table->peak_gflops(device, pool.gpus.size());
+  if (opts.peak_gflops <= 0 && !pool.gpu_model.empty())
+    opts.peak_gflops = table->peak_gflops(pool.gpu_model, pool.gpus.size());
+  logger().info("h3pipe_pool_mfu: peak {:.0f} GFLOP/s ({} x {})", opts.peak_gflops,
+                std::max<std::size_t>(1, pool.gpus.size()),
+                !device.empty()           ? device
+                : !pool.gpu_model.empty() ? pool.gpu_model
+                                          : "unknown");
+  opts.declared_gflop = [t = std::move(table.value())](const std::string& settings,
+                                                       const pb::JobSpec& spec) {
+    return t.declared_gflop(settings, spec.width(), spec.height(), spec.frames(), spec.steps());
+  };
+}
+
 
 int stage_service_main(int argc, char** argv, config::StageKind stage) {
   const StageWiring& wiring = wiring_of(stage);
@@ -238,6 +269,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     hooks.may_claim = [&board] { return board->may_claim(); };
     // The policy's answer needs no read here (first_free, or no peer): the worker folds each
     // claim into the completion before it (one script between two tasks; issue #24).
+    if (wiring.stage == config::StageKind::kSample) set_mfu_inputs(*ctx.pool, opts);
     hooks.claims_unconditionally = board->claims_unconditionally();
     hooks.idle_wait = [&board](std::chrono::milliseconds d) { board->wait_for_work(d); };
     hooks.on_event = [&board](const std::string& ev, const pb::StageTask& t) {

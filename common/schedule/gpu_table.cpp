@@ -53,6 +53,42 @@ std::string GpuTable::known_models() const {
 }
 
 double GpuTable::parallel_speedup(StageKind stage, int n) const {
+const GpuInfo* GpuTable::find_device(const std::string& nvml_name) const {
+  if (const GpuInfo* g = find(nvml_name)) return g;
+  const std::string n = norm(nvml_name);
+  const GpuInfo* best = nullptr;
+  std::size_t best_len = 0;
+  for (const auto& g : gpus) {
+    std::vector<std::string> names = g.aliases;
+    names.push_back(g.model);
+    for (const auto& a : names)
+      if (const std::string k = norm(a); k.size() > best_len && n.find(k) != std::string::npos)
+        best = &g, best_len = k.size();
+  }
+  return best;
+}
+
+double GpuTable::peak_gflops(const std::string& model, std::size_t n) const {
+  const GpuInfo* g = find_device(model);
+  return g && g->peak_tflops > 0
+             ? g->peak_tflops * 1e3 * static_cast<double>(std::max<std::size_t>(1, n))
+             : 0;
+}
+
+double GpuTable::declared_gflop(const std::string& settings, std::uint32_t width,
+                                std::uint32_t height, std::uint32_t frames,
+                                std::uint32_t steps) const {
+  std::string lower = settings;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const auto& mf : model_flops)
+    if (mf.width == width && mf.height == height && mf.frames == frames &&
+        std::any_of(mf.match.begin(), mf.match.end(),
+                    [&](const std::string& k) { return lower.find(k) != std::string::npos; }))
+      return mf.pflop_per_step * 1e6 * steps;  // PFLOP -> GFLOP
+  return 0;
+}
+
   auto it = parallel_efficiency.find(stage);
   const double e = it == parallel_efficiency.end() ? 0 : it->second;
   return 1 + std::max(0, n - 1) * e;
@@ -126,11 +162,22 @@ Result<GpuTable> parse_gpu_table(const nlohmann::json& j) {
       t.gpus.push_back(std::move(info));
     }
     if (j.contains("model_flops"))
-      for (const auto& m : j.at("model_flops"))
+      for (const auto& m : j.at("model_flops")) {
+        const auto name = m.at("name").get<std::string>();
+        // The unit is in the field's name; the old field held PFLOP under a TFLOP name.
+        if (!m.contains("pflop_per_step"))
+          return make_error(errc::gpus::kInvalid,
+                            "the GPU table's model_flops entry \"{}\" has no pflop_per_step (the "
+                            "model's PFLOP per denoising step){}",
+                            name,
+                            m.contains("tflop_per_step")
+                                ? "; tflop_per_step is no longer read (its values were PFLOP)"
+                                : "");
         t.model_flops.push_back(
-            {m.at("name").get<std::string>(), m.value("match", std::vector<std::string>{}),
-             m.at("width").get<std::uint32_t>(), m.at("height").get<std::uint32_t>(),
-             m.at("frames").get<std::uint32_t>(), m.at("tflop_per_step").get<double>()});
+            {name, m.value("match", std::vector<std::string>{}), m.at("width").get<std::uint32_t>(),
+             m.at("height").get<std::uint32_t>(), m.at("frames").get<std::uint32_t>(),
+             m.at("pflop_per_step").get<double>()});
+      }
   } catch (const nlohmann::json::exception& e) {
     return make_error(errc::gpus::kInvalid, "the GPU table is malformed: {}", e.what());
   }

@@ -36,7 +36,7 @@ struct ModelFlops {
   std::string name;
   std::vector<std::string> match;
   std::uint32_t width = 0, height = 0, frames = 0;
-  double tflop_per_step = 0;
+  double pflop_per_step = 0;  // PFLOP (1e15 FLOP) per denoising step (field pflop_per_step)
 };
 
 struct GpuTable {
@@ -50,6 +50,16 @@ struct GpuTable {
   const GpuInfo* find(const std::string& model) const;
   std::string known_models() const;  // "T10, RTX 3080 Ti, ..." for error messages
   double parallel_speedup(config::StageKind stage, int gpus) const;  // 1 + (gpus-1) * efficiency
+  // A device by the name NVML gives it ("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 3080 Ti"):
+  // find(), else the longest model or alias contained in the name; nullptr if none is.
+  const GpuInfo* find_device(const std::string& nvml_name) const;
+  // MFU's denominator: `gpus` x the model's dense FP16/BF16 peak, in GFLOP/s; 0 if unknown.
+  double peak_gflops(const std::string& model, std::size_t gpus) const;
+  // MFU's numerator for a sample task whose runtime counts no FLOPs: the declared FLOPs of the
+  // model its settings name (model_flops `match`, case-insensitive) at exactly this geometry,
+  // times `steps`, in GFLOP; 0 when no entry matches.
+  double declared_gflop(const std::string& settings, std::uint32_t width, std::uint32_t height,
+                        std::uint32_t frames, std::uint32_t steps) const;
   // Expected seconds of `stage` for one job of `job_class` on a pool of `gpus` x `model`.
   Result<double> stage_seconds(const std::string& model, int gpus, config::StageKind stage,
                                const std::string& job_class) const;

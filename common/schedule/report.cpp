@@ -111,18 +111,9 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   // Sample stages whose runtime counts no FLOPs (ComfyUI): the declared FLOPs per step of the
   // model their settings name, at the job's geometry (configs/gpus.json model_flops).
   if (table.ok())
-    for (auto& st : stages) {
-      if (st.stage != "sample" || st.gflop > 0) continue;
-      std::string lower = st.settings;
-      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-      for (const auto& mf : table->model_flops)
-        if (mf.width == st.width && mf.height == st.height && mf.frames == st.frames &&
-            std::any_of(mf.match.begin(), mf.match.end(),
-                        [&](const std::string& k) { return lower.find(k) != std::string::npos; })) {
-          st.gflop = mf.tflop_per_step * 1000 * st.steps;
-          break;
-        }
-    }
+    for (auto& st : stages)
+      if (st.stage == "sample" && st.gflop <= 0)
+        st.gflop = table->declared_gflop(st.settings, st.width, st.height, st.frames, st.steps);
   const auto timings = job_timings(stages);
   auto duty = pool_duty(stages);
   // MFU's denominator: the pool's GPUs' peak from configs/gpus.json (gpu_model x its GPUs),
@@ -130,9 +121,8 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   if (table.ok())
     for (auto& d : duty)
       if (const auto* p = cluster.find_pool(d.pool); p && !p->gpu_model.empty())
-        if (const auto* g = table->find(p->gpu_model); g && g->peak_tflops > 0) {
-          d.peak_gflops =
-              g->peak_tflops * 1000 * static_cast<double>(std::max<std::size_t>(1, p->gpus.size()));
+        if (const double peak = table->peak_gflops(p->gpu_model, p->gpus.size()); peak > 0) {
+          d.peak_gflops = peak;
           d.mfu = d.gflop_per_s > 0 ? d.gflop_per_s / d.peak_gflops : -1;
         }
   std::vector<double> completions;

@@ -142,28 +142,35 @@ void StageWorker::wire(Ports ports) {
   engine_->on_outcome = [this](Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {
     // The metrics once the next task's runtime runs (EngineOptions::defer_reports); the event now
     // (the board hears "idle" before the next task's "claimed").
-    engine_->report([this, o, rec] { report(o, rec); });
+    engine_->report([this, o, rec, spec = t.spec()] { report(o, rec, spec); });
     if (hooks_.on_event) hooks_.on_event(outcome_name(o), t);
   };
 }
 
-void StageWorker::report(Outcome o, const pb::StageRecord& rec) {
+void StageWorker::report(Outcome o, const pb::StageRecord& rec, const pb::JobSpec& spec) {
   switch (o) {
     case Outcome::kCompleted:
       probe_.add_bytes(static_cast<double>(rec.bytes()));
       probe_.task_done((rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, rec.queue_wait_s());
-      // MFU of a sample task whose runtime reports its model GFLOP and the device's peak (builtin).
+      // MFU of a sample task: the model GFLOP the runtime reports (builtin) or, where it counts
+      // none (ComfyUI), the declared GFLOP of its model (configs/gpus.json model_flops); over the
+      // pool's GPUs' peak from configs/gpus.json, else the peak the runtime reports (builtin on
+      // CPU: its measured sgemm peak).
       if (stage_ == pb::STAGE_SAMPLE && rec.run_s() > 0) {
+        double gflop = 0, peak = opts_.peak_gflops;
         auto j = nlohmann::json::parse(rec.settings_json(), nullptr, false);
         if (j.is_object() && j.contains("runtime_reported") && j["runtime_reported"].is_object()) {
           const auto& rr = j["runtime_reported"];
-          const double gflop = rr.value("gflop", 0.0), peak = rr.value("peak_gflops", 0.0);
-          if (gflop > 0 && peak > 0) probe_.set_mfu(gflop / rec.run_s() / peak);
+          gflop = rr.value("gflop", 0.0);
+          if (peak <= 0) peak = rr.value("peak_gflops", 0.0);
         }
       }
       break;
     case Outcome::kSkipped:
       probe_.task_skipped();
+        if (gflop <= 0 && opts_.declared_gflop)
+          gflop = opts_.declared_gflop(rec.settings_json(), spec);
+        if (gflop > 0 && peak > 0) probe_.set_mfu(gflop / rec.run_s() / peak);
       break;
     case Outcome::kRetried:
       probe_.task_retry();

@@ -62,6 +62,12 @@ struct Options {
   // margin (min(2 s, 20 %)), then is handed back (released at once for another worker) instead
   // of being killed with its pod.  0: finish it however long it takes (the local stack).
   double stop_grace_s = 0;
+  // The live MFU (h3pipe_pool_mfu) of a sample pool: the pool's GPUs' dense BF16 peak in GFLOP/s
+  // (configs/gpus.json, by NVML's device name or the pool's gpu_model; the runner sets it), and
+  // the declared GFLOP of a task whose runtime counts none (ComfyUI: configs/gpus.json
+  // model_flops by the task's settings and spec).  0 / unset: the runtime's reported figures.
+  double peak_gflops = 0;
+  std::function<double(const std::string& settings_json, const pb::JobSpec& spec)> declared_gflop;
 };
 
 struct Runtimes {
@@ -108,7 +114,8 @@ class StageWorker final {
  private:
   StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
   void wire(Ports ports);                              // the engine over the ports
-  void report(Outcome o, const pb::StageRecord& rec);  // the probe's series of an outcome
+  // The probe's series of an outcome (`spec`: the task's, for the declared GFLOP).
+  void report(Outcome o, const pb::StageRecord& rec, const pb::JobSpec& spec);
   // True once the stop flag has been set for longer than the grace allows (stop_grace_s).
   bool hand_back_due();
   bool stopping() const { return stop_ && stop_->load(); }

@@ -9,7 +9,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
+
+#include "common/schedule/gpu_table.h"
 
 using namespace h3pipe::schedule;
 using nlohmann::json;
@@ -123,25 +126,26 @@ TEST(JobTiming, SteadyRateLeavesOutFillAndDrain) {
 }
 
 TEST(JobTiming, DeclaredModelFlopsGiveAComfyUiPoolItsMfu) {
-  // A ComfyUI sampler (no GFLOP of its own) running Wan 2.1 14B at 720p, 30 steps, 600 s per
-  // job on the topology's 4x T10 pool: MFU = 13.6 TFLOP x 30 / 600 s / (4 x 65 TFLOP/s).
+  // A ComfyUI sampler (no GFLOP of its own) running Wan 2.1 14B at 720p, 30 steps, 6000 s per
+  // job on the topology's 4x T10 pool: MFU = 13.6 PFLOP x 30 / 6000 s / (4 x 65 TFLOP/s) = 0.262
+  // (configs/gpus.json model_flops: PFLOP per step, = 13.6e6 GFLOP).
   json topo;
   std::ifstream(std::string(H3PIPE_SOURCE_DIR) +
                 "/configs/topologies/two_host_4xT10_3080ti.json") >>
       topo;
-  for (auto& p : topo["pools"]) p["profiles"]["default"] = {{"kind", "fixed"}, {"seconds", 600}};
+  for (auto& p : topo["pools"]) p["profiles"]["default"] = {{"kind", "fixed"}, {"seconds", 6000}};
   const auto cfg =
       std::filesystem::temp_directory_path() / fmt::format("h3pipe_mfu_{}.json", ::getpid());
   std::ofstream(cfg) << topo.dump();
   std::vector<json> rs;
   for (int i = 0; i < 2; ++i) {
-    json r = receipt("w" + std::to_string(i), 1000 + 700 * i, 0, 1001 + 700 * i, 600, 0);
+    json r = receipt("w" + std::to_string(i), 1000 + 7000 * i, 0, 1001 + 7000 * i, 6000, 0);
     r["spec"] = {{"width", 1280}, {"height", 720}, {"frames", 81}, {"steps", 30}, {"fps", 16}};
     for (auto& s : r["stages"]) {
       if (s["pool"] == "s0") s["pool"] = "t10x4-sample";
       if (s["stage"] == "STAGE_SAMPLE") {
         s["settingsJson"] = json({{"workflow", "templates/wan2.1_t2v_14b_720p.json"}}).dump();
-        s["runS"] = 600.0;
+        s["runS"] = 6000.0;
       }
     }
     rs.push_back(r);
@@ -159,6 +163,78 @@ TEST(JobTiming, DeclaredModelFlopsGiveAComfyUiPoolItsMfu) {
     if (p["name"] == "t10x4-sample") pool = &p;
   ASSERT_NE(pool, nullptr) << out.str();
   EXPECT_NEAR((*pool)["peak_gflops"].get<double>(), 4 * 65e3, 1e-6);
-  EXPECT_NEAR((*pool)["mfu"].get<double>(), 13.6e3 * 30 / 600 / (4 * 65e3), 1e-9);
+  EXPECT_NEAR((*pool)["mfu"].get<double>(), 13.6e6 * 30 / 6000 / (4 * 65e3), 1e-9);
+  EXPECT_NEAR((*pool)["mfu"].get<double>(), 0.2615, 1e-4);  // a plausible MFU, not 1000x off
   EXPECT_EQ(j["job_timing"].size(), 2u);
+}
+
+// Each model_flops entry of configs/gpus.json equals what its own source's architecture numbers
+// give (the unit is in the field's name: PFLOP per step).  Tokens = latent frames x latent height
+// x latent width after the VAE's and the patch's strides; a forward = 2 x params x tokens (the
+// linear layers) + 4 x tokens^2 x dim x blocks (self-attention's two matrix products); a step =
+// the forwards the source counts (classifier-free guidance: two).  Fails on a field in another
+// unit (the old tflop_per_step held PFLOP).
+TEST(ModelFlops, EachEntryEqualsTheArchitectureInItsSource) {
+  json j;
+  std::ifstream(std::string(H3PIPE_SOURCE_DIR) + "/configs/gpus.json") >> j;
+  ASSERT_TRUE(j.contains("model_flops"));
+  auto table = parse_gpu_table(j);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  ASSERT_EQ(table->model_flops.size(), j["model_flops"].size());
+  ASSERT_FALSE(j["model_flops"].empty());
+  for (std::size_t i = 0; i < j["model_flops"].size(); ++i) {
+    const auto& m = j["model_flops"][i];
+    const std::string src = m.at("source").get<std::string>();
+    SCOPED_TRACE(m.at("name").get<std::string>() + ": " + src);
+    std::smatch g;
+    auto num = [&](const char* re, int group = 1) {
+      const std::regex r(re);
+      EXPECT_TRUE(std::regex_search(src, g, r)) << "the source gives no " << re;
+      return g.empty() ? 0.0 : std::stod(g[group].str());
+    };
+    const double dim = num(R"(dim (\d+))"), blocks = num(R"((\d+) blocks)");
+    const double params = num(R"(([0-9.]+e[0-9]+) params)");
+    ASSERT_TRUE(std::regex_search(src, g, std::regex(R"(patch (\d+)x(\d+)x(\d+))")));
+    const double pt = std::stod(g[1]), ph = std::stod(g[2]), pw = std::stod(g[3]);
+    ASSERT_TRUE(std::regex_search(src, g, std::regex(R"(VAE (\d+)x(\d+)x(\d+))")));
+    const double vt = std::stod(g[1]), vh = std::stod(g[2]), vw = std::stod(g[3]);
+    ASSERT_TRUE(std::regex_search(src, g, std::regex(R"((one|two|\d+) forwards? per step)")));
+    const double forwards = g[1] == "one" ? 1 : g[1] == "two" ? 2 : std::stod(g[1]);
+    const double frames = m.at("frames").get<double>(), height = m.at("height").get<double>(),
+                 width = m.at("width").get<double>();
+    const double tokens = (std::floor((frames - 1) / vt) + 1) / pt * std::floor(height / vh / ph) *
+                          std::floor(width / vw / pw);
+    const double forward = 2 * params * tokens + 4 * tokens * tokens * dim * blocks;
+    const double pflop = forwards * forward / 1e15;
+    EXPECT_NEAR(table->model_flops[i].pflop_per_step, pflop, 0.01 * pflop)
+        << "recomputed " << pflop << " PFLOP per step from " << tokens << " tokens";
+    // The report's GFLOP for a 30-step job at this geometry: the same number in GFLOP.
+    EXPECT_NEAR(table->declared_gflop(m["match"][0].get<std::string>(), width, height, frames, 30),
+                pflop * 1e6 * 30, 0.01 * pflop * 1e6 * 30);
+  }
+}
+
+TEST(ModelFlops, TheOldFieldIsRefusedByName) {
+  json j;
+  std::ifstream(std::string(H3PIPE_SOURCE_DIR) + "/configs/gpus.json") >> j;
+  auto& m = j["model_flops"][0];
+  m["tflop_per_step"] = m["pflop_per_step"];
+  m.erase("pflop_per_step");
+  auto t = parse_gpu_table(j);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message.find("pflop_per_step"), std::string::npos) << t.error().message;
+  EXPECT_NE(t.error().message.find("tflop_per_step is no longer read"), std::string::npos);
+}
+
+TEST(ModelFlops, AnNvmlDeviceNameFindsItsGpu) {
+  auto t = load_gpu_table();
+  ASSERT_TRUE(t.ok());
+  ASSERT_NE(t->find_device("NVIDIA H100 80GB HBM3"), nullptr);
+  EXPECT_EQ(t->find_device("NVIDIA H100 80GB HBM3")->model, "H100");
+  EXPECT_EQ(t->find_device("NVIDIA GeForce RTX 3080 Ti")->model, "RTX 3080 Ti");
+  EXPECT_EQ(t->find_device("Tesla T10")->model, "T10");
+  EXPECT_EQ(t->find_device("NVIDIA H200")->model, "H200");
+  EXPECT_EQ(t->find_device("Intel Arc A770"), nullptr);
+  EXPECT_NEAR(t->peak_gflops("Tesla T10", 4), 4 * 65e3, 1e-6);
+  EXPECT_EQ(t->peak_gflops("unknown", 4), 0);
 }

@@ -2,6 +2,7 @@
 // policy's no, the GPU group's turn, errors under it, and the stop (a task claimed ahead, a
 // task past the stop grace), with the ports in memory (tests/support/fake_stage_ports.h).  The
 // same loop over Redis runs in every e2e, chaos and container test.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
@@ -249,4 +250,83 @@ TEST(StageWorker, ATaskStillRunningWhenTheStopGraceRunsOutIsHandedBackAndSaidSo)
   EXPECT_EQ(rig.ledger.retries["1-0"], 0);  // claimable by another worker at once
   EXPECT_NE(rig.ledger.jobs["a"].handed_back.find("handed back by pool enc"), std::string::npos)
       << rig.ledger.jobs["a"].handed_back;
+}
+
+namespace {
+
+class FnSample final : public runtime::SampleRuntime {
+ public:
+  explicit FnSample(std::function<Result<runtime::StageOutput>(const runtime::StageContext&)> f)
+      : f_(std::move(f)) {}
+  Result<runtime::StageOutput> sample(const runtime::StageContext& ctx) override { return f_(ctx); }
+
+ private:
+  std::function<Result<runtime::StageOutput>(const runtime::StageContext&)> f_;
+};
+
+double gauge(prometheus::Registry& reg, const std::string& name) {
+  for (const auto& f : reg.Collect())
+    if (f.name == name)
+      for (const auto& m : f.metric) return m.gauge.value;
+  return -1;
+}
+
+// A sample pool whose runtime counts no FLOPs (ComfyUI) and reports no peak: h3pipe_pool_mfu =
+// the declared GFLOP (Options::declared_gflop, configs/gpus.json model_flops in the service) over
+// run_s over the pool's peak from configs/gpus.json (Options::peak_gflops).  It read 0 on every GPU
+// pool when only the runtime's reported figures counted.
+double sampler_mfu(double peak_gflops, double* elapsed_s, std::vector<std::string>* asked) {
+  config::Cluster c = test_support::stage_cluster();
+  c.pools[1].runtime = config::RuntimeRef{"comfyui", {{"workflow", "templates/wan2.1_t2v.json"}}};
+  MemoryLedger ledger;
+  MemoryFiles files;
+  MemoryTasks tasks{ledger};
+  prometheus::Registry registry;
+  metrics::WorkerProbe probe{registry, "sample", "samp", "h1"};
+  Runtimes rts;
+  rts.sample = std::make_unique<FnSample>([&](const runtime::StageContext& ctx) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a measurable run_s
+    files.sha[ctx.output.string()] = "sha-" + ctx.spec->job_id();
+    return Result<runtime::StageOutput>(runtime::StageOutput{"sha-" + ctx.spec->job_id(), 10});
+  });
+  Options o{&c, &c.pools[1], {}, "samp"};
+  o.peak_gflops = peak_gflops;
+  o.declared_gflop = [asked](const std::string& settings, const pb::JobSpec& spec) {
+    asked->push_back(settings + fmt::format(" {}x{}x{} {} steps", spec.width(), spec.height(),
+                                            spec.frames(), spec.steps()));
+    return 50.0;
+  };
+  Ports ports;
+  ports.tasks = &tasks;
+  ports.ledger = &ledger;
+  ports.files = &files;
+  auto worker = StageWorker::over(o, std::move(ports), std::move(rts), probe, {});
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const char* job : {"a", "b"}) {  // b's run reports a's outcome (deferred reports)
+    pb::StageTask t = test_support::stage_task(pb::STAGE_SAMPLE, job);
+    files.sha["/art/r1/" + std::string(job) + "/cond.safetensors"] = "c";
+    ledger.jobs[job].state = JobState::kSample;
+    tasks.add(std::string(job == std::string("a") ? "1-0" : "2-0"), t.SerializeAsString());
+    auto r = worker->step();
+    EXPECT_TRUE(r.ok() && *r) << (r.ok() ? "idle" : r.error().to_string());
+  }
+  *elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(worker->count(Outcome::kCompleted), 2);
+  return gauge(registry, "h3pipe_pool_mfu");
+}
+
+}  // namespace
+
+TEST(StageWorker, TheLiveMfuOfAComfyUiPoolUsesTheDeclaredFlopsAndTheGpuTablesPeak) {
+  double elapsed = 0;
+  std::vector<std::string> asked;
+  const double mfu = sampler_mfu(1000, &elapsed, &asked);
+  ASSERT_FALSE(asked.empty());
+  EXPECT_NE(asked[0].find("wan2.1_t2v.json"), std::string::npos) << asked[0];
+  EXPECT_NE(asked[0].find("64x64x9 4 steps"), std::string::npos) << asked[0];
+  // 50 GFLOP over a run of 0.05 s .. the whole test's time, at 1000 GFLOP/s peak.
+  EXPECT_GT(mfu, 50 / elapsed / 1000 - 1e-9);
+  EXPECT_LE(mfu, 50 / 0.05 / 1000 + 1e-9);
+  // No peak (a pool whose GPU the table does not know, a runtime that reports none): no MFU.
+  EXPECT_EQ(sampler_mfu(0, &elapsed, &asked), 0);
 }
