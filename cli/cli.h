@@ -52,14 +52,27 @@ Result<config::Cluster> load_cluster(const Global& g);
 // status, cancel, resume): the state dir and what the command reads there are checked first
 // (supervisor/state_dir.h; state_dir.unsafe, exit 2).  `starting`: only what start reads itself.
 Result<config::Cluster> load_stack_cluster(const Global& g, bool starting = false);
-// Redis of the running local stack, else the config's, with --redis overriding.
+// Redis of the running local stack, else the config's, with --redis overriding; logged in as the
+// operator (redis_login.cpp).  A refused login, a password Redis wants and the CLI lacks
+// (NOAUTH) or an unreadable password file: redis.auth naming the user, the file and the config
+// field (exit 5).
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c);
+// redis.auth, or a NOAUTH/WRONGPASS reply to a command: no retry helps, the login must change.
+bool is_auth_refusal(const Error& e);
 std::filesystem::path bin_dir();
 // "" or why the stack's storage takes no writes: "disk full at <dir> (MISCONF ...)" (a Redis
 // that cannot persist; for the local stack, its folders with no space left).  storage_state.cpp.
 std::string storage_degraded(queue::Redis& redis, const config::Cluster& c);
 
 int cmd_start(const Global& g, const std::string& host);
+// start_record.cpp (#34 P6, P13): before `start` starts anything.  An exit code when start must
+// not go on (another stack runs here: 1; no --config and the state dir was last started with a
+// config file: 2); nullopt to go on, with *running_stack set when this host's stack of this
+// config already runs (start then answers "already running", exit 0).
+std::optional<int> start_precheck(const Global& g, const config::Cluster& c,
+                                  const std::string& host, nlohmann::json* running_stack);
+// Remembers the config file (and its SHA-256) and host of a successful start in the state dir.
+void write_start_record(const Global& g, const config::Cluster& c, const nlohmann::json& stack);
 
 // start --all / stop --all over SSH (common/remote).
 struct FleetOptions {

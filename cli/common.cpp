@@ -99,38 +99,7 @@ Result<std::pair<std::string, int>> parse_redis_flag(const std::string& v) {
   return std::pair<std::string, int>{host, n};
 }
 
-Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c) {
-  auto addr = runner::redis_address(c);
-  std::string creds = c.redis.credentials_dir;
-  if (auto st = supervisor::running(c)) {
-    addr.host = (*st)["redis"]["host"];
-    addr.port = (*st)["redis"]["port"];
-    creds = (*st)["redis"].value("credentials_dir", creds);
-  }
-  // Per-service ACL users (the local stack's, or a shared Redis's credentials_dir): the CLI is
-  // h3pipe-operator.
-  if (!creds.empty()) {
-    const supervisor::RedisUser u = supervisor::user_for(creds, "operator");
-    H3_TRY(supervisor::check_in_state_dir(c.state_dir, u.password_file));
-    config::Redis r;
-    r.password_file = u.password_file;
-    addr.user = u.user;
-    addr.password = r.password();
-  }
-  if (!g.redis.empty()) {
-    auto hp = parse_redis_flag(g.redis);
-    if (!hp.ok()) return hp.error();
-    addr.host = hp->first;
-    addr.port = hp->second;
-    addr.sentinels.clear();  // --redis is used as it is
-  }
-  if (addr.port == 0 && addr.sentinels.empty())
-    return make_error(errc::cli::kRedis,
-                      "no running local stack under {} and the config names no redis port; run "
-                      "`h3pipe start` or pass --redis HOST:PORT",
-                      c.state_dir.string());
-  return queue::Redis::connect(addr);
-}
+// connect(): redis_login.cpp.
 
 int cmd_start(const Global& g, const std::string& host) {
   auto c = load_stack_cluster(g, true);
@@ -148,14 +117,25 @@ int cmd_start(const Global& g, const std::string& host) {
       return 2;
     }
   }
-  supervisor::StartOptions o;
-  o.config_file = g.config_file;
-  o.host = host;
-  o.bin_dir = bin_dir();
-  auto st = supervisor::start(*c, o);
-  if (!st.ok()) return fail(st.error(), "start");
-  const auto& j = *st;
-  fmt::print("h3pipe local stack is up (supervisor pid {})\n", j["supervisor_pid"].get<int>());
+  // Already running with this config and host (start is idempotent), another stack here, or a
+  // restart without the --config this state dir was started with (start_record.cpp).
+  nlohmann::json j;
+  if (auto rc = start_precheck(g, *c, host, &j)) return *rc;
+  if (!j.is_null()) {
+    fmt::print("h3pipe local stack is already running (supervisor pid {}, host \"{}\"); services "
+               "already up stay up\n",
+               j.value("supervisor_pid", 0), j.value("host", ""));
+  } else {
+    supervisor::StartOptions o;
+    o.config_file = g.config_file;
+    o.host = host;
+    o.bin_dir = bin_dir();
+    auto st = supervisor::start(*c, o);
+    if (!st.ok()) return fail(st.error(), "start");
+    j = std::move(*st);
+    write_start_record(g, *c, j);
+    fmt::print("h3pipe local stack is up (supervisor pid {})\n", j["supervisor_pid"].get<int>());
+  }
   const auto& jr = j["redis"];
   const std::string persistence = jr.value("persistence", "unknown");
   if (jr.value("embedded", true)) {

@@ -36,6 +36,8 @@ const ExitRule kExitRules[] = {
 }  // namespace
 
 int exit_for(const Error& e) {
+  // A NOAUTH/WRONGPASS reply to any command is a refused login, whatever the command was.
+  if (is_auth_refusal(e)) return kExitUnreachable;
   for (const ExitRule& r : kExitRules) {
     const bool hit =
         r.whole_domain ? errc::domain_of(e.code) == errc::domain_of(r.code.id) : r.code == e.code;

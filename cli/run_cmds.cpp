@@ -158,6 +158,11 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
         if (warned) fmt::print(stderr, "wait: Redis is back\n");
         return true;
       }
+      // A refused login is not an outage: no retry helps, say what to fix now.
+      if (!r.ok() && is_auth_refusal(r.error())) {
+        fmt::print(stderr, "wait: {}\n", r.error().message);
+        return false;
+      }
       why = r.ok() ? "PING failed: " + ping.error().message : r.error().message;
       if (!warned && redis)
         fmt::print(stderr, "\nwait: Redis does not answer ({}); retrying for {} s\n", why, grace_s);

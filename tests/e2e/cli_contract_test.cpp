@@ -159,6 +159,110 @@ TEST(CliExitCodes, OneMappingForEveryCommand) {
   EXPECT_EQ(rc("cancel ok" + up), 0);
 }
 
+// #34 P3, #35 D9: a Redis that wants a password the CLI lacks (NOAUTH), refuses the one it has
+// (WRONGPASS), or a password file that cannot be read: exit 5 for every command that talks to
+// Redis (it was 1 for run, status, cancel and resume), and the message names the user, the
+// password file and the config field to fix; `wait` says so at once instead of retrying.
+TEST(CliExitCodes, RefusedLoginIsFiveForEveryCommandAndNamesTheFix) {
+  ts::TempDir dir;
+  const std::string good = "operator-pass-0123456789";
+  ts::RedisServer redis(ts::RedisOptions{
+      .password = "default-pass-0123456789",
+      .conf_lines = {"user h3pipe-operator on >" + good + " ~* &* +@all"}});
+  ASSERT_TRUE(redis.ok()) << redis.log();
+  const fs::path batch_file = dir.path() / "b.jsonl";
+  std::ofstream(batch_file) << batch(1);
+  const std::vector<std::string> commands = {"status",
+                                             "status nope",
+                                             "cancel nope",
+                                             "resume nope",
+                                             "wait nope --timeout 20",
+                                             "run " + batch_file.string() + " --background"};
+  auto each = [&](const std::string& base, const std::vector<std::string>& must) {
+    for (const auto& sub : commands) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto [rc, out] = ts::sh(base + " " + sub + " 2>&1");
+      EXPECT_EQ(rc, 5) << sub << ": " << out;
+      for (const auto& m : must) EXPECT_NE(out.find(m), std::string::npos) << sub << ": " << out;
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << sub;
+    }
+  };
+  const std::string cli = h3pipe_cli() + " --state-dir " + (dir.path() / "state").string();
+  // No credentials at all (the embedded default config, --redis): NOAUTH.
+  each(cli + " --redis 127.0.0.1:" + std::to_string(redis.port()),
+       {"NOAUTH", "no password", "/redis/credentials_dir", "/redis/password_file"});
+
+  // A config whose credentials_dir lacks the operator's file: the file, the user, the field.
+  const fs::path creds = dir.path() / "creds";
+  fs::create_directories(creds);
+  json cfg = json::parse(R"({"name": "auth", "hosts": [{"name": "local"}],
+      "pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}}]})");
+  cfg["state_dir"] = (dir.path() / "state").string();
+  cfg["redis"] = {{"host", "127.0.0.1"},
+                  {"port", redis.port()},
+                  {"embedded", false},
+                  {"credentials_dir", creds.string()}};
+  const fs::path config = dir.path() / "cluster.json";
+  std::ofstream(config) << cfg.dump(2);
+  const std::string with_config = h3pipe_cli() + " --config " + config.string();
+  const std::string pw_file = (creds / "redis-operator.password").string();
+  each(with_config, {pw_file, "h3pipe-operator", "/redis/credentials_dir", config.string()});
+
+  // The file with a password Redis does not take: WRONGPASS, the same names.
+  std::ofstream(pw_file) << "not-the-password\n";
+  each(with_config, {"WRONGPASS", pw_file, "h3pipe-operator", "/redis/credentials_dir"});
+
+  // The right one: the commands work.
+  std::ofstream(pw_file) << good << "\n";
+  auto [rc, out] = ts::sh(with_config + " status 2>&1");
+  EXPECT_EQ(rc, 0) << out;
+}
+
+// #34 P3: an explicit --config wins over the running stack's stack.json credentials.
+TEST(CliExitCodes, ExplicitConfigCredentialsWinOverTheStacks) {
+  ts::TempDir dir;
+  Stack st(dir.path());
+  ASSERT_EQ(ts::sh(st.cli() + " status >/dev/null 2>&1").first, 0);
+  const fs::path creds = dir.path() / "other-creds";
+  fs::create_directories(creds);
+  std::ofstream(creds / "redis-operator.password") << "a-password-this-redis-never-had\n";
+  json cfg;
+  std::ifstream(dir.path() / "cluster.json") >> cfg;
+  cfg["redis"] = {{"host", "127.0.0.1"},
+                  {"port", st.stack()["redis"]["port"]},
+                  {"embedded", false},
+                  {"credentials_dir", creds.string()}};
+  const fs::path other = st.write("other.json", cfg.dump(2));
+  auto [rc, out] = ts::sh(h3pipe_cli() + " --config " + other.string() + " status 2>&1");
+  EXPECT_EQ(rc, 5) << out;
+  EXPECT_NE(out.find((creds / "redis-operator.password").string()), std::string::npos) << out;
+}
+
+// #34 P13: a state dir started with --config is not restarted with the embedded default: `start`
+// without --config refuses, naming the config file it was started with.
+TEST(StartRecord, RestartWithoutConfigRefusesAndNamesTheConfig) {
+  ts::TempDir dir;
+  const fs::path config = dir.path() / "cluster.json";
+  const std::string bare = h3pipe_cli() + " --state-dir " + (dir.path() / "state").string();
+  {
+    Stack st(dir.path());
+    ASSERT_EQ(ts::sh(st.cli() + " stop >/dev/null 2>&1").first, 0);
+    auto [rc, out] = ts::sh(bare + " start 2>&1");
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("--config " + config.string()), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir.path() / "state" / "stack.json")) << "nothing may start";
+    // With its --config it starts again; a second start is "already running", exit 0.
+    auto [src, sout] = ts::sh(st.cli() + " start 2>&1");
+    EXPECT_EQ(src, 0) << sout;
+    auto [arc, aout] = ts::sh(st.cli() + " start 2>&1");
+    EXPECT_EQ(arc, 0) << aout;
+    EXPECT_NE(aout.find("already running"), std::string::npos) << aout;
+  }
+}
+
 // Item 8: the same --run-id with an edited batch is refused by the CLI (exit 2, FILE:LINE and
 // the job id, nothing submitted), and a late XADD with another spec for an existing job is
 // recorded beside the run: the finished run stays done, `wait` says 0, `resume` changes nothing.

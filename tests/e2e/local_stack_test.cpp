@@ -271,13 +271,23 @@ TEST(LocalStack, RedisNeedsCredentialsAndTheStateIsPrivate) {
 }
 
 // One stack per state dir; a supervisor killed with -9 takes its services and Redis with it, and
-// the next start begins clean (issue #14).
+// the next start begins clean (issue #14).  The same start again is "already running", exit 0,
+// nothing restarted; a start with another config in that state dir is refused (#34 P6).
 TEST(LocalStack, OneStackPerStateDirAndNoOrphansAfterKill9) {
   Stack st;
-  auto [rc, out] = ts::sh(st.cli() + " start 2>&1");
-  EXPECT_NE(rc, 0) << out;
-  EXPECT_NE(out.find("already runs"), std::string::npos) << out;
   const json before = st.stack();
+  auto [rc, out] = ts::sh(st.cli() + " start 2>&1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("already running"), std::string::npos) << out;
+  EXPECT_EQ(st.stack()["supervisor_pid"], before["supervisor_pid"]);
+  const fs::path state = before["state_dir"].get<std::string>();
+  fs::copy_file(state / "cluster.json", state / "other.json");
+  auto [orc, oout] = ts::sh(ts::bin("h3pipe") + " --config " + (state / "other.json").string() +
+                            " start 2>&1");
+  EXPECT_EQ(orc, 1) << oout;
+  EXPECT_NE(oout.find("already runs"), std::string::npos) << oout;
+  EXPECT_NE(oout.find((state / "cluster.json").string()), std::string::npos) << oout;
+  EXPECT_EQ(st.stack()["supervisor_pid"], before["supervisor_pid"]);
   std::vector<int> pids;
   for (const auto& p : before["processes"]) pids.push_back(p["pid"].get<int>());
   ASSERT_EQ(::kill(before["supervisor_pid"].get<int>(), SIGKILL), 0);
