@@ -64,7 +64,9 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* b
     const config::Pool* p = c.find_pool(name);
     if (!p || p->stage != config::StageKind::kDecode) continue;
     auto hb = decode_heartbeat(name, bytes);
-    if (hb.ok()) load.decoder_free_in_s[name] = std::max(0.0, hb->busy_until_unix_s() - now);
+    // A stamp from the future is no evidence (heartbeat.h): its busy-until is not believed.
+    if (hb.ok() && !heartbeat_from_future(*hb, now))
+      load.decoder_free_in_s[name] = std::max(0.0, hb->busy_until_unix_s() - now);
   }
   return load;
 }

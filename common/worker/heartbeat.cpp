@@ -23,4 +23,17 @@ Result<pb::Heartbeat> decode_heartbeat(std::string_view pool, std::string_view b
   return hb;
 }
 
+double heartbeat_age_s(const pb::Heartbeat& hb, double now_s) {
+  return now_s - static_cast<double>(hb.unix_ms()) / 1000.0;
+}
+
+bool heartbeat_from_future(const pb::Heartbeat& hb, double now_s) {
+  return heartbeat_age_s(hb, now_s) < -kHeartbeatFutureS;
+}
+
+bool heartbeat_live(const pb::Heartbeat& hb, double now_s) {
+  const double age = heartbeat_age_s(hb, now_s);
+  return age >= -kHeartbeatFutureS && age < kHeartbeatLiveS;
+}
+
 }  // namespace h3pipe::worker

@@ -26,7 +26,6 @@ spdlog::logger& logger() {
 
 namespace h3pipe::worker {
 namespace {
-constexpr double kDeadAfterS = 3.0;
 double now_s() {
   return state::now_ms() / 1000.0;
 }
@@ -108,8 +107,9 @@ dispatch::Observation observe_board(const dispatch::BoardModel& m,
   for (const auto& [name, hb] : beats) {
     const std::size_t i = m.pool_index(name);
     if (i == dispatch::kNoPool) continue;
-    o.pools[i].busy_for_s = std::max(0.0, hb.busy_until_unix_s() - now);
-    o.pools[i].alive = now - static_cast<double>(hb.unix_ms()) / 1000.0 < kDeadAfterS;
+    // A stamp from the future is no evidence (heartbeat.h): neither alive nor busy on its word.
+    o.pools[i].alive = heartbeat_live(hb, now);
+    if (o.pools[i].alive) o.pools[i].busy_for_s = std::max(0.0, hb.busy_until_unix_s() - now);
   }
   dispatch::Backlog& b = o.backlog;
   if (q.size() > 0) b.encode_queued = static_cast<std::size_t>(q[0].waiting());

@@ -29,7 +29,8 @@
 namespace h3pipe::worker {
 
 // The board as may_claim reads it, as the model's observation: `beats` by pool name (a pool
-// without one is dead; one older than 3 s too), `streams` the (length, claimed) of the encode,
+// without one is dead; one that is not heartbeat_live too: stamped in the reader's future, or
+// too old, heartbeat.h), `streams` the (length, claimed) of the encode,
 // sample and (a decoder's) its host's decode stream, `now_s` unix seconds; `in_transit_here`:
 // latents on their way to a decoder's host (0 live: they are in the outboxes of the senders on
 // other hosts, which the board does not read; the simulator counts them).  No decode load (set

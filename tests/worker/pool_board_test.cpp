@@ -127,6 +127,44 @@ TEST(PoolBoard, ThePolicyReadsTheOtherPoolsHeartbeatAndSkipsGarbage) {
   EXPECT_EQ((*slow)->bad_heartbeats(), seen);
 }
 
+// Issue #35 D3: liveness no writer's clock can fool.  s1 runs (s2 defers to it), then stops; its
+// last heartbeat came from a clock an hour ahead (or just under the tolerated skew ahead).  The
+// live board of s2 must hold s1 dead within 3 s of that last beat, and claim the waiting task:
+// before the fix a stamp an hour ahead kept s1 alive (and s2 deferring) for the hour.
+TEST(PoolBoard, AHeartbeatStampedInTheFutureDoesNotKeepAStoppedPoolAlive) {
+  ts::RedisServer srv;
+  auto c = cluster(srv.port());
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(make_groups(**r));
+  ASSERT_TRUE((*r)->command({"XADD", keys::stream("sample"), "*", "task", "t"}).ok());
+  auto fast = worker::PoolBoard::create(c, *c.find_pool("s1"), srv.address());
+  auto slow = worker::PoolBoard::create(c, *c.find_pool("s2"), srv.address());
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  EXPECT_FALSE((*slow)->may_claim()) << "s1 alive, idle and faster: s2 leaves it the task";
+  fast->reset();  // s1 stops beating
+  for (double ahead_s : {3600.0, worker::kHeartbeatFutureS * 0.8}) {
+    SCOPED_TRACE("last beat stamped " + std::to_string(ahead_s) + " s ahead");
+    pb::Heartbeat last;
+    last.set_pool("s1");
+    last.set_host("h1");
+    last.set_service("sampler");
+    last.set_stage(pb::STAGE_SAMPLE);
+    last.set_state("idle");
+    last.set_expected_s(10);
+    last.set_unix_ms(static_cast<long long>((now_s() + ahead_s) * 1000));
+    ASSERT_TRUE((*r)->command({"HSET", keys::pools(), "s1", worker::encode_heartbeat(last)}).ok());
+    const auto beat = std::chrono::steady_clock::now();
+    // Polled (a claim decision re-reads the board each time), never slept on.
+    ASSERT_TRUE(ts::wait_for([&] { return (*slow)->may_claim(); }, 10))
+        << "s1's last beat kept it alive";
+    const double dead_after =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - beat).count();
+    EXPECT_LE(dead_after, 3.0) << "s1 held alive " << dead_after << " s after its last beat";
+    EXPECT_EQ((*slow)->bad_heartbeats(), 0);
+  }
+}
+
 // Per-class profiles live (issue #13): the board decides on the class of the next queued task,
 // as the simulator decides on the head task's class.  s1 is the faster pool for class "a", s2 for
 // class "b".
