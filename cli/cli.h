@@ -107,4 +107,9 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc);
 void register_comfyui_commands(CLI::App& app, Global& g, int& rc);
 // compare (compare_cmds.cpp): decoder A/B on a run's latents.
 void register_compare_commands(CLI::App& app, Global& g, int& rc);
+// prometheus targets (prometheus_cmds.cpp) and systemd units|install (systemd_cmds.cpp).
+void register_prometheus_commands(CLI::App& app, Global& g, int& rc);
+void register_systemd_commands(CLI::App& app, Global& g, int& rc);
+// After `start`: <state_dir>/prometheus/targets.json from the config and the stack's run files.
+void write_prometheus_targets(const config::Cluster& c, const nlohmann::json& stack);
 }  // namespace h3pipe::cli

@@ -163,6 +163,7 @@ int cmd_start(const Global& g, const std::string& host) {
   }
   fmt::print("  artifacts  {}\n  outputs    {}\n", c->artifact_root.string(),
              c->output_root.string());
+  write_prometheus_targets(*c, j);  // prometheus_cmds.cpp
   return 0;
 }
 

@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
   register_extra_commands(app, g, rc);
   register_comfyui_commands(app, g, rc);
   register_compare_commands(app, g, rc);
+  register_prometheus_commands(app, g, rc);
+  register_systemd_commands(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -244,6 +244,7 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
                           {"ssh", h.ssh},
                           {"bind", h.bind},
                           {"transfer_port", h.transfer_port},
+                          {"transfer_metrics_port", h.transfer_metrics_port},
                           {"transfer_secret_key_file", redact && !h.transfer_secret_key_file.empty()
                                                            ? "<redacted path>"
                                                            : h.transfer_secret_key_file},

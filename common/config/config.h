@@ -67,6 +67,7 @@ struct Host {
   std::string ssh;                       // SSH alias for start --all
   std::string bind = "127.0.0.1";        // interface services listen on
   int transfer_port = 0;                 // 0 = pick a free port (local mode only)
+  int transfer_metrics_port = 0;         // its transfer service's metrics; 0 = a free one
   std::string transfer_public_key_file;  // CURVE server key pair of this host's receiver
   std::string transfer_secret_key_file;
   std::vector<std::string> transfer_allowed_clients;  // Z85 public keys admitted by ZAP

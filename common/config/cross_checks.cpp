@@ -16,7 +16,8 @@ const std::vector<std::string>& cluster_rules() {
       "At least one host; host names are ids (docs/security.md) and unique.",
       "Pool names are ids and unique; a pool's `host` is in `hosts`; `shares_gpus_with` names a "
       "pool.",
-      "Two pools of one host do not share a non-zero `metrics_port`.",
+      "Two pools of one host do not share a non-zero `metrics_port`, nor with the host's "
+      "`transfer_metrics_port`.",
       "Every stage (encode, sample, decode) has at least one pool.",
       "A link's `from` and `to` are hosts.",
   };
@@ -61,6 +62,14 @@ void check_across(const Cluster& c, Errors& e) {
       e.add(fmt::format("/pools/{}/metrics_port", i),
             fmt::format("{} is already the metrics port of pool \"{}\" on host \"{}\"",
                         pl.metrics_port, c.pools[it->second].name, pl.host));
+  }
+  for (std::size_t i = 0; i < c.hosts.size(); ++i) {
+    const auto& h = c.hosts[i];
+    if (h.transfer_metrics_port == 0) continue;
+    if (auto it = metrics_ports.find({h.name, h.transfer_metrics_port}); it != metrics_ports.end())
+      e.add(fmt::format("/hosts/{}/transfer_metrics_port", i),
+            fmt::format("{} is already the metrics port of pool \"{}\" on host \"{}\"",
+                        h.transfer_metrics_port, c.pools[it->second].name, h.name));
   }
   for (std::size_t i = 0; i < c.classes.size(); ++i) {
     const auto& lp = c.classes[i].latent_profile;

@@ -15,6 +15,7 @@
 #include "common/logging/protobuf_log.h"
 #include "common/metrics/degraded.h"
 #include "common/queue/redis_config.h"
+#include "common/runner/sd_notify.h"
 #include "common/runtime/settings_check.h"
 #include "common/supervisor/state_dir.h"
 
@@ -199,7 +200,12 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
     ctx.redis.sentinels.clear();
   }
   ctx.bind = bind.empty() ? h->bind : bind;
-  if (metrics_port < 0) metrics_port = ctx.pool ? ctx.pool->metrics_port : 0;
+  // The config's fixed port (a pool's metrics_port, a host's transfer_metrics_port), else a free
+  // one; `h3pipe start` passes --metrics-port on a restart so Prometheus finds it again.
+  if (metrics_port < 0)
+    metrics_port = ctx.pool                  ? ctx.pool->metrics_port
+                   : info.name == "transfer" ? h->transfer_metrics_port
+                                             : 0;
   logger().info("effective config: {}", config::to_json(ctx.cluster).dump());
 
   ctx.registry = std::make_shared<prometheus::Registry>();
@@ -238,6 +244,10 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   ctx.stop = &g_stop;
+  // Type=notify units (h3pipe systemd units): READY=1 once /readyz says ready, STATUS= lines.
+  const ReadinessNotifier notifier(fmt::format("{} {} on {}", info.name, ctx.instance, host),
+                                   fmt::format("metrics :{}", (*ms)->port()), ctx.bind,
+                                   (*hs)->port(), &g_stop);
   if (!wait_for_writable_roots(ctx, info)) return 0;  // stopped while waiting
   if (!run_file_written) (void)artifacts::write_atomic(run_file, rf.dump() + "\n");
   int rc = 1;

@@ -1,6 +1,7 @@
 // encoder / sampler / decoder: config -> runtime -> StageWorker, one service main for the three;
 // what differs between them is one row of kStageWiring.
 #include <malloc.h>
+#include <prometheus/gauge.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -249,6 +250,17 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
                                ctx.host);
     // GPU series of this pool's devices (NVML at run time; none -> h3pipe_gpu_available 0 only).
     auto gpus = gpu::GpuMonitor::start(*ctx.registry, ctx.pool->gpus, std::chrono::seconds(5));
+    // How many GPUs this pool's runtime uses: 0 for a sim pool or one with no gpus, so
+    // H3pipeGpuMissing (configs/prometheus/alerts.yml) stays quiet on a rehearsal without GPUs.
+    prometheus::BuildGauge()
+        .Name("h3pipe_pool_gpus")
+        .Help("GPUs this pool's runtime uses (0: sim runtime or no gpus; no GPU alert for it)")
+        .Register(*ctx.registry)
+        .Add({{"stage", config::stage_name(wiring.stage)},
+              {"pool", ctx.pool->name},
+              {"host", ctx.host}})
+        .Set(c.runtime_for(*ctx.pool).name == "sim" ? 0.0
+                                                    : static_cast<double>(ctx.pool->gpus.size()));
     // The one place this service's Redis connections are made: everything below opens its own
     // (one per thread) from this connector.
     const queue::Connector redis(ctx.redis);

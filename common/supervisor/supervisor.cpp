@@ -51,7 +51,20 @@ struct Child {
   Clock::time_point next_start{};
   int backoff_ms = 100;
   std::vector<std::string> env{};  // NAME=VALUE added to (or replacing in) the supervisor's
+  // Its Prometheus port: the config's, else the one its first run chose (read from its run file,
+  // then passed as --metrics-port to every restart, so a scrape target stays valid); 0 = unknown.
+  int metrics_port = 0;
 };
+
+// The metrics port that process `pid` wrote in its run file (0: not written yet).
+int metrics_port_of(const fs::path& run_file, pid_t pid) {
+  std::ifstream in(run_file);
+  if (!in) return 0;
+  // json-parse: a run file h3pipe's own service wrote in the private (0700) state dir
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || j.value("pid", -1) != pid) return 0;
+  return j.value("metrics_port", 0);
+}
 
 // fork + exec rather than posix_spawn: the child must die with the supervisor
 // (PR_SET_PDEATHSIG; a supervisor killed with -9 leaves no invisible services behind, issue #14),
@@ -177,6 +190,8 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
       ch.env = {"H3PIPE_REDIS_USER=" + u.user,
                 "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
     }
+    const config::Pool* p = pool.empty() ? nullptr : c.find_pool(pool);
+    ch.metrics_port = p ? p->metrics_port : c.find_host(host)->transfer_metrics_port;
     children.push_back(ch);
   };
   for (const auto* p : c.pools_on(host)) {
@@ -219,12 +234,22 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
     for (const auto& ch : children)
       j["processes"].push_back({{"name", ch.name},
                                 {"pid", ch.pid},
+                                {"metrics_port", ch.metrics_port},
                                 {"log", ch.log.string()},
                                 {"restarts", ch.restarts}});
     (void)artifacts::write_atomic(stack_path(c), j.dump(2) + "\n");
   };
   write_stack();
 
+  // A port a service's first run chose is kept: every later start gets it as --metrics-port.
+  auto learn_port = [&](Child& ch, pid_t pid) {
+    if (ch.metrics_port > 0 || ch.name.rfind("redis", 0) == 0) return false;
+    ch.metrics_port = metrics_port_of(c.state_dir / "run" / (ch.name + ".json"), pid);
+    if (ch.metrics_port <= 0) return false;
+    ch.argv.insert(ch.argv.end(), {"--metrics-port", std::to_string(ch.metrics_port)});
+    return true;
+  };
+  Clock::time_point next_port_check{};
   while (!g_term) {
     int status = 0;
     pid_t dead = ::waitpid(-1, &status, WNOHANG);
@@ -233,6 +258,7 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
     for (auto& ch : children) {
       if (ch.pid == 0) continue;  // the shared Redis placeholder
       if (dead > 0 && ch.pid == dead) {
+        changed = learn_port(ch, dead) || changed;
         // A death within 2 s of its start is a crash loop: back off exponentially (100 ms .. 5 s).
         // A process that had been up longer was killed while healthy (OOM killer, an operator, a
         // chaos run): restart it at once, so its leased task resumes without waiting out the lease.
@@ -248,6 +274,9 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
         changed = true;
       }
     }
+    for (auto& ch : children)
+      if (ch.pid > 0 && now >= next_port_check) changed = learn_port(ch, ch.pid) || changed;
+    if (now >= next_port_check) next_port_check = now + std::chrono::milliseconds(100);
     if (changed) write_stack();
     if (dead <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
