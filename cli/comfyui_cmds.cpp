@@ -11,6 +11,7 @@
 #include "common/comfyui/split_files.h"
 #include "common/comfyui/ui_workflow.h"
 #include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/runtime/http_client.h"
 
 namespace h3pipe::cli {
@@ -22,10 +23,9 @@ Result<Json> read_json(const std::string& path, const char* what) {
   const std::string kind = std::string("the ") + what;
   auto text = read_bounded_file(path, {kind, kMaxJsonFileBytes, errc::comfyui::kSplitRead});
   if (!text.ok()) return text.error();
-  auto j = Json::parse(*text, nullptr, false);
-  if (j.is_discarded())
-    return make_error(errc::comfyui::kSplitRead, "{} {} is not valid JSON", what, path);
-  return j;
+  // Depth-bounded (issue #35 D2): a deep workflow once overflowed the stack.
+  return json_reader::parse_json(*text, fmt::format("{} {} is not valid JSON", what, path),
+                                 errc::comfyui::kSplitRead, {kMaxJsonFileBytes});
 }
 
 Result<Json> fetch_object_info(std::string url) {
@@ -37,10 +37,8 @@ Result<Json> fetch_object_info(std::string url) {
                       r.error().message);
   if (r->status != 200)
     return make_error(errc::comfyui::kSplitServer, "{}/object_info answered {}", url, r->status);
-  auto j = Json::parse(r->body, nullptr, false);
-  if (j.is_discarded())
-    return make_error(errc::comfyui::kSplitServer, "{}/object_info is not JSON", url);
-  return j;
+  return json_reader::parse_json(r->body, fmt::format("{}/object_info is not JSON", url),
+                                 errc::comfyui::kSplitServer, {256u << 20});
 }
 
 struct SplitArgs {

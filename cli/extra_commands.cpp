@@ -5,6 +5,8 @@
 
 #include "cli/cli.h"
 #include "common/artifacts/artifacts.h"
+#include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/latent/latent.h"
 #include "common/latent/profile_json.h"
 #include "common/latent/safetensors.h"
@@ -161,9 +163,15 @@ Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::st
     if (e.path().string().size() < 14 ||
         e.path().string().substr(e.path().string().size() - 14) != ".pipeline.json")
       continue;
-    std::ifstream in(e.path());
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_discarded()) out.push_back(std::move(j));
+    // A receipt that cannot be read is left out, with why (issue #35 D2: a deep one once
+    // overflowed the stack of whoever read it).
+    auto text = read_bounded_file(e.path(), {"a receipt", kMaxJsonFileBytes});
+    auto j = text.ok() ? json_reader::parse_json(*text, e.path().string(), errc::report::kNone)
+                       : Result<nlohmann::json>(text.error());
+    if (j.ok())
+      out.push_back(std::move(*j));
+    else
+      fmt::print(stderr, "warning: receipt left out: {}\n", j.error().message);
   }
   if (out.empty()) return make_error(errc::report::kNone, "no receipts under {}", dir->string());
   return out;

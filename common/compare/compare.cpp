@@ -76,7 +76,7 @@ Result<Decoded> decode_one(const config::Cluster& c, Decoder& d, const Job& job,
       {"format", "h3pipe.compare.receipt/1"},
       {"run_id", o.run_id},
       {"job_id", job.spec.job_id()},
-      {"spec", json::parse(spec_json(job.spec), nullptr, false)},
+      {"spec", json::parse(spec_json(job.spec), nullptr, false)},  // json-parse: own text
       {"latent_profile", job.profile.name},
       {"decoder",
        {{"pool", d.pool->name},

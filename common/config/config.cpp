@@ -194,7 +194,7 @@ std::string embedded_default_text() {
 }
 
 Result<Cluster> embedded_default() {
-  auto j = nlohmann::json::parse(embedded_default_text());
+  auto j = nlohmann::json::parse(embedded_default_text());  // json-parse: own text (built in)
   return parse(j, fs::current_path());
 }
 

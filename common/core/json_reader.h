@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/core/json_parse.h"
+
 namespace h3pipe::json_reader {
 
 class Errors {
@@ -185,39 +187,10 @@ inline std::optional<nlohmann::json> parse_strict(std::string_view text, std::st
     *error = "starts with a UTF-8 byte order mark; save the file without one";
     return std::nullopt;
   }
-  std::vector<std::set<std::string>> seen;  // keys of the objects open at each depth
-  std::vector<std::string> path;            // the pointer of the key being read
-  std::string duplicate;
-  nlohmann::json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t ev,
-                                             nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (ev == E::object_start) {
-      seen.emplace_back();
-    } else if (ev == E::object_end) {
-      if (!seen.empty()) seen.pop_back();
-    } else if (ev == E::key && !seen.empty()) {
-      const std::string k = parsed.get<std::string>();
-      path.resize(static_cast<std::size_t>(depth));
-      path.push_back(k);
-      if (!seen.back().insert(k).second && duplicate.empty()) {
-        for (std::size_t i = 1; i < path.size(); ++i) duplicate += "/" + path[i];
-      }
-    }
-    return true;
-  };
-  try {
-    auto j = nlohmann::json::parse(text.begin(), text.end(), cb, true, /*ignore_comments=*/false);
-    if (!duplicate.empty()) {
-      *error = fmt::format("{}: duplicate key (each key may appear once)", printable(duplicate));
-      return std::nullopt;
-    }
-    return j;
-  } catch (const nlohmann::json::exception& ex) {
-    std::string what = ex.what();
-    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    *error = printable(what);
-    return std::nullopt;
-  }
+  // Depth bounded too (issue #35 D2): common/core/json_parse.h.
+  JsonLimits limits;
+  limits.reject_duplicate_keys = true;
+  return parse_limited(text, limits, error);
 }
 
 }  // namespace h3pipe::json_reader

@@ -16,6 +16,7 @@ namespace {
 // use (a function-local static, so other translation units' statics may use it).  The file is
 // part of the source: a broken one is a broken build, reported loudly at the first use.
 std::vector<LatentProfile> parse_table() {
+  // json-parse: own text (built in)
   const auto j = nlohmann::json::parse(kLatentProfilesJson, nullptr, /*allow_exceptions=*/false);
   config::Errors e;
   std::vector<LatentProfile> out;

@@ -264,6 +264,7 @@ Result<Layout> parse_header(std::span<const std::uint8_t> header, std::uint64_t 
                       "header is not strict JSON: NUL byte at header offset {}",
                       static_cast<const std::uint8_t*>(nul) - header.data());
   StrictDom dom;
+  // json-parse: StrictDom bounds depth (kMaxJsonDepth) and size (kMaxHeaderBytes) itself.
   bool ok = json::sax_parse(header.begin(), header.end(), &dom);
   if (!ok) {
     if (!dom.error().code.empty()) return dom.error();

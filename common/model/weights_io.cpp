@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/core/json_parse.h"
 #include "common/model/weights.h"
 
 namespace h3pipe::model {
@@ -49,7 +50,10 @@ Result<Weights> load_safetensors(const std::filesystem::path& file,
   std::string header(header_len, '\0');
   if (!in.read(header.data(), static_cast<std::streamsize>(header_len)))
     return weights_error(file, {"truncated header"});
-  const auto j = nlohmann::json::parse(header, nullptr, false);
+  std::string why;
+  const auto parsed = json_reader::parse_limited(header, {kMaxHeader}, &why);
+  if (!parsed) return weights_error(file, {"header is not valid JSON: " + why});
+  const nlohmann::json& j = *parsed;
   if (!j.is_object()) return weights_error(file, {"header is not a JSON object"});
   const std::uint64_t data_start = 8 + header_len;
   const std::uint64_t data_size = file_size - data_start;

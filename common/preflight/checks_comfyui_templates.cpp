@@ -7,6 +7,8 @@
 
 #include "common/comfyui/node_classes.h"
 #include "common/comfyui/template_check.h"
+#include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/preflight/checks.h"
 #include "common/preflight/core_classes.h"
 #include "common/preflight/http_get.h"
@@ -38,12 +40,14 @@ void collect(const Json& s, const std::string& where, std::vector<Template>& out
       std::ifstream in(t.label, std::ios::binary);
       std::stringstream ss;
       if (in) ss << in.rdbuf();
-      t.graph = Json::parse(ss.str(), nullptr, false);
+      std::string why;
+      auto parsed = json_reader::parse_limited(ss.str(), {kMaxJsonFileBytes}, &why);
+      t.graph = parsed ? std::move(*parsed) : Json(Json::value_t::discarded);
       if (!in)
         t.error =
             "cannot read the workflow file (relative paths resolve against the working directory)";
       else if (t.graph.is_discarded())
-        t.error = "the workflow file is not valid JSON";
+        t.error = "the workflow file is not valid JSON: " + why;
     }
     out.push_back(std::move(t));
   }
@@ -81,9 +85,12 @@ class ServerClasses {
         if (!r.ok()) return r.error().message;
         if (r->status != 200)
           return fmt::format("{}/object_info/{} answered {}", base_, c, r->status);
-        auto j = Json::parse(r->body, nullptr, false);
-        if (j.is_discarded() || !j.is_object())
-          return fmt::format("{}/object_info/{} is not a JSON object", base_, c);
+        std::string why;
+        auto parsed = json_reader::parse_limited(r->body, {}, &why);
+        if (!parsed || !parsed->is_object())
+          return fmt::format("{}/object_info/{} is not a JSON object{}", base_, c,
+                             parsed ? "" : ": " + why);
+        Json& j = *parsed;
         it = cache_.emplace(c, j.contains(c) ? j[c] : Json()).first;
       }
       if (!it->second.is_null()) into[c] = it->second;
@@ -97,7 +104,9 @@ class ServerClasses {
       version_.emplace();
       auto r = http_get(base_ + "/system_stats", timeout_);
       if (r.ok() && r->status == 200) {
-        auto j = Json::parse(r->body, nullptr, false);
+        std::string why;
+        auto parsed = json_reader::parse_limited(r->body, {}, &why);
+        const Json j = parsed ? std::move(*parsed) : Json();
         if (j.is_object() && j.contains("system") && j["system"].is_object() &&
             j["system"].contains("comfyui_version") && j["system"]["comfyui_version"].is_string())
           *version_ = j["system"]["comfyui_version"].get<std::string>();

@@ -1,6 +1,7 @@
 // service.ready and comfyui.up rows: the checks that ask a process over HTTP.
 #include <nlohmann/json.hpp>
 
+#include "common/core/json_parse.h"
 #include "common/preflight/checks.h"
 #include "common/preflight/http_get.h"
 
@@ -99,7 +100,10 @@ void check_comfyui(const config::Cluster& c, const Options& o, const Scope& s, R
                  "check ComfyUI's log; /system_stats must answer 200");
       } else {
         std::string detail = url + " answered 200";
-        auto j = nlohmann::json::parse(resp->body, nullptr, false);
+        std::string why;
+        auto parsed = json_reader::parse_limited(resp->body, {}, &why);
+        const nlohmann::json j =
+            parsed ? std::move(*parsed) : nlohmann::json(nlohmann::json::value_t::discarded);
         if (!j.is_discarded() && j.contains("system") && j["system"].contains("comfyui_version"))
           detail += ", ComfyUI " + j["system"]["comfyui_version"].dump();
         if (!j.is_discarded() && j.contains("devices") && j["devices"].is_array())

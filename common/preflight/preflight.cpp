@@ -11,7 +11,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
+#include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/preflight/checks.h"
 
 namespace h3pipe::preflight {
@@ -41,7 +44,13 @@ Result<RunFile> read_run_file(const fs::path& file) {
   if (!in)
     return make_error(errc::preflight::kRunFile, "not running here: no run file {}", file.string());
   try {
-    auto j = nlohmann::json::parse(in);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string why;
+    auto parsed = json_reader::parse_limited(ss.str(), {kMaxSmallFileBytes}, &why);
+    if (!parsed)
+      return make_error(errc::preflight::kRunFile, "{}: not a run file: {}", file.string(), why);
+    const nlohmann::json& j = *parsed;
     RunFile r;
     r.pid = j.value("pid", 0LL);
     r.metrics_port = j.value("metrics_port", 0);

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "common/core/json_parse.h"
+#include "common/core/json_reader.h"
 #include "common/core/sha256.h"
 
 namespace h3pipe::runtime::comfyui {
@@ -16,6 +18,18 @@ namespace {
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+// A body as JSON, depth and size bounded (issue #35 D2: a 400 whose message nested 300,000 levels
+// overflowed the stack of whoever printed it); nullopt and *why when refused.
+std::optional<nlohmann::json> body_json(const std::string& body, std::string* why) {
+  return json_reader::parse_limited(body, {}, why);
+}
+
+// What an unusable answer says: the parser's reason, and how the body begins.
+std::string unusable(const std::string& why, const std::string& body) {
+  return fmt::format("not usable JSON ({}); it begins {}", why,
+                     json_reader::printable(body.substr(0, 120)));
 }
 
 template <typename J>
@@ -167,11 +181,12 @@ Result<nlohmann::json> Client::get_json(const std::string& path) {
     return make_error(errc::runtime::kComfyuiHttp,
                       "ComfyUI server at {}: GET {} answered HTTP {}: {}", base_, path, r->status,
                       r->body.substr(0, 300));
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
-  if (j.is_discarded())
-    return make_error(errc::runtime::kComfyuiHttp,
-                      "ComfyUI server at {}: GET {} did not return JSON", base_, path);
-  return j;
+  std::string why;
+  auto j = body_json(r->body, &why);
+  if (!j)
+    return make_error(errc::runtime::kComfyuiHttp, "ComfyUI server at {}: GET {} answered {}",
+                      base_, path, unusable(why, r->body));
+  return std::move(*j);
 }
 
 Result<std::string> Client::queue_prompt(const nlohmann::json& graph, const Submission& sub) {
@@ -185,13 +200,18 @@ Result<std::string> Client::queue_prompt(const nlohmann::json& graph, const Subm
                       "ComfyUI server at {} refused the workflow ({} bytes) with HTTP 413: above "
                       "its --max-upload-size",
                       base_, body.dump().size());
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
-  if (r->status == 400 && !j.is_discarded())
+  std::string why;
+  auto parsed = body_json(r->body, &why);
+  if (r->status == 400 && parsed)
     return make_error(errc::runtime::kPermanentComfyuiRejected,
                       "ComfyUI server at {} rejected the workflow: {}", base_,
-                      describe_rejection(j));
-  if (r->status != 200 || j.is_discarded() || !j.contains("prompt_id") ||
-      !j["prompt_id"].is_string())
+                      describe_rejection(*parsed));
+  if (!parsed)
+    return make_error(errc::runtime::kComfyuiHttp,
+                      "ComfyUI server at {}: POST /prompt answered HTTP {}: {}", base_, r->status,
+                      unusable(why, r->body));
+  const nlohmann::json& j = *parsed;
+  if (r->status != 200 || !j.contains("prompt_id") || !j["prompt_id"].is_string())
     return make_error(errc::runtime::kComfyuiHttp,
                       "ComfyUI server at {}: POST /prompt answered HTTP {}: {}", base_, r->status,
                       trimmed(r->body.substr(0, 300)));
@@ -213,11 +233,13 @@ Result<PromptState> Client::history(const std::string& prompt_id) {
   auto r = http_.get(base_ + path);
   if (!r.ok()) return wrap(r.error());
   // Ordered: the outputs keep the order the server lists them in.
-  auto j = nlohmann::ordered_json::parse(r->body, nullptr, false);
-  if (r->status != 200 || j.is_discarded())
+  std::string why;
+  auto parsed = json_reader::parse_limited_ordered(r->body, {}, &why);
+  if (r->status != 200 || !parsed)
     return make_error(errc::runtime::kComfyuiHttp,
                       "ComfyUI server at {}: GET {} answered HTTP {}: {}", base_, path, r->status,
-                      trimmed(r->body.substr(0, 300)));
+                      parsed ? trimmed(r->body.substr(0, 300)) : unusable(why, r->body));
+  const nlohmann::ordered_json& j = *parsed;
   PromptState st;
   if (!j.is_object() || !j.contains(prompt_id)) return st;
   const auto& entry = j[prompt_id];
@@ -226,7 +248,7 @@ Result<PromptState> Client::history(const std::string& prompt_id) {
     std::string s = str(status, "status_str");
     if (s == "error") {
       st.kind = PromptState::Kind::kError;
-      auto failure = execution_failure(nlohmann::json::parse(status.dump()));
+      auto failure = execution_failure(nlohmann::json(status));
       st.error = std::move(failure.description);
       st.error_code = std::move(failure.code);
       st.error_detail = std::move(failure.without_code);
@@ -303,11 +325,13 @@ Result<FileRef> Client::upload(int fd, std::uint64_t size, const std::string& na
                       "ComfyUI server at {} refused the upload of {} ({} bytes) with HTTP 413: "
                       "above its --max-upload-size (100 MB unless set)",
                       base_, name, size);
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
-  if (r->status != 200 || j.is_discarded() || !j.contains("name") || !j["name"].is_string())
+  std::string why;
+  auto parsed = body_json(r->body, &why);
+  if (r->status != 200 || !parsed || !parsed->contains("name") || !(*parsed)["name"].is_string())
     return make_error(errc::runtime::kComfyuiHttp,
                       "ComfyUI server at {}: uploading {} answered HTTP {}: {}", base_, name,
-                      r->status, trimmed(r->body.substr(0, 300)));
+                      r->status, parsed ? trimmed(r->body.substr(0, 300)) : unusable(why, r->body));
+  const nlohmann::json& j = *parsed;
   return FileRef{j["name"].get<std::string>(), str(j, "subfolder"),
                  str(j, "type").empty() ? "input" : str(j, "type"), ""};
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/core/sha256.h"
 
 namespace h3pipe::runtime::comfyui {
@@ -38,9 +39,10 @@ std::optional<nlohmann::json> load_graph(const nlohmann::json& w, const std::str
                     : text.error().message);
     return std::nullopt;
   }
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded()) {
-    e.add(path, fmt::format("\"{}\" is not valid JSON", source));
+  std::string why;
+  auto j = json_reader::parse_limited(*text, {}, &why);
+  if (!j) {
+    e.add(path, fmt::format("\"{}\" is not valid JSON: {}", source, why));
     return std::nullopt;
   }
   return j;

@@ -11,6 +11,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/config/config.h"
 #include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/core/json_reader.h"
 #include "common/dispatch/policy.h"
 
@@ -144,7 +145,7 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
     if (!v->is_object())
       e.add("/redis", "expected an object (the config's redis section)");
     else
-      redis = ojson::parse(v->dump());
+      redis = ojson(*v);
   }
 
   // Hosts.
@@ -402,12 +403,13 @@ int run_config_adapt(const ConfigAdaptArgs& a, std::ostream& out, std::ostream& 
       fmt::print(err, "config-adapt: {}\n", text.error().message);
       return text.error().code == errc::io::kOpen ? 1 : 2;
     }
-    try {
-      m = nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::parse_error& ex) {
-      fmt::print(err, "config-adapt: {}: not valid JSON: {}\n", a.host_map, ex.what());
+    std::string why;
+    auto parsed = json_reader::parse_limited(*text, {kMaxJsonFileBytes}, &why);
+    if (!parsed) {
+      fmt::print(err, "config-adapt: {}: not valid JSON: {}\n", a.host_map, why);
       return 1;
     }
+    m = std::move(*parsed);
   }
   auto adapted = adapt_host_map(m, table.value());
   if (!adapted.ok()) {
@@ -418,7 +420,9 @@ int run_config_adapt(const ConfigAdaptArgs& a, std::ostream& out, std::ostream& 
   // What we write must load: a failure here is a bug in config-adapt, reported as such.
   const fs::path base =
       a.output.empty() ? fs::current_path() : fs::absolute(a.output).parent_path();
-  if (auto c = config::parse(nlohmann::json::parse(text), base); !c.ok()) {
+  std::string why;
+  if (auto c = config::parse(json_reader::parse_limited(text, {}, &why).value_or(nullptr), base);
+      !c.ok()) {
     fmt::print(err, "config-adapt: internal error, the generated config does not load:\n{}\n",
                c.error().message);
     return 1;

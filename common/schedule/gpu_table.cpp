@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/schedule/embedded_gpus.h"
 
 namespace h3pipe::schedule {
@@ -188,11 +189,14 @@ Result<GpuTable> load_gpu_table(const std::string& path) {
   nlohmann::json j;
   try {
     if (path.empty()) {
-      j = nlohmann::json::parse(kEmbeddedGpuTable);
+      j = nlohmann::json::parse(kEmbeddedGpuTable);  // json-parse: own text (built in)
     } else {
       auto text = read_bounded_file(path, {"a GPU table", kMaxJsonFileBytes, errc::gpus::kOpen});
       if (!text.ok()) return text.error();
-      j = nlohmann::json::parse(*text);
+      std::string why;
+      auto parsed = json_reader::parse_limited(*text, {kMaxJsonFileBytes}, &why);
+      if (!parsed) return make_error(errc::gpus::kJson, "{}: not valid JSON: {}", path, why);
+      j = std::move(*parsed);
     }
   } catch (const nlohmann::json::parse_error& e) {
     return make_error(errc::gpus::kJson, "{}: not valid JSON: {}",

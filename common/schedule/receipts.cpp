@@ -10,6 +10,7 @@
 #include <set>
 
 #include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/schedule/plan.h"
 
 namespace h3pipe::schedule {
@@ -155,7 +156,8 @@ std::vector<MeasuredStage> parse_receipts(const std::vector<nlohmann::json>& rec
       }
       // The runtime's reported GFLOP (builtin: settings_json.runtime_reported.gflop).
       if (const std::string sj = str(s, "settingsJson", "settings_json"); !sj.empty()) {
-        auto j = nlohmann::json::parse(sj, nullptr, false);
+        std::string why;
+        const auto j = json_reader::parse_limited(sj, {}, &why).value_or(nlohmann::json());
         if (j.is_object() && j.contains("runtime_reported") && j["runtime_reported"].is_object()) {
           const auto& rr = j["runtime_reported"];
           if (auto g = rr.find("gflop"); g != rr.end() && g->is_number())
@@ -199,9 +201,11 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
     return 2;
   }
   const std::string source = a.config.empty() ? a.config_name : a.config;
+  std::string parse_why;
   auto cluster = !a.config.empty() || a.config_text.empty()
                      ? maybe_load(a.config)
-                     : config::parse(nlohmann::json::parse(a.config_text, nullptr, false),
+                     : config::parse(json_reader::parse_limited(a.config_text, {}, &parse_why)
+                                         .value_or(nlohmann::json()),
                                      std::filesystem::current_path());
   if (!cluster.ok()) {
     fmt::print(err, "profile learn: {}\n", cluster.error().message);
@@ -221,7 +225,8 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
     nlohmann::ordered_json j;
     try {
       if (a.config.empty()) {
-        j = nlohmann::ordered_json::parse(a.config_text);
+        j = json_reader::parse_limited_ordered(a.config_text, {}, &parse_why)
+                .value_or(nlohmann::ordered_json());
       } else {
         auto text =
             read_bounded_file(a.config, {"a config", kMaxConfigFileBytes, errc::config::kOpen});
@@ -229,7 +234,12 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
           fmt::print(err, "profile learn: {}\n", text.error().message);
           return 2;
         }
-        j = nlohmann::ordered_json::parse(*text);
+        auto parsed = json_reader::parse_limited_ordered(*text, {kMaxConfigFileBytes}, &parse_why);
+        if (!parsed) {
+          fmt::print(err, "profile learn: {}: not valid JSON: {}\n", source, parse_why);
+          return 2;
+        }
+        j = std::move(*parsed);
       }
     } catch (const std::exception& ex) {
       fmt::print(err, "profile learn: {}: {}\n", source, ex.what());
@@ -255,7 +265,8 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
             fmt::format("pool \"{}\" is in the receipts but not in {}", pool, source));
     const std::string text = j.dump(2) + "\n";
     auto base = std::filesystem::absolute(a.output).parent_path();
-    if (auto c = config::parse(nlohmann::json::parse(text), base); !c.ok()) {
+    auto reparsed = json_reader::parse_limited(text, {}, &parse_why);
+    if (auto c = config::parse(reparsed.value_or(nullptr), base); !c.ok()) {
       fmt::print(err, "profile learn: the updated config does not load:\n{}\n", c.error().message);
       return 1;
     }

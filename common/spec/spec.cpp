@@ -196,7 +196,7 @@ std::string to_json(const pb::JobSpec& s) {
 }
 
 nlohmann::json to_json_object(const pb::JobSpec& s) {
-  return nlohmann::json::parse(to_json(s));
+  return nlohmann::json::parse(to_json(s));  // json-parse: own text (protobuf's)
 }
 
 namespace {

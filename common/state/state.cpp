@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/core/json_parse.h"
 #include "common/spec/spec.h"
 #include "common/state/scripts.h"
 
@@ -151,7 +152,9 @@ Result<std::vector<Refusal>> Store::refused(const std::string& run_id) {
   if (!r.ok()) return r.error();
   std::vector<Refusal> out;
   for (std::size_t i = 0; i < r->get()->elements; ++i) {
-    const auto j = nlohmann::json::parse(reply_str(r->get()->element[i]), nullptr, false);
+    std::string why;
+    const auto j = json_reader::parse_limited(reply_str(r->get()->element[i]), {}, &why)
+                       .value_or(nlohmann::json());
     if (!j.is_object()) continue;
     out.push_back({j.value("submission", ""), j.value("job_id", ""), j.value("reason", ""),
                    j.value("at_ms", 0LL)});

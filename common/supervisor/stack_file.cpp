@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/core/json_parse.h"
 #include "common/supervisor/state_dir.h"
 
 namespace h3pipe::supervisor {
@@ -45,9 +46,10 @@ Result<std::optional<nlohmann::json>> read_stack(const fs::path& state_dir) {
   for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < kMaxStackBytes;)
     text.append(buf, n);
   ::close(fd);
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::optional<nlohmann::json>{};
-  return std::optional<nlohmann::json>{std::move(j)};
+  std::string why;
+  auto j = json_reader::parse_limited(text, {kMaxStackBytes}, &why);
+  if (!j || !j->is_object()) return std::optional<nlohmann::json>{};
+  return j;
 }
 
 long long process_start_time(pid_t pid) {

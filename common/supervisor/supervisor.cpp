@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "common/artifacts/artifacts.h"
+#include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/queue/redis.h"
 #include "common/queue/redis_config.h"
 #include "common/queue/server.h"
@@ -373,10 +375,14 @@ int end_leftovers(const fs::path& state_dir) {
 // says why).
 enum class Readiness { kReady, kNotYet, kFailed };
 Readiness service_ready(const fs::path& run_file, std::string* why) {
-  std::ifstream in(run_file);
-  if (!in) return Readiness::kNotYet;
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.contains("health_port")) return Readiness::kNotYet;
+  auto text = read_bounded_file(run_file, {"a run file", kMaxSmallFileBytes});
+  if (!text.ok()) return Readiness::kNotYet;
+  std::string bad;
+  auto parsed = json_reader::parse_limited(*text, {kMaxSmallFileBytes}, &bad);
+  if (!parsed || !parsed->is_object() || !parsed->contains("health_port") ||
+      !(*parsed)["health_port"].is_number_integer())
+    return Readiness::kNotYet;
+  const nlohmann::json& j = *parsed;
   // The service listens on its host's bind address (a namespace's own address in tests).
   std::string bind = j.value("bind", "127.0.0.1");
   if (bind.empty() || bind == "0.0.0.0") bind = "127.0.0.1";

@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/core/json_parse.h"
 #include "common/core/sha256.h"
 #include "common/logging/log.h"
 #include "common/worker/decode_choice.h"
@@ -158,7 +159,9 @@ void StageWorker::report(Outcome o, const pb::StageRecord& rec, const pb::JobSpe
       // CPU: its measured sgemm peak).
       if (stage_ == pb::STAGE_SAMPLE && rec.run_s() > 0) {
         double gflop = 0, peak = opts_.peak_gflops;
-        auto j = nlohmann::json::parse(rec.settings_json(), nullptr, false);
+        std::string why;
+        const auto j = json_reader::parse_limited(rec.settings_json(), {}, &why)
+                           .value_or(nlohmann::json());
         if (j.is_object() && j.contains("runtime_reported") && j["runtime_reported"].is_object()) {
           const auto& rr = j["runtime_reported"];
           gflop = rr.value("gflop", 0.0);

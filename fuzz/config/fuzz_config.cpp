@@ -1,7 +1,7 @@
 // libFuzzer target for the cluster config parser: arbitrary bytes as the config file
-// (config::load_file's JSON options), then config::parse.  Nothing may crash, throw, or trip
-// ASan/UBSan; a refused config lists one problem per line, each starting with its JSON path; an
-// accepted one keeps the invariants the services rely on.
+// (config::load_file's reader: strict, depth-bounded), then config::parse.  Nothing may crash,
+// throw, or trip ASan/UBSan; a refused config lists one problem per line, each starting with its
+// JSON path; an accepted one keeps the invariants the services rely on.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -10,16 +10,21 @@
 #include <string>
 
 #include "common/config/config.h"
+#include "common/core/json_reader.h"
 
 using namespace h3pipe;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(data, data + size, nullptr, true, /*ignore_comments=*/false);
-  } catch (const nlohmann::json::exception&) {
-    return 0;  // load_file reports these as config.json (parse_error, and out_of_range: "1e99999")
+  // As config::load_file reads it: strictly, depth and size bounded (issue #35 D2); what it
+  // refuses is config.json with a one-line reason.
+  std::string why;
+  auto parsed =
+      json_reader::parse_strict(std::string_view(reinterpret_cast<const char*>(data), size), &why);
+  if (!parsed) {
+    if (why.empty() || why.find('\n') != std::string::npos) std::abort();
+    return 0;
   }
+  const nlohmann::json& j = *parsed;
   auto c = config::parse(j, "/nonexistent/h3pipe-fuzz");
   if (!c.ok()) {
     const std::string& m = c.error().message;
