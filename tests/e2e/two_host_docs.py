@@ -45,6 +45,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -121,9 +122,13 @@ class Site:
                 "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
                 "Subsystem sftp internal-sftp",  # scp speaks SFTP (OpenSSH 9)
                 "PidFile " + os.path.join(keydir, "sshd-%s.pid" % host), ""]))
-        # A mount namespace of its own: /root is this host's folder (its home, its .state).
+        # A mount namespace of its own, where /root is this host's folder (its home, its .state),
+        # and a PID namespace of its own with its /proc: on one machine the two hosts' stacks
+        # would see each other's processes (the same /root/.state in their argv), which two
+        # machines never do.  sshd is that namespace's init (it reaps what is orphaned there).
         inner = "mount --bind %s /root && exec %s -D -e -f %s" % (self.home[host], SSHD, conf)
-        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner]
+        argv = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc",
+                "sh", "-c", inner]
         if host == "node-241":
             argv = ["ip", "netns", "exec", self.a.ns_b] + argv
         self.sshd[host] = subprocess.Popen(argv, stderr=open(os.path.join(keydir, "sshd-%s.log" % host), "wb"),
@@ -221,15 +226,10 @@ class Site:
             time.sleep(0.02)
         else:
             return False, "no MP4 on node-241 within %ds of the crash point" % deadline_s
-        keep = {self.sshd["node-241"].pid}
-        # The sshd listener itself is a child of the unshare/ip wrappers: keep the whole chain.
-        for pid in self.ns_b_pids():
-            try:
-                if os.path.basename(os.readlink("/proc/%d/exe" % pid)) == "sshd" and \
-                        open("/proc/%d/cmdline" % pid).read().startswith(SSHD):
-                    keep.add(pid)
-            except OSError:
-                pass
+        # The sshd: the child of the unshare wrapper (the PID namespace's init); its sessions and
+        # whatever the stack runs are below it or reparented to it.
+        wrapper = self.sshd["node-241"].pid
+        keep = {wrapper} | {p for p in self.ns_b_pids() if ppid(p) == wrapper}
         killed = []
         for pid in self.ns_b_pids():
             if pid in keep:
@@ -250,6 +250,20 @@ class Site:
             return False, what + "; still alive: %s" % left
         return bool(killed) and done < jobs, what
 
+    def report_stacks(self):
+        """Each host's processes as its stack.json records them (restarts, last exit): printed,
+        since a restart nobody asked for is what explains a leftover."""
+        for host in HOSTS:
+            try:
+                st = json.load(open(os.path.join(self.home[host], ".state", "stack.json")))
+            except (OSError, ValueError) as e:
+                log("%s: no stack.json (%s)" % (host, e))
+                continue
+            log("%s: %s" % (host, ", ".join(
+                "%s restarts=%s%s" % (p.get("name"), p.get("restarts", 0),
+                                      " last_exit=%s" % p["last_exit"] if p.get("last_exit") else "")
+                for p in st.get("processes", []))))
+
     def stop_all(self):
         """Whatever the block left running: each host's stack (h3pipe stop there), then the sshds."""
         for host, alias in HOSTS.items():
@@ -264,6 +278,14 @@ class Site:
                 p.wait(5)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
+
+
+def ppid(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def shquote(v):
@@ -327,24 +349,35 @@ def check_same(site, check):
                       texts["node-292"][-1500:], texts["node-241"][-1500:])))
 
 
+class UnixResp(Resp):
+    """chaos.Resp over a Unix socket (the managed Redis's own socket on its host)."""
+
+    def _connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(5)
+        self.sock.connect(self.addr[0])
+        self.buf = b""
+        self._send("AUTH", self.user, self.password)
+        self._read()
+
+
 def check_redis(site, run, check):
-    """Nothing done twice, nothing left pending: read from the shared Redis as redis-admin."""
-    pw = sorted(glob.glob(os.path.join(site.home["node-241"], "**", "redis-admin.password"), recursive=True))
+    """Nothing done twice, nothing left pending: read from the shared Redis as redis-admin, on
+    node-241 (its socket in node-241's .state/redis; the TCP port is the TLS hop's)."""
+    home = site.home["node-241"]
+    pw = sorted(glob.glob(os.path.join(home, "**", "redis-admin.password"), recursive=True))
+    sock = os.path.join(home, ".state", "redis", "redis.sock")
     if not pw:
         check(False, "redis-admin.password on node-241 (to read the shared Redis)")
         return
-    try:
-        cfg = json.load(open(os.path.join(site.ops_dir, "cluster.json")))
-        host, port = cfg["redis"]["host"], int(cfg["redis"].get("port", 6379))
-    except (OSError, ValueError, KeyError) as e:
-        check(False, "the operator's cluster.json names the Redis (%s)" % e)
-        return
-    r = Resp(host, port, open(pw[0]).read().strip(), "redis-admin")
+    r = UnixResp(sock, 0, open(pw[0]).read().strip(), "redis-admin")
     try:
         jobs = [s(j) for j in (r.cmd("ZRANGE", "h3pipe:run:{%s}:jobs" % run, 0, -1, retries=3) or [])]
     except Exception as e:  # noqa: BLE001  reported as the check's reason
-        check(False, "the shared Redis at %s:%d answers redis-admin (%s)" % (host, port, e))
+        check(False, "the shared Redis at %s answers redis-admin (%s)" % (sock, e))
         return
+    check(len(jobs) == len(batch_jobs(os.path.join(site.ops_dir, "batch.jsonl"))),
+          "the run's job index in Redis holds every job of the batch (%d)" % len(jobs))
     dups = []
     for job in jobs:
         h = r.cmd("HGETALL", "h3pipe:run:{%s}:job:%s" % (run, job)) or []
@@ -427,6 +460,7 @@ def inner(a):
                 check_outputs(site, run, jobs, check)
                 check_same(site, check)
                 check_redis(site, run, check)
+        site.report_stacks()
         log("PASS" if not failures else "FAIL: %d check(s):\n  %s" % (len(failures), "\n  ".join(failures)))
         return 0 if not failures else 1
     finally:
