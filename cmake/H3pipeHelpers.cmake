@@ -4,7 +4,7 @@
 #       -> target h3pipe_NAME, alias h3pipe::NAME, include root = repository root
 #   h3pipe_add_service(NAME SOURCES main.cpp DEPS ...)      -> executable h3pipe-NAME
 #   h3pipe_add_test(NAME LABELS unit SOURCES x_test.cpp DEPS ...)
-#       -> gtest executable NAME registered with ctest under LABELS
+#       -> gtest executable NAME registered with ctest under LABELS (a GTEST_SKIP: ctest skip)
 
 function(h3pipe_add_library name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
@@ -22,11 +22,23 @@ function(h3pipe_add_service name)
   set_target_properties(h3pipe-${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endfunction()
 
+# The main() of every test binary (tests/support/gtest_main.cpp), made once.
+function(h3pipe_gtest_main_target)
+  if(NOT TARGET h3pipe_gtest_main)
+    add_library(h3pipe_gtest_main STATIC ${PROJECT_SOURCE_DIR}/tests/support/gtest_main.cpp)
+    target_link_libraries(h3pipe_gtest_main PUBLIC GTest::gtest)
+  endif()
+endfunction()
+
 function(h3pipe_add_test name)
   # SERIAL: the test measures time, so ctest -j runs it alone.
   cmake_parse_arguments(A "SERIAL" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  # main(): tests/support/gtest_main.cpp, not GTest::gtest_main: a GTEST_SKIP exits 77 (when
+  # nothing failed) with an "H3PIPE_SKIP: Suite.Name: reason" line per skipped test, and
+  # SKIP_RETURN_CODE below makes that a ctest skip (scripts/test.sh lists them).
+  h3pipe_gtest_main_target()
   add_executable(${name} ${A_SOURCES})
-  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest h3pipe_gtest_main)
   target_compile_definitions(${name} PRIVATE
     H3PIPE_BIN_DIR="${PROJECT_BINARY_DIR}/bin"
     H3PIPE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
@@ -35,7 +47,8 @@ function(h3pipe_add_test name)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
-  set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})
+  set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
+    SKIP_RETURN_CODE 77)
   if(A_SERIAL)
     set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
   endif()

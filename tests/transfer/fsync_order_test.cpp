@@ -3,13 +3,14 @@
 // loopback; its system calls must show the last pwrite of NAME.part, then an fdatasync of it,
 // the sidecar renamed, NAME.part renamed to NAME, an fsync of the directory, and only then
 // on_durable (xfer_node logs its "durable" event there).  Skipped when strace is absent or
-// cannot trace here.
+// cannot trace /bin/true here; a receiver that dies under it fails.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -91,6 +92,20 @@ TEST(ReceiverDurability, DataThenRenameThenDirectorySyncedBeforeTheHandOff) {
   if (!fs::exists(kStrace)) GTEST_SKIP() << kStrace << " not installed";
   if (!fs::exists(kNode)) GTEST_SKIP() << kNode << " not built";
   TempDir dir;
+  // Can strace trace at all here (ptrace refused: a container without CAP_SYS_PTRACE, a seccomp
+  // profile, Yama)?  Asked of /bin/true, so that a receiver that then crashes or exits at start
+  // is a failure, never a skip.
+  {
+    const fs::path probe_out = dir.path() / "strace_probe.out";
+    pid_t probe = spawn({kStrace, "-qq", "-o", "/dev/null", "/bin/true"}, probe_out);
+    const int rc = wait_exit(probe, 30s);
+    if (rc != 0) {
+      std::ifstream in(probe_out);
+      std::string why((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      GTEST_SKIP() << "strace cannot trace here (ptrace refused): strace /bin/true exited " << rc
+                   << ": " << why.substr(0, 300);
+    }
+  }
   const fs::path keys = dir.path() / "keys", a = dir.path() / "A", b = dir.path() / "B";
   ASSERT_EQ(std::system((kNode + " keygen " + keys.string() + " >/dev/null").c_str()), 0);
   const std::string rel = "run1/job1/latent.h3latent";
@@ -113,9 +128,14 @@ TEST(ReceiverDurability, DataThenRenameThenDirectorySyncedBeforeTheHandOff) {
                    dir.path() / "recv.out");
   std::string ep;
   const bool ready = wait_until([&] { return !(ep = endpoint_of(rlog)).empty(); }, 30s);
-  if (!ready && wait_exit(st, 1s) >= 0)
-    GTEST_SKIP() << "strace cannot trace here (ptrace refused?)";
-  ASSERT_TRUE(ready) << "the traced receiver never became ready";
+  if (!ready) {
+    const int rc = wait_exit(st, 1s);
+    std::ifstream in(dir.path() / "recv.out");
+    std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    FAIL() << "the traced receiver never became ready ("
+           << (rc < 0 ? std::string("still running after 30 s") : "exit " + std::to_string(rc))
+           << "; strace works here, so this is the receiver's failure): " << out.substr(0, 2000);
+  }
   pid_t snd =
       spawn({kNode, "send", "--peer", "B=" + ep, "--root", a.string(), "--keys", keys.string(),
              "--log", (dir.path() / "send.jsonl").string(), "--task", rel, "--exit-after", "1"},
