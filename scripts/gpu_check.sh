@@ -116,7 +116,10 @@ else
   fi
   test_bin=build-gpu/tree/tests/model_gpu_test
   bench_bin=build-gpu/tree/bench/bench_runtime
-  build-gpu/tree/tests/model_device_test --gtest_brief=1 || stamp "model_device_test FAILED"
+  # 77: some cases skipped (on a GPU machine, the no-device ones), none failed (gtest_main.cpp).
+  dev_rc=0
+  build-gpu/tree/tests/model_device_test --gtest_brief=1 || dev_rc=$?
+  [ "$dev_rc" -eq 0 ] || [ "$dev_rc" -eq 77 ] || stamp "model_device_test FAILED (exit $dev_rc)"
 fi
 stamp "binaries ready"
 
