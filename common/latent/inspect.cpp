@@ -24,6 +24,53 @@ bool is_latent(const st::Layout& l) {
          l.metadata.count(kMetaVersion);
 }
 
+// Text from the file (tensor names, metadata, messages that quote them) made safe for a terminal
+// (issue #35 D10): C0 controls (ESC included), DEL and the UTF-8 C1 controls U+0080..U+009F
+// (8-bit CSI among them) are written as \xNN or \u00NN, a byte that is not UTF-8 as \xNN, and a
+// backslash doubled so no escape is ambiguous; printable UTF-8 stays as it is.
+std::string shown(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else {
+      // A whole, shortest-form UTF-8 sequence passes (C1 controls excepted); any other byte is
+      // escaped on its own.
+      const std::size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                              : c >= 0xe0 && c <= 0xef ? 3
+                              : c >= 0xf0 && c <= 0xf4 ? 4
+                                                       : 0;
+      bool ok = len > 0 && i + len <= s.size();
+      for (std::size_t k = 1; ok && k < len; ++k)
+        ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+      if (ok && len == 3) {
+        const auto c1 = static_cast<unsigned char>(s[i + 1]);
+        ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);  // overlong, surrogate
+      }
+      if (ok && len == 4) {
+        const auto c1 = static_cast<unsigned char>(s[i + 1]);
+        ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+      }
+      if (ok && len == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0) {
+        out += fmt::format("\\u00{:02x}", static_cast<unsigned char>(s[i + 1]));
+        ++i;
+      } else if (ok) {
+        out.append(s.substr(i, len));
+        i += len - 1;
+      } else {
+        out += fmt::format("\\x{:02x}", c);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int inspect_main(const std::string& file, bool as_json, std::ostream& out, const Expected* expected,
@@ -34,7 +81,7 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
       file, {"a latent", max_file_bytes, errc::io::kOpen, errc::latent::kNotAFile,
              errc::file::kTooLarge, "limits.max_latent_bytes and the 1 MiB header cap"});
   if (!bytes.ok()) {
-    std::cerr << fmt::format("latent inspect: {}\n", bytes.error().message);
+    std::cerr << fmt::format("latent inspect: {}\n", shown(bytes.error().message));
     return 2;
   }
   const std::span<const std::uint8_t> span(reinterpret_cast<const std::uint8_t*>(bytes->data()),
@@ -92,26 +139,27 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return error ? 1 : 0;
   }
-  out << fmt::format("file      {} ({} bytes)\n", file, size);
+  // Everything below that came from the file (or names it) goes through shown().
+  out << fmt::format("file      {} ({} bytes)\n", shown(file), size);
   out << fmt::format("sha256    {}\n", sha);
   if (layout.ok()) {
     const char* label = "tensors   ";
     for (const auto& t : layout->tensors) {
-      out << fmt::format("{}{:<8} {:<5} {:<24} bytes [{}, {})\n", label, t.name,
+      out << fmt::format("{}{:<8} {:<5} {:<24} bytes [{}, {})\n", label, shown(t.name),
                          dtype_name(t.dtype), shape_str(t.shape), t.begin, t.end);
       label = "          ";
     }
     label = "metadata  ";
     for (const auto& [k, v] : layout->metadata) {
-      out << fmt::format("{}{} = {}\n", label, k, v);
+      out << fmt::format("{}{} = {}\n", label, shown(k), shown(v));
       label = "          ";
     }
   }
   if (latent) {
     out << fmt::format("form      {}, layout {}\n", container_name(latent->container),
-                       latent->layout);
+                       shown(latent->layout));
     out << fmt::format("profile   {}",
-                       latent->profile.empty() ? "(not recorded)" : latent->profile);
+                       latent->profile.empty() ? "(not recorded)" : shown(latent->profile));
     if (latent->job != JobSize{}) out << fmt::format(", job {}", to_string(latent->job));
     out << "\n";
   }
@@ -119,7 +167,7 @@ int inspect_main(const std::string& file, bool as_json, std::ostream& out, const
     out << fmt::format("checked   against profile {} for {}\n", expected->profile.name,
                        to_string(expected->job));
   if (error)
-    out << fmt::format("verdict   INVALID {}: {}\n", error->code, error->message);
+    out << fmt::format("verdict   INVALID {}: {}\n", error->code, shown(error->message));
   else
     out << fmt::format("verdict   valid {}\n", kind == "latent" ? "latent" : "tensor file");
   return error ? 1 : 0;

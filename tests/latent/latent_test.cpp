@@ -250,6 +250,37 @@ TEST(LatentInspect, ValidAndInvalid) {
   EXPECT_NE(bad.str().find("latent.header_too_large"), std::string::npos) << bad.str();
 }
 
+// Tensor names and metadata are the file's: `latent inspect` prints them with terminal controls
+// escaped (issue #35 D10), so a file cannot clear the screen, retitle the window or recolour what
+// follows.  JSON output escapes them as JSON does.
+TEST(LatentInspect, TerminalControlsInNamesAndMetadataAreEscaped) {
+  TempDir dir;
+  const std::vector<float> v = {1.f, 2.f};
+  const auto bytes = st::serialize({{"x\x1b[2Jy", {2}, v}},
+                                   {{"note", "\x1b]0;pwned\x07 done"},
+                                    {"c1",
+                                     "\xc2\x9b"
+                                     "31mred"},
+                                    {"k\x1b", "ok \xe2\x9c\x93"}},
+                                   DType::kF32);
+  const fs::path f = dir.path() / "evil.safetensors";
+  std::ofstream(f, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  std::ostringstream out;
+  EXPECT_EQ(inspect_main(f.string(), false, out), 0) << out.str();
+  const std::string s = out.str();
+  for (const char* raw : {"\x1b", "\x07", "\xc2\x9b"})
+    EXPECT_EQ(s.find(raw), std::string::npos) << "raw control in: " << s;
+  EXPECT_NE(s.find("tensors   x\\x1b[2Jy"), std::string::npos) << s;
+  EXPECT_NE(s.find("note = \\x1b]0;pwned\\x07 done"), std::string::npos) << s;
+  EXPECT_NE(s.find("c1 = \\u009b31mred"), std::string::npos) << s;
+  EXPECT_NE(s.find("k\\x1b = ok \xe2\x9c\x93"), std::string::npos) << s;  // UTF-8 stays
+  std::ostringstream js;
+  EXPECT_EQ(inspect_main(f.string(), true, js), 0);
+  EXPECT_EQ(js.str().find('\x1b'), std::string::npos) << js.str();
+}
+
 // Interop with an independent Python reader/writer written from the format description.
 class LatentInterop : public ::testing::TestWithParam<DType> {};
 
