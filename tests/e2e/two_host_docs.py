@@ -25,16 +25,17 @@ Passes when every line exits 0 and:
   * every job of the block's batch has one MP4 on node-241 that ffprobe reads, with its receipt
     (<job>.pipeline.json, mp4Sha256 = the file's SHA-256) and sidecar; no other MP4, no .part;
   * node-241 was killed with some but not all of the jobs' MP4s written (mid-run);
-  * `report --json` on node-292 and on node-241 give the same object, and `resume` the same answer
-    (the files the block writes: report.node-292.json / report.node-241.json,
-    resume.node-292.txt / resume.node-241.txt);
+  * `report --json` on node-292 and on node-241 give the same object (every job's receipt),
+    `resume` the same answer (every job done, nothing re-enqueued), `profile learn --json` the same
+    profiles, in the seeds' seconds (within 25 % of the config's: time_scale divided out); the
+    files the block writes: report.<host>.json, resume.<host>.txt, profile.<host>.json;
   * nothing done twice: no job hash's wrote:<stage> or done:transfer above 1, no pending entry
     in any stage stream, an empty dead-letter stream (read from the shared Redis as redis-admin,
     with the password found on node-241).
 Each line's command, exit status, time and output are printed; on a failure, which line failed
 and why.
 
-Usage: two_host_docs.py --bin BUILD/bin [--src REPO] [--keep]
+Usage: two_host_docs.py --bin BUILD/bin [--src REPO] [--doc FILE] [--keep]
 Exit status: 0 pass, 1 fail, 2 set-up error, 77 only when not root or no network namespaces
 (the reason is printed).
 """
@@ -326,8 +327,22 @@ def check_outputs(site, run, jobs, check):
     check(not parts, "no .part file left on either host%s" % (": %s" % parts[:5] if parts else ""))
 
 
-def check_same(site, check):
-    for kind, ext in (("report", "json"), ("resume", "txt")):
+def check_learned(site, learned, check):
+    """profile learn speaks the seeds' seconds (it divides by time_scale): each learned mean is
+    within 25 % of the config's fixed profile it measured."""
+    cfg = json.load(open(os.path.join(site.ops_dir, "cluster.json")))
+    want = {(p["name"], cls): prof.get("seconds") for p in cfg.get("pools", [])
+            for cls, prof in p.get("profiles", {}).items()}
+    got = {(pool, cls): prof.get("mean") for pool, by in learned.get("profiles", {}).items()
+           for cls, prof in by.items()}
+    off = ["%s/%s learned %s for %s" % (pool, cls, m, want.get((pool, cls))) for (pool, cls), m in got.items()
+           if not want.get((pool, cls)) or m is None or abs(m - want[(pool, cls)]) > 0.25 * want[(pool, cls)]]
+    check(bool(got) and not off, "profile learn gives the seeds' seconds for %d pool/class pair(s)%s" % (
+        len(got), ": " + "; ".join(off) if off else ""))
+
+
+def check_same(site, n_jobs, check):
+    for kind, ext in (("report", "json"), ("resume", "txt"), ("profile", "json")):
         files = {h: os.path.join(site.ops_dir, "%s.%s.%s" % (kind, h, ext)) for h in HOSTS}
         missing = [f for f in files.values() if not os.path.exists(f)]
         if missing:
@@ -342,6 +357,19 @@ def check_same(site, check):
                 continue
         else:
             vals = texts
+        if kind == "report" and isinstance(vals["node-241"], dict):
+            rep = vals["node-241"]
+            check(rep.get("receipts") == n_jobs and rep.get("jobs") == n_jobs,
+                  "report counts every job's receipt (receipts %s, jobs %s of %d)" % (
+                      rep.get("receipts"), rep.get("jobs"), n_jobs))
+        if kind == "resume":
+            m = re.search(r"(\d+) done, (\d+) in flight, re-enqueued (\d+) encode, (\d+) sample, (\d+) decode",
+                          vals["node-241"])
+            check(bool(m) and int(m.group(1)) == n_jobs and m.groups()[1:] == ("0",) * 4,
+                  "resume of the finished run: %d done, nothing in flight or re-enqueued (%s)" % (
+                      n_jobs, vals["node-241"].strip()))
+        if kind == "profile" and isinstance(vals["node-241"], dict):
+            check_learned(site, vals["node-241"], check)
         same = vals["node-292"] == vals["node-241"]
         check(same and texts["node-292"].strip() != "",
               "%s gives the same answer on node-292 and node-241%s" % (
@@ -407,7 +435,7 @@ def inner(a):
     if not os.access(SSHD, os.X_OK):
         log("FAIL: no %s (openssh-server): the two hosts need an sshd each" % SSHD)
         return 2
-    doc = os.path.join(os.path.abspath(a.src), "docs", "deploy.md")
+    doc = os.path.abspath(a.doc) if a.doc else os.path.join(os.path.abspath(a.src), "docs", "deploy.md")
     lines = block_lines(doc)
     if not lines:
         log("FAIL: %s has no block after %r" % (doc, MARKER))
@@ -458,7 +486,7 @@ def inner(a):
             jobs = batch_jobs(os.path.join(site.ops_dir, "batch.jsonl"))
             if run:
                 check_outputs(site, run, jobs, check)
-                check_same(site, check)
+                check_same(site, len(jobs), check)
                 check_redis(site, run, check)
         site.report_stacks()
         log("PASS" if not failures else "FAIL: %d check(s):\n  %s" % (len(failures), "\n  ".join(failures)))
@@ -474,6 +502,7 @@ def inner(a):
 def main():
     def args(p):
         p.add_argument("--src", default=REPO, help="the repository (docs/deploy.md, configs/)")
+        p.add_argument("--doc", default=None, help="the file with the block (default: SRC/docs/deploy.md)")
         p.add_argument("--line-timeout", type=int, default=240, help="seconds one line of the block may take")
 
     return netns_main(__doc__, __file__, inner, args)
