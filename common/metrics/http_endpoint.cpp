@@ -90,12 +90,21 @@ struct HttpEndpoint::Loop {
     c.fd = -1;
   }
 
+  // Issue #35 D5: a connection draining after its final reply holds no slot (its reply is
+  // delivered; only the drain's own bound applies, and the oldest drains close first when there
+  // are as many drains as slots), and a connection writing a reply its client does not take is
+  // evicted like one waiting for its request, oldest first.  So stalled clients that send a
+  // request and never read or close cannot fill the slots and lock /metrics and /readyz out.
   void accept_new() {
     for (int i = 0; i < 64; ++i) {
       const int fd = ::accept4(ep.listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;
-      std::size_t live = 0;
-      for (const auto& c : conns) live += c.fd >= 0;
+      std::size_t live = 0, draining = 0;
+      for (const auto& c : conns) {
+        if (c.fd < 0) continue;
+        (c.phase == Phase::kDraining ? draining : live)++;
+      }
+      if (draining >= ep.limits_.max_connections) close_oldest_drain();
       if (live >= ep.limits_.max_connections && !evict_one()) {
         const std::string busy =
             render(503, {503, "text/plain", "too many connections\n"}, false, false);
@@ -108,20 +117,40 @@ struct HttpEndpoint::Loop {
       c.since = Clock::now();
       c.deadline = c.since + ep.limits_.request_timeout;
       conns.push_back(std::move(c));
+      // Read it now: a client that sent its request with the connection (a probe) is answered
+      // before later connections of this burst could make it the oldest.
+      service(conns.back(), POLLIN);
     }
   }
 
-  // Closes the connection that has waited longest for its request (a best-effort 408 first).
+  // Under pressure: closes the connection that has waited longest for its request or for its
+  // reply to be taken (a best-effort 408 to one that has not been answered yet).
   bool evict_one() {
     Conn* oldest = nullptr;
     for (auto& c : conns)
-      if (c.fd >= 0 && c.phase == Phase::kReading && (!oldest || c.since < oldest->since))
+      if (c.fd >= 0 && c.phase != Phase::kDraining && (!oldest || c.since < oldest->since))
         oldest = &c;
     if (!oldest) return false;
-    const std::string r = render(408, {408, "text/plain", "request timeout\n"}, false, false);
-    (void)::send(oldest->fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (oldest->phase == Phase::kReading) {
+      const std::string r = render(408, {408, "text/plain", "request timeout\n"}, false, false);
+      (void)::send(oldest->fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     close_conn(*oldest);
     return true;
+  }
+
+  // The drain that began first ends now (its reply was sent; what the client still sends is
+  // read and dropped first, so the close is not a reset if nothing more came).
+  void close_oldest_drain() {
+    Conn* oldest = nullptr;
+    for (auto& c : conns)
+      if (c.fd >= 0 && c.phase == Phase::kDraining && (!oldest || c.deadline < oldest->deadline))
+        oldest = &c;
+    if (!oldest) return;
+    char buf[4096];
+    while (::recv(oldest->fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+    }
+    close_conn(*oldest);
   }
 
   void expire() {

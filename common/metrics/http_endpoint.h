@@ -9,8 +9,11 @@
 // max_header_bytes (431, or 414 for the line alone), a body at most max_body_bytes (413); the
 // reply must be taken within write_timeout; an idle keep-alive connection is closed after
 // keep_alive_idle, and after keep_alive_max requests.  At most max_connections at once: a new
-// connection beyond that evicts the oldest one still waiting for its request (it gets 408), so a
-// flood of idle sockets cannot lock a scraper out.  Bytes that cannot start a request (a TLS
+// connection beyond that evicts the oldest one still waiting for its request (it gets 408) or for
+// its reply to be taken; a connection draining after its final reply holds no slot (at most
+// max_connections drains, the oldest closed first); a new connection is read as soon as it is
+// accepted.  So a flood of idle sockets, or of clients that send a request and never read or
+// close, cannot lock a scraper out (issue #35 D5).  Bytes that cannot start a request (a TLS
 // hello, binary junk) get 400 at once; a request followed by a half-close (shutdown(SHUT_WR)) is
 // answered, then the connection closed.  After a final reply the server half-closes and drains
 // what the client still sends for a moment, so the reply is not lost to a reset.

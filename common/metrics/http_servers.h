@@ -4,7 +4,8 @@
 // method, header or body with a status, never a crash (issue #14), and that slow, stalled,
 // half-closing or junk-sending clients cannot starve (issue #22): a request must arrive whole
 // within 5 s (else 408), junk gets 400 at once, headers and body are capped at 8 KiB each, at most
-// 64 connections per port (the oldest still waiting is evicted for a new one).
+// 64 connections per port (the oldest still waiting, for its request or for its reply to be
+// taken, is evicted for a new one; a drain after the last reply holds no slot).
 //
 // Threading: start() spawns the listener thread; the destructor stops and joins it.  set_ready()
 // may be called from any thread.

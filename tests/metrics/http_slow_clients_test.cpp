@@ -162,6 +162,59 @@ TEST_F(HttpSlowClients, ManyIdleConnectionsDoNotStarveOtherClients) {
   for (int fd : idle) ::close(fd);
 }
 
+// Issue #35 D5: clients that send a request and then stall, never reading and never closing,
+// opened at 200 a second for 2 s (400 connections, loopback, all closed at the end): half ask for
+// a final reply (HTTP/1.0: the server drains after it), half pipeline keep-alive requests behind a
+// tiny receive window (the server is left writing replies nobody takes).  Before the fix drains
+// and writers held slots and were never evicted: probes got 503 (8 of 40 at 70/s).  Every probe
+// of /readyz made meanwhile must be answered 200 within the usual bound.
+TEST_F(HttpSlowClients, StalledClientsOpenedAtAHighRateDoNotLockTheProbeOut) {
+  const int port = health_->port();
+  std::atomic<bool> stop{false};
+  std::vector<int> stalled;
+  std::thread flood([&] {
+    const std::string final_request = "GET /readyz HTTP/1.0\r\n\r\n";
+    std::string pipelined;
+    for (int i = 0; i < 2000; ++i) pipelined += "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 400 && !stop; ++i) {
+      // 200 a second: connection i is due at t0 + 5 ms * i.
+      std::this_thread::sleep_until(t0 + std::chrono::milliseconds(5 * i));
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      const int tiny = 1;
+      if (i % 2) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &tiny, sizeof tiny);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(fd);
+        continue;
+      }
+      const std::string& req = i % 2 ? pipelined : final_request;
+      (void)::send(fd, req.data(), req.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      stalled.push_back(fd);
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // pacing: the flood has filled the slots once
+  int ok = 0;
+  std::vector<std::string> failed;
+  for (int i = 0; i < 40; ++i) {
+    const auto r = exchange(port, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", false, 3s);
+    if (r.status == 200 && r.took < kAnswerBound)
+      ++ok;
+    else
+      failed.push_back(std::to_string(i) + ": status " + std::to_string(r.status) + " after " +
+                       std::to_string(r.took.count()) + " ms");
+    std::this_thread::sleep_for(40ms);  // pacing: probes spread over the flood
+  }
+  stop = true;
+  flood.join();
+  for (int fd : stalled) ::close(fd);
+  EXPECT_EQ(ok, 40) << "probes that failed under the flood: " << ::testing::PrintToString(failed);
+}
+
 TEST_F(HttpSlowClients, ACompleteRequestFollowedByAHalfCloseIsAlwaysAnswered) {
   int answered = 0;
   for (int i = 0; i < 50; ++i) {
