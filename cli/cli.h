@@ -3,6 +3,7 @@
 // file as a function taking the parsed options.
 #include <filesystem>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,11 @@ enum Exit : int {
 inline constexpr const char* kExitCodesHelp =
     "Exit codes: 0 ok (wait: every job done), 1 failed (wait: a job failed or was cancelled), "
     "2 bad input or config (nothing done), 3 timed out, 4 no such run, 5 Redis unreachable.";
+
+// config-adapt -o FILE: deploy/<host>.env beside FILE for every host (compose_env.cpp); an
+// existing one is kept unless `force`.  0, or 1 when the config or a file cannot be read/written.
+int write_compose_envs(const std::string& output, bool force, std::ostream& out,
+                       std::ostream& err);
 
 // The exit code an error ends a command with: one table for every command (exit_codes.cpp),
 // keyed by the error's catalogue code (or its whole domain); anything else is kExitFailed.
@@ -79,6 +85,7 @@ struct FleetOptions {
   bool all = false;
   std::string launcher = "native";  // native | compose
   std::string compose_dir = "/opt/h3pipe";
+  std::string compose_cmd = "auto";  // auto | "docker compose" | docker-compose | a path
   std::string remote_config;  // the config path as the hosts see it (default: --config)
   std::string remote_bin;     // the h3pipe CLI on the hosts (default: h3pipe on their PATH)
   std::string ssh_config;     // ssh -F FILE (default: ~/.ssh/config)

@@ -232,7 +232,12 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
   a->add_option("-o,--output", adapt.output, "output file (default: stdout)");
   a->add_option("--gpus", adapt.gpu_table, "GPU table (default: the built-in configs/gpus.json)");
   a->add_flag("--force", adapt.force, "overwrite the output");
-  a->callback([&rc] { rc = schedule::run_config_adapt(adapt, std::cout, std::cerr); });
+  a->callback([&rc] {
+    rc = schedule::run_config_adapt(adapt, std::cout, std::cerr);
+    // deploy/<host>.env beside the config, for the compose launcher (compose_env.cpp).
+    if (rc == 0 && !adapt.output.empty())
+      rc = write_compose_envs(adapt.output, adapt.force, std::cout, std::cerr);
+  });
 
   static schedule::ProfileLearnArgs learn;
   static std::string learn_run;
@@ -283,6 +288,9 @@ void add_fleet_options(CLI::App* s, FleetOptions& f) {
   s->add_option("--launcher", f.launcher, "native (h3pipe start on each host) or compose")
       ->check(CLI::IsMember({"native", "compose"}));
   s->add_option("--compose-dir", f.compose_dir, "where compose.yaml lives on each host");
+  s->add_option("--compose-cmd", f.compose_cmd,
+                "compose: the command on the hosts, \"docker compose\" or docker-compose "
+                "(default auto: `docker compose version`, else `docker-compose version`, per host)");
   s->add_option("--remote-config", f.remote_config,
                 "the config path as the hosts see it (default: --config)");
   s->add_option("--remote-bin", f.remote_bin,
@@ -303,6 +311,14 @@ int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
   o.action = start ? remote::Action::kStart : remote::Action::kStop;
   o.launcher = f.launcher == "compose" ? remote::Launcher::kCompose : remote::Launcher::kNative;
   o.compose_dir = f.compose_dir;
+  if (f.compose_cmd == "auto") {
+    o.detect_compose = true;
+  } else if (auto words = remote::parse_compose_command(f.compose_cmd); words.ok()) {
+    o.compose = std::move(*words);
+  } else {
+    fmt::print(stderr, "{}\n", words.error().message);
+    return 2;
+  }
   o.config_path = f.remote_config.empty() ? g.config_file : f.remote_config;
   if (!f.remote_bin.empty()) o.h3pipe = f.remote_bin;
   if (!f.ssh_config.empty())
@@ -314,6 +330,15 @@ int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
       fmt::print(stderr, "{}\n", cmds.error().message);
       return 2;
     }
+    if (o.launcher == remote::Launcher::kCompose && o.detect_compose)
+      fmt::print("# compose command: found on each host before the first command: {} (shown "
+                 "below as the first); --compose-cmd picks one\n",
+                 [] {
+                   std::string s;
+                   for (const auto& p : remote::compose_probes())
+                     s += (s.empty() ? "`" : ", else `") + remote::render(p) + "`";
+                   return s;
+                 }());
     for (const auto& hc : *cmds) fmt::print("{}\t{}\n", hc.host, remote::render(hc.argv));
     return 0;
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "common/preflight/preflight.h"
 
@@ -38,7 +39,8 @@ bool local(const config::Cluster& c, const Options& o, const config::Host& h) {
 }
 
 std::vector<std::string> compose_base(const Options& o, const config::Host& h) {
-  std::vector<std::string> a = o.compose;
+  const auto found = o.compose_by_host.find(h.name);
+  std::vector<std::string> a = found != o.compose_by_host.end() ? found->second : o.compose;
   a.insert(a.end(), {"--project-directory", o.compose_dir, "--env-file",
                      o.compose_dir + "/deploy/" + h.name + ".env"});
   return a;
@@ -72,6 +74,11 @@ Result<HostCommand> wrap(const config::Cluster& c, const Options& o, const confi
 }
 
 }  // namespace
+
+Result<HostCommand> wrap_for_host(const config::Cluster& c, const Options& o,
+                                  const config::Host& h, std::vector<std::string> words) {
+  return wrap(c, o, h, 0, std::move(words));
+}
 
 std::string shell_quote(std::string_view w) {
   if (!w.empty() && std::all_of(w.begin(), w.end(), [](char ch) {
@@ -175,11 +182,19 @@ Result<std::vector<HostCommand>> plan_preflight(const config::Cluster& c, const 
 
 namespace {
 
-std::string last_line(const std::string& s) {
-  std::string t = s;
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
-  auto nl = t.rfind('\n');
-  return nl == std::string::npos ? t : t.substr(nl + 1);
+// The line of a failed command's output that says what went wrong: the last one that is not a
+// pointer to help ("See 'docker --help'.", "Run 'docker COMMAND --help' ..."), which alone says
+// nothing (#34 P7); the whole output follows the table.
+std::string summary_line(const std::string& s) {
+  std::vector<std::string> lines;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) {
+    while (!l.empty() && (l.back() == '\r' || l.back() == ' ')) l.pop_back();
+    if (!l.empty()) lines.push_back(l);
+  }
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it)
+    if (it->find("--help") == std::string::npos) return *it;
+  return lines.empty() ? std::string() : lines.back();
 }
 
 bool report(const std::vector<HostResult>& rs, const char* what, std::ostream& out) {
@@ -190,7 +205,11 @@ bool report(const std::vector<HostResult>& rs, const char* what, std::ostream& o
     ok = ok && good;
     out << fmt::format("{:<16} {:<6} {:>8.1f}  {}\n", r.host,
                        r.timed_out ? "TIMEOUT" : std::to_string(r.exit_code), r.seconds,
-                       good ? render(r.argv) : last_line(r.output));
+                       good ? render(r.argv) + (r.output.find("already running") !=
+                                                        std::string::npos
+                                                    ? "  (already running)"
+                                                    : "")
+                            : summary_line(r.output));
   }
   for (const auto& r : rs) {
     if (r.exit_code == 0 && !r.timed_out) continue;
@@ -202,9 +221,26 @@ bool report(const std::vector<HostResult>& rs, const char* what, std::ostream& o
 
 }  // namespace
 
+namespace {
+
+// The compose launcher's command on each host, found before anything runs there.
+bool find_compose(const config::Cluster& c, Options& o, const char* what, std::ostream& out) {
+  if (o.launcher != Launcher::kCompose || !o.detect_compose) return true;
+  if (auto s = detect_compose(c, o); !s.ok()) {
+    out << what << ": " << s.error().message << "\n";
+    return false;
+  }
+  for (const auto& [host, words] : o.compose_by_host)
+    out << fmt::format("{}: compose on {}: {}\n", what, host, render(words));
+  return true;
+}
+
+}  // namespace
+
 int start_all(const config::Cluster& c, const Options& o, std::ostream& out) {
   Options so = o;
   so.action = Action::kStart;
+  if (!find_compose(c, so, "start", out)) return 1;
   auto cmds = plan(c, so);
   if (!cmds.ok()) {
     out << "start: " << cmds.error().message << "\n";
@@ -240,6 +276,7 @@ int start_all(const config::Cluster& c, const Options& o, std::ostream& out) {
 int stop_all(const config::Cluster& c, const Options& o, std::ostream& out) {
   Options so = o;
   so.action = Action::kStop;
+  if (!find_compose(c, so, "stop", out)) return 1;
   auto cmds = plan(c, so);
   if (!cmds.ok()) {
     out << "stop: " << cmds.error().message << "\n";

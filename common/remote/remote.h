@@ -18,6 +18,7 @@
 // alias can never be read as an ssh option.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -42,6 +43,10 @@ struct Options {
   std::string h3pipe = "h3pipe";            // the CLI on the remote hosts' PATH
   std::string compose_dir = "/opt/h3pipe";  // compose.yaml + deploy/<host>.env on each host
   std::vector<std::string> compose = {"docker", "compose"};  // or {"docker-compose"}
+  // Find the compose command on each host first (start_all / stop_all: `docker compose version`,
+  // else `docker-compose version`; detect_compose); `compose` is then what plan shows.
+  bool detect_compose = false;
+  std::map<std::string, std::vector<std::string>> compose_by_host;  // found by detect_compose
   std::string ssh = "ssh";
   std::vector<std::string> ssh_options = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=10"};
   std::vector<std::string> hosts;     // empty = every host (--all)
@@ -92,6 +97,23 @@ std::vector<HostResult> run_all(const std::vector<HostCommand>& cmds, std::chron
 // host and prints their reports.  Returns 0 when every command (and preflight) succeeded.
 int start_all(const config::Cluster& c, const Options& o, std::ostream& out);
 int stop_all(const config::Cluster& c, const Options& o, std::ostream& out);
+
+// The host's command as plan() runs it: over ssh with the host's alias, or here (wave 0).
+Result<HostCommand> wrap_for_host(const config::Cluster& c, const Options& o,
+                                  const config::Host& h, std::vector<std::string> words);
+
+// --compose-cmd: "docker compose", "docker-compose", or a path, as words.  Error remote.compose.
+Result<std::vector<std::string>> parse_compose_command(std::string_view text);
+// What detect_compose runs on a host, in order: docker compose version, docker-compose version.
+std::vector<std::vector<std::string>> compose_probes();
+// Runs the probes on every selected host (in parallel, over ssh as the commands) and fills
+// o.compose_by_host with the first that exits 0; error remote.compose naming each host where none
+// did, with what each probe printed.
+Status detect_compose(const config::Cluster& c, Options& o);
+// deploy/<host>.env for compose.yaml: COMPOSE_PROFILES, H3PIPE_HOST, the config file (as
+// compose's project folder sees it), pools and their GPUs per slot, the transfer port.
+Result<std::string> compose_env(const config::Cluster& c, const config::Host& h,
+                                const std::string& config_file);
 
 // POSIX shell quoting: safe words stay as they are, anything else goes in single quotes.
 std::string shell_quote(std::string_view word);

@@ -232,5 +232,195 @@ TEST_F(FakeSsh, StopAll) {
   EXPECT_EQ(c[0][6], "stop");
 }
 
+// #34 P7: the compose command is chosen (--compose-cmd) and rendered in every command line.
+TEST(RemotePlan, ComposeCommandChosen) {
+  auto words = parse_compose_command("docker-compose");
+  ASSERT_TRUE(words.ok());
+  EXPECT_EQ(*words, Words{"docker-compose"});
+  EXPECT_EQ(parse_compose_command("  docker   compose ").value(), (Words{"docker", "compose"}));
+  EXPECT_FALSE(parse_compose_command("").ok());
+  EXPECT_FALSE(parse_compose_command("--project-directory x").ok());
+  auto o = native();
+  o.launcher = Launcher::kCompose;
+  o.compose = *words;
+  auto cmds = plan(seeds(), o);
+  ASSERT_TRUE(cmds.ok()) << cmds.error().message;
+  EXPECT_EQ(render(find(*cmds, "node292")->argv),
+            "ssh -o BatchMode=yes -o ConnectTimeout=10 node292 docker-compose --project-directory "
+            "/opt/h3pipe --env-file /opt/h3pipe/deploy/node292.env --profile sampler-host up -d");
+  // What detect_compose found on a host wins over the default, host by host.
+  o.compose = {"docker", "compose"};
+  o.compose_by_host["node241"] = {"docker-compose"};
+  cmds = plan(seeds(), o);
+  ASSERT_TRUE(cmds.ok());
+  EXPECT_EQ(find(*cmds, "node241")->argv[6], "docker-compose");
+  EXPECT_EQ(find(*cmds, "node292")->argv[6], "docker");
+  EXPECT_EQ(compose_probes(),
+            (std::vector<Words>{{"docker", "compose", "version"}, {"docker-compose", "version"}}));
+}
+
+// #34 P7: deploy/<host>.env as config-adapt writes it, with the names compose.yaml reads.
+TEST(ComposeEnv, RendersProfilesPoolsAndPorts) {
+  auto c = seeds();
+  auto e = compose_env(c, *c.find_host("node241"), "./cluster.json");
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  for (const char* line :
+       {"COMPOSE_PROFILES=control,decoder-host\n", "H3PIPE_HOST=node241\n",
+        "H3PIPE_CONFIG_FILE=./cluster.json\n", "H3PIPE_DECODER_POOL=3080ti-decode\n",
+        "H3PIPE_DECODER_GPUS=0\n", "H3PIPE_TRANSFER_PORT=7700\n", "H3PIPE_REDIS_PUBLISH=6379\n"})
+    EXPECT_NE(e->find(line), std::string::npos) << line << "\n" << *e;
+  e = compose_env(c, *c.find_host("node292"), "./cluster.json");
+  ASSERT_TRUE(e.ok());
+  for (const char* line : {"COMPOSE_PROFILES=sampler-host\n", "H3PIPE_SAMPLER0_POOL=t10x4-sample\n",
+                           "H3PIPE_SAMPLER0_GPUS=0,1,2,3\n", "H3PIPE_ENCODER_POOL=t10x4-encode\n"})
+    EXPECT_NE(e->find(line), std::string::npos) << line << "\n" << *e;
+  EXPECT_EQ(e->find("H3PIPE_REDIS_PUBLISH"), std::string::npos) << *e;
+}
+
+// #34 P7: config-adapt writes deploy/<host>.env for every host, and start --all --launcher
+// compose (here --dry-run) names exactly those files.
+TEST(ComposeEnv, ConfigAdaptWritesTheFilesStartAllReads) {
+  const fs::path dir = fs::temp_directory_path() / ("h3pipe_adapt_env_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string cli = std::string(H3PIPE_BIN_DIR) + "/h3pipe";
+  const std::string map = std::string(H3PIPE_SOURCE_DIR) + "/configs/hostmaps/seeds_two_host.json";
+  const fs::path cfg = dir / "cluster.json";
+  auto run = [](const std::string& cmd) {
+    std::string out;
+    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    return std::make_pair(::pclose(p), out);
+  };
+  auto [rc, out] = run(cli + " config-adapt " + map + " -o " + cfg.string());
+  ASSERT_EQ(rc, 0) << out;
+  auto c = config::load_file(cfg);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto [drc, dry] = run(cli + " --config " + cfg.string() +
+                        " start --all --launcher compose --compose-cmd docker-compose --dry-run");
+  ASSERT_EQ(drc, 0) << dry;
+  for (const auto& h : c->hosts) {
+    const fs::path env = dir / "deploy" / (h.name + ".env");
+    ASSERT_TRUE(fs::exists(env)) << env << "\n" << out;
+    std::ifstream in(env);
+    const std::string text{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_NE(text.find("H3PIPE_HOST=" + h.name + "\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("H3PIPE_CONFIG_FILE=./cluster.json\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("COMPOSE_PROFILES="), std::string::npos) << text;
+    EXPECT_NE(dry.find("docker-compose --project-directory /opt/h3pipe --env-file "
+                       "/opt/h3pipe/deploy/" + h.name + ".env"),
+              std::string::npos)
+        << dry;
+  }
+  // auto (the default): the dry run says how the command is found.
+  auto [arc, adry] =
+      run(cli + " --config " + cfg.string() + " start --all --launcher compose --dry-run");
+  EXPECT_EQ(arc, 0) << adry;
+  EXPECT_NE(adry.find("`docker compose version`, else `docker-compose version`"),
+            std::string::npos)
+      << adry;
+  fs::remove_all(dir);
+}
+
+// The hosts as real processes: an ssh stand-in that runs the remote words with sh (as sshd
+// would), and fake `docker` / `docker-compose` programs first on PATH.
+class FakeHosts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("h3pipe_fake_hosts_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "bin");
+    write("ssh",
+          "#!/bin/sh\n"
+          "while [ $# -gt 0 ]; do case \"$1\" in -o|-F) shift 2;; -*) shift;; *) break;; esac; "
+          "done\nshift\nexec sh -c \"$*\"\n");
+    old_path_ = std::getenv("PATH");
+    ::setenv("PATH", ((dir_ / "bin").string() + ":" + old_path_).c_str(), 1);
+  }
+  void TearDown() override {
+    ::setenv("PATH", old_path_.c_str(), 1);
+    fs::remove_all(dir_);
+  }
+  void write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / "bin" / name;
+    std::ofstream(p) << text;
+    fs::permissions(p, fs::perms::owner_all);
+  }
+  // Docker without the compose plugin, as on Debian 12.
+  void docker_without_compose() {
+    write("docker",
+          "#!/bin/sh\necho \"docker: '$1' is not a docker command.\" >&2\n"
+          "echo \"See 'docker --help'\" >&2\nexit 1\n");
+  }
+  // docker-compose that logs its calls and fails `up` as a missing env file does.
+  void docker_compose(bool up_fails) {
+    write("docker-compose",
+          "#!/bin/sh\necho \"$*\" >> " + (dir_ / "compose.log").string() +
+              "\ncase \"$*\" in version) echo 'docker-compose version 1.29.2'; exit 0;; esac\n" +
+              (up_fails ? "echo \"ERROR: Couldn't find env file: $4\" >&2\n"
+                          "echo \"Run 'docker-compose COMMAND --help' for more information.\" >&2\n"
+                          "exit 1\n"
+                        : "exit 0\n"));
+  }
+  std::string compose_log() const {
+    std::ifstream in(dir_ / "compose.log");
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  Options opts() {
+    auto o = native();
+    o.launcher = Launcher::kCompose;
+    o.detect_compose = true;
+    o.preflight = false;
+    o.ssh = (dir_ / "bin" / "ssh").string();
+    o.timeout = std::chrono::seconds(20);
+    return o;
+  }
+  fs::path dir_;
+  std::string old_path_;
+};
+
+TEST_F(FakeHosts, FindsDockerComposeWhereThePluginIsMissing) {
+  docker_without_compose();
+  docker_compose(false);
+  std::ostringstream out;
+  EXPECT_EQ(start_all(seeds(), opts(), out), 0) << out.str();
+  const std::string log = compose_log();
+  EXPECT_NE(log.find("version\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("--project-directory /opt/h3pipe --env-file /opt/h3pipe/deploy/node241.env "
+                     "--profile control --profile decoder-host up -d"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(out.str().find("compose on node292: docker-compose"), std::string::npos) << out.str();
+}
+
+TEST_F(FakeHosts, NoComposeAnywhereSaysWhatEachProbeAnswered) {
+  docker_without_compose();
+  // Shadows a docker-compose this machine may have, as a host without one answers.
+  write("docker-compose", "#!/bin/sh\necho 'sh: 1: docker-compose: not found' >&2\nexit 127\n");
+  std::ostringstream out;
+  EXPECT_EQ(start_all(seeds(), opts(), out), 1) << out.str();
+  EXPECT_NE(out.str().find("no compose command found"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("'compose' is not a docker command"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("docker-compose version` exit 127"), std::string::npos) << out.str();
+}
+
+TEST_F(FakeHosts, TheSummaryShowsTheRealErrorNotTheHelpHint) {
+  docker_without_compose();
+  docker_compose(true);
+  std::ostringstream out;
+  EXPECT_EQ(start_all(seeds(), opts(), out), 1) << out.str();
+  // The table's line for the host is the error, not "Run 'docker-compose COMMAND --help'".
+  std::istringstream in(out.str());
+  bool seen = false;
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("node241 ", 0) == 0) {
+      seen = true;
+      EXPECT_NE(l.find("Couldn't find env file: /opt/h3pipe/deploy/node241.env"), std::string::npos)
+          << l;
+    }
+  EXPECT_TRUE(seen) << out.str();
+}
+
 }  // namespace
 }  // namespace h3pipe::remote
