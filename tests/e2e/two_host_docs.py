@@ -170,6 +170,9 @@ class Site:
                                  stderr=subprocess.DEVNULL).returncode != 0:
                 if time.time() > deadline:
                     logs = open(os.path.join(keydir, "sshd-%s.log" % host), errors="replace").read()
+                    if "account is locked" in logs:  # this machine's root, not h3pipe: a failure all the same
+                        raise RuntimeError("sshd refuses root here: its account is locked (a '!' password in "
+                                           "/etc/shadow); `usermod -p '*' root` allows key logins")
                     raise RuntimeError("sshd of %s did not answer within 10 s: %s" % (host, logs[-800:]))
                 time.sleep(0.05)
         # The host's home really is its own.
