@@ -23,6 +23,8 @@ const ExitRule kExitRules[] = {
     {errc::redis::kConnect, false, kExitUnreachable},
     {errc::redis::kIo, false, kExitUnreachable},
     {errc::redis::kAuth, false, kExitUnreachable},
+    // Sentinel configured: no Sentinel answered, or none named the primary (#36 item 3).
+    {errc::redis::kSentinel, false, kExitUnreachable},
     {errc::cli::kRedis, false, kExitUnreachable},
     // Bad input: nothing was done.
     {errc::cli::kFlag, false, kExitUsage},

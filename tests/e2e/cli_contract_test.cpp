@@ -223,6 +223,46 @@ TEST(CliExitCodes, RefusedLoginIsFiveForEveryCommandAndNamesTheFix) {
 
 // #34 P3: an explicit --config wins over the running stack's stack.json credentials.
 TEST(CliExitCodes, ExplicitConfigCredentialsWinOverTheStacks) {
+// #36 item 3: with redis.sentinel configured and no Sentinel answering, every command that talks
+// to Redis exits 5 (it was 1 for run, status, cancel and resume) and says which Sentinels it asked.
+TEST(CliExitCodes, NoSentinelAnsweringIsFiveForEveryCommand) {
+  ts::TempDir dir;
+  const fs::path creds = dir.path() / "creds";
+  fs::create_directories(creds);
+  fs::permissions(creds, fs::perms::owner_all, fs::perm_options::replace);
+  std::ofstream(creds / "redis-operator.password") << "operator-pass-0123456789\n";
+  fs::permissions(creds / "redis-operator.password", fs::perms::owner_read | fs::perms::owner_write,
+                  fs::perm_options::replace);
+  const fs::path batch_file = dir.path() / "b.jsonl";
+  std::ofstream(batch_file) << batch(1);
+  // Two loopback ports nothing listens on (taken and released: refused at once).
+  const int s1 = supervisor::free_loopback_port(), s2 = supervisor::free_loopback_port();
+  json cfg = json::parse(R"({"name": "snt", "hosts": [{"name": "local"}],
+      "pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}}]})");
+  cfg["state_dir"] = (dir.path() / "state").string();
+  cfg["redis"] = {
+      {"embedded", false},
+      {"credentials_dir", creds.string()},
+      {"sentinel",
+       {{"addresses", {fmt::format("127.0.0.1:{}", s1), fmt::format("127.0.0.1:{}", s2)}},
+        {"master", "h3"}}}};
+  const fs::path config = dir.path() / "cluster.json";
+  std::ofstream(config) << cfg.dump(2);
+  const std::string cli = h3pipe_cli() + " --config " + config.string();
+  for (const std::string& sub : std::vector<std::string>{
+           "status", "status nope", "cancel nope", "resume nope", "wait nope --timeout 1",
+           "run " + batch_file.string() + " --background"}) {
+    auto [rc, out] = ts::sh(cli + " " + sub + " 2>&1");
+    EXPECT_EQ(rc, 5) << sub << ": " << out;
+    EXPECT_NE(out.find("no Sentinel named the primary h3"), std::string::npos)
+        << sub << ": " << out;
+    EXPECT_NE(out.find(fmt::format("127.0.0.1:{}", s2)), std::string::npos) << sub << ": " << out;
+  }
+}
+
   ts::TempDir dir;
   Stack st(dir.path());
   ASSERT_EQ(ts::sh(st.cli() + " status >/dev/null 2>&1").first, 0);
