@@ -219,7 +219,19 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
     for (const auto& w : warnings) fmt::print(err, "warning: {}\n", w);
     return 1;
   }
-  const auto all = learn_profiles(stages, 1);
+  // A profile is in the config's own seconds: every stage runs (and plans) as its profile times
+  // time_scale, so a rehearsal at time_scale 0.01 measures 1/100 of them.  Learned profiles are
+  // the measured seconds divided by it, and the config keeps its time_scale: the learned config
+  // plans what was measured, and a profile not learned keeps its meaning (issue #34 P9).
+  const double scale = cluster->time_scale > 0 ? cluster->time_scale : 1.0;
+  auto all = learn_profiles(stages, 1);
+  for (auto& [pool, by_class] : all)
+    for (auto& [cls, p] : by_class) {
+      p.mean /= scale;
+      p.sd /= scale;
+      p.min /= scale;
+      p.max /= scale;
+    }
   std::vector<std::string> updated;
   if (!a.output.empty()) {
     nlohmann::ordered_json j;
@@ -297,6 +309,7 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
       for (double x : v) sum += x;
       j["transfers"][lane] = {{"n", v.size()}, {"mean", sum / static_cast<double>(v.size())}};
     }
+    j["time_scale"] = scale;
     j["updated"] = updated;
     j["warnings"] = warnings;
     if (!a.output.empty()) j["output"] = a.output;
@@ -310,6 +323,8 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
       fmt::print(out, "{:<24} {:<8} {:>4} {:>10.3f} {:>9.3f} {:>10.3f} {:>10.3f}{}\n", pool, cls,
                  p.n, p.mean, p.sd, p.min, p.max,
                  p.n < a.min_samples ? "  (too few: not used)" : "");
+  if (scale != 1.0)
+    fmt::print(out, "profiles in the config's seconds: measured / time_scale {}\n", scale);
   if (!a.output.empty())
     fmt::print(out, "wrote {} ({} profiles updated)\n", a.output, updated.size());
   for (const auto& w : warnings) fmt::print(out, "warning: {}\n", w);

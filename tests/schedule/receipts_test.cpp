@@ -134,6 +134,42 @@ TEST(ProfileLearn, WritesAConfigThatPlansTheSame) {
   EXPECT_EQ(run_profile_learn(bad, o2, e2), 2);
 }
 
+// A rehearsal at time_scale 0.01 measures 1/100 of every profile: the learned profiles are in the
+// config's own seconds again (measured / time_scale) and the learned config keeps its time_scale,
+// so it plans what was measured (issue #34 P9: it planned 6.98 s for a measured 42.95 s).
+TEST(ProfileLearn, ARehearsalAtTimeScaleIsLearnedInTheConfigsOwnSeconds) {
+  const auto dir = temp_dir();
+  nlohmann::json topo;
+  std::ifstream(kTopo) >> topo;
+  topo["time_scale"] = 0.01;
+  const std::string scaled = (dir / "rehearsal.json").string();
+  std::ofstream(scaled) << topo.dump(2);
+  auto run = plan_file(scaled, "sd", 6, "", false, 1);  // the run as it went, at 1/100
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  ProfileLearnArgs a;
+  a.receipts = receipts_from(run->sim);
+  a.config = scaled;
+  a.output = (dir / "learned.json").string();
+  a.min_samples = 1;
+  a.json = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(run_profile_learn(a, out, err), 0) << err.str();
+  auto j = nlohmann::json::parse(out.str());
+  EXPECT_DOUBLE_EQ(j["time_scale"].get<double>(), 0.01);
+  EXPECT_NEAR(j["profiles"]["t10x4-sample"]["sd"]["mean"].get<double>(), 127.39, 0.2);
+  auto learned = config::load_file(a.output);
+  ASSERT_TRUE(learned.ok()) << learned.error().message;
+  EXPECT_DOUBLE_EQ(learned->time_scale, 0.01);
+  EXPECT_NEAR(learned->find_pool("t10x4-sample")->profiles.at("sd").mean, 127.39, 0.2);
+  // The learned config plans the measured makespan.
+  auto again = plan_file(a.output, "sd", 6, "", false, 1);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  ASSERT_GT(run->sim.makespan_s, 0);
+  EXPECT_NEAR(again->sim.makespan_s / run->sim.makespan_s, 1.0, 0.01)
+      << "planned " << again->sim.makespan_s << " s for a measured " << run->sim.makespan_s << " s";
+  fs::remove_all(dir);
+}
+
 // Without --config, -o updates the text the CLI hands over (the embedded default's, or the
 // running stack's config file): `profile learn RUN -o learned.json` on the demo stack once
 // answered only "-o needs --config".
