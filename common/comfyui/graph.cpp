@@ -15,14 +15,29 @@ std::optional<long long> numeric(const std::string& s) {
   return n;
 }
 
-}  // namespace
-
-bool is_link(const Json& v) {
+// ["id", integer]: what ComfyUI takes for a link, whatever the integer.
+bool link_shaped(const Json& v) {
   return v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_number_integer();
 }
 
+}  // namespace
+
+std::optional<int> slot_number(const Json& n) {
+  if (!n.is_number_integer()) return std::nullopt;
+  if (n.is_number_unsigned())
+    return n.get<unsigned long long>() <= static_cast<unsigned long long>(kMaxSlot)
+               ? std::optional<int>(static_cast<int>(n.get<unsigned long long>()))
+               : std::nullopt;
+  const long long v = n.get<long long>();
+  return v >= 0 && v <= kMaxSlot ? std::optional<int>(static_cast<int>(v)) : std::nullopt;
+}
+
+bool is_link(const Json& v) {
+  return link_shaped(v) && slot_number(v[1]).has_value();
+}
+
 Slot link_of(const Json& v) {
-  return Slot{v[0].get<std::string>(), v[1].get<int>()};
+  return Slot{v[0].get<std::string>(), *slot_number(v[1])};
 }
 
 Json make_link(const Slot& s) {
@@ -96,15 +111,17 @@ Status check_api_graph(const Json& g) {
   for (auto it = g.begin(); it != g.end(); ++it) {
     if (!it.value().contains("inputs")) continue;
     for (auto in = it.value()["inputs"].begin(); in != it.value()["inputs"].end(); ++in) {
-      if (!is_link(in.value())) continue;
+      if (!link_shaped(in.value())) continue;
+      if (!slot_number(in.value()[1]))
+        return make_error(errc::comfyui::kWorkflowNode,
+                          "{}: input \"{}\" names output slot {}, which is not a slot number (0 "
+                          "to {})",
+                          describe(g, it.key()), in.key(), in.value()[1].dump(), kMaxSlot);
       Slot s = link_of(in.value());
       if (!g.contains(s.node))
         return make_error(errc::comfyui::kWorkflowMissingNode,
                           "{}: input \"{}\" links to node \"{}\", which is not in the workflow",
                           describe(g, it.key()), in.key(), s.node);
-      if (s.index < 0)
-        return make_error(errc::comfyui::kWorkflowNode, "{}: input \"{}\" names output slot {}",
-                          describe(g, it.key()), in.key(), s.index);
     }
   }
   // Kahn's algorithm; whatever is left over sits on or behind a cycle.
@@ -162,26 +179,31 @@ Status check_api_graph(const Json& g) {
 }
 
 std::vector<std::string> topological_order(const Json& g) {
-  std::map<std::string, std::set<std::string>> deps;
+  // Kahn's algorithm with the ready nodes kept sorted: the smallest ready id goes next, the order
+  // the earlier all-pairs scan gave, in O((nodes + links) log nodes) (issue #35 D8: 8,000 nodes
+  // took 29.7 s).
+  std::map<std::string, std::size_t> waiting;  // node -> distinct nodes it still waits for
+  std::map<std::string, std::vector<std::string>> users;
   for (auto it = g.begin(); it != g.end(); ++it) {
-    auto& d = deps[it.key()];
-    if (!it.value().contains("inputs")) continue;
-    for (const auto& v : it.value()["inputs"])
-      if (is_link(v)) d.insert(v[0].get<std::string>());
+    std::set<std::string> deps;
+    if (it.value().contains("inputs"))
+      for (const auto& v : it.value()["inputs"])
+        if (is_link(v)) deps.insert(v[0].get<std::string>());
+    waiting[it.key()] = deps.size();
+    for (const auto& d : deps) users[d].push_back(it.key());
   }
+  auto ready = make_id_set();
+  for (const auto& [id, n] : waiting)
+    if (n == 0) ready.insert(id);
   std::vector<std::string> out;
-  std::set<std::string> done;
-  while (out.size() < deps.size()) {
-    auto ready = make_id_set();
-    for (const auto& [id, d] : deps) {
-      if (done.count(id)) continue;
-      if (std::all_of(d.begin(), d.end(), [&](const std::string& x) { return done.count(x); }))
-        ready.insert(id);
-    }
-    if (ready.empty()) break;  // a cycle: check_api_graph reports it
-    const std::string first = *ready.begin();
-    out.push_back(first);
-    done.insert(first);
+  out.reserve(waiting.size());
+  while (!ready.empty()) {  // what is never ready sits on a cycle: check_api_graph reports it
+    const std::string id = *ready.begin();
+    ready.erase(ready.begin());
+    out.push_back(id);
+    if (auto u = users.find(id); u != users.end())
+      for (const auto& user : u->second)
+        if (--waiting[user] == 0) ready.insert(user);
   }
   return out;
 }

@@ -23,7 +23,14 @@ struct Slot {
   auto operator<=>(const Slot&) const = default;
 };
 
-bool is_link(const Json& v);  // ["id", int]
+// The largest output slot a link may name (ComfyUI's slots are list indexes).
+inline constexpr long long kMaxSlot = 2147483647;
+
+// A slot number as the workflow wrote it, or nullopt when it is not an integer 0..kMaxSlot
+// (issue #35 D11: get<int>() once wrapped 4294967296 to slot 0).
+std::optional<int> slot_number(const Json& n);
+
+bool is_link(const Json& v);  // ["id", 0..kMaxSlot]
 Slot link_of(const Json& v);  // precondition: is_link(v)
 Json make_link(const Slot& s);
 

@@ -31,15 +31,21 @@ std::string ui_name(const UiNode& n) {
 
 // A link as [id, from, from_slot, to, to_slot, type] (litegraph) or as an object (schema 1).
 std::optional<std::pair<long long, UiLink>> parse_link(const Json& l) {
-  if (l.is_array() && l.size() >= 5 && l[0].is_number_integer() && l[1].is_number_integer() &&
-      l[2].is_number_integer())
+  // Ids as integers, the output slot 0..kMaxSlot (issue #35 D11: it once wrapped).
+  auto id = [](const Json& v) {
+    return v.is_number_integer() &&
+           (!v.is_number_unsigned() || v.get<unsigned long long>() <= 9223372036854775807ull);
+  };
+  if (l.is_array() && l.size() >= 5 && id(l[0]) && id(l[1]) && slot_number(l[2]))
     return std::make_pair(l[0].get<long long>(),
-                          UiLink{l[1].get<long long>(), l[2].get<int>(),
+                          UiLink{l[1].get<long long>(), *slot_number(l[2]),
                                  l.size() > 5 && l[5].is_string() ? l[5].get<std::string>() : ""});
-  if (l.is_object() && l.contains("id") && l.contains("origin_id") && l.contains("origin_slot"))
-    return std::make_pair(l["id"].get<long long>(),
-                          UiLink{l["origin_id"].get<long long>(), l["origin_slot"].get<int>(),
-                                 l.value("type", std::string())});
+  if (l.is_object() && l.contains("id") && l.contains("origin_id") && l.contains("origin_slot") &&
+      id(l["id"]) && id(l["origin_id"]) && slot_number(l["origin_slot"]))
+    return std::make_pair(
+        l["id"].get<long long>(),
+        UiLink{l["origin_id"].get<long long>(), *slot_number(l["origin_slot"]),
+               l.contains("type") && l["type"].is_string() ? l["type"].get<std::string>() : ""});
   return std::nullopt;
 }
 
@@ -52,7 +58,9 @@ class Converter {
       auto p = parse_link(l);
       if (!p)
         return make_error(errc::comfyui::kUiLink,
-                          "UI workflow: link {} is not [id, from, slot, to, slot, type]", l.dump());
+                          "UI workflow: link {} is not [id, from, slot, to, slot, type] with "
+                          "integer ids and an output slot 0 to {}",
+                          l.dump(), kMaxSlot);
       links_[p->first] = p->second;
     }
     std::set<std::string> subgraphs;
