@@ -67,6 +67,8 @@ int cmd_resume(const Global& g, const std::string& run_id) {
 
   int counts[5] = {0, 0, 0, 0, 0};  // done, in flight, encode, sample, decode
   for (const auto& j : plan->jobs) {
+    // The run's resume lock (state::ResumeLock, held by the plan) stays this resume's throughout.
+    if (auto held = plan->lock->refresh(); !held.ok()) return fail(held.error());
     if (!j.spec) continue;  // rejected at submission: nothing to resume
     auto mp4 = paths::mp4(*c, run_id, j.job_id);
     auto rec = paths::receipt(*c, run_id, j.job_id);

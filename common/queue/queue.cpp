@@ -58,8 +58,12 @@ std::optional<Entry> parse_entry(const redisReply* e) {
     // An entry deleted while pending shows as [id, nil]: still ours to ack.
     return out;
   }
+  std::set<std::string> seen;
   for (std::size_t i = 0; i + 1 < fields->elements; i += 2) {
     std::string name = reply_str(fields->element[i]);
+    if (!seen.insert(name).second &&
+        std::find(out.repeated.begin(), out.repeated.end(), name) == out.repeated.end())
+      out.repeated.push_back(name);
     if (name == "task")
       out.payload = reply_str(fields->element[i + 1]);
     else

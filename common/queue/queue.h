@@ -44,6 +44,9 @@ struct Entry {
   std::string id;                             // stream entry id
   std::string payload;                        // serialized task (protobuf bytes): the field "task"
   std::map<std::string, std::string> fields;  // the entry's other fields (submissions: run, spec)
+  // Field names the entry holds more than once, "task" included (XADD accepts a field twice;
+  // `fields` and `payload` keep the last value): ingest refuses such a submission (issue #35 D12).
+  std::vector<std::string> repeated;
   long long deliveries = 1;
   bool reclaimed = false;    // came from XAUTOCLAIM (another consumer's expired lease)
   bool own_pending = false;  // came from this consumer's PEL after a restart

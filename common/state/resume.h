@@ -4,6 +4,7 @@
 // stage streams (they follow from the config and worker/, which this module does not use),
 // checks each job's artifacts and re-enqueues through Store::reopen_move; what Redis says of the
 // run, its jobs and their outstanding tasks is read here, in the state module (issue #26 item 2).
+#include <chrono>
 #include <optional>
 #include <set>
 #include <string>
@@ -30,9 +31,43 @@ struct ResumeJob {
   bool left_to_its_task = false;
 };
 
+// One resume of a run at a time (issue #35 D12: two concurrent resumes both found a job's stage
+// missing and enqueued it twice).  A string key beside the run, SET NX PX with a random token;
+// refreshed while the resume works (refresh: PEXPIRE after checking the token) and deleted when
+// the holder is destroyed, only if it still holds the token.  A resume killed outright leaves it
+// to expire after kTtl.  Not thread-safe; the connection must outlive the lock.
+class ResumeLock final {
+ public:
+  static constexpr std::chrono::milliseconds kTtl{30000};
+  // The lock's key: keys::run(run_id) + ":resume-lock" (the run's hash tag; the operator's ACL
+  // grants get/set/pexpire/del on these keys only, configs/redis/users.acl).
+  static std::string key(const std::string& run_id);
+  // Waits up to `wait` (polling) while another resume holds it.  Errors: state.refused naming
+  // the run and the key when it stays held; I/O.
+  static Result<ResumeLock> acquire(queue::Redis& redis, const std::string& run_id,
+                                    std::chrono::milliseconds wait = kTtl + std::chrono::seconds(5));
+  // Extends the lock when a third of kTtl has passed since it was taken or last extended; an
+  // error (state.refused) when it is no longer this holder's (it expired and another took it).
+  Status refresh();
+  ResumeLock(ResumeLock&& o) noexcept;
+  ResumeLock& operator=(ResumeLock&&) = delete;
+  ResumeLock(const ResumeLock&) = delete;
+  ~ResumeLock();
+
+ private:
+  ResumeLock(queue::Redis& r, std::string key, std::string token)
+      : redis_(&r), key_(std::move(key)), token_(std::move(token)) {}
+  queue::Redis* redis_;
+  std::string key_, token_;
+  std::chrono::steady_clock::time_point extended_ = std::chrono::steady_clock::now();
+};
+
 struct ResumePlan {
   RunStatus run;  // as it was before the resume (run.cancelled: the run had been cancelled)
   std::vector<ResumeJob> jobs;  // every job of the run, in submission order
+  // Held from before the run is read until the plan is destroyed (after the caller re-enqueued
+  // what was missing); the caller refreshes it while it works.
+  std::optional<ResumeLock> lock;
 };
 
 // Clears the run's cancel flag (the counterpart of Store::cancel; HSET run cancelled 0).  From
@@ -52,9 +87,10 @@ Status uncancel(queue::Redis& redis, const std::string& run_id);
 Result<std::set<std::string>> outstanding_jobs(queue::Redis& redis, const std::string& run_id,
                                                const std::vector<std::string>& streams);
 
-// The start of a resume, in this order: the run must exist (errc::run::kUnknown, and nothing is
-// written), its cancel flag is cleared (uncancel), then its jobs and the outstanding tasks on
-// `streams` are read.
+// The start of a resume, in this order: the run's ResumeLock is taken (waiting for another
+// resume of the run to finish), the run must exist (errc::run::kUnknown, and nothing is written),
+// its cancel flag is cleared (uncancel), then its jobs and the outstanding tasks on `streams` are
+// read.  The plan holds the lock.
 Result<ResumePlan> begin_resume(queue::Redis& redis, const std::string& run_id,
                                 const std::vector<std::string>& streams);
 

@@ -1,6 +1,7 @@
 // Submission ingest: XADD h3pipe:submit * run RUN spec JSON  ->  a job + its encode task, or a
 // failed job with the reason.  Never crashes on bad input, never drops silently.
 
+#include <algorithm>
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
@@ -158,6 +159,18 @@ Result<bool> Ingest::step() {
   auto reject = [&](const std::string& job, const std::string& why) {
     return this->reject(e, run, job, why);
   };
+  // A field given twice is refused, never read last-wins (issue #35 D12): which spec (or run) the
+  // submitter meant is not ours to guess.  A run given twice cannot be trusted either.
+  if (!e.repeated.empty()) {
+    const std::string& field = e.repeated.front();
+    if (std::find(e.repeated.begin(), e.repeated.end(), "run") != e.repeated.end() ||
+        !artifacts::validate_id("run", run).ok())
+      run = "invalid-runs";
+    return reject("sub-" + e.id,
+                  fmt::format("{}: the submission has the field {} more than once; exactly one "
+                              "expected (XADD h3pipe:submit * run RUN spec JSON)",
+                              field, field));
+  }
   if (run_field == e.fields.end()) {
     run = "invalid-runs";
     return reject("sub-" + e.id,

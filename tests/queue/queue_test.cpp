@@ -36,6 +36,26 @@ TEST(Queue, EnqueueClaimCompleteDeletesTheEntry) {
   EXPECT_FALSE(none->has_value());
 }
 
+// Issue #35 D12: XADD takes a field twice; the claimed entry says which (ingest refuses it), and
+// an entry with each field once says none.
+TEST(Queue, AFieldGivenTwiceIsReportedNotSilentlyLastWins) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  StageQueue q(**r, opts("a"));
+  ASSERT_TRUE(q.ensure_group().ok());
+  ASSERT_TRUE((*r)->command({"XADD", "h3pipe:stream:test", "*", "run", "r1", "spec", "{\"a\": 1}",
+                             "spec", "{\"b\": 2}", "spec", "{}"})
+                  .ok());
+  ASSERT_TRUE((*r)->command({"XADD", "h3pipe:stream:test", "*", "run", "r1", "spec", "{}"}).ok());
+  auto twice = q.claim();
+  ASSERT_TRUE(twice.ok() && twice->has_value());
+  EXPECT_EQ((*twice)->repeated, std::vector<std::string>{"spec"});
+  auto once = q.claim();
+  ASSERT_TRUE(once.ok() && once->has_value());
+  EXPECT_TRUE((*once)->repeated.empty());
+}
+
 TEST(Queue, ExpiredLeaseIsReclaimedAndRobbedWorkerCannotComplete) {
   ts::RedisServer srv;
   auto ra = srv.connect();

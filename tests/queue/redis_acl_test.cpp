@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/queue/redis.h"
+#include "common/state/resume.h"
 #include "common/state/state.h"
 #include "tests/queue/redis_acl_checks.h"
 #include "tests/queue/redis_acl_fixture.h"
@@ -153,6 +154,30 @@ TEST(RedisAcl, TheOperatorCannotRunItsOwnLuaButRunsH3pipesLoadedScripts) {
   auto admin = srv.connect("admin");
   ASSERT_TRUE(admin.ok());
   EXPECT_EQ(reply_str((*admin)->command({"ACL", "LOG", "RESET"})->get()), "OK");
+}
+
+// Issue #35 D12: the operator takes, refreshes and releases `resume`'s per-run lock (a string
+// key beside the run: SET NX PX, GET, PEXPIRE, DEL granted on those keys only), and may not use
+// those commands on any other key.
+TEST(RedisAcl, TheOperatorHoldsTheResumeLockAndNoOtherStringKey) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  auto op = srv.connect("operator");
+  ASSERT_TRUE(op.ok()) << op.error().message;
+  {
+    auto lock = state::ResumeLock::acquire(**op, "r", std::chrono::milliseconds(0));
+    ASSERT_TRUE(lock.ok()) << lock.error().to_string();
+    auto again = state::ResumeLock::acquire(**op, "r", std::chrono::milliseconds(0));
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code, "state.refused") << again.error().message;
+    EXPECT_NE(again.error().message.find(state::ResumeLock::key("r")), std::string::npos);
+    EXPECT_TRUE(lock->refresh().ok());
+  }
+  auto after = state::ResumeLock::acquire(**op, "r", std::chrono::milliseconds(0));
+  EXPECT_TRUE(after.ok()) << "released with its holder: " << after.error().to_string();
+  for (const Argv& argv : {Argv{"SET", "h3pipe:run:{r}:job:j", "x"}, Argv{"GET", "h3pipe:runs"},
+                           Argv{"DEL", "h3pipe:run:{r}"}, Argv{"SET", "h3pipe:gpu:g", "x"}})
+    EXPECT_TRUE(is_acl_denial(refusal(**op, argv))) << argv[0] << " " << argv[1];
 }
 
 TEST(RedisAcl, EachServiceIsConfinedToItsOwnStreams) {

@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "common/artifacts/artifacts.h"
 #include "common/config/config.h"
 #include "common/queue/keys.h"
 #include "common/state/paths.h"
+#include "common/state/resume.h"
 #include "common/state/state.h"
 #include "common/transfer/config_map.h"
 #include "tests/support/test_support.h"
@@ -88,6 +91,38 @@ struct Fixture {
     ASSERT_TRUE(artifacts::write_once(*lat, std::string_view("latent bytes")).ok());
   }
 
+  // `n` jobs j0..j<n-1> of one run, each sampled on a and delivered to c, its decode missing.
+  void make_jobs(queue::Redis& r, const std::string& run, int n) {
+    state::Store store(r);
+    std::vector<std::string> ids;
+    for (int i = 0; i < n; ++i) ids.push_back("j" + std::to_string(i));
+    ASSERT_TRUE(store.create_run(run, ids).ok());
+    for (const auto& job : ids) {
+      pb::JobSpec spec;
+      spec.set_job_id(job);
+      spec.set_prompt("p");
+      spec.set_width(64);
+      spec.set_height(64);
+      spec.set_frames(9);
+      spec.set_fps(12);
+      auto accepted = store.accept_job(run, spec, "x");
+      ASSERT_TRUE(accepted.ok() && *accepted);
+      for (const auto& [stage, host] : std::vector<std::pair<pb::Stage, std::string>>{
+               {pb::STAGE_SAMPLE, "a"}, {pb::STAGE_TRANSFER, "c"}}) {
+        pb::StageRecord rec;
+        rec.set_stage(stage);
+        rec.set_host(host);
+        std::string js;
+        ASSERT_TRUE(google::protobuf::util::MessageToJsonString(rec, &js).ok());
+        ASSERT_TRUE(r.command({"RPUSH", keys::history(run, job), js}).ok());
+      }
+      auto lat = paths::latent(cluster, run, job);
+      ASSERT_TRUE(lat.ok());
+      ASSERT_TRUE(artifacts::write_once(*lat, std::string_view("latent bytes")).ok());
+    }
+    ASSERT_TRUE(r.command({"DEL", keys::stream("encode")}).ok());  // the encodes ran long ago
+  }
+
   std::pair<int, std::string> resume(const std::string& run) {
     return ts::sh(ts::bin("h3pipe") + " --config " + config_path + " --redis 127.0.0.1:" +
                   std::to_string(redis.port()) + " resume " + run + " 2>&1");
@@ -133,4 +168,47 @@ TEST(ResumeRoute, ALatentOnlyOnTheSamplingHostGoesThroughItsSender) {
   auto state = (*r)->command({"HGET", keys::job("r2", "j2"), "state"});
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(queue::reply_str(state->get()), "transfer");
+}
+
+// Issue #35 D12: two resumes of one run at once (two operators, a retried script) do not both
+// find a stage missing and enqueue it twice: the run's resume lock (state::ResumeLock) makes the
+// second wait for the first and then find every decode already on its stream.  Before the lock,
+// jobs the two loops both reached before the other's enqueue were decoded twice.
+TEST(ResumeRoute, TwoConcurrentResumesEnqueueEachMissingStageOnce) {
+  Fixture f;
+  auto r = f.redis.connect();
+  ASSERT_TRUE(r.ok());
+  constexpr int kJobs = 150;
+  f.make_jobs(**r, "r3", kJobs);
+  std::pair<int, std::string> first, second;
+  std::thread a([&] { first = f.resume("r3"); });
+  std::thread b([&] { second = f.resume("r3"); });
+  a.join();
+  b.join();
+  EXPECT_EQ(first.first, 0) << first.second;
+  EXPECT_EQ(second.first, 0) << second.second;
+  auto entries = (*r)->command({"XRANGE", keys::stream("decode@c"), "-", "+"});
+  ASSERT_TRUE(entries.ok());
+  std::map<std::string, int> per_job;
+  const redisReply* list = entries->get();
+  for (std::size_t i = 0; i < list->elements; ++i) {
+    const redisReply* fields = list->element[i]->element[1];
+    for (std::size_t k = 0; k + 1 < fields->elements; k += 2) {
+      if (queue::reply_str(fields->element[k]) != "task") continue;
+      pb::StageTask t;
+      ASSERT_TRUE(t.ParseFromString(queue::reply_str(fields->element[k + 1])));
+      per_job[t.job_id()]++;
+    }
+  }
+  EXPECT_EQ(per_job.size(), static_cast<std::size_t>(kJobs));
+  int twice = 0;
+  for (const auto& [job, n] : per_job) twice += n > 1;
+  EXPECT_EQ(twice, 0) << "jobs whose decode was enqueued more than once; first: " << first.second
+                      << "second: " << second.second;
+  EXPECT_EQ(xlen(**r, "c"), kJobs);
+  // Both finished: the lock is gone, a third resume takes it at once and enqueues nothing.
+  EXPECT_EQ((*r)->command({"EXISTS", state::ResumeLock::key("r3")})->get()->integer, 0);
+  auto third = f.resume("r3");
+  EXPECT_EQ(third.first, 0) << third.second;
+  EXPECT_EQ(xlen(**r, "c"), kJobs);
 }

@@ -85,6 +85,26 @@ TEST(Ingest, ASpecThatDoesNotValidateIsAFailedJobThatNamesTheField) {
   EXPECT_TRUE(rig.intake.encode_tasks.empty());
 }
 
+// Issue #35 D12: a field given twice (the queue reports it, Entry::repeated) is refused with the
+// field named, never read last-wins; a run given twice is no run to file the failure under.
+TEST(Ingest, ASubmissionWithAFieldGivenTwiceIsAFailedJobNamingTheField) {
+  Rig rig;
+  rig.intake.submit("1-0", "r1", kSpec);
+  rig.intake.submissions.back().repeated = {"spec"};
+  rig.intake.submit("2-0", "r1", kSpec);
+  rig.intake.submissions.back().repeated = {"run"};
+  rig.step();
+  rig.step();
+  ASSERT_EQ(rig.intake.rejected.size(), 2u);
+  rig.expect_rejected(0, "r1", "sub-1-0",
+                      "spec: the submission has the field spec more than once; exactly one "
+                      "expected (XADD h3pipe:submit * run RUN spec JSON)");
+  rig.expect_rejected(1, "invalid-runs", "sub-2-0", "run: the submission has the field run more");
+  EXPECT_TRUE(rig.intake.encode_tasks.empty());
+  EXPECT_TRUE(rig.intake.jobs.empty());
+  EXPECT_EQ(rig.intake.acked, (std::vector<std::string>{"1-0", "2-0"}));
+}
+
 TEST(Ingest, TheSameJobAgainIsNothingAndAnotherSpecUnderItsIdIsRefusedBesideTheRun) {
   Rig rig;
   rig.intake.submit("1-0", "r1", kSpec);
