@@ -83,7 +83,7 @@ void write_start_record(const Global& g, const config::Cluster& c, const nlohman
 // start --all / stop --all over SSH (common/remote).
 struct FleetOptions {
   bool all = false;
-  std::string launcher = "native";  // native | compose
+  std::string launcher = "native";  // native | compose | systemd
   std::string compose_dir = "/opt/h3pipe";
   std::string compose_cmd = "auto";  // auto | "docker compose" | docker-compose | a path
   std::string remote_config;  // the config path as the hosts see it (default: --config)

@@ -285,8 +285,10 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
 
 void add_fleet_options(CLI::App* s, FleetOptions& f) {
   s->add_flag("--all", f.all, "every host of the config, over SSH (hosts[].ssh)");
-  s->add_option("--launcher", f.launcher, "native (h3pipe start on each host) or compose")
-      ->check(CLI::IsMember({"native", "compose"}));
+  s->add_option("--launcher", f.launcher,
+                "native (h3pipe start on each host), compose, or systemd (h3pipe systemd install "
+                "on each host: units that come back after a reboot)")
+      ->check(CLI::IsMember({"native", "compose", "systemd"}));
   s->add_option("--compose-dir", f.compose_dir, "where compose.yaml lives on each host");
   s->add_option("--compose-cmd", f.compose_cmd,
                 "compose: the command on the hosts, \"docker compose\" or docker-compose "
@@ -309,7 +311,9 @@ int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
   }
   remote::Options o;
   o.action = start ? remote::Action::kStart : remote::Action::kStop;
-  o.launcher = f.launcher == "compose" ? remote::Launcher::kCompose : remote::Launcher::kNative;
+  o.launcher = f.launcher == "compose"   ? remote::Launcher::kCompose
+               : f.launcher == "systemd" ? remote::Launcher::kSystemd
+                                         : remote::Launcher::kNative;
   o.compose_dir = f.compose_dir;
   if (f.compose_cmd == "auto") {
     o.detect_compose = true;

@@ -127,9 +127,9 @@ Result<std::vector<std::string>> compose_profiles(const config::Cluster& c, cons
 Result<std::vector<HostCommand>> plan(const config::Cluster& c, const Options& o) {
   auto hosts = selected_hosts(c, o);
   if (!hosts.ok()) return hosts.error();
-  if (o.config_path.empty() && o.launcher == Launcher::kNative)
+  if (o.config_path.empty() && o.launcher != Launcher::kCompose)
     return make_error(errc::remote::kConfig,
-                      "the native launcher needs the config file every host reads: pass --config "
+                      "the native and systemd launchers need the config file every host reads: pass --config "
                       "FILE (and --remote-config PATH if the hosts see it elsewhere)");
   std::vector<HostCommand> out;
   bool start = o.action == Action::kStart;
@@ -139,6 +139,10 @@ Result<std::vector<HostCommand>> plan(const config::Cluster& c, const Options& o
     std::vector<std::string> words;
     if (o.launcher == Launcher::kNative) {
       words = {o.h3pipe, start ? "start" : "stop", "--host", h->name, "--config", o.config_path};
+    } else if (o.launcher == Launcher::kSystemd) {  // units installed, enabled, started and waited
+      words = start ? std::vector<std::string>{o.h3pipe, "systemd", "install", "--host", h->name,
+                                               "--config", o.config_path}
+                    : std::vector<std::string>{"systemctl", "stop", "h3pipe.target"};
     } else {
       auto profiles = compose_profiles(c, *h);
       if (!profiles.ok()) return profiles.error();
@@ -165,7 +169,7 @@ Result<std::vector<HostCommand>> plan_preflight(const config::Cluster& c, const 
   std::vector<HostCommand> out;
   for (const config::Host* h : *hosts) {
     std::vector<std::string> words;
-    if (o.launcher == Launcher::kNative) {
+    if (o.launcher != Launcher::kCompose) {
       words = {o.h3pipe, "preflight", "--host", h->name, "--config", o.config_path};
     } else {
       words = compose_base(o, *h);

@@ -7,6 +7,8 @@
 //   native launcher:  ssh -o BatchMode=yes ... ALIAS h3pipe start --host NAME --config PATH
 //   compose launcher: ssh -o BatchMode=yes ... ALIAS docker compose --project-directory DIR
 //                         --env-file DIR/deploy/NAME.env --profile ROLE ... up -d
+//   systemd launcher: ssh ... ALIAS h3pipe systemd install --host NAME --config PATH
+//                         (stop: systemctl stop h3pipe.target; common/deploy/systemd_units.h)
 //
 // Waves: hosts that carry the control role (Redis, monitoring: the host whose name or address is
 // /redis/host) start first and stop last, so workers find Redis when they come up.
@@ -32,7 +34,7 @@ namespace h3pipe::remote {
 enum class Action { kStart, kStop };
 // Where compose.yaml mounts the cluster config inside every container.
 inline constexpr const char kComposeConfigPath[] = "/etc/h3pipe/cluster.json";
-enum class Launcher { kNative, kCompose };
+enum class Launcher { kNative, kCompose, kSystemd };
 
 struct Options {
   Action action = Action::kStart;
