@@ -251,6 +251,12 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
   auto redis = connect(g, *c);
   if (!redis.ok()) return fail(redis.error());
   state::Store store(**redis);
+  // Each pool's heartbeat by Redis's clock (fleet_status.cpp): dead pools and stalled stages.
+  std::vector<PoolLife> lives;
+  if (auto l = pool_lives(**redis, *c); l.ok())
+    lives = std::move(*l);
+  else
+    fmt::print(stderr, "status: cannot read the pools' heartbeats: {}\n", l.error().message);
   if (run_id.empty()) {
     const std::string degraded = storage_degraded(**redis, *c);
     if (!degraded.empty()) fmt::print(json ? stderr : stdout, "degraded: {}\n", degraded);
@@ -267,15 +273,21 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
                      {"cancelled_jobs", s->cancelled_jobs},
                      {"finished", s->finished()},
                      {"refused_submissions", s->refused}});
+      const auto stalled = stalled_stages(*s, lives);
       if (!json)
         fmt::print("{}  {}/{} done  {} failed  {} cancelled{}{}\n", r, s->done, s->total, s->failed,
                    s->cancelled_jobs,
                    s->finished()      ? ""
-                   : degraded.empty() ? "  (running)"
-                                      : "  (stalled: degraded)",
+                   : !degraded.empty() ? "  (stalled: degraded)"
+                   : !stalled.empty()  ? "  (" + stalled.front() + ")"
+                                       : "  (running)",
                    s->refused ? fmt::format("  {} refused", s->refused) : "");
     }
-    if (json) fmt::print("{}\n", out.dump(2));
+    if (json) {
+      fmt::print("{}\n", out.dump(2));
+      return 0;
+    }
+    if (!lives.empty()) print_pool_lives(*c, lives);
     return 0;
   }
   const std::string degraded = storage_degraded(**redis, *c);
@@ -296,7 +308,9 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
                       {"illegal_transitions", s->illegal},
                       {"refused_submissions", s->refused},
                       {"refused", nlohmann::json::array()},
-                      {"degraded", degraded}};
+                      {"degraded", degraded},
+                      {"pools", pool_lives_json(lives)},
+                      {"stalled", stalled_stages(*s, lives)}};
   // Submissions refused beside the run: shown, never part of its verdict.
   auto refused = store.refused(run_id);
   if (!refused.ok()) return fail(refused.error());
@@ -321,12 +335,14 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
+  const auto stalled = stalled_stages(*s, lives);
   fmt::print("run {}: {} done, {} failed, {} cancelled of {}{}{}\n", run_id, s->done, s->failed,
              s->cancelled_jobs, s->total, s->cancelled ? " (cancelled)" : "",
-             s->finished()      ? ""
-             : degraded.empty() ? " (running)"
-                                : " (stalled)");
+             s->finished()                         ? ""
+             : degraded.empty() && stalled.empty() ? " (running)"
+                                                   : " (stalled)");
   if (!degraded.empty()) fmt::print("degraded: {}\n", degraded);
+  for (const auto& st : stalled) fmt::print("{}\n", st);
   for (const auto& job : *jobs)
     fmt::print("  {:<24} {:<10} {}\n", job.job_id, job.state, job.error);
   if (s->refused)
@@ -335,6 +351,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
         s->refused);
   for (const auto& rf : *refused)
     fmt::print("  refused {:<16} submission {}: {}\n", rf.job_id, rf.submission, rf.reason);
+  if (!lives.empty()) print_pool_lives(*c, lives);
   return 0;
 }
 

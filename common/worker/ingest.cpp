@@ -6,6 +6,7 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/logging/log.h"
+#include "common/logging/rate_limit.h"
 #include "common/spec/spec.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
@@ -107,6 +108,9 @@ std::unique_ptr<Ingest> Ingest::over(const config::Cluster& c, Intake& intake) {
 
 void Ingest::run(const std::atomic<bool>& stop) {
   auto next_idle = std::chrono::steady_clock::now();
+  // Redis down: one line per kind of error per 10 s, not one every 200 ms (#34 P14).
+  logging::LogRateLimit step_log{1, std::chrono::seconds(10), 16};
+  std::uint64_t failed_steps = 0;  // since the last step that worked
   while (!stop.load()) {
     if (on_dead_letters_ && std::chrono::steady_clock::now() >= next_idle) {
       if (auto n = intake_->dead_letters(); n.ok()) on_dead_letters_(*n);
@@ -114,9 +118,18 @@ void Ingest::run(const std::atomic<bool>& stop) {
     }
     auto r = step();
     if (!r.ok()) {
-      if (!disk_.observe(r.error())) logger().warn("ingest: {}", r.error().to_string());
+      ++failed_steps;
+      if (!disk_.observe(r.error())) {
+        const auto a = step_log.admit(r.error().code);
+        if (a.log)
+          logger().warn("ingest: {}{}", r.error().to_string(),
+                        a.suppressed ? fmt::format(" ({} like it held back)", a.suppressed) : "");
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     } else {
+      if (failed_steps > 0)
+        logger().info("ingest: working again after {} failed step(s)", failed_steps);
+      failed_steps = 0;
       disk_.ok();
     }
   }

@@ -10,6 +10,7 @@
 #include "common/core/json_parse.h"
 #include "common/core/sha256.h"
 #include "common/logging/log.h"
+#include "common/logging/rate_limit.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/disk_files.h"
 #include "common/worker/redis_tasks.h"
@@ -167,13 +168,13 @@ void StageWorker::report(Outcome o, const pb::StageRecord& rec, const pb::JobSpe
           gflop = rr.value("gflop", 0.0);
           if (peak <= 0) peak = rr.value("peak_gflops", 0.0);
         }
+        if (gflop <= 0 && opts_.declared_gflop)
+          gflop = opts_.declared_gflop(rec.settings_json(), spec);
+        if (gflop > 0 && peak > 0) probe_.set_mfu(gflop / rec.run_s() / peak);
       }
       break;
     case Outcome::kSkipped:
       probe_.task_skipped();
-        if (gflop <= 0 && opts_.declared_gflop)
-          gflop = opts_.declared_gflop(rec.settings_json(), spec);
-        if (gflop > 0 && peak > 0) probe_.set_mfu(gflop / rec.run_s() / peak);
       break;
     case Outcome::kRetried:
       probe_.task_retry();
@@ -206,18 +207,31 @@ bool StageWorker::hand_back_due() {
 void StageWorker::run(const std::atomic<bool>& stop) {
   stop_ = &stop;
   auto idle_since = std::chrono::steady_clock::now();
+  // Redis down (or any other error every step meets) is one line per kind of error per 10 s,
+  // not one every 200 ms per worker (#34 P14); the first line after says how many were held.
+  logging::LogRateLimit step_log{1, std::chrono::seconds(10), 16};
+  std::uint64_t failed_steps = 0;  // since the last step that worked
   while (!stop.load()) {
     auto r = step();
     if (!r.ok()) {
       // A full disk or a Redis that cannot persist: said once per change (disk_health.h), not
       // every 200 ms.
-      if (!disk_.observe(r.error()))
-        logger().warn("{}: {}", opts_.pool->name, r.error().to_string());
+      ++failed_steps;
+      if (!disk_.observe(r.error())) {
+        const auto a = step_log.admit(r.error().code);
+        if (a.log)
+          logger().warn("{}: {}{}", opts_.pool->name, r.error().to_string(),
+                        a.suppressed ? fmt::format(" ({} like it held back)", a.suppressed) : "");
+      }
       // The task may still be ours (e.g. Redis went away before the completion): take our own
       // pending entries first again, rather than waiting for our own lease to expire.
       ports_.tasks->recheck_own();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
+    }
+    if (failed_steps > 0) {
+      logger().info("{}: working again after {} failed step(s)", opts_.pool->name, failed_steps);
+      failed_steps = 0;
     }
     disk_.ok();
     auto now = std::chrono::steady_clock::now();

@@ -7,8 +7,12 @@
 // Labels: e2e.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <fstream>
 #include <regex>
+#include <map>
+#include <thread>
 
 #include "common/queue/keys.h"
 #include "tests/support/small_fs.h"
@@ -221,8 +225,6 @@ TEST(CliExitCodes, RefusedLoginIsFiveForEveryCommandAndNamesTheFix) {
   EXPECT_EQ(rc, 0) << out;
 }
 
-// #34 P3: an explicit --config wins over the running stack's stack.json credentials.
-TEST(CliExitCodes, ExplicitConfigCredentialsWinOverTheStacks) {
 // #36 item 3: with redis.sentinel configured and no Sentinel answering, every command that talks
 // to Redis exits 5 (it was 1 for run, status, cancel and resume) and says which Sentinels it asked.
 TEST(CliExitCodes, NoSentinelAnsweringIsFiveForEveryCommand) {
@@ -263,6 +265,8 @@ TEST(CliExitCodes, NoSentinelAnsweringIsFiveForEveryCommand) {
   }
 }
 
+// #34 P3: an explicit --config wins over the running stack's stack.json credentials.
+TEST(CliExitCodes, ExplicitConfigCredentialsWinOverTheStacks) {
   ts::TempDir dir;
   Stack st(dir.path());
   ASSERT_EQ(ts::sh(st.cli() + " status >/dev/null 2>&1").first, 0);
@@ -271,7 +275,7 @@ TEST(CliExitCodes, NoSentinelAnsweringIsFiveForEveryCommand) {
   std::ofstream(creds / "redis-operator.password") << "a-password-this-redis-never-had\n";
   json cfg;
   std::ifstream(dir.path() / "cluster.json") >> cfg;
-  cfg["redis"] = {{"host", "127.0.0.1"},
+  cfg["redis"] = {{"host", st.stack()["redis"]["host"]},  // its Unix socket (#35 D1)
                   {"port", st.stack()["redis"]["port"]},
                   {"embedded", false},
                   {"credentials_dir", creds.string()}};
@@ -300,6 +304,117 @@ TEST(StartRecord, RestartWithoutConfigRefusesAndNamesTheConfig) {
     auto [arc, aout] = ts::sh(st.cli() + " start 2>&1");
     EXPECT_EQ(arc, 0) << aout;
     EXPECT_NE(aout.find("already running"), std::string::npos) << aout;
+  }
+}
+
+// #34 P12, #35 D3: `status` shows each host and pool with its heartbeat age (Redis's clock); a
+// decoder that stops beating (stopped, not dead: the supervisor does not restart it) is "dead: no
+// heartbeat for N s" within a few seconds, and a run whose jobs wait for decode is "stalled: no
+// live pool for decode", not "(running)".  It finishes once the decoder goes on.
+TEST(StatusPools, AStoppedDecoderIsDeadAndItsStageStalled) {
+  ts::TempDir dir;
+  Stack st(dir.path());
+  pid_t decoder = -1;
+  const json stack = st.stack();
+  for (const auto& p : stack["processes"])
+    if (p["name"] == "decoder-dec") decoder = p["pid"].get<int>();
+  ASSERT_GT(decoder, 0) << stack.dump();
+  auto text = [&](const std::string& args) { return ts::sh(st.cli() + " " + args + " 2>&1").second; };
+  ASSERT_TRUE(ts::wait_for(
+      [&] {
+        const std::string out = text("status");
+        return out.find("hosts and pools") != std::string::npos &&
+               out.find("dec ") != std::string::npos &&
+               out.find("dead") == std::string::npos;
+      },
+      10))
+      << text("status");
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{decoder};
+  ASSERT_EQ(::kill(decoder, SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  std::regex dead(R"(dec\s+decode\s+dead: no heartbeat for [0-9.]+ s)");
+  ASSERT_TRUE(ts::wait_for([&] { return std::regex_search(text("status"), dead); }, 10))
+      << text("status");
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, std::chrono::seconds(6));
+  const fs::path b = st.write("b.jsonl", batch(2));
+  ASSERT_EQ(
+      ts::sh(st.cli() + " run " + b.string() + " --run-id stall --background >/dev/null 2>&1").first,
+      0);
+  ASSERT_TRUE(ts::wait_for(
+      [&] {
+        const json s = st.status("stall");
+        return s.contains("stalled") && !s["stalled"].empty();
+      },
+      30))
+      << st.status("stall").dump(2);
+  const json s = st.status("stall");
+  EXPECT_NE(s["stalled"][0].get<std::string>().find("stalled: no live pool for decode: dec (dead: "
+                                                    "no heartbeat for"),
+            std::string::npos)
+      << s.dump(2);
+  bool dec_dead = false;
+  for (const auto& p : s["pools"])
+    if (p["pool"] == "dec") dec_dead = !p["live"].get<bool>() && p["heartbeat_age_s"].get<double>() > 2;
+  EXPECT_TRUE(dec_dead) << s["pools"].dump();
+  const std::string out = text("status stall");
+  EXPECT_NE(out.find("(stalled)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("(running)"), std::string::npos) << out;
+  EXPECT_NE(out.find("stalled: no live pool for decode"), std::string::npos) << out;
+  ::kill(decoder, SIGCONT);
+  EXPECT_EQ(ts::sh(st.cli() + " wait stall --timeout 60 >/dev/null 2>&1").first, 0);
+  EXPECT_TRUE(ts::wait_for([&] { return !std::regex_search(text("status"), dead); }, 10));
+}
+
+// #34 P14: while Redis is down every service loop fails every 200 ms; that is a few lines per
+// service (one per kind of error per 10 s, and one when it works again), not five a second each.
+TEST(RedisOutage, LogLinesAreRateLimited) {
+  ts::TempDir dir;
+  ts::RedisServer redis;  // a shared Redis the stack does not own: stopped and started here
+  ASSERT_TRUE(redis.ok());
+  json cfg = json::parse(R"({"name": "outage", "queue": {"block_ms": 50},
+      "hosts": [{"name": "local"}],
+      "pools": [
+        {"name": "enc", "host": "local", "stage": "encode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "s0", "host": "local", "stage": "sample", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}},
+        {"name": "dec", "host": "local", "stage": "decode", "profiles": {"default": {"kind": "fixed", "seconds": 0.01}}}]})");
+  cfg["state_dir"] = (dir.path() / "state").string();
+  cfg["redis"] = {{"host", "127.0.0.1"}, {"port", redis.port()}, {"embedded", false}};
+  const fs::path config = dir.path() / "cluster.json";
+  std::ofstream(config) << cfg.dump(2);
+  const std::string cli = h3pipe_cli() + " --config " + config.string();
+  auto [rc, out] = ts::sh(cli + " start 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  struct Stop {
+    std::string cli;
+    ~Stop() { ts::sh(cli + " stop >/dev/null 2>&1"); }
+  } stop{cli};
+  const std::vector<std::string> logs = {"encoder-enc.log", "sampler-s0.log", "decoder-dec.log"};
+  auto lines = [&](const std::string& name) {
+    std::ifstream in(dir.path() / "state" / "logs" / name);
+    std::size_t n = 0;
+    for (std::string l; std::getline(in, l);) ++n;
+    return n;
+  };
+  std::map<std::string, std::size_t> before;
+  for (const auto& l : logs) before[l] = lines(l);
+  redis.stop(SIGTERM);
+  // The outage itself: four seconds of every loop failing (20 failed steps each).
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  ASSERT_TRUE(redis.restart());
+  // Back: a run goes through every stage (and every loop has said it works again).
+  const fs::path b = dir.path() / "b.jsonl";
+  std::ofstream(b) << batch(1);
+  auto [rrc, rout] = ts::sh(cli + " run " + b.string() + " --run-id back --background 2>&1");
+  ASSERT_EQ(rrc, 0) << rout;
+  EXPECT_EQ(ts::sh(cli + " wait back --timeout 60 >/dev/null 2>&1").first, 0);
+  for (const auto& l : logs) {
+    std::ifstream in(dir.path() / "state" / "logs" / l);
+    const std::string text{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_LE(lines(l) - before[l], 10u) << l << ":\n" << text;
+    EXPECT_NE(text.find("working again after"), std::string::npos) << l << ":\n" << text;
   }
 }
 
