@@ -11,7 +11,9 @@ host a the operator's CLI runs, with the hosts' aliases in an ssh client config
   1. `start --all`: both hosts' stacks start over ssh (control host first) and preflight passes
      on each; exit 0.
   2. a batch runs: every job's MP4 lands on b.
-  3. `start --all` again: refused on each host (one stack per state dir), exit 1, nothing new.
+  3. `start --all` again: each host answers "already running" (its own stack of this config),
+     exit 0, preflight runs, no process changes (#34 P6).  Then after `stop --all`, host a started
+     by hand and `start --all`: a stays as it is, b starts, exit 0.
   4. `stop --all`: exit 0, and every service process either host ran has exited.
 
 Usage: fleet_ssh_netns.py --bin BUILD/bin [--jobs 4]
@@ -149,8 +151,27 @@ def inner(a):
             check(c.wait_done(run, a.stall_s), "the batch finished")
             check(len(c.outputs(run)) == a.jobs, "%d of %d MP4s on host b" % (len(c.outputs(run)), a.jobs))
             rc2, out2 = c.fleet("start")
-            check(rc2 == 1 and "already runs" in out2, "a second start --all is refused on each host (exit %d)" % rc2)
-            check(sorted(c.processes()) == sorted(procs), "the refused start changed no process")
+            check(rc2 == 0 and out2.count("(already running)") == 2,
+                  "a second start --all: both hosts already running, exit %d" % rc2)
+            check("every host started and passed preflight" in out2, "the second start --all ran preflight")
+            check(sorted(c.processes()) == sorted(procs), "the second start --all changed no process")
+            # A partial start: host a up (started by hand), b down; start --all starts the rest.
+            rc3, out3 = c.fleet("stop")
+            check(rc3 == 0 and not c.processes(), "stop --all before the partial start (exit %d)" % rc3)
+            r = subprocess.run(["ssh", "-F", c.ssh_config, "-o", "BatchMode=yes", "h3-a", c.h3, "start",
+                                "--host", "a", "--config", c.config],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+            chaos.log(r.stdout)
+            check(r.returncode == 0, "host a started by hand (exit %d)" % r.returncode)
+            by_hand = c.processes()
+            check({h for h, _, _ in by_hand} == {"a"}, "only host a runs: %s" % sorted({h for h, _, _ in by_hand}))
+            rc4, out4 = c.fleet("start")
+            chaos.log(out4)
+            check(rc4 == 0 and out4.count("(already running)") == 1,
+                  "start --all after a partial start: a already running, b started, exit %d" % rc4)
+            procs = c.processes()
+            check({h for h, _, _ in procs} == {"a", "b"}, "both hosts run services again")
+            check(sorted(p for p in procs if p[0] == "a") == sorted(by_hand), "host a's processes were left as they were")
         rc, out = c.fleet("stop")
         chaos.log(out)
         check(rc == 0, "stop --all exits 0 (exit %d)" % rc)
