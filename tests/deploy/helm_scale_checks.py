@@ -111,6 +111,8 @@ class ScaleInChecks:
         v = r.values
         cluster = json.loads(r.get("ConfigMap", f"{self.fullname(r)}-config")["data"]["cluster.json"])
         redis_sts = r.get("StatefulSet", f"{self.fullname(r)}-redis")
+        if not v["redis"]["sentinel"]["enabled"] or v["redis"]["external"]["enabled"]:
+            self.assertEqual(r.kind("PodDisruptionBudget"), [], "a budget only for the bundled Sentinel set")
         if not v["redis"]["sentinel"]["enabled"]:
             self.assertNotIn("sentinel", cluster["redis"])
             self.assertFalse([s for s in r.kind("StatefulSet") if "sentinel" in s["metadata"]["name"]])
@@ -178,6 +180,19 @@ class ScaleInChecks:
         pw = [x for x in vols.values() if x.get("secret")][0]["secret"]
         self.assertEqual({i["key"] for i in pw["items"]}, {"redis-admin.password", "redis-sentinel.password"},
                          "a Sentinel holds the admin's and its own users' passwords only")
+        # Disruption budgets (#36 item 3): a drain evicts one Redis pod at a time and keeps a majority
+        # of the Sentinels (at least the quorum), each budget selecting exactly its StatefulSet's pods.
+        pdbs = {p["metadata"]["name"]: p for p in r.kind("PodDisruptionBudget")}
+        self.assertEqual(len(pdbs), 2, list(pdbs))
+        for target, want in ((redis_sts, {"maxUnavailable": 1}),
+                             (sts, {"minAvailable": max(sv["sentinels"] // 2 + 1, sv["quorum"])})):
+            pdb = pdbs.get(target["metadata"]["name"])
+            self.assertIsNotNone(pdb, f"no PodDisruptionBudget named {target['metadata']['name']}: {list(pdbs)}")
+            self.assertEqual(pdb["apiVersion"], "policy/v1")
+            self.assertEqual(pdb["spec"]["selector"], target["spec"]["selector"])
+            labels = target["spec"]["template"]["metadata"]["labels"]
+            self.assertTrue(all(labels.get(k) == x for k, x in pdb["spec"]["selector"]["matchLabels"].items()))
+            self.assertEqual({k: x for k, x in pdb["spec"].items() if k != "selector"}, want)
 
 
 def free_port():
@@ -219,9 +234,12 @@ class SentinelScriptsTest(unittest.TestCase):
                 f.write(text)
         self.secrets = os.path.join(self.work, "secrets")
         os.makedirs(self.secrets, mode=0o700)
+        # Passwords with what a config file must quote (#36 item 3): a double quote, a backslash, a
+        # space, a single quote, $ and a backquote; replication (masterauth) and Sentinel's
+        # auth-pass / sentinel-pass break on an unquoted one.
         for u in ("encoder", "sampler", "decoder", "transfer", "operator", "keda", "admin", "sentinel"):
             with open(os.path.join(self.secrets, f"redis-{u}.password"), "w") as f:
-                f.write(f"pw-{u}-{os.getpid()}\n")
+                f.write(f"pw-{u}-{os.getpid()} \"q\\ 'a' $HOME `x`\n")
         self.redis_ports = [free_port(), free_port()]
         self.sentinel_ports = [free_port() for _ in range(3)]
         self.sentinels = " ".join(f"localhost:{p}" for p in self.sentinel_ports)
@@ -260,6 +278,74 @@ class SentinelScriptsTest(unittest.TestCase):
 
     def primary(self, sentinel_port):
         return self.cli(sentinel_port, "h3pipe-sentinel", "SENTINEL", "get-master-addr-by-name", "h3").split()
+
+    def start_sentinel(self, port, monitors):
+        """A real Sentinel through the chart's sentinel.sh that monitors `monitors` (a node nothing
+        listens on: it names it, as it would a primary it has not yet seen fail)."""
+        d = os.path.join(self.work, f"sentinel-{port}")
+        p = self.spawn(["sh", os.path.join(self.conf, "sentinel.sh")], {
+            "SENTINEL_ANNOUNCE_HOST": "127.0.0.1", "SENTINEL_PORT": str(port), "SENTINEL_ADDRESSES": "",
+            "REDIS_NODES": monitors, "REDIS_SECRETS_DIR": self.secrets, "SENTINEL_DIR": d,
+            "SENTINEL_MASTER": "h3"}, f"sentinel-{port}.log")
+        wait_for(f"the Sentinel on {port} naming {monitors}",
+                 lambda: self.primary(port) == monitors.split(":"), 15)
+        return p
+
+    def node_decides(self):
+        """redis-node.sh's decision with the three configured Sentinels (the entrypoint stubbed to
+        record its arguments): (exit status, its replication.conf or None, its stderr)."""
+        d = os.path.join(self.work, "decide")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        stub = os.path.join(d, "entrypoint.sh")
+        with open(stub, "w") as f:
+            f.write('echo "$@" > "$(dirname "$0")/args"\n')
+        env = dict(os.environ, REDIS_SECRETS_DIR=self.secrets, REDIS_ACL_DIR=os.path.join(d, "acl"),
+                   REDIS_ANNOUNCE_HOST="127.0.0.1", REDIS_ANNOUNCE_PORT=str(self.redis_ports[1]),
+                   REDIS_BOOTSTRAP_PRIMARY=f"127.0.0.1:{self.redis_ports[0]}", SENTINEL_MASTER="h3",
+                   SENTINEL_ADDRESSES=" ".join(f"127.0.0.1:{p}" for p in self.sentinel_ports),
+                   REDIS_ENTRYPOINT=stub, REDIS_MAJORITY_WAIT_S="1")
+        r = subprocess.run(["sh", os.path.join(self.conf, "redis-node.sh")], env=env, capture_output=True,
+                           text=True, timeout=60)
+        conf = os.path.join(d, "acl", "replication.conf")
+        if not os.path.exists(conf):
+            return r.returncode, None, r.stderr
+        with open(conf) as f:
+            return r.returncode, f.read(), r.stderr
+
+    def test_a_node_follows_only_a_majority_of_all_configured_sentinels(self):
+        a, b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        s1, s2, s3 = self.sentinel_ports  # s3 never runs: one of three configured is down
+        # Two of three name A: a majority of all three; the node starts as A's replica.
+        p1 = self.start_sentinel(s1, a)
+        p2 = self.start_sentinel(s2, a)
+        rc, conf, err = self.node_decides()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("replicaof %s %s" % tuple(a.split(":")), conf, err)
+        self.assertIn("2 of 3 Sentinels name the primary h3 " + a, err)
+        # The admin password (a double quote, a backslash, spaces) quoted as one argument.
+        self.assertIn('masterauth "pw-admin-%d \\"q\\\\ \'a\' $HOME `x`"' % os.getpid(), conf)
+        # One of three answers (the other two down): the most common answer of those that replied
+        # would be A; without a majority of all three the node does not start (exit 1, said why).
+        os.killpg(p2.pid, signal.SIGKILL)
+        p2.wait()
+        rc, conf, err = self.node_decides()
+        self.assertEqual(rc, 1, err)
+        self.assertIsNone(conf)
+        self.assertIn("no majority of the 3 Sentinels (2) names one primary h3", err)
+        # Two answer but disagree (one not yet told of a failover): no majority either.
+        self.start_sentinel(s2, b)
+        rc, conf, err = self.node_decides()
+        self.assertEqual(rc, 1, err)
+        self.assertIn("no majority", err)
+        # None answers (the set's first start): the bootstrap primary.
+        for p in (p1, self.procs[-1]):
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        rc, conf, err = self.node_decides()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("replicaof 127.0.0.1 %d" % self.redis_ports[0], conf)
+        self.assertIn("REDIS_BOOTSTRAP_PRIMARY", err)
 
     def test_failover_with_the_charts_scripts(self):
         old, new = self.redis_ports

@@ -36,6 +36,9 @@ for f in redis-admin.password redis-sentinel.password; do
   fi
 done
 admin=$(line "$secrets/redis-admin.password")
+# The password as one double-quoted config argument (\ and " escaped), so that spaces, quotes and
+# backslashes in it reach Sentinel as they are.
+quoted() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
 
 cli() {  # HOST:PORT ARGS...: one command as redis-admin, the raw reply on one line, or nothing
   hp=$1
@@ -81,12 +84,12 @@ sentinel announce-ip $self
 sentinel announce-port $port
 sentinel monitor $master $primary ${SENTINEL_QUORUM:-2}
 sentinel auth-user $master redis-admin
-sentinel auth-pass $master $admin
+sentinel auth-pass $master $(quoted "$admin")
 sentinel down-after-milliseconds $master ${SENTINEL_DOWN_AFTER_MS:-5000}
 sentinel failover-timeout $master ${SENTINEL_FAILOVER_TIMEOUT_MS:-60000}
 sentinel parallel-syncs $master 1
 sentinel sentinel-user redis-admin
-sentinel sentinel-pass $admin
+sentinel sentinel-pass $(quoted "$admin")
 user default off resetpass
 user redis-admin on #$(digest "$secrets/redis-admin.password") ~* &* +@all
 user h3pipe-sentinel on #$(digest "$secrets/redis-sentinel.password") resetchannels -@all +ping +sentinel|get-master-addr-by-name +sentinel|sentinels +sentinel|replicas +sentinel|master &+switch-master +subscribe +unsubscribe
