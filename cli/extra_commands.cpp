@@ -1,7 +1,9 @@
 // Subcommands whose logic lives in other modules: one declarative list.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "cli/cli.h"
 #include "common/artifacts/artifacts.h"
@@ -16,6 +18,7 @@
 #include "common/schedule/config_adapt.h"
 #include "common/schedule/plan.h"
 #include "common/schedule/receipts.h"
+#include "common/state/receipts.h"
 #include "common/transfer/keys.h"
 
 namespace h3pipe::cli {
@@ -151,18 +154,39 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
 
 namespace {
 
-// Receipts of a run: <output_root>/<run>/*.pipeline.json.
-Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::string& run_id) {
+// Receipts of a run: those Redis keeps beside the run (state/receipts.h), the same on every host
+// of the cluster (issue #34 P8), then <output_root>/<run>/*.pipeline.json for any job Redis holds
+// none for (a receipt over the size bound, a run older than the copy, no Redis reachable).  In
+// job id order: the same receipts give the same report wherever it runs.
+Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::string& run_id,
+                                                  const char* command) {
   auto c = load_cluster(g);
   if (!c.ok()) return c.error();
   auto dir = artifacts::join_under(c->output_root, {run_id});
   if (!dir.ok()) return dir.error();
+  std::map<std::string, nlohmann::json> by_job;
+  std::string redis_error;
+  if (auto redis = connect(g, *c); !redis.ok()) {
+    redis_error = redis.error().message;
+  } else if (auto held = state::receipts(**redis, run_id); !held.ok()) {
+    redis_error = held.error().message;
+  } else {
+    for (auto& [job, text] : *held) {
+      auto j = json_reader::parse_json(text, "receipt of " + job + " in Redis", errc::report::kNone);
+      if (j.ok())
+        by_job[job] = std::move(*j);
+      else
+        fmt::print(stderr, "warning: receipt left out: {}\n", j.error().message);
+    }
+  }
   std::vector<nlohmann::json> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(*dir, ec)) {
     if (e.path().string().size() < 14 ||
         e.path().string().substr(e.path().string().size() - 14) != ".pipeline.json")
       continue;
+    const std::string stem = e.path().filename().string();
+    if (by_job.count(stem.substr(0, stem.size() - 14))) continue;  // Redis's copy
     // A receipt that cannot be read is left out, with why (issue #35 D2: a deep one once
     // overflowed the stack of whoever read it).
     auto text = read_bounded_file(e.path(), {"a receipt", kMaxJsonFileBytes});
@@ -173,8 +197,36 @@ Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::st
     else
       fmt::print(stderr, "warning: receipt left out: {}\n", j.error().message);
   }
-  if (out.empty()) return make_error(errc::report::kNone, "no receipts under {}", dir->string());
-  return out;
+  if (by_job.empty() && out.empty())
+    return make_error(errc::report::kNone, "no receipts of run {} in Redis{} or under {}", run_id,
+                      redis_error.empty() ? "" : " (" + redis_error + ")", dir->string());
+  if (!redis_error.empty())
+    fmt::print(stderr, "{}: Redis not read ({}); the receipts under {} only\n", command,
+               redis_error, dir->string());
+  // Redis's receipts in job id order, then those only on this disk in job id order.
+  const auto job_of = [](const nlohmann::json& j) {
+    const auto it = j.is_object() ? j.find("jobId") : j.end();
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const nlohmann::json& a, const nlohmann::json& b) {
+    return job_of(a) < job_of(b);
+  });
+  std::vector<nlohmann::json> all;
+  all.reserve(by_job.size() + out.size());
+  for (auto& [_, j] : by_job) all.push_back(std::move(j));
+  for (auto& j : out) all.push_back(std::move(j));
+  return all;
+}
+
+// The config a command plans with, loaded as every command loads it (the field's path in the
+// message): false and rc 2 when it does not load (README: 2, bad config, nothing done).
+bool config_loads(const std::string& file, const char* command, int& rc) {
+  if (file.empty()) return true;
+  auto c = runtime::load_config(file);
+  if (c.ok()) return true;
+  fmt::print(stderr, "{}: {}\n", command, c.error().message);
+  rc = 2;
+  return false;
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -248,37 +300,41 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
   l->add_option("--min-samples", learn.min_samples);
   l->add_flag("--json", learn.json);
   l->callback([&rc, &g] {
-    auto r = read_receipts(g, learn_run);
+    // The receipts came from the stack that runs here: update its config, or the embedded one.
+    learn.config = config_file_in_use(g);
+    if (!config_loads(learn.config, "profile learn", rc)) return;
+    if (learn.config.empty()) learn.config_text = config::embedded_default_text();
+    auto r = read_receipts(g, learn_run, "profile learn");
     if (!r.ok()) {
       fmt::print(stderr, "{}\n", r.error().message);
       rc = 1;
       return;
     }
     learn.receipts = std::move(*r);
-    // The receipts came from the stack that runs here: update its config, or the embedded one.
-    learn.config = config_file_in_use(g);
-    if (learn.config.empty()) learn.config_text = config::embedded_default_text();
     rc = schedule::run_profile_learn(learn, std::cout, std::cerr);
   });
 
   static schedule::ReportArgs report;
   static std::string report_run;
   auto* rep = app.add_subcommand(
-      "report", "the measured Gantt of a run and, with --config, plan against actual");
+      "report", "the measured Gantt of a run and, with a config, plan against actual");
   rep->add_option("run_id", report_run)->required();
   rep->add_option("--svg", report.svg, "measured Gantt SVG");
   rep->add_option("--plan-svg", report.plan_svg, "planned Gantt SVG");
   rep->add_option("--policy", report.policy);
   rep->add_flag("--json", report.json);
   rep->callback([&rc, &g] {
-    auto r = read_receipts(g, report_run);
+    // --config, else the config the stack running here was started with (its stack.json): the
+    // plan and the job classes are that config's (issue #34 P10).
+    report.config = config_file_in_use(g);
+    if (!config_loads(report.config, "report", rc)) return;
+    auto r = read_receipts(g, report_run, "report");
     if (!r.ok()) {
       fmt::print(stderr, "{}\n", r.error().message);
       rc = 1;
       return;
     }
     report.receipts = std::move(*r);
-    report.config = g.config_file;
     rc = schedule::run_report(report, std::cout, std::cerr);
   });
 }

@@ -48,7 +48,7 @@ Status DiskFiles::fits(const fs::path& lat, const latent::Expected& want) {
   return {};
 }
 
-Status DiskFiles::write_receipt(const pb::StageTask& t, const pb::StageRecord& own) {
+Result<std::string> DiskFiles::write_receipt(const pb::StageTask& t, const pb::StageRecord& own) {
   const auto& c = cluster_;
   auto path = paths::receipt(c, t.run_id(), t.job_id());
   if (!path.ok()) return path.error();
@@ -95,7 +95,7 @@ Status DiskFiles::write_receipt(const pb::StageTask& t, const pb::StageRecord& o
     // engine's failed-attempt path, which records it as the job's reason.
     return rephrase(w.error(), "receipt: {}", w.error().message);
   }
-  return {};
+  return json;
 }
 
 }  // namespace h3pipe::worker

@@ -28,7 +28,7 @@ class DiskFiles final : public Files {
   Result<std::uint64_t> size(const std::filesystem::path& p) override;
   Status make_dirs(const std::filesystem::path& root, const std::filesystem::path& dir) override;
   Status fits(const std::filesystem::path& latent, const latent::Expected& want) override;
-  Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own) override;
+  Result<std::string> write_receipt(const pb::StageTask& t, const pb::StageRecord& own) override;
 
  private:
   const config::Cluster& cluster_;

@@ -9,6 +9,7 @@
 #include "common/logging/log.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
+#include "common/state/receipts.h"
 
 namespace {
 
@@ -372,6 +373,7 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t,
   JobState to = JobState::kDone;
   std::string next_stream;
   bool via_transfer = false;
+  std::string receipt;  // the last stage's receipt, kept in Redis with its completion
   switch (stage_.stage) {
     case pb::STAGE_ENCODE:
       next.set_stage(pb::STAGE_SAMPLE);
@@ -396,8 +398,9 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t,
       break;
     }
     default: {
-      if (auto w = files_.write_receipt(t, rec); !w.ok())
-        return fail_attempt(c, t, rec.attempts(), w.error());
+      auto w = files_.write_receipt(t, rec);
+      if (!w.ok()) return fail_attempt(c, t, rec.attempts(), w.error());
+      receipt = std::move(*w);
       break;
     }
   }
@@ -410,6 +413,11 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t,
   // wrote:<stage> counts the executions that committed the output (the chaos test's duplicate
   // check): recorded even when the job was already past this stage.
   if (wrote) state::Store::count_written(m, stage_.stage);
+  // The receipt beside the run in Redis, in the completion's own step: `report`, `profile learn`
+  // and `resume` read it from any host (issue #34 P8).  One too large stays on this disk only.
+  if (!receipt.empty() && !state::attach_receipt(m, receipt))
+    logger().warn("run={} job={}: receipt of {} bytes kept on this host's disk only (over {})", run,
+                  job, receipt.size(), state::kReceiptMaxBytes);
   auto moved = ledger_.apply(m, c.entry_id);
   if (!moved.ok()) return moved.error();
   if (via_transfer && routing_.nudge && moved->code != Applied::kRefused)

@@ -93,8 +93,10 @@ class Files {
   // The decode input fits the job's profile and size (latent::read_latent).
   virtual Status fits(const std::filesystem::path& latent, const latent::Expected& want) = 0;
   // JOB.pipeline.json from the job's history and this stage's record (the last stage, before
-  // it acks).
-  virtual Status write_receipt(const pb::StageTask& t, const pb::StageRecord& own) = 0;
+  // it acks).  Returns the receipt's JSON text as written: the completion move keeps it in Redis
+  // too (state/receipts.h), so every host reads it.
+  virtual Result<std::string> write_receipt(const pb::StageTask& t,
+                                            const pb::StageRecord& own) = 0;
 };
 
 // The runtime call.

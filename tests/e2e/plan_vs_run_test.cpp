@@ -19,9 +19,12 @@ struct Outcome {
   double worst_start_error = 1;
   int assignment_differences = -1;
   std::string worst_start_at;
+  // With learn: `report` without --config (the stack's config, issue #34 P10) and the report of
+  // the run against the config `profile learn` wrote from it (P9).
+  json bare_report, learned_report;
 };
 
-Outcome plan_and_run(const json& cfg, int jobs) {
+Outcome plan_and_run(const json& cfg, int jobs, bool learn = false) {
   ts::TempDir dir;
   json c = cfg;
   c["state_dir"] = (dir.path() / "state").string();
@@ -40,14 +43,31 @@ Outcome plan_and_run(const json& cfg, int jobs) {
   auto [rc, out] = ts::sh(cli + " run " + (dir.path() / "b.jsonl").string() + " 2>/dev/null");
   std::string run = out.substr(0, out.find('\n'));
   auto [rrc, rep] = ts::sh(cli + " report " + run + " --json");
+  json bare, learned;
+  if (learn) {
+    const std::string state = "--state-dir " + c["state_dir"].get<std::string>();
+    bare = json::parse(ts::sh(ts::bin("h3pipe") + " " + state + " report " + run + " --json").second,
+                       nullptr, false);
+    const std::string out = (dir.path() / "learned.json").string();
+    auto [lrc, lout] = ts::sh(cli + " profile learn " + run + " --min-samples 1 -o " + out);
+    EXPECT_EQ(lrc, 0) << lout;
+    learned = json::parse(
+        ts::sh(ts::bin("h3pipe") + " --config " + out + " report " + run + " --json").second,
+        nullptr, false);
+  }
   ts::sh(cli + " stop >/dev/null 2>&1");
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(rrc, 0) << rep;
   json r = json::parse(rep, nullptr, false);
   if (r.is_discarded()) return {};
-  return {r["planned"]["makespan_s"].get<double>(), r["measured"]["makespan_s"].get<double>(),
-          r["prediction_error"].get<double>(),      r["worst_start_error"].get<double>(),
-          r["assignment_differences"].get<int>(),   r["worst_start_at"].get<std::string>()};
+  return {r["planned"]["makespan_s"].get<double>(),
+          r["measured"]["makespan_s"].get<double>(),
+          r["prediction_error"].get<double>(),
+          r["worst_start_error"].get<double>(),
+          r["assignment_differences"].get<int>(),
+          r["worst_start_at"].get<std::string>(),
+          bare,
+          learned};
 }
 
 json rehearsal() {
@@ -59,12 +79,24 @@ json rehearsal() {
 }  // namespace
 
 TEST(PlanVsRun, PredictionWithinThreePercentOnThreeHeterogeneousPools) {
-  auto o = plan_and_run(rehearsal(), 12);
+  auto o = plan_and_run(rehearsal(), 12, true);
   ASSERT_GT(o.measured_s, 0);
   EXPECT_LE(std::abs(o.planned_s - o.measured_s) / o.measured_s, 0.03)
       << "planned " << o.planned_s << " s, measured " << o.measured_s << " s";
   // The plan is the ideal pipelined schedule of this topology; the run may not be much slower.
   EXPECT_LE(o.measured_s / o.planned_s, 1.03);
+  // Without --config, report plans with the config the stack runs and names the class from it
+  // (issue #34 P10: it planned nothing and named every job "default").
+  ASSERT_TRUE(o.bare_report.is_object()) << o.bare_report;
+  ASSERT_TRUE(o.bare_report.contains("planned")) << o.bare_report.dump();
+  EXPECT_NEAR(o.bare_report["planned"]["makespan_s"].get<double>(), o.planned_s, 1e-6);
+  for (const auto& p : o.bare_report["pools"])
+    EXPECT_TRUE(p["classes"].contains("small")) << p.dump();
+  // The profiles learned from this run at time_scale 0.01 plan it again (issue #34 P9: the
+  // learned config planned 1/100 of the stage times).
+  ASSERT_TRUE(o.learned_report.is_object()) << o.learned_report;
+  EXPECT_LE(std::abs(o.learned_report["prediction_error"].get<double>()), 0.05)
+      << o.learned_report["planned"].dump() << " against " << o.learned_report["measured"].dump();
 }
 
 TEST(PlanVsRun, CompletionTimeBeatsFirstFreeOnAHeterogeneousTail) {

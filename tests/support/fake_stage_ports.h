@@ -38,6 +38,7 @@ struct Job {
   long long exec = 0, wrote = 0;
   std::string handed_back;  // why it was handed back at scale-in
   std::vector<pb::StageRecord> history;
+  std::string receipt;  // the receipt the completion kept in Redis (state/receipts.h)
 };
 
 // The ledger in memory: the same table, the same counters, an entry set standing for the PEL.
@@ -126,6 +127,8 @@ class MemoryLedger final : public worker::Ledger {
         j.wrote++;
       else if (c[0] == "RPUSH")
         j.history.emplace_back();
+      else if (c[0] == "HSET" && c[1].ends_with(":receipts"))
+        j.receipt = c[3];
     }
   }
 };
@@ -153,10 +156,11 @@ class MemoryFiles final : public worker::Files {
     if (fit) return {};
     return make_error(errc::latent::kProfile, "{}: another profile", p.string());
   }
-  Status write_receipt(const pb::StageTask&, const pb::StageRecord&) override {
+  Result<std::string> write_receipt(const pb::StageTask& t, const pb::StageRecord&) override {
     ++receipts;
-    return {};
+    return std::string(receipt_text.empty() ? "{\"jobId\":\"" + t.job_id() + "\"}" : receipt_text);
   }
+  std::string receipt_text;  // what write_receipt returns (default: a small JSON naming the job)
 };
 
 // A stage stream in memory: entries in order; a take() moves the first into the ledger's pending

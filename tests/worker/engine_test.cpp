@@ -11,6 +11,7 @@
 
 #include "common/queue/keys.h"
 #include "common/state/job_state.h"
+#include "common/state/receipts.h"
 #include "tests/support/fake_stage_ports.h"
 
 using namespace h3pipe;
@@ -336,6 +337,19 @@ TEST(StageEngine, TheDecodeWritesTheReceiptThenFinishesTheJob) {
   EXPECT_EQ(rig.files.receipts, 1);
   EXPECT_EQ(rig.ledger.jobs["j"].state, JobState::kDone);
   EXPECT_TRUE(rig.ledger.enqueued.empty());
+  // The receipt goes into Redis with the completion (issue #34 P8: read from any host).
+  EXPECT_EQ(rig.ledger.jobs["j"].receipt, R"({"jobId":"j"})");
+}
+
+TEST(StageEngine, AReceiptOverTheBoundStaysOnDiskOnlyAndTheJobStillFinishes) {
+  Rig rig(config::StageKind::kDecode);
+  rig.files.sha["/art/r1/j/latent.h3latent"] = "l";
+  rig.files.receipt_text = std::string(state::kReceiptMaxBytes + 1, ' ');
+  auto o = rig.engine->process(rig.claim(pb::STAGE_DECODE, "j", JobState::kDecode), 0);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(*o, Outcome::kCompleted);
+  EXPECT_EQ(rig.ledger.jobs["j"].state, JobState::kDone);
+  EXPECT_EQ(rig.ledger.jobs["j"].receipt, "");
 }
 
 TEST(StageEngine, ALatentForAnotherHostIsRecordedBeforeTheAckAndAnnouncedAfterIt) {
