@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "common/core/bounded_file.h"
 #include "common/queue/keys.h"
 #include "common/queue/server.h"
+#include "common/schedule/profile_check.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
 #include "common/state/state.h"
@@ -91,6 +93,14 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background,
                    conflicts->size(), run_id);
     return fail(e);
   }
+  // Sim pools that would run the batch's classes in 0 s: said, not refused (issue #34 P11).
+  std::set<std::string> classes;
+  for (const auto& s : batch.specs) classes.insert(spec::job_class(s, *c));
+  const std::string in_use = config_file_in_use(g);
+  if (const std::string w = schedule::zero_profile_warning(
+          *c, classes, in_use.empty() ? "(the embedded default)" : in_use);
+      !w.empty())
+    fmt::print(stderr, "warning: {}\n", w);
   std::vector<std::string> ids;
   for (const auto& s : batch.specs) ids.push_back(s.job_id());
   if (auto s = store.create_run(run_id, ids); !s.ok()) return fail(s.error());
