@@ -175,6 +175,9 @@ void register_comfyui_commands(CLI::App& app, Global& /*g*/, int& rc) {
       rc = 2;
       return;
     }
+    if (!r->moved_aside.empty())
+      fmt::print("moved the h3pipe_nodes that was there aside to {} (ComfyUI skips .disabled)\n",
+                 r->moved_aside.string());
     if (r->action == "unchanged")
       fmt::print("{} is already installed from {}: nothing to do\n", r->dest.string(),
                  io.pack_dir.string());

@@ -18,7 +18,10 @@ struct InstallOptions {
   std::filesystem::path comfyui_dir;
   std::filesystem::path pack_dir;  // the node pack's source folder
   bool symlink = false;            // link instead of copying (a development checkout)
-  bool force = false;              // replace a different h3pipe_nodes already there
+  // Move aside (to custom_nodes/h3pipe_nodes.<time>.disabled) an h3pipe_nodes that is not a
+  // pack install-nodes wrote (its .h3pipe-pack.json lists every file with its SHA-256); such a
+  // folder is never deleted.
+  bool force = false;
 };
 
 struct InstallResult {
@@ -28,6 +31,8 @@ struct InstallResult {
   // Which ComfyUI loads the pack from there: "a ComfyUI started from this checkout without
   // --base-directory ..." or "a ComfyUI started with --base-directory DIR ...".
   std::string loaded_by;
+  // Where a folder that was not a pack install-nodes wrote went (--force), else empty.
+  std::filesystem::path moved_aside;
 };
 
 // Errors: comfyui.install.not_comfyui, comfyui.install.no_pack, comfyui.install.exists
