@@ -213,7 +213,9 @@ int run(int argc, char** argv, const ServiceInfo& info, const Body& body) {
   auto ms = metrics::MetricsServer::start(ctx.bind, metrics_port, ctx.registry);
   if (!ms.ok()) {
     logger().critical("{}", ms.error().message);
-    return 2;
+    // 98 (EADDRINUSE): the supervisor then restarts it on a free port if it had only kept the
+    // port of an earlier run (supervisor.cpp, kExitMetricsPortInUse).
+    return metrics_port > 0 ? 98 : 2;
   }
   auto hs = metrics::HealthServer::start(ctx.bind, health_port);
   if (!hs.ok()) {

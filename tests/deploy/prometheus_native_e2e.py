@@ -14,6 +14,8 @@ writes (issue #34 P5, item 4), and keeps scraping every service after a `kill -9
 4. kill -9 of the encoder and of the transfer service: the supervisor restarts each on the same
    port (stack.json, its run file), the targets file is unchanged, and Prometheus scrapes the new
    process there (a scrape after the restart, healthy).
+5. A kept port another process took while the service was down (the supervisor stopped with
+   SIGSTOP meanwhile): the service is started on a free port again, not crash-looped on it.
 
 Usage: prometheus_native_e2e.py SOURCE_DIR BIN_DIR
 """
@@ -219,6 +221,40 @@ class NativeStackScrape(unittest.TestCase):
                 self.assertTrue(t["scrapeUrl"].endswith(f":{old['metrics_port']}/metrics"), t["scrapeUrl"])
         with open(self.targets) as f:
             self.assertEqual(f.read(), before, "the targets file still names the same ports")
+
+    def test_3_port_taken_while_down(self):
+        """Another process took the kept port while the service was down: the runner exits 98 and
+        the supervisor starts it on a free port again (rather than crash-looping on it)."""
+        with open(os.path.join(self.state, "stack.json")) as f:
+            supervisor = json.load(f)["supervisor_pid"]
+        old = self.stack()["encoder-enc"]
+        squatter = socket.socket()
+        self.addCleanup(squatter.close)
+        os.kill(supervisor, signal.SIGSTOP)  # no restart until the port is taken
+        try:
+            os.kill(old["pid"], signal.SIGKILL)
+            wait_for("the encoder's death", lambda: not os.path.exists(f"/proc/{old['pid']}/cmdline")
+                     or open(f"/proc/{old['pid']}/stat").read().split()[2] == "Z")
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+
+            def take():  # a connection of the dead process may hold the port a moment longer
+                try:
+                    squatter.bind(("127.0.0.1", old["metrics_port"]))
+                    return True
+                except OSError:
+                    return False
+            wait_for("the kept port free to take", take, timeout=30)
+            squatter.listen(1)
+        finally:
+            os.kill(supervisor, signal.SIGCONT)
+        new = wait_for("the encoder on a free port", lambda: (lambda p: p if p["metrics_port"] not in (0, old["metrics_port"])
+                       and p["pid"] != old["pid"] else None)(self.stack()["encoder-enc"]))
+        run = wait_for("its run file", lambda: (lambda r: r if r["pid"] == new["pid"] else None)(self.run_file("encoder-enc")))
+        self.assertEqual(run["metrics_port"], new["metrics_port"])
+        with urllib.request.urlopen(f"http://127.0.0.1:{new['metrics_port']}/metrics", timeout=5) as r:
+            self.assertIn(b"h3pipe_pool_gpus", r.read())
+        with open(os.path.join(self.state, "supervisor.log")) as f:
+            self.assertIn(f"encoder-enc: metrics port {old['metrics_port']} is taken; restarting on a free one", f.read())
 
 
 if __name__ == "__main__":
