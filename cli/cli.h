@@ -138,4 +138,6 @@ void register_prometheus_commands(CLI::App& app, Global& g, int& rc);
 void register_systemd_commands(CLI::App& app, Global& g, int& rc);
 // After `start`: <state_dir>/prometheus/targets.json from the config and the stack's run files.
 void write_prometheus_targets(const config::Cluster& c, const nlohmann::json& stack);
+// credentials init / export (credentials_cmds.cpp): the shared Redis's secrets.
+void register_credentials_commands(CLI::App& app, Global& g, int& rc);
 }  // namespace h3pipe::cli

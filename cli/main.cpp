@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   register_compare_commands(app, g, rc);
   register_prometheus_commands(app, g, rc);
   register_systemd_commands(app, g, rc);
+  register_credentials_commands(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

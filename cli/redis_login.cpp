@@ -142,7 +142,7 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
     addr.port = hp->second;
     addr.sentinels.clear();  // --redis is used as it is
   }
-  if (addr.port == 0 && addr.sentinels.empty())
+  if (addr.port == 0 && addr.sentinels.empty() && !queue::is_unix_socket(addr.host))
     return make_error(errc::cli::kRedis,
                       "no running local stack under {} and the config names no redis port; run "
                       "`h3pipe start` or pass --redis HOST:PORT",

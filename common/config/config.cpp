@@ -218,6 +218,8 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
                 {"password_file", c.redis.password_file},
                 {"embedded", c.redis.embedded},
                 {"credentials_dir", c.redis.credentials_dir},
+                {"managed", c.redis.managed},
+                {"allow_plaintext", c.redis.allow_plaintext},
                 {"wait_replicas", c.redis.wait_replicas},
                 {"wait_timeout_ms", c.redis.wait_timeout_ms}};
   if (!c.redis.sentinel.addresses.empty())

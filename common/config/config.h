@@ -90,6 +90,14 @@ struct Redis {
   // generated.
   std::string credentials_dir;
   bool embedded = true;          // h3pipe start runs a private redis-server
+  // A shared Redis (embedded false) that h3pipe runs: `h3pipe start` on the host whose name or
+  // address is /redis/host starts redis-server (AOF, the ACL users of credentials_dir) and, unless
+  // allow_plaintext, an stunnel TLS server on /redis/port; every other host's start runs an
+  // stunnel client that checks the server's certificate (common/supervisor/redis_plan.h).
+  bool managed = false;
+  // Reach a Redis on another host without TLS (a trusted network only): preflight fails a plain
+  // cross-host Redis unless this is set.
+  bool allow_plaintext = false;
   std::string password() const;  // reads password_file ("" if none)
   // Redis behind Sentinel (embedded false): every process finds the primary through these
   // (docs/foundation.md, "Failover").  host/port are then unused.

@@ -72,6 +72,14 @@ const Table<Redis>& redis_table() {
              "(configs/redis/users.acl)",
              {.path = true, .default_text = "embedded: <state_dir>/secrets, generated"}),
        field("embedded", &Redis::embedded, "h3pipe start runs a private redis-server"),
+       field("managed", &Redis::managed,
+             "embedded false: `h3pipe start` on the host whose name or address is /redis/host "
+             "runs this shared Redis (AOF, the ACL users of credentials_dir, an stunnel TLS "
+             "server on /redis/port); every other host reaches it through an stunnel client "
+             "that checks its certificate (docs/deploy.md, \"Native shared Redis\")"),
+       field("allow_plaintext", &Redis::allow_plaintext,
+             "reach a Redis on another host without TLS (a trusted network only); preflight "
+             "fails a plain cross-host Redis unless set"),
        field("wait_replicas", &Redis::wait_replicas,
              "submissions and stage completions WAIT for this many replicas (0: off)",
              {.imin = 0, .imax = 16}),
@@ -83,8 +91,22 @@ const Table<Redis>& redis_table() {
           ctx.errors.add(
               r.path("sentinel"),
               "a Redis behind Sentinel is not the embedded one: set /redis/embedded to false");
+        if (s.managed && s.embedded)
+          ctx.errors.add(r.path("managed"),
+                         "a managed shared Redis is not the embedded one: set /redis/embedded to "
+                         "false");
+        if (s.managed && r.has("sentinel"))
+          ctx.errors.add(r.path("managed"), "h3pipe does not run a Redis behind Sentinel");
+        if (s.managed && s.credentials_dir.empty())
+          ctx.errors.add(r.path("credentials_dir"),
+                         "required with /redis/managed: the folder `h3pipe credentials init` "
+                         "writes (or `credentials export` copies to this host)");
+        if (s.managed && s.port == 0)
+          ctx.errors.add(r.path("port"),
+                         "required with /redis/managed: the port other hosts reach Redis on");
       },
-      {"sentinel requires embedded false"}};
+      {"sentinel requires embedded false",
+       "managed requires embedded false, no sentinel, credentials_dir and a port"}};
   return t;
 }
 

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <poll.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <mutex>
 #include <string_view>
 
 #include "common/core/sha256.h"
@@ -25,6 +27,18 @@ Result<Reply> take(redisContext* ctx, void* raw) {
 
 // READONLY (a replica, e.g. a primary demoted by a failover, or a DNS name that has not moved
 // yet) and MASTERDOWN (a replica that lost its primary): this is not the primary any more.
+// A write to a Unix socket whose peer has gone (Redis killed) raises SIGPIPE at once, where TCP
+// first reports the reset: a process that talks to Redis on a socket must survive that as an I/O
+// error (redis.io, then a reconnect), so SIGPIPE is ignored unless the process chose a handler.
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL)
+      ::signal(SIGPIPE, SIG_IGN);
+  });
+}
+
 bool not_primary(const redisReply* r) {
   if (!r || r->type != REDIS_REPLY_ERROR) return false;
   const std::string_view m(r->str, r->len);
@@ -82,7 +96,12 @@ void Redis::drop() {
 }
 
 std::string Redis::where() const {
+  if (is_unix_socket(addr_.host)) return "unix:" + addr_.host;
   return fmt::format("{}:{}", addr_.host, addr_.port);
+}
+
+bool is_unix_socket(std::string_view host) {
+  return !host.empty() && host.front() == '/';
 }
 
 Status Redis::find_primary() {
@@ -132,13 +151,16 @@ Status Redis::reconnect() {
   drop();
   if (!addr_.sentinels.empty()) H3_TRY(find_primary());
   timeval tv{addr_.timeout_ms / 1000, (addr_.timeout_ms % 1000) * 1000};
-  ctx_ = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, tv);
+  // A host that is a path is a Unix socket (the local stack's, in its 0700 state dir, issue #35
+  // D1): only its owner can connect, and nobody else can listen there to collect the AUTH.
+  if (is_unix_socket(addr_.host)) ignore_sigpipe();
+  ctx_ = is_unix_socket(addr_.host) ? redisConnectUnixWithTimeout(addr_.host.c_str(), tv)
+                                    : redisConnectWithTimeout(addr_.host.c_str(), addr_.port, tv);
   if (!ctx_ || ctx_->err) {
     std::string why = ctx_ ? ctx_->errstr : "out of memory";
     if (ctx_) redisFree(ctx_);
     ctx_ = nullptr;
-    return make_error(errc::redis::kConnect, "cannot connect to redis at {}:{}: {}", addr_.host,
-                      addr_.port, why);
+    return make_error(errc::redis::kConnect, "cannot connect to redis at {}: {}", where(), why);
   }
   redisSetTimeout(ctx_, tv);
   if (!addr_.password.empty()) {
@@ -149,9 +171,8 @@ Status Redis::reconnect() {
     if (!r.ok()) {
       redisFree(ctx_);
       ctx_ = nullptr;
-      return make_error(errc::redis::kAuth, "redis at {}:{} refused authentication{}: {}",
-                        addr_.host, addr_.port, addr_.user.empty() ? "" : " for user " + addr_.user,
-                        r.error().message);
+      return make_error(errc::redis::kAuth, "redis at {} refused authentication{}: {}", where(),
+                        addr_.user.empty() ? "" : " for user " + addr_.user, r.error().message);
     }
   }
   return {};

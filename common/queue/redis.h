@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/core/result.h"
@@ -26,6 +27,9 @@ struct HostPort {
 };
 
 struct RedisAddress {
+  // A host that begins with '/' is the path of a Unix socket (port unused): the local stack's
+  // Redis or its stunnel client, inside the 0700 state dir (issue #35 D1).  Connecting to one
+  // makes the process ignore SIGPIPE (unless it installed a handler): a dead peer is redis.io.
   std::string host = "127.0.0.1";
   int port = 6379;
   std::string user{};      // ACL user, empty = default
@@ -42,6 +46,9 @@ struct RedisAddress {
   int wait_replicas = 0;
   int wait_timeout_ms = 1000;
 };
+
+// Whether an address's host names a Unix socket (an absolute path).
+bool is_unix_socket(std::string_view host);
 
 // True for the errors after which the connection was dropped and the next command reconnects
 // (and, behind Sentinel, finds the primary again): I/O, and a READONLY/-MASTERDOWN reply.

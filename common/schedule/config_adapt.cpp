@@ -335,10 +335,21 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
       const HostIn* rh = nullptr;
       for (const auto& h : hosts)
         if (!rh && h.roles.count("decode")) rh = &h;
-      redis = {{"host", rh->address}, {"port", 6379}, {"embedded", false}};
+      // The shared Redis is h3pipe's to run (issue #34 item 1): started by that host's
+      // `h3pipe start`, reached by the others through the stunnel TLS hop, with the passwords and
+      // certificates of `h3pipe credentials init` in credentials/ beside the config.
+      redis = {{"host", rh->address},       {"port", 6379},
+               {"embedded", false},         {"managed", true},
+               {"credentials_dir", "credentials"}};
+      out.notes.push_back(fmt::format(
+          "redis: on {} ({}:6379 is its stunnel TLS port), started by `h3pipe start --host {}` "
+          "(or first by `h3pipe start --all`)",
+          rh->name, rh->address, rh->name));
       out.notes.push_back(
-          fmt::format("redis: on {} ({}:6379), started separately (multi-host: not embedded)",
-                      rh->name, rh->address));
+          "credentials: `h3pipe --config CONFIG credentials init` writes credentials/ beside the "
+          "config (Redis passwords, the TLS CA and certificates); for each host, `h3pipe "
+          "--config CONFIG credentials export --host NAME -o DIR` and copy DIR to credentials/ "
+          "beside the config on that host (only the Redis host gets redis-admin)");
     } else {
       redis = {{"host", "127.0.0.1"}, {"port", 0}, {"embedded", true}};
     }
@@ -372,8 +383,11 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
     out.notes.push_back(
         fmt::format("reference {} times: {}", config::stage_name(stage), ref.source));
   if (multi)
-    out.notes.push_back(
-        "transfer keys: keys/<host>.pub|.key next to the config (create them with h3pipe keygen)");
+    for (const auto& h : hosts)
+      out.notes.push_back(fmt::format(
+          "transfer keys of {}: keys/{}.pub and keys/{}.key beside the config: `h3pipe keygen "
+          "--dir keys --name {}` there (every host needs its own pair and its peers' .pub)",
+          h.name, h.name, h.name, h.name));
   c["pools"] = pools;
   if (!links.empty()) c["links"] = links;
   out.config = std::move(c);

@@ -22,6 +22,8 @@ std::string upper(std::string_view s) {
   return out;
 }
 
+}  // namespace
+
 Status make_private_dir(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -49,6 +51,8 @@ Status write_private(const fs::path& path, std::string_view data) {
   }
   return {};
 }
+
+namespace {
 
 Result<std::string> read_password(const fs::path& file) {
   std::ifstream in(file);
@@ -90,6 +94,25 @@ Result<std::string> render_acl(std::string_view tmpl,
   return out;
 }
 
+Result<std::string> random_password() {
+  unsigned char raw[32];
+  if (RAND_bytes(raw, sizeof raw) != 1)
+    return make_error(errc::acl::kRandom, "no random bytes for a Redis password");
+  return sha256_hex(raw, sizeof raw);
+}
+
+Status render_acl_file(const fs::path& secrets, const fs::path& acl_file) {
+  std::vector<std::pair<std::string, std::string>> passwords;
+  for (std::string_view role : kLocalRoles) {
+    auto pw = read_password(user_for(secrets, role).password_file);
+    if (!pw.ok()) return pw.error();
+    passwords.emplace_back(std::string(role), *pw);
+  }
+  auto acl = render_acl(kEmbeddedUsersAcl, passwords);
+  if (!acl.ok()) return acl.error();
+  return write_private(acl_file, *acl);
+}
+
 Result<fs::path> prepare_local_acl(const fs::path& state_dir) {
   const fs::path secrets = secrets_dir(state_dir);
   H3_TRY(make_private_dir(secrets));
@@ -98,11 +121,9 @@ Result<fs::path> prepare_local_acl(const fs::path& state_dir) {
   for (std::string_view role : kLocalRoles) {
     const RedisUser u = user_for(secrets, role);
     if (!fs::exists(u.password_file)) {
-      unsigned char raw[32];
-      if (RAND_bytes(raw, sizeof raw) != 1)
-        return make_error(errc::acl::kRandom, "no random bytes for the Redis password of {}",
-                          u.user);
-      H3_TRY(write_private(u.password_file, sha256_hex(raw, sizeof raw) + "\n"));
+      auto pw = random_password();
+      if (!pw.ok()) return pw.error();
+      H3_TRY(write_private(u.password_file, *pw + "\n"));
     }
     auto pw = read_password(u.password_file);
     if (!pw.ok()) return pw.error();

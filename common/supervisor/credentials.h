@@ -34,6 +34,17 @@ RedisUser user_for(const std::filesystem::path& secrets, std::string_view role);
 // users working) and renders the ACL file; returns its path.  Errors: io.*, acl.*.
 Result<std::filesystem::path> prepare_local_acl(const std::filesystem::path& state_dir);
 
+// Renders the ACL file of a Redis h3pipe runs from the password files in `secrets` (every role of
+// kLocalRoles must have one) into `acl_file` (0600).  Errors: acl.*, io.*.
+Status render_acl_file(const std::filesystem::path& secrets, const std::filesystem::path& acl_file);
+
+// A folder created (with its parents) and made 0700.  Errors: io.mkdir, io.chmod.
+Status make_private_dir(const std::filesystem::path& dir);
+// `data` written to a new 0600 file (never widened by the umask), fsynced and renamed over `path`.
+Status write_private(const std::filesystem::path& path, std::string_view data);
+// A new random password (64 hex characters).  Errors: acl.random.
+Result<std::string> random_password();
+
 // Renders an ACL template: each `#@ROLE_SHA256@` becomes `#<sha256 of the password>`, a role
 // without a password is rendered `off resetpass`.  Pure; exposed for tests.
 Result<std::string> render_acl(std::string_view tmpl,

@@ -28,6 +28,7 @@
 #include "common/queue/redis_config.h"
 #include "common/queue/server.h"
 #include "common/supervisor/credentials.h"
+#include "common/supervisor/redis_plan.h"
 #include "common/supervisor/stack_file.h"
 #include "common/supervisor/state_dir.h"
 
@@ -53,13 +54,13 @@ struct Child {
   Clock::time_point next_start{};
   int backoff_ms = 100;
   std::vector<std::string> env{};  // NAME=VALUE added to (or replacing in) the supervisor's
+  int exits = 0;                   // how often it has exited, and how the last time (stack.json)
+  std::string last_exit{};
+  std::filesystem::path unlink_before{};  // a stale socket it listens on (stunnel)
   // Its Prometheus port: the config's, else the one its first run chose (read from its run file,
   // then passed as --metrics-port to every restart, so a scrape target stays valid); 0 = unknown.
   int metrics_port = 0;
 };
-
-// The runner's exit status when it cannot bind the metrics port it was given (runner.cpp).
-constexpr int kExitMetricsPortInUse = 98;
 
 // The metrics port that process `pid` wrote in its run file (0: not written yet).
 int metrics_port_of(const fs::path& run_file, pid_t pid) {
@@ -90,6 +91,7 @@ pid_t spawn(const Child& c) {
   envp.push_back(nullptr);
   for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  if (!c.unlink_before.empty()) ::unlink(c.unlink_before.c_str());
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid != 0) return pid;  // -1 on failure
@@ -106,39 +108,40 @@ pid_t spawn(const Child& c) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGTERM, SIG_DFL);
   ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it (queue/redis.h); its children choose
   ::execve(argv[0], argv.data(), envp.data());
   ::_exit(127);
 }
 
-bool redis_ping(const queue::RedisAddress& a) {
+// "" when Redis answers PING at `a`, else why not.
+std::string redis_problem(const queue::RedisAddress& a) {
   auto r = queue::Redis::connect(a);
-  if (!r.ok()) return false;
-  return queue::ping(**r).ok();
+  if (!r.ok()) return r.error().message;
+  const Status s = queue::ping(**r);
+  return s.ok() ? "" : s.error().message;
+}
+std::string redis_where(const queue::RedisAddress& a) {
+  return queue::is_unix_socket(a.host) ? "unix:" + a.host : fmt::format("{}:{}", a.host, a.port);
+}
+bool redis_ping(const queue::RedisAddress& a) {
+  return redis_problem(a).empty();
 }
 
 fs::path stack_path(const config::Cluster& c) {
   return stack_file(c.state_dir);
 }
 
-// Where the per-service passwords are: generated in the state dir for the embedded Redis, the
-// config's credentials_dir for a shared one ("" = the config's one user for everything).
-fs::path credentials_dir(const config::Cluster& c) {
-  if (c.redis.embedded) return secrets_dir(c.state_dir);
-  return c.redis.credentials_dir;
-}
-
-// How the supervisor itself reaches Redis: the admin user of the credentials, or the config's.
-queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port) {
-  queue::RedisAddress a = queue::address_of(c.redis);  // a shared Redis: its host/port or Sentinel
-  if (c.redis.embedded) {
-    a.host = "127.0.0.1";
-    a.port = redis_port;
-  }
-  if (const fs::path creds = credentials_dir(c); !creds.empty()) {
-    const RedisUser admin = user_for(creds, "admin");
+// How the supervisor itself reaches Redis: this host's way (redis_plan.h) as the plan's user:
+// admin only where this stack runs Redis, else the operator (issue #34 P2), or the config's.
+queue::RedisAddress supervisor_address(const config::Cluster& c, const RedisPlan& plan) {
+  queue::RedisAddress a = plan.local;
+  a.user = c.redis.user;
+  a.password = c.redis.password();
+  if (!plan.ping_role.empty()) {
+    const RedisUser u = user_for(plan.credentials_dir, plan.ping_role);
     config::Redis r;
-    r.password_file = admin.password_file;
-    a.user = admin.user;
+    r.password_file = u.password_file;
+    a.user = u.user;
     a.password = r.password();
   }
   return a;
@@ -146,7 +149,7 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
 
 // The supervisor proper; runs in the daemonized child and never returns.
 [[noreturn]] void supervise(const config::Cluster& c, const StartOptions& o,
-                            const std::string& host, int redis_port) {
+                            const std::string& host, const RedisPlan& plan) {
   // The name `stop` checks (stack_file.h), beside the lock and the start time.
   ::prctl(PR_SET_NAME, kSupervisorComm);
   fs::path logs = c.state_dir / "logs";  // logs/, redis/, run/: made private by start()
@@ -158,11 +161,13 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
 
   std::vector<Child> children;
   {
+    // On its Unix socket in the 0700 state dir; TCP only where the plan needs it (issue #35 D1).
     Child r{.name = "redis",
-            .argv = {"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--bind",
-                     "127.0.0.1", "--dir", (c.state_dir / "redis").string(), "--appendonly", "yes",
-                     "--appendfsync", "everysec", "--save", "", "--protected-mode", "yes",
-                     "--daemonize", "no"},
+            .argv = {"/usr/bin/redis-server", "--port", std::to_string(plan.tcp_port), "--bind",
+                     plan.tcp_bind.empty() ? "127.0.0.1" : plan.tcp_bind, "--unixsocket",
+                     plan.socket.string(), "--unixsocketperm", "700", "--dir",
+                     (c.state_dir / "redis").string(), "--appendonly", "yes", "--appendfsync",
+                     "everysec", "--save", "", "--protected-mode", "yes", "--daemonize", "no"},
             .log = logs / "redis.log"};
     // Per-service ACL users, the default user off (credentials.h); rendered by start().
     // Redis rewrites its process title, so leftovers are found by this file (end_leftovers).
@@ -172,6 +177,12 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
     r.argv.push_back((c.state_dir / "redis" / "users.acl").string());
     children.push_back(r);
   }
+  if (plan.tls_server || plan.tls_client)  // the TLS hop between hosts (redis_plan.h)
+    children.push_back({.name = "stunnel",
+                        .argv = {stunnel_binary(), plan.stunnel_conf.string()},
+                        .log = logs / "stunnel.log",
+                        .unlink_before = plan.tls_client ? plan.tunnel_socket : fs::path()});
+  const std::size_t n_infra = children.size();  // Redis and its stunnel: first up, last down
   std::string cfg = o.config_file.empty() ? "" : fs::absolute(o.config_file).string();
   auto service = [&](const std::string& svc, const std::string& instance, const std::string& pool) {
     Child ch{.name = svc + "-" + instance,
@@ -182,15 +193,15 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
       ch.argv.push_back(cfg);
     }
     ch.argv.insert(ch.argv.end(), {"--host", host, "--state-dir", c.state_dir.string()});
-    if (c.redis.embedded) {
+    if (queue::is_unix_socket(plan.local.host)) {
       ch.argv.push_back("--redis");
-      ch.argv.push_back(fmt::format("127.0.0.1:{}", redis_port));
+      ch.argv.push_back(plan.local.host);
     }
     if (!pool.empty()) {
       ch.argv.push_back("--pool");
       ch.argv.push_back(pool);
     }
-    if (const fs::path creds = credentials_dir(c); !creds.empty()) {
+    if (const fs::path& creds = plan.credentials_dir; !creds.empty()) {
       const RedisUser u = user_for(creds, svc);
       ch.env = {"H3PIPE_REDIS_USER=" + u.user,
                 "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
@@ -208,18 +219,20 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
   if (c.hosts.size() > 1 && fs::exists(o.bin_dir / "h3pipe-transfer"))
     service("transfer", host, "");
 
-  // Redis first, and wait for it, so services do not start into connection errors.  A shared
-  // (non-embedded) Redis is not ours to run: the services use the config's address.
-  const queue::RedisAddress addr = supervisor_address(c, redis_port);
-  if (!c.redis.embedded)
-    children[0].pid = 0;  // placeholder: never spawned, never restarted
-  else {
-    children[0].pid = spawn(children[0]);
-    children[0].started = Clock::now();
+  // Redis (and its stunnel) first, and wait for it, so services do not start into connection
+  // errors.  A shared Redis of another host is not ours to run: the services use the plan's way.
+  const queue::RedisAddress addr = supervisor_address(c, plan);
+  for (std::size_t i = 0; i < n_infra; ++i) {
+    if (i == 0 && !plan.run_redis) {
+      children[0].pid = 0;  // placeholder: never spawned, never restarted
+      continue;
+    }
+    children[i].pid = spawn(children[i]);
+    children[i].started = Clock::now();
   }
   for (int i = 0; i < 200 && !redis_ping(addr); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  for (std::size_t i = 1; i < children.size(); ++i) {
+  for (std::size_t i = n_infra; i < children.size(); ++i) {
     children[i].pid = spawn(children[i]);
     children[i].started = Clock::now();
   }
@@ -233,7 +246,12 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
                          {{"host", addr.host},
                           {"port", addr.port},
                           {"embedded", c.redis.embedded},
-                          {"credentials_dir", credentials_dir(c).string()}}},
+                          {"managed", plan.run_redis && !c.redis.embedded},
+                          {"tcp_port", plan.tcp_port},
+                          {"tls", plan.tls_server   ? "server"
+                                  : plan.tls_client ? "client"
+                                                    : "off"},
+                          {"credentials_dir", plan.credentials_dir.string()}}},
                         {"artifact_root", c.artifact_root.string()},
                         {"output_root", c.output_root.string()}};
     for (const auto& ch : children)
@@ -241,7 +259,9 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
                                 {"pid", ch.pid},
                                 {"metrics_port", ch.metrics_port},
                                 {"log", ch.log.string()},
-                                {"restarts", ch.restarts}});
+                                {"restarts", ch.restarts},
+                                {"exits", ch.exits},
+                                {"last_exit", ch.last_exit}});
     (void)artifacts::write_atomic(stack_path(c), j.dump(2) + "\n");
   };
   write_stack();
@@ -254,16 +274,6 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
     ch.argv.insert(ch.argv.end(), {"--metrics-port", std::to_string(ch.metrics_port)});
     return true;
   };
-  // ... unless another process took it while the service was down (the runner exits 98 when it
-  // cannot bind it): the next start picks a free one again, learned the same way.
-  auto forget_port = [&](Child& ch) {
-    const auto it = std::find(ch.argv.begin(), ch.argv.end(), "--metrics-port");
-    if (it == ch.argv.end() || it + 1 == ch.argv.end()) return;  // the config's port: kept
-    std::fprintf(stderr, "supervisor: %s: metrics port %s is taken; restarting on a free one\n",
-                 ch.name.c_str(), (it + 1)->c_str());
-    ch.argv.erase(it, it + 2);
-    ch.metrics_port = 0;
-  };
   Clock::time_point next_port_check{};
   while (!g_term) {
     int status = 0;
@@ -273,11 +283,11 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
     for (auto& ch : children) {
       if (ch.pid == 0) continue;  // the shared Redis placeholder
       if (dead > 0 && ch.pid == dead) {
-        changed = learn_port(ch, dead) || changed;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == kExitMetricsPortInUse) {
-          forget_port(ch);
-          changed = true;
-        }
+        learn_port(ch, dead);
+        changed = true;
+        ch.exits++;  // `start` stops waiting on a service that exited (issue #34 P1)
+        ch.last_exit = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status))
+                                           : fmt::format("exit {}", WEXITSTATUS(status));
         // A death within 2 s of its start is a crash loop: back off exponentially (100 ms .. 5 s).
         // A process that had been up longer was killed while healthy (OOM killer, an operator, a
         // chaos run): restart it at once, so its leased task resumes without waiting out the lease.
@@ -299,11 +309,12 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
     if (changed) write_stack();
     if (dead <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // Graceful: services first (they drain), then Redis (AOF flushed on shutdown).
-  for (std::size_t i = children.size(); i-- > 1;)
+  // Graceful: services first (they drain), then the stunnel, then Redis (AOF flushed on shutdown).
+  for (std::size_t i = children.size(); i-- > n_infra;)
     if (children[i].pid > 0) ::kill(children[i].pid, SIGTERM);
   auto deadline = Clock::now() + std::chrono::seconds(15);
-  for (std::size_t i = 1; i < children.size(); ++i) {
+  for (std::size_t i = children.size(); i-- > 1;) {
+    if (i == n_infra - 1 && children[i].pid > 0) ::kill(children[i].pid, SIGTERM);  // stunnel
     while (children[i].pid > 0 && Clock::now() < deadline) {
       if (::waitpid(children[i].pid, nullptr, WNOHANG) == children[i].pid)
         children[i].pid = -1;
@@ -315,7 +326,7 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, int redis_port)
       ::waitpid(children[i].pid, nullptr, 0);
     }
   }
-  if (c.redis.embedded && children[0].pid > 0) {
+  if (plan.run_redis && children[0].pid > 0) {
     ::kill(children[0].pid, SIGTERM);
     ::waitpid(children[0].pid, nullptr, 0);
   }
@@ -460,11 +471,12 @@ Status make_stack_private(const config::Cluster& c) {
 
 // What start can say of Redis's persistence: the private one runs with AOF everysec; a shared
 // one is asked (CONFIG GET appendonly, which its ACL may refuse), never assumed.
-nlohmann::json with_persistence(const config::Cluster& c, int port, nlohmann::json st) {
+nlohmann::json with_persistence(const config::Cluster& c, const RedisPlan& plan,
+                                nlohmann::json st) {
   std::string persistence = "AOF on (appendfsync everysec)";
-  if (!c.redis.embedded) {
+  if (!plan.run_redis) {
     persistence = "unknown";
-    auto r = queue::Redis::connect(supervisor_address(c, port));
+    auto r = queue::Redis::connect(supervisor_address(c, plan));
     if (!r.ok()) {
       persistence = fmt::format("unknown ({})", r.error().message);
     } else if (auto v = queue::append_only(**r); !v.ok()) {
@@ -529,16 +541,28 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
     std::fprintf(stderr, "start: ended %d leftover process(es) of an earlier stack of %s\n", n,
                  c.state_dir.string().c_str());
   fs::remove(stack_path(c), ec);
-  if (c.redis.embedded) {
-    auto acl = prepare_local_acl(c.state_dir);
-    if (!acl.ok()) {
-      ::close(lock);
-      return acl.error();
-    }
+  // How this host reaches Redis and what it runs for it (redis_plan.h), and the files for that:
+  // the ACL of the Redis it runs, the stunnel config of the TLS hop.
+  auto plan = plan_redis(c, host,
+                         c.redis.embedded && c.hosts.size() > 1
+                             ? (c.redis.port > 0 ? c.redis.port : free_loopback_port())
+                             : 0);
+  Status files = plan.ok() ? Status{} : Status(plan.error());
+  if (files.ok() && c.redis.embedded) {
+    if (auto acl = prepare_local_acl(c.state_dir); !acl.ok()) files = acl.error();
+  } else if (files.ok() && plan->run_redis)
+    files = render_acl_file(plan->credentials_dir, c.state_dir / "redis" / "users.acl");
+  if (files.ok() && !plan->stunnel_conf.empty()) {
+    files = stunnel_binary().empty()
+                ? make_error(errc::acl::kTls,
+                             "stunnel is not installed (apt-get install stunnel4): the TLS hop to "
+                             "Redis needs it, or set /redis/allow_plaintext on a trusted network")
+                : write_private(plan->stunnel_conf, plan->stunnel_text);
   }
-  int port = !c.redis.embedded  ? c.redis.port
-             : c.redis.port > 0 ? c.redis.port
-                                : free_loopback_port();
+  if (!files.ok()) {
+    ::close(lock);
+    return files.error();
+  }
   pid_t pid = ::fork();
   if (pid < 0) return make_error(errc::start::kFork, "fork failed");
   if (pid == 0) {
@@ -551,7 +575,7 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
                      O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     ::dup2(log, 1);
     ::dup2(log, 2);
-    supervise(c, o, host, port);
+    supervise(c, o, host, *plan);
   }
   ::close(lock);  // the supervisor holds its own copy
   ::waitpid(pid, nullptr, 0);
@@ -559,22 +583,39 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   auto deadline = Clock::now() + std::chrono::milliseconds(o.ready_timeout_ms);
   std::optional<nlohmann::json> st;
   std::vector<std::string> not_ready;
+  std::string redis_why;
+  const queue::RedisAddress addr = supervisor_address(c, *plan);
   while (Clock::now() < deadline) {
     st = running(c);
     if (st) {
       not_ready.clear();
-      if (!redis_ping(supervisor_address(c, port))) not_ready.push_back("redis");
+      redis_why = redis_problem(addr);
+      if (!redis_why.empty()) not_ready.push_back("redis");
+      // A process that exited is not waited for (issue #34 P1): its own log says why.
+      std::string exited;
+      for (const auto& p : (*st)["processes"])
+        if (p.value("exits", 0) > 0)
+          exited += fmt::format("\n  {} exited ({}); the end of {}:{}", p["name"].get<std::string>(),
+                                p.value("last_exit", "?"), p["log"].get<std::string>(),
+                                log_tail(p["log"].get<std::string>(), 8));
+      if (!exited.empty()) {
+        (void)stop(c);
+        return make_error(errc::start::kFailed, "the stack was stopped:{}{}", exited,
+                          redis_why.empty() ? ""
+                                            : fmt::format("\n  redis at {}: {}",
+                                                          redis_where(addr), redis_why));
+      }
       std::string failed;
       for (const auto& p : (*st)["processes"]) {
         std::string name = p["name"];
-        if (name == "redis") continue;
+        if (name == "redis" || name == "stunnel") continue;
         std::string why;
         const Readiness r = service_ready(c.state_dir / "run" / (name + ".json"), &why);
         if (r != Readiness::kReady) not_ready.push_back(name);
         if (r == Readiness::kFailed)
           failed += fmt::format("\n  {} cannot become ready: {}", name, why);
       }
-      if (not_ready.empty()) return with_persistence(c, port, *st);
+      if (not_ready.empty()) return with_persistence(c, *plan, *st);
       if (!failed.empty()) {
         (void)stop(c);
         return make_error(errc::start::kFailed, "the stack was stopped:{}", failed);
@@ -584,10 +625,25 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   }
   // Not up: stop what was started and say why, service by service.
   std::string why;
+  if (!redis_why.empty()) {
+    // The Redis this host reaches: its log where this stack runs it, the stunnel's where the hop
+    // is TLS, else only what the ping said (a shared Redis's log is on its own host).
+    why += fmt::format("\n  redis at {}{} does not answer PING as {}: {}", redis_where(addr),
+                       plan->tls_client ? fmt::format(" (the stunnel client to {}:{})",
+                                                      c.redis.host, c.redis.port)
+                                        : "",
+                       addr.user.empty() ? "the default user" : addr.user, redis_why);
+    for (const char* log : {"redis.log", "stunnel.log"})
+      if ((std::string_view(log) == "redis.log" && plan->run_redis) ||
+          (std::string_view(log) == "stunnel.log" && !plan->stunnel_conf.empty()))
+        why += fmt::format("; the end of {}:{}", (c.state_dir / "logs" / log).string(),
+                           log_tail(c.state_dir / "logs" / log));
+  }
   if (st)
     for (const auto& p : (*st)["processes"])
-      if (std::find(not_ready.begin(), not_ready.end(), p["name"].get<std::string>()) !=
-          not_ready.end())
+      if (p["name"] != "redis" &&
+          std::find(not_ready.begin(), not_ready.end(), p["name"].get<std::string>()) !=
+              not_ready.end())
         why += fmt::format("\n  {} is not ready; the end of {}:{}", p["name"].get<std::string>(),
                            p["log"].get<std::string>(), log_tail(p["log"].get<std::string>()));
   (void)stop(c);

@@ -48,7 +48,12 @@ class Resp:
         self.user = user
 
     def _connect(self):
-        self.sock = socket.create_connection(self.addr, timeout=5)
+        if str(self.addr[0]).startswith("/"):  # a Unix socket (the local stack's Redis)
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(5)
+            self.sock.connect(self.addr[0])
+        else:
+            self.sock = socket.create_connection(self.addr, timeout=5)
         self.buf = b""
         if self.password:
             self._send(*(("AUTH", self.user, self.password) if self.user else ("AUTH", self.password)))
@@ -197,7 +202,8 @@ class Chaos:
         prof = lambda sec: {"default": {"kind": "fixed", "seconds": sec}}
         cfg = {
             "name": "chaos",
-            "redis": {"host": a.ip_a, "port": self.redis_port, "embedded": False, "credentials_dir": self.secrets},
+            "redis": {"host": a.ip_a, "port": self.redis_port, "embedded": False, "credentials_dir": self.secrets,
+                      "allow_plaintext": True},  # the harness's own Redis, plain between namespaces
             "stages": {st: {"runtime": {"name": "sim", "settings": {}}} for st in ("encode", "sample", "decode")},
             "hosts": [
                 {"name": "a", "address": a.ip_a, "bind": a.ip_a,

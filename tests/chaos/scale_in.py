@@ -61,7 +61,7 @@ def case(a, name, grace):
         h3(["start"])
         st = json.load(open(os.path.join(state, "stack.json")))
         pw = open(os.path.join(state, "secrets", "redis-admin.password")).read().strip()
-        r = Resp("127.0.0.1", st["redis"]["port"], pw, "redis-admin")
+        r = Resp(st["redis"]["host"], st["redis"]["port"], pw, "redis-admin")
         pids = {p["name"]: p["pid"] for p in st["processes"]}
         batch = os.path.join(work, "b.jsonl")
         with open(batch, "w") as f:

@@ -235,13 +235,17 @@ TEST(LocalStack, BadWeightsFileFailsStartWithTheTensorNameAndLeavesNothingRunnin
 // private.
 TEST(LocalStack, RedisNeedsCredentialsAndTheStateIsPrivate) {
   Stack st;
-  const int port = st.stack()["redis"]["port"].get<int>();
-  auto anon = queue::Redis::connect({"127.0.0.1", port});
+  // On its Unix socket in the state dir (issue #35 D1), owner only, and on no TCP port.
+  const std::string sock = st.stack()["redis"]["host"].get<std::string>();
+  EXPECT_EQ(fs::path(sock), st.dir() / "redis" / "redis.sock");
+  EXPECT_EQ(st.stack()["redis"]["port"].get<int>(), 0);
+  EXPECT_EQ(st.stack()["redis"]["tcp_port"].get<int>(), 0);
+  auto anon = queue::Redis::connect({sock, 0});
   ASSERT_TRUE(anon.ok());
   auto ping = (*anon)->command({"PING"});
   ASSERT_FALSE(ping.ok());
   EXPECT_NE(ping.error().message.find("NOAUTH"), std::string::npos) << ping.error().message;
-  auto as_default = queue::Redis::connect({"127.0.0.1", port, "default", "x"});
+  auto as_default = queue::Redis::connect({sock, 0, "default", "x"});
   EXPECT_TRUE(!as_default.ok() || !(*as_default)->command({"PING"}).ok());
   // The operator may submit and read; it may not rewrite the server or wipe it.
   auto op = st.redis("operator");

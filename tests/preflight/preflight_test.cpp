@@ -16,6 +16,9 @@
 
 #include "common/metrics/metrics.h"
 #include "common/preflight/http_get.h"
+#include "common/queue/keys.h"
+#include "common/queue/server.h"
+#include "common/worker/heartbeat.h"
 #include "tests/support/redis_server.h"
 
 namespace h3pipe::preflight {
@@ -247,6 +250,45 @@ TEST_F(Preflight, NoPasswordAtAllWarnsOnOneHostAndFailsAcrossHosts) {
   }
 }
 
+// redis.tls (issue #34 P4): plain RESP to a Redis on another machine fails unless the config opts
+// out with /redis/allow_plaintext (then a warning); a Redis on this machine passes; a managed Redis
+// (the stunnel hop h3pipe runs) passes when this host's certificate files are there.
+TEST_F(Preflight, PlainRedisAcrossHostsFailsUnlessAllowed) {
+  auto j = base_config(true);
+  auto r = run(load(j), opts());
+  ASSERT_NE(row(r, "redis.tls", Outcome::kPass), nullptr) << r.text;
+  j["redis"]["host"] = "192.0.2.1";  // host b's address: another machine
+  r = run(load(j), opts());
+  const CheckResult* f = row(r, "redis.tls", Outcome::kFail);
+  ASSERT_NE(f, nullptr) << r.text;
+  EXPECT_NE(f->detail.find("plain RESP to 192.0.2.1"), std::string::npos) << f->detail;
+  EXPECT_NE(f->fix.find("/redis/allow_plaintext"), std::string::npos) << f->fix;
+  EXPECT_NE(f->fix.find("/redis/managed"), std::string::npos) << f->fix;
+  EXPECT_EQ(r.rc, 1);
+  j["redis"]["allow_plaintext"] = true;
+  r = run(load(j), opts());
+  ASSERT_NE(row(r, "redis.tls", Outcome::kWarn), nullptr) << r.text;
+  EXPECT_EQ(row(r, "redis.tls", Outcome::kFail), nullptr) << r.text;
+  // Managed: host a needs the CA and its own client pair in credentials_dir.
+  j["redis"].erase("allow_plaintext");
+  j["redis"].erase("password_file");
+  j["redis"].erase("user");
+  j["redis"]["managed"] = true;
+  j["redis"]["port"] = 6379;
+  j["redis"]["credentials_dir"] = (dir_ / "creds").string();
+  fs::create_directories(dir_ / "creds");
+  r = run(load(j), opts());
+  f = row(r, "redis.tls", Outcome::kFail);
+  ASSERT_NE(f, nullptr) << r.text;
+  EXPECT_NE(f->detail.find((dir_ / "creds" / "redis-client-a.pem").string()), std::string::npos)
+      << f->detail;
+  EXPECT_NE(f->fix.find("credentials export --host"), std::string::npos) << f->fix;
+  for (const char* n : {"redis-ca.pem", "redis-client-a.pem", "redis-client-a.key"})
+    std::ofstream(dir_ / "creds" / n) << "x\n";
+  r = run(load(j), opts());
+  EXPECT_NE(row(r, "redis.tls", Outcome::kPass), nullptr) << r.text;
+}
+
 TEST_F(Preflight, ServiceNotReady) {
   auto c = load(base_config());
   start_services(c, "a", /*ready=*/false);
@@ -275,6 +317,42 @@ TEST_F(Preflight, ServiceNotStartedOrStale) {
   f = row(r, "service.ready", Outcome::kFail);
   ASSERT_NE(f, nullptr) << r.text;
   EXPECT_NE(f->detail.find("no answer"), std::string::npos) << f->detail;
+}
+
+// #34 P12: preflight on host a checks host b's services by their heartbeats in Redis (Redis's
+// clock): none yet is a warning, a fresh one passes, one 30 s old is "dead" and fails.
+TEST_F(Preflight, OtherHostsPoolsByTheirHeartbeats) {
+  auto c = load(base_config(/*two_hosts=*/true));
+  start_services(c, "a");
+  auto r = run(c, opts("a"));
+  const CheckResult* w = row(r, "service.heartbeat", Outcome::kWarn);
+  ASSERT_NE(w, nullptr) << r.text;
+  EXPECT_EQ(w->target, "d0@b");
+  auto conn = queue::Redis::connect({"127.0.0.1", redis_->port(), "h3pipe", kPassword});
+  ASSERT_TRUE(conn.ok()) << conn.error().message;
+  auto now = queue::server_time_s(**conn);
+  ASSERT_TRUE(now.ok());
+  auto beat = [&](double age_s) {
+    pb::Heartbeat hb;
+    hb.set_pool("d0");
+    hb.set_host("b");
+    hb.set_service("decoder");
+    hb.set_unix_ms(static_cast<std::int64_t>((*now - age_s) * 1000));
+    ASSERT_TRUE(
+        (*conn)->command({"HSET", keys::pools(), "d0", worker::encode_heartbeat(hb)}).ok());
+  };
+  beat(0.2);
+  r = run(c, opts("a"));
+  const CheckResult* p = row(r, "service.heartbeat", Outcome::kPass);
+  ASSERT_NE(p, nullptr) << r.text;
+  EXPECT_NE(p->detail.find("live: heartbeat"), std::string::npos) << p->detail;
+  beat(30);
+  r = run(c, opts("a"));
+  EXPECT_EQ(r.rc, 1) << r.text;
+  const CheckResult* f = row(r, "service.heartbeat", Outcome::kFail);
+  ASSERT_NE(f, nullptr) << r.text;
+  EXPECT_NE(f->detail.find("dead: no heartbeat for 30 s"), std::string::npos) << f->detail;
+  EXPECT_NE(r.text.find("NOT READY"), std::string::npos);
 }
 
 TEST_F(Preflight, MissingKeyFile) {

@@ -99,6 +99,25 @@ TEST(ConfigAdapt, SeedsHostMapRoundTripsToTheTwoHostTopology) {
   EXPECT_EQ(encoder->shares_gpus_with, "node-292-sample");
   EXPECT_EQ(decoder->gpu_model, "RTX 3080 Ti");
 
+  // The shared Redis is h3pipe's to run on the decode host, over TLS, with credentials beside the
+  // config, and the transfer keys where `keygen --dir keys --name HOST` writes them (#34 P1, P15).
+  EXPECT_FALSE(c->redis.embedded);
+  EXPECT_TRUE(c->redis.managed);
+  EXPECT_FALSE(c->redis.allow_plaintext);
+  EXPECT_EQ(c->redis.host, c->find_host("node-241")->address);
+  EXPECT_EQ(c->redis.port, 6379);
+  EXPECT_EQ(fs::path(c->redis.credentials_dir), dir / "credentials");
+  for (const auto& h : c->hosts) {
+    EXPECT_EQ(fs::path(h.transfer_public_key_file), dir / "keys" / (h.name + ".pub"));
+    EXPECT_EQ(fs::path(h.transfer_secret_key_file), dir / "keys" / (h.name + ".key"));
+    EXPECT_NE(out.str().find("h3pipe keygen --dir keys --name " + h.name), std::string::npos)
+        << out.str();
+  }
+  EXPECT_NE(out.str().find("h3pipe start --host node-241"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("credentials init"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("credentials export --host NAME -o DIR"), std::string::npos);
+  EXPECT_EQ(out.str().find("started separately"), std::string::npos) << out.str();
+
   // ...its profiles are the seeds' stage times, so it plans exactly like the hand-written
   // topology...
   auto adapted = plan_file(out_file.string(), "sd", 2, "", false, 1);

@@ -58,7 +58,9 @@ inline queue::RedisAddress stack_redis(const nlohmann::json& stack,
   const auto u = supervisor::user_for(stack["redis"]["credentials_dir"].get<std::string>(), role);
   config::Redis r;
   r.password_file = u.password_file;
-  return {"127.0.0.1", stack["redis"]["port"].get<int>(), u.user, r.password()};
+  // The embedded Redis is on its Unix socket (host = its path, port 0; issue #35 D1).
+  return {stack["redis"]["host"].get<std::string>(), stack["redis"]["port"].get<int>(), u.user,
+          r.password()};
 }
 
 // A one-host cluster (h1) with a sim encode, sample and decode pool (enc, samp, dec; 0 s each)
