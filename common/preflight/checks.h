@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/preflight/preflight.h"
+#include "common/queue/redis.h"
 
 namespace h3pipe::preflight {
 
@@ -34,7 +35,19 @@ struct Scope {
   std::vector<const config::Host*> elsewhere;
 };
 
+// Where preflight finds Redis and as whom (checks_redis.cpp): the services' resolution, the
+// operator's credentials.
+struct Resolved {
+  queue::RedisAddress addr;
+  std::string password_file;  // the config's, or the operator's of per-service credentials
+  std::string error;          // why the address could not be determined
+};
+Resolved resolve_address(const config::Cluster& c, const Options& o);
+
 void check_redis(const config::Cluster& c, const Options& o, Report& rep);
+// service.heartbeat: the pools of the hosts that are not checked here, by their heartbeats in
+// Redis (checks_heartbeats.cpp, #34 P12).
+void check_heartbeats(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
 // With /redis/sentinel: the sentinel.* rows, one set per Sentinel (checks_sentinel.cpp).
 void check_sentinels(const config::Cluster& c, const Options& o, Report& rep);
 void check_services(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);

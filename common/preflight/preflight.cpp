@@ -145,6 +145,7 @@ std::vector<CheckResult> run_checks(const config::Cluster& c, const Options& o) 
   check_sentinels(c, o, rep);
   check_redis(c, o, rep);
   check_services(c, o, scope, rep);
+  check_heartbeats(c, o, scope, rep);
   check_gpus(c, o, scope, rep);
   check_disk(c, o, rep);
   check_keys(c, o, scope, rep);

@@ -23,6 +23,9 @@
 //                    <state_dir>/run/<service>-<pool|host>.json
 //                    {"pid","metrics_port","health_port", "host"} exists and GET /readyz on its
 //                    health port answers 200
+//   service.heartbeat per pool of each host that is not checked here: its heartbeat in Redis
+//                    (h3pipe:pools) by Redis's clock, the dispatch board's rule: PASS live, FAIL
+//                    "dead: no heartbeat for N s", WARN when it never beat (not started yet)
 //   gpu.visible      NVML sees every GPU the host's pools are configured with
 //   disk.free        free space at artifact_root, output_root and state_dir >= the threshold
 //   curve.keys       the host's transfer key files exist and are readable (secret: not group/other)
