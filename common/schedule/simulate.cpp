@@ -312,7 +312,11 @@ bool Sim::try_claim(std::size_t pool) {
   Backlog& b = seen_.backlog;
   b.encode_queued = encode_q_.size(), b.encoding = encoding_;
   b.sample_queued = sample_q_.size(), b.sampling = sampling_;
-  b.decode_queued_here = decode_q_[p.host].size(), b.in_transit_here = in_transit_[p.host];
+  // Latents on their way to this host are not part of a decoder's claim observation: a live
+  // decoder cannot see them (they sit in the senders' outboxes on other hosts; PoolBoard passes
+  // 0, pool_board.h), and the plan decides as production does (#36 item 5).  They still count
+  // in the decode-host choice's load (decode_load below), as the sampler's own outbox does live.
+  b.decode_queued_here = decode_q_[p.host].size(), b.in_transit_here = 0;
   const std::size_t cls = jobs_[head].cls;
   const bool claims = model_.should_claim(pool, class_models_[cls], seen_);
   if (opt_.on_claim) {

@@ -62,7 +62,10 @@ bool live_claim(const config::Cluster& c, const dispatch::BoardModel& live,
   streams[1].length = static_cast<long long>(b.sample_queued + b.sampling);
   streams[1].claimed = static_cast<long long>(b.sampling);
   streams[2].length = static_cast<long long>(b.decode_queued_here);
-  dispatch::Observation seen = worker::observe_board(live, beats, streams, now, b.in_transit_here);
+  // in_transit_here as production passes it (PoolBoard::may_claim: 0, the latents on their way
+  // are in other hosts' outboxes); the simulator's observation has 0 too (#36 item 5).
+  EXPECT_EQ(b.in_transit_here, 0u) << "the plan counts latents in transit, production cannot";
+  dispatch::Observation seen = worker::observe_board(live, beats, streams, now);
   const dispatch::DecodeLoad load = tr.load;
   seen.decode_load = [load] { return load; };
   return worker::board_decision(live, tr.pool, tr.job_class, seen);
@@ -176,8 +179,9 @@ TEST(LiveVsPlan, EveryDecisionAgreesOnThePlannerFixtures) {
 // encoders upstream, classes on the wan2.1 profile.  The samplers' route tails and the decode
 // side's transfer times turn on the latent's size, so a builtin-sized latent (3.6 MB, the wan2.1
 // one 8.4 MB at 832x480x81) moves claims.  Several sampler speeds, so some decision sits near each
-// edge.
-config::Cluster wan_cluster(const fs::path& dir, double dec_sample_s) {
+// edge.  two_decoders: a slower second decoder on "dec", whose claims turn on the work still to
+// come to the host, latents in transit included where they are counted (#36 item 5).
+config::Cluster wan_cluster(const fs::path& dir, double dec_sample_s, bool two_decoders = false) {
   const std::string json = fmt::format(R"({{
     "name": "wan21_two_host", "dispatch": "completion_time", "latent_profile": "wan2.1",
     "classes": [
@@ -196,12 +200,17 @@ config::Cluster wan_cluster(const fs::path& dir, double dec_sample_s) {
       {{"name": "s-dec", "host": "dec", "stage": "sample",
        "profiles": {{"wan480": {{"seconds": {0}}}, "wan720": {{"seconds": {1}}}}}}},
       {{"name": "d-dec", "host": "dec", "stage": "decode",
-       "profiles": {{"wan480": {{"seconds": 5}}, "wan720": {{"seconds": 9}}}}}}
+       "profiles": {{"wan480": {{"seconds": 5}}, "wan720": {{"seconds": 9}}}}}}{2}
     ],
     "links": [{{"from": "gpu", "to": "dec", "gbps": 0.004, "latency_ms": 200}}]
   }})",
-                                       dec_sample_s, dec_sample_s * 2);
-  const fs::path f = dir / fmt::format("wan21_{}.json", static_cast<int>(dec_sample_s * 10));
+                                       dec_sample_s, dec_sample_s * 2,
+                                       two_decoders ? R"(,
+      {"name": "d-dec-slow", "host": "dec", "stage": "decode",
+       "profiles": {"wan480": {"seconds": 12}, "wan720": {"seconds": 21}}})"
+                                                    : "");
+  const fs::path f = dir / fmt::format("wan21_{}{}.json", static_cast<int>(dec_sample_s * 10),
+                                       two_decoders ? "_2dec" : "");
   std::ofstream(f) << json;
   auto c = config::load_file(f);
   EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().to_string());
@@ -212,15 +221,16 @@ TEST(LiveVsPlan, EveryDecisionAgreesOnAWan21Cluster) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("h3_live_vs_plan_{}", ::getpid());
   fs::create_directories(dir);
   Tally t;
-  for (double s : {32.0, 34.0, 36.0, 38.0, 40.0, 42.0, 44.0}) {
-    const config::Cluster c = wan_cluster(dir, s);
-    ASSERT_FALSE(c.pools.empty());
-    // The fixture is what the test is about: the class's own latent is not the builtin's.
-    const dispatch::BoardModel m(c);
-    ASSERT_EQ(m.class_bytes("wan480"), 8'386'560u);
-    ASSERT_EQ(dispatch::latent_bytes(832, 480, 81), 3'627'264u);  // the builtin profile's
-    compare(with_spread(c), fmt::format("wan2.1 s-dec={}", s), t);
-  }
+  for (double s : {32.0, 34.0, 36.0, 38.0, 40.0, 42.0, 44.0})
+    for (bool two : {false, true}) {
+      const config::Cluster c = wan_cluster(dir, s, two);
+      ASSERT_FALSE(c.pools.empty());
+      // The fixture is what the test is about: the class's own latent is not the builtin's.
+      const dispatch::BoardModel m(c);
+      ASSERT_EQ(m.class_bytes("wan480"), 8'386'560u);
+      ASSERT_EQ(dispatch::latent_bytes(832, 480, 81), 3'627'264u);  // the builtin profile's
+      compare(with_spread(c), fmt::format("wan2.1 s-dec={}{}", s, two ? " two decoders" : ""), t);
+    }
   fs::remove_all(dir);
   std::printf("wan2.1: %s\n", report(t).c_str());
   EXPECT_GT(t.claims, 0u);
