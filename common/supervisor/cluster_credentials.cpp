@@ -85,6 +85,8 @@ Result<Written> init_credentials(const config::Cluster& c, const fs::path& dir) 
   H3_TRY(make_private_dir(dir));
   Written w;
   for (std::string_view role : kLocalRoles) {
+    // redis-admin is born on the Redis host (its first `start`), so it never leaves that host.
+    if (role == "admin" && redis_host(c)) continue;
     const fs::path f = user_for(dir, role).password_file;
     if (fs::exists(f)) {
       w.kept.push_back(f);
@@ -125,7 +127,8 @@ Result<std::vector<fs::path>> export_credentials(const config::Cluster& c, const
     return make_error(errc::acl::kCredentials, "--host \"{}\" is not a host of the config", host);
   std::vector<std::string> names;
   for (const auto& role : roles_for_host(c, host))
-    names.push_back(user_for(from, role).password_file.filename().string());
+    if (role != "admin" || !redis_host(c))  // made by the Redis host's own start
+      names.push_back(user_for(from, role).password_file.filename().string());
   if (redis_tls(c)) {
     names.emplace_back(kCaCert);
     const config::Host* rh = redis_host(c);

@@ -2,7 +2,9 @@
 // The credentials of a cluster whose shared Redis h3pipe runs (/redis/managed, issue #34 items 1
 // and 2), made by `h3pipe credentials init` and handed out by `h3pipe credentials export`.
 // A credentials folder (the config's /redis/credentials_dir; 0700, every file 0600) holds
-//   redis-<role>.password        role: encoder sampler decoder transfer operator admin
+//   redis-<role>.password        role: encoder sampler decoder transfer operator; admin only on
+//                                the Redis host, made there by its first `h3pipe start` (a
+//                                managed Redis's admin password never leaves that host)
 //   redis-ca.pem                 the CA of the stunnel hop (every host)
 //   redis-ca.key                 the CA's key: only where `init` ran, never exported
 //   redis-server.pem, .key       the Redis host's stunnel server (subjectAltName = /redis/host)
@@ -40,7 +42,8 @@ struct Written {
   std::vector<std::filesystem::path> kept;     // files that were there and were left as they are
 };
 
-// Creates what is missing in `dir` (passwords for every role; with TLS, the CA, the server pair
+// Creates what is missing in `dir` (passwords for every role but a managed Redis's admin; with
+// TLS, the CA, the server pair
 // for /redis/host and a client pair per other host); existing files are kept, so a second init
 // changes nothing a running Redis uses.  Errors: acl.*, io.*.
 Result<Written> init_credentials(const config::Cluster& c, const std::filesystem::path& dir);

@@ -105,6 +105,13 @@ Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host, 
     p.socket = redis_dir / "redis.sock";
     H3_TRY(socket_path_fits(p.socket));
     p.ping_role = "admin";
+    // redis-admin is made here, on the Redis host, and nowhere else (cluster_credentials.h).
+    if (const fs::path admin = user_for(creds, "admin").password_file;
+        fs::exists(creds) && !fs::exists(admin)) {
+      auto pw = random_password();
+      if (!pw.ok()) return pw.error();
+      H3_TRY(write_private(admin, *pw + "\n"));
+    }
     std::vector<std::string> names;
     for (std::string_view role : kLocalRoles)
       names.push_back(user_for(creds, role).password_file.filename().string());

@@ -91,6 +91,15 @@ class Squatter {
   std::string data_;
 };
 
+// Stops the stacks of these configs when the test ends, passed or not.
+struct StopOnExit {
+  std::vector<fs::path> configs;
+  ~StopOnExit() {
+    for (const auto& c : configs)
+      ts::sh(ts::bin("h3pipe") + " --config " + c.string() + " stop >/dev/null 2>&1");
+  }
+};
+
 json sim_pools(const std::vector<std::pair<std::string, std::string>>& host_stage) {
   json pools = json::array();
   for (const auto& [host, stage] : host_stage)
@@ -142,6 +151,7 @@ TEST(SharedRedis, PortSquatterGetsNoPasswordFromTheLocalStack) {
   cfg["hosts"] = {{{"name", "h"}}};
   cfg["pools"] = sim_pools({{"h", "encode"}, {"h", "sample"}, {"h", "decode"}});
   const fs::path config = write(dir.path() / "cluster.json", cfg);
+  StopOnExit guard{{config}};
   auto [rc, out] = ts::sh(cli(config) + " start 2>&1");
   ASSERT_EQ(rc, 0) << out;
   // Nothing of the stack holds the port: the squatter gets it while the stack runs.
@@ -185,6 +195,7 @@ TEST(SharedRedis, StartStopsWaitingWhenAServiceExits) {
   cfg["hosts"] = {{{"name", "h"}}};
   cfg["pools"] = sim_pools({{"h", "encode"}, {"h", "sample"}, {"h", "decode"}});
   const fs::path config = write(dir.path() / "cluster.json", cfg);
+  StopOnExit guard{{config}};
   const auto t0 = std::chrono::steady_clock::now();
   auto [rc, out] = ts::sh(cli(config) + " start 2>&1");
   const double s =
@@ -248,16 +259,17 @@ TEST(SharedRedis, ManagedRedisAcrossTwoHostsThroughTheStunnelHop) {
               fs::perms::owner_read | fs::perms::owner_write)
         << e.path();
   EXPECT_EQ(names_in(d / "creds"),
-            (std::set<std::string>{"redis-admin.password", "redis-decoder.password",
+            (std::set<std::string>{"redis-decoder.password",
                                    "redis-encoder.password", "redis-operator.password",
                                    "redis-sampler.password", "redis-transfer.password",
                                    "redis-ca.pem", "redis-ca.key", "redis-server.pem",
                                    "redis-server.key", "redis-client-s.pem",
                                    "redis-client-s.key"}));
   // A second init keeps everything (a running Redis keeps its users).
-  const std::string admin_before = ts::sh("cat " + (d / "creds/redis-admin.password").string()).second;
+  const auto op = d / "creds/redis-operator.password";
+  const std::string op_before = ts::sh("cat " + op.string()).second;
   EXPECT_EQ(ts::sh(cli(made) + " credentials init >/dev/null 2>&1").first, 0);
-  EXPECT_EQ(ts::sh("cat " + (d / "creds/redis-admin.password").string()).second, admin_before);
+  EXPECT_EQ(ts::sh("cat " + op.string()).second, op_before);
 
   // export: exactly what each host needs; never the CA key, never admin off the Redis host.
   auto [src, sout] =
@@ -271,7 +283,8 @@ TEST(SharedRedis, ManagedRedisAcrossTwoHostsThroughTheStunnelHop) {
   auto [rrc, rout] =
       ts::sh(cli(made) + " credentials export --host r -o " + (d / "host-r/creds").string() + " 2>&1");
   ASSERT_EQ(rrc, 0) << rout;
-  EXPECT_TRUE(names_in(d / "host-r/creds").count("redis-admin.password"));
+  // redis-admin is nowhere yet: the Redis host's start makes it there.
+  EXPECT_FALSE(names_in(d / "host-r/creds").count("redis-admin.password"));
   EXPECT_TRUE(names_in(d / "host-r/creds").count("redis-server.key"));
   EXPECT_FALSE(names_in(d / "host-r/creds").count("redis-ca.key"));
   EXPECT_NE(ts::sh(cli(made) + " credentials export --host nope -o " + (d / "x").string() +
@@ -290,9 +303,12 @@ TEST(SharedRedis, ManagedRedisAcrossTwoHostsThroughTheStunnelHop) {
     return write(d / ("cluster-" + h + ".json"), c);
   };
   const fs::path cr = host_config("r"), cs = host_config("s");
+  StopOnExit guard{{cs, cr}};
   auto [r1, o1] = ts::sh(cli(cr) + " start --host r 2>&1");
   ASSERT_EQ(r1, 0) << o1 << ts::sh("cat " + (d / "state-r/logs/*.log").string()).second;
   EXPECT_NE(o1.find("TLS through stunnel"), std::string::npos) << o1;
+  EXPECT_TRUE(fs::exists(d / "host-r/creds/redis-admin.password"));
+  EXPECT_FALSE(fs::exists(d / "creds/redis-admin.password"));
   json sr;
   std::ifstream(d / "state-r/stack.json") >> sr;
   EXPECT_EQ(sr["redis"]["tls"], "server");
