@@ -217,6 +217,26 @@ TEST(Config, TwoPoolsOfAHostOnOneMetricsPortIsAConfigError) {
       << c.error().message;
 }
 
+// The transfer service's fixed port (issue #34 P5) shares the host's ports with its pools.
+TEST(Config, TransferMetricsPortIsUniqueOnItsHost) {
+  auto j = json::parse(R"({"hosts": [{"name": "h", "transfer_metrics_port": 9102},
+                                     {"name": "g", "transfer_metrics_port": 9101}], "pools": [
+    {"name": "e", "host": "h", "stage": "encode", "metrics_port": 9101},
+    {"name": "s", "host": "h", "stage": "sample"},
+    {"name": "d", "host": "h", "stage": "decode", "metrics_port": 9102}]})");
+  auto c = config::parse(j, fs::temp_directory_path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message.find("/hosts/1/"), std::string::npos) << "another host's port";
+  EXPECT_NE(c.error().message.find("/hosts/0/transfer_metrics_port: 9102 is already the metrics "
+                                   "port of pool \"d\" on host \"h\""),
+            std::string::npos)
+      << c.error().message;
+  j["hosts"][0]["transfer_metrics_port"] = 9103;
+  auto ok = config::parse(j, fs::temp_directory_path());
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->hosts[0].transfer_metrics_port, 9103);
+}
+
 TEST(Spec, NegativePromptAndParamsAreBoundedLikeThePrompt) {
   config::Limits l;
   l.max_prompt_bytes = 100;
