@@ -1,7 +1,7 @@
 // The typed ports the workers use instead of raw commands, against a real redis-server (label:
 // redis): StageQueue::claimable, the streams' backlogs, the one dead-letter record, the board's
 // store (state::RedisPoolBoardStore), the GPU group's lease (state::GpuLeaseStore) and the
-// Store's counters (wrote:, handed_back:).
+// Store's counters (wrote:, handed_back:), and the receipts kept beside the run (state/receipts.h).
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -11,6 +11,7 @@
 #include "common/queue/queue.h"
 #include "common/state/gpu_lease_store.h"
 #include "common/state/pool_board_store.h"
+#include "common/state/receipts.h"
 #include "common/state/state.h"
 #include "tests/support/test_support.h"
 
@@ -242,4 +243,67 @@ TEST(Ports, TheStoreCountsWritesAndHandBacksAndReadsTheJob) {
   EXPECT_EQ(queue::reply_str(h->get()->element[1]), "1");
   EXPECT_EQ(queue::reply_str(h->get()->element[2]), "stopping");
   EXPECT_EQ(queue::reply_str(h->get()->element[3]), "sample");
+}
+
+// The decode's completion keeps the job's receipt beside the run (state/receipts.h, issue #34 P8):
+// in the same step as `done`, again when a redelivered decode completes a job already done, never
+// over the size bound; and the history names where each stage's output was committed.
+TEST(Ports, TheDecodesCompletionKeepsTheReceiptBesideTheRun) {
+  ts::RedisServer srv;
+  auto r = srv.connect();
+  ASSERT_TRUE(r.ok());
+  state::Store store(**r);
+  pb::JobSpec spec;
+  spec.set_job_id("j");
+  spec.set_prompt("p");
+  auto accepted = store.accept_job("r", spec, "payload");
+  ASSERT_TRUE(accepted.ok() && *accepted);
+  const std::vector<std::pair<pb::Stage, state::JobState>> moves = {
+      {pb::STAGE_ENCODE, state::JobState::kSample},
+      {pb::STAGE_SAMPLE, state::JobState::kDecode},
+      {pb::STAGE_DECODE, state::JobState::kDone}};
+  for (const auto& [stage, to] : moves) {
+    ASSERT_TRUE(store.start_attempt("r", "j", stage).ok());
+    pb::StageRecord rec;
+    rec.set_stage(stage);
+    rec.set_host(stage == pb::STAGE_DECODE ? "b" : "a");
+    rec.set_output_sha256(std::string(64, stage == pb::STAGE_DECODE ? 'd' : 'x'));
+    auto m = state::Store::advance_move("r", "j", rec, to);
+    if (stage == pb::STAGE_DECODE) {
+      ASSERT_TRUE(state::attach_receipt(m, R"({"jobId":"j","n":1})"));
+    }
+    auto moved = store.apply(m);
+    ASSERT_TRUE(moved.ok());
+    EXPECT_EQ(moved->code, state::Applied::kApplied);
+  }
+  auto held = state::receipts(**r, "r");
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(*held, (std::map<std::string, std::string>{{"j", R"({"jobId":"j","n":1})"}}));
+  auto hist = store.history("r", "j");
+  ASSERT_TRUE(hist.ok());
+  auto decoded = state::completion(*hist, pb::STAGE_DECODE);
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->host(), "b");
+  EXPECT_EQ(decoded->output_sha256(), std::string(64, 'd'));
+  EXPECT_FALSE(state::completion(*hist, pb::STAGE_TRANSFER).has_value());
+  // A redelivered decode rewrote the file: the copy follows (the job is already done).
+  pb::StageRecord again;
+  again.set_stage(pb::STAGE_DECODE);
+  auto m = state::Store::advance_move("r", "j", again, state::JobState::kDone);
+  ASSERT_TRUE(state::attach_receipt(m, R"({"jobId":"j","n":2})"));
+  auto moved = store.apply(m);
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(moved->code, state::Applied::kAlreadyPast);
+  held = state::receipts(**r, "r");
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->at("j"), R"({"jobId":"j","n":2})");
+  // Over the bound (or empty): not attached, the move unchanged.
+  auto big = state::Store::advance_move("r", "k", again, state::JobState::kDone);
+  const auto commands = big.record.size();
+  EXPECT_FALSE(state::attach_receipt(big, std::string(state::kReceiptMaxBytes + 1, ' ')));
+  EXPECT_FALSE(state::attach_receipt(big, ""));
+  EXPECT_EQ(big.record.size(), commands);
+  auto none = state::receipts(**r, "other-run");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
 }

@@ -212,3 +212,43 @@ TEST(ResumeRoute, TwoConcurrentResumesEnqueueEachMissingStageOnce) {
   EXPECT_EQ(third.first, 0) << third.second;
   EXPECT_EQ(xlen(**r, "c"), kJobs);
 }
+
+// One answer from every host (issue #34 P8): a finished job whose MP4 the decode host b holds is
+// done for a resume anywhere else, from its history in Redis (the decode's record on b with the
+// output's SHA-256), not re-enqueued because this disk has no MP4; a job whose history records no
+// decode is still redone.  No stack runs here, so no host's disk is this one.
+TEST(ResumeRoute, AFinishedJobWhoseMp4IsOnAnotherHostIsDoneByItsHistory) {
+  Fixture f;
+  auto r = f.redis.connect();
+  ASSERT_TRUE(r.ok());
+  f.make_job(**r, "r5", "j5", "b");
+  ASSERT_TRUE(fs::remove(*paths::latent(f.cluster, "r5", "j5")));  // this is not host a's disk
+  for (const auto& [stage, host] :
+       std::vector<std::pair<pb::Stage, std::string>>{{pb::STAGE_SAMPLE, "a"}, {pb::STAGE_DECODE, "b"}}) {
+    pb::StageRecord rec;  // committed: its output's SHA-256 recorded
+    rec.set_stage(stage);
+    rec.set_host(host);
+    rec.set_output_sha256(std::string(64, 'a'));
+    std::string js;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(rec, &js).ok());
+    ASSERT_TRUE((*r)->command({"RPUSH", keys::history("r5", "j5"), js}).ok());
+  }
+  ASSERT_TRUE((*r)->command({"HSET", keys::job("r5", "j5"), "state", "done"}).ok());
+  auto [rc, out] = f.resume("r5");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("1 done, 0 in flight, re-enqueued 0 encode, 0 sample, 0 decode"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(xlen(**r, "b"), 0) << out;
+  EXPECT_EQ(xlen(**r, "c"), 0);
+  auto state = (*r)->command({"HGET", keys::job("r5", "j5"), "state"});
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(queue::reply_str(state->get()), "done");
+  // Done by its state alone, with no decode recorded: its latent, on a and b by the history, is
+  // decoded where it is (b), and only that.
+  ASSERT_TRUE((*r)->command({"RPOP", keys::history("r5", "j5")}).ok());
+  auto again = f.resume("r5");
+  ASSERT_EQ(again.first, 0) << again.second;
+  EXPECT_NE(again.second.find("0 done"), std::string::npos) << again.second;
+  EXPECT_EQ(xlen(**r, "b"), 1) << again.second;
+}
