@@ -64,10 +64,11 @@ struct Child {
 
 // The metrics port that process `pid` wrote in its run file (0: not written yet).
 int metrics_port_of(const fs::path& run_file, pid_t pid) {
-  std::ifstream in(run_file);
-  if (!in) return 0;
-  // json-parse: a run file h3pipe's own service wrote in the private (0700) state dir
-  const auto j = nlohmann::json::parse(in, nullptr, false);
+  auto text = read_bounded_file(run_file, {"a run file", kMaxSmallFileBytes});
+  if (!text.ok()) return 0;
+  std::string why;
+  const auto j = json_reader::parse_limited(*text, {kMaxSmallFileBytes}, &why)
+                     .value_or(nlohmann::json());
   if (!j.is_object() || j.value("pid", -1) != pid) return 0;
   return j.value("metrics_port", 0);
 }
