@@ -133,6 +133,11 @@ void TransferReceiver::Impl::read_frames() {
         break;
       }
       case pb::TransferFrame::kOffer:
+        offer_peer_.clear();
+        try {
+          offer_peer_ = parts.back().gets("User-Id");
+        } catch (const zmq::error_t&) {  // no CURVE: no key
+        }
         on_offer(routing, f->offer());
         break;
       default:  // kChunk, with its bytes (parse_frame admits nothing else)

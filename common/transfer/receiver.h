@@ -21,6 +21,12 @@
 
 namespace h3pipe::transfer {
 
+// admit_offer's answer.
+struct OfferVerdict {
+  Status status;       // ok: admitted
+  bool retry = false;  // refused for now (the sender offers again), not for good
+};
+
 struct ReceiverOptions {
   std::string bind_endpoint = "tcp://127.0.0.1:0";  // never "*" by default
   std::filesystem::path root;                       // offers' relative paths resolve under it
@@ -37,6 +43,15 @@ struct ReceiverOptions {
   // discards the file and refuses the transfer for good (Done retry = false, the error's code and
   // message), so the job fails with the reason instead of being re-sent.  Empty: no check.
   std::function<Status(const pb::Offer& offer, const std::filesystem::path& part)> check_file;
+  // Decides, when an offer arrives and before any byte of it is accepted, whether this sender
+  // may deliver this latent at all (issue #35 D4: the service checks the job is at transfer and
+  // its sample record names the sending host, and puts the job's stored spec into the offer's
+  // next_task, so nothing of the peer's task but its ids is believed).  `peer_key`: the sender's
+  // CURVE public key (Z85; ZAP's User-Id), empty without CURVE.  It may rewrite `offer` (what
+  // check_file and on_durable then see).  A refusal is answered Done(ok = false) with the error's
+  // code and message, retry as returned ("not yet": the sender offers again after its backoff).
+  // Runs on the receive loop thread.  Empty: every offer admitted.
+  std::function<OfferVerdict(pb::Offer& offer, const std::string& peer_key)> admit_offer;
 };
 
 // Called once the file is verified and durable under its final name.  A failure makes the sender

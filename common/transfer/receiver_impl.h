@@ -102,6 +102,8 @@ class TransferReceiver::Impl {
   // One junk-frame line per peer per 10 s, with the count held back (#22); every junk frame
   // is still counted (h3pipe_transfer_protocol_errors_total).
   logging::LogRateLimit junk_log_{1, std::chrono::seconds(10)};
+  // The CURVE key (ZAP's User-Id) of the peer whose offer on_offer is handling (read_frames).
+  std::string offer_peer_;
 };
 
 }  // namespace h3pipe::transfer

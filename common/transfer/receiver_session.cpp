@@ -26,15 +26,29 @@ double since(Clock::time_point t) {
 
 }  // namespace
 
-void TransferReceiver::Impl::on_offer(const std::string& routing, const pb::Offer& o) {
-  auto final_path = resolve_offer(o, opts_.root, opts_.max_file_bytes);
+void TransferReceiver::Impl::on_offer(const std::string& routing, const pb::Offer& offered) {
+  auto final_path = resolve_offer(offered, opts_.root, opts_.max_file_bytes);
   if (!final_path.ok()) {
     probe_.protocol_error();
-    logger().warn("transfer receiver: run={} job={} offer refused: {}", o.run_id(), o.job_id(),
-                  final_path.error().message);
-    send_done(routing, o, o.transfer_id(), false, final_path.error().code,
+    logger().warn("transfer receiver: run={} job={} offer refused: {}", offered.run_id(),
+                  offered.job_id(), final_path.error().message);
+    send_done(routing, offered, offered.transfer_id(), false, final_path.error().code,
               final_path.error().message, false);
     return;
+  }
+  // May this peer deliver this job's latent at all (ReceiverOptions::admit_offer)?  Before any
+  // byte is taken: a refused latent never reaches the disk.
+  pb::Offer o = offered;
+  if (opts_.admit_offer) {
+    const OfferVerdict v = opts_.admit_offer(o, offer_peer_);
+    if (!v.status.ok()) {
+      logger().warn("transfer receiver: run={} job={} offer from {} refused{}: {}", o.run_id(),
+                    o.job_id(), offer_peer_.empty() ? "(no key)" : offer_peer_.substr(0, 8),
+                    v.retry ? " for now" : "", v.status.error().message);
+      send_done(routing, offered, offered.transfer_id(), false, v.status.error().code,
+                v.status.error().message, v.retry);
+      return;
+    }
   }
   const std::string key = o.run_id() + "/" + o.job_id();
   bool replaced = false;

@@ -4,7 +4,11 @@
 
 #include "common/logging/log.h"
 #include "common/queue/keys.h"
+#include "common/spec/spec.h"
 #include "common/state/state.h"
+#include "common/state/transfer_facts.h"
+#include "common/transfer/config_map.h"
+#include "common/transfer/keys.h"
 #include "common/transfer/receiver.h"
 #include "common/worker/worker.h"
 
@@ -97,6 +101,61 @@ Status Handoff::enqueue_local(const pb::StageTask& task, const fs::path& final_p
                               const std::string& sha256) {
   std::error_code ec;
   return run_script(task, final_path, sha256, fs::file_size(final_path, ec));
+}
+
+transfer::OfferVerdict Handoff::admit(pb::Offer& offer, const std::string& peer_key) {
+  const std::string& run = offer.run_id();
+  const std::string& job = offer.job_id();
+  auto refuse = [&](bool retry, std::string why) {
+    refused_++;
+    return transfer::OfferVerdict{make_error(errc::transfer::kRefused, "run={} job={}: {}", run,
+                                             job, std::move(why)),
+                                  retry};
+  };
+  std::lock_guard<std::mutex> l(mu_);
+  auto conn = connection();
+  if (!conn.ok()) return refuse(true, "cannot read the job: " + conn.error().message);
+  auto facts = state::transfer_facts(**conn, run, job);
+  if (!facts.ok()) {
+    redis_.reset();
+    return refuse(true, "cannot read the job: " + facts.error().message);
+  }
+  if (!facts->exists) return refuse(false, "no such job in this Redis");
+  if (facts->state == state::job_state_name(state::JobState::kSample) ||
+      facts->sampled_on.empty())
+    return refuse(true, fmt::format("the job is at {} and not sampled yet; no latent is expected",
+                                    facts->state));
+  // With CURVE every sender is authenticated by its key: it must be the sampling host's.
+  if (!peer_key.empty() || transfer::curve_required(cluster_)) {
+    auto want = host_keys_.find(facts->sampled_on);
+    if (want == host_keys_.end()) {
+      const config::Host* h = cluster_.find_host(facts->sampled_on);
+      if (!h || h->transfer_public_key_file.empty())
+        return refuse(false, fmt::format("sampled on host {}, whose transfer public key the config "
+                                         "does not name: the sender cannot be checked",
+                                         facts->sampled_on));
+      auto k = transfer::load_key_file(h->transfer_public_key_file, false);
+      if (!k.ok())
+        return refuse(true, fmt::format("the transfer public key of host {}: {}",
+                                        facts->sampled_on, k.error().message));
+      want = host_keys_.emplace(facts->sampled_on, *k).first;
+    }
+    if (peer_key != want->second)
+      return refuse(false, fmt::format("sampled on host {}; this sender (key {}) is not that "
+                                       "host, so its latent is not this job's",
+                                       facts->sampled_on,
+                                       peer_key.empty() ? "none" : peer_key.substr(0, 8)));
+  }
+  auto spec = spec::parse_json(facts->spec_json);
+  if (!spec.ok()) return refuse(false, "the job's stored spec: " + spec.error().message);
+  *offer.mutable_next_task()->mutable_spec() = std::move(*spec);
+  return {};
+}
+
+void Handoff::guard(transfer::ReceiverOptions& o) {
+  o.admit_offer = [this](pb::Offer& offer, const std::string& peer_key) {
+    return admit(offer, peer_key);
+  };
 }
 
 void Handoff::fail(const pb::StageTask& task, const Error& e) {

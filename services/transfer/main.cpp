@@ -43,6 +43,7 @@ int serve(runner::Context& ctx) {
       logger().critical("{}", o.error().message);
       return 2;
     }
+    handoff.guard(*o);  // a peer delivers only the latents of jobs it sampled (issue #35 D4)
     rprobe = std::make_unique<transfer::TransferProbe>(*ctx.registry, "receiver");
     auto r = transfer::TransferReceiver::start(
         zctx, *o,

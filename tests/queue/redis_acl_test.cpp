@@ -10,6 +10,7 @@
 #include "common/queue/redis.h"
 #include "common/state/resume.h"
 #include "common/state/state.h"
+#include "common/state/transfer_facts.h"
 #include "tests/queue/redis_acl_checks.h"
 #include "tests/queue/redis_acl_fixture.h"
 
@@ -178,6 +179,25 @@ TEST(RedisAcl, TheOperatorHoldsTheResumeLockAndNoOtherStringKey) {
   for (const Argv& argv : {Argv{"SET", "h3pipe:run:{r}:job:j", "x"}, Argv{"GET", "h3pipe:runs"},
                            Argv{"DEL", "h3pipe:run:{r}"}, Argv{"SET", "h3pipe:gpu:g", "x"}})
     EXPECT_TRUE(is_acl_denial(refusal(**op, argv))) << argv[0] << " " << argv[1];
+}
+
+// Issue #35 D4: the transfer user reads what the receiver's admission of a peer's latent needs
+// (the job's state and spec, its history: state::transfer_facts).
+TEST(RedisAcl, TheTransferUserReadsTheJobBeforeItAdmitsALatent) {
+  ts::AclRedis srv;
+  REQUIRE_SERVER(srv);
+  auto admin = srv.connect("admin");
+  ASSERT_TRUE(admin.ok());
+  ASSERT_TRUE((*admin)->command({"HSET", "h3pipe:run:{r}:job:j", "state", "transfer"}).ok());
+  ASSERT_TRUE(
+      (*admin)->command({"RPUSH", "h3pipe:run:{r}:hist:j", R"({"stage": "STAGE_SAMPLE", "host": "a"})"})
+          .ok());
+  auto t = srv.connect("transfer");
+  ASSERT_TRUE(t.ok());
+  auto facts = state::transfer_facts(**t, "r", "j");
+  ASSERT_TRUE(facts.ok()) << facts.error().to_string();
+  EXPECT_EQ(facts->state, "transfer");
+  EXPECT_EQ(facts->sampled_on, "a");
 }
 
 TEST(RedisAcl, EachServiceIsConfinedToItsOwnStreams) {
