@@ -26,11 +26,12 @@ enum Exit : int {
   kExitUsage = 2,        // bad flags, config, batch or spec: nothing was done
   kExitTimedOut = 3,     // wait --timeout passed
   kExitNoSuchRun = 4,    // the run id is unknown to this Redis
-  kExitUnreachable = 5,  // Redis did not answer (wait: not within its grace period)
+  kExitUnreachable = 5,  // Redis did not answer (wait: within its grace) or refused the login
 };
 inline constexpr const char* kExitCodesHelp =
     "Exit codes: 0 ok (wait: every job done), 1 failed (wait: a job failed or was cancelled), "
-    "2 bad input or config (nothing done), 3 timed out, 4 no such run, 5 Redis unreachable.";
+    "2 bad input or config (nothing done), 3 timed out, 4 no such run, 5 Redis unreachable or "
+    "refused the login.";
 
 // config-adapt -o FILE: deploy/<host>.env beside FILE for every host (compose_env.cpp); an
 // existing one is kept unless `force`.  0, or 1 when the config or a file cannot be read/written.
