@@ -85,8 +85,7 @@ Result<std::string> read_password(const Login& l) {
 }  // namespace
 
 bool is_auth_refusal(const Error& e) {
-  return e.code == errc::redis::kAuth ||
-         (e.code == errc::redis::kError && auth_refusal(e.message));
+  return e.code == errc::redis::kAuth || (e.code == errc::redis::kError && auth_refusal(e.message));
 }
 
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c) {

@@ -107,9 +107,8 @@ std::optional<int> start_precheck(const Global& g, const config::Cluster& c,
 
 void write_start_record(const Global& g, const config::Cluster& c, const nlohmann::json& stack) {
   const std::string cfg = canonical(g.config_file);
-  const nlohmann::json j = {{"config", cfg},
-                            {"config_sha256", file_sha(cfg)},
-                            {"host", stack.value("host", "")}};
+  const nlohmann::json j = {
+      {"config", cfg}, {"config_sha256", file_sha(cfg)}, {"host", stack.value("host", "")}};
   // Best effort: without it the next start only loses the P13 check.
   if (artifacts::write_atomic(record_file(c.state_dir), j.dump(2) + "\n").ok()) {
     std::error_code ec;

@@ -64,9 +64,9 @@ Status detect_compose(const config::Cluster& c, Options& o) {
         o.compose_by_host[r.host] = {words.begin(), words.end() - 1};  // without "version"
         continue;
       }
-      tried[r.host] += fmt::format("\n    `{}` exit {}: {}", render(words),
-                                   r.timed_out ? "TIMEOUT" : std::to_string(r.exit_code),
-                                   trimmed(r.output));
+      tried[r.host] +=
+          fmt::format("\n    `{}` exit {}: {}", render(words),
+                      r.timed_out ? "TIMEOUT" : std::to_string(r.exit_code), trimmed(r.output));
       still.push_back(r.host);
     }
     pending = std::move(still);
