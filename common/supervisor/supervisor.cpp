@@ -67,8 +67,8 @@ int metrics_port_of(const fs::path& run_file, pid_t pid) {
   auto text = read_bounded_file(run_file, {"a run file", kMaxSmallFileBytes});
   if (!text.ok()) return 0;
   std::string why;
-  const auto j = json_reader::parse_limited(*text, {kMaxSmallFileBytes}, &why)
-                     .value_or(nlohmann::json());
+  const auto j =
+      json_reader::parse_limited(*text, {kMaxSmallFileBytes}, &why).value_or(nlohmann::json());
   if (!j.is_object() || j.value("pid", -1) != pid) return 0;
   return j.value("metrics_port", 0);
 }

@@ -161,8 +161,8 @@ void StageWorker::report(Outcome o, const pb::StageRecord& rec, const pb::JobSpe
       if (stage_ == pb::STAGE_SAMPLE && rec.run_s() > 0) {
         double gflop = 0, peak = opts_.peak_gflops;
         std::string why;
-        const auto j = json_reader::parse_limited(rec.settings_json(), {}, &why)
-                           .value_or(nlohmann::json());
+        const auto j =
+            json_reader::parse_limited(rec.settings_json(), {}, &why).value_or(nlohmann::json());
         if (j.is_object() && j.contains("runtime_reported") && j["runtime_reported"].is_object()) {
           const auto& rr = j["runtime_reported"];
           gflop = rr.value("gflop", 0.0);

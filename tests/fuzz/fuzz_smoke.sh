@@ -19,6 +19,7 @@ fi
 case $name in
   transfer) code="$src/common/transfer/frames.cpp $src/common/transfer/offer.cpp $src/common/transfer/sender_parts.cpp" ;;
   latent) code="$src/common/latent/latent.cpp $src/common/latent/safetensors.cpp $src/common/latent/check.cpp $src/common/latent/profile.cpp" ;;
+  comfyui) code="$src/common/comfyui/graph.cpp $src/common/comfyui/split.cpp $src/common/comfyui/ui_workflow.cpp $src/common/runtime/comfyui_client.cpp $src/common/core/json_parse.cpp" ;;
   *) code="$src/common/spec/spec.cpp $src/common/config/config.cpp" ;;
 esac
 for f in "$src"/fuzz/"$name"/*.cpp $code; do
