@@ -1,4 +1,4 @@
-// h3pipe systemd units|install|redis-acl: the host's services as systemd units
+// h3pipe systemd units|install|prepare: the host's services as systemd units
 // (common/deploy/systemd_units.h; docs/deploy.md, "systemd").
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "common/deploy/systemd_units.h"
 #include "common/supervisor/credentials.h"
+#include "common/supervisor/redis_plan.h"
 
 namespace h3pipe::cli {
 namespace fs = std::filesystem;
@@ -48,7 +49,17 @@ Result<std::vector<deploy::UnitFile>> units_for(const Global& g, const UnitArgs&
   if (a.user.empty() && o.user == "root") o.user.clear();  // root: no User= line
   o.group = a.group;
   o.start_timeout = a.start_timeout;
+  if (const std::string st = supervisor::stunnel_binary(); !st.empty()) o.stunnel = st;
   auto u = deploy::render_units(*c, o);
+  // PrivateTmp=yes gives every unit its own /tmp: a root or secret there is out of its sight.
+  for (const fs::path& p : {c->state_dir, c->artifact_root, c->output_root,
+                            fs::path(c->redis.credentials_dir), o.config_file})
+    for (const char* t : {"/tmp/", "/var/tmp/"})
+      if (u.ok() && p.string().rfind(t, 0) == 0)
+        fmt::print(stderr,
+                   "systemd: warning: {} is under {}: the units' PrivateTmp=yes hides it from "
+                   "them; move it (e.g. /var/lib/h3pipe) before installing\n",
+                   p.string(), t);
   if (u.ok() && cluster) *cluster = std::move(*c);
   return u;
 }
@@ -135,19 +146,25 @@ int cmd_install(const Global& g, const UnitArgs& a) {
   return rc;
 }
 
-// ExecStartPre of h3pipe-redis.service: the ACL file from the credentials' passwords.
-int cmd_redis_acl(const Global& g) {
+// ExecStartPre of the Redis and TLS units: what `h3pipe start` writes before it runs them
+// (supervisor/redis_plan.h): the ACL file from the credentials' passwords on the Redis host, the
+// stunnel config of the TLS hop, a stale tunnel socket removed.
+int cmd_prepare(const Global& g, const UnitArgs& a) {
   auto c = load_cluster(g);
-  if (!c.ok()) return fail(c.error(), "systemd redis-acl");
-  if (c->redis.credentials_dir.empty()) {
-    fmt::print(stderr, "systemd redis-acl: /redis/credentials_dir is not set in {}\n",
-               g.config_file);
-    return kExitUsage;
-  }
+  if (!c.ok()) return fail(c.error(), "systemd prepare");
+  auto plan = supervisor::plan_redis(*c, a.host, 0);
+  if (!plan.ok()) return fail(plan.error(), "systemd prepare");
   const fs::path dir = c->state_dir / "redis";
   Status s = supervisor::make_private_dir(dir);
-  if (s.ok()) s = supervisor::render_acl_file(c->redis.credentials_dir, dir / "users.acl");
-  if (!s.ok()) return fail(s.error(), "systemd redis-acl");
+  if (s.ok() && plan->run_redis)
+    s = supervisor::render_acl_file(plan->credentials_dir, dir / "users.acl");
+  if (s.ok() && !plan->stunnel_conf.empty())
+    s = supervisor::write_private(plan->stunnel_conf, plan->stunnel_text);
+  if (s.ok() && plan->tls_client) {
+    std::error_code ec;
+    fs::remove(plan->tunnel_socket, ec);
+  }
+  if (!s.ok()) return fail(s.error(), "systemd prepare");
   return kExitOk;
 }
 
@@ -180,10 +197,11 @@ void register_systemd_commands(CLI::App& app, Global& g, int& rc) {
   install->add_option("--unit-dir", a.unit_dir, "default /etc/systemd/system");
   install->add_flag("--no-start", a.no_start, "enable only");
   install->callback([&g, &rc] { rc = cmd_install(g, a); });
-  CLI::App* acl = sd->add_subcommand(
-      "redis-acl", "render <state_dir>/redis/users.acl from /redis/credentials_dir (the Redis "
-                   "unit's ExecStartPre)");
-  acl->callback([&g, &rc] { rc = cmd_redis_acl(g); });
+  CLI::App* prepare = sd->add_subcommand(
+      "prepare", "write what the Redis and TLS units read (the ACL, the stunnel config); their "
+                 "ExecStartPre");
+  prepare->add_option("--host", a.host, "the host in the config")->required();
+  prepare->callback([&g, &rc] { rc = cmd_prepare(g, a); });
 }
 
 }  // namespace h3pipe::cli

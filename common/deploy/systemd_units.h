@@ -2,7 +2,8 @@
 // systemd units for one host of a cluster (`h3pipe systemd units --host NAME -o DIR`, installed by
 // `h3pipe systemd install` and `h3pipe start --all --launcher systemd`; docs/deploy.md, "systemd"):
 //   h3pipe-<service>-<instance>.service   one per process `h3pipe start` would run on the host
-//   h3pipe-redis.service                  the shared Redis, on the host that runs it
+//   h3pipe-redis.service                  the shared Redis (/redis/managed), on its host
+//   h3pipe-redis-tls.service              its stunnel TLS server there, the client elsewhere
 //   h3pipe.target                         wants them all; enabled, it brings them up at boot
 // Every service unit is Type=notify (the runner sends READY=1 once its /readyz answers 200, and
 // STATUS= lines: common/runner/sd_notify.h), Restart=on-failure, a long TimeoutStartSec for model
@@ -28,6 +29,7 @@ struct UnitOptions {
   std::string group;                    // Group= ("" = the user's)
   std::string start_timeout = "30min";  // TimeoutStartSec: a model load may take minutes
   std::string redis_server = "/usr/bin/redis-server";
+  std::string stunnel = "/usr/bin/stunnel4";
 };
 
 struct UnitFile {
@@ -46,7 +48,8 @@ Result<std::vector<UnitFile>> render_units(const config::Cluster& c, const UnitO
 // with '%' doubled and '$' doubled (no specifier or variable expansion).  Pure; for tests.
 std::string unit_quote(const std::string& word);
 
-// Whether the host runs the cluster's shared Redis (its name or address is /redis/host).
+// Whether the host runs the cluster's shared Redis (/redis/managed, and its name or address is
+// /redis/host).
 bool runs_shared_redis(const config::Cluster& c, const config::Host& h);
 
 }  // namespace h3pipe::deploy
