@@ -62,6 +62,9 @@ struct Child {
   int metrics_port = 0;
 };
 
+// The runner's exit status when it cannot bind the metrics port it was given (runner.cpp).
+constexpr int kExitMetricsPortInUse = 98;
+
 // The metrics port that process `pid` wrote in its run file (0: not written yet).
 int metrics_port_of(const fs::path& run_file, pid_t pid) {
   auto text = read_bounded_file(run_file, {"a run file", kMaxSmallFileBytes});
@@ -275,6 +278,16 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, const RedisPlan
     ch.argv.insert(ch.argv.end(), {"--metrics-port", std::to_string(ch.metrics_port)});
     return true;
   };
+  // ... unless another process took it while the service was down (the runner exits 98 when it
+  // cannot bind it): the next start picks a free one again, learned the same way.
+  auto forget_port = [&](Child& ch) {
+    const auto it = std::find(ch.argv.begin(), ch.argv.end(), "--metrics-port");
+    if (it == ch.argv.end() || it + 1 == ch.argv.end()) return;  // the config's port: kept
+    std::fprintf(stderr, "supervisor: %s: metrics port %s is taken; restarting on a free one\n",
+                 ch.name.c_str(), (it + 1)->c_str());
+    ch.argv.erase(it, it + 2);
+    ch.metrics_port = 0;
+  };
   Clock::time_point next_port_check{};
   while (!g_term) {
     int status = 0;
@@ -285,6 +298,7 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, const RedisPlan
       if (ch.pid == 0) continue;  // the shared Redis placeholder
       if (dead > 0 && ch.pid == dead) {
         learn_port(ch, dead);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == kExitMetricsPortInUse) forget_port(ch);
         changed = true;
         ch.exits++;  // `start` stops waiting on a service that exited (issue #34 P1)
         ch.last_exit = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status))
