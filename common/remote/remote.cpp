@@ -75,8 +75,8 @@ Result<HostCommand> wrap(const config::Cluster& c, const Options& o, const confi
 
 }  // namespace
 
-Result<HostCommand> wrap_for_host(const config::Cluster& c, const Options& o,
-                                  const config::Host& h, std::vector<std::string> words) {
+Result<HostCommand> wrap_for_host(const config::Cluster& c, const Options& o, const config::Host& h,
+                                  std::vector<std::string> words) {
   return wrap(c, o, h, 0, std::move(words));
 }
 
@@ -209,11 +209,11 @@ bool report(const std::vector<HostResult>& rs, const char* what, std::ostream& o
     ok = ok && good;
     out << fmt::format("{:<16} {:<6} {:>8.1f}  {}\n", r.host,
                        r.timed_out ? "TIMEOUT" : std::to_string(r.exit_code), r.seconds,
-                       good ? render(r.argv) + (r.output.find("already running") !=
-                                                        std::string::npos
-                                                    ? "  (already running)"
-                                                    : "")
-                            : summary_line(r.output));
+                       good
+                           ? render(r.argv) + (r.output.find("already running") != std::string::npos
+                                                   ? "  (already running)"
+                                                   : "")
+                           : summary_line(r.output));
   }
   for (const auto& r : rs) {
     if (r.exit_code == 0 && !r.timed_out) continue;

@@ -101,8 +101,8 @@ int start_all(const config::Cluster& c, const Options& o, std::ostream& out);
 int stop_all(const config::Cluster& c, const Options& o, std::ostream& out);
 
 // The host's command as plan() runs it: over ssh with the host's alias, or here (wave 0).
-Result<HostCommand> wrap_for_host(const config::Cluster& c, const Options& o,
-                                  const config::Host& h, std::vector<std::string> words);
+Result<HostCommand> wrap_for_host(const config::Cluster& c, const Options& o, const config::Host& h,
+                                  std::vector<std::string> words);
 
 // --compose-cmd: "docker compose", "docker-compose", or a path, as words.  Error remote.compose.
 Result<std::vector<std::string>> parse_compose_command(std::string_view text);

@@ -6,12 +6,11 @@
 //     change), and freeing space lets the run finish.
 // Labels: e2e.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <fstream>
-#include <regex>
 #include <map>
+#include <regex>
 #include <thread>
 
 #include "common/queue/keys.h"
@@ -170,9 +169,9 @@ TEST(CliExitCodes, OneMappingForEveryCommand) {
 TEST(CliExitCodes, RefusedLoginIsFiveForEveryCommandAndNamesTheFix) {
   ts::TempDir dir;
   const std::string good = "operator-pass-0123456789";
-  ts::RedisServer redis(ts::RedisOptions{
-      .password = "default-pass-0123456789",
-      .conf_lines = {"user h3pipe-operator on >" + good + " ~* &* +@all"}});
+  ts::RedisServer redis(
+      ts::RedisOptions{.password = "default-pass-0123456789",
+                       .conf_lines = {"user h3pipe-operator on >" + good + " ~* &* +@all"}});
   ASSERT_TRUE(redis.ok()) << redis.log();
   const fs::path batch_file = dir.path() / "b.jsonl";
   std::ofstream(batch_file) << batch(1);
@@ -319,13 +318,14 @@ TEST(StatusPools, AStoppedDecoderIsDeadAndItsStageStalled) {
   for (const auto& p : stack["processes"])
     if (p["name"] == "decoder-dec") decoder = p["pid"].get<int>();
   ASSERT_GT(decoder, 0) << stack.dump();
-  auto text = [&](const std::string& args) { return ts::sh(st.cli() + " " + args + " 2>&1").second; };
+  auto text = [&](const std::string& args) {
+    return ts::sh(st.cli() + " " + args + " 2>&1").second;
+  };
   ASSERT_TRUE(ts::wait_for(
       [&] {
         const std::string out = text("status");
         return out.find("hosts and pools") != std::string::npos &&
-               out.find("dec ") != std::string::npos &&
-               out.find("dead") == std::string::npos;
+               out.find("dec ") != std::string::npos && out.find("dead") == std::string::npos;
       },
       10))
       << text("status");
@@ -340,9 +340,9 @@ TEST(StatusPools, AStoppedDecoderIsDeadAndItsStageStalled) {
       << text("status");
   EXPECT_LT(std::chrono::steady_clock::now() - stopped, std::chrono::seconds(6));
   const fs::path b = st.write("b.jsonl", batch(2));
-  ASSERT_EQ(
-      ts::sh(st.cli() + " run " + b.string() + " --run-id stall --background >/dev/null 2>&1").first,
-      0);
+  ASSERT_EQ(ts::sh(st.cli() + " run " + b.string() + " --run-id stall --background >/dev/null 2>&1")
+                .first,
+            0);
   ASSERT_TRUE(ts::wait_for(
       [&] {
         const json s = st.status("stall");
@@ -357,7 +357,8 @@ TEST(StatusPools, AStoppedDecoderIsDeadAndItsStageStalled) {
       << s.dump(2);
   bool dec_dead = false;
   for (const auto& p : s["pools"])
-    if (p["pool"] == "dec") dec_dead = !p["live"].get<bool>() && p["heartbeat_age_s"].get<double>() > 2;
+    if (p["pool"] == "dec")
+      dec_dead = !p["live"].get<bool>() && p["heartbeat_age_s"].get<double>() > 2;
   EXPECT_TRUE(dec_dead) << s["pools"].dump();
   const std::string out = text("status stall");
   EXPECT_NE(out.find("(stalled)"), std::string::npos) << out;

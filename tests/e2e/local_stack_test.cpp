@@ -286,8 +286,8 @@ TEST(LocalStack, OneStackPerStateDirAndNoOrphansAfterKill9) {
   EXPECT_EQ(st.stack()["supervisor_pid"], before["supervisor_pid"]);
   const fs::path state = before["state_dir"].get<std::string>();
   fs::copy_file(state / "cluster.json", state / "other.json");
-  auto [orc, oout] = ts::sh(ts::bin("h3pipe") + " --config " + (state / "other.json").string() +
-                            " start 2>&1");
+  auto [orc, oout] =
+      ts::sh(ts::bin("h3pipe") + " --config " + (state / "other.json").string() + " start 2>&1");
   EXPECT_EQ(orc, 1) << oout;
   EXPECT_NE(oout.find("already runs"), std::string::npos) << oout;
   EXPECT_NE(oout.find((state / "cluster.json").string()), std::string::npos) << oout;

@@ -280,7 +280,8 @@ TEST(ComposeEnv, RendersProfilesPoolsAndPorts) {
 // #34 P7: config-adapt writes deploy/<host>.env for every host, and start --all --launcher
 // compose (here --dry-run) names exactly those files.
 TEST(ComposeEnv, ConfigAdaptWritesTheFilesStartAllReads) {
-  const fs::path dir = fs::temp_directory_path() / ("h3pipe_adapt_env_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("h3pipe_adapt_env_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string cli = std::string(H3PIPE_BIN_DIR) + "/h3pipe";
@@ -309,7 +310,8 @@ TEST(ComposeEnv, ConfigAdaptWritesTheFilesStartAllReads) {
     EXPECT_NE(text.find("H3PIPE_CONFIG_FILE=./cluster.json\n"), std::string::npos) << text;
     EXPECT_NE(text.find("COMPOSE_PROFILES="), std::string::npos) << text;
     EXPECT_NE(dry.find("docker-compose --project-directory /opt/h3pipe --env-file "
-                       "/opt/h3pipe/deploy/" + h.name + ".env"),
+                       "/opt/h3pipe/deploy/" +
+                       h.name + ".env"),
               std::string::npos)
         << dry;
   }
@@ -317,8 +319,7 @@ TEST(ComposeEnv, ConfigAdaptWritesTheFilesStartAllReads) {
   auto [arc, adry] =
       run(cli + " --config " + cfg.string() + " start --all --launcher compose --dry-run");
   EXPECT_EQ(arc, 0) << adry;
-  EXPECT_NE(adry.find("`docker compose version`, else `docker-compose version`"),
-            std::string::npos)
+  EXPECT_NE(adry.find("`docker compose version`, else `docker-compose version`"), std::string::npos)
       << adry;
   fs::remove_all(dir);
 }
