@@ -158,6 +158,11 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
     bool warned = false;
     while (Clock::now() < deadline) {
       auto r = connect(g, *c);
+      // A refused login is not an outage: no retry helps, say what to fix now.
+      if (!r.ok() && is_auth_refusal(r.error())) {
+        fmt::print(stderr, "wait: {}\n", r.error().message);
+        return false;
+      }
       // A Redis that cannot persist answers PING with MISCONF: it answers, and reads work, so the
       // wait goes on and says why nothing moves (storage_degraded below).
       const Status ping = r.ok() ? queue::ping(**r) : Status(r.error());
@@ -167,11 +172,6 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
         redis = std::move(*r);
         if (warned) fmt::print(stderr, "wait: Redis is back\n");
         return true;
-      }
-      // A refused login is not an outage: no retry helps, say what to fix now.
-      if (!r.ok() && is_auth_refusal(r.error())) {
-        fmt::print(stderr, "wait: {}\n", r.error().message);
-        return false;
       }
       why = r.ok() ? "PING failed: " + ping.error().message : r.error().message;
       if (!warned && redis)
