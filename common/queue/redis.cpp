@@ -168,6 +168,15 @@ Status Redis::reconnect() {
     if (!addr_.user.empty()) argv.push_back(addr_.user);
     argv.push_back(addr_.password);
     auto r = command_on(ctx_, argv);
+    if (!r.ok() && r.error().code == errc::redis::kIo) {
+      // No reply at all: not a refusal but a peer that hung up (a TLS hop whose handshake failed).
+      redisFree(ctx_);
+      ctx_ = nullptr;
+      return make_error(errc::redis::kConnect,
+                        "redis at {} closed the connection before answering AUTH (for a TLS hop: "
+                        "its handshake failed, see the stunnel log): {}",
+                        where(), r.error().message);
+    }
     if (!r.ok()) {
       redisFree(ctx_);
       ctx_ = nullptr;

@@ -613,6 +613,9 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
           exited += fmt::format("\n  {} exited ({}); the end of {}:{}", p["name"].get<std::string>(),
                                 p.value("last_exit", "?"), p["log"].get<std::string>(),
                                 log_tail(p["log"].get<std::string>(), 8));
+      if (!exited.empty() && !redis_why.empty() && !plan->stunnel_conf.empty())
+        exited += fmt::format("\n  the end of {}:{}", (c.state_dir / "logs" / "stunnel.log").string(),
+                              log_tail(c.state_dir / "logs" / "stunnel.log", 6));
       if (!exited.empty()) {
         (void)stop(c);
         return make_error(errc::start::kFailed, "the stack was stopped:{}{}", exited,

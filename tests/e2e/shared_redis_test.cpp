@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -338,6 +339,74 @@ TEST(SharedRedis, ManagedRedisAcrossTwoHostsThroughTheStunnelHop) {
   EXPECT_NE(po.find("PASS    redis.tls"), std::string::npos) << po;
   EXPECT_EQ(ts::sh(cli(cs) + " stop 2>&1").first, 0);
   EXPECT_EQ(ts::sh(cli(cr) + " stop 2>&1").first, 0);
+}
+
+// #35 D1 between hosts: a TLS server whose certificate is not the cluster's (another CA, the
+// right address) in front of a squatter gets no byte of RESP from a host's stack, so no AUTH: the
+// stunnel client refuses the handshake, and `start` says why.
+TEST(SharedRedis, AServerOfAnotherCaGetsNoPassword) {
+  const std::string stunnel = supervisor::stunnel_binary();
+  if (stunnel.empty()) GTEST_SKIP() << "stunnel4 is not installed (apt-get install stunnel4)";
+  ts::TempDir dir;
+  const fs::path d = dir.path();
+  const int redis_port = ts::free_tcp_port();
+  json cfg = base(d / "state-s");
+  cfg["redis"] = {{"host", "127.0.0.1"},
+                  {"port", redis_port},
+                  {"embedded", false},
+                  {"managed", true},
+                  {"credentials_dir", (d / "host-s").string()}};
+  cfg["hosts"] = {{{"name", "r"},
+                   {"address", "127.0.0.1"},
+                   {"bind", "127.0.0.1"},
+                   {"transfer_port", ts::free_tcp_port()}},
+                  {{"name", "s"}, {"address", "127.0.0.2"}, {"bind", "127.0.0.2"}}};
+  cfg["pools"] = sim_pools({{"s", "encode"}, {"s", "sample"}, {"r", "decode"}});
+  cfg["links"] = {{{"from", "s"}, {"to", "r"}, {"gbps", 1.0}}};
+  cfg["transfer"] = {{"curve", false}};
+  const fs::path config = write(d / "cluster.json", cfg);
+  ASSERT_EQ(ts::sh(cli(config) + " credentials init --dir " + (d / "ours").string() + " >/dev/null")
+                .first,
+            0);
+  ASSERT_EQ(ts::sh(cli(config) + " credentials export --dir " + (d / "ours").string() +
+                   " --host s -o " + (d / "host-s").string() + " >/dev/null")
+                .first,
+            0);
+  // The rogue: a CA of its own, a server certificate for the right address, in front of a
+  // listener that keeps every byte.
+  ASSERT_EQ(ts::sh(cli(config) + " credentials init --dir " + (d / "rogue").string() + " >/dev/null")
+                .first,
+            0);
+  const int sink_port = ts::free_tcp_port();
+  Squatter sink(sink_port);
+  ASSERT_TRUE(sink.bound());
+  const fs::path conf = d / "rogue.conf";
+  std::ofstream(conf) << fmt::format(
+      "foreground = yes\npid =\nsyslog = no\n[rogue]\naccept = 127.0.0.1:{}\n"
+      "connect = 127.0.0.1:{}\ncert = {}\nkey = {}\n",
+      redis_port, sink_port, (d / "rogue/redis-server.pem").string(),
+      (d / "rogue/redis-server.key").string());
+  const pid_t rogue = ts::spawn({stunnel, conf.string()}, (d / "rogue.log").string());
+  ASSERT_GT(rogue, 0);
+  ASSERT_TRUE(ts::wait_for(
+      [&] { return ts::sh("grep -c 'Configuration successful' " + (d / "rogue.log").string())
+                       .second.rfind("1", 0) == 0; },
+      10))
+      << ts::sh("cat " + (d / "rogue.log").string()).second;
+  StopOnExit guard{{config}};
+  auto [rc, out] = ts::sh(cli(config) + " start --host s 2>&1");
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("tunnel.sock"), std::string::npos) << out;
+  EXPECT_NE(out.find("closed the connection before answering AUTH"), std::string::npos) << out;
+  EXPECT_NE(out.find("stunnel.log"), std::string::npos) << out;
+  if (std::getenv("H3PIPE_TEST_PRINT")) std::cout << out << "\n";
+  EXPECT_EQ(ts::sh(cli(config) + " status >/dev/null 2>&1").first == 0, false);
+  EXPECT_EQ(sink.received().find("AUTH"), std::string::npos) << sink.received();
+  EXPECT_EQ(sink.received(), "");
+  const std::string client_log = ts::sh("cat " + (d / "state-s/logs/stunnel.log").string()).second;
+  EXPECT_NE(client_log.find("certificate verify failed"), std::string::npos) << client_log;
+  ::kill(rogue, SIGTERM);
+  ::waitpid(rogue, nullptr, 0);
 }
 
 }  // namespace
