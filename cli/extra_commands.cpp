@@ -19,6 +19,7 @@
 #include "common/schedule/plan.h"
 #include "common/schedule/receipts.h"
 #include "common/state/receipts.h"
+#include "common/supervisor/supervisor.h"
 #include "common/transfer/keys.h"
 
 namespace h3pipe::cli {
@@ -328,6 +329,14 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
     // plan and the job classes are that config's (issue #34 P10).
     report.config = config_file_in_use(g);
     if (!config_loads(report.config, "report", rc)) return;
+    // A stack running here on the embedded default config: that config plans.
+    std::optional<config::Cluster> embedded;
+    report.cluster = nullptr;
+    if (report.config.empty())
+      if (auto c = load_cluster(g); c.ok() && supervisor::running(*c)) {
+        embedded = std::move(*c);
+        report.cluster = &*embedded;
+      }
     auto r = read_receipts(g, report_run, "report");
     if (!r.ok()) {
       fmt::print(stderr, "{}\n", r.error().message);
@@ -336,6 +345,7 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
     }
     report.receipts = std::move(*r);
     rc = schedule::run_report(report, std::cout, std::cerr);
+    report.cluster = nullptr;
   });
 }
 

@@ -73,6 +73,10 @@ GanttChart gantt_from_receipts(const std::vector<MeasuredStage>& stages, std::st
 struct ReportArgs {
   std::vector<nlohmann::json> receipts;
   std::string config;    // --config FILE: plan the same jobs and compare (optional)
+  // Without `config`: a config already loaded to plan with (the CLI gives the embedded default's
+  // when the stack running here was started with it), named in the output by config_name.
+  const config::Cluster* cluster = nullptr;
+  std::string config_name = "the embedded default config";
   std::string svg;       // --svg FILE: the measured Gantt
   std::string plan_svg;  // --plan-svg FILE: the planned Gantt
   std::string policy;    // as plan --policy

@@ -35,6 +35,8 @@ Status write_svg(const std::string& path, const GanttChart& chart) {
 
 int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   config::Cluster cluster;
+  const bool have_config = !a.config.empty() || a.cluster;
+  const std::string config_name = !a.config.empty() ? a.config : a.config_name;
   if (!a.config.empty()) {
     auto c = config::load_file(a.config);
     if (!c.ok()) {
@@ -42,13 +44,15 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
       return 1;
     }
     cluster = std::move(c.value());
+  } else if (a.cluster) {
+    cluster = *a.cluster;
   }
   if (!a.policy.empty() && !parse_policy(a.policy)) {
     fmt::print(err, "report: --policy \"{}\": expected completion_time or first_free\n", a.policy);
     return 2;
   }
   std::vector<std::string> warnings;
-  auto stages = parse_receipts(a.receipts, a.config.empty() ? nullptr : &cluster, warnings);
+  auto stages = parse_receipts(a.receipts, have_config ? &cluster : nullptr, warnings);
   if (stages.empty()) {
     fmt::print(err, "report: no usable stage in {} receipts\n", a.receipts.size());
     return 1;
@@ -88,7 +92,7 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
 
   // The plan of the same jobs (same classes, in order of first start).
   std::optional<SimResult> planned;
-  if (!a.config.empty()) {
+  if (have_config) {
     std::vector<std::pair<double, std::string>> order;
     for (const auto& [job, fs] : first_start) order.push_back(fs);
     std::sort(order.begin(), order.end());
@@ -100,7 +104,8 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     o.policy = a.policy.empty() ? cluster.dispatch : *parse_policy(a.policy);
     auto r = simulate(cluster, sj, o);
     if (!r.ok()) {
-      fmt::print(err, "report: planning the same jobs on {}: {}\n", a.config, r.error().message);
+      fmt::print(err, "report: planning the same jobs on {}: {}\n", config_name,
+                 r.error().message);
       return 1;
     }
     planned = std::move(r.value());
@@ -214,7 +219,7 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
                      {"real_time_factor_mean", rtf_mean},
                      {"real_time_factor_max", rtf_max}};
     if (planned) {
-      j["planned"] = {{"config", a.config},
+      j["planned"] = {{"config", config_name},
                       {"makespan_s", planned->makespan_s},
                       {"throughput_per_hour", planned->throughput_per_hour},
                       {"completion_rate_per_hour", planned->completion_rate_per_hour()},
@@ -256,7 +261,8 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     fmt::print(
         out,
         "planned:  {} jobs, makespan {:.2f} s, {:.2f} jobs/h end to end ({}); error {:+.1f}%\n",
-        planned->jobs, planned->makespan_s, planned->throughput_per_hour, a.config, error * 100);
+        planned->jobs, planned->makespan_s, planned->throughput_per_hour, config_name,
+        error * 100);
   if (planned)
     fmt::print(
         out, "per-job stage starts: worst {:.3f} s off the plan ({:.1f}% of its makespan, {})\n",
