@@ -353,8 +353,8 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     Error e = fd.error();
     if (e.code == errc::path::kSymlink)
-      e.message = fmt::format("{} is a symlink; artifacts are never read through one",
-                              shown_part.string());
+      e.message =
+          fmt::format("{} is a symlink; artifacts are never read through one", shown_part.string());
     return e;
   }
   // The writer's .part goes with an error here, as with every error of publish_once.

@@ -76,13 +76,16 @@ inline Result<std::string> write_once(const fs::path& p, std::string_view s,
 }
 
 // For writers that stream into part_path(final_path) themselves (stage runtimes, libav): the .part
-// becomes this execution's own temporary (NAME.<token>.part), is fsynced and hashed, renamed to
-// final_path without ever replacing a file, and only then (the rename won) the sidecar is
-// written and the directory fsynced: an output and its sidecar are published as one step per
-// execution (issue #35 D6); a final name found without its sidecar gets one from its own bytes.  If expected_sha256 is non-empty and the content differs, the .part is
-// removed and an error returned: bad bytes never reach the final name.  If final_path already
-// exists (another execution of the same stage committed first), the .part is discarded, the
-// existing file's verified hash is returned and *reused is set: an output is written once.
+// becomes this execution's own temporary (NAME.<token>.part), is fsynced and hashed, its sidecar
+// written to a pending NAME.sha256.<token>.part, the data renamed to final_path without ever
+// replacing a file, and only then (the rename won) the pending sidecar renamed to NAME.sha256 and
+// the directory fsynced: an output and its sidecar are published as one step per execution (issue
+// #35 D6).  A final name found without its sidecar is completed only from a pending sidecar that
+// vouches for its bytes (a commit cut between its renames); a stray file is never adopted.  If
+// expected_sha256 is non-empty and the content differs, the .part is removed and an error
+// returned: bad bytes never reach the final name.  If final_path already exists (another
+// execution of the same stage committed first), the .part is discarded, the existing file's
+// verified hash is returned and *reused is set: an output is written once.
 Result<std::string> commit_part(const fs::path& final_path, std::string_view expected_sha256 = {},
                                 bool* reused = nullptr);
 Result<std::string> commit_part(const Root& root, const fs::path& final_path,

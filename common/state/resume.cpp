@@ -82,7 +82,9 @@ Status ResumeLock::refresh() {
 }
 
 ResumeLock::ResumeLock(ResumeLock&& o) noexcept
-    : redis_(o.redis_), key_(std::move(o.key_)), token_(std::move(o.token_)),
+    : redis_(o.redis_),
+      key_(std::move(o.key_)),
+      token_(std::move(o.token_)),
       extended_(o.extended_) {
   o.token_.clear();
 }

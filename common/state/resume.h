@@ -45,7 +45,8 @@ class ResumeLock final {
   // Waits up to `wait` (polling) while another resume holds it.  Errors: state.refused naming
   // the run and the key when it stays held; I/O.
   static Result<ResumeLock> acquire(queue::Redis& redis, const std::string& run_id,
-                                    std::chrono::milliseconds wait = kTtl + std::chrono::seconds(5));
+                                    std::chrono::milliseconds wait = kTtl +
+                                                                     std::chrono::seconds(5));
   // Extends the lock when a third of kTtl has passed since it was taken or last extended; an
   // error (state.refused) when it is no longer this holder's (it expired and another took it).
   Status refresh();

@@ -7,8 +7,8 @@ namespace h3pipe::state {
 
 Result<TransferFacts> transfer_facts(queue::Redis& redis, const std::string& run_id,
                                      const std::string& job_id) {
-  auto r = redis.pipeline({{"HGET", keys::job(run_id, job_id), "state"},
-                           {"HGET", keys::job(run_id, job_id), "spec"}});
+  auto r = redis.pipeline(
+      {{"HGET", keys::job(run_id, job_id), "state"}, {"HGET", keys::job(run_id, job_id), "spec"}});
   if (!r.ok()) return r.error();
   TransferFacts f;
   f.exists = (*r)[0].get()->type != REDIS_REPLY_NIL;

@@ -108,9 +108,8 @@ transfer::OfferVerdict Handoff::admit(pb::Offer& offer, const std::string& peer_
   const std::string& job = offer.job_id();
   auto refuse = [&](bool retry, std::string why) {
     refused_++;
-    return transfer::OfferVerdict{make_error(errc::transfer::kRefused, "run={} job={}: {}", run,
-                                             job, std::move(why)),
-                                  retry};
+    return transfer::OfferVerdict{
+        make_error(errc::transfer::kRefused, "run={} job={}: {}", run, job, std::move(why)), retry};
   };
   std::lock_guard<std::mutex> l(mu_);
   auto conn = connection();
@@ -121,8 +120,7 @@ transfer::OfferVerdict Handoff::admit(pb::Offer& offer, const std::string& peer_
     return refuse(true, "cannot read the job: " + facts.error().message);
   }
   if (!facts->exists) return refuse(false, "no such job in this Redis");
-  if (facts->state == state::job_state_name(state::JobState::kSample) ||
-      facts->sampled_on.empty())
+  if (facts->state == state::job_state_name(state::JobState::kSample) || facts->sampled_on.empty())
     return refuse(true, fmt::format("the job is at {} and not sampled yet; no latent is expected",
                                     facts->state));
   // With CURVE every sender is authenticated by its key: it must be the sampling host's.
@@ -136,15 +134,15 @@ transfer::OfferVerdict Handoff::admit(pb::Offer& offer, const std::string& peer_
                                          facts->sampled_on));
       auto k = transfer::load_key_file(h->transfer_public_key_file, false);
       if (!k.ok())
-        return refuse(true, fmt::format("the transfer public key of host {}: {}",
-                                        facts->sampled_on, k.error().message));
+        return refuse(true, fmt::format("the transfer public key of host {}: {}", facts->sampled_on,
+                                        k.error().message));
       want = host_keys_.emplace(facts->sampled_on, *k).first;
     }
     if (peer_key != want->second)
-      return refuse(false, fmt::format("sampled on host {}; this sender (key {}) is not that "
-                                       "host, so its latent is not this job's",
-                                       facts->sampled_on,
-                                       peer_key.empty() ? "none" : peer_key.substr(0, 8)));
+      return refuse(
+          false, fmt::format("sampled on host {}; this sender (key {}) is not that "
+                             "host, so its latent is not this job's",
+                             facts->sampled_on, peer_key.empty() ? "none" : peer_key.substr(0, 8)));
   }
   auto spec = spec::parse_json(facts->spec_json);
   if (!spec.ok()) return refuse(false, "the job's stored spec: " + spec.error().message);

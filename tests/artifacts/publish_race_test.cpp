@@ -60,11 +60,11 @@ TEST(PublishOnce, TwoExecutionsWritingDifferentBytesLeaveAnOutputItsSidecarVouch
   std::vector<std::string> failures;
   auto body = [&](const std::string& who, int i, bool* reused, Result<std::string>* out) {
     // Different bytes, different lengths: each execution's own.
-    const std::string bytes = who + std::string(4096 + (who == "A" ? 0 : 333), who[0]) +
-                              std::to_string(i);
-    *out = artifacts::write_once(root, d.path() / "run" / ("out-" + std::to_string(i) + ".bin"),
-                                 {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()},
-                                 reused);
+    const std::string bytes =
+        who + std::string(4096 + (who == "A" ? 0 : 333), who[0]) + std::to_string(i);
+    *out = artifacts::write_once(
+        root, d.path() / "run" / ("out-" + std::to_string(i) + ".bin"),
+        {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, reused);
   };
   std::vector<Result<std::string>> ra(kRounds, std::string()), rb(kRounds, std::string());
   std::vector<char> ua(kRounds), ub(kRounds);

@@ -190,7 +190,8 @@ TEST(RedisAcl, TheTransferUserReadsTheJobBeforeItAdmitsALatent) {
   ASSERT_TRUE(admin.ok());
   ASSERT_TRUE((*admin)->command({"HSET", "h3pipe:run:{r}:job:j", "state", "transfer"}).ok());
   ASSERT_TRUE(
-      (*admin)->command({"RPUSH", "h3pipe:run:{r}:hist:j", R"({"stage": "STAGE_SAMPLE", "host": "a"})"})
+      (*admin)
+          ->command({"RPUSH", "h3pipe:run:{r}:hist:j", R"({"stage": "STAGE_SAMPLE", "host": "a"})"})
           .ok());
   auto t = srv.connect("transfer");
   ASSERT_TRUE(t.ok());

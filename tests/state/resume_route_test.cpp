@@ -7,8 +7,8 @@
 
 #include <fstream>
 #include <map>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/artifacts/artifacts.h"
 #include "common/config/config.h"
@@ -223,8 +223,8 @@ TEST(ResumeRoute, AFinishedJobWhoseMp4IsOnAnotherHostIsDoneByItsHistory) {
   ASSERT_TRUE(r.ok());
   f.make_job(**r, "r5", "j5", "b");
   ASSERT_TRUE(fs::remove(*paths::latent(f.cluster, "r5", "j5")));  // this is not host a's disk
-  for (const auto& [stage, host] :
-       std::vector<std::pair<pb::Stage, std::string>>{{pb::STAGE_SAMPLE, "a"}, {pb::STAGE_DECODE, "b"}}) {
+  for (const auto& [stage, host] : std::vector<std::pair<pb::Stage, std::string>>{
+           {pb::STAGE_SAMPLE, "a"}, {pb::STAGE_DECODE, "b"}}) {
     pb::StageRecord rec;  // committed: its output's SHA-256 recorded
     rec.set_stage(stage);
     rec.set_host(host);

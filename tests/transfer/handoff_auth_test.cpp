@@ -7,9 +7,8 @@
 // Host a delivers its own job's latent with a task whose spec was tampered with: the decode task
 // carries the job's stored spec.  Before the fix the receiver took any authenticated offer and
 // enqueued the decode from the peer's own task.  Label redis.
-#include <gtest/gtest.h>
-
 #include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
@@ -44,7 +43,8 @@ struct Fixture {
   std::unique_ptr<queue::Redis> admin;
 
   Fixture() {
-    for (const char* h : {"a", "b", "c"}) keys[h] = transfer::keygen(dir.path() / "keys", h).value();
+    for (const char* h : {"a", "b", "c"})
+      keys[h] = transfer::keygen(dir.path() / "keys", h).value();
     nlohmann::json hosts = nlohmann::json::array();
     for (const char* h : {"a", "b", "c"})
       hosts.push_back({{"name", h},
@@ -52,20 +52,19 @@ struct Fixture {
                        {"transfer_port", 7800 + (h[0] - 'a')},
                        {"transfer_public_key_file", keys[h].public_path.string()},
                        {"transfer_secret_key_file", keys[h].secret_path.string()}});
-    nlohmann::json j = {
-        {"name", "handoff-auth"},
-        {"state_dir", (dir.path() / "state").string()},
-        {"artifact_root", (dir.path() / "B").string()},
-        {"hosts", hosts},
-        {"pools",
-         {{{"name", "e"}, {"host", "a"}, {"stage", "encode"}},
-          {{"name", "sa"}, {"host", "a"}, {"stage", "sample"}},
-          {{"name", "sc"}, {"host", "c"}, {"stage", "sample"}},
-          {{"name", "d"}, {"host", "b"}, {"stage", "decode"}}}},
-        {"links",
-         {{{"from", "a"}, {"to", "b"}, {"gbps", 10}, {"latency_ms", 1}},
-          {{"from", "c"}, {"to", "b"}, {"gbps", 10}, {"latency_ms", 1}}}},
-        {"redis", {{"port", redis.port()}, {"embedded", false}}}};
+    nlohmann::json j = {{"name", "handoff-auth"},
+                        {"state_dir", (dir.path() / "state").string()},
+                        {"artifact_root", (dir.path() / "B").string()},
+                        {"hosts", hosts},
+                        {"pools",
+                         {{{"name", "e"}, {"host", "a"}, {"stage", "encode"}},
+                          {{"name", "sa"}, {"host", "a"}, {"stage", "sample"}},
+                          {{"name", "sc"}, {"host", "c"}, {"stage", "sample"}},
+                          {{"name", "d"}, {"host", "b"}, {"stage", "decode"}}}},
+                        {"links",
+                         {{{"from", "a"}, {"to", "b"}, {"gbps", 10}, {"latency_ms", 1}},
+                          {{"from", "c"}, {"to", "b"}, {"gbps", 10}, {"latency_ms", 1}}}},
+                        {"redis", {{"port", redis.port()}, {"embedded", false}}}};
     auto c = config::parse(j, dir.path().string());
     EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
     if (c.ok()) cluster = *c;
@@ -194,8 +193,8 @@ TEST(TransferHandoffAuth, ALatentIsAcceptedOnlyFromTheHostThatSampledItsJob) {
   EXPECT_FALSE(a.failure("mine").has_value());
 
   EXPECT_EQ(f.decode_tasks(), 1) << "only a's job reached the decode stream";
-  auto entries = f.admin->command(
-      {"XRANGE", worker::stream_for(config::StageKind::kDecode, "b"), "-", "+"});
+  auto entries =
+      f.admin->command({"XRANGE", worker::stream_for(config::StageKind::kDecode, "b"), "-", "+"});
   ASSERT_TRUE(entries.ok());
   ASSERT_EQ(entries->get()->elements, 1u);
   const redisReply* fields = entries->get()->element[0]->element[1];
