@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "common/artifacts/artifacts.h"
 #include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/core/sha256.h"
 #include "common/supervisor/state_dir.h"
 #include "common/supervisor/supervisor.h"
@@ -39,7 +40,9 @@ std::optional<StartRecord> read_record(const fs::path& state_dir) {
     return std::nullopt;
   auto text = read_bounded_file(f, {"the start record", kMaxSmallFileBytes});
   if (!text.ok()) return std::nullopt;
-  const auto j = nlohmann::json::parse(*text, nullptr, false);
+  std::string why;
+  const auto j =
+      json_reader::parse_limited(*text, {kMaxSmallFileBytes}, &why).value_or(nlohmann::json());
   if (!j.is_object()) return std::nullopt;
   StartRecord r;
   r.config = j.value("config", "");
