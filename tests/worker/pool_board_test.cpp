@@ -160,7 +160,9 @@ TEST(PoolBoard, AHeartbeatStampedInTheFutureDoesNotKeepAStoppedPoolAlive) {
         << "s1's last beat kept it alive";
     const double dead_after =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - beat).count();
-    EXPECT_LE(dead_after, 3.0) << "s1 held alive " << dead_after << " s after its last beat";
+    // 3 s by the rule (kHeartbeatFutureS + kHeartbeatLiveS), plus the polling's slack on a busy
+    // machine (a claim decision is a few Redis round trips).
+    EXPECT_LE(dead_after, 3.5) << "s1 held alive " << dead_after << " s after its last beat";
     EXPECT_EQ((*slow)->bad_heartbeats(), 0);
   }
 }
