@@ -32,13 +32,15 @@ void write_prometheus_targets(const config::Cluster& c, const nlohmann::json& st
   }
   fmt::print("  prometheus {} ({} targets; file_sd, docs/observability.md){}\n", file.string(),
              t->groups.size(),
-             t->missing.empty() ? "" : fmt::format("; {} without a fixed port left out "
-                                                   "(`h3pipe prometheus targets` names them)",
-                                                   t->missing.size()));
+             t->missing.empty() ? ""
+                                : fmt::format("; {} without a fixed port left out "
+                                              "(`h3pipe prometheus targets` names them)",
+                                              t->missing.size()));
 }
 
 void register_prometheus_commands(CLI::App& app, Global& g, int& rc) {
-  CLI::App* prom = app.add_subcommand("prometheus", "Prometheus: the scrape targets of the cluster");
+  CLI::App* prom =
+      app.add_subcommand("prometheus", "Prometheus: the scrape targets of the cluster");
   prom->require_subcommand(1);
   static std::string out;
   static std::vector<std::string> hosts;
@@ -81,8 +83,8 @@ void register_prometheus_commands(CLI::App& app, Global& g, int& rc) {
       rc = fail(s.error(), "prometheus targets");
       return;
     } else {
-      fmt::print(stderr, "prometheus targets: {} target(s) written to {}\n",
-                 targets->groups.size(), out);
+      fmt::print(stderr, "prometheus targets: {} target(s) written to {}\n", targets->groups.size(),
+                 out);
     }
     rc = kExitOk;
   });

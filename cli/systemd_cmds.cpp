@@ -34,7 +34,7 @@ std::string current_user() {
 
 // The units of --host for the config in use (--config, made absolute), or the error's exit code.
 Result<std::vector<deploy::UnitFile>> units_for(const Global& g, const UnitArgs& a,
-                                                 config::Cluster* cluster) {
+                                                config::Cluster* cluster) {
   if (g.config_file.empty())
     return make_error(errc::cli::kFlag,
                       "--config FILE is required: every unit names the config its service reads");
@@ -116,8 +116,9 @@ int cmd_install(const Global& g, const UnitArgs& a) {
   for (const fs::path& d : {c.state_dir, c.artifact_root, c.output_root}) {
     std::error_code ec;
     fs::create_directories(d, ec);
-    if (ec) return fail(make_error(errc::io::kMkdir, "cannot create {}: {}", d.string(), ec.message()),
-                        "systemd install");
+    if (ec)
+      return fail(make_error(errc::io::kMkdir, "cannot create {}: {}", d.string(), ec.message()),
+                  "systemd install");
     if (pw && ::geteuid() == 0) (void)::chown(d.c_str(), pw->pw_uid, pw->pw_gid);
   }
   (void)::chmod(c.state_dir.c_str(), 0700);
@@ -137,8 +138,10 @@ int cmd_install(const Global& g, const UnitArgs& a) {
   for (const auto& f : *u) {
     if (f.name == deploy::kTargetUnit) continue;
     if (run({"systemctl", "is-active", "--quiet", f.name}) != 0) {
-      fmt::print(stderr, "systemd install: {} is not active: `systemctl status {}`, "
-                 "`journalctl -u {}`\n", f.name, f.name, f.name);
+      fmt::print(stderr,
+                 "systemd install: {} is not active: `systemctl status {}`, "
+                 "`journalctl -u {}`\n",
+                 f.name, f.name, f.name);
       rc = kExitFailed;
     }
   }
@@ -191,15 +194,17 @@ void register_systemd_commands(CLI::App& app, Global& g, int& rc) {
   units->add_option("-o,--output", a.out_dir, "the folder to write them to")->required();
   units->callback([&g, &rc] { rc = cmd_units(g, a); });
   CLI::App* install = sd->add_subcommand(
-      "install", "write the units into --unit-dir, enable h3pipe.target and start it (needs "
-                 "systemd as init and root)");
+      "install",
+      "write the units into --unit-dir, enable h3pipe.target and start it (needs "
+      "systemd as init and root)");
   common(install);
   install->add_option("--unit-dir", a.unit_dir, "default /etc/systemd/system");
   install->add_flag("--no-start", a.no_start, "enable only");
   install->callback([&g, &rc] { rc = cmd_install(g, a); });
   CLI::App* prepare = sd->add_subcommand(
-      "prepare", "write what the Redis and TLS units read (the ACL, the stunnel config); their "
-                 "ExecStartPre");
+      "prepare",
+      "write what the Redis and TLS units read (the ACL, the stunnel config); their "
+      "ExecStartPre");
   prepare->add_option("--host", a.host, "the host in the config")->required();
   prepare->callback([&g, &rc] { rc = cmd_prepare(g, a); });
 }

@@ -24,7 +24,8 @@ std::vector<HostService> services_on(const config::Cluster& c, const config::Hos
 }
 
 std::string scrape_address(const config::Host& h) {
-  const std::string& a = h.bind.empty() || h.bind == "0.0.0.0" || h.bind == "::" ? h.address : h.bind;
+  const std::string& a =
+      h.bind.empty() || h.bind == "0.0.0.0" || h.bind == "::" ? h.address : h.bind;
   return a.find(':') != std::string::npos ? "[" + a + "]" : a;  // an IPv6 literal
 }
 

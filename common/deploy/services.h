@@ -10,8 +10,8 @@
 namespace h3pipe::deploy {
 
 struct HostService {
-  std::string service;   // "encoder", "sampler", "decoder", "transfer"
-  std::string instance;  // the pool's name, or the host's for transfer
+  std::string service;                 // "encoder", "sampler", "decoder", "transfer"
+  std::string instance;                // the pool's name, or the host's for transfer
   const config::Pool* pool = nullptr;  // nullptr for transfer
   int metrics_port = 0;                // the config's fixed port; 0 = none
   std::string port_field;              // its JSON path: "/pools/2/metrics_port", ...

@@ -39,8 +39,8 @@ Result<Targets> prometheus_targets(const config::Cluster& c, const TargetsOption
       int port = s.metrics_port;
       if (port == 0 && h->name == o.local_host) port = run_file_port(c, s);
       if (port <= 0) {
-        t.missing.push_back(fmt::format("{}/{}: no fixed metrics port; set {}", h->name, s.name(),
-                                        s.port_field));
+        t.missing.push_back(
+            fmt::format("{}/{}: no fixed metrics port; set {}", h->name, s.name(), s.port_field));
         continue;
       }
       nlohmann::json labels = {{"host", h->name}, {"service", s.service}};
@@ -68,7 +68,8 @@ Status write_targets(const fs::path& file, const nlohmann::json& groups) {
                   ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
-  if (!ok) return make_error(errc::io::kWrite, "cannot write {}: {}", tmp.string(), std::strerror(err));
+  if (!ok)
+    return make_error(errc::io::kWrite, "cannot write {}: {}", tmp.string(), std::strerror(err));
   fs::rename(tmp, file, ec);
   if (ec) return make_error(errc::io::kRename, "cannot rename {}: {}", tmp.string(), ec.message());
   return {};

@@ -25,7 +25,7 @@ struct TargetsOptions {
 
 struct Targets {
   nlohmann::json groups = nlohmann::json::array();  // the file_sd document
-  std::vector<std::string> missing;                  // "host/service-instance: set FIELD"
+  std::vector<std::string> missing;                 // "host/service-instance: set FIELD"
 };
 
 // Errors: config.invalid naming an unknown host of `hosts`.
