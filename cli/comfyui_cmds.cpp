@@ -162,7 +162,9 @@ void register_comfyui_commands(CLI::App& app, Global& /*g*/, int& rc) {
                 "started with (--base-directory DIR)")
       ->required();
   i->add_flag("--symlink", io.symlink, "link to the pack instead of copying it");
-  i->add_flag("--force", io.force, "replace another h3pipe_nodes already there");
+  i->add_flag("--force", io.force,
+              "move an h3pipe_nodes that install-nodes did not write (or that was changed since) "
+              "aside to custom_nodes/h3pipe_nodes.<time>.disabled; nothing is deleted");
   i->add_option("--from", from,
                 "the pack's folder (default: the installed or source-tree "
                 "integrations/comfyui/h3pipe_nodes)");
