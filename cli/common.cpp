@@ -142,20 +142,21 @@ int cmd_start(const Global& g, const std::string& host) {
     int redis_pid = 0;
     for (const auto& p : j["processes"])
       if (p["name"] == "redis") redis_pid = p["pid"].get<int>();
-    fmt::print("  redis      unix:{}{}  pid {}  (data {}/redis, {})\n",
-               jr["host"].get<std::string>(),
-               jr.value("tcp_port", 0) > 0 ? fmt::format(" and 127.0.0.1:{}", jr["tcp_port"].get<int>())
-                                           : "",
-               redis_pid, c->state_dir.string(), persistence);
+    fmt::print(
+        "  redis      unix:{}{}  pid {}  (data {}/redis, {})\n", jr["host"].get<std::string>(),
+        jr.value("tcp_port", 0) > 0 ? fmt::format(" and 127.0.0.1:{}", jr["tcp_port"].get<int>())
+                                    : "",
+        redis_pid, c->state_dir.string(), persistence);
   } else if (jr.value("managed", false)) {
     // The shared Redis this host runs (/redis/managed): its socket here, and what other hosts use.
     int redis_pid = 0;
     for (const auto& p : j["processes"])
       if (p["name"] == "redis") redis_pid = p["pid"].get<int>();
-    fmt::print("  redis      unix:{}  pid {}  shared: other hosts reach {}:{} ({}; data {}/redis, {})\n",
-               jr["host"].get<std::string>(), redis_pid, c->redis.host, c->redis.port,
-               jr.value("tls", "off") == "server" ? "TLS through stunnel" : "plain RESP",
-               c->state_dir.string(), persistence);
+    fmt::print(
+        "  redis      unix:{}  pid {}  shared: other hosts reach {}:{} ({}; data {}/redis, {})\n",
+        jr["host"].get<std::string>(), redis_pid, c->redis.host, c->redis.port,
+        jr.value("tls", "off") == "server" ? "TLS through stunnel" : "plain RESP",
+        c->state_dir.string(), persistence);
   } else if (jr.value("tls", "off") == "client") {
     fmt::print("  redis      unix:{}  stunnel TLS client to {}:{} (shared Redis; persistence {})\n",
                jr["host"].get<std::string>(), c->redis.host, c->redis.port, persistence);

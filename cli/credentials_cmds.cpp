@@ -1,8 +1,9 @@
 // `h3pipe credentials init` and `h3pipe credentials export` (issue #34 item 2): the Redis
 // passwords and the stunnel hop's certificates of a cluster whose shared Redis h3pipe runs
 // (/redis/managed), made once and handed to each host (supervisor/cluster_credentials.h).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 #include "cli/cli.h"
 #include "common/supervisor/cluster_credentials.h"
@@ -63,8 +64,7 @@ int cmd_export(const Global& g, const CredentialsArgs& a) {
   fmt::print("credentials for host {} in {} (0700; files 0600):\n", a.host, a.out);
   for (const auto& f : *files) fmt::print("  {}\n", f.filename().string());
   fmt::print("copy the folder to host {} as its /redis/credentials_dir ({})\n", a.host,
-             c->redis.credentials_dir.empty() ? "set it in the config"
-                                              : c->redis.credentials_dir);
+             c->redis.credentials_dir.empty() ? "set it in the config" : c->redis.credentials_dir);
   return kExitOk;
 }
 
@@ -83,8 +83,9 @@ void register_credentials_commands(CLI::App& app, Global& g, int& rc) {
   init->add_option("--dir", a.dir, "credentials folder (default: the config's credentials_dir)");
   init->callback([&g, &rc] { rc = cmd_init(g, a); });
   CLI::App* ex = cr->add_subcommand(
-      "export", "copy to DIR exactly the secrets host NAME needs (never redis-admin but on the "
-                "Redis host, never the CA key)");
+      "export",
+      "copy to DIR exactly the secrets host NAME needs (never redis-admin but on the "
+      "Redis host, never the CA key)");
   ex->add_option("--host", a.host, "the host")->required();
   ex->add_option("-o,--output", a.out, "the folder to write (new or empty)")->required();
   ex->add_option("--dir", a.dir, "credentials folder (default: the config's credentials_dir)");

@@ -1,5 +1,8 @@
 // redis.* and clock.skew rows.
+#include <fmt/ranges.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -7,10 +10,12 @@
 #include "common/queue/redis.h"
 #include "common/queue/redis_config.h"
 #include "common/queue/server.h"
+#include "common/supervisor/cluster_credentials.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/stack_file.h"
 
 namespace h3pipe::preflight {
+namespace fs = std::filesystem;
 using queue::info_field;
 
 Resolved resolve_address(const config::Cluster& c, const Options& o) {
@@ -28,6 +33,27 @@ Resolved resolve_address(const config::Cluster& c, const Options& o) {
     r.password_file = u.password_file.string();
   };
   use_credentials(c.redis.credentials_dir);
+  if (!c.redis.embedded && c.redis.managed) {
+    // A Redis h3pipe runs is reached the way this host's stack reaches it
+    // (supervisor/redis_plan.h): its Unix socket on the Redis host, the stunnel client's elsewhere,
+    // both in stack.json.
+    auto st = supervisor::read_stack(c.state_dir);
+    if (!st.ok()) {
+      r.error = st.error().message;
+    } else if (!*st || !(**st).contains("redis")) {
+      r.error = fmt::format(
+          "the managed Redis (/redis/managed) is reached through this host's stack: no {} "
+          "(start the Redis host first, then this one: h3pipe start --host NAME)",
+          (c.state_dir / "stack.json").string());
+    } else {
+      const auto& j = (**st)["redis"];
+      r.addr.host = j.value("host", r.addr.host);
+      r.addr.port = j.value("port", r.addr.port);
+      r.addr.sentinels.clear();
+      use_credentials(j.value("credentials_dir", ""));
+    }
+    return r;
+  }
   if (c.redis.embedded) {
     // `h3pipe start` runs the embedded Redis (on a free port when /redis/port is 0) and records
     // where in <state_dir>/stack.json.
@@ -104,12 +130,85 @@ void check_replicas(const config::Cluster& c, queue::Redis& r, const std::string
 
 }  // namespace
 
+// redis.tls: a Redis on another host is reached through TLS (issue #34 P4): the stunnel hop h3pipe
+// runs (/redis/managed), a local stunnel client the environment points at (compose's
+// H3PIPE_REDIS_ADDRESS), or, only with /redis/allow_plaintext, plain RESP (a WARN).
+void check_tls(const config::Cluster& c, const Options& o, Report& rep) {
+  const std::string target = fmt::format("{}:{}", c.redis.host, c.redis.port);
+  const std::string& h = c.redis.host;
+  const bool local =
+      queue::is_unix_socket(h) || h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
+  if (c.redis.embedded) return;
+  if (supervisor::redis_tls(c)) {
+    // The files this host's end of the hop needs (the supervisor refuses to start without them).
+    std::vector<std::string> missing;
+    const fs::path creds = c.redis.credentials_dir;
+    const auto* rh = supervisor::redis_host(c);
+    for (const auto& hh : c.hosts) {
+      const config::Host* host = &hh;
+      const bool checked = !o.host_filter.empty() ? host->name == o.host_filter
+                           : c.hosts.size() == 1  ? true
+                           : o.is_local           ? o.is_local(*host)
+                                                  : is_local_host(*host);
+      if (!checked) continue;
+      std::vector<std::string> names = {supervisor::kCaCert};
+      if (rh && rh->name == host->name) {
+        names.emplace_back(supervisor::kServerCert);
+        names.emplace_back(supervisor::kServerKey);
+      } else {
+        names.push_back(supervisor::client_cert_name(host->name));
+        names.push_back(supervisor::client_key_name(host->name));
+      }
+      for (const auto& n : names)
+        if (!fs::exists(creds / n)) missing.push_back((creds / n).string());
+    }
+    if (!rh)
+      rep.fail("redis.tls", target,
+               "/redis/host names no host of /hosts: no host would run the managed Redis",
+               "set /redis/host to the name or address of the host that runs Redis");
+    else if (!missing.empty())
+      rep.fail("redis.tls", target, "missing: " + fmt::format("{}", fmt::join(missing, ", ")),
+               "run `h3pipe credentials init` where the credentials are made, then `h3pipe "
+               "credentials export --host NAME -o DIR` and copy DIR to /redis/credentials_dir");
+    else
+      rep.pass("redis.tls", target,
+               fmt::format("TLS 1.2+ through stunnel to {} (certificates of {}, checked both ways)",
+                           rh->name, (creds / supervisor::kCaCert).string()));
+    return;
+  }
+  if (const char* via = std::getenv("H3PIPE_REDIS_ADDRESS"); via && *via) {
+    rep.pass("redis.tls", target,
+             fmt::format("services reach Redis at {} (H3PIPE_REDIS_ADDRESS: a local stunnel "
+                         "client, docs/security.md)",
+                         via));
+    return;
+  }
+  if (local) {
+    rep.pass("redis.tls", target, "Redis on this machine: nothing crosses the network");
+    return;
+  }
+  const std::string what = fmt::format(
+      "plain RESP to {}: passwords, specs and tasks cross the network in clear", target);
+  if (c.redis.allow_plaintext)
+    rep.warn("redis.tls", target, what + " (allowed by /redis/allow_plaintext)",
+             "set /redis/managed true (h3pipe runs the stunnel hop) on an untrusted network");
+  else
+    rep.fail("redis.tls", target, what,
+             "set /redis/managed true so h3pipe runs Redis behind its stunnel TLS hop, point "
+             "/redis/host at a local stunnel client (docs/security.md), or set "
+             "/redis/allow_plaintext true on a network you trust");
+}
+
 void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
+  check_tls(c, o, rep);
   Resolved res = resolve_address(c, o);
   const bool sentinel = !res.addr.sentinels.empty();
+  const std::string at = queue::is_unix_socket(res.addr.host)
+                             ? "unix:" + res.addr.host
+                             : fmt::format("{}:{}", res.addr.host, res.addr.port);
   // Behind Sentinel the primary is known once a Sentinel named it (the connection's where()).
   std::string target = sentinel ? fmt::format("sentinel master {}", c.redis.sentinel.master)
-                       : res.error.empty() ? fmt::format("{}:{}", res.addr.host, res.addr.port)
+                       : res.error.empty() ? at
                                            : fmt::format("{}:{}", c.redis.host, c.redis.port);
   const bool replicas = sentinel || c.redis.wait_replicas > 0;
   auto skip_rest = [&](const std::string& why) {
@@ -164,11 +263,13 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
     skip_rest("needs redis.reachable");
     return;
   }
-  rep.pass("redis.reachable", target,
-           sentinel ? fmt::format(
-                          "the primary Sentinel names for \"{}\"; found and connected in {:.1f} ms",
-                          c.redis.sentinel.master, connect_ms)
-                    : fmt::format("TCP connect in {:.1f} ms", connect_ms));
+  rep.pass(
+      "redis.reachable", target,
+      sentinel
+          ? fmt::format("the primary Sentinel names for \"{}\"; found and connected in {:.1f} ms",
+                        c.redis.sentinel.master, connect_ms)
+          : fmt::format("{} connect in {:.1f} ms",
+                        queue::is_unix_socket(res.addr.host) ? "Unix socket" : "TCP", connect_ms));
   std::string who = res.addr.user.empty() ? "the default user" : "user " + res.addr.user;
   if (!conn.ok()) {
     rep.fail("redis.auth", target, conn.error().message,

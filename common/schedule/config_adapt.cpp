@@ -338,8 +338,10 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
       // The shared Redis is h3pipe's to run (issue #34 item 1): started by that host's
       // `h3pipe start`, reached by the others through the stunnel TLS hop, with the passwords and
       // certificates of `h3pipe credentials init` in credentials/ beside the config.
-      redis = {{"host", rh->address},       {"port", 6379},
-               {"embedded", false},         {"managed", true},
+      redis = {{"host", rh->address},
+               {"port", 6379},
+               {"embedded", false},
+               {"managed", true},
                {"credentials_dir", "credentials"}};
       out.notes.push_back(fmt::format(
           "redis: on {} ({}:6379 is its stunnel TLS port), started by `h3pipe start --host {}` "

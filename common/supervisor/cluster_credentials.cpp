@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "common/supervisor/credentials.h"
@@ -104,19 +104,21 @@ Result<Written> init_credentials(const config::Cluster& c, const fs::path& dir) 
                       "/redis/host \"{}\" is neither the name nor the address of a host in /hosts: "
                       "the host that runs the managed Redis must be one of them",
                       c.redis.host);
-  H3_TRY(write_pair(dir, kCaCert, kCaKey, [&] { return make_ca("h3pipe " + c.name + " CA", kCaDays); },
-                    w));
+  H3_TRY(write_pair(
+      dir, kCaCert, kCaKey, [&] { return make_ca("h3pipe " + c.name + " CA", kCaDays); }, w));
   auto ca_cert = slurp(dir / kCaCert);
   if (!ca_cert.ok()) return ca_cert.error();
   auto ca_key = slurp(dir / kCaKey);
   if (!ca_key.ok()) return ca_key.error();
   const Pem ca{*ca_cert, *ca_key};
-  H3_TRY(write_pair(dir, kServerCert, kServerKey,
-                    [&] { return issue_cert(ca, c.redis.host, true, kCertDays); }, w));
+  H3_TRY(write_pair(
+      dir, kServerCert, kServerKey, [&] { return issue_cert(ca, c.redis.host, true, kCertDays); },
+      w));
   for (const auto& h : c.hosts) {
     if (h.name == rh->name) continue;
-    H3_TRY(write_pair(dir, client_cert_name(h.name), client_key_name(h.name),
-                      [&] { return issue_cert(ca, h.name, false, kCertDays); }, w));
+    H3_TRY(write_pair(
+        dir, client_cert_name(h.name), client_key_name(h.name),
+        [&] { return issue_cert(ca, h.name, false, kCertDays); }, w));
   }
   return w;
 }

@@ -1,9 +1,8 @@
 #include "common/supervisor/redis_plan.h"
 
+#include <fmt/format.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include "common/queue/redis_config.h"
 #include "common/supervisor/cluster_credentials.h"
@@ -144,9 +143,8 @@ Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host, 
   p.tunnel_socket = redis_dir / "tunnel.sock";
   H3_TRY(socket_path_fits(p.tunnel_socket));
   p.stunnel_conf = redis_dir / "stunnel-client.conf";
-  p.stunnel_text =
-      stunnel_client_conf(p.tunnel_socket, fmt::format("{}:{}", c.redis.host, c.redis.port),
-                          c.redis.host, creds, host);
+  p.stunnel_text = stunnel_client_conf(
+      p.tunnel_socket, fmt::format("{}:{}", c.redis.host, c.redis.port), c.redis.host, creds, host);
   p.local.sentinels.clear();
   p.local.host = p.tunnel_socket.string();
   p.local.port = 0;

@@ -21,15 +21,15 @@
 namespace h3pipe::supervisor {
 
 struct RedisPlan {
-  bool run_redis = false;           // this stack runs redis-server
-  std::filesystem::path socket;     // its Unix socket
-  int tcp_port = 0;                 // its TCP port (0: socket only)
-  std::string tcp_bind;             // and address
-  bool tls_server = false;          // an stunnel server in front of it (Redis host)
-  bool tls_client = false;          // an stunnel client to it (every other host)
+  bool run_redis = false;              // this stack runs redis-server
+  std::filesystem::path socket;        // its Unix socket
+  int tcp_port = 0;                    // its TCP port (0: socket only)
+  std::string tcp_bind;                // and address
+  bool tls_server = false;             // an stunnel server in front of it (Redis host)
+  bool tls_client = false;             // an stunnel client to it (every other host)
   std::filesystem::path stunnel_conf;  // <state>/redis/stunnel.conf, written by start()
   std::string stunnel_text;
-  std::filesystem::path tunnel_socket;  // the client's accept socket
+  std::filesystem::path tunnel_socket;    // the client's accept socket
   std::filesystem::path credentials_dir;  // "" = the config's user/password_file
   std::string ping_role;                  // "admin", "operator" or "" (the config's user)
   queue::RedisAddress local;              // what this host's services and CLI use (no user)

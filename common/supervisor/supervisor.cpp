@@ -167,11 +167,27 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, const RedisPlan
   {
     // On its Unix socket in the 0700 state dir; TCP only where the plan needs it (issue #35 D1).
     Child r{.name = "redis",
-            .argv = {"/usr/bin/redis-server", "--port", std::to_string(plan.tcp_port), "--bind",
-                     plan.tcp_bind.empty() ? "127.0.0.1" : plan.tcp_bind, "--unixsocket",
-                     plan.socket.string(), "--unixsocketperm", "700", "--dir",
-                     (c.state_dir / "redis").string(), "--appendonly", "yes", "--appendfsync",
-                     "everysec", "--save", "", "--protected-mode", "yes", "--daemonize", "no"},
+            .argv = {"/usr/bin/redis-server",
+                     "--port",
+                     std::to_string(plan.tcp_port),
+                     "--bind",
+                     plan.tcp_bind.empty() ? "127.0.0.1" : plan.tcp_bind,
+                     "--unixsocket",
+                     plan.socket.string(),
+                     "--unixsocketperm",
+                     "700",
+                     "--dir",
+                     (c.state_dir / "redis").string(),
+                     "--appendonly",
+                     "yes",
+                     "--appendfsync",
+                     "everysec",
+                     "--save",
+                     "",
+                     "--protected-mode",
+                     "yes",
+                     "--daemonize",
+                     "no"},
             .log = logs / "redis.log"};
     // Per-service ACL users, the default user off (credentials.h); rendered by start().
     // Redis rewrites its process title, so leftovers are found by this file (end_leftovers).
@@ -610,18 +626,20 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
       std::string exited;
       for (const auto& p : (*st)["processes"])
         if (p.value("exits", 0) > 0)
-          exited += fmt::format("\n  {} exited ({}); the end of {}:{}", p["name"].get<std::string>(),
-                                p.value("last_exit", "?"), p["log"].get<std::string>(),
-                                log_tail(p["log"].get<std::string>(), 8));
+          exited +=
+              fmt::format("\n  {} exited ({}); the end of {}:{}", p["name"].get<std::string>(),
+                          p.value("last_exit", "?"), p["log"].get<std::string>(),
+                          log_tail(p["log"].get<std::string>(), 8));
       if (!exited.empty() && !redis_why.empty() && !plan->stunnel_conf.empty())
-        exited += fmt::format("\n  the end of {}:{}", (c.state_dir / "logs" / "stunnel.log").string(),
-                              log_tail(c.state_dir / "logs" / "stunnel.log", 6));
+        exited +=
+            fmt::format("\n  the end of {}:{}", (c.state_dir / "logs" / "stunnel.log").string(),
+                        log_tail(c.state_dir / "logs" / "stunnel.log", 6));
       if (!exited.empty()) {
         (void)stop(c);
         return make_error(errc::start::kFailed, "the stack was stopped:{}{}", exited,
-                          redis_why.empty() ? ""
-                                            : fmt::format("\n  redis at {}: {}",
-                                                          redis_where(addr), redis_why));
+                          redis_why.empty()
+                              ? ""
+                              : fmt::format("\n  redis at {}: {}", redis_where(addr), redis_why));
       }
       std::string failed;
       for (const auto& p : (*st)["processes"]) {
@@ -646,11 +664,11 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   if (!redis_why.empty()) {
     // The Redis this host reaches: its log where this stack runs it, the stunnel's where the hop
     // is TLS, else only what the ping said (a shared Redis's log is on its own host).
-    why += fmt::format("\n  redis at {}{} does not answer PING as {}: {}", redis_where(addr),
-                       plan->tls_client ? fmt::format(" (the stunnel client to {}:{})",
-                                                      c.redis.host, c.redis.port)
-                                        : "",
-                       addr.user.empty() ? "the default user" : addr.user, redis_why);
+    why += fmt::format(
+        "\n  redis at {}{} does not answer PING as {}: {}", redis_where(addr),
+        plan->tls_client ? fmt::format(" (the stunnel client to {}:{})", c.redis.host, c.redis.port)
+                         : "",
+        addr.user.empty() ? "the default user" : addr.user, redis_why);
     for (const char* log : {"redis.log", "stunnel.log"})
       if ((std::string_view(log) == "redis.log" && plan->run_redis) ||
           (std::string_view(log) == "stunnel.log" && !plan->stunnel_conf.empty()))
@@ -659,9 +677,8 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   }
   if (st)
     for (const auto& p : (*st)["processes"])
-      if (p["name"] != "redis" &&
-          std::find(not_ready.begin(), not_ready.end(), p["name"].get<std::string>()) !=
-              not_ready.end())
+      if (p["name"] != "redis" && std::find(not_ready.begin(), not_ready.end(),
+                                            p["name"].get<std::string>()) != not_ready.end())
         why += fmt::format("\n  {} is not ready; the end of {}:{}", p["name"].get<std::string>(),
                            p["log"].get<std::string>(), log_tail(p["log"].get<std::string>()));
   (void)stop(c);

@@ -18,8 +18,8 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "common/supervisor/redis_plan.h"
@@ -118,8 +118,7 @@ json base(const fs::path& state) {
            {{"encode", {{"runtime", {{"name", "sim"}}}}},
             {"sample", {{"runtime", {{"name", "sim"}}}}},
             {"decode", {{"runtime", {{"name", "sim"}}}}}}},
-          {"queue",
-           {{"lease_ms", 3000}, {"renew_ms", 500}, {"sweep_ms", 200}, {"block_ms", 50}}}};
+          {"queue", {{"lease_ms", 3000}, {"renew_ms", 500}, {"sweep_ms", 200}, {"block_ms", 50}}}};
 }
 
 fs::path write(const fs::path& p, const json& j) {
@@ -131,7 +130,8 @@ std::string cli(const fs::path& config) {
   return ts::bin("h3pipe") + " --config " + config.string();
 }
 
-const std::string kJob = R"({"jobId":"j1","prompt":"x","width":64,"height":64,"frames":9,"fps":12,"seed":1})";
+const std::string kJob =
+    R"({"jobId":"j1","prompt":"x","width":64,"height":64,"frames":9,"fps":12,"seed":1})";
 
 int redis_pid(const fs::path& state) {
   json j;
@@ -199,8 +199,7 @@ TEST(SharedRedis, StartStopsWaitingWhenAServiceExits) {
   StopOnExit guard{{config}};
   const auto t0 = std::chrono::steady_clock::now();
   auto [rc, out] = ts::sh(cli(config) + " start 2>&1");
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(rc, 0) << out;
   EXPECT_LT(s, 20.0) << "start waited out its 30 s timeout:\n" << out;
   EXPECT_NE(out.find("exited (exit"), std::string::npos) << out;
@@ -259,13 +258,12 @@ TEST(SharedRedis, ManagedRedisAcrossTwoHostsThroughTheStunnelHop) {
     EXPECT_EQ(fs::status(e.path()).permissions() & fs::perms::all,
               fs::perms::owner_read | fs::perms::owner_write)
         << e.path();
-  EXPECT_EQ(names_in(d / "creds"),
-            (std::set<std::string>{"redis-decoder.password",
-                                   "redis-encoder.password", "redis-operator.password",
-                                   "redis-sampler.password", "redis-transfer.password",
-                                   "redis-ca.pem", "redis-ca.key", "redis-server.pem",
-                                   "redis-server.key", "redis-client-s.pem",
-                                   "redis-client-s.key"}));
+  EXPECT_EQ(
+      names_in(d / "creds"),
+      (std::set<std::string>{
+          "redis-decoder.password", "redis-encoder.password", "redis-operator.password",
+          "redis-sampler.password", "redis-transfer.password", "redis-ca.pem", "redis-ca.key",
+          "redis-server.pem", "redis-server.key", "redis-client-s.pem", "redis-client-s.key"}));
   // A second init keeps everything (a running Redis keeps its users).
   const auto op = d / "creds/redis-operator.password";
   const std::string op_before = ts::sh("cat " + op.string()).second;
@@ -273,23 +271,21 @@ TEST(SharedRedis, ManagedRedisAcrossTwoHostsThroughTheStunnelHop) {
   EXPECT_EQ(ts::sh("cat " + op.string()).second, op_before);
 
   // export: exactly what each host needs; never the CA key, never admin off the Redis host.
-  auto [src, sout] =
-      ts::sh(cli(made) + " credentials export --host s -o " + (d / "host-s/creds").string() + " 2>&1");
+  auto [src, sout] = ts::sh(cli(made) + " credentials export --host s -o " +
+                            (d / "host-s/creds").string() + " 2>&1");
   ASSERT_EQ(src, 0) << sout;
   EXPECT_EQ(names_in(d / "host-s/creds"),
             (std::set<std::string>{"redis-encoder.password", "redis-sampler.password",
                                    "redis-transfer.password", "redis-operator.password",
-                                   "redis-ca.pem",
-                                   "redis-client-s.pem", "redis-client-s.key"}));
-  auto [rrc, rout] =
-      ts::sh(cli(made) + " credentials export --host r -o " + (d / "host-r/creds").string() + " 2>&1");
+                                   "redis-ca.pem", "redis-client-s.pem", "redis-client-s.key"}));
+  auto [rrc, rout] = ts::sh(cli(made) + " credentials export --host r -o " +
+                            (d / "host-r/creds").string() + " 2>&1");
   ASSERT_EQ(rrc, 0) << rout;
   // redis-admin is nowhere yet: the Redis host's start makes it there.
   EXPECT_FALSE(names_in(d / "host-r/creds").count("redis-admin.password"));
   EXPECT_TRUE(names_in(d / "host-r/creds").count("redis-server.key"));
   EXPECT_FALSE(names_in(d / "host-r/creds").count("redis-ca.key"));
-  EXPECT_NE(ts::sh(cli(made) + " credentials export --host nope -o " + (d / "x").string() +
-                   " 2>&1")
+  EXPECT_NE(ts::sh(cli(made) + " credentials export --host nope -o " + (d / "x").string() + " 2>&1")
                 .second.find("not a host"),
             std::string::npos);
 
@@ -374,9 +370,10 @@ TEST(SharedRedis, AServerOfAnotherCaGetsNoPassword) {
             0);
   // The rogue: a CA of its own, a server certificate for the right address, in front of a
   // listener that keeps every byte.
-  ASSERT_EQ(ts::sh(cli(config) + " credentials init --dir " + (d / "rogue").string() + " >/dev/null")
-                .first,
-            0);
+  ASSERT_EQ(
+      ts::sh(cli(config) + " credentials init --dir " + (d / "rogue").string() + " >/dev/null")
+          .first,
+      0);
   const int sink_port = ts::free_tcp_port();
   Squatter sink(sink_port);
   ASSERT_TRUE(sink.bound());
@@ -389,8 +386,10 @@ TEST(SharedRedis, AServerOfAnotherCaGetsNoPassword) {
   const pid_t rogue = ts::spawn({stunnel, conf.string()}, (d / "rogue.log").string());
   ASSERT_GT(rogue, 0);
   ASSERT_TRUE(ts::wait_for(
-      [&] { return ts::sh("grep -c 'Configuration successful' " + (d / "rogue.log").string())
-                       .second.rfind("1", 0) == 0; },
+      [&] {
+        return ts::sh("grep -c 'Configuration successful' " + (d / "rogue.log").string())
+                   .second.rfind("1", 0) == 0;
+      },
       10))
       << ts::sh("cat " + (d / "rogue.log").string()).second;
   StopOnExit guard{{config}};

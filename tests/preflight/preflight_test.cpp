@@ -250,6 +250,45 @@ TEST_F(Preflight, NoPasswordAtAllWarnsOnOneHostAndFailsAcrossHosts) {
   }
 }
 
+// redis.tls (issue #34 P4): plain RESP to a Redis on another machine fails unless the config opts
+// out with /redis/allow_plaintext (then a warning); a Redis on this machine passes; a managed Redis
+// (the stunnel hop h3pipe runs) passes when this host's certificate files are there.
+TEST_F(Preflight, PlainRedisAcrossHostsFailsUnlessAllowed) {
+  auto j = base_config(true);
+  auto r = run(load(j), opts());
+  ASSERT_NE(row(r, "redis.tls", Outcome::kPass), nullptr) << r.text;
+  j["redis"]["host"] = "192.0.2.1";  // host b's address: another machine
+  r = run(load(j), opts());
+  const CheckResult* f = row(r, "redis.tls", Outcome::kFail);
+  ASSERT_NE(f, nullptr) << r.text;
+  EXPECT_NE(f->detail.find("plain RESP to 192.0.2.1"), std::string::npos) << f->detail;
+  EXPECT_NE(f->fix.find("/redis/allow_plaintext"), std::string::npos) << f->fix;
+  EXPECT_NE(f->fix.find("/redis/managed"), std::string::npos) << f->fix;
+  EXPECT_EQ(r.rc, 1);
+  j["redis"]["allow_plaintext"] = true;
+  r = run(load(j), opts());
+  ASSERT_NE(row(r, "redis.tls", Outcome::kWarn), nullptr) << r.text;
+  EXPECT_EQ(row(r, "redis.tls", Outcome::kFail), nullptr) << r.text;
+  // Managed: host a needs the CA and its own client pair in credentials_dir.
+  j["redis"].erase("allow_plaintext");
+  j["redis"].erase("password_file");
+  j["redis"].erase("user");
+  j["redis"]["managed"] = true;
+  j["redis"]["port"] = 6379;
+  j["redis"]["credentials_dir"] = (dir_ / "creds").string();
+  fs::create_directories(dir_ / "creds");
+  r = run(load(j), opts());
+  f = row(r, "redis.tls", Outcome::kFail);
+  ASSERT_NE(f, nullptr) << r.text;
+  EXPECT_NE(f->detail.find((dir_ / "creds" / "redis-client-a.pem").string()), std::string::npos)
+      << f->detail;
+  EXPECT_NE(f->fix.find("credentials export --host"), std::string::npos) << f->fix;
+  for (const char* n : {"redis-ca.pem", "redis-client-a.pem", "redis-client-a.key"})
+    std::ofstream(dir_ / "creds" / n) << "x\n";
+  r = run(load(j), opts());
+  EXPECT_NE(row(r, "redis.tls", Outcome::kPass), nullptr) << r.text;
+}
+
 TEST_F(Preflight, ServiceNotReady) {
   auto c = load(base_config());
   start_services(c, "a", /*ready=*/false);
