@@ -173,7 +173,8 @@ Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::st
     redis_error = held.error().message;
   } else {
     for (auto& [job, text] : *held) {
-      auto j = json_reader::parse_json(text, "receipt of " + job + " in Redis", errc::report::kNone);
+      auto j =
+          json_reader::parse_json(text, "receipt of " + job + " in Redis", errc::report::kNone);
       if (j.ok())
         by_job[job] = std::move(*j);
       else

@@ -72,7 +72,7 @@ GanttChart gantt_from_receipts(const std::vector<MeasuredStage>& stages, std::st
 
 struct ReportArgs {
   std::vector<nlohmann::json> receipts;
-  std::string config;    // --config FILE: plan the same jobs and compare (optional)
+  std::string config;  // --config FILE: plan the same jobs and compare (optional)
   // Without `config`: a config already loaded to plan with (the CLI gives the embedded default's
   // when the stack running here was started with it), named in the output by config_name.
   const config::Cluster* cluster = nullptr;

@@ -104,8 +104,7 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     o.policy = a.policy.empty() ? cluster.dispatch : *parse_policy(a.policy);
     auto r = simulate(cluster, sj, o);
     if (!r.ok()) {
-      fmt::print(err, "report: planning the same jobs on {}: {}\n", config_name,
-                 r.error().message);
+      fmt::print(err, "report: planning the same jobs on {}: {}\n", config_name, r.error().message);
       return 1;
     }
     planned = std::move(r.value());
@@ -261,8 +260,7 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
     fmt::print(
         out,
         "planned:  {} jobs, makespan {:.2f} s, {:.2f} jobs/h end to end ({}); error {:+.1f}%\n",
-        planned->jobs, planned->makespan_s, planned->throughput_per_hour, config_name,
-        error * 100);
+        planned->jobs, planned->makespan_s, planned->throughput_per_hour, config_name, error * 100);
   if (planned)
     fmt::print(
         out, "per-job stage starts: worst {:.3f} s off the plan ({:.1f}% of its makespan, {})\n",

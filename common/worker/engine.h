@@ -95,8 +95,7 @@ class Files {
   // JOB.pipeline.json from the job's history and this stage's record (the last stage, before
   // it acks).  Returns the receipt's JSON text as written: the completion move keeps it in Redis
   // too (state/receipts.h), so every host reads it.
-  virtual Result<std::string> write_receipt(const pb::StageTask& t,
-                                            const pb::StageRecord& own) = 0;
+  virtual Result<std::string> write_receipt(const pb::StageTask& t, const pb::StageRecord& own) = 0;
 };
 
 // The runtime call.

@@ -46,8 +46,9 @@ Outcome plan_and_run(const json& cfg, int jobs, bool learn = false) {
   json bare, learned;
   if (learn) {
     const std::string state = "--state-dir " + c["state_dir"].get<std::string>();
-    bare = json::parse(ts::sh(ts::bin("h3pipe") + " " + state + " report " + run + " --json").second,
-                       nullptr, false);
+    bare =
+        json::parse(ts::sh(ts::bin("h3pipe") + " " + state + " report " + run + " --json").second,
+                    nullptr, false);
     const std::string out = (dir.path() / "learned.json").string();
     auto [lrc, lout] = ts::sh(cli + " profile learn " + run + " --min-samples 1 -o " + out);
     EXPECT_EQ(lrc, 0) << lout;

@@ -33,6 +33,5 @@ TEST(ReportConfig, WithoutConfigTheEmbeddedDefaultStackPlansItsRun) {
   ASSERT_TRUE(r.contains("planned")) << rep;
   EXPECT_EQ(r["planned"]["config"], "the embedded default config");
   EXPECT_GT(r["planned"]["makespan_s"].get<double>(), 0);
-  for (const auto& p : r["pools"])
-    EXPECT_TRUE(p["classes"].contains("default")) << p.dump();
+  for (const auto& p : r["pools"]) EXPECT_TRUE(p["classes"].contains("default")) << p.dump();
 }

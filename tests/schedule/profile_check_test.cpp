@@ -24,9 +24,10 @@ config::Cluster parsed(const nlohmann::json& j) {
 
 nlohmann::json two_pools(const nlohmann::json& runtime, const nlohmann::json& profiles) {
   return {{"hosts", {{{"name", "local"}}}},
-          {"stages", {{"encode", {{"runtime", runtime}}},
-                      {"sample", {{"runtime", runtime}}},
-                      {"decode", {{"runtime", runtime}}}}},
+          {"stages",
+           {{"encode", {{"runtime", runtime}}},
+            {"sample", {{"runtime", runtime}}},
+            {"decode", {{"runtime", runtime}}}}},
           {"pools",
            {{{"name", "enc"}, {"host", "local"}, {"stage", "encode"}, {"profiles", profiles}},
             {{"name", "s0"}, {"host", "local"}, {"stage", "sample"}, {"profiles", profiles}},
