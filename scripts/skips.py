@@ -8,7 +8,9 @@ build/Testing/ctest-junit.xml).  A ctest test is skipped when it exited with its
 (77): a GoogleTest binary (h3pipe_add_test) does so when nothing failed and a GTEST_SKIP ran,
 printing one "H3PIPE_SKIP: Suite.Name: reason" line per skipped case
 (tests/support/gtest_main.cpp); a Python or shell test prints a "SKIP: reason" (or "skipped:
-reason") line before it exits 77.  Each skip is printed as
+reason") line before it exits 77.  A Python unittest case skipped inside a ctest test that
+passed ("test_x (mod.Class.test_x) ... skipped 'reason'") is listed too, marked so.  Each skip is
+printed as
 
     skipped: CTEST_NAME [Suite.Name]: reason   (allowed: ALLOWLIST LINE | NOT ALLOWED)
 
@@ -25,6 +27,9 @@ import xml.etree.ElementTree as ET
 GTEST_LINE = re.compile(r"^H3PIPE_SKIP: (\S+): (.*)$")
 GTEST_TOTAL = re.compile(r"^H3PIPE_SKIP: \d+ of \d+ tests skipped")
 SCRIPT_LINE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?skip(?:ped)?\b[^:\n]{0,40}:\s*(.+)$", re.I)
+# A Python unittest case skipped inside a ctest test that passed (unittest -v):
+#   test_name (module.Class.test_name) ... skipped 'reason'
+UNITTEST_SKIP = re.compile(r"^(\w+) \(([\w.]+)\) \.\.\. skipped '(.*)'$")
 
 
 def load_allowlist(path):
@@ -55,6 +60,17 @@ def skips_of(output):
     return [("", "")] if not last else [("", "(no SKIP line; last output: %s)" % last[:200])]
 
 
+def unittest_skips(output):
+    """[(Class.test, reason)] of the unittest cases a passing test skipped."""
+    out = []
+    for l in output.splitlines():
+        m = UNITTEST_SKIP.match(l.strip())
+        if m:
+            cls = m.group(2).rsplit(".", 2)
+            out.append((".".join(cls[-2:]) if len(cls) >= 2 else m.group(1), m.group(3)))
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("junit")
@@ -69,14 +85,19 @@ def main():
         return 2
     rows, bad = [], 0
     for tc in root.iter("testcase"):
-        if tc.find("skipped") is None:
-            continue
         out = tc.findtext("system-out") or ""
-        for case, reason in skips_of(out):
+        if tc.find("skipped") is not None:
+            found, note = skips_of(out), ""
+        elif tc.get("status") == "run":
+            # A ctest test that passed with unittest cases skipped inside it (its other cases ran).
+            found, note = unittest_skips(out), " (in a test that passed)"
+        else:
+            continue
+        for case, reason in found:
             rule = next((text for text, rx in allow if reason and rx.search(reason)), None)
             bad += rule is None
             where = f"{tc.get('name')} [{case}]" if case else tc.get("name")
-            rows.append(f"  skipped: {where}: {reason or '(no reason given)'}   "
+            rows.append(f"  skipped: {where}{note}: {reason or '(no reason given)'}   "
                         + (f"(allowed: {rule})" if rule else "(NOT ALLOWED)"))
     tests = len({tc.get("name") for tc in root.iter("testcase") if tc.find("skipped") is not None})
     print(f"skips: {tests} test(s) skipped, {len(rows)} skip(s), {bad} not in {a.allowlist}")

@@ -8,7 +8,8 @@
    it): the skipping probe is "Skipped", the crashing one and the failing one "Failed"; a script
    that prints "SKIP: ..." and exits 77 is "Skipped".  scripts/skips.py on ctest's JUnit file lists
    every skip with its reason; with --strict it exits 1 because one reason (redis-sentinel
-   missing) is not in tests/skip_allowlist.txt, and 0 once only allowed reasons are left.
+   missing) is not in tests/skip_allowlist.txt, and 0 once only allowed reasons are left; a
+   unittest case skipped inside a passing test is listed too.
 3. Every test h3pipe_add_test registered in this build has SKIP_RETURN_CODE 77.
 
 Usage: skip_report_test.py --probe BIN --source SRC --build BUILD
@@ -78,6 +79,16 @@ def main():
         for name, mode in cases.items():
             lines.append(f'add_test(NAME {name} COMMAND {cmake} -E env H3PIPE_SKIP_PROBE={mode} "{a.probe}")')
             lines.append(f"set_tests_properties({name} PROPERTIES SKIP_RETURN_CODE 77)")
+        partial = os.path.join(src, "partial.py")
+        with open(partial, "w") as f:
+            f.write("import os, unittest\n"
+                    "class Case(unittest.TestCase):\n"
+                    "    def test_a(self):\n        self.assertTrue(True)\n"
+                    "    @unittest.skipUnless(os.environ.get('NO_SUCH_VAR_H3'), "
+                    "'set H3PIPE_HOOK_IMAGE=IMAGE to run the script in the CLI image')\n"
+                    "    def test_b(self):\n        pass\n"
+                    "unittest.main(verbosity=2)\n")
+        lines.append(f'add_test(NAME unittest_partial COMMAND /usr/bin/python3 "{partial}")')
         lines.append(f'add_test(NAME script_skip COMMAND /usr/bin/python3 "{script}")')
         lines.append("set_tests_properties(script_skip PROPERTIES SKIP_RETURN_CODE 77)")
         with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
@@ -98,7 +109,8 @@ def main():
                 name = l.split(":", 1)[1].split()[0]
                 status[name] = "Skipped" if "Skipped" in l else "Passed" if "Passed" in l else "Failed"
         want = {"probe_pass": "Passed", "probe_skip": "Skipped", "probe_skip_other": "Skipped",
-                "probe_crash": "Failed", "probe_fail_and_skip": "Failed", "script_skip": "Skipped"}
+                "probe_crash": "Failed", "probe_fail_and_skip": "Failed", "script_skip": "Skipped",
+                "unittest_partial": "Passed"}
         check(status == want, "ctest: skips Skipped, the crash and the failure Failed", json.dumps(status) + "\n" + out)
 
         s = subprocess.run(["/usr/bin/python3", skips_py, junit, "--allowlist", allow],
@@ -113,12 +125,14 @@ def main():
               "a script's SKIP line is its reason")
         check("probe_crash" not in s.stdout and "probe_fail_and_skip" not in s.stdout,
               "a crash or a failure is not listed as a skip")
-        check(s.stdout.startswith("skips: 3 test(s) skipped, 3 skip(s), 1 not in"), "the count line", s.stdout)
+        check("skipped: unittest_partial [Case.test_b] (in a test that passed): set H3PIPE_HOOK_IMAGE=IMAGE"
+              in s.stdout, "a unittest case skipped inside a passing test is listed, marked so")
+        check(s.stdout.startswith("skips: 3 test(s) skipped, 4 skip(s), 1 not in"), "the count line", s.stdout)
         s = subprocess.run(["/usr/bin/python3", skips_py, junit, "--allowlist", allow, "--strict"],
                            capture_output=True, text=True)
         check(s.returncode == 1 and "skips: FAIL: 1 skip(s)" in s.stdout,
               "--strict (CI=true): a skip the allowlist does not allow fails", s.stdout)
-        ctest_run("probe_skip$|script_skip|probe_pass")
+        ctest_run("probe_skip$|script_skip|probe_pass|unittest_partial")
         s = subprocess.run(["/usr/bin/python3", skips_py, junit, "--allowlist", allow, "--strict"],
                            capture_output=True, text=True)
         check(s.returncode == 0, "--strict with only allowed reasons passes", s.stdout)
