@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <set>
+#include <utility>
 #include <sstream>
 
 #include "common/artifacts/artifacts.h"
@@ -104,9 +105,14 @@ std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits
                                          l.max_latent_bytes)});
   }
   // Only from the configured input roots, opened the confined way the runtimes open it.
-  if (!s.reference_image().empty() && check == Check::kSubmission)
-    if (auto f = open_input(l.input_roots, s.reference_image()); !f.ok())
-      e.push_back({"referenceImage", f.error().message});
+  // The voice sample and the last frame (ref2va and first/last-frame templates) the same way.
+  const std::pair<const char*, const std::string*> inputs[] = {
+      {"referenceImage", &s.reference_image()},
+      {"referenceAudio", &s.reference_audio()},
+      {"lastFrameImage", &s.last_frame_image()}};
+  for (const auto& [field, path] : inputs)
+    if (!path->empty() && check == Check::kSubmission)
+      if (auto f = open_input(l.input_roots, *path); !f.ok()) e.push_back({field, f.error().message});
   if (!s.job_class().empty())
     if (auto st = artifacts::validate_id("jobClass", s.job_class()); !st.ok())
       e.push_back({"jobClass", strip_field(st.error().message)});

@@ -99,6 +99,36 @@ TEST_F(InputRoots, SubmissionNamesTheFieldAndTheReason) {
             "/etc/shadow is not under an input root (limits.input_roots: " + root_.string() + ")");
 }
 
+// The voice sample (ref2va) and the last frame (first/last-frame templates) are job inputs
+// confined exactly as the reference image: each refused path names its own field.
+TEST_F(InputRoots, TheVoiceAndTheLastFrameAreConfinedTheSameWay) {
+  config::Limits limits;
+  limits.input_roots = {root_};
+  std::ofstream(root_ / "voice.wav") << "RIFF";
+  auto ok = spec::parse_batch(R"({"jobId":"a","prompt":"p","referenceAudio":"voice.wav",)"
+                              R"("lastFrameImage":")" +
+                                  (root_ / "sub/ref.png").string() + "\"}\n",
+                              limits);
+  EXPECT_TRUE(ok.errors.empty()) << ok.errors[0].error.to_string();
+  ASSERT_EQ(ok.specs.size(), 1u);
+  EXPECT_EQ(ok.specs[0].reference_audio(), "voice.wav");
+  EXPECT_EQ(ok.specs[0].last_frame_image(), (root_ / "sub/ref.png").string());
+  const std::string why =
+      "/etc/shadow is not under an input root (limits.input_roots: " + root_.string() + ")";
+  for (const std::string field : {"referenceAudio", "lastFrameImage"}) {
+    SCOPED_TRACE(field);
+    auto bad = spec::parse_batch(
+        R"({"jobId":"b","prompt":"p",")" + field + R"(":"/etc/shadow"})", limits);
+    ASSERT_EQ(bad.errors.size(), 1u);
+    EXPECT_EQ(bad.errors[0].error.field, field);
+    EXPECT_EQ(bad.errors[0].error.reason, why);
+    auto escape = spec::parse_batch(
+        R"({"jobId":"c","prompt":"p",")" + field + R"(":"../outside.png"})", limits);
+    ASSERT_EQ(escape.errors.size(), 1u);
+    EXPECT_EQ(escape.errors[0].error.field, field);
+  }
+}
+
 // The smallest valid cluster config, with `extra` merged in.
 nlohmann::json cluster(nlohmann::json extra) {
   auto j = nlohmann::json::parse(R"({"hosts": [{"name": "local"}], "pools": [
