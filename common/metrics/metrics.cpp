@@ -87,8 +87,10 @@ WorkerProbe::WorkerProbe(prometheus::Registry& reg, const std::string& stage,
                 .Add({{"stage", stage}, {"pool", pool}, {"host", host}})),
       mfu_(prometheus::BuildGauge()
                .Name("h3pipe_pool_mfu")
-               .Help("Model FLOP utilisation of the pool's last sample task: model FLOP/s over the "
-                     "device's peak (configs/gpus.json; CPU: measured sgemm peak)")
+               .Help("Model FLOP utilisation of the pool's last sample task: model FLOP/s (the "
+                     "runtime's count; ComfyUI: configs/gpus.json model_flops) over the pool's "
+                     "GPUs' peak (configs/gpus.json by NVML name or gpu_model; CPU: measured sgemm "
+                     "peak)")
                .Register(reg)
                .Add({{"stage", stage}, {"pool", pool}, {"host", host}})),
       e2e_(prometheus::BuildHistogram()
