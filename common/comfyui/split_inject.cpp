@@ -209,13 +209,48 @@ void find_fps(const Json& g, InjectMap& m) {
   }
 }
 
-// LoadImage nodes of the sample side; with several, the one behind the latent source.
+// Whether a node's output feeds an input named as a last frame (MiniMaxH3ImageToVideo's
+// last_frame; end_image / end_frame of the first/last-frame nodes of other models).
+bool feeds_last_frame(const Json& g, const std::string& id) {
+  for (auto it = g.begin(); it != g.end(); ++it) {
+    if (!it.value().contains("inputs")) continue;
+    for (auto in = it.value()["inputs"].begin(); in != it.value()["inputs"].end(); ++in)
+      if (is_link(in.value()) && link_of(in.value()).node == id &&
+          (in.key() == "last_frame" || in.key() == "end_image" || in.key() == "end_frame"))
+        return true;
+  }
+  return false;
+}
+
+// The voice sample (LoadAudio of the sample side, e.g. ref2va's ref_audios) -> reference_audio.
+void find_reference_audio(const SplitGraphs& sg, InjectMap& m, SplitResult& r) {
+  const Json& g = sg.sample;
+  std::string pick;
+  for (const auto& id : topological_order(g)) {
+    if (class_of(g, id) != "LoadAudio" || !is_widget_value(inputs_of(g, id), "audio")) continue;
+    if (pick.empty()) {
+      pick = id;
+      m.add("reference_audio", id, "audio");
+    } else {
+      r.notes.push_back(fmt::format("{} loads a second audio file; only {} receives the job's "
+                                    "reference audio",
+                                    describe(g, id), describe(g, pick)));
+    }
+  }
+}
+
+// LoadImage nodes of the sample side; one feeding a last-frame input takes the job's
+// last_frame_image; of the others, with several, the one behind the latent source.
 void find_reference_image(const SplitGraphs& sg, InjectMap& m, SplitResult& r) {
   const Json& g = sg.sample;
   std::vector<std::string> loads;
-  for (const auto& id : topological_order(g))
-    if (class_of(g, id) == "LoadImage" && is_widget_value(inputs_of(g, id), "image"))
+  for (const auto& id : topological_order(g)) {
+    if (class_of(g, id) != "LoadImage" || !is_widget_value(inputs_of(g, id), "image")) continue;
+    if (!m.has("last_frame_image") && feeds_last_frame(g, id))
+      m.add("last_frame_image", id, "image");
+    else
       loads.push_back(id);
+  }
   if (loads.empty()) return;
   std::string pick = loads.front();
   if (loads.size() > 1 && !sg.latent_source.empty()) {
@@ -244,6 +279,7 @@ void find_inject(const SplitGraphs& sg, const HandoffNodes& h, SplitResult& r) {
   find_geometry(sg, h, s, r);
   find_fps(sg.sample, s);
   find_reference_image(sg, s, r);
+  find_reference_audio(sg, s, r);
   s.add("filename_prefix", sg.save_node, h.save_prefix_input);
   for (auto it = sg.sample.begin(); it != sg.sample.end(); ++it)
     if (it.value()["class_type"] == "EmptyLatentAudio")

@@ -105,6 +105,17 @@ Status copy_fd(int fd, std::uint64_t size, const fs::path& dest) {
   return {};
 }
 
+// Job inputs beyond the reference image, injected by name (comfyui_workflow.h).
+struct ExtraInput {
+  const char* key;    // the template's inject key
+  const char* field;  // the spec's JSON field, for messages
+  const char* suffix;
+  const std::string& (pb::JobSpec::*get)() const;
+};
+const ExtraInput kExtraInputs[] = {
+    {"reference_audio", "referenceAudio", "_voice", &pb::JobSpec::reference_audio},
+    {"last_frame_image", "lastFrameImage", "_last", &pb::JobSpec::last_frame_image}};
+
 class ComfyRunner final {
  public:
   ComfyRunner(comfyui::Settings s, StageKind stage)
@@ -162,6 +173,20 @@ class ComfyRunner final {
           stage_file(*in, ref, name_for(ctx, "_ref" + fs::path(ref).extension().string()), staged);
       if (!v.ok()) return v.error();
       values["reference_image"] = *v;
+    }
+    // The voice sample and the last frame (ref2va, first/last-frame templates): the same roots,
+    // the same staging, each under its own name.
+    for (const auto& in : kExtraInputs) {
+      const std::string& path = (ctx.spec->*in.get)();
+      if (path.empty() || !wf->uses(in.key)) continue;
+      auto f = spec::open_input(s_.input_roots, path);
+      if (!f.ok())
+        return make_error(errc::runtime::kPermanentInput, "comfyui {}: {} {}", stage_name(),
+                          in.field, f.error().message);
+      auto v = stage_file(*f, path, name_for(ctx, in.suffix + fs::path(path).extension().string()),
+                          staged);
+      if (!v.ok()) return v.error();
+      values[in.key] = *v;
     }
 
     // A restarted worker finds what an earlier attempt queued instead of queueing it again.
@@ -232,6 +257,14 @@ class ComfyRunner final {
                         "(templates.default, with the image-to-video one under "
                         "templates.reference)",
                         stage_name(), job, key);
+    // Without the job's file the template would load its own placeholder (voice.wav,
+    // last_frame.png) and make a video the job did not ask for.
+    for (const auto& in : kExtraInputs)
+      if (wf->uses(in.key) && (ctx.spec->*in.get)().empty())
+        return make_error(errc::runtime::kPermanentComfyuiTemplate,
+                          "comfyui {}: job {} has no {} but template \"{}\" needs one (it "
+                          "injects {}); give the job its {}",
+                          stage_name(), job, in.field, key, in.key, in.field);
     return {};
   }
 

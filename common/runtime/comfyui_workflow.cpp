@@ -182,6 +182,8 @@ const std::vector<std::string>& injectable_keys() {
                                              "filename_prefix",
                                              "input",
                                              "reference_image",
+                                             "reference_audio",
+                                             "last_frame_image",
                                              "latent_profile"};
   return k;
 }

@@ -20,7 +20,7 @@ namespace h3pipe::runtime::comfyui {
 
 // Parameters that can be injected; "params.<key>" (from JobSpec.params) is accepted as well.
 // prompt negative_prompt seed steps width height frames fps job_id run_id filename_prefix
-// input reference_image
+// input reference_image reference_audio last_frame_image
 const std::vector<std::string>& injectable_keys();
 
 struct Target {

@@ -194,6 +194,33 @@ TEST(Templates, EachIsTheSplitOfItsWorkflow) {
   }
 }
 
+// The seeds' per-job inputs beyond the reference image: ref2va's voice (LoadAudio) is the job's
+// reference_audio, the first/last-frame template's last frame (the LoadImage feeding
+// MiniMaxH3ImageToVideo.last_frame) the job's last_frame_image, its first frame the
+// reference_image; no other template injects them.
+TEST(Templates, TheVoiceAndTheLastFrameAreJobInputs) {
+  for (const auto& name : template_names()) {
+    SCOPED_TRACE(name);
+    const Json inject = read(kTemplates / name / "inject.json")["sample"];
+    if (name == "minimax_h3_ref2va") {
+      EXPECT_EQ(inject["reference_audio"], Json({{"node", "17"}, {"input", "audio"}}));
+      EXPECT_EQ(inject["reference_image"], Json({{"node", "16"}, {"input", "image"}}));
+    } else {
+      EXPECT_FALSE(inject.contains("reference_audio"));
+    }
+    if (name == "minimax_h3_fl2v") {
+      EXPECT_EQ(inject["last_frame_image"], Json({{"node", "17"}, {"input", "image"}}));
+      EXPECT_EQ(inject["reference_image"], Json({{"node", "16"}, {"input", "image"}}));
+    } else {
+      EXPECT_FALSE(inject.contains("last_frame_image"));
+    }
+  }
+  const Json sample = read(kTemplates / "minimax_h3_ref2va" / "sample.api.json");
+  EXPECT_EQ(sample["17"]["class_type"], "LoadAudio");
+  const Json fl = read(kTemplates / "minimax_h3_fl2v" / "sample.api.json");
+  EXPECT_EQ(fl["6"]["inputs"]["last_frame"], Json({"17", 0}));
+}
+
 // The H3 templates as ComfyUI core decodes an H3 AV latent: one NestedTensor LATENT, saved whole
 // (profile minimax-h3, the job's geometry), given whole to VAEDecode (its first tensor) and to
 // VAEDecodeAudio (its last), CreateVideo with the audio at 24 fps, SaveVideo mp4.

@@ -66,13 +66,13 @@ std::string file_sha(const fs::path& p) {
 
 class H3Stack {
  public:
-  H3Stack() {
+  explicit H3Stack(const fs::path& tmpl = kTemplate) {
     FakeComfyUiServer::Options o;
     o.exec_python_nodes = "h3pipe_nodes,h3_standins";
-    o.models = models_of(read_json(kTemplate / "workflow.api.json"));
+    o.models = models_of(read_json(tmpl / "workflow.api.json"));
     server_ = std::make_unique<FakeComfyUiServer>(dir_.path() / "comfy", o);
     auto [rc, out] =
-        ts::sh(ts::bin("h3pipe") + " comfyui split " + (kTemplate / "workflow.api.json").string() +
+        ts::sh(ts::bin("h3pipe") + " comfyui split " + (tmpl / "workflow.api.json").string() +
                " -o " + split().string() + " --object-info " + kObjectInfo.string() +
                " --sample-url " + server_->url() + " 2>&1");
     EXPECT_EQ(rc, 0) << out;
@@ -89,6 +89,8 @@ class H3Stack {
     for (auto& [stage, s] : cfg["stages"].items())
       if (s["runtime"]["settings"].contains("workflow")) s["runtime"]["settings"]["poll_ms"] = 50;
     cfg["state_dir"] = state().string();
+    fs::create_directories(inputs());
+    cfg["limits"]["input_roots"] = {inputs().string()};
     config_ = dir_.path() / "cluster.json";
     std::ofstream(config_) << cfg.dump(2);
     EXPECT_EQ(ts::sh(cli() + " start >/dev/null 2>&1").first, 0) << log("supervisor.log");
@@ -97,6 +99,7 @@ class H3Stack {
 
   fs::path split() const { return dir_.path() / "split"; }
   fs::path state() const { return dir_.path() / "state"; }
+  fs::path inputs() const { return dir_.path() / "inputs"; }  // limits.input_roots
   const json& snippet() const { return snippet_; }
   const std::string& split_log() const { return split_log_; }
   FakeComfyUiServer& server() { return *server_; }
@@ -298,4 +301,83 @@ TEST(ComfyUiH3Stack, AFrameCountOffTheH3GridIsRefusedAtSubmission) {
   EXPECT_NE(out.find("17k+5 frames (e.g. 39), got 24"), std::string::npos)
       << out;  // the rule, the next count
   EXPECT_TRUE(st.server().recorded("prompt").empty());
+}
+
+// The seeds' ref2va template with the job's own picture and voice (referenceImage,
+// referenceAudio): `comfyui split` injects the voice into its LoadAudio, the sampler host uploads
+// the job's file (from the input roots) and the sample prompt loads it through the LoadAudio
+// stand-in (comfy_extras/nodes_audio.py's answers: AUDIO waveform [1, C, L], the file's rate); the
+// movie carries an AAC stream.  Another voice makes another latent (the stand-in's conditioning
+// takes the references' contents), and a voice outside the input roots is refused at submission
+// naming referenceAudio.
+TEST(ComfyUiH3Stack, Ref2vaTakesTheJobsVoiceAndPictureEndToEnd) {
+  H3Stack st(fs::path(H3PIPE_SOURCE_DIR) / "configs/comfyui/templates/minimax_h3_ref2va");
+  ASSERT_EQ(st.snippet().value("latent_profile", ""), "minimax-h3") << st.split_log();
+  ASSERT_EQ(st.snippet()["stages"]["sample"]["runtime"]["settings"]["inject"]["reference_audio"],
+            json({{"node", "17"}, {"input", "audio"}}))
+      << st.split_log();
+  auto gen = [&](const std::string& args) {
+    auto [rc, out] = ts::sh("ffmpeg -v error -y " + args + " 2>&1");
+    ASSERT_EQ(rc, 0) << out;
+  };
+  gen("-f lavfi -i testsrc=size=256x160:rate=1 -frames:v 1 " + (st.inputs() / "ref.png").string());
+  gen("-f lavfi -i sine=frequency=440:sample_rate=16000:duration=1 -ac 1 " +
+      (st.inputs() / "voice_a.wav").string());
+  gen("-f lavfi -i sine=frequency=660:sample_rate=16000:duration=1 -ac 1 " +
+      (st.inputs() / "voice_b.wav").string());
+
+  auto line = [](const std::string& id, const std::string& voice) {
+    return json({{"jobId", id},
+                 {"prompt", "<Picture 1> says, in the voice of <Audio 1>: hello"},
+                 {"referenceImage", "ref.png"},
+                 {"referenceAudio", voice},
+                 {"width", 256},
+                 {"height", 160},
+                 {"frames", 22},
+                 {"fps", 24},
+                 {"seed", 5},
+                 {"steps", 4}})
+               .dump() +
+           "\n";
+  };
+  // A voice outside the input roots: refused before anything runs, naming the field.
+  auto [brc, bout] = st.submit(line("bad", "/etc/passwd"));
+  EXPECT_EQ(brc, 2) << bout;
+  EXPECT_NE(bout.find("referenceAudio"), std::string::npos) << bout;
+  EXPECT_NE(bout.find("not under an input root"), std::string::npos) << bout;
+  auto [erc, eout] = st.submit(line("esc", "../inputs/voice_a.wav"));
+  EXPECT_EQ(erc, 2) << eout;
+  EXPECT_NE(eout.find("referenceAudio"), std::string::npos) << eout;
+  EXPECT_TRUE(st.server().recorded("prompt").empty());
+
+  auto [rc, run] = st.submit(line("va", "voice_a.wav") + line("vb", "voice_b.wav"));
+  ASSERT_EQ(rc, 0) << run;
+  auto [wrc, wout] = st.wait(run);
+  ASSERT_EQ(wrc, 0) << wout << st.log("sampler-s0.log") << st.log("decoder-dec.log");
+
+  std::map<std::string, std::string> latent_sha;
+  for (const char* id : {"va", "vb"}) {
+    SCOPED_TRACE(id);
+    const fs::path out = st.state() / "outputs" / run;
+    const json r = read_json(out / (std::string(id) + ".pipeline.json"));
+    ASSERT_EQ(r["stages"].size(), 3u) << r.dump(1);
+    latent_sha[id] = r["stages"][1]["outputSha256"];
+    const json probe = ffprobe(out / (std::string(id) + ".mp4"));
+    int audio = 0;
+    for (const auto& s : probe["streams"])
+      if (s["codec_type"] == "audio") ++audio;
+    EXPECT_EQ(audio, 1) << probe.dump();
+    // The sample prompt's LoadAudio loaded the job's own voice, uploaded byte for byte.
+    const std::string voice = std::string(id) == "va" ? "voice_a.wav" : "voice_b.wav";
+    std::string staged;
+    for (const auto& p : st.server().recorded("prompt"))
+      for (const auto& [nid, n] : p["prompt"].items())
+        if (n["class_type"] == "LoadAudio" &&
+            n["inputs"]["audio"].get<std::string>().find(std::string("_") + id + "_sample") !=
+                std::string::npos)
+          staged = n["inputs"]["audio"];
+    ASSERT_FALSE(staged.empty());
+    EXPECT_EQ(file_sha(st.server().input_dir() / staged), file_sha(st.inputs() / voice));
+  }
+  EXPECT_NE(latent_sha["va"], latent_sha["vb"]) << "another voice, same prompt, seed, picture";
 }

@@ -17,6 +17,7 @@ Standard library only.
 
 import hashlib
 import json
+import mimetypes
 import os
 import re
 import time
@@ -183,6 +184,11 @@ class NodeSet:
         if cls == "LoadImage":
             d = os.path.join(self.root, "input")
             req["image"][0] = sorted(f for f in os.listdir(d) if os.path.isfile(os.path.join(d, f)))
+        if cls == "LoadAudio":  # folder_paths.filter_files_content_types(..., ["audio", "video"])
+            d = os.path.join(self.root, "input")
+            req["audio"][0] = sorted(
+                f for f in os.listdir(d) if os.path.isfile(os.path.join(d, f))
+                and (mimetypes.guess_type(f)[0] or "").split("/")[0] in ("audio", "video"))
         if cls == "LoadLatent":
             req["latent"][0] = [f for f in self._files("input", ".latent") if "/" not in f]
         return x

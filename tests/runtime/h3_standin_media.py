@@ -7,9 +7,15 @@ CLI (Debian's python3 has no PyAV here).
 - SaveVideo(video, filename_prefix, format, codec) as nodes_video.py SaveVideo: an MP4 (H.264
   yuv420p, and AAC when the video has audio) named like folder_paths.get_save_image_path,
   PREFIX_00001_.mp4 under output/, ui {"images": [ref], "animated": [True]};
-- LoadImage(image) as nodes.py LoadImage: IMAGE [1, H, W, 3] in [0, 1] and MASK [1, H, W].
+- LoadImage(image) as nodes.py LoadImage: IMAGE [1, H, W, 3] in [0, 1] and MASK [1, H, W];
+- LoadAudio(audio) as comfy_extras/nodes_audio.py LoadAudio: the file under input/ decoded to
+  AUDIO {"waveform": float32 [1, C, L] in [-1, 1], "sample_rate": the file's rate};
+  VALIDATE_INPUTS "Invalid audio file: NAME" for a name input/ lacks, IS_CHANGED the file's
+  SHA-256 (as ComfyUI's).  The /object_info list (files of audio/video content type) is filled by
+  the fake's NodeSet.spec.
 The folders: H3PIPE_COMFY_OUTPUT / H3PIPE_COMFY_INPUT (the node pack's variables outside ComfyUI).
 """
+import hashlib
 import json
 import os
 import re
@@ -109,4 +115,39 @@ class LoadImage:
         return (pixels.float() / 255.0, torch.zeros([1, h, w]))
 
 
-NODE_CLASS_MAPPINGS = {"CreateVideo": CreateVideo, "SaveVideo": SaveVideo, "LoadImage": LoadImage}
+def _input_path(name):
+    return name if os.path.isabs(name) else os.path.join(_dir("input"), name)
+
+
+class LoadAudio:
+    FUNCTION = "load"
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, audio):
+        if not os.path.isfile(_input_path(audio)):
+            return f"Invalid audio file: {audio}"
+        return True
+
+    @classmethod
+    def IS_CHANGED(cls, audio):
+        m = hashlib.sha256()
+        with open(_input_path(audio), "rb") as f:
+            m.update(f.read())
+        return m.digest().hex()
+
+    def load(self, audio):
+        path = _input_path(audio)
+        probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "a:0", "-show_entries",
+                                "stream=sample_rate,channels", "-of", "json", path],
+                               check=True, capture_output=True, text=True)
+        s = json.loads(probe.stdout)["streams"][0]
+        rate, channels = int(s["sample_rate"]), int(s["channels"])
+        raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-map", "0:a:0", "-f", "f32le",
+                              "-ac", str(channels), "-ar", str(rate), "pipe:1"],
+                             check=True, capture_output=True).stdout
+        wave = torch.frombuffer(bytearray(raw), dtype=torch.float32).reshape(-1, channels).t()
+        return ({"waveform": wave.unsqueeze(0).contiguous(), "sample_rate": rate},)
+
+
+NODE_CLASS_MAPPINGS = {"CreateVideo": CreateVideo, "SaveVideo": SaveVideo, "LoadImage": LoadImage,
+                       "LoadAudio": LoadAudio}

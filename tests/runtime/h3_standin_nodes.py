@@ -298,7 +298,17 @@ class MiniMaxH3ReferenceToVideo(_Node):
                 audio_vae=None, **refs):
         latent, _ = empty_av_latent(width, height, length)
         given = sorted(k for k, v in refs.items() if v is not None)
-        cond = clip.encode_from_tokens_scheduled(clip.tokenize(prompt, minimax_ref_items=given))
+        # The references condition the model: their contents (pictures, the voice's waveform)
+        # seed the stand-in's conditioning with the prompt, so another voice is another video.
+        m = hashlib.sha256(str(prompt).encode())
+        for k in given:
+            v = refs[k]
+            t = v["waveform"] if isinstance(v, dict) and "waveform" in v else v
+            m.update(k.encode())
+            if isinstance(t, torch.Tensor):
+                m.update(t.float().contiguous().numpy().tobytes())
+        text = f"{prompt}\n{m.hexdigest()}" if given else prompt
+        cond = clip.encode_from_tokens_scheduled(clip.tokenize(text, minimax_ref_items=given))
         return (cond, latent)
 
 
