@@ -3,6 +3,8 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <set>
 
@@ -34,6 +36,34 @@ std::string spec_json(const pb::JobSpec& s) {
   return out;
 }
 
+// Where a decode ran.  A comfyui pool's decode is a request to its server, so it runs on the
+// pool's machine and GPUs; every other runtime (builtin, exec, sim) runs inside this process on
+// the CLI's host, whatever the pool's host and gpus say: compare.json, the receipts and the page
+// say so rather than credit the pool's GPUs with the seconds.
+std::string cli_host() {
+  char b[256] = {};
+  if (::gethostname(b, sizeof b - 1) != 0) return "unknown";
+  return b;
+}
+
+json ran_on(const config::Pool& pool, const std::string& runtime, const std::string& device) {
+  if (runtime == "comfyui")
+    return {{"where", "the pool's ComfyUI server"},
+            {"local_to_cli", false},
+            {"host", pool.host},
+            {"device", device},
+            {"gpus", pool.gpus}};
+  const std::string host = cli_host();
+  return {{"where", "local to the CLI"},
+          {"local_to_cli", true},
+          {"host", host},
+          {"device", device},
+          {"gpus", json::array()},
+          {"note", fmt::format("the {} runtime decoded in the compare command's own process on {}, "
+                               "not on pool {}'s host {} or its GPUs",
+                               runtime, host, pool.name, pool.host)}};
+}
+
 // One decoder, loaded once for every job.
 struct Decoder {
   const config::Pool* pool = nullptr;
@@ -46,6 +76,7 @@ struct Decoded {
   runtime::StageOutput out;
   double seconds = 0;
   fs::path receipt;
+  json ran;  // ran_on()
 };
 
 Result<Decoded> decode_one(const config::Cluster& c, Decoder& d, const Job& job,
@@ -71,6 +102,7 @@ Result<Decoded> decode_one(const config::Cluster& c, Decoder& d, const Job& job,
     return Error{out.error().code, fmt::format("decoder {} on job {}: {}", d.pool->name,
                                                job.spec.job_id(), out.error().message)};
   r.out = std::move(*out);
+  r.ran = ran_on(*d.pool, d.runtime->name, r.out.device);
   // The receipt: everything needed to repeat this decode and check what it made.
   json rec = {
       {"format", "h3pipe.compare.receipt/1"},
@@ -81,10 +113,11 @@ Result<Decoded> decode_one(const config::Cluster& c, Decoder& d, const Job& job,
       {"decoder",
        {{"pool", d.pool->name},
         {"host", d.pool->host},
-        {"gpus", d.pool->gpus},
-        {"gpu_model", d.pool->gpu_model},
+        {"pool_gpus", d.pool->gpus},
+        {"pool_gpu_model", d.pool->gpu_model},
         {"runtime", d.runtime->name},
         {"config_settings", d.runtime->settings}}},
+      {"ran_on", r.ran},
       {"device", r.out.device},
       {"settings", r.out.settings},
       {"input", {{"path", job.latent.string()}, {"sha256", latent_sha}}},
@@ -169,8 +202,8 @@ Result<json> run(const config::Cluster& c, const std::vector<Job>& jobs, const O
   for (const auto& d : decoders)
     doc["decoders"].push_back({{"pool", d.pool->name},
                                {"host", d.pool->host},
-                               {"gpus", d.pool->gpus},
-                               {"gpu_model", d.pool->gpu_model},
+                               {"pool_gpus", d.pool->gpus},
+                               {"pool_gpu_model", d.pool->gpu_model},
                                {"runtime", d.runtime->name},
                                {"settings", d.runtime->settings}});
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
@@ -217,7 +250,8 @@ Result<json> run(const config::Cluster& c, const std::vector<Job>& jobs, const O
       }
       jj["results"].push_back(result_json(*decoders[i].pool, outs[i].mp4, outs[i].out,
                                           outs[i].seconds, outs[i].receipt, ref.out.sha256, m,
-                                          o.out_dir));
+                                          o.out_dir, outs[i].ran));
+      if (!doc["decoders"][i].contains("ran_on")) doc["decoders"][i]["ran_on"] = outs[i].ran;
     }
     doc["jobs"].push_back(std::move(jj));
   }

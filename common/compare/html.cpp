@@ -86,6 +86,26 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
       "&infin; = identical frames.</p>\n",
       esc(doc["run_id"].get<std::string>()), esc(doc["reference"].get<std::string>()),
       esc(doc["out_dir"].get<std::string>()));
+  // Where each decoder ran: the seconds and the device are that machine's, not necessarily the
+  // pool's (a builtin or exec pool decodes in the compare command's own process).
+  h += "<h2>Where each decoder ran</h2>\n<table id=\"ran-on\"><tr><th class=\"l\">decoder</th>"
+       "<th class=\"l\">ran</th><th class=\"l\">host</th><th class=\"l\">device</th>"
+       "<th class=\"l\">GPUs</th></tr>\n";
+  for (const auto& d : doc["decoders"]) {
+    if (!d.contains("ran_on")) continue;
+    const json& r = d["ran_on"];
+    std::string gpus;
+    for (const auto& g : r.value("gpus", json::array()))
+      gpus += (gpus.empty() ? "" : ", ") + (g.is_string() ? g.get<std::string>() : g.dump());
+    h += fmt::format(
+        "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>"
+        "<td class=\"l\">{}</td><td class=\"l\">{}</td></tr>\n",
+        esc(d["pool"].get<std::string>()), esc(r.value("where", "")), esc(r.value("host", "")),
+        esc(r.value("device", "")),
+        gpus.empty() ? std::string(r.value("local_to_cli", false) ? "none of the pool's" : "-")
+                     : esc(gpus));
+  }
+  h += "</table>\n";
   h += "<h2>Summary</h2>\n<table id=\"summary\"><tr><th "
        "class=\"l\">decoder</th><th>device</th><th>jobs</th>"
        "<th>decode s (mean)</th><th>PSNR dB</th><th>worst frame dB</th><th>SSIM</th><th>MAE</th>"
@@ -107,8 +127,8 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
        "class=\"l\">decoder</th>"
        "<th>decode s</th><th>device</th><th>PSNR dB</th><th>min dB</th><th>worst "
        "frame</th><th>SSIM</th>"
-       "<th>SSIM min</th><th>MAE</th><th>black</th><th>saturated</th><th>audio SNR "
-       "dB</th><th>audio max |d|</th>"
+       "<th>SSIM min</th><th>MAE</th><th>black</th><th>saturated</th><th>audio LSD "
+       "dB</th><th>audio SNR dB</th><th>audio max |d|</th>"
        "<th class=\"l\">output SHA-256</th></tr>\n";
   for (const auto& j : doc["jobs"])
     for (const auto& r : j["results"]) {
@@ -118,7 +138,7 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
           "<tr{}><td class=\"l\">{}</td><td "
           "class=\"l\">{}</td><td>{:.2f}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td>{}</td><td>{:.5f}</td><td>{:.5f}</td><td>{:.2f}</td><td>{}</td><td>{}</td><td>{}</"
-          "td><td>{}</td>"
+          "td><td>{}</td><td>{}</td>"
           "<td class=\"l\"><code>{}</code></td></tr>\n",
           ref ? " class=\"ref\"" : "", esc(j["job_id"].get<std::string>()),
           esc(r["decoder"].get<std::string>()) + (ref ? " (reference)" : ""),
@@ -127,6 +147,7 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
           r["worst_frame"].is_null() ? "-" : std::to_string(r["worst_frame"].get<long long>()),
           r["ssim_mean"].get<double>(), r["ssim_min"].get<double>(), r["mae"].get<double>(),
           frames_list(r["black_frames"]), frames_list(r["saturated_frames"]),
+          ref || a.is_null() ? "-" : fmt::format("{:.2f}", a.value("lsd_db", 0.0)),
           ref || a.is_null() ? "-" : db(a["snr_db"]),
           ref || a.is_null() ? "-" : fmt::format("{:.5f}", a["max_abs"].get<double>()),
           r["mp4_sha256"].get<std::string>().substr(0, 16));

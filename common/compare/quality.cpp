@@ -1,7 +1,10 @@
 // PSNR and SSIM through FFmpeg's filters; pixel statistics over RGB24; PCM differences.
 #include "common/compare/quality.h"
 
+#include <algorithm>
 #include <cmath>
+#include <complex>
+#include <numbers>
 #include <cstdlib>
 #include <string>
 
@@ -166,6 +169,93 @@ Result<std::vector<PixelFrame>> pixel_compare(const std::filesystem::path& refer
   return out;
 }
 
+namespace {
+
+// In-place radix-2 FFT (size a power of two).
+void fft(std::vector<std::complex<double>>& a) {
+  const std::size_t n = a.size();
+  for (std::size_t i = 1, j = 0; i < n; ++i) {
+    std::size_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) std::swap(a[i], a[j]);
+  }
+  for (std::size_t len = 2; len <= n; len <<= 1) {
+    const double ang = -2 * std::numbers::pi / static_cast<double>(len);
+    const std::complex<double> wl(std::cos(ang), std::sin(ang));
+    for (std::size_t i = 0; i < n; i += len) {
+      std::complex<double> w(1);
+      for (std::size_t k = 0; k < len / 2; ++k, w *= wl) {
+        auto u = a[i + k], v = a[i + k + len / 2] * w;
+        a[i + k] = u + v;
+        a[i + k + len / 2] = u - v;
+      }
+    }
+  }
+}
+
+constexpr std::size_t kFft = 1024, kHop = 512;
+
+// Band powers (kLsdBands) of each segment of the mono mix of `pcm`'s first `n` frames.
+std::vector<std::vector<double>> band_powers(const Pcm& pcm, std::size_t n) {
+  const int ch = pcm.channels;
+  std::vector<double> mono(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int c = 0; c < ch; ++c) s += pcm.samples[i * ch + c];
+    mono[i] = s / ch;
+  }
+  const double rate = pcm.sample_rate > 0 ? pcm.sample_rate : 48000;
+  const double high = std::min(kLsdHighHz, rate / 2);
+  // The FFT bin each band edge falls on (log-spaced); a band narrower than a bin takes one bin.
+  std::vector<std::size_t> edge(kLsdBands + 1);
+  for (int b = 0; b <= kLsdBands; ++b) {
+    const double hz = kLsdLowHz * std::pow(high / kLsdLowHz, static_cast<double>(b) / kLsdBands);
+    edge[b] = std::min<std::size_t>(kFft / 2, static_cast<std::size_t>(hz * kFft / rate));
+    if (b > 0 && edge[b] <= edge[b - 1]) edge[b] = std::min(kFft / 2, edge[b - 1] + 1);
+  }
+  std::vector<double> window(kFft);
+  for (std::size_t i = 0; i < kFft; ++i) window[i] = 0.5 - 0.5 * std::cos(2 * std::numbers::pi * i / kFft);
+  const std::size_t segment = std::max<std::size_t>(kFft, static_cast<std::size_t>(kLsdSegmentS * rate));
+  std::vector<std::vector<double>> out;
+  std::vector<std::complex<double>> buf(kFft);
+  for (std::size_t seg = 0; seg + kFft <= n; seg += segment) {
+    const std::size_t end = std::min(n, seg + segment);
+    std::vector<double> bands(kLsdBands, 0);
+    int frames = 0;
+    for (std::size_t f = seg; f + kFft <= end; f += kHop, ++frames) {
+      for (std::size_t i = 0; i < kFft; ++i) buf[i] = mono[f + i] * window[i];
+      fft(buf);
+      for (int b = 0; b < kLsdBands; ++b)
+        for (std::size_t k = edge[b]; k < edge[b + 1]; ++k) bands[b] += std::norm(buf[k]);
+    }
+    for (auto& v : bands) v /= std::max(frames, 1);
+    out.push_back(std::move(bands));
+  }
+  return out;
+}
+
+// Power floor: -120 dB of a full-scale sine's band power, so silence against silence is 0 and
+// silence against sound is large but finite.
+constexpr double kPowerFloor = 1e-12 * (kFft * kFft / 16.0);
+
+double log_spectral_distance(const Pcm& ref, const Pcm& cand, std::size_t n) {
+  const auto a = band_powers(ref, n), b = band_powers(cand, n);
+  if (a.empty()) return 0;
+  double sum = 0;
+  for (std::size_t s = 0; s < a.size(); ++s) {
+    double sq = 0;
+    for (int k = 0; k < kLsdBands; ++k) {
+      const double d = 10 * std::log10((b[s][k] + kPowerFloor) / (a[s][k] + kPowerFloor));
+      sq += d * d;
+    }
+    sum += std::sqrt(sq / kLsdBands);
+  }
+  return sum / static_cast<double>(a.size());
+}
+
+}  // namespace
+
 std::optional<AudioDiff> audio_diff(const Pcm& reference, const Pcm& candidate) {
   if (reference.channels == 0 || candidate.channels == 0 ||
       reference.channels != candidate.channels)
@@ -185,6 +275,7 @@ std::optional<AudioDiff> audio_diff(const Pcm& reference, const Pcm& candidate) 
                          static_cast<long long>(reference.samples.size())) /
                         ch;
   d.snr_db = noise == 0 ? kInf : sig == 0 ? -kInf : 10 * std::log10(sig / noise);
+  d.lsd_db = noise == 0 ? 0 : log_spectral_distance(reference, candidate, n / ch);
   return d;
 }
 

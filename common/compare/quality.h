@@ -1,8 +1,8 @@
 #pragma once
 // How far one decoded movie is from another: FFmpeg's own psnr and ssim filters (libavfilter,
 // per-frame statistics read from each frame's metadata), and over the RGB24 pixels the mean
-// absolute error on 0-255 and the frames that are black or saturated (overflow).  Audio: SNR and
-// the largest absolute difference of the decoded PCM.  Errors: compare.filter (the filter graph),
+// absolute error on 0-255 and the frames that are black or saturated (overflow).  Audio: SNR, the
+// largest absolute difference and the log-spectral distance of the decoded PCM.  Errors: compare.filter (the filter graph),
 // compare.media (a file libav cannot read), compare.mismatch (different sizes or frame counts).
 #include <cstdint>
 #include <filesystem>
@@ -54,8 +54,20 @@ Result<std::vector<PixelFrame>> pixel_compare(const std::filesystem::path& refer
 
 // Decoded PCM against the reference's: SNR in dB (+inf when equal) and the largest |difference|
 // over the samples both have (full scale 1.0).  nullopt when either has no audio.
+// lsd_db, the log-spectral distance (0 when the spectra are equal): the RMS over kLsdBands
+// log-spaced bands (kLsdLowHz .. min(kLsdHighHz, Nyquist)) of 10 log10(candidate / reference band
+// power), each side's power a Welch average (Hann, 1024-sample frames, hop 512) over one
+// kLsdSegmentS segment of the mono mix, then the mean over segments.  Unlike the SNR it does not
+// compare waveforms: AAC codes noise-like bands parametrically (a new waveform with the same
+// envelope), so the builtin model's noise-like audio gives an SNR near 1 dB for any change at all,
+// while the LSD stays near 0 for an inaudible change and grows with what a listener hears: a gain
+// g everywhere gives |20 log10 g| exactly, a moved tone more than 15 dB
+// (docs/compare.md "Audio").
+inline constexpr int kLsdBands = 32;
+inline constexpr double kLsdLowHz = 60, kLsdHighHz = 16000, kLsdSegmentS = 0.5;
 struct AudioDiff {
   double snr_db = kInf, max_abs = 0;
+  double lsd_db = 0;
   long long samples = 0;            // compared, per channel
   long long length_difference = 0;  // candidate minus reference, per channel
 };

@@ -41,7 +41,7 @@ json job_header(const Job& job, const std::string& latent_sha) {
 
 json result_json(const config::Pool& pool, const fs::path& mp4, const runtime::StageOutput& out,
                  double seconds, const fs::path& receipt, const std::string& reference_sha,
-                 const Measured& m, const fs::path& out_dir) {
+                 const Measured& m, const fs::path& out_dir, const json& ran_on) {
   const Summary& s = m.summary;
   json r = {{"decoder", pool.name},
             {"reference", m.is_reference},
@@ -52,7 +52,9 @@ json result_json(const config::Pool& pool, const fs::path& mp4, const runtime::S
             {"byte_equal_to_reference", out.sha256 == reference_sha},
             {"decode_seconds", seconds},
             {"device", out.device},
-            {"gpus", pool.gpus},
+            {"where", ran_on.value("where", "")},
+            {"ran_on_host", ran_on.value("host", "")},
+            {"gpus", ran_on.value("gpus", json::array())},
             {"frames", s.frames},
             {"identical", s.identical},
             {"psnr_db", num(s.psnr_db)},
@@ -68,6 +70,7 @@ json result_json(const config::Pool& pool, const fs::path& mp4, const runtime::S
             {"audio", nullptr}};
   if (m.audio)
     r["audio"] = {{"snr_db", num(m.audio->snr_db)},
+                  {"lsd_db", m.audio->lsd_db},
                   {"max_abs", m.audio->max_abs},
                   {"samples", m.audio->samples},
                   {"length_difference", m.audio->length_difference}};
@@ -118,6 +121,8 @@ json summary_json(const json& doc) {
         {{"decoder", name},
          {"reference", reference},
          {"device", nullptr},
+         {"where", d.contains("ran_on") ? d["ran_on"].value("where", "") : ""},
+         {"ran_on_host", d.contains("ran_on") ? d["ran_on"].value("host", "") : ""},
          {"jobs", n},
          {"decode_seconds_mean", secs / n},
          {"psnr_db", mse_db_inv == 0 ? json(nullptr) : json(-10 * std::log10(mse_db_inv / n))},
@@ -144,12 +149,12 @@ std::string table(const json& doc) {
   t += fmt::format(
       "{:<12} {:<14} {:>9} {:<8} {:>9} {:>9} {:>6} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}\n", "job",
       "decoder", "seconds", "device", "PSNR dB", "min dB", "worst", "SSIM", "SSIM min", "MAE",
-      "black", "sat", "audio dB");
+      "black", "sat", "audio LSD");
   for (const auto& j : doc["jobs"])
     for (const auto& r : j["results"]) {
       const bool ref = r["reference"];
       std::string audio = "-";
-      if (!r["audio"].is_null()) audio = fmt_db(r["audio"]["snr_db"]);
+      if (!r["audio"].is_null()) audio = fmt::format("{:.2f}", r["audio"]["lsd_db"].get<double>());
       t += fmt::format(
           "{:<12} {:<14} {:>9.2f} {:<8} {:>9} {:>9} {:>6} {:>8.5f} {:>8.5f} {:>6.2f} {:>6} {:>6} "
           "{:>9}\n",
@@ -171,6 +176,12 @@ std::string table(const json& doc) {
         s["reference"].get<bool>() ? "-" : fmt_db(s["psnr_min_db"]), s["ssim_mean"].get<double>(),
         s["mae"].get<double>(), s["black_frames"].get<long long>(),
         s["saturated_frames"].get<long long>());
+  // Where each decoder ran: a builtin or exec pool decodes in this process, on this host.
+  for (const auto& d : doc["decoders"])
+    if (d.contains("ran_on"))
+      t += fmt::format("  {} ran {} (host {}, device {})\n", d["pool"].get<std::string>(),
+                       d["ran_on"].value("where", ""), d["ran_on"].value("host", ""),
+                       d["ran_on"].value("device", ""));
   return t;
 }
 

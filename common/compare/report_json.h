@@ -26,7 +26,8 @@ nlohmann::json job_header(const Job& job, const std::string& latent_sha);
 nlohmann::json result_json(const config::Pool& pool, const std::filesystem::path& mp4,
                            const runtime::StageOutput& out, double seconds,
                            const std::filesystem::path& receipt, const std::string& reference_sha,
-                           const Measured& m, const std::filesystem::path& out_dir);
+                           const Measured& m, const std::filesystem::path& out_dir,
+                           const nlohmann::json& ran_on);
 // Per decoder over every job: mean decode seconds, mean and worst PSNR, SSIM, MAE, frame counts.
 nlohmann::json summary_json(const nlohmann::json& doc);
 

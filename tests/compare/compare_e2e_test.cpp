@@ -5,6 +5,8 @@
 // Label: e2e.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -115,6 +117,9 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
   cmp["pools"].push_back(decode_pool("full", builtin()));
   cmp["pools"].push_back(decode_pool("full-again", builtin()));
   cmp["pools"].push_back(decode_pool("int8", builtin({{"decoder_precision", "int8"}})));
+  // A pool that names GPUs: a builtin decode in `compare` still runs in the CLI's process, and
+  // nothing may credit those GPUs with it.
+  cmp["pools"].back()["gpus"] = {3};
   const fs::path planted = dir.path() / "planted.mp4";
   cmp["pools"].push_back(decode_pool(
       "overflow",
@@ -124,6 +129,9 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
       ts::bin("h3pipe") + " --config " + (dir.path() / "compare.json").string();
 
   const fs::path out1 = dir.path() / "cmp1", html = dir.path() / "page.html";
+  char host_buf[256] = {};
+  ASSERT_EQ(::gethostname(host_buf, sizeof host_buf - 1), 0);
+  const std::string this_host = host_buf;
   auto [rc1, o1] =
       ts::sh(ccli + " compare r1 --decoder full --decoder full-again --decoder int8 --json --out " +
              out1.string() + " --html " + html.string() + " 2>" + (dir.path() / "err1").string());
@@ -176,7 +184,21 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
       EXPECT_EQ(rec["decoder"]["pool"], (*r)["decoder"]);
       EXPECT_EQ(rec["decoder"]["runtime"], "builtin");
       EXPECT_EQ(rec["spec"]["jobId"], job["job_id"]);
+      // Where it ran: in the compare command's own process on this host, not on the pool's.
+      EXPECT_EQ((*r)["where"], "local to the CLI");
+      EXPECT_EQ((*r)["ran_on_host"], this_host);
+      EXPECT_TRUE((*r)["gpus"].empty()) << (*r)["gpus"];
+      EXPECT_EQ(rec["ran_on"]["where"], "local to the CLI");
+      EXPECT_EQ(rec["ran_on"]["host"], this_host);
+      EXPECT_EQ(rec["ran_on"]["device"], "cpu");
+      EXPECT_TRUE(rec["ran_on"]["gpus"].empty());
+      EXPECT_TRUE(rec["ran_on"]["local_to_cli"].get<bool>());
+      EXPECT_FALSE(rec["decoder"].contains("gpus")) << "the pool's GPUs only as pool_gpus";
     }
+    EXPECT_EQ(result_of(job, "int8")["ran_on_host"], this_host);
+    // The audio's log-spectral distance: 0 for the same PCM, a number for the other decoder.
+    EXPECT_EQ(again["audio"]["lsd_db"], 0.0);
+    EXPECT_TRUE(int8["audio"]["lsd_db"].is_number());
     EXPECT_EQ(job["latent"]["sha256"],
               *sha256_file(dir.path() / "artifacts" / "r1" / job["job_id"].get<std::string>() /
                            "latent.h3latent"));
@@ -189,6 +211,13 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
   ASSERT_EQ(doc["summary"].size(), 3u);
   EXPECT_EQ(doc["summary"][1]["identical_jobs"], 2);
   EXPECT_TRUE(doc["summary"][2]["psnr_db"].is_number());
+  for (const auto& d : doc["decoders"]) {
+    EXPECT_EQ(d["ran_on"]["where"], "local to the CLI") << d;
+    EXPECT_EQ(d["ran_on"]["host"], this_host);
+  }
+  EXPECT_EQ(doc["decoders"][2]["pool_gpus"], json({3}));
+  EXPECT_TRUE(doc["decoders"][2]["ran_on"]["gpus"].empty());
+  EXPECT_EQ(doc["summary"][2]["where"], "local to the CLI");
 
   // The page in a real browser: a screenshot with content, the table in the DOM.
   const fs::path shot = dir.path() / "shot.png";
@@ -212,6 +241,10 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
   EXPECT_NE(dom.find("<table id=\"results\">"), std::string::npos);
   EXPECT_NE(dom.find("<table id=\"summary\">"), std::string::npos);
   EXPECT_NE(dom.find(">int8</td>"), std::string::npos);
+  EXPECT_NE(dom.find("<table id=\"ran-on\">"), std::string::npos);
+  EXPECT_NE(dom.find(">local to the CLI</td><td class=\"l\">" + this_host + "</td>"),
+            std::string::npos);
+  EXPECT_NE(dom.find("audio LSD"), std::string::npos);
   EXPECT_NE(dom.find("data:image/png;base64,"), std::string::npos) << "images inline";
   std::ifstream page(html);
   const std::string page_text{std::istreambuf_iterator<char>(page), {}};

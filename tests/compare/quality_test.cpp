@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numbers>
+#include <random>
 
 #include "common/compare/frames.h"
 #include "common/media/media.h"
@@ -159,4 +161,68 @@ TEST(DecoderPrecision, RoundingIsThePrecisionsOwn) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("/s/decoder_precision"), std::string::npos)
       << bad.error().message;
+}
+
+// The audio's log-spectral distance (quality.h): the ideal 0 for the same PCM, |20 log10 g| for a
+// gain g everywhere, tens of dB for a moved tone; and, the case the SNR cannot judge, two
+// different waveforms of the same noise spectrum (what AAC makes of the builtin model's noise-like
+// audio after any change) are close in LSD while their SNR is about 0 dB.
+namespace {
+Pcm tone(double hz, double gain, int rate = 48000, double seconds = 2.0) {
+  Pcm p;
+  p.channels = 2;
+  p.sample_rate = rate;
+  const auto n = static_cast<std::size_t>(rate * seconds);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(gain * 0.3 * std::sin(2 * std::numbers::pi * hz * i / rate));
+    p.samples.push_back(v);
+    p.samples.push_back(v);
+  }
+  return p;
+}
+Pcm noise(unsigned seed, double gain = 1.0, int rate = 48000, double seconds = 2.0) {
+  Pcm p;
+  p.channels = 1;
+  p.sample_rate = rate;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 0.1f);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(rate * seconds); ++i)
+    p.samples.push_back(static_cast<float>(gain) * g(rng));
+  return p;
+}
+}  // namespace
+
+TEST(CompareAudio, LogSpectralDistanceIsZeroForTheSamePcm) {
+  for (const Pcm& p : {tone(440, 1), noise(1)}) {
+    auto d = audio_diff(p, p);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->lsd_db, 0.0);
+    EXPECT_TRUE(std::isinf(d->snr_db));
+  }
+}
+
+TEST(CompareAudio, LogSpectralDistanceMeasuresWhatChanged) {
+  // A gain of 0.5 everywhere: every band 6.02 dB down.
+  auto half = audio_diff(noise(1), noise(1, 0.5));
+  ASSERT_TRUE(half.has_value());
+  EXPECT_NEAR(half->lsd_db, 20 * std::log10(2.0), 0.01);
+  // Another noise waveform of the same spectrum: the SNR says "unrelated", the LSD "close".
+  auto other = audio_diff(noise(1), noise(2));
+  ASSERT_TRUE(other.has_value());
+  EXPECT_LT(other->snr_db, 1.0);
+  EXPECT_LT(other->lsd_db, 1.5) << "same spectral envelope";
+  EXPECT_GT(other->lsd_db, 0.0);
+  // A tone moved from 440 Hz to 1 kHz: the spectrum is another one.
+  auto moved = audio_diff(tone(440, 1), tone(1000, 1));
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_GT(moved->lsd_db, 15.0);
+  // Through the MP4 writer's AAC: the 0.9 gain of the test movie is 0.92 dB in every band.
+  test_support::TempDir d;
+  auto ra = read_audio(movie(d.path(), "ref.mp4")),
+       na = read_audio(movie(d.path(), "quiet.mp4", -1, -1, 0, 0.9f));
+  ASSERT_TRUE(ra.ok() && na.ok());
+  auto aac = audio_diff(*ra, *na);
+  ASSERT_TRUE(aac.has_value());
+  EXPECT_GT(aac->lsd_db, 0.2);
+  EXPECT_LT(aac->lsd_db, 6.0);
 }
