@@ -194,13 +194,15 @@ class Site:
         t0 = time.monotonic()
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": "/root",
                "LANG": "C.UTF-8"}
+        p = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
-            p = subprocess.run(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=timeout, start_new_session=True)
-            return p.returncode, p.stdout, time.monotonic() - t0
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            return 124, out + "\n(killed after %ds)" % timeout, time.monotonic() - t0
+            out, _ = p.communicate(timeout=timeout)
+            return p.returncode, out, time.monotonic() - t0
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # the line's ssh and scp too, not only its bash
+            out, _ = p.communicate()
+            return 124, (out or "") + "\n(killed after %ds)" % timeout, time.monotonic() - t0
 
     def var(self, name):
         """A variable the block set (read back from its environment file)."""
