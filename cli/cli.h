@@ -141,4 +141,6 @@ void register_systemd_commands(CLI::App& app, Global& g, int& rc);
 void write_prometheus_targets(const config::Cluster& c, const nlohmann::json& stack);
 // credentials init / export (credentials_cmds.cpp): the shared Redis's secrets.
 void register_credentials_commands(CLI::App& app, Global& g, int& rc);
+// token create / list / revoke (api_cmds.cpp): h3pipe-api's bearer tokens.
+void register_api_commands(CLI::App& app, Global& g, int& rc);
 }  // namespace h3pipe::cli

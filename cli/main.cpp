@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   register_prometheus_commands(app, g, rc);
   register_systemd_commands(app, g, rc);
   register_credentials_commands(app, g, rc);
+  register_api_commands(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

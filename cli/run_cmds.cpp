@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli/cli.h"
+#include "common/api/submit.h"
 #include "common/core/bounded_file.h"
 #include "common/queue/keys.h"
 #include "common/queue/server.h"
@@ -31,23 +32,6 @@ Result<std::string> read_batch_file(const std::string& path, const config::Limit
   return read_bounded_file(
       path, {"a JSON lines batch file", cap, errc::batch::kOpen, errc::batch::kNotAFile,
              errc::batch::kTooLarge, "limits.max_batch and limits.max_prompt_bytes"});
-}
-
-// The batch's (line, job id) pairs whose job exists in the run with another spec.
-Result<std::vector<std::pair<std::size_t, std::string>>> batch_conflicts(queue::Redis& redis,
-                                                                         const std::string& run_id,
-                                                                         const spec::Batch& batch) {
-  std::vector<std::pair<std::string, std::string>> fields;
-  for (const auto& s : batch.specs) fields.emplace_back(keys::job(run_id, s.job_id()), "spec");
-  auto specs = queue::hget_each(redis, fields);
-  if (!specs.ok()) return specs.error();
-  std::vector<std::pair<std::size_t, std::string>> out;
-  for (std::size_t i = 0; i < batch.specs.size() && i < specs->size(); ++i) {
-    const std::optional<std::string>& held = (*specs)[i];
-    if (held && *held != spec::to_json(batch.specs[i]))
-      out.emplace_back(i < batch.lines.size() ? batch.lines[i] : 0, batch.specs[i].job_id());
-  }
-  return out;
 }
 
 }  // namespace
@@ -78,19 +62,19 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background,
   }
   auto redis = connect(g, *c);
   if (!redis.ok()) return fail(redis.error());
-  state::Store store(**redis);
-  // The same --run-id again: a job id the run already holds with another spec is refused here,
-  // naming FILE:LINE, before anything is registered or enqueued (the ingest would refuse it too,
-  // beside the run; the submitter hears it from the exit code).
-  if (auto conflicts = batch_conflicts(**redis, run_id, batch); !conflicts.ok()) {
-    return fail(conflicts.error());
-  } else if (!conflicts->empty()) {
-    for (const auto& [line, job] : *conflicts)
+  // The same --run-id again: a job id the run already holds with another spec is refused
+  // (api::submit_batch, the one path `run` and h3pipe-api share), naming FILE:LINE, before
+  // anything is registered or enqueued (the ingest would refuse it too, beside the run; the
+  // submitter hears it from the exit code).
+  auto sub = api::submit_batch(**redis, run_id, batch);
+  if (!sub.ok()) return fail(sub.error());
+  if (!sub->conflicts.empty()) {
+    for (const auto& [line, job] : sub->conflicts)
       fmt::print(stderr, "{}:{}: jobId \"{}\" already exists in run {} with another spec\n",
                  batch_file, line, job, run_id);
     const Error e =
         make_error(errc::batch::kConflict, "{} job(s) conflict with run {}; nothing was submitted",
-                   conflicts->size(), run_id);
+                   sub->conflicts.size(), run_id);
     return fail(e);
   }
   // Sim pools that would run the batch's classes in 0 s: said, not refused (issue #34 P11).
@@ -101,21 +85,10 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background,
           *c, classes, in_use.empty() ? "(the embedded default)" : in_use);
       !w.empty())
     fmt::print(stderr, "warning: {}\n", w);
-  std::vector<std::string> ids;
-  for (const auto& s : batch.specs) ids.push_back(s.job_id());
-  if (auto s = store.create_run(run_id, ids); !s.ok()) return fail(s.error());
-  // One transaction: the whole batch is submitted or none of it.
-  std::vector<std::vector<std::string>> cmds = {{"MULTI"}};
-  for (const auto& s : batch.specs)
-    cmds.push_back({"XADD", keys::submit(), "*", "run", run_id, "spec", spec::to_json(s)});
-  cmds.push_back({"EXEC"});
-  auto r = (*redis)->pipeline(cmds);
-  if (!r.ok()) return fail(r.error(), "submission failed, nothing enqueued");
   // A submission a failover must not lose: acknowledged once a replica holds it
   // (redis.wait_replicas).
-  if (const int want = (*redis)->address().wait_replicas; want > 0) {
-    auto w = (*redis)->wait_replicated();
-    const int got = w.ok() ? *w : 0;
+  if (const int want = sub->replicas_wanted; want > 0) {
+    const int got = sub->replicas;
     if (got < want)
       fmt::print(stderr,
                  "warning: the submission reached {} of {} replica(s) within {} ms; a failover now "

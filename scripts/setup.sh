@@ -124,6 +124,17 @@ if [[ $mode != --demo && $mode != --fuzz && ! -d tests/deploy/node_modules/kuber
   fi
 fi
 
+# The official openai SDK for ctest's api_videos_sdk_e2e (issue #37), into the ignored
+# tests/api/node_modules; without the registry that test skips (exit 77) and says why.
+if [[ $mode != --demo && $mode != --fuzz && ! -d tests/api/node_modules/openai ]]; then
+  t=$(now)
+  if timeout 300 npm ci --prefix tests/api --no-audit --no-fund --omit=dev >/dev/null 2>&1; then
+    echo "setup: npm openai ($(since "$t"))"
+  else
+    echo "setup: npm could not install openai (no registry?); api_videos_sdk_e2e will skip ($(since "$t"))" >&2
+  fi
+fi
+
 [[ $mode == --no-build ]] && exit 0
 
 # --- configure -----------------------------------------------------------------------------------

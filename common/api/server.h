@@ -1,0 +1,44 @@
+#pragma once
+// h3pipe-api's HTTP front door (issue #37, first slice; docs/api.md): the OpenAI-shaped
+// /v1/videos and /v1/models over cpp-httplib.  Stateless: tokens, videos, idempotency keys and
+// the jobs themselves live in Redis, so replicas may stand side by side.
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/config/config.h"
+#include "common/queue/redis.h"
+
+namespace h3pipe::api {
+
+struct ServerOptions {
+  std::string bind = "127.0.0.1";
+  int port = 8088;                           // 0: any free port (ServerHandle::port)
+  std::size_t max_body_bytes = 1024 * 1024;  // 413 beyond
+  int threads = 16;
+};
+
+// Opens Redis connections for request handlers (a pool of them, each reconnecting after an I/O
+// error); a connect that fails makes the request a 503.
+using RedisFactory = std::function<Result<std::unique_ptr<queue::Redis>>()>;
+
+class Server final {
+ public:
+  Server(config::Cluster cluster, RedisFactory redis, ServerOptions o);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  // Binds (port 0: a free one); the port bound, or an error naming the address.
+  Result<int> bind();
+  // Serves until stop() (from another thread or a signal handler's thread).
+  void listen();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace h3pipe::api

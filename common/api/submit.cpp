@@ -1,0 +1,49 @@
+#include "common/api/submit.h"
+
+#include "common/queue/keys.h"
+#include "common/queue/server.h"
+#include "common/state/state.h"
+
+namespace h3pipe::api {
+
+Result<Submitted> submit_batch(queue::Redis& redis, const std::string& run_id,
+                               const spec::Batch& batch) {
+  Submitted out;
+  // The same run id again: a job id the run already holds with another spec is refused before
+  // anything is registered or enqueued.
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (const auto& s : batch.specs) fields.emplace_back(keys::job(run_id, s.job_id()), "spec");
+  auto specs = queue::hget_each(redis, fields);
+  if (!specs.ok()) return specs.error();
+  for (std::size_t i = 0; i < batch.specs.size() && i < specs->size(); ++i) {
+    const std::optional<std::string>& held = (*specs)[i];
+    if (held && *held != spec::to_json(batch.specs[i]))
+      out.conflicts.emplace_back(i < batch.lines.size() ? batch.lines[i] : 0,
+                                 batch.specs[i].job_id());
+  }
+  if (!out.conflicts.empty()) return out;
+  std::vector<std::string> ids;
+  for (const auto& s : batch.specs) ids.push_back(s.job_id());
+  state::Store store(redis);
+  if (auto s = store.create_run(run_id, ids); !s.ok()) return s.error();
+  // One transaction: the whole batch is submitted or none of it.
+  std::vector<std::vector<std::string>> cmds = {{"MULTI"}};
+  for (const auto& s : batch.specs)
+    cmds.push_back({"XADD", keys::submit(), "*", "run", run_id, "spec", spec::to_json(s)});
+  cmds.push_back({"EXEC"});
+  auto r = redis.pipeline(cmds);
+  if (!r.ok()) {
+    Error e = r.error();
+    e.message = "submission failed, nothing enqueued: " + e.message;
+    return e;
+  }
+  // A submission a failover must not lose: acknowledged once a replica holds it.
+  out.replicas_wanted = redis.address().wait_replicas;
+  if (out.replicas_wanted > 0) {
+    auto w = redis.wait_replicated();
+    out.replicas = w.ok() ? *w : 0;
+  }
+  return out;
+}
+
+}  // namespace h3pipe::api

@@ -1,0 +1,29 @@
+#pragma once
+// The one submission path (issue #37): `h3pipe run` and h3pipe-api both validate a batch with
+// spec::parse_batch and hand it here, so a job from the CLI and one from HTTP are the same job.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/core/result.h"
+#include "common/queue/redis.h"
+#include "common/spec/spec.h"
+
+namespace h3pipe::api {
+
+struct Submitted {
+  // (batch line, job id) of each job the run already holds with another spec: when not empty,
+  // nothing was registered or enqueued.
+  std::vector<std::pair<std::size_t, std::string>> conflicts;
+  int replicas_wanted = 0;  // redis.wait_replicas
+  int replicas = -1;        // replicas that acknowledged the submission (-1: not asked)
+};
+
+// A validated batch (no errors) into run `run_id`: the conflict check, the run registered with
+// the batch's job ids, then every spec XADDed to h3pipe:submit in one MULTI/EXEC (all or none),
+// then WAIT when redis.wait_replicas asks for it.  An enqueue failure is an Error whose message
+// starts "submission failed, nothing enqueued: ".
+Result<Submitted> submit_batch(queue::Redis& redis, const std::string& run_id,
+                               const spec::Batch& batch);
+
+}  // namespace h3pipe::api

@@ -1,0 +1,41 @@
+#include "common/queue/hashes.h"
+
+namespace h3pipe::queue {
+
+Result<std::map<std::string, std::string>> hgetall(Redis& r, const std::string& key) {
+  auto rep = r.command({"HGETALL", key});
+  if (!rep.ok()) return rep.error();
+  std::map<std::string, std::string> m;
+  const redisReply* x = rep->get();
+  if (x && x->type == REDIS_REPLY_ARRAY)
+    for (std::size_t i = 0; i + 1 < x->elements; i += 2)
+      m[reply_str(x->element[i])] = reply_str(x->element[i + 1]);
+  return m;
+}
+
+Result<std::optional<std::string>> hget(Redis& r, const std::string& key,
+                                        const std::string& field) {
+  auto rep = r.command({"HGET", key, field});
+  if (!rep.ok()) return rep.error();
+  if (!rep->get() || rep->get()->type != REDIS_REPLY_STRING) return std::optional<std::string>{};
+  return std::optional<std::string>{reply_str(rep->get())};
+}
+
+Result<bool> hsetnx(Redis& r, const std::string& key, const std::string& field,
+                    const std::string& value) {
+  auto rep = r.command({"HSETNX", key, field, value});
+  if (!rep.ok()) return rep.error();
+  return reply_int(rep->get()) == 1;
+}
+
+Result<std::vector<std::string>> zmembers(Redis& r, const std::string& key, bool descending) {
+  auto rep = r.command({descending ? "ZREVRANGE" : "ZRANGE", key, "0", "-1"});
+  if (!rep.ok()) return rep.error();
+  std::vector<std::string> out;
+  const redisReply* x = rep->get();
+  if (x && x->type == REDIS_REPLY_ARRAY)
+    for (std::size_t i = 0; i < x->elements; ++i) out.push_back(reply_str(x->element[i]));
+  return out;
+}
+
+}  // namespace h3pipe::queue

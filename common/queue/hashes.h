@@ -1,0 +1,24 @@
+#pragma once
+// Typed hash and sorted-set reads for the services that keep small records in Redis (h3pipe-api's
+// tokens, videos and idempotency keys, issue #37): replies are read here, in common/queue, never
+// by the caller (docs/design.md, "Redis behind ports").
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/queue/redis.h"
+
+namespace h3pipe::queue {
+
+// HGETALL KEY: field -> value (empty for a missing key).
+Result<std::map<std::string, std::string>> hgetall(Redis& r, const std::string& key);
+// HGET KEY FIELD: nullopt for a missing key or field.
+Result<std::optional<std::string>> hget(Redis& r, const std::string& key, const std::string& field);
+// HSETNX KEY FIELD VALUE: true when it was set (the field was absent).
+Result<bool> hsetnx(Redis& r, const std::string& key, const std::string& field,
+                    const std::string& value);
+// ZRANGE KEY 0 -1 (ascending score) or ZREVRANGE (descending): the members.
+Result<std::vector<std::string>> zmembers(Redis& r, const std::string& key, bool descending);
+
+}  // namespace h3pipe::queue

@@ -1,0 +1,115 @@
+// h3pipe-api: the HTTP front door (issue #37; docs/api.md).  A thin main: flags, the Redis login,
+// then common/api's Server until SIGINT/SIGTERM.
+//
+//   h3pipe-api [--config FILE] [--state-dir DIR] [--bind 127.0.0.1] [--port 8088]
+//              [--max-body-bytes N] [--port-file FILE]
+//
+// Redis: the running local stack of the config's state dir (its address and the operator's
+// credentials, as the CLI finds them), else the config's redis with H3PIPE_REDIS_USER /
+// H3PIPE_REDIS_PASSWORD_FILE / H3PIPE_REDIS_ADDRESS as every service takes them.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "common/api/server.h"
+#include "common/logging/protobuf_log.h"
+#include "common/queue/redis_config.h"
+#include "common/supervisor/credentials.h"
+#include "common/supervisor/supervisor.h"
+
+using namespace h3pipe;
+
+namespace {
+
+Result<queue::RedisAddress> redis_login(const config::Cluster& c) {
+  queue::RedisAddress a = queue::address_of(c.redis);
+  if (auto st = supervisor::running(c)) {
+    a.host = (*st)["redis"]["host"];
+    a.port = (*st)["redis"]["port"];
+    const std::string creds = (*st)["redis"].value("credentials_dir", "");
+    if (!creds.empty()) {
+      const auto u = supervisor::user_for(creds, "operator");
+      config::Redis r;
+      r.password_file = u.password_file;
+      a.user = u.user;
+      a.password = r.password();
+    }
+  }
+  if (const char* u = std::getenv("H3PIPE_REDIS_USER"); u && *u) a.user = u;
+  if (const char* f = std::getenv("H3PIPE_REDIS_PASSWORD_FILE"); f && *f) {
+    config::Redis r;
+    r.password_file = f;
+    a.password = r.password();
+  }
+  if (const char* s = std::getenv("H3PIPE_REDIS_ADDRESS"); s && *s) {
+    const std::string v = s;
+    if (const auto colon = v.rfind(':'); colon != std::string::npos && colon > 0) {
+      a.host = v.substr(0, colon);
+      a.port = std::atoi(v.c_str() + colon + 1);
+      a.sentinels.clear();
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  logging::route_protobuf_logs();
+  CLI::App app{"h3pipe-api: jobs over HTTP (the /v1/videos API the OpenAI SDKs speak)"};
+  std::string config_file, state_dir, port_file;
+  api::ServerOptions o;
+  app.add_option("--config", config_file, "cluster config JSON (default: the embedded one)");
+  app.add_option("--state-dir", state_dir, "state dir, over the config's");
+  app.add_option("--bind", o.bind, "address to listen on (default 127.0.0.1: loopback only)");
+  app.add_option("--port", o.port, "port (0: a free one; default 8088)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--max-body-bytes", o.max_body_bytes, "a larger request body gets 413")
+      ->check(CLI::Range(1024, 1 << 30));
+  app.add_option("--port-file", port_file, "write the port bound here once listening");
+  CLI11_PARSE(app, argc, argv);
+  auto c = config_file.empty() ? config::embedded_default() : config::load_file(config_file);
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
+  if (!state_dir.empty()) config::override_state_dir(*c, state_dir);
+  // Signals are taken by a thread of their own, which stops the server.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const config::Cluster cluster = *c;
+  api::Server server(
+      cluster,
+      [cluster]() -> Result<std::unique_ptr<queue::Redis>> {
+        auto a = redis_login(cluster);
+        if (!a.ok()) return a.error();
+        return queue::Redis::connect(*a);
+      },
+      o);
+  auto port = server.bind();
+  if (!port.ok()) {
+    fmt::print(stderr, "h3pipe-api: {}\n", port.error().message);
+    return 1;
+  }
+  std::thread sig([&] {
+    int s = 0;
+    sigwait(&set, &s);
+    server.stop();
+  });
+  sig.detach();
+  fmt::print(stderr, "h3pipe-api: listening on http://{}:{}/v1\n", o.bind, *port);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << *port << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  server.listen();
+  return 0;
+}
