@@ -420,6 +420,48 @@ TEST_F(ComfyUiRecoveryTest, AReferenceImageOutsideTheInputRootsIsNeverUploaded) 
   EXPECT_TRUE(server.recorded("prompt").empty());
 }
 
+// Issue #36 item 4: the last frame (and likewise the voice) is a job input of its own: injected
+// from the job's lastFrameImage beneath the input roots, refused naming that field outside them,
+// and a template that injects it refuses a job without one rather than load its placeholder.
+TEST_F(ComfyUiRecoveryTest, TheLastFrameIsAJobInputConfinedAsTheReferenceImage) {
+  FakeComfyUiServer server(dir_.path() / "server", opts());
+  ComfyCluster c(StageKind::kSample, {inputs_});
+  json wf = sample_wf(false);
+  wf["4"] = node("LoadImage", {{"image", "last_frame.png"}});
+  json inject = sample_inject(false);
+  inject["last_frame_image"] = {{"node", "4"}, {"input", "image"}};
+  json settings = {{"url", server.url()}, {"workflow", wf}, {"inject", inject}, {"poll_ms", 20}};
+  auto made = make_comfyui_sample(c.args(settings));
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  auto rt = std::move(*made);
+
+  auto none = rt->sample(ctx());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, "runtime.permanent.comfyui_template");
+  EXPECT_NE(none.error().message.find("has no lastFrameImage"), std::string::npos)
+      << none.error().message;
+
+  for (std::string bad : {std::string("/etc/passwd"), (inputs_ / ".." / "x.png").string()}) {
+    spec_.set_last_frame_image(bad);
+    auto out = rt->sample(ctx());
+    ASSERT_FALSE(out.ok()) << bad;
+    EXPECT_EQ(out.error().code, "runtime.permanent.input") << bad;
+    EXPECT_NE(out.error().message.find("lastFrameImage"), std::string::npos)
+        << out.error().message;
+  }
+  EXPECT_TRUE(server.recorded("upload").empty());
+  EXPECT_TRUE(server.recorded("prompt").empty());
+
+  write_text(inputs_ / "end.png", "the last frame");
+  spec_.set_last_frame_image("end.png");
+  auto ok = rt->sample(ctx());
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  ASSERT_EQ(server.recorded("upload").size(), 1u);
+  EXPECT_EQ(server.recorded("upload")[0]["bytes"], 14);
+  EXPECT_EQ(server.recorded("prompt").back()["prompt"]["4"]["inputs"]["image"],
+            "h3pipe/h3pipe_run-1_job-1_sample_last.png");
+}
+
 // Issue #22 item 1: the upload is the file beneath the root at the time of use: a relative path
 // is never the service's working directory's file, and a symlink swapped in after submission is
 // refused (runtime.permanent.input naming the path) with nothing uploaded.
