@@ -165,6 +165,9 @@ test('cancel of a running video keeps it as cancelled; delete then 404', async (
   assert.equal(v.model, 'slow');
   assert.equal(v.size, '128x96');
   await assert.rejects(submit.videos.downloadContent(v.id), (e) => e.status === 404 && /once it is completed/.test(e.message));
+  // Another submit token may not cancel alice's video.
+  const bob = new OpenAI({ apiKey: token('bob', 'submit'), baseURL: base, maxRetries: 0 });
+  await assert.rejects(bob.videos.delete(v.id), (e) => e.status === 403 && /belongs to "alice"/.test(e.message));
   const res = await fetch(`${base}/videos/${v.id}/cancel`, { method: 'POST', headers: { Authorization: `Bearer ${submitToken}` } });
   assert.equal(res.status, 200);
   assert.equal((await res.json()).status, 'cancelled');
@@ -201,4 +204,35 @@ test('typed errors: 400 naming the field, 401, 403, 413', async () => {
 test('models are the job classes', async () => {
   const m = await submit.models.list();
   assert.deepEqual(m.data.map((x) => x.id).sort(), ['default', 'slow']);
+});
+
+test('JSON body: the same job as multipart; seconds as a number', async () => {
+  const res = await fetch(`${base}/videos`, { method: 'POST',
+    headers: { Authorization: `Bearer ${submitToken}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'json body', size: '256x256', seconds: 1, steps: 4, seed: 7 }) });
+  assert.equal(res.status, 200);
+  const v = await res.json();
+  assert.equal(v.seconds, '1');
+  assert.equal(v.size, '256x256');
+  const bad = await fetch(`${base}/videos`, { method: 'POST',
+    headers: { Authorization: `Bearer ${submitToken}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'x', colour: 'red' }) });
+  assert.equal(bad.status, 400);
+  assert.equal((await bad.json()).error.param, 'colour');
+});
+
+test('503 while Redis is unreachable', async () => {
+  // A second API replica whose Redis does not answer: every request that needs Redis is a 503
+  // in OpenAI's shape (the SDK's InternalServerError), never a hang or a crash.
+  const portFile = path.join(dir, 'api2.port');
+  const down = spawn(path.join(bin, 'h3pipe-api'), ['--config', config, '--port', '0', '--port-file', portFile],
+    { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, H3PIPE_REDIS_ADDRESS: '127.0.0.1:1' } });
+  try {
+    const port = await until('the second API port file', () => fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8').trim());
+    const c = new OpenAI({ apiKey: submitToken, baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
+    await assert.rejects(c.videos.list(), (e) => e.status === 503 && e instanceof OpenAI.InternalServerError &&
+      e.error.code === 'redis_unavailable');
+  } finally {
+    down.kill('SIGTERM');
+  }
 });
