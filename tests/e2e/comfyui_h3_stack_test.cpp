@@ -7,7 +7,9 @@
 // function of its inputs, VAEDecode / VAEDecodeAudio take unbind()[0] / unbind()[-1], SaveVideo
 // writes a real H.264 + AAC MP4.  The workflow is
 // configs/comfyui/templates/minimax_h3_t2v/workflow.api.json, cut by `h3pipe comfyui split` as a
-// user would.  Label: e2e.
+// user would.  The ref2va and first/last-frame templates run the same way with the job's own
+// voice (a LoadAudio stand-in as comfy_extras/nodes_audio.py's) and frames (#36 item 4).
+// Label: e2e.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -380,4 +382,53 @@ TEST(ComfyUiH3Stack, Ref2vaTakesTheJobsVoiceAndPictureEndToEnd) {
     EXPECT_EQ(file_sha(st.server().input_dir() / staged), file_sha(st.inputs() / voice));
   }
   EXPECT_NE(latent_sha["va"], latent_sha["vb"]) << "another voice, same prompt, seed, picture";
+}
+
+// The seeds' first/last-frame template with the job's own frames (referenceImage as the first,
+// lastFrameImage as the last): each LoadImage of the sample prompt loads the job's file, uploaded
+// byte for byte, and the movie is made.  A last frame outside the input roots is refused at
+// submission naming lastFrameImage.
+TEST(ComfyUiH3Stack, Fl2vTakesTheJobsFirstAndLastFrameEndToEnd) {
+  H3Stack st(fs::path(H3PIPE_SOURCE_DIR) / "configs/comfyui/templates/minimax_h3_fl2v");
+  ASSERT_EQ(st.snippet()["stages"]["sample"]["runtime"]["settings"]["inject"]["last_frame_image"],
+            json({{"node", "17"}, {"input", "image"}}))
+      << st.split_log();
+  for (const char* name : {"first.png", "last.png"}) {
+    auto [rc, out] = ts::sh("ffmpeg -v error -y -f lavfi -i " +
+                            std::string(name[0] == 'f' ? "testsrc" : "smptebars") +
+                            "=size=256x160:rate=1 -frames:v 1 " + (st.inputs() / name).string() +
+                            " 2>&1");
+    ASSERT_EQ(rc, 0) << out;
+  }
+  auto line = [](const std::string& id, const std::string& last) {
+    return json({{"jobId", id},
+                 {"prompt", "a red paper kite glides through a clear blue sky"},
+                 {"referenceImage", "first.png"},
+                 {"lastFrameImage", last},
+                 {"width", 256},
+                 {"height", 160},
+                 {"frames", 22},
+                 {"fps", 24},
+                 {"seed", 3},
+                 {"steps", 4}})
+               .dump() +
+           "\n";
+  };
+  auto [brc, bout] = st.submit(line("bad", "/etc/hostname"));
+  EXPECT_EQ(brc, 2) << bout;
+  EXPECT_NE(bout.find("lastFrameImage"), std::string::npos) << bout;
+
+  auto [rc, run] = st.submit(line("kite", "last.png"));
+  ASSERT_EQ(rc, 0) << run;
+  auto [wrc, wout] = st.wait(run);
+  ASSERT_EQ(wrc, 0) << wout << st.log("sampler-s0.log") << st.log("decoder-dec.log");
+  const json probe = ffprobe(st.state() / "outputs" / run / "kite.mp4");
+  ASSERT_FALSE(probe["streams"].empty()) << probe.dump();
+  std::map<std::string, std::string> loaded;  // node id -> staged file
+  for (const auto& p : st.server().recorded("prompt"))
+    for (const auto& [nid, n] : p["prompt"].items())
+      if (n["class_type"] == "LoadImage") loaded[nid] = n["inputs"]["image"];
+  ASSERT_EQ(loaded.size(), 2u);
+  EXPECT_EQ(file_sha(st.server().input_dir() / loaded["16"]), file_sha(st.inputs() / "first.png"));
+  EXPECT_EQ(file_sha(st.server().input_dir() / loaded["17"]), file_sha(st.inputs() / "last.png"));
 }
