@@ -144,32 +144,33 @@ Result<FrameOpener> FrameOpener::make(const DataKey& key, std::uint64_t tid,
   return FrameOpener(std::move(*c), tid, start_offset);
 }
 
-Error FrameOpener::refuse(std::string what) {
-  failed_ = true;
+Error FrameOpener::refuse(std::string what, bool fail_transfer) {
+  if (fail_transfer) failed_ = true;
   return make_error(errc::transfer::kProtocol, "transfer {}: data frame refused: {}", tid_, what);
 }
 
 Result<DataHeader> FrameOpener::open(std::span<const unsigned char> frame,
-                                     std::span<unsigned char> out) {
+                                     std::span<unsigned char> out, bool fail_transfer) {
+  auto no = [&](std::string what) { return refuse(std::move(what), fail_transfer); };
   auto wipe = [&](std::size_t n) {
     if (n > out.size()) n = out.size();
     if (n) OPENSSL_cleanse(out.data(), n);
   };
   if (failed_) return refuse("an earlier frame of this transfer was refused");
   auto hr = parse_data_header(frame);
-  if (!hr) return refuse(hr.error().message);
+  if (!hr) return no(hr.error().message);
   const DataHeader h = *hr;
-  if (out.size() < h.len) return refuse(fmt::format("output buffer {} < {}", out.size(), h.len));
-  if (complete_) return refuse("a frame after the last one");
-  if (h.tid != tid_) return refuse(fmt::format("it names transfer {}", h.tid));
-  if (h.index < next_) return refuse(fmt::format("replayed frame {} (next is {})", h.index, next_));
+  if (out.size() < h.len) return no(fmt::format("output buffer {} < {}", out.size(), h.len));
+  if (complete_) return no("a frame after the last one");
+  if (h.tid != tid_) return no(fmt::format("it names transfer {}", h.tid));
+  if (h.index < next_) return no(fmt::format("replayed frame {} (next is {})", h.index, next_));
   if (h.index > next_)
-    return refuse(fmt::format("frame {} out of order or one lost (next is {})", h.index, next_));
+    return no(fmt::format("frame {} out of order or one lost (next is {})", h.index, next_));
   if (h.offset != offset_)
-    return refuse(fmt::format("offset {} (next is {})", h.offset, offset_));
+    return no(fmt::format("offset {} (next is {})", h.offset, offset_));
   if (h.index == std::numeric_limits<std::uint64_t>::max() ||
       h.len > std::numeric_limits<std::uint64_t>::max() - h.offset)
-    return refuse("frame index or offset at the end of its range");
+    return no("frame index or offset at the end of its range");
   auto iv = nonce_for(h.index);
   int n = 0;
   EVP_CIPHER_CTX* c = raw(ctx_);
@@ -184,7 +185,7 @@ Result<DataHeader> FrameOpener::open(std::span<const unsigned char> frame,
             EVP_DecryptFinal_ex(c, out.data() + h.len, &n) == 1;
   if (!ok) {
     wipe(h.len);
-    return refuse(fmt::format("frame {} at offset {} failed authentication", h.index, h.offset));
+    return no(fmt::format("frame {} at offset {} failed authentication", h.index, h.offset));
   }
   ++next_;
   offset_ += h.len;

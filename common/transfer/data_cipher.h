@@ -101,9 +101,14 @@ class FrameOpener final {
   // alias the ciphertext at frame.subspan(kHeaderBytes)).  On success the header is returned and
   // out[0, len) holds the plaintext; on any error the opener refuses every later frame, and
   // out[0, len) is either untouched (refused before decrypting) or zeroed (failed
-  // authentication): unauthenticated plaintext never stays in it.  Errors: transfer.protocol naming the check (header, transfer id, replayed
-  // or reordered index, offset, after the last frame, authentication).
-  Result<DataHeader> open(std::span<const unsigned char> frame, std::span<unsigned char> out);
+  // authentication): unauthenticated plaintext never stays in it.  Errors: transfer.protocol
+  // naming the check (header, transfer id, replayed or reordered index, offset, after the last
+  // frame, authentication).
+  // `fail_transfer` false (a frame from a data connection not yet bound to this transfer by an
+  // authenticated frame): a refusal leaves the opener as it was, so a stranger who can reach the
+  // data port cannot fail someone else's transfer by sending junk in its name.
+  Result<DataHeader> open(std::span<const unsigned char> frame, std::span<unsigned char> out,
+                          bool fail_transfer = true);
   bool failed() const { return failed_; }
   bool complete() const { return complete_; }  // the frame flagged last was opened
   std::uint64_t next_index() const { return next_; }
@@ -112,7 +117,7 @@ class FrameOpener final {
  private:
   FrameOpener(EvpCtx c, std::uint64_t tid, std::uint64_t off)
       : ctx_(std::move(c)), tid_(tid), offset_(off) {}
-  Error refuse(std::string what);
+  Error refuse(std::string what, bool fail_transfer = true);
   EvpCtx ctx_;
   std::uint64_t tid_ = 0, next_ = 0, offset_ = 0;
   bool failed_ = false, complete_ = false;

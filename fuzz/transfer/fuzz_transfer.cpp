@@ -4,14 +4,21 @@
 // transfer on the sender), plus the sender's notify socket (a StageTask from a local process).
 //
 // Input (fuzz/transfer/make_seeds.cpp writes valid ones):
-//   byte 0: mode % 3   0 = messages to the receiver, 1 = messages to the sender,
-//                      2 = the rest is one notification (StageTask) to the sender
+//   byte 0: mode % 4   0 = messages to the receiver, 1 = messages to the sender,
+//                      2 = the rest is one notification (StageTask) to the sender,
+//                      3 = AES-256-GCM data frames to one transfer's FrameOpener (#36 item 8)
 //   modes 0 and 1, then records to the end of the input:
 //     u8 header        receiver: parts = 1 + (header & 3); bit 2: the I/O thread checkpoints after
 //                      this message (durable = received, a Credit is granted)
 //                      sender: bit 0: the re-read source did not match its sidecar
 //     per part         u16 little-endian length, then that many bytes (fewer at the end)
 //   The receiver reads [routing id, frame, bytes]; the sender reads [frame].
+//   mode 3, records to the end: u8 header, then one part (u16 length + bytes):
+//     bit 0 clear      the part is a raw data frame
+//     bit 0 set        the part is plaintext the fuzzer's own sealer (same key) seals as its next
+//                      frame (bit 1: flagged last); bit 2: one byte of the sealed frame, at
+//                      (header >> 3) * size / 32, is flipped; bit 3 (without bit 2): the frame is sent
+//                      twice (a replay)
 //
 // Abort (a finding) when: a parser crashes, throws, leaks or trips ASan/UBSan; a frame is
 // accepted that the reading side must not take (a chunk without bytes, a receiver's frame at the
@@ -33,6 +40,7 @@
 
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
+#include "common/transfer/data_cipher.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/receiver.h"
 #include "common/transfer/sender_parts.h"
@@ -308,6 +316,75 @@ void run_sender(Input& in) {
   }
 }
 
+// ---------------------------------------------------------------- data frames
+
+// Abort when: a tampered or replayed frame, or any frame after a refusal or after the last one,
+// is accepted; a genuine in-order frame is refused; an accepted frame's plaintext differs from
+// what was sealed, or its index/offset are not the next; a refusal is not transfer.protocol.
+void run_data(Input& in) {
+  static const std::string kKeyBytes(kDataKeyBytes, 'K');
+  auto key = DataKey::from_bytes(kKeyBytes);
+  check(key.ok(), "a 32-byte key refused");
+  auto sealer = FrameSealer::make(*key, kTid);
+  auto opener = FrameOpener::make(*key, kTid, 0);
+  check(sealer.ok() && opener.ok(), "cipher setup failed");
+  std::uint64_t seal_off = 0, accepted = 0;
+  bool sealer_done = false;  // the fuzzer's sealer sealed a last frame
+  std::vector<unsigned char> out;
+  auto feed = [&](std::span<const unsigned char> frame, const std::string* plain, bool genuine) {
+    const bool was_failed = opener->failed(), was_complete = opener->complete();
+    const std::uint64_t next = opener->next_index(), off = opener->next_offset();
+    out.assign(frame.size(), 0xA5);
+    auto r = opener->open(frame, out);
+    if (!r.ok()) {
+      check_error(r.error());
+      check(r.error().code == errc::transfer::kProtocol, "a data refusal is not transfer.protocol");
+      check(opener->failed(), "a refusal did not poison the opener");
+      check(!genuine || was_failed || was_complete || next != accepted,
+            "a genuine in-order frame was refused");
+      return;
+    }
+    check(!was_failed && !was_complete, "a frame accepted after a refusal or the last frame");
+    check(r->index == next && r->offset == off, "an accepted frame is not the next one");
+    check(opener->next_offset() == off + r->len, "the offset did not advance by the length");
+    check(plain != nullptr && genuine, "a forged, tampered or replayed frame was accepted");
+    check(r->len == plain->size() &&
+              std::equal(plain->begin(), plain->end(), out.begin(),
+                         [](char a, unsigned char b) { return static_cast<unsigned char>(a) == b; }),
+          "the opened plaintext differs from the sealed one");
+    ++accepted;
+  };
+  while (!in.done()) {
+    const std::uint8_t h = in.byte();
+    std::string_view part = in.part();
+    if (!(h & 1)) {
+      feed({reinterpret_cast<const unsigned char*>(part.data()), part.size()}, nullptr, false);
+      continue;
+    }
+    if (sealer_done) continue;
+    const std::string plain(part);
+    std::vector<unsigned char> f(sealed_size(plain.size()));
+    const std::uint64_t index = sealer->next_index();
+    auto st = sealer->seal(seal_off,
+                           {reinterpret_cast<const unsigned char*>(plain.data()), plain.size()},
+                           h & 2, f);
+    check(st.ok(), "a seal failed");
+    check(sealer->next_index() == index + 1, "the sealer's counter did not advance");
+    seal_off += plain.size();
+    sealer_done = h & 2;
+    // The opener has taken exactly the sealer's earlier frames (no tampering so far) when
+    // `accepted` equals this frame's index: only then is this frame the genuine next one.
+    const bool in_step = accepted == index;
+    if (h & 4) {
+      f[(h >> 3) * f.size() / 32] ^= 0x01;
+      feed(f, &plain, false);
+    } else {
+      feed(f, &plain, in_step);
+      if (h & 8) feed(f, &plain, false);  // the same frame again
+    }
+  }
+}
+
 // ---------------------------------------------------------------- notify
 
 SenderOptions* g_sender = nullptr;
@@ -354,12 +431,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Input in(data, size);
-  switch (in.byte() % 3) {
+  switch (in.byte() % 4) {
     case 0:
       run_receiver(in);
       break;
     case 1:
       run_sender(in);
+      break;
+    case 3:
+      run_data(in);
       break;
     default:
       run_notify(in);

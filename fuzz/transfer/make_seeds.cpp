@@ -216,6 +216,18 @@ int main(int argc, char** argv) {
     seeds.emplace_back("regress_notify_dotdot", Seed(2).raw(t.SerializeAsString()));
   }
 
+  // Data frames (mode 3, #36 item 8): header bit 0 = seal the part as the next frame, bit 1 =
+  // last, bit 2 = flip a byte (position (header >> 3) * size / 32), bit 3 = send it twice.
+  seeds.emplace_back("data_round_trip", Seed(3)
+                                            .msg(1, {std::string(64, 'a')})
+                                            .msg(1, {std::string(64, 'b')})
+                                            .msg(1 | 2, {std::string(10, 'c')}));
+  seeds.emplace_back("regress_data_tampered", Seed(3).msg(1 | 4 | (20 << 3), {std::string(64, 'a')}));
+  seeds.emplace_back("regress_data_tampered_header", Seed(3).msg(1 | 4 | (3 << 3), {"abc"}));
+  seeds.emplace_back("regress_data_replayed", Seed(3).msg(1 | 8, {std::string(64, 'a')}).msg(1, {"x"}));
+  seeds.emplace_back("regress_data_after_last", Seed(3).msg(1 | 2, {"a"}).msg(0, {std::string(56, 0)}));
+  seeds.emplace_back("regress_data_raw", Seed(3).msg(0, {std::string("h3d1") + std::string(52, 0)}));
+
   // Regression: malformed messages and offers that must be refused.
   seeds.emplace_back("regress_offer_other_jobs_path",  // replaced another job's latent
                      Seed(0).rx(offer("r", "j", small, "r/other/latent.h3latent")));
