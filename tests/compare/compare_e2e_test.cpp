@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "common/compare/frames.h"
@@ -199,6 +200,9 @@ TEST(CompareE2E, BuiltinDecoderAtTwoSettingsPlantedFramesAndTheHtmlPage) {
     // The audio's log-spectral distance: 0 for the same PCM, a number for the other decoder.
     EXPECT_EQ(again["audio"]["lsd_db"], 0.0);
     EXPECT_TRUE(int8["audio"]["lsd_db"].is_number());
+    std::cout << "builtin int8 vs f32 audio, job " << job["job_id"].get<std::string>()
+              << ": snr_db " << int8["audio"]["snr_db"] << ", lsd_db " << int8["audio"]["lsd_db"]
+              << ", max_abs " << int8["audio"]["max_abs"] << "\n";
     EXPECT_EQ(job["latent"]["sha256"],
               *sha256_file(dir.path() / "artifacts" / "r1" / job["job_id"].get<std::string>() /
                            "latent.h3latent"));
