@@ -81,10 +81,6 @@ std::variant<VideoRequest, FieldProblem> parse_video_request(
     line[k] = std::string(k) == "seed" ? nlohmann::json(std::to_string(n)) : nlohmann::json(n);
   }
   if (!get("negative_prompt").empty()) line["negativePrompt"] = get("negative_prompt");
-  const std::uint32_t fps =
-      line.contains("fps") && line["fps"].get<std::uint64_t>() > 0
-          ? line["fps"].get<std::uint32_t>()
-          : spec::kDefaultFps;
   if (const std::string secs = get("seconds"); !secs.empty() && !line.contains("frames")) {
     char* end = nullptr;
     const double s = std::strtod(secs.c_str(), &end);
@@ -95,6 +91,12 @@ std::variant<VideoRequest, FieldProblem> parse_video_request(
                                       secs)};
     auto prof = cluster.latent_profile_for(out.model == "default" ? "" : out.model);
     if (!prof.ok()) return FieldProblem{"model", prof.error().message};
+    // The request's fps, else the one rate the profile makes (minimax-h3: 24), else 24.
+    std::uint32_t fps = spec::kDefaultFps;
+    if (line.contains("fps") && line["fps"].get<std::uint64_t>() > 0)
+      fps = line["fps"].get<std::uint32_t>();
+    else if (prof->fps > 0)
+      fps = prof->fps, line["fps"] = prof->fps;
     const auto raw = static_cast<std::uint64_t>(std::ceil(s * fps - 1e-9));
     if (raw > 0xffffffull)
       return FieldProblem{"seconds", fmt::format("seconds: {} is too long", secs)};
