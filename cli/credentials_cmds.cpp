@@ -78,14 +78,15 @@ void register_credentials_commands(CLI::App& app, Global& g, int& rc) {
   cr->require_subcommand(1);
   CLI::App* init = cr->add_subcommand(
       "init",
-      "make the missing redis-<role>.password files (and, with TLS, the CA, the Redis host's "
-      "server pair and each other host's client pair) in /redis/credentials_dir or --dir");
+      "make the missing redis-<role>.password files (not a managed Redis's admin) and, with TLS, "
+      "the CA, the Redis host's server pair and each other host's client pair, in "
+      "/redis/credentials_dir or --dir");
   init->add_option("--dir", a.dir, "credentials folder (default: the config's credentials_dir)");
   init->callback([&g, &rc] { rc = cmd_init(g, a); });
   CLI::App* ex = cr->add_subcommand(
       "export",
-      "copy to DIR exactly the secrets host NAME needs (never redis-admin but on the "
-      "Redis host, never the CA key)");
+      "copy to DIR exactly the secrets host NAME needs (never redis-admin: the Redis host's "
+      "start makes its own; never the CA key)");
   ex->add_option("--host", a.host, "the host")->required();
   ex->add_option("-o,--output", a.out, "the folder to write (new or empty)")->required();
   ex->add_option("--dir", a.dir, "credentials folder (default: the config's credentials_dir)");
