@@ -107,6 +107,22 @@ TEST(Config, LeaseRenewalMustFitTwiceInTheLease) {
             std::string::npos);
 }
 
+// A managed shared Redis (#34 item 1) names its port and credentials folder and is not the
+// embedded one; every problem is reported at once, each with its field.
+TEST(Config, ManagedRedisNeedsAPortCredentialsAndNotEmbedded) {
+  auto j = minimal();
+  j["redis"] = {{"managed", true}};
+  const std::string e = errors_of(j);
+  EXPECT_NE(e.find("/redis/managed: a managed shared Redis is not the embedded one"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("/redis/credentials_dir: required with /redis/managed"), std::string::npos) << e;
+  EXPECT_NE(e.find("/redis/port: required with /redis/managed"), std::string::npos) << e;
+  j["redis"] = {{"managed", true}, {"embedded", false},          {"host", "a"},
+                {"port", 6379},    {"credentials_dir", "creds"}, {"allow_plaintext", true}};
+  EXPECT_EQ(errors_of(j), "");
+}
+
 TEST(Config, RedactsSecretsInEffectiveConfig) {
   auto j = minimal();
   j["redis"] = {{"password_file", "/etc/h3pipe/redis.pass"}};
