@@ -290,6 +290,16 @@ class ExecRunner final {
       staged_spec.set_reference_image(staged.string());
       ctx.spec = &staged_spec;
     }
+    // The voice sample and the last frame are comfyui template inputs, not staged here: the
+    // command never sees those paths (a task's are not opened beneath the roots by this runtime).
+    if (!job_ctx.spec->reference_audio().empty() || !job_ctx.spec->last_frame_image().empty()) {
+      if (ctx.spec != &staged_spec) {
+        staged_spec = *job_ctx.spec;
+        ctx.spec = &staged_spec;
+      }
+      staged_spec.clear_reference_audio();
+      staged_spec.clear_last_frame_image();
+    }
     SpawnOptions o;
     for (const auto& t : s_.command) o.argv.push_back(t.expand(ctx, stage_));
     std::vector<std::string> overrides = {

@@ -32,6 +32,8 @@ elif mode == "spec":                    # check the placeholders, then copy FIXT
     assert spec["jobId"] == sys.argv[4] == os.environ["H3PIPE_JOB_ID"], (spec, sys.argv)
     assert sys.argv[5] == "run-1" == os.environ["H3PIPE_RUN_ID"]
     assert os.environ["H3PIPE_OUTPUT"] == out and os.environ["EXTRA"] == "job=" + sys.argv[4]
+    # The exec runtime does not stage the voice or the last frame: never an unconfined path.
+    assert "referenceAudio" not in spec and "lastFrameImage" not in spec, spec
     shutil.copyfile(os.environ["FIXTURE"], out)
 elif mode == "mp4":                     # the job's movie (small_spec: 64x64, 9 frames, sound)
     import subprocess
@@ -113,6 +115,8 @@ TEST_F(ExecRuntimeTest, EncodeGetsSpecJsonAndIdsThroughPlaceholdersAndEnv) {
   ASSERT_TRUE(latent::write_tensors(fixture, {{"cond", t}}, {}).ok());
   auto settings = command("spec", {"{spec_json}", "{job_id}", "{run_id}"});
   settings["env"] = {{"FIXTURE", fixture.string()}, {"EXTRA", "job={job_id}"}};
+  spec_.set_reference_audio("/etc/passwd");  // a forged task: the exec command never sees them
+  spec_.set_last_frame_image("../last.png");
   ClusterFixture c(StageKind::kEncode);
   auto rt = make_exec_encode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
