@@ -20,8 +20,8 @@ extern "C" {
 #include "common/queue/connector.h"
 #include "common/queue/queue.h"
 #include "common/runner/runner.h"
-#include "common/transfer/config_map.h"
 #include "common/schedule/gpu_table.h"
+#include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/pool_board.h"
@@ -193,7 +193,6 @@ Result<StartedRuntime> start_runtime(const StageWiring& w, const Context& ctx) {
   return out;
 }
 
-}  // namespace
 // The live MFU's inputs (h3pipe_pool_mfu, docs/report.md): the pool's GPUs' peak from
 // configs/gpus.json by the name NVML gives its first device, else by the pool's gpu_model; and the
 // declared GFLOP of a sample task whose runtime counts none (model_flops).
@@ -224,6 +223,7 @@ void set_mfu_inputs(const config::Pool& pool, worker::Options& opts) {
   };
 }
 
+}  // namespace
 
 int stage_service_main(int argc, char** argv, config::StageKind stage) {
   const StageWiring& wiring = wiring_of(stage);
@@ -269,6 +269,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     // that cannot finish within it is handed back rather than killed with the pod.
     if (const char* g = std::getenv("H3PIPE_STOP_GRACE_S"); g && *g)
       opts.stop_grace_s = std::atof(g);
+    if (wiring.stage == config::StageKind::kSample) set_mfu_inputs(*ctx.pool, opts);
     // The shared dispatch policy (common/dispatch) decides whether this pool claims next, at
     // every stage.
     auto b = worker::PoolBoard::create(c, *ctx.pool, redis);
@@ -281,7 +282,6 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     hooks.may_claim = [&board] { return board->may_claim(); };
     // The policy's answer needs no read here (first_free, or no peer): the worker folds each
     // claim into the completion before it (one script between two tasks; issue #24).
-    if (wiring.stage == config::StageKind::kSample) set_mfu_inputs(*ctx.pool, opts);
     hooks.claims_unconditionally = board->claims_unconditionally();
     hooks.idle_wait = [&board](std::chrono::milliseconds d) { board->wait_for_work(d); };
     hooks.on_event = [&board](const std::string& ev, const pb::StageTask& t) {

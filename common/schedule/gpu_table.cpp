@@ -53,7 +53,6 @@ std::string GpuTable::known_models() const {
   return s;
 }
 
-double GpuTable::parallel_speedup(StageKind stage, int n) const {
 const GpuInfo* GpuTable::find_device(const std::string& nvml_name) const {
   if (const GpuInfo* g = find(nvml_name)) return g;
   const std::string n = norm(nvml_name);
@@ -90,6 +89,7 @@ double GpuTable::declared_gflop(const std::string& settings, std::uint32_t width
   return 0;
 }
 
+double GpuTable::parallel_speedup(StageKind stage, int n) const {
   auto it = parallel_efficiency.find(stage);
   const double e = it == parallel_efficiency.end() ? 0 : it->second;
   return 1 + std::max(0, n - 1) * e;
