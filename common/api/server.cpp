@@ -14,6 +14,7 @@
 #include "common/core/sha256.h"
 #include "common/queue/hashes.h"
 #include "common/queue/keys.h"
+#include "common/queue/server.h"
 #include "common/state/paths.h"
 #include "common/state/state.h"
 
@@ -473,6 +474,14 @@ struct Server::Impl {
              }));
     http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
+    });
+    // Ready once Redis answers the operator's PING (`h3pipe start` waits for it).
+    http.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      auto l = lease();
+      const Status p = l.ok() ? queue::ping(*l->r) : Status(l.error());
+      res.status = p.ok() ? 200 : 503;
+      res.set_content(p.ok() ? "ready\n" : "not ready: " + p.error().message + "\n",
+                      "text/plain");
     });
   }
 };

@@ -2,12 +2,13 @@
 // then common/api's Server until SIGINT/SIGTERM.
 //
 //   h3pipe-api [--config FILE] [--state-dir DIR] [--bind 127.0.0.1] [--port 8088]
-//              [--max-body-bytes N] [--port-file FILE]
+//              [--max-body-bytes N] [--port-file FILE] [--run-file FILE]
 //
 // Redis: the running local stack of the config's state dir (its address and the operator's
 // credentials, as the CLI finds them), else the config's redis with H3PIPE_REDIS_USER /
 // H3PIPE_REDIS_PASSWORD_FILE / H3PIPE_REDIS_ADDRESS as every service takes them.
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
@@ -70,6 +71,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-body-bytes", o.max_body_bytes, "a larger request body gets 413")
       ->check(CLI::Range(1024, 1 << 30));
   app.add_option("--port-file", port_file, "write the port bound here once listening");
+  std::string run_file;
+  app.add_option("--run-file", run_file,
+                 "write {pid, bind, health_port, api_url} here once listening (`h3pipe start` "
+                 "reads it: /readyz on that port)");
   CLI11_PARSE(app, argc, argv);
   auto c = config_file.empty() ? config::embedded_default() : config::load_file(config_file);
   if (!c.ok()) {
@@ -109,6 +114,15 @@ int main(int argc, char** argv) {
     const std::string tmp = port_file + ".tmp";
     std::ofstream(tmp) << *port << "\n";
     std::rename(tmp.c_str(), port_file.c_str());
+  }
+  if (!run_file.empty()) {
+    const nlohmann::json j = {{"pid", ::getpid()},
+                              {"bind", o.bind},
+                              {"health_port", *port},
+                              {"api_url", fmt::format("http://{}:{}/v1", o.bind, *port)}};
+    const std::string tmp = run_file + ".tmp";
+    std::ofstream(tmp) << j.dump() << "\n";
+    std::rename(tmp.c_str(), run_file.c_str());
   }
   server.listen();
   return 0;

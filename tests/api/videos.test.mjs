@@ -54,7 +54,7 @@ async function until(what, fn, ms = 60000) {
   }
 }
 
-let api, base, submit, reader, admin, readToken, submitToken;
+let base, submit, reader, admin, readToken, submitToken;
 
 before(async () => {
   const s = cli('start');
@@ -68,10 +68,12 @@ before(async () => {
   assert.equal(l.rc, 0, l.err);
   assert.match(l.out, /alice\tsubmit/);
   assert.ok(!l.out.includes(submitToken));
-  const portFile = path.join(dir, 'api.port');
-  api = spawn(path.join(bin, 'h3pipe-api'), ['--config', config, '--port', '0', '--port-file', portFile,
-    '--max-body-bytes', '65536'], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const port = await until('the API port file', () => fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8').trim());
+  // `h3pipe start` started h3pipe-api on loopback; its URL is in its run file (and in start's
+  // output).
+  assert.match(s.out, /api-local +pid \d+ +http:\/\/127\.0\.0\.1:\d+\/v1/);
+  const runFile = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8'));
+  assert.equal(runFile.bind, '127.0.0.1');
+  const port = runFile.health_port;
   base = `http://127.0.0.1:${port}/v1`;
   submit = new OpenAI({ apiKey: submitToken, baseURL: base, maxRetries: 0 });
   reader = new OpenAI({ apiKey: readToken, baseURL: base, maxRetries: 0 });
@@ -79,7 +81,6 @@ before(async () => {
 });
 
 after(() => {
-  if (api) api.kill('SIGTERM');
   cli('stop');
 });
 
@@ -194,7 +195,7 @@ test('typed errors: 400 naming the field, 401, 403, 413', async () => {
   await assert.rejects(reader.videos.create({ prompt: 'not allowed' }),
     (e) => e instanceof OpenAI.PermissionDeniedError && /role read/.test(e.message));
   const big = await fetch(`${base}/videos`, { method: 'POST', headers: { Authorization: `Bearer ${submitToken}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ prompt: 'x'.repeat(100000) }) });
+    body: JSON.stringify({ prompt: 'x'.repeat(1100000) }) });  // over the default 1 MiB
   assert.equal(big.status, 413);
   // A revoked token is refused at once.
   assert.equal(cli('token', 'revoke', 'rita').rc, 0);
