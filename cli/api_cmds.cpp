@@ -36,8 +36,10 @@ void register_api_commands(CLI::App& app, Global& g, int& rc) {
       "make a token for NAME and print it as the last line (Redis keeps only its SHA-256: it "
       "cannot be shown again)");
   create->add_option("name", a.name, "who holds it")->required();
-  create->add_option("--role", a.role, "read (reads), submit (reads, creates and cancels its own "
-                                       "jobs) or admin (all)")
+  create
+      ->add_option("--role", a.role,
+                   "read (reads), submit (reads, creates and cancels its own "
+                   "jobs) or admin (all)")
       ->check(CLI::IsMember({"read", "submit", "admin"}));
   create->callback([&g, &rc] {
     rc = with_redis(g, [](queue::Redis& r) {

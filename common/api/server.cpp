@@ -26,7 +26,9 @@ constexpr const char* kVideosKey = "h3pipe:api:videos";            // zset: id b
 constexpr const char* kIdempotencyKey = "h3pipe:api:idempotency";  // hash: user:key -> JSON
 constexpr long long kIdempotencyMs = 24LL * 3600 * 1000;
 constexpr const char* kJobId = "video";
-std::string video_key(const std::string& id) { return "h3pipe:api:video:" + id; }
+std::string video_key(const std::string& id) {
+  return "h3pipe:api:video:" + id;
+}
 
 // An error in OpenAI's shape, with the status its SDKs map to their typed errors.
 struct HttpError {
@@ -59,7 +61,7 @@ std::string sha256_hex(const std::string& s) {
 }
 
 long long mtime_s(const std::filesystem::path& p) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(p.c_str(), &st) == 0 ? static_cast<long long>(st.st_mtime) : 0;
 }
 
@@ -99,9 +101,8 @@ struct Server::Impl {
     return Lease{this, std::move(*r)};
   }
 
-  using Handler = std::function<std::optional<HttpError>(const httplib::Request&,
-                                                         httplib::Response&, queue::Redis&,
-                                                         const TokenInfo&)>;
+  using Handler = std::function<std::optional<HttpError>(
+      const httplib::Request&, httplib::Response&, queue::Redis&, const TokenInfo&)>;
   // Token check (401/403), a Redis connection (503), then the handler.
   httplib::Server::Handler guarded(Role need, Handler h) {
     return [this, need, h](const httplib::Request& req, httplib::Response& res) {
@@ -116,8 +117,8 @@ struct Server::Impl {
       auto who = check_token(*l->r, auth.substr(7));
       if (!who.ok()) return send_error(res, redis_error(who.error()));
       if (!*who)
-        return send_error(res, {401, "unknown or revoked token", "authentication_error", "",
-                                "invalid_token"});
+        return send_error(
+            res, {401, "unknown or revoked token", "authentication_error", "", "invalid_token"});
       if (static_cast<int>((*who)->role) < static_cast<int>(need))
         return send_error(res, {403,
                                 fmt::format("token \"{}\" has role {}; this needs role {} or "
@@ -153,11 +154,16 @@ struct Server::Impl {
     const std::string st = job.count("state") ? job["state"] : "queued";
     std::string status = "in_progress";
     int progress = 0;
-    if (st == "done") status = "completed", progress = 100;
-    else if (st == "failed") status = "failed";
-    else if (st == "cancelled" || run_cancelled) status = "cancelled";
-    else if (st == "queued") status = "queued";
-    else progress = st == "encode" ? 5 : st == "sample" ? 20 : st == "transfer" ? 75 : 85;
+    if (st == "done")
+      status = "completed", progress = 100;
+    else if (st == "failed")
+      status = "failed";
+    else if (st == "cancelled" || run_cancelled)
+      status = "cancelled";
+    else if (st == "queued")
+      status = "queued";
+    else
+      progress = st == "encode" ? 5 : st == "sample" ? 20 : st == "transfer" ? 75 : 85;
     json completed_at = nullptr;
     if (status == "completed")
       if (auto p = paths::mp4(c, run, kJobId); p.ok())
@@ -203,8 +209,10 @@ struct Server::Impl {
                          "invalid_request_error", "", "invalid_body"};
       for (const auto& [k, v] : j.items()) {
         if (v.is_null()) continue;
-        if (v.is_string()) fields[k] = v.get<std::string>();
-        else if (v.is_number()) fields[k] = v.dump();
+        if (v.is_string())
+          fields[k] = v.get<std::string>();
+        else if (v.is_number())
+          fields[k] = v.dump();
         else
           return HttpError{400, fmt::format("{}: expected a string or a number", k),
                            "invalid_request_error", k, "invalid_type"};
@@ -260,17 +268,17 @@ struct Server::Impl {
     auto sub = submit_batch(r, run, v.batch);
     if (!sub.ok()) return redis_error(sub.error());
     if (!sub->conflicts.empty())
-      return HttpError{409, fmt::format("run {} already holds job \"{}\" with another spec", run,
-                                        kJobId),
-                       "invalid_request_error", "", "conflict"};
+      return HttpError{
+          409, fmt::format("run {} already holds job \"{}\" with another spec", run, kJobId),
+          "invalid_request_error", "", "conflict"};
     const std::string created = std::to_string(state::now_ms());
-    auto w = r.pipeline({{"MULTI"},
-                         {"HSETNX", video_key(id), "created_ms", created},
-                         {"HSET", video_key(id), "run", run, "model", v.model, "prompt",
-                          v.batch.specs.front().prompt(), "seconds", v.seconds, "size", v.size,
-                          "user", who.name},
-                         {"ZADD", kVideosKey, "NX", created, id},
-                         {"EXEC"}});
+    auto w = r.pipeline(
+        {{"MULTI"},
+         {"HSETNX", video_key(id), "created_ms", created},
+         {"HSET", video_key(id), "run", run, "model", v.model, "prompt",
+          v.batch.specs.front().prompt(), "seconds", v.seconds, "size", v.size, "user", who.name},
+         {"ZADD", kVideosKey, "NX", created, id},
+         {"EXEC"}});
     if (!w.ok()) return redis_error(w.error());
     auto rec = record(r, id);
     if (!rec.ok()) return redis_error(rec.error());
@@ -403,16 +411,16 @@ struct Server::Impl {
                        "invalid_request_error", "id", "not_found"};
     auto file = std::make_shared<std::ifstream>(*p, std::ios::binary);
     res.set_header("Accept-Ranges", "bytes");
-    res.set_content_provider(
-        size, "video/mp4", [file](std::size_t off, std::size_t len, httplib::DataSink& sink) {
-          std::vector<char> buf(std::min<std::size_t>(len, 64 * 1024));
-          file->seekg(static_cast<std::streamoff>(off));
-          file->read(buf.data(), static_cast<std::streamsize>(buf.size()));
-          const auto got = file->gcount();
-          if (got <= 0) return false;
-          sink.write(buf.data(), static_cast<std::size_t>(got));
-          return true;
-        });
+    res.set_content_provider(size, "video/mp4",
+                             [file](std::size_t off, std::size_t len, httplib::DataSink& sink) {
+                               std::vector<char> buf(std::min<std::size_t>(len, 64 * 1024));
+                               file->seekg(static_cast<std::streamoff>(off));
+                               file->read(buf.data(), static_cast<std::streamsize>(buf.size()));
+                               const auto got = file->gcount();
+                               if (got <= 0) return false;
+                               sink.write(buf.data(), static_cast<std::size_t>(got));
+                               return true;
+                             });
     return std::nullopt;
   }
 
@@ -424,9 +432,9 @@ struct Server::Impl {
     http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
       if (res.status == 413)
-        send_error(res, {413, fmt::format("the request body is larger than {} bytes",
-                                          o.max_body_bytes),
-                         "invalid_request_error", "", "body_too_large"});
+        send_error(res,
+                   {413, fmt::format("the request body is larger than {} bytes", o.max_body_bytes),
+                    "invalid_request_error", "", "body_too_large"});
       else if (res.status == 404)
         send_error(res, {404, "no such endpoint", "invalid_request_error", "", "not_found"});
       else
@@ -439,17 +447,17 @@ struct Server::Impl {
     http.Get("/v1/videos", guarded(Role::kRead, [this](auto& req, auto& res, auto& r, auto&) {
                return list(req, res, r);
              }));
-    http.Get(vid, guarded(Role::kRead, [this](auto& req, auto& res, auto& r, auto&)
-                                           -> std::optional<HttpError> {
-               const std::string id = req.matches[1];
-               auto rec = record(r, id);
-               if (!rec.ok()) return redis_error(rec.error());
-               if (!*rec) return not_found(id);
-               auto v = video_json(r, id, **rec);
-               if (!v.ok()) return redis_error(v.error());
-               res.set_content(v->dump(), "application/json");
-               return std::nullopt;
-             }));
+    http.Get(vid, guarded(Role::kRead,
+                          [this](auto& req, auto& res, auto& r, auto&) -> std::optional<HttpError> {
+                            const std::string id = req.matches[1];
+                            auto rec = record(r, id);
+                            if (!rec.ok()) return redis_error(rec.error());
+                            if (!*rec) return not_found(id);
+                            auto v = video_json(r, id, **rec);
+                            if (!v.ok()) return redis_error(v.error());
+                            res.set_content(v->dump(), "application/json");
+                            return std::nullopt;
+                          }));
     http.Post(vid + "/cancel",
               guarded(Role::kSubmit, [this](auto& req, auto& res, auto& r, auto& w) {
                 return cancel_or_delete(req.matches[1], false, res, r, w);
@@ -460,18 +468,18 @@ struct Server::Impl {
     http.Get(vid + "/content", guarded(Role::kRead, [this](auto& req, auto& res, auto& r, auto&) {
                return content(req.matches[1], req, res, r);
              }));
-    http.Get("/v1/models", guarded(Role::kRead, [this](auto&, auto& res, auto&, auto&)
-                                                    -> std::optional<HttpError> {
-               json data = json::array();
-               data.push_back({{"id", "default"}, {"object", "model"}, {"created", 0},
-                               {"owned_by", "h3pipe"}});
-               for (const auto& k : c.classes)
-                 data.push_back({{"id", k.name}, {"object", "model"}, {"created", 0},
-                                 {"owned_by", "h3pipe"}});
-               res.set_content(json{{"object", "list"}, {"data", data}}.dump(),
-                               "application/json");
-               return std::nullopt;
-             }));
+    http.Get(
+        "/v1/models",
+        guarded(Role::kRead, [this](auto&, auto& res, auto&, auto&) -> std::optional<HttpError> {
+          json data = json::array();
+          data.push_back(
+              {{"id", "default"}, {"object", "model"}, {"created", 0}, {"owned_by", "h3pipe"}});
+          for (const auto& k : c.classes)
+            data.push_back(
+                {{"id", k.name}, {"object", "model"}, {"created", 0}, {"owned_by", "h3pipe"}});
+          res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+          return std::nullopt;
+        }));
     http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
@@ -480,8 +488,7 @@ struct Server::Impl {
       auto l = lease();
       const Status p = l.ok() ? queue::ping(*l->r) : Status(l.error());
       res.status = p.ok() ? 200 : 503;
-      res.set_content(p.ok() ? "ready\n" : "not ready: " + p.error().message + "\n",
-                      "text/plain");
+      res.set_content(p.ok() ? "ready\n" : "not ready: " + p.error().message + "\n", "text/plain");
     });
   }
 };
@@ -493,18 +500,26 @@ Server::Server(config::Cluster cluster, RedisFactory redis, ServerOptions o)
   impl_->o = std::move(o);
   impl_->routes();
 }
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 Result<int> Server::bind() {
   int port = impl_->o.port;
-  if (port == 0) port = impl_->http.bind_to_any_port(impl_->o.bind);
-  else if (!impl_->http.bind_to_port(impl_->o.bind, port)) port = -1;
+  if (port == 0)
+    port = impl_->http.bind_to_any_port(impl_->o.bind);
+  else if (!impl_->http.bind_to_port(impl_->o.bind, port))
+    port = -1;
   if (port <= 0)
     return make_error(errc::cli::kFlag, "cannot listen on {}:{} (in use, or not an address here)",
                       impl_->o.bind, impl_->o.port);
   return port;
 }
-void Server::listen() { impl_->http.listen_after_bind(); }
-void Server::stop() { impl_->http.stop(); }
+void Server::listen() {
+  impl_->http.listen_after_bind();
+}
+void Server::stop() {
+  impl_->http.stop();
+}
 
 }  // namespace h3pipe::api

@@ -31,9 +31,8 @@ std::string param_of(const std::string& spec_field) {
 std::variant<VideoRequest, FieldProblem> parse_video_request(
     const std::map<std::string, std::string>& fields, const config::Cluster& cluster,
     const std::string& job_id) {
-  static const std::set<std::string> kKnown = {"prompt", "model",  "size",  "seconds",
-                                               "negative_prompt", "fps", "frames", "steps",
-                                               "seed"};
+  static const std::set<std::string> kKnown = {
+      "prompt", "model", "size", "seconds", "negative_prompt", "fps", "frames", "steps", "seed"};
   for (const auto& [k, v] : fields)
     if (!kKnown.count(k))
       return FieldProblem{k, fmt::format("{}: unknown field (expected one of prompt, model, size, "
@@ -53,12 +52,13 @@ std::variant<VideoRequest, FieldProblem> parse_video_request(
   if (out.model != "default") {
     if (!cls)
       return FieldProblem{
-          "model", fmt::format("model: \"{}\" is not a job class of this cluster (known: default{})",
-                               out.model, [&] {
-                                 std::string s;
-                                 for (const auto& c : cluster.classes) s += ", " + c.name;
-                                 return s;
-                               }())};
+          "model",
+          fmt::format("model: \"{}\" is not a job class of this cluster (known: default{})",
+                      out.model, [&] {
+                        std::string s;
+                        for (const auto& c : cluster.classes) s += ", " + c.name;
+                        return s;
+                      }())};
     line["jobClass"] = out.model;
   }
   std::uint64_t w = cls ? cls->width : 0, h = cls ? cls->height : 0;

@@ -45,13 +45,15 @@ TEST(VideoRequest, SecondsBecomeFramesByTheClassProfile) {
   EXPECT_EQ(v.size, "256x256");
   EXPECT_EQ(ok({{"prompt", "p"}, {"seconds", "1"}}).batch.specs.at(0).frames(), 25u);
   // frames, when given, wins over seconds.
-  EXPECT_EQ(ok({{"prompt", "p"}, {"seconds", "2"}, {"frames", "17"}}).batch.specs.at(0).frames(), 17u);
+  EXPECT_EQ(ok({{"prompt", "p"}, {"seconds", "2"}, {"frames", "17"}}).batch.specs.at(0).frames(),
+            17u);
   // wan2.1 (strict 4k+1): 3 s = 72 -> 73; ltxv (8k+1): 1.5 s = 36 -> 41.
   auto w = ok({{"prompt", "p"}, {"model", "wan"}, {"seconds", "3"}});
   EXPECT_EQ(w.batch.specs.at(0).frames(), 73u);
   EXPECT_EQ(w.batch.specs.at(0).job_class(), "wan");
   EXPECT_EQ(w.size, "832x480");  // the class's size when none is asked
-  EXPECT_EQ(ok({{"prompt", "p"}, {"model", "ltx"}, {"seconds", "1.5"}}).batch.specs.at(0).frames(), 41u);
+  EXPECT_EQ(ok({{"prompt", "p"}, {"model", "ltx"}, {"seconds", "1.5"}}).batch.specs.at(0).frames(),
+            41u);
   // No seconds: the class's frames, answered as seconds.
   auto d = ok({{"prompt", "p"}, {"model", "wan"}});
   EXPECT_EQ(d.batch.specs.at(0).frames(), 81u);
