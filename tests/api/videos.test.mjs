@@ -8,6 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createHash } from 'node:crypto';
 
 let OpenAI;
 try {
@@ -68,6 +69,17 @@ before(async () => {
   assert.equal(l.rc, 0, l.err);
   assert.match(l.out, /alice\tsubmit/);
   assert.ok(!l.out.includes(submitToken));
+  // Redis keeps only the token's SHA-256, never the token (read as redis-admin).
+  const stack = JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8'));
+  const pw = fs.readFileSync(path.join(dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
+  const where = stack.redis.host.startsWith('/') ? ['-s', stack.redis.host] : ['-h', stack.redis.host, '-p', String(stack.redis.port)];
+  const dump = spawnSync('redis-cli', [...where, '--user', 'redis-admin', '--pass', pw, '--no-auth-warning', 'EVAL',
+    "local o = {} for _, k in ipairs(redis.call('KEYS', 'h3pipe:api:*')) do if redis.call('TYPE', k).ok == 'hash' then for _, v in ipairs(redis.call('HGETALL', k)) do o[#o+1] = v end end end return o", '0'],
+    { encoding: 'utf8' });
+  assert.equal(dump.status, 0, dump.stderr);
+  const sha = createHash('sha256').update(submitToken).digest('hex');
+  assert.ok(dump.stdout.includes(sha), dump.stdout);
+  assert.ok(!dump.stdout.includes(submitToken.slice(4)), 'a token is stored in clear');
   // `h3pipe start` started h3pipe-api on loopback; its URL is in its run file (and in start's
   // output).
   assert.match(s.out, /api-local +pid \d+ +http:\/\/127\.0\.0\.1:\d+\/v1/);
@@ -128,6 +140,14 @@ test('create (default model), retrieve until completed, content is the MP4 asked
   // List: newest first, with limit and after.
   const page = await reader.videos.list({ limit: 100 });
   assert.ok(page.data.some((x) => x.id === v.id));
+  // Pages of one, newest first, followed by the SDK through `after` and has_more.
+  const w = await submit.videos.create({ prompt: 'a second one', size: '256x256', seconds: '1' });
+  const one = await reader.videos.list({ limit: 1 });
+  assert.deepEqual(one.data.map((x) => x.id), [w.id]);
+  assert.equal(one.has_more, true);
+  const seen = [];
+  for await (const x of reader.videos.list({ limit: 1, order: 'asc' })) seen.push(x.id);
+  assert.ok(seen.indexOf(v.id) >= 0 && seen.indexOf(v.id) < seen.indexOf(w.id), JSON.stringify(seen));
   // Delete of a finished video: then 404, the MP4 gone from the output root.
   const d = await submit.videos.delete(v.id);
   assert.deepEqual(d, { id: v.id, object: 'video.deleted', deleted: true });
