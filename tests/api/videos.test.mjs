@@ -93,7 +93,8 @@ before(async () => {
 });
 
 after(() => {
-  cli('stop');
+  const st = cli('stop');
+  if (st.rc === 0) fs.rmSync(dir, { recursive: true, force: true });  // kept when stop failed
 });
 
 async function completed(id) {
