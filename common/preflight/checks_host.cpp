@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/preflight/checks.h"
+#include "common/transfer/keys.h"
 
 namespace h3pipe::preflight {
 namespace fs = std::filesystem;
@@ -133,6 +134,48 @@ void check_disk(const config::Cluster& c, const Options& o, Report& rep) {
   }
 }
 
+namespace {
+
+// The public keys of the other hosts that host `h` talks to over CURVE: a sender (sample pools)
+// authenticates each decode host's receiver by its key (transfer::sender_options), a receiver
+// (decode pools) admits each sampling host's sender by its key (receiver_options, the hand-off's
+// sampled_on check).  Each must be a readable file holding a 40-character Z85 key.
+void check_peer_keys(const config::Cluster& c, const config::Host& h, Report& rep) {
+  const bool sends = !c.pools_on(h.name, config::StageKind::kSample).empty();
+  const bool receives = !c.pools_on(h.name, config::StageKind::kDecode).empty();
+  for (std::size_t i = 0; i < c.hosts.size(); ++i) {
+    const config::Host& peer = c.hosts[i];
+    if (peer.name == h.name) continue;
+    const bool peer_receives = !c.pools_on(peer.name, config::StageKind::kDecode).empty();
+    const bool peer_sends = !c.pools_on(peer.name, config::StageKind::kSample).empty();
+    const char* why = sends && peer_receives   ? "this host's sender authenticates its receiver"
+                      : receives && peer_sends ? "this host's receiver admits its sender"
+                                               : nullptr;
+    if (!why) continue;
+    const std::string target =
+        fmt::format("{} peer {} transfer_public_key_file", h.name, peer.name);
+    const std::string where = fmt::format("/hosts/{}/transfer_public_key_file", i);
+    const std::string fix = fmt::format(
+        "on host {} run `h3pipe keygen --dir keys --name {}` and copy keys/{}.pub to this host "
+        "at the path {} names (config-adapt writes keys/{}.pub beside the config)",
+        peer.name, peer.name, peer.name, where, peer.name);
+    if (peer.transfer_public_key_file.empty()) {
+      rep.fail("curve.keys", target,
+               fmt::format("{}: not configured, but {} by its public key", where, why), fix);
+      continue;
+    }
+    auto k = transfer::load_key_file(peer.transfer_public_key_file, false);
+    if (!k.ok())
+      rep.fail("curve.keys", target, fmt::format("{}: {} ({})", where, k.error().message, why),
+               fix);
+    else
+      rep.pass("curve.keys", target,
+               fmt::format("{}: a Z85 public key ({})", peer.transfer_public_key_file, why));
+  }
+}
+
+}  // namespace
+
 void check_keys(const config::Cluster& c, const Options& o, const Scope& s, Report& rep) {
   bool needed = c.transfer.curve && c.hosts.size() > 1;
   for (const config::Host* h : s.checked) {
@@ -178,6 +221,7 @@ void check_keys(const config::Cluster& c, const Options& o, const Scope& s, Repo
       else
         rep.pass("curve.keys", target, k.path + " readable");
     }
+    if (needed) check_peer_keys(c, *h, rep);
   }
 }
 

@@ -389,6 +389,78 @@ TEST_F(Preflight, SecretKeyReadableByOthersWarns) {
   EXPECT_NE(row(r, "curve.keys", Outcome::kWarn), nullptr) << r.text;
 }
 
+// #34 P15: besides its own pair, a host needs the public key of every peer it talks to over
+// CURVE: the sender (a) its receiver's (b), the receiver (b) its sender's (a).
+constexpr const char* kPub = "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID";
+constexpr const char* kSec = "D:)Q[IlAW!ahhC2ac:9*A}h:p?([4%wOTJ%JR%cs";
+
+TEST_F(Preflight, PeerPublicKeyOfTheReceiverIsChecked) {
+  auto j = base_config(/*two_hosts=*/true);
+  std::ofstream(dir_ / "a.pub") << kPub << "\n";
+  std::ofstream(dir_ / "a.key") << kSec << "\n";
+  fs::permissions(dir_ / "a.key", fs::perms::owner_read | fs::perms::owner_write);
+  j["hosts"][0]["transfer_public_key_file"] = (dir_ / "a.pub").string();
+  j["hosts"][0]["transfer_secret_key_file"] = (dir_ / "a.key").string();
+  auto peer_rows = [](const Run& r, Outcome o) {
+    std::vector<const CheckResult*> v;
+    for (const auto& x : r.rows)
+      if (x.check == "curve.keys" && x.outcome == o &&
+          x.target == "a peer b transfer_public_key_file")
+        v.push_back(&x);
+    return v;
+  };
+  // b names no public key: a's sender could not authenticate b's receiver.
+  auto r = run(load(j), opts("a"));
+  EXPECT_EQ(r.rc, 1);
+  auto f = peer_rows(r, Outcome::kFail);
+  ASSERT_EQ(f.size(), 1u) << r.text;
+  EXPECT_NE(f[0]->detail.find("/hosts/1/transfer_public_key_file"), std::string::npos)
+      << f[0]->detail;
+  EXPECT_NE(f[0]->fix.find("h3pipe keygen --dir keys --name b"), std::string::npos) << f[0]->fix;
+  EXPECT_NE(f[0]->fix.find("keys/b.pub"), std::string::npos) << f[0]->fix;
+  EXPECT_NE(r.text.find("a peer b transfer_public_key_file"), std::string::npos) << r.text;
+  // Named but not copied to this host.
+  j["hosts"][1]["transfer_public_key_file"] = (dir_ / "b.pub").string();
+  r = run(load(j), opts("a"));
+  f = peer_rows(r, Outcome::kFail);
+  ASSERT_EQ(f.size(), 1u) << r.text;
+  EXPECT_NE(f[0]->detail.find((dir_ / "b.pub").string()), std::string::npos) << f[0]->detail;
+  // Not a Z85 key.
+  std::ofstream(dir_ / "b.pub") << "pub\n";
+  r = run(load(j), opts("a"));
+  f = peer_rows(r, Outcome::kFail);
+  ASSERT_EQ(f.size(), 1u) << r.text;
+  EXPECT_NE(f[0]->detail.find("Z85"), std::string::npos) << f[0]->detail;
+  // A real key: passes, and no curve.keys row fails.
+  std::ofstream(dir_ / "b.pub", std::ios::trunc) << kPub << "\n";
+  r = run(load(j), opts("a"));
+  EXPECT_TRUE(peer_rows(r, Outcome::kFail).empty()) << r.text;
+  EXPECT_EQ(peer_rows(r, Outcome::kPass).size(), 1u) << r.text;
+  EXPECT_EQ(row(r, "curve.keys", Outcome::kFail), nullptr) << r.text;
+}
+
+TEST_F(Preflight, PeerPublicKeyOfTheSenderIsChecked) {
+  auto j = base_config(/*two_hosts=*/true);
+  std::ofstream(dir_ / "b.pub") << kPub << "\n";
+  std::ofstream(dir_ / "b.key") << kSec << "\n";
+  fs::permissions(dir_ / "b.key", fs::perms::owner_read | fs::perms::owner_write);
+  j["hosts"][1]["transfer_public_key_file"] = (dir_ / "b.pub").string();
+  j["hosts"][1]["transfer_secret_key_file"] = (dir_ / "b.key").string();
+  j["hosts"][0]["transfer_public_key_file"] = (dir_ / "a.pub").string();  // not copied here
+  auto o = opts("b");
+  o.is_local = [](const config::Host& h) { return h.name == "b"; };
+  auto r = run(load(j), o);
+  EXPECT_EQ(r.rc, 1);
+  const CheckResult* f = row(r, "curve.keys", Outcome::kFail);
+  ASSERT_NE(f, nullptr) << r.text;
+  EXPECT_EQ(f->target, "b peer a transfer_public_key_file") << r.text;
+  EXPECT_NE(f->detail.find("admits its sender"), std::string::npos) << f->detail;
+  EXPECT_NE(f->fix.find("h3pipe keygen --dir keys --name a"), std::string::npos) << f->fix;
+  std::ofstream(dir_ / "a.pub") << kPub << "\n";
+  r = run(load(j), o);
+  EXPECT_EQ(row(r, "curve.keys", Outcome::kFail), nullptr) << r.text;
+}
+
 TEST_F(Preflight, UnknownHostFilter) {
   auto r = run(load(base_config()), opts("zzz"));
   EXPECT_EQ(r.rc, 1);
