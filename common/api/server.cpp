@@ -1,12 +1,16 @@
 #include "common/api/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "common/api/gate.h"
 #include "common/api/submit.h"
 #include "common/api/tokens.h"
 #include "common/api/videos.h"
@@ -65,13 +69,104 @@ long long mtime_s(const std::filesystem::path& p) {
   return ::stat(p.c_str(), &st) == 0 ? static_cast<long long>(st.st_mtime) : 0;
 }
 
+// One request's connection, handed over by the Gate with the bytes it has read: reads come from
+// those first, then (rarely: a body over the bounds, which httplib skips) from the socket until
+// a short deadline; writes wait at most write_timeout each.
+class GatedStream final : public httplib::Stream {
+ public:
+  GatedStream(int fd, const std::string& head, std::chrono::milliseconds write_timeout)
+      : fd_(fd),
+        head_(head),
+        write_timeout_(write_timeout),
+        read_deadline_(std::chrono::steady_clock::now() + std::chrono::seconds(2)) {}
+  bool is_readable() const override { return pos_ < head_.size() || wait(POLLIN, left()); }
+  bool is_writable() const override { return wait(POLLOUT, write_timeout_.count()); }
+  ssize_t read(char* ptr, size_t size) override {
+    if (pos_ < head_.size()) {
+      const size_t n = std::min(size, head_.size() - pos_);
+      std::memcpy(ptr, head_.data() + pos_, n);
+      pos_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (!wait(POLLIN, left())) return -1;
+    return ::recv(fd_, ptr, size, 0);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    size_t sent = 0;
+    while (sent < size) {
+      if (!wait(POLLOUT, write_timeout_.count())) return -1;
+      const ssize_t n = ::send(fd_, ptr + sent, size - sent, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) return -1;
+      sent += static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    name(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    name(::getsockname, ip, port);
+  }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  void name(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    char buf[INET6_ADDRSTRLEN] = "";
+    port = 0;
+    if (get(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return;
+    if (ss.ss_family == AF_INET6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
+      port = ntohs(a->sin6_port);
+    } else if (ss.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
+      port = ntohs(a->sin_port);
+    }
+    ip = buf;
+  }
+  long long left() const {
+    return std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      read_deadline_ - std::chrono::steady_clock::now())
+                                      .count());
+  }
+  bool wait(short ev, long long ms) const {
+    pollfd p{fd_, ev, 0};
+    int r;
+    while ((r = ::poll(&p, 1, static_cast<int>(ms))) < 0 && errno == EINTR) {
+    }
+    return r > 0 && (p.revents & (ev | POLLHUP | POLLERR));
+  }
+  int fd_;
+  const std::string& head_;
+  size_t pos_ = 0;
+  std::chrono::milliseconds write_timeout_;
+  std::chrono::steady_clock::time_point read_deadline_;
+};
+
+// httplib's routing and reply writing, fed one request at a time by the Gate.
+struct GatedHttp : httplib::Server {
+  // httplib reads svr_sock_ (its own listening socket, unused here: the Gate listens) only to
+  // tell whether it is shutting down, and then stops a content provider's reply midway.
+  GatedHttp() { svr_sock_ = 0; }
+  void serve(int fd, const std::string& head, std::chrono::milliseconds write_timeout) {
+    GatedStream strm(fd, head, write_timeout);
+    bool closed = false;
+    process_request(strm, /*close_connection=*/true, closed, nullptr);
+  }
+};
+
 }  // namespace
 
 struct Server::Impl {
   config::Cluster c;
   RedisFactory factory;
   ServerOptions o;
-  httplib::Server http;
+  GatedHttp http;
+  std::unique_ptr<Gate> gate;
   std::mutex mu;
   std::vector<std::unique_ptr<queue::Redis>> idle;
 
@@ -426,9 +521,8 @@ struct Server::Impl {
 
   void routes() {
     http.set_payload_max_length(o.max_body_bytes);
-    http.set_read_timeout(10, 0);
-    http.set_write_timeout(10, 0);
-    http.new_task_queue = [n = o.threads] { return new httplib::ThreadPool(n); };
+    gate = std::make_unique<Gate>(
+        GateLimits{.max_body_bytes = o.max_body_bytes, .threads = o.threads});
     http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
       if (res.status == 413)
@@ -505,21 +599,16 @@ Server::~Server() {
 }
 
 Result<int> Server::bind() {
-  int port = impl_->o.port;
-  if (port == 0)
-    port = impl_->http.bind_to_any_port(impl_->o.bind);
-  else if (!impl_->http.bind_to_port(impl_->o.bind, port))
-    port = -1;
-  if (port <= 0)
-    return make_error(errc::cli::kFlag, "cannot listen on {}:{} (in use, or not an address here)",
-                      impl_->o.bind, impl_->o.port);
-  return port;
+  return impl_->gate->bind(impl_->o.bind, impl_->o.port);
 }
 void Server::listen() {
-  impl_->http.listen_after_bind();
+  const auto write_timeout = GateLimits{}.write_timeout;
+  impl_->gate->run([this, write_timeout](int fd, const std::string& head) {
+    impl_->http.serve(fd, head, write_timeout);
+  });
 }
 void Server::stop() {
-  impl_->http.stop();
+  impl_->gate->stop();
 }
 
 }  // namespace h3pipe::api

@@ -1,7 +1,8 @@
 #pragma once
 // h3pipe-api's HTTP front door (issue #37, first slice; docs/api.md): the OpenAI-shaped
-// /v1/videos and /v1/models over cpp-httplib.  Stateless: tokens, videos, idempotency keys and
-// the jobs themselves live in Redis, so replicas may stand side by side.
+// /v1/videos and /v1/models over cpp-httplib behind an accept gate (gate.h: a stalled client
+// costs a slot, never a thread).  Stateless: tokens, videos, idempotency keys and the jobs
+// themselves live in Redis, so replicas may stand side by side.
 #include <functional>
 #include <memory>
 #include <mutex>

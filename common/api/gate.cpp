@@ -1,0 +1,224 @@
+#include "common/api/gate.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "common/core/error_codes.h"
+
+namespace h3pipe::api {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+void reply_and_close(int fd, const char* status, const char* extra = "") {
+  const std::string msg = fmt::format(
+      "HTTP/1.1 {}\r\nContent-Type: text/plain\r\nContent-Length: 0\r\n{}Connection: close\r\n\r\n",
+      status, extra);
+  (void)::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_RDWR);
+  ::close(fd);
+}
+
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// Whether buf holds a whole request (or more than the bounds let it wait for).
+bool complete(const std::string& buf, const GateLimits& l) {
+  const auto end = buf.find("\r\n\r\n");
+  if (end == std::string::npos) return buf.size() > l.max_head_bytes;
+  const std::size_t body_at = end + 4;
+  if (body_at > l.max_head_bytes) return true;
+  const std::string head = lower(buf.substr(0, end + 2));
+  const auto field = [&](const char* name) -> std::optional<std::string> {
+    const std::string key = std::string("\r\n") + name + ":";
+    const auto at = head.find(key);
+    if (at == std::string::npos) return std::nullopt;
+    auto v = head.substr(at + key.size(), head.find("\r\n", at + key.size()) - at - key.size());
+    v.erase(0, v.find_first_not_of(" \t"));
+    return v;
+  };
+  const std::size_t body = buf.size() - body_at;
+  if (auto te = field("transfer-encoding"); te && te->find("chunked") != std::string::npos)
+    return body > l.max_body_bytes ||
+           (body >= 5 && buf.compare(buf.size() - 5, 5, "0\r\n\r\n") == 0);
+  if (auto cl = field("content-length")) {
+    char* e = nullptr;
+    const unsigned long long n = std::strtoull(cl->c_str(), &e, 10);
+    if (e == cl->c_str() || n > l.max_body_bytes) return true;  // httplib answers 400/413
+    return body >= n;
+  }
+  return true;
+}
+
+struct Pending {
+  int fd;
+  Clock::time_point deadline;
+  std::string buf;
+};
+}  // namespace
+
+Gate::~Gate() {
+  for (int fd : {listen_fd_, wake_[0], wake_[1]})
+    if (fd >= 0) ::close(fd);
+}
+
+Result<int> Gate::bind(const std::string& host, int port) {
+  const auto fail = [&](const char* what) {
+    return make_error(errc::cli::kFlag, "cannot listen on {}:{} ({}: {})", host, port, what,
+                      std::strerror(errno));
+  };
+  addrinfo hints{}, *ai = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &ai) != 0 || !ai)
+    return make_error(errc::cli::kFlag, "cannot listen on {}:{} (not a numeric address)", host,
+                      port);
+  listen_fd_ = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const bool bound = listen_fd_ >= 0 && ::bind(listen_fd_, ai->ai_addr, ai->ai_addrlen) == 0 &&
+                     ::listen(listen_fd_, 1024) == 0;
+  ::freeaddrinfo(ai);
+  if (!bound) return fail("bind");
+  if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return fail("pipe");
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
+  return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                  : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+void Gate::stop() {
+  if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
+}
+
+void Gate::run(const GateServe& serve) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Pending> ready;
+  bool done = false;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < std::max(1, limits_.threads); ++i)
+    pool.emplace_back([&] {
+      for (;;) {
+        Pending p;
+        {
+          std::unique_lock lk(mu);
+          cv.wait(lk, [&] { return done || !ready.empty(); });
+          if (ready.empty()) return;
+          p = std::move(ready.front());
+          ready.pop_front();
+        }
+        serve(p.fd, p.buf);
+        ::shutdown(p.fd, SHUT_WR);
+        ::close(p.fd);
+      }
+    });
+
+  std::list<Pending> waiting;  // oldest first
+  std::vector<pollfd> fds;
+  std::vector<std::list<Pending>::iterator> at;
+  for (;;) {
+    fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    at.clear();
+    auto now = Clock::now();
+    int timeout = -1;
+    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
+      fds.push_back({it->fd, POLLIN, 0});
+      at.push_back(it);
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(it->deadline - now).count() + 1;
+      timeout = timeout < 0 ? static_cast<int>(std::max<long long>(left, 0))
+                            : std::min(timeout, static_cast<int>(std::max<long long>(left, 0)));
+    }
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+    if (fds[0].revents) break;  // stop()
+    now = Clock::now();
+    std::vector<Pending> handed;
+    for (std::size_t i = 2; i < fds.size(); ++i) {
+      auto it = at[i - 2];
+      if (fds[i].revents) {
+        char chunk[16384];
+        bool eof = false, gone = false;
+        for (;;) {
+          const ssize_t n = ::recv(it->fd, chunk, sizeof chunk, 0);
+          if (n > 0) {
+            it->buf.append(chunk, static_cast<std::size_t>(n));
+            if (it->buf.size() > limits_.max_head_bytes + limits_.max_body_bytes) break;
+            continue;
+          }
+          if (n == 0)
+            eof = true;
+          else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            gone = true;
+          if (n < 0 && errno == EINTR) continue;
+          break;
+        }
+        if (gone || (eof && it->buf.empty())) {
+          ::close(it->fd);
+          waiting.erase(it);
+          continue;
+        }
+        if (eof || complete(it->buf, limits_)) {
+          handed.push_back(std::move(*it));
+          waiting.erase(it);
+          continue;
+        }
+      }
+      if (it->deadline <= now) {
+        reply_and_close(it->fd, "408 Request Timeout");
+        waiting.erase(it);
+      }
+    }
+    if (fds[1].revents) {
+      for (;;) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (waiting.size() >= limits_.max_pending) {
+          reply_and_close(waiting.front().fd, "408 Request Timeout");
+          waiting.pop_front();
+        }
+        waiting.push_back({fd, now + limits_.request_timeout, {}});
+      }
+    }
+    if (!handed.empty()) {
+      std::lock_guard lk(mu);
+      for (auto& p : handed) {
+        if (ready.size() >= limits_.max_ready) {
+          reply_and_close(p.fd, "503 Service Unavailable", "Retry-After: 1\r\n");
+          continue;
+        }
+        ready.push_back(std::move(p));
+      }
+      cv.notify_all();
+    }
+  }
+  for (auto& p : waiting) ::close(p.fd);
+  {
+    std::lock_guard lk(mu);
+    done = true;
+  }
+  cv.notify_all();
+  for (auto& t : pool) t.join();
+  for (auto& p : ready) ::close(p.fd);
+}
+
+}  // namespace h3pipe::api

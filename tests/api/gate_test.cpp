@@ -1,0 +1,137 @@
+// The accept gate in front of h3pipe-api (common/api/gate.h; #35 item 5, #37): real loopback
+// sockets.  A request reaches a pool thread only once whole (a body sent in pieces, a chunked
+// body); one that never completes gets 408 within request_timeout; one more waiting connection
+// than max_pending evicts the oldest (408); stalled sockets hold no pool thread.
+#include "common/api/gate.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace {
+using namespace std::chrono_literals;
+using h3pipe::api::Gate;
+using h3pipe::api::GateLimits;
+
+int connect_to(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+void send_all(int fd, const std::string& s) {
+  ASSERT_EQ(::send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
+}
+// Everything the server sends until it closes, or what came within `ms`.
+std::string read_all(int fd, int ms = 3000) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, ms) <= 0) break;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// A gate whose serve() echoes the request's bytes back as the reply body.
+struct Running {
+  Gate gate;
+  int port = 0;
+  std::thread loop;
+  std::mutex mu;
+  std::vector<std::string> seen;
+  explicit Running(GateLimits l) : gate(l) {
+    auto p = gate.bind("127.0.0.1", 0);
+    EXPECT_TRUE(p.ok());
+    port = *p;
+    loop = std::thread([this] {
+      gate.run([this](int fd, const std::string& req) {
+        {
+          std::lock_guard lk(mu);
+          seen.push_back(req);
+        }
+        const std::string r = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(req.size()) +
+                              "\r\nConnection: close\r\n\r\n" + req;
+        (void)::send(fd, r.data(), r.size(), MSG_NOSIGNAL);
+      });
+    });
+  }
+  ~Running() {
+    gate.stop();
+    loop.join();
+  }
+};
+
+TEST(ApiGate, HandsOverOnlyWholeRequests) {
+  Running g(GateLimits{});
+  const std::string head = "POST /v1/videos HTTP/1.1\r\nHost: x\r\ncontent-length: 10\r\n\r\n";
+  int fd = connect_to(g.port);
+  send_all(fd, head + "01234");
+  std::this_thread::sleep_for(200ms);  // the first half alone must not be served
+  {
+    std::lock_guard lk(g.mu);
+    EXPECT_TRUE(g.seen.empty());
+  }
+  send_all(fd, "56789");
+  EXPECT_NE(read_all(fd).find(head + "0123456789"), std::string::npos);
+  ::close(fd);
+
+  const std::string chunked =
+      "POST /v1/videos HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n";
+  fd = connect_to(g.port);
+  send_all(fd, chunked);
+  std::this_thread::sleep_for(200ms);
+  {
+    std::lock_guard lk(g.mu);
+    EXPECT_EQ(g.seen.size(), 1u);
+  }
+  send_all(fd, "0\r\n\r\n");
+  EXPECT_NE(read_all(fd).find(chunked + "0\r\n\r\n"), std::string::npos);
+  ::close(fd);
+}
+
+TEST(ApiGate, StalledRequestGets408WithinTheTimeout) {
+  GateLimits l;
+  l.request_timeout = 500ms;
+  Running g(l);
+  int fd = connect_to(g.port);
+  send_all(fd, "GET /readyz HTTP/1.1\r\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string got = read_all(fd, 3000);
+  EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  ::close(fd);
+}
+
+TEST(ApiGate, OneMoreThanMaxPendingEvictsTheOldestAndStallersHoldNoThread) {
+  GateLimits l;
+  l.max_pending = 8;
+  l.threads = 1;
+  Running g(l);
+  std::vector<int> stalled;
+  for (int i = 0; i < 8; ++i) stalled.push_back(connect_to(g.port));
+  std::this_thread::sleep_for(100ms);
+  const int fresh = connect_to(g.port);  // the 9th: the oldest staller goes
+  EXPECT_EQ(read_all(stalled[0], 2000).rfind("HTTP/1.1 408", 0), 0u);
+  // With one pool thread and 7 stallers still connected, a whole request is answered at once.
+  send_all(fresh, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(read_all(fresh, 2000).find("GET /readyz"), std::string::npos);
+  for (int fd : stalled) ::close(fd);
+  ::close(fresh);
+}
+
+}  // namespace
