@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/core/error_codes.h"
@@ -65,6 +66,18 @@ bool complete(const std::string& buf, const GateLimits& l) {
     return body >= n;
   }
   return true;
+}
+
+// Where the "Expect: 100-continue" line (with its CRLF) is in buf, once the head is whole.
+std::optional<std::pair<std::size_t, std::size_t>> expect_continue(const std::string& buf) {
+  const auto end = buf.find("\r\n\r\n");
+  if (end == std::string::npos) return std::nullopt;
+  const std::string head = lower(buf.substr(0, end + 2));
+  const auto at = head.find("\r\nexpect:");
+  if (at == std::string::npos) return std::nullopt;
+  const auto eol = head.find("\r\n", at + 2);
+  if (head.find("100-continue", at) >= eol) return std::nullopt;
+  return std::pair{at + 2, eol + 2};
 }
 
 struct Pending {
@@ -181,6 +194,13 @@ void Gate::run(const GateServe& serve) {
           handed.push_back(std::move(*it));
           waiting.erase(it);
           continue;
+        }
+        // A client waiting for "100 Continue" before its body gets it from here (and httplib,
+        // which sees no Expect line then, sends no second one).
+        if (auto e = expect_continue(it->buf)) {
+          static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+          (void)::send(it->fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          it->buf.erase(e->first, e->second - e->first);
         }
       }
       if (it->deadline <= now) {

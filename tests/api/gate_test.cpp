@@ -104,6 +104,24 @@ TEST(ApiGate, HandsOverOnlyWholeRequests) {
   ::close(fd);
 }
 
+TEST(ApiGate, ExpectContinueIsAnsweredBeforeTheBodyAndOnlyOnce) {
+  Running g(GateLimits{});
+  int fd = connect_to(g.port);
+  send_all(fd,
+           "POST /v1/videos HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+           "Content-Length: 4\r\n\r\n");
+  char buf[64] = {};
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 2000), 1);  // curl would otherwise wait a second
+  ASSERT_GT(::recv(fd, buf, sizeof buf - 1, 0), 0);
+  EXPECT_STREQ(buf, "HTTP/1.1 100 Continue\r\n\r\n");
+  send_all(fd, "body");
+  const std::string got = read_all(fd);
+  // The request served has no Expect line left, so httplib sends no second 100.
+  EXPECT_NE(got.find("Host: x\r\nContent-Length: 4\r\n\r\nbody"), std::string::npos) << got;
+  ::close(fd);
+}
+
 TEST(ApiGate, StalledRequestGets408WithinTheTimeout) {
   GateLimits l;
   l.request_timeout = 500ms;
