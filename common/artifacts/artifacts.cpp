@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,17 +102,65 @@ Status rename_synced(const Target& t, const std::string& from, const std::string
 }
 
 // The temporaries of one execution's commit of a stage output: "NAME.<token>.part" for the data,
-// "NAME.sha256.<token>.part" for its sidecar, the token 16 random hex digits.  Two executions of
-// one stage (a re-delivery, a forged second task) never share a temporary, so neither can
-// truncate, replace or publish the other's bytes (issue #35 D6).  Still ".part": sweep_parts
-// removes them after a crash.
+// "NAME.sha256.<token>.part" for its sidecar, the token "p<writer's pid>-<16 random hex digits>".
+// Two executions of one stage (a re-delivery, a forged second task) never share a temporary, so
+// neither can truncate, replace or publish the other's bytes (issue #35 D6).  The pid lets the
+// next commit of the same name remove what a killed writer left (remove_dead_writers_temps);
+// sweep_parts removes the rest after a day.
 struct Temps {
   std::string data, sidecar;
 };
 Temps unique_temps(const std::string& name) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::string token = fmt::format("{:016x}", rng());
+  const std::string token = fmt::format("p{}-{:016x}", static_cast<long>(::getpid()), rng());
   return {fmt::format("{}.{}.part", name, token), fmt::format("{}.sha256.{}.part", name, token)};
+}
+
+// The writer's pid in a temporary's token, or 0 where the name is none of ours.
+long writer_pid(std::string_view token) {
+  if (token.size() < 3 || token[0] != 'p') return 0;
+  long pid = 0;
+  std::size_t i = 1;
+  for (; i < token.size() && std::isdigit(static_cast<unsigned char>(token[i])); ++i)
+    pid = pid * 10 + (token[i] - '0');
+  return i > 1 && i < token.size() && token[i] == '-' ? pid : 0;
+}
+
+// After NAME is published with its sidecar: the temporaries of NAME that a writer left and can no
+// longer use, because it died (its pid names no process here) before its commit ended: a kill -9
+// between the rename to its own temporary and the publish.  A live writer's (another thread or
+// process of this host, pid alive or our own) are left alone: its rename finds NAME and it drops
+// them itself.  A pid from another PID namespace that looks dead here may be a live writer's: it
+// then loses its temporary, its commit fails with an I/O error and the retry finds NAME (never a
+// wrong byte published).
+void remove_dead_writers_temps(const Target& t) {
+  int fd = ::openat(t.dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return;
+  }
+  const long self = static_cast<long>(::getpid());
+  std::vector<std::string> dead;
+  const std::string data_prefix = t.name + ".", side_prefix = t.name + ".sha256.";
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n(e->d_name);
+    if (!n.ends_with(".part")) continue;
+    std::string_view token;
+    if (n.starts_with(side_prefix))
+      token = n.substr(side_prefix.size());
+    else if (n.starts_with(data_prefix))
+      token = n.substr(data_prefix.size());
+    else
+      continue;
+    token.remove_suffix(5);
+    const long pid = writer_pid(token);
+    if (pid > 0 && pid != self && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      dead.emplace_back(n);
+  }
+  ::closedir(d);
+  for (const auto& n : dead) (void)::unlinkat(t.dir.get(), n.c_str(), 0);
 }
 
 std::string sidecar_line(const Target& t, const std::string& hex) {
@@ -274,6 +323,7 @@ Result<std::string> publish_once(const Target& t, const Temps& tmp, const std::s
                         "{} already exists and does not verify ({}); remove it to redo the stage",
                         t.shown.string(), have.error().message);
     if (reused) *reused = true;
+    remove_dead_writers_temps(t);
     return *have;
   };
   struct stat st {};
@@ -306,6 +356,7 @@ Result<std::string> publish_once(const Target& t, const Temps& tmp, const std::s
     (void)fsync_fd(t.dir.get(), t.shown.parent_path());
     return side.error();
   }
+  remove_dead_writers_temps(t);
   return hex;
 }
 

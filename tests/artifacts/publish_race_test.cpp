@@ -5,8 +5,12 @@
 // temporary is left.  Before the fix the sidecar was written by name before the no-replace
 // rename and both used one NAME.part: the loser's sidecar (or bytes) ended up beside the
 // winner's output.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -126,4 +130,35 @@ TEST(PublishOnce, ACommitCutBetweenItsRenamesIsCompletedByTheNextAttempt) {
   auto refused = artifacts::write_once(stray, std::string_view("fresh"), &reused);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, "artifact.exists");
+}
+
+// A writer killed -9 between the rename to its own temporary and the publish leaves
+// NAME.p<pid>-<hex>.part and its pending sidecar; the next commit of that name removes them (the
+// chaos harness counts every .part left), while a live writer's temporaries and anything not in
+// the temporaries' form stay.
+TEST(PublishOnce, TheNextCommitRemovesWhatAKilledWriterLeftAndNothingElse) {
+  ts::TempDir d;
+  const artifacts::Root root(d.path());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);  // reaped: its pid names no process now
+  auto touch = [&](const std::string& name) { std::ofstream(d.path() / name) << "x"; };
+  const std::string dead = fmt::format("p{}-00000000000000aa", child);
+  const std::string live = fmt::format("p{}-00000000000000bb", ::getppid());
+  for (const auto& n : {"out.bin." + dead + ".part", "out.bin.sha256." + dead + ".part",
+                        "out.bin." + live + ".part", "out.bin.sha256." + live + ".part",
+                        std::string("out.bin.part"), std::string("other.bin." + dead + ".part")})
+    touch(n);
+  ASSERT_TRUE(artifacts::write_once(
+                  root, d.path() / "out.bin",
+                  std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>("hello"), 5))
+                  .ok());
+  auto left = temporaries_below(d.path());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left,
+            (std::vector<std::string>{"other.bin." + dead + ".part", "out.bin." + live + ".part",
+                                      "out.bin.part", "out.bin.sha256." + live + ".part"}));
+  EXPECT_TRUE(artifacts::verify(d.path() / "out.bin").ok());
 }
