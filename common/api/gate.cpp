@@ -147,13 +147,15 @@ void Gate::run(const GateServe& serve) {
     });
 
   std::list<Pending> waiting;  // oldest first
+  Clock::time_point accept_paused_until{};
   std::vector<pollfd> fds;
   std::vector<std::list<Pending>::iterator> at;
   for (;;) {
-    fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
-    at.clear();
     auto now = Clock::now();
-    int timeout = -1;
+    const bool paused = accept_paused_until > now;
+    fds.assign({{wake_[0], POLLIN, 0}, {paused ? -1 : listen_fd_, POLLIN, 0}});
+    at.clear();
+    int timeout = paused ? 10 : -1;
     for (auto it = waiting.begin(); it != waiting.end(); ++it) {
       fds.push_back({it->fd, POLLIN, 0});
       at.push_back(it);
@@ -211,7 +213,19 @@ void Gate::run(const GateServe& serve) {
     if (fds[1].revents) {
       for (;;) {
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
+        if (fd < 0) {
+          // Out of descriptors: the oldest waiting connection makes room; with none waiting (all
+          // held by requests being served), accepting pauses a moment instead of spinning.
+          if (errno == EMFILE || errno == ENFILE) {
+            if (!waiting.empty()) {
+              reply_and_close(waiting.front().fd, "408 Request Timeout");
+              waiting.pop_front();
+              continue;
+            }
+            accept_paused_until = now + std::chrono::milliseconds(10);
+          }
+          break;
+        }
         if (waiting.size() >= limits_.max_pending) {
           reply_and_close(waiting.front().fd, "408 Request Timeout");
           waiting.pop_front();

@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -150,6 +154,47 @@ TEST(ApiGate, OneMoreThanMaxPendingEvictsTheOldestAndStallersHoldNoThread) {
   EXPECT_NE(read_all(fresh, 2000).find("GET /readyz"), std::string::npos);
   for (int fd : stalled) ::close(fd);
   ::close(fresh);
+}
+
+// With the process out of descriptors, a new connection makes room by evicting the oldest
+// waiting one (408) and a whole request is still answered.  The gate runs in a child process
+// whose RLIMIT_NOFILE leaves it about 16 descriptors to spare.
+TEST(ApiGate, OutOfDescriptorsEvictsTheOldestWaiting) {
+  int port_pipe[2];
+  ASSERT_EQ(::pipe(port_pipe), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    GateLimits l;
+    l.threads = 1;
+    Gate gate(l);
+    auto p = gate.bind("127.0.0.1", 0);
+    if (!p.ok()) ::_exit(2);
+    long open = 0;
+    for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++open;
+    rlimit rl{static_cast<rlim_t>(open + 16), static_cast<rlim_t>(open + 16)};
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(3);
+    const int port = *p;
+    (void)!::write(port_pipe[1], &port, sizeof port);
+    gate.run([](int fd, const std::string&) {
+      static constexpr char kOk[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+      (void)::send(fd, kOk, sizeof kOk - 1, MSG_NOSIGNAL);
+    });
+    ::_exit(0);
+  }
+  int port = 0;
+  ASSERT_EQ(::read(port_pipe[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  std::vector<int> stalled;
+  for (int i = 0; i < 40; ++i) stalled.push_back(connect_to(port));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(read_all(stalled[0], 2000).rfind("HTTP/1.1 408", 0), 0u);
+  const int fresh = connect_to(port);
+  send_all(fresh, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(read_all(fresh, 2000).find("\r\n\r\nok"), std::string::npos);
+  for (int fd : stalled) ::close(fd);
+  ::close(fresh);
+  ::kill(child, SIGTERM);
+  ::waitpid(child, nullptr, 0);
 }
 
 }  // namespace
