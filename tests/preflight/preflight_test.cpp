@@ -338,8 +338,7 @@ TEST_F(Preflight, OtherHostsPoolsByTheirHeartbeats) {
     hb.set_host("b");
     hb.set_service("decoder");
     hb.set_unix_ms(static_cast<std::int64_t>((*now - age_s) * 1000));
-    ASSERT_TRUE(
-        (*conn)->command({"HSET", keys::pools(), "d0", worker::encode_heartbeat(hb)}).ok());
+    ASSERT_TRUE((*conn)->command({"HSET", keys::pools(), "d0", worker::encode_heartbeat(hb)}).ok());
   };
   beat(0.2);
   r = run(c, opts("a"));
