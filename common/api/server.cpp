@@ -15,6 +15,8 @@
 #include "common/api/tokens.h"
 #include "common/api/videos.h"
 #include "common/artifacts/artifacts.h"
+#include "common/core/error_codes.h"
+#include "common/core/json_parse.h"
 #include "common/core/sha256.h"
 #include "common/queue/hashes.h"
 #include "common/queue/keys.h"
@@ -48,7 +50,12 @@ void send_error(httplib::Response& res, const HttpError& e) {
   res.set_content(json{{"error", err}}.dump(), "application/json");
 }
 HttpError redis_error(const Error& e) {
-  if (e.code.rfind("redis.", 0) == 0 && e.code != "redis.error")
+  // Redis not answering, or not as the primary (a fail-over): retry later.  A command Redis
+  // refused (redis.error) is this server's fault, not the client's nor the network's.
+  const bool unreachable = e.code == errc::redis::kConnect || e.code == errc::redis::kIo ||
+                           e.code == errc::redis::kAuth || e.code == errc::redis::kNotPrimary ||
+                           e.code == errc::redis::kReply || e.code == errc::redis::kSentinel;
+  if (unreachable)
     return {503, "Redis is unreachable: " + e.message + " (retry later)", "server_error", "",
             "redis_unavailable"};
   return {500, e.message, "server_error", "", e.code};
@@ -296,7 +303,10 @@ struct Server::Impl {
         fields[name] = part.content;
       }
     } else {
-      auto j = json::parse(req.body, nullptr, false);
+      // The body is bounded by the server's payload limit (413 past it); depth by the reader.
+      std::string why;
+      auto parsed_body = json_reader::parse_limited(req.body, {}, &why);
+      const json j = parsed_body ? std::move(*parsed_body) : json();
       if (!j.is_object())
         return HttpError{400,
                          "the body must be a JSON object or multipart/form-data with the fields "
@@ -333,7 +343,9 @@ struct Server::Impl {
       if (!*set) {
         auto held = queue::hget(r, kIdempotencyKey, field);
         if (!held.ok()) return redis_error(held.error());
-        const json h = json::parse(held->value_or(""), nullptr, false);
+        std::string why;
+        auto held_json = json_reader::parse_limited(held->value_or(""), {}, &why);
+        const json h = held_json ? std::move(*held_json) : json();
         const bool expired = !h.is_object() || now - h.value("at_ms", 0LL) > kIdempotencyMs;
         if (expired) {
           auto s = r.command({"HSET", kIdempotencyKey, field, mine.dump()});

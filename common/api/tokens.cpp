@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/artifacts/artifacts.h"
+#include "common/core/json_parse.h"
 #include "common/core/sha256.h"
 #include "common/queue/hashes.h"
 
@@ -34,8 +35,10 @@ Result<std::string> random_token() {
 
 std::optional<TokenInfo> parse_info(const std::string& name, const std::string& json,
                                     std::string* sha = nullptr) {
-  auto j = nlohmann::json::parse(json, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
+  std::string why;
+  auto parsed = json_reader::parse_limited(json, {}, &why);
+  if (!parsed || !parsed->is_object()) return std::nullopt;
+  const nlohmann::json& j = *parsed;
   auto role = parse_role(j.value("role", ""));
   if (!role) return std::nullopt;
   if (sha) *sha = j.value("sha256", "");

@@ -230,9 +230,22 @@ TEST_F(Confinement, SimStagesPublishAtTheEndOfTheirProfileTime) {
   auto smp = runtime::make_sim_sample(args());
   auto dec = runtime::make_sim_decode(args());
   ASSERT_TRUE(enc.ok() && smp.ok() && dec.ok());
-  auto cancel_once_written = [](runtime::StageContext c) {
-    const fs::path part = artifacts::part_path(c.output);
-    c.cancelled = [part] { return fs::exists(part); };  // the work is done: only the hold is left
+  // Any temporary of the output: the shared NAME.part a runtime streams into, or the commit's own
+  // NAME.<token>.part (issue #35 D6) that the hold runs beside.
+  auto temporaries_of = [](const fs::path& out) {
+    std::vector<fs::path> found;
+    std::error_code ec;
+    const std::string prefix = out.filename().string() + ".";
+    for (const auto& e : fs::directory_iterator(out.parent_path(), ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.starts_with(prefix) && n.ends_with(".part")) found.push_back(e.path());
+    }
+    return found;
+  };
+  auto cancel_once_written = [&](runtime::StageContext c) {
+    const fs::path out = c.output;
+    // The work is done: only the hold is left.
+    c.cancelled = [out, &temporaries_of] { return !temporaries_of(out).empty(); };
     return c;
   };
   // Inputs for sample and decode, written directly (a sim encode would take its 30 s).
@@ -253,7 +266,7 @@ TEST_F(Confinement, SimStagesPublishAtTheEndOfTheirProfileTime) {
   }
   for (const fs::path& p : {cond, lat, mp4}) {
     EXPECT_FALSE(fs::exists(p)) << p << " published before the end of its profile time";
-    EXPECT_FALSE(fs::exists(artifacts::part_path(p))) << p << ".part left behind";
+    EXPECT_TRUE(temporaries_of(p).empty()) << p << ": a temporary left behind";
     EXPECT_FALSE(fs::exists(artifacts::sidecar_path(p))) << p;
   }
 }
