@@ -35,8 +35,7 @@ inline constexpr const char* kExitCodesHelp =
 
 // config-adapt -o FILE: deploy/<host>.env beside FILE for every host (compose_env.cpp); an
 // existing one is kept unless `force`.  0, or 1 when the config or a file cannot be read/written.
-int write_compose_envs(const std::string& output, bool force, std::ostream& out,
-                       std::ostream& err);
+int write_compose_envs(const std::string& output, bool force, std::ostream& out, std::ostream& err);
 
 // The exit code an error ends a command with: one table for every command (exit_codes.cpp),
 // keyed by the error's catalogue code (or its whole domain); anything else is kExitFailed.
@@ -106,9 +105,9 @@ struct FleetOptions {
   std::string launcher = "native";  // native | compose | systemd
   std::string compose_dir = "/opt/h3pipe";
   std::string compose_cmd = "auto";  // auto | "docker compose" | docker-compose | a path
-  std::string remote_config;  // the config path as the hosts see it (default: --config)
-  std::string remote_bin;     // the h3pipe CLI on the hosts (default: h3pipe on their PATH)
-  std::string ssh_config;     // ssh -F FILE (default: ~/.ssh/config)
+  std::string remote_config;         // the config path as the hosts see it (default: --config)
+  std::string remote_bin;            // the h3pipe CLI on the hosts (default: h3pipe on their PATH)
+  std::string ssh_config;            // ssh -F FILE (default: ~/.ssh/config)
   bool dry_run = false;
 };
 void add_fleet_options(CLI::App* s, FleetOptions& f);

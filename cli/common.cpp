@@ -122,9 +122,10 @@ int cmd_start(const Global& g, const std::string& host) {
   nlohmann::json j;
   if (auto rc = start_precheck(g, *c, host, &j)) return *rc;
   if (!j.is_null()) {
-    fmt::print("h3pipe local stack is already running (supervisor pid {}, host \"{}\"); services "
-               "already up stay up\n",
-               j.value("supervisor_pid", 0), j.value("host", ""));
+    fmt::print(
+        "h3pipe local stack is already running (supervisor pid {}, host \"{}\"); services "
+        "already up stay up\n",
+        j.value("supervisor_pid", 0), j.value("host", ""));
   } else {
     supervisor::StartOptions o;
     o.config_file = g.config_file;

@@ -357,9 +357,10 @@ void add_fleet_options(CLI::App* s, FleetOptions& f) {
                 "on each host: units that come back after a reboot)")
       ->check(CLI::IsMember({"native", "compose", "systemd"}));
   s->add_option("--compose-dir", f.compose_dir, "where compose.yaml lives on each host");
-  s->add_option("--compose-cmd", f.compose_cmd,
-                "compose: the command on the hosts, \"docker compose\" or docker-compose "
-                "(default auto: `docker compose version`, else `docker-compose version`, per host)");
+  s->add_option(
+      "--compose-cmd", f.compose_cmd,
+      "compose: the command on the hosts, \"docker compose\" or docker-compose "
+      "(default auto: `docker compose version`, else `docker-compose version`, per host)");
   s->add_option("--remote-config", f.remote_config,
                 "the config path as the hosts see it (default: --config)");
   s->add_option("--remote-bin", f.remote_bin,
@@ -402,14 +403,15 @@ int cmd_fleet(const Global& g, const FleetOptions& f, bool start) {
       return 2;
     }
     if (o.launcher == remote::Launcher::kCompose && o.detect_compose)
-      fmt::print("# compose command: found on each host before the first command: {} (shown "
-                 "below as the first); --compose-cmd picks one\n",
-                 [] {
-                   std::string s;
-                   for (const auto& p : remote::compose_probes())
-                     s += (s.empty() ? "`" : ", else `") + remote::render(p) + "`";
-                   return s;
-                 }());
+      fmt::print(
+          "# compose command: found on each host before the first command: {} (shown "
+          "below as the first); --compose-cmd picks one\n",
+          [] {
+            std::string s;
+            for (const auto& p : remote::compose_probes())
+              s += (s.empty() ? "`" : ", else `") + remote::render(p) + "`";
+            return s;
+          }());
     for (const auto& hc : *cmds) fmt::print("{}\t{}\n", hc.host, remote::render(hc.argv));
     return 0;
   }

@@ -260,7 +260,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
       if (!json)
         fmt::print("{}  {}/{} done  {} failed  {} cancelled{}{}\n", r, s->done, s->total, s->failed,
                    s->cancelled_jobs,
-                   s->finished()      ? ""
+                   s->finished()       ? ""
                    : !degraded.empty() ? "  (stalled: degraded)"
                    : !stalled.empty()  ? "  (" + stalled.front() + ")"
                                        : "  (running)",

@@ -232,9 +232,10 @@ void find_reference_audio(const SplitGraphs& sg, InjectMap& m, SplitResult& r) {
       pick = id;
       m.add("reference_audio", id, "audio");
     } else {
-      r.notes.push_back(fmt::format("{} loads a second audio file; only {} receives the job's "
-                                    "reference audio",
-                                    describe(g, id), describe(g, pick)));
+      r.notes.push_back(
+          fmt::format("{} loads a second audio file; only {} receives the job's "
+                      "reference audio",
+                      describe(g, id), describe(g, pick)));
     }
   }
 }

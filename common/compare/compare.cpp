@@ -2,7 +2,6 @@
 #include "common/compare/compare.h"
 
 #include <google/protobuf/util/json_util.h>
-
 #include <unistd.h>
 
 #include <chrono>

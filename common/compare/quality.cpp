@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
-#include <numbers>
 #include <cstdlib>
+#include <numbers>
 #include <string>
 
 #include "common/compare/libav.h"
@@ -215,8 +215,10 @@ std::vector<std::vector<double>> band_powers(const Pcm& pcm, std::size_t n) {
     if (b > 0 && edge[b] <= edge[b - 1]) edge[b] = std::min(kFft / 2, edge[b - 1] + 1);
   }
   std::vector<double> window(kFft);
-  for (std::size_t i = 0; i < kFft; ++i) window[i] = 0.5 - 0.5 * std::cos(2 * std::numbers::pi * i / kFft);
-  const std::size_t segment = std::max<std::size_t>(kFft, static_cast<std::size_t>(kLsdSegmentS * rate));
+  for (std::size_t i = 0; i < kFft; ++i)
+    window[i] = 0.5 - 0.5 * std::cos(2 * std::numbers::pi * i / kFft);
+  const std::size_t segment =
+      std::max<std::size_t>(kFft, static_cast<std::size_t>(kLsdSegmentS * rate));
   std::vector<std::vector<double>> out;
   std::vector<std::complex<double>> buf(kFft);
   for (std::size_t seg = 0; seg + kFft <= n; seg += segment) {

@@ -2,8 +2,9 @@
 // How far one decoded movie is from another: FFmpeg's own psnr and ssim filters (libavfilter,
 // per-frame statistics read from each frame's metadata), and over the RGB24 pixels the mean
 // absolute error on 0-255 and the frames that are black or saturated (overflow).  Audio: SNR, the
-// largest absolute difference and the log-spectral distance of the decoded PCM.  Errors: compare.filter (the filter graph),
-// compare.media (a file libav cannot read), compare.mismatch (different sizes or frame counts).
+// largest absolute difference and the log-spectral distance of the decoded PCM.  Errors:
+// compare.filter (the filter graph), compare.media (a file libav cannot read), compare.mismatch
+// (different sizes or frame counts).
 #include <cstdint>
 #include <filesystem>
 #include <limits>

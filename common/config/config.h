@@ -89,7 +89,7 @@ struct Redis {
   // service it starts its own user, the CLI uses the operator.  Embedded Redis: <state>/secrets,
   // generated.
   std::string credentials_dir;
-  bool embedded = true;          // h3pipe start runs a private redis-server
+  bool embedded = true;  // h3pipe start runs a private redis-server
   // A shared Redis (embedded false) that h3pipe runs: `h3pipe start` on the host whose name or
   // address is /redis/host starts redis-server (AOF, the ACL users of credentials_dir) and, unless
   // allow_plaintext, an stunnel TLS server on /redis/port; every other host's start runs an

@@ -128,9 +128,10 @@ Result<std::vector<HostCommand>> plan(const config::Cluster& c, const Options& o
   auto hosts = selected_hosts(c, o);
   if (!hosts.ok()) return hosts.error();
   if (o.config_path.empty() && o.launcher != Launcher::kCompose)
-    return make_error(errc::remote::kConfig,
-                      "the native and systemd launchers need the config file every host reads: pass --config "
-                      "FILE (and --remote-config PATH if the hosts see it elsewhere)");
+    return make_error(
+        errc::remote::kConfig,
+        "the native and systemd launchers need the config file every host reads: pass --config "
+        "FILE (and --remote-config PATH if the hosts see it elsewhere)");
   std::vector<HostCommand> out;
   bool start = o.action == Action::kStart;
   for (const config::Host* h : *hosts) {
@@ -140,8 +141,8 @@ Result<std::vector<HostCommand>> plan(const config::Cluster& c, const Options& o
     if (o.launcher == Launcher::kNative) {
       words = {o.h3pipe, start ? "start" : "stop", "--host", h->name, "--config", o.config_path};
     } else if (o.launcher == Launcher::kSystemd) {  // units installed, enabled, started and waited
-      words = start ? std::vector<std::string>{o.h3pipe, "systemd", "install", "--host", h->name,
-                                               "--config", o.config_path}
+      words = start ? std::vector<std::string>{o.h3pipe, "systemd",  "install",    "--host",
+                                               h->name,  "--config", o.config_path}
                     : std::vector<std::string>{"systemctl", "stop", "h3pipe.target"};
     } else {
       auto profiles = compose_profiles(c, *h);

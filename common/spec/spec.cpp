@@ -3,8 +3,8 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <set>
-#include <utility>
 #include <sstream>
+#include <utility>
 
 #include "common/artifacts/artifacts.h"
 #include "common/core/json_reader.h"
@@ -112,7 +112,8 @@ std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits
       {"lastFrameImage", &s.last_frame_image()}};
   for (const auto& [field, path] : inputs)
     if (!path->empty() && check == Check::kSubmission)
-      if (auto f = open_input(l.input_roots, *path); !f.ok()) e.push_back({field, f.error().message});
+      if (auto f = open_input(l.input_roots, *path); !f.ok())
+        e.push_back({field, f.error().message});
   if (!s.job_class().empty())
     if (auto st = artifacts::validate_id("jobClass", s.job_class()); !st.ok())
       e.push_back({"jobClass", strip_field(st.error().message)});

@@ -242,11 +242,11 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, const RedisPlan
   // operator through this stack.json; its URL is in run/api-<host>.json (and /readyz there).
   if (fs::exists(o.bin_dir / "h3pipe-api")) {
     const std::string name = "api-" + host;
-    Child ch{.name = name, .argv = {(o.bin_dir / "h3pipe-api").string()},
-             .log = logs / (name + ".log")};
+    Child ch{
+        .name = name, .argv = {(o.bin_dir / "h3pipe-api").string()}, .log = logs / (name + ".log")};
     if (!cfg.empty()) ch.argv.insert(ch.argv.end(), {"--config", cfg});
-    ch.argv.insert(ch.argv.end(), {"--state-dir", c.state_dir.string(), "--port", "0",
-                                   "--run-file", (c.state_dir / "run" / (name + ".json")).string()});
+    ch.argv.insert(ch.argv.end(), {"--state-dir", c.state_dir.string(), "--port", "0", "--run-file",
+                                   (c.state_dir / "run" / (name + ".json")).string()});
     children.push_back(ch);
   }
 

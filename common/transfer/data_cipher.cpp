@@ -34,7 +34,9 @@ std::array<unsigned char, 12> nonce_for(std::uint64_t index) {
   put_u64(n.data() + 4, index);
   return n;
 }
-EVP_CIPHER_CTX* raw(const EvpCtx& c) { return static_cast<EVP_CIPHER_CTX*>(c.get()); }
+EVP_CIPHER_CTX* raw(const EvpCtx& c) {
+  return static_cast<EVP_CIPHER_CTX*>(c.get());
+}
 
 // A context with AES-256-GCM and the key set (the key schedule is computed once per transfer;
 // each frame only sets its nonce).  `encrypt` picks the direction.
@@ -54,9 +56,13 @@ Result<EvpCtx> make_ctx(const DataKey& key, bool encrypt) {
 
 }  // namespace
 
-void EvpCtxFree::operator()(void* p) const { EVP_CIPHER_CTX_free(static_cast<EVP_CIPHER_CTX*>(p)); }
+void EvpCtxFree::operator()(void* p) const {
+  EVP_CIPHER_CTX_free(static_cast<EVP_CIPHER_CTX*>(p));
+}
 
-DataKey::~DataKey() { OPENSSL_cleanse(k_.data(), k_.size()); }
+DataKey::~DataKey() {
+  OPENSSL_cleanse(k_.data(), k_.size());
+}
 
 Result<DataKey> DataKey::random() {
   DataKey k;
@@ -166,8 +172,7 @@ Result<DataHeader> FrameOpener::open(std::span<const unsigned char> frame,
   if (h.index < next_) return no(fmt::format("replayed frame {} (next is {})", h.index, next_));
   if (h.index > next_)
     return no(fmt::format("frame {} out of order or one lost (next is {})", h.index, next_));
-  if (h.offset != offset_)
-    return no(fmt::format("offset {} (next is {})", h.offset, offset_));
+  if (h.offset != offset_) return no(fmt::format("offset {} (next is {})", h.offset, offset_));
   if (h.index == std::numeric_limits<std::uint64_t>::max() ||
       h.len > std::numeric_limits<std::uint64_t>::max() - h.offset)
     return no("frame index or offset at the end of its range");

@@ -36,7 +36,9 @@ namespace h3pipe::transfer {
 inline constexpr std::size_t kDataKeyBytes = 32;
 inline constexpr std::size_t kHeaderBytes = 40;
 inline constexpr std::size_t kTagBytes = 16;
-inline constexpr std::size_t sealed_size(std::size_t len) { return kHeaderBytes + len + kTagBytes; }
+inline constexpr std::size_t sealed_size(std::size_t len) {
+  return kHeaderBytes + len + kTagBytes;
+}
 
 // A per-transfer key.  random() draws it from OpenSSL's CSPRNG (errors: transfer.config when the
 // generator fails); from_bytes() takes the 32 bytes an offer carried (transfer.protocol when the
@@ -48,9 +50,7 @@ class DataKey final {
   DataKey(const DataKey&) = default;
   DataKey& operator=(const DataKey&) = default;
   ~DataKey();
-  std::string_view bytes() const {
-    return {reinterpret_cast<const char*>(k_.data()), k_.size()};
-  }
+  std::string_view bytes() const { return {reinterpret_cast<const char*>(k_.data()), k_.size()}; }
 
  private:
   DataKey() = default;

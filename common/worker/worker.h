@@ -113,7 +113,7 @@ class StageWorker final {
 
  private:
   StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
-  void wire(Ports ports);                              // the engine over the ports
+  void wire(Ports ports);  // the engine over the ports
   // The probe's series of an outcome (`spec`: the task's, for the declared GFLOP).
   void report(Outcome o, const pb::StageRecord& rec, const pb::JobSpec& spec);
   // True once the stop flag has been set for longer than the grace allows (stop_grace_s).

@@ -17,8 +17,8 @@
 //     bit 0 clear      the part is a raw data frame
 //     bit 0 set        the part is plaintext the fuzzer's own sealer (same key) seals as its next
 //                      frame (bit 1: flagged last); bit 2: one byte of the sealed frame, at
-//                      (header >> 3) * size / 32, is flipped; bit 3 (without bit 2): the frame is sent
-//                      twice (a replay)
+//                      (header >> 3) * size / 32, is flipped; bit 3 (without bit 2): the frame is
+//                      sent twice (a replay)
 //
 // Abort (a finding) when: a parser crashes, throws, leaks or trips ASan/UBSan; a frame is
 // accepted that the reading side must not take (a chunk without bytes, a receiver's frame at the
@@ -348,9 +348,10 @@ void run_data(Input& in) {
     check(r->index == next && r->offset == off, "an accepted frame is not the next one");
     check(opener->next_offset() == off + r->len, "the offset did not advance by the length");
     check(plain != nullptr && genuine, "a forged, tampered or replayed frame was accepted");
-    check(r->len == plain->size() &&
-              std::equal(plain->begin(), plain->end(), out.begin(),
-                         [](char a, unsigned char b) { return static_cast<unsigned char>(a) == b; }),
+    check(r->len == plain->size() && std::equal(plain->begin(), plain->end(), out.begin(),
+                                                [](char a, unsigned char b) {
+                                                  return static_cast<unsigned char>(a) == b;
+                                                }),
           "the opened plaintext differs from the sealed one");
     ++accepted;
   };
@@ -365,9 +366,8 @@ void run_data(Input& in) {
     const std::string plain(part);
     std::vector<unsigned char> f(sealed_size(plain.size()));
     const std::uint64_t index = sealer->next_index();
-    auto st = sealer->seal(seal_off,
-                           {reinterpret_cast<const unsigned char*>(plain.data()), plain.size()},
-                           h & 2, f);
+    auto st = sealer->seal(
+        seal_off, {reinterpret_cast<const unsigned char*>(plain.data()), plain.size()}, h & 2, f);
     check(st.ok(), "a seal failed");
     check(sealer->next_index() == index + 1, "the sealer's counter did not advance");
     seal_off += plain.size();

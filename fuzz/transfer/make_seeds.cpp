@@ -222,11 +222,15 @@ int main(int argc, char** argv) {
                                             .msg(1, {std::string(64, 'a')})
                                             .msg(1, {std::string(64, 'b')})
                                             .msg(1 | 2, {std::string(10, 'c')}));
-  seeds.emplace_back("regress_data_tampered", Seed(3).msg(1 | 4 | (20 << 3), {std::string(64, 'a')}));
+  seeds.emplace_back("regress_data_tampered",
+                     Seed(3).msg(1 | 4 | (20 << 3), {std::string(64, 'a')}));
   seeds.emplace_back("regress_data_tampered_header", Seed(3).msg(1 | 4 | (3 << 3), {"abc"}));
-  seeds.emplace_back("regress_data_replayed", Seed(3).msg(1 | 8, {std::string(64, 'a')}).msg(1, {"x"}));
-  seeds.emplace_back("regress_data_after_last", Seed(3).msg(1 | 2, {"a"}).msg(0, {std::string(56, 0)}));
-  seeds.emplace_back("regress_data_raw", Seed(3).msg(0, {std::string("h3d1") + std::string(52, 0)}));
+  seeds.emplace_back("regress_data_replayed",
+                     Seed(3).msg(1 | 8, {std::string(64, 'a')}).msg(1, {"x"}));
+  seeds.emplace_back("regress_data_after_last",
+                     Seed(3).msg(1 | 2, {"a"}).msg(0, {std::string(56, 0)}));
+  seeds.emplace_back("regress_data_raw",
+                     Seed(3).msg(0, {std::string("h3d1") + std::string(52, 0)}));
 
   // Regression: malformed messages and offers that must be refused.
   seeds.emplace_back("regress_offer_other_jobs_path",  // replaced another job's latent

@@ -4,7 +4,6 @@
 // black and a planted saturated frame) and its HTML page is rendered by headless Chromium.
 // Label: e2e.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <fstream>

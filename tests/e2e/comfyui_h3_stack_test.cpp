@@ -394,10 +394,9 @@ TEST(ComfyUiH3Stack, Fl2vTakesTheJobsFirstAndLastFrameEndToEnd) {
             json({{"node", "17"}, {"input", "image"}}))
       << st.split_log();
   for (const char* name : {"first.png", "last.png"}) {
-    auto [rc, out] = ts::sh("ffmpeg -v error -y -f lavfi -i " +
-                            std::string(name[0] == 'f' ? "testsrc" : "smptebars") +
-                            "=size=256x160:rate=1 -frames:v 1 " + (st.inputs() / name).string() +
-                            " 2>&1");
+    auto [rc, out] = ts::sh(
+        "ffmpeg -v error -y -f lavfi -i " + std::string(name[0] == 'f' ? "testsrc" : "smptebars") +
+        "=size=256x160:rate=1 -frames:v 1 " + (st.inputs() / name).string() + " 2>&1");
     ASSERT_EQ(rc, 0) << out;
   }
   auto line = [](const std::string& id, const std::string& last) {

@@ -446,8 +446,7 @@ TEST_F(ComfyUiRecoveryTest, TheLastFrameIsAJobInputConfinedAsTheReferenceImage) 
     auto out = rt->sample(ctx());
     ASSERT_FALSE(out.ok()) << bad;
     EXPECT_EQ(out.error().code, "runtime.permanent.input") << bad;
-    EXPECT_NE(out.error().message.find("lastFrameImage"), std::string::npos)
-        << out.error().message;
+    EXPECT_NE(out.error().message.find("lastFrameImage"), std::string::npos) << out.error().message;
   }
   EXPECT_TRUE(server.recorded("upload").empty());
   EXPECT_TRUE(server.recorded("prompt").empty());

@@ -117,8 +117,8 @@ TEST_F(InputRoots, TheVoiceAndTheLastFrameAreConfinedTheSameWay) {
       "/etc/shadow is not under an input root (limits.input_roots: " + root_.string() + ")";
   for (const std::string field : {"referenceAudio", "lastFrameImage"}) {
     SCOPED_TRACE(field);
-    auto bad = spec::parse_batch(
-        R"({"jobId":"b","prompt":"p",")" + field + R"(":"/etc/shadow"})", limits);
+    auto bad =
+        spec::parse_batch(R"({"jobId":"b","prompt":"p",")" + field + R"(":"/etc/shadow"})", limits);
     ASSERT_EQ(bad.errors.size(), 1u);
     EXPECT_EQ(bad.errors[0].error.field, field);
     EXPECT_EQ(bad.errors[0].error.reason, why);
