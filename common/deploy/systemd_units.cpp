@@ -7,6 +7,7 @@
 #include "common/deploy/services.h"
 #include "common/supervisor/cluster_credentials.h"
 #include "common/supervisor/credentials.h"
+#include "common/supervisor/redis_plan.h"
 
 namespace h3pipe::deploy {
 namespace fs = std::filesystem;
@@ -160,32 +161,13 @@ Result<std::vector<UnitFile>> render_units(const config::Cluster& c, const UnitO
                         h->name, c.redis.host);
     const std::string bind = h->bind.empty() ? h->address : h->bind;
     // AOF everysec, the ACL users, default off, no RDB snapshots; READY=1 by --supervised systemd.
-    infra_unit("h3pipe-redis.service", "shared Redis", "notify",
-               {o.redis_server,
-                "--port",
-                tls ? "0" : std::to_string(c.redis.port),
-                "--bind",
-                tls ? "127.0.0.1" : bind,
-                "--unixsocket",
-                (redis_dir / "redis.sock").string(),
-                "--unixsocketperm",
-                "700",
-                "--dir",
-                redis_dir.string(),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "everysec",
-                "--save",
-                "",
-                "--protected-mode",
-                "yes",
-                "--aclfile",
-                (redis_dir / "users.acl").string(),
-                "--supervised",
-                "systemd",
-                "--daemonize",
-                "no"});
+    infra_unit("h3pipe-redis.service", "shared Redis", "notify", [&] {
+      auto argv = supervisor::redis_server_argv(o.redis_server, tls ? 0 : c.redis.port,
+                                                tls ? "127.0.0.1" : bind, redis_dir / "redis.sock",
+                                                redis_dir);
+      argv.insert(argv.end(), {"--supervised", "systemd"});
+      return argv;
+    }());
   }
   if ((redis_here && tls) || tunnel) {
     const std::string conf = redis_here ? "stunnel-server.conf" : "stunnel-client.conf";

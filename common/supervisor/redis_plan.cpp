@@ -151,4 +151,33 @@ Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host, 
   return p;
 }
 
+std::vector<std::string> redis_server_argv(const std::string& binary, int tcp_port,
+                                           const std::string& bind,
+                                           const std::filesystem::path& socket,
+                                           const std::filesystem::path& dir) {
+  return {binary,
+          "--port",
+          std::to_string(tcp_port),
+          "--bind",
+          bind,
+          "--unixsocket",
+          socket.string(),
+          "--unixsocketperm",
+          "700",
+          "--dir",
+          dir.string(),
+          "--appendonly",
+          "yes",
+          "--appendfsync",
+          "everysec",
+          "--save",
+          "",
+          "--protected-mode",
+          "yes",
+          "--aclfile",
+          (dir / "users.acl").string(),
+          "--daemonize",
+          "no"};
+}
+
 }  // namespace h3pipe::supervisor

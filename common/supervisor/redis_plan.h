@@ -13,6 +13,7 @@
 // (no other host holds redis-admin, P2).
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/config/config.h"
 #include "common/core/result.h"
@@ -39,6 +40,15 @@ struct RedisPlan {
 // Errors: start.redis (a managed Redis whose credentials or stunnel are missing, a state dir
 // too long for a Unix socket).
 Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host, int tcp_port);
+
+// redis-server's command line as h3pipe runs it (the supervisor's child and the systemd unit):
+// `tcp_port` on `bind` (0: socket only), the Unix socket 0700, AOF everysec and no RDB
+// snapshots, protected mode, the ACL file `dir`/users.acl, in the foreground.  The caller adds
+// what differs (the supervisor a pid file, the unit --supervised systemd).
+std::vector<std::string> redis_server_argv(const std::string& binary, int tcp_port,
+                                           const std::string& bind,
+                                           const std::filesystem::path& socket,
+                                           const std::filesystem::path& dir);
 
 // The stunnel configs (foreground, no pid file, TLS 1.2+, certificates checked both ways; the
 // shape of configs/redis/stunnel-{server,client}.conf).  Pure; exposed for tests.

@@ -167,34 +167,14 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, const RedisPlan
   {
     // On its Unix socket in the 0700 state dir; TCP only where the plan needs it (issue #35 D1).
     Child r{.name = "redis",
-            .argv = {"/usr/bin/redis-server",
-                     "--port",
-                     std::to_string(plan.tcp_port),
-                     "--bind",
-                     plan.tcp_bind.empty() ? "127.0.0.1" : plan.tcp_bind,
-                     "--unixsocket",
-                     plan.socket.string(),
-                     "--unixsocketperm",
-                     "700",
-                     "--dir",
-                     (c.state_dir / "redis").string(),
-                     "--appendonly",
-                     "yes",
-                     "--appendfsync",
-                     "everysec",
-                     "--save",
-                     "",
-                     "--protected-mode",
-                     "yes",
-                     "--daemonize",
-                     "no"},
+            .argv = redis_server_argv("/usr/bin/redis-server", plan.tcp_port,
+                                      plan.tcp_bind.empty() ? "127.0.0.1" : plan.tcp_bind,
+                                      plan.socket, c.state_dir / "redis"),
             .log = logs / "redis.log"};
     // Per-service ACL users, the default user off (credentials.h); rendered by start().
     // Redis rewrites its process title, so leftovers are found by this file (end_leftovers).
     r.argv.push_back("--pidfile");
     r.argv.push_back((c.state_dir / "redis" / "redis.pid").string());
-    r.argv.push_back("--aclfile");
-    r.argv.push_back((c.state_dir / "redis" / "users.acl").string());
     children.push_back(r);
   }
   if (plan.tls_server || plan.tls_client)  // the TLS hop between hosts (redis_plan.h)
