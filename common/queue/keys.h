@@ -45,6 +45,17 @@ inline std::string run_refused(std::string_view r) {
   return run(r) + ":refused";
 }
 
+// Live events of a run (#37): a capped stream (XADD MAXLEN ~ kEventsMaxLen), one entry per event,
+// whose entry id is the SSE event id.  Fields: common/queue/events.h.
+inline std::string run_events(std::string_view r) {
+  return run(r) + ":events";
+}
+// The terminal events of every run (video.completed / failed / cancelled, with `run`), written in
+// the same MULTI/EXEC or script as the state change; webhook delivery reads it as group "webhooks".
+inline std::string terminal_events() {
+  return std::string(kPrefix) + ":events";
+}
+
 inline constexpr std::string_view kIngestGroup = "ingest";
 
 }  // namespace h3pipe::keys
