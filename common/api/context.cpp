@@ -1,0 +1,165 @@
+#include "common/api/context.h"
+
+#include <sys/stat.h>
+
+#include "common/artifacts/artifacts.h"
+#include "common/core/error_codes.h"
+#include "common/core/sha256.h"
+#include "common/queue/hashes.h"
+#include "common/queue/keys.h"
+#include "common/state/paths.h"
+
+namespace h3pipe::api {
+using nlohmann::json;
+
+void send_error(httplib::Response& res, const HttpError& e) {
+  res.status = e.status;
+  json err = {{"message", e.message},
+              {"type", e.type},
+              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
+  res.set_content(json{{"error", err}}.dump(), "application/json");
+}
+HttpError redis_error(const Error& e) {
+  // Redis not answering, or not as the primary (a fail-over): retry later.  A command Redis
+  // refused (redis.error) is this server's fault, not the client's nor the network's.
+  const bool unreachable = e.code == errc::redis::kConnect || e.code == errc::redis::kIo ||
+                           e.code == errc::redis::kAuth || e.code == errc::redis::kNotPrimary ||
+                           e.code == errc::redis::kReply || e.code == errc::redis::kSentinel;
+  if (unreachable)
+    return {503, "Redis is unreachable: " + e.message + " (retry later)", "server_error", "",
+            "redis_unavailable"};
+  return {500, e.message, "server_error", "", e.code};
+}
+HttpError not_found(const std::string& id) {
+  return {404, fmt::format("no video with id \"{}\"", id), "invalid_request_error", "id",
+          "not_found"};
+}
+
+std::string sha256_hex(const std::string& s) {
+  Sha256 h;
+  h.update(s.data(), s.size());
+  return h.hex_digest();
+}
+
+long long mtime_s(const std::filesystem::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<long long>(st.st_mtime) : 0;
+}
+
+Context::Lease::~Lease() {
+  if (!r) return;
+  std::lock_guard lk(ctx->mu_);
+  if (ctx->idle_.size() < 8) ctx->idle_.push_back(std::move(r));
+}
+
+Result<Context::Lease> Context::lease() {
+  {
+    std::lock_guard lk(mu_);
+    if (!idle_.empty()) {
+      auto r = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease{this, std::move(r)};
+    }
+  }
+  auto r = factory_();
+  if (!r.ok()) return r.error();
+  return Lease{this, std::move(*r)};
+}
+
+httplib::Server::Handler Context::guarded(Role need, Handler h) {
+  return [this, need, h](const httplib::Request& req, httplib::Response& res) {
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.rfind("Bearer ", 0) != 0 || auth.size() <= 7)
+      return send_error(res, {401,
+                              "missing bearer token: send \"Authorization: Bearer TOKEN\" with "
+                              "a token from `h3pipe token create`",
+                              "authentication_error", "", "missing_token"});
+    auto l = lease();
+    if (!l.ok()) return send_error(res, redis_error(l.error()));
+    auto who = check_token(*l->r, auth.substr(7));
+    if (!who.ok()) return send_error(res, redis_error(who.error()));
+    if (!*who)
+      return send_error(
+          res, {401, "unknown or revoked token", "authentication_error", "", "invalid_token"});
+    if (static_cast<int>((*who)->role) < static_cast<int>(need))
+      return send_error(res, {403,
+                              fmt::format("token \"{}\" has role {}; this needs role {} or "
+                                          "admin",
+                                          (*who)->name, role_name((*who)->role), role_name(need)),
+                              "permission_error", "", "forbidden"});
+    if (auto e = h(req, res, *l->r, **who)) send_error(res, *e);
+  };
+}
+
+Result<std::optional<Record>> Context::record(queue::Redis& r, const std::string& id) {
+  using Out = std::optional<Record>;
+  if (id.rfind("video_", 0) != 0 || !artifacts::validate_id("id", id).ok()) return Out{};
+  auto rep = queue::hgetall(r, video_key(id));
+  if (!rep.ok()) return rep.error();
+  auto m = std::move(*rep);
+  if (m.empty() || m.count("deleted")) return Out{};
+  return Out{std::move(m)};
+}
+
+Result<json> Context::video_json(queue::Redis& r, const std::string& id, const Record& rec) {
+  const std::string run = rec.at("run");
+  auto rep = queue::hgetall(r, keys::job(run, kJobId));
+  if (!rep.ok()) return rep.error();
+  auto job = std::move(*rep);
+  auto flag = queue::hget(r, keys::run(run), "cancelled");
+  if (!flag.ok()) return flag.error();
+  const bool run_cancelled = *flag && !(*flag)->empty() && **flag != "0";
+  const std::string st = job.count("state") ? job["state"] : "queued";
+  std::string status = "in_progress";
+  int progress = 0;
+  if (st == "done")
+    status = "completed", progress = 100;
+  else if (st == "failed")
+    status = "failed";
+  else if (st == "cancelled" || run_cancelled)
+    status = "cancelled";
+  else if (st == "queued")
+    status = "queued";
+  else
+    progress = st == "encode" ? 5 : st == "sample" ? 20 : st == "transfer" ? 75 : 85;
+  json completed_at = nullptr;
+  if (status == "completed")
+    if (auto p = paths::mp4(c, run, kJobId); p.ok())
+      if (long long t = mtime_s(*p)) completed_at = t;
+  json error = nullptr;
+  if (status == "failed")
+    error = {{"code", "job_failed"}, {"message", job.count("error") ? job["error"] : "failed"}};
+  return json{{"id", id},
+              {"object", "video"},
+              {"created_at", std::stoll(rec.at("created_ms")) / 1000},
+              {"completed_at", completed_at},
+              {"expires_at", nullptr},
+              {"error", error},
+              {"model", rec.at("model")},
+              {"progress", progress},
+              {"prompt", rec.at("prompt")},
+              {"seconds", rec.at("seconds")},
+              {"size", rec.at("size")},
+              {"status", status},
+              {"run_id", run},
+              {"job_id", kJobId},
+              {"user", rec.count("user") ? rec.at("user") : ""},
+              {"stage", st}};
+}
+
+std::variant<Record, HttpError> Context::owned(queue::Redis& r, const std::string& id,
+                                               const TokenInfo& who) {
+  auto rec = record(r, id);
+  if (!rec.ok()) return redis_error(rec.error());
+  if (!*rec) return not_found(id);
+  if (who.role != Role::kAdmin && (*rec)->count("user") && (**rec)["user"] != who.name)
+    return HttpError{403,
+                     fmt::format("video {} belongs to \"{}\"; token \"{}\" may change only its "
+                                 "own videos",
+                                 id, (**rec)["user"], who.name),
+                     "permission_error", "id", "forbidden"};
+  return **rec;
+}
+
+}  // namespace h3pipe::api

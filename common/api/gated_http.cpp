@@ -1,0 +1,100 @@
+#include "common/api/gated_http.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace h3pipe::api {
+namespace {
+
+// One request's connection, handed over by the Gate with the bytes it has read: reads come from
+// those first, then (rarely: a body over the bounds, which httplib skips) from the socket until
+// a short deadline; writes wait at most write_timeout each.
+class GatedStream final : public httplib::Stream {
+ public:
+  GatedStream(int fd, const std::string& head, std::chrono::milliseconds write_timeout)
+      : fd_(fd),
+        head_(head),
+        write_timeout_(write_timeout),
+        read_deadline_(std::chrono::steady_clock::now() + std::chrono::seconds(2)) {}
+  bool is_readable() const override { return pos_ < head_.size() || wait(POLLIN, left()); }
+  bool is_writable() const override { return wait(POLLOUT, write_timeout_.count()); }
+  ssize_t read(char* ptr, size_t size) override {
+    if (pos_ < head_.size()) {
+      const size_t n = std::min(size, head_.size() - pos_);
+      std::memcpy(ptr, head_.data() + pos_, n);
+      pos_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (!wait(POLLIN, left())) return -1;
+    return ::recv(fd_, ptr, size, 0);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    size_t sent = 0;
+    while (sent < size) {
+      if (!wait(POLLOUT, write_timeout_.count())) return -1;
+      const ssize_t n = ::send(fd_, ptr + sent, size - sent, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) return -1;
+      sent += static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    name(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    name(::getsockname, ip, port);
+  }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  void name(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    char buf[INET6_ADDRSTRLEN] = "";
+    port = 0;
+    if (get(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return;
+    if (ss.ss_family == AF_INET6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
+      port = ntohs(a->sin6_port);
+    } else if (ss.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
+      port = ntohs(a->sin_port);
+    }
+    ip = buf;
+  }
+  long long left() const {
+    return std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      read_deadline_ - std::chrono::steady_clock::now())
+                                      .count());
+  }
+  bool wait(short ev, long long ms) const {
+    pollfd p{fd_, ev, 0};
+    int r;
+    while ((r = ::poll(&p, 1, static_cast<int>(ms))) < 0 && errno == EINTR) {
+    }
+    return r > 0 && (p.revents & (ev | POLLHUP | POLLERR));
+  }
+  int fd_;
+  const std::string& head_;
+  size_t pos_ = 0;
+  std::chrono::milliseconds write_timeout_;
+  std::chrono::steady_clock::time_point read_deadline_;
+};
+
+}  // namespace
+
+void GatedHttp::serve(int fd, const std::string& head, std::chrono::milliseconds write_timeout) {
+  GatedStream strm(fd, head, write_timeout);
+  bool closed = false;
+  process_request(strm, /*close_connection=*/true, closed, nullptr);
+}
+
+}  // namespace h3pipe::api

@@ -1,0 +1,21 @@
+#pragma once
+// cpp-httplib's routing and reply writing, fed one request at a time by the accept gate
+// (gate.h): the gate owns the socket and hands a connection over only once its whole request
+// has arrived, with the bytes read so far.
+#include <httplib.h>
+
+#include <chrono>
+#include <string>
+
+namespace h3pipe::api {
+
+struct GatedHttp : httplib::Server {
+  // httplib reads svr_sock_ (its own listening socket, unused here: the Gate listens) only to
+  // tell whether it is shutting down, and then stops a content provider's reply midway.
+  GatedHttp() { svr_sock_ = 0; }
+  // Serves the one request on fd whose first bytes are `head`; each write waits at most
+  // write_timeout.
+  void serve(int fd, const std::string& head, std::chrono::milliseconds write_timeout);
+};
+
+}  // namespace h3pipe::api

@@ -1,0 +1,13 @@
+#pragma once
+// The routes of h3pipe-api, one file per resource (docs/api.md); server.cpp calls each register_*
+// once at start-up.  Every handler reaches Redis, tokens and errors through the Context.
+#include <httplib.h>
+
+#include "common/api/context.h"
+
+namespace h3pipe::api {
+
+// /v1/videos (create, list, retrieve, cancel, delete, content) and /v1/models: video_routes.cpp.
+void register_video_routes(httplib::Server& http, Context& ctx);
+
+}  // namespace h3pipe::api

@@ -1,0 +1,296 @@
+// /v1/videos and /v1/models: OpenAI's Videos API as the official SDKs speak it (docs/api.md).
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/api/context.h"
+#include "common/api/routes.h"
+#include "common/api/submit.h"
+#include "common/api/videos.h"
+#include "common/core/json_parse.h"
+#include "common/queue/hashes.h"
+#include "common/queue/keys.h"
+#include "common/state/paths.h"
+#include "common/state/state.h"
+
+namespace h3pipe::api {
+namespace {
+using nlohmann::json;
+
+struct VideoRoutes {
+  Context& ctx;
+
+  std::optional<HttpError> create(const httplib::Request& req, httplib::Response& res,
+                                  queue::Redis& r, const TokenInfo& who) {
+    std::map<std::string, std::string> fields;
+    if (req.is_multipart_form_data()) {
+      for (const auto& [name, part] : req.files) {
+        if (!part.filename.empty())
+          return HttpError{400,
+                           fmt::format("{}: file uploads are not served by this API yet", name),
+                           "invalid_request_error", name, "unsupported"};
+        fields[name] = part.content;
+      }
+    } else {
+      // The body is bounded by the server's payload limit (413 past it); depth by the reader.
+      std::string why;
+      auto parsed_body = json_reader::parse_limited(req.body, {}, &why);
+      const json j = parsed_body ? std::move(*parsed_body) : json();
+      if (!j.is_object())
+        return HttpError{400,
+                         "the body must be a JSON object or multipart/form-data with the fields "
+                         "prompt, model, size, seconds",
+                         "invalid_request_error", "", "invalid_body"};
+      for (const auto& [k, v] : j.items()) {
+        if (v.is_null()) continue;
+        if (v.is_string())
+          fields[k] = v.get<std::string>();
+        else if (v.is_number())
+          fields[k] = v.dump();
+        else
+          return HttpError{400, fmt::format("{}: expected a string or a number", k),
+                           "invalid_request_error", k, "invalid_type"};
+      }
+    }
+    // Validated before anything is reserved: a refused request leaves nothing behind.
+    auto parsed = parse_video_request(fields, ctx.c, kJobId);
+    if (auto* p = std::get_if<FieldProblem>(&parsed))
+      return HttpError{400, p->message, "invalid_request_error", p->param, "invalid_value"};
+    const VideoRequest& v = std::get<VideoRequest>(parsed);
+    std::string id = "video_" + state::new_run_id();
+    const std::string idem = req.get_header_value("Idempotency-Key");
+    if (!idem.empty()) {
+      if (idem.size() > 255)
+        return HttpError{400, "Idempotency-Key: at most 255 characters", "invalid_request_error",
+                         "Idempotency-Key", "invalid_value"};
+      const std::string field = who.name + ":" + idem;
+      const std::string fp = sha256_hex(json(fields).dump());
+      const long long now = state::now_ms();
+      const json mine = {{"sha256", fp}, {"video", id}, {"at_ms", now}};
+      auto set = queue::hsetnx(r, kIdempotencyKey, field, mine.dump());
+      if (!set.ok()) return redis_error(set.error());
+      if (!*set) {
+        auto held = queue::hget(r, kIdempotencyKey, field);
+        if (!held.ok()) return redis_error(held.error());
+        std::string why;
+        auto held_json = json_reader::parse_limited(held->value_or(""), {}, &why);
+        const json h = held_json ? std::move(*held_json) : json();
+        const bool expired = !h.is_object() || now - h.value("at_ms", 0LL) > kIdempotencyMs;
+        if (expired) {
+          auto s = r.command({"HSET", kIdempotencyKey, field, mine.dump()});
+          if (!s.ok()) return redis_error(s.error());
+        } else if (h.value("sha256", "") != fp) {
+          return HttpError{409,
+                           fmt::format("Idempotency-Key \"{}\" was used within 24 h with another "
+                                       "request body (video {}); send a new key for a new video",
+                                       idem, h.value("video", "")),
+                           "invalid_request_error", "Idempotency-Key", "idempotency_conflict"};
+        } else {
+          id = h.value("video", id);  // the same request again: the same video
+          auto rec = ctx.record(r, id);
+          if (!rec.ok()) return redis_error(rec.error());
+          if (*rec) {
+            auto out = ctx.video_json(r, id, **rec);
+            if (!out.ok()) return redis_error(out.error());
+            res.set_content(out->dump(), "application/json");
+            return std::nullopt;
+          }
+          // Reserved but never recorded (the first request died mid-way): submitted again
+          // below with the same run id, which the pipeline makes one job.
+        }
+      }
+    }
+    const std::string run = id.substr(6);
+    auto sub = submit_batch(r, run, v.batch);
+    if (!sub.ok()) return redis_error(sub.error());
+    if (!sub->conflicts.empty())
+      return HttpError{
+          409, fmt::format("run {} already holds job \"{}\" with another spec", run, kJobId),
+          "invalid_request_error", "", "conflict"};
+    const std::string created = std::to_string(state::now_ms());
+    auto w = r.pipeline(
+        {{"MULTI"},
+         {"HSETNX", video_key(id), "created_ms", created},
+         {"HSET", video_key(id), "run", run, "model", v.model, "prompt",
+          v.batch.specs.front().prompt(), "seconds", v.seconds, "size", v.size, "user", who.name},
+         {"ZADD", kVideosKey, "NX", created, id},
+         {"EXEC"}});
+    if (!w.ok()) return redis_error(w.error());
+    auto rec = ctx.record(r, id);
+    if (!rec.ok()) return redis_error(rec.error());
+    if (!*rec) return not_found(id);
+    auto out = ctx.video_json(r, id, **rec);
+    if (!out.ok()) return redis_error(out.error());
+    res.set_content(out->dump(), "application/json");
+    return std::nullopt;
+  }
+
+  std::optional<HttpError> list(const httplib::Request& req, httplib::Response& res,
+                                queue::Redis& r) {
+    int limit = 20;
+    if (req.has_param("limit")) {
+      const std::string s = req.get_param_value("limit");
+      char* end = nullptr;
+      const long n = std::strtol(s.c_str(), &end, 10);
+      if (s.empty() || *end || n < 1 || n > 100)
+        return HttpError{400, fmt::format("limit: expected an integer 1-100, got \"{}\"", s),
+                         "invalid_request_error", "limit", "invalid_value"};
+      limit = static_cast<int>(n);
+    }
+    const std::string order = req.has_param("order") ? req.get_param_value("order") : "desc";
+    if (order != "asc" && order != "desc")
+      return HttpError{400, fmt::format("order: expected \"asc\" or \"desc\", got \"{}\"", order),
+                       "invalid_request_error", "order", "invalid_value"};
+    auto ids = queue::zmembers(r, kVideosKey, order != "asc");
+    if (!ids.ok()) return redis_error(ids.error());
+    const std::vector<std::string>& all = *ids;
+    std::size_t at = 0;
+    if (req.has_param("after")) {
+      const std::string after = req.get_param_value("after");
+      auto it = std::find(all.begin(), all.end(), after);
+      if (it == all.end()) return not_found(after);
+      at = static_cast<std::size_t>(it - all.begin()) + 1;
+    }
+    json data = json::array();
+    bool more = false;
+    for (; at < all.size(); ++at) {
+      auto rec = ctx.record(r, all[at]);
+      if (!rec.ok()) return redis_error(rec.error());
+      if (!*rec) continue;
+      if (static_cast<int>(data.size()) == limit) {
+        more = true;
+        break;
+      }
+      auto v = ctx.video_json(r, all[at], **rec);
+      if (!v.ok()) return redis_error(v.error());
+      data.push_back(*v);
+    }
+    json out = {{"object", "list"}, {"data", data}, {"has_more", more}};
+    out["first_id"] = data.empty() ? json(nullptr) : data.front()["id"];
+    out["last_id"] = data.empty() ? json(nullptr) : data.back()["id"];
+    res.set_content(out.dump(), "application/json");
+    return std::nullopt;
+  }
+
+  std::optional<HttpError> cancel_or_delete(const std::string& id, bool remove,
+                                            httplib::Response& res, queue::Redis& r,
+                                            const TokenInfo& who) {
+    auto o = ctx.owned(r, id, who);
+    if (auto* e = std::get_if<HttpError>(&o)) return *e;
+    const auto& rec = std::get<Record>(o);
+    auto v = ctx.video_json(r, id, rec);
+    if (!v.ok()) return redis_error(v.error());
+    const std::string status = (*v)["status"];
+    const bool finished = status == "completed" || status == "failed" || status == "cancelled";
+    if (!finished) {
+      if (auto s = state::Store(r).cancel(rec.at("run")); !s.ok()) return redis_error(s.error());
+    }
+    if (!remove) {
+      auto after = ctx.video_json(r, id, rec);
+      if (!after.ok()) return redis_error(after.error());
+      res.set_content(after->dump(), "application/json");
+      return std::nullopt;
+    }
+    // Outputs first, then the record: a crash between leaves a record whose content is gone
+    // (404 on content), never an MP4 nobody can reach.
+    std::error_code ec;
+    for (auto p :
+         {paths::mp4(ctx.c, rec.at("run"), kJobId), paths::receipt(ctx.c, rec.at("run"), kJobId)})
+      if (p.ok()) std::filesystem::remove(*p, ec);
+    auto d = r.command({"HSET", video_key(id), "deleted", std::to_string(state::now_ms())});
+    if (!d.ok()) return redis_error(d.error());
+    res.set_content(json{{"id", id}, {"object", "video.deleted"}, {"deleted", true}}.dump(),
+                    "application/json");
+    return std::nullopt;
+  }
+
+  std::optional<HttpError> content(const std::string& id, const httplib::Request& req,
+                                   httplib::Response& res, queue::Redis& r) {
+    const std::string variant = req.has_param("variant") ? req.get_param_value("variant") : "video";
+    if (variant != "video")
+      return HttpError{400,
+                       fmt::format("variant: only \"video\" is served yet, got \"{}\"", variant),
+                       "invalid_request_error", "variant", "invalid_value"};
+    auto rec = ctx.record(r, id);
+    if (!rec.ok()) return redis_error(rec.error());
+    if (!*rec) return not_found(id);
+    auto v = ctx.video_json(r, id, **rec);
+    if (!v.ok()) return redis_error(v.error());
+    if ((*v)["status"] != "completed")
+      return HttpError{404,
+                       fmt::format("video {} is {}; its content exists once it is completed", id,
+                                   (*v)["status"].get<std::string>()),
+                       "invalid_request_error", "id", "not_ready"};
+    auto p = paths::mp4(ctx.c, (**rec)["run"], kJobId);
+    std::error_code ec;
+    const auto size = p.ok() ? std::filesystem::file_size(*p, ec) : 0;
+    if (!p.ok() || ec)
+      return HttpError{404,
+                       fmt::format("video {} is completed but its MP4 is not on this host's "
+                                   "output root",
+                                   id),
+                       "invalid_request_error", "id", "not_found"};
+    auto file = std::make_shared<std::ifstream>(*p, std::ios::binary);
+    res.set_header("Accept-Ranges", "bytes");
+    res.set_content_provider(size, "video/mp4",
+                             [file](std::size_t off, std::size_t len, httplib::DataSink& sink) {
+                               std::vector<char> buf(std::min<std::size_t>(len, 64 * 1024));
+                               file->seekg(static_cast<std::streamoff>(off));
+                               file->read(buf.data(), static_cast<std::streamsize>(buf.size()));
+                               const auto got = file->gcount();
+                               if (got <= 0) return false;
+                               sink.write(buf.data(), static_cast<std::size_t>(got));
+                               return true;
+                             });
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
+void register_video_routes(httplib::Server& http, Context& ctx) {
+  const std::string vid = R"(/v1/videos/([^/]+))";
+  http.Post("/v1/videos",
+            ctx.guarded(Role::kSubmit, [&ctx](auto& req, auto& res, auto& r, auto& w) {
+              return VideoRoutes{ctx}.create(req, res, r, w);
+            }));
+  http.Get("/v1/videos", ctx.guarded(Role::kRead, [&ctx](auto& req, auto& res, auto& r, auto&) {
+    return VideoRoutes{ctx}.list(req, res, r);
+  }));
+  http.Get(vid,
+           ctx.guarded(Role::kRead,
+                       [&ctx](auto& req, auto& res, auto& r, auto&) -> std::optional<HttpError> {
+                         const std::string id = req.matches[1];
+                         auto rec = ctx.record(r, id);
+                         if (!rec.ok()) return redis_error(rec.error());
+                         if (!*rec) return not_found(id);
+                         auto out = ctx.video_json(r, id, **rec);
+                         if (!out.ok()) return redis_error(out.error());
+                         res.set_content(out->dump(), "application/json");
+                         return std::nullopt;
+                       }));
+  http.Post(vid + "/cancel",
+            ctx.guarded(Role::kSubmit, [&ctx](auto& req, auto& res, auto& r, auto& w) {
+              return VideoRoutes{ctx}.cancel_or_delete(req.matches[1], false, res, r, w);
+            }));
+  http.Delete(vid, ctx.guarded(Role::kSubmit, [&ctx](auto& req, auto& res, auto& r, auto& w) {
+    return VideoRoutes{ctx}.cancel_or_delete(req.matches[1], true, res, r, w);
+  }));
+  http.Get(vid + "/content", ctx.guarded(Role::kRead, [&ctx](auto& req, auto& res, auto& r, auto&) {
+    return VideoRoutes{ctx}.content(req.matches[1], req, res, r);
+  }));
+  http.Get(
+      "/v1/models",
+      ctx.guarded(Role::kRead, [&ctx](auto&, auto& res, auto&, auto&) -> std::optional<HttpError> {
+        json data = json::array();
+        data.push_back(
+            {{"id", "default"}, {"object", "model"}, {"created", 0}, {"owned_by", "h3pipe"}});
+        for (const auto& k : ctx.c.classes)
+          data.push_back(
+              {{"id", k.name}, {"object", "model"}, {"created", 0}, {"owned_by", "h3pipe"}});
+        res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+        return std::nullopt;
+      }));
+}
+
+}  // namespace h3pipe::api
