@@ -80,6 +80,9 @@ std::optional<std::pair<std::size_t, std::size_t>> expect_continue(const std::st
   return std::pair{at + 2, eol + 2};
 }
 
+// Set by keep_connection() during a serve on this pool thread.
+thread_local bool kept = false;
+
 struct Pending {
   int fd;
   Clock::time_point deadline;
@@ -119,6 +122,10 @@ Result<int> Gate::bind(const std::string& host, int port) {
                                   : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
 
+void Gate::keep_connection() {
+  kept = true;
+}
+
 void Gate::stop() {
   if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
 }
@@ -140,7 +147,9 @@ void Gate::run(const GateServe& serve) {
           p = std::move(ready.front());
           ready.pop_front();
         }
+        kept = false;
         serve(p.fd, p.buf);
+        if (kept) continue;  // handed over: its new owner closes it
         ::shutdown(p.fd, SHUT_WR);
         ::close(p.fd);
       }

@@ -31,7 +31,7 @@ struct GateLimits {
 };
 
 // Serves one request whose bytes so far are `head` on the non-blocking socket `fd` (the gate
-// closes fd afterwards).
+// closes fd afterwards, unless the serve called Gate::keep_connection()).
 using GateServe = std::function<void(int fd, const std::string& head)>;
 
 class Gate final {
@@ -45,6 +45,10 @@ class Gate final {
   // Runs the loop and the pool until stop(); returns when every pool thread has finished.
   void run(const GateServe& serve);
   void stop();
+  // Called by a GateServe on its own thread: the connection now belongs to the caller (an SSE
+  // subscriber handed to the event hub, events_hub.h), and the gate neither shuts it down nor
+  // closes it when the serve returns.
+  static void keep_connection();
 
  private:
   GateLimits limits_;

@@ -1,5 +1,7 @@
 #include "common/api/gated_http.h"
 
+#include "common/api/gate.h"
+
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,9 +23,17 @@ class GatedStream final : public httplib::Stream {
         head_(head),
         write_timeout_(write_timeout),
         read_deadline_(std::chrono::steady_clock::now() + std::chrono::seconds(2)) {}
-  bool is_readable() const override { return pos_ < head_.size() || wait(POLLIN, left()); }
-  bool is_writable() const override { return wait(POLLOUT, write_timeout_.count()); }
+  bool is_readable() const override {
+    return !taken_ && (pos_ < head_.size() || wait(POLLIN, left()));
+  }
+  bool is_writable() const override { return taken_ || wait(POLLOUT, write_timeout_.count()); }
+  // The connection went to a handler's new owner: what httplib writes from now on is dropped.
+  int take() {
+    taken_ = true;
+    return fd_;
+  }
   ssize_t read(char* ptr, size_t size) override {
+    if (taken_) return -1;
     if (pos_ < head_.size()) {
       const size_t n = std::min(size, head_.size() - pos_);
       std::memcpy(ptr, head_.data() + pos_, n);
@@ -34,6 +44,7 @@ class GatedStream final : public httplib::Stream {
     return ::recv(fd_, ptr, size, 0);
   }
   ssize_t write(const char* ptr, size_t size) override {
+    if (taken_) return static_cast<ssize_t>(size);
     size_t sent = 0;
     while (sent < size) {
       if (!wait(POLLOUT, write_timeout_.count())) return -1;
@@ -83,18 +94,29 @@ class GatedStream final : public httplib::Stream {
     return r > 0 && (p.revents & (ev | POLLHUP | POLLERR));
   }
   int fd_;
+  bool taken_ = false;
   const std::string& head_;
   size_t pos_ = 0;
   std::chrono::milliseconds write_timeout_;
   std::chrono::steady_clock::time_point read_deadline_;
 };
 
+thread_local GatedStream* current = nullptr;
+
 }  // namespace
 
 void GatedHttp::serve(int fd, const std::string& head, std::chrono::milliseconds write_timeout) {
   GatedStream strm(fd, head, write_timeout);
+  current = &strm;
   bool closed = false;
   process_request(strm, /*close_connection=*/true, closed, nullptr);
+  current = nullptr;
+}
+
+int GatedHttp::take_connection() {
+  if (!current) return -1;
+  Gate::keep_connection();
+  return current->take();
 }
 
 }  // namespace h3pipe::api

@@ -16,6 +16,11 @@ struct GatedHttp : httplib::Server {
   // Serves the one request on fd whose first bytes are `head`; each write waits at most
   // write_timeout.
   void serve(int fd, const std::string& head, std::chrono::milliseconds write_timeout);
+  // From inside a handler: takes the request's connection (a non-blocking socket) away, for a
+  // reply that outlives the handler (Server-Sent Events, events_hub.h).  httplib's own reply is
+  // then discarded and the gate leaves the socket open: the caller writes the whole reply and
+  // closes it.  -1 outside a request served here.
+  static int take_connection();
 };
 
 }  // namespace h3pipe::api

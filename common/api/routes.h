@@ -3,11 +3,17 @@
 // once at start-up.  Every handler reaches Redis, tokens and errors through the Context.
 #include <httplib.h>
 
+#include <memory>
+
 #include "common/api/context.h"
 
 namespace h3pipe::api {
 
 // /v1/videos (create, list, retrieve, cancel, delete, content) and /v1/models: video_routes.cpp.
 void register_video_routes(httplib::Server& http, Context& ctx);
+// GET /v1/videos/{id}/events and /v1/runs/{id}/events (Server-Sent Events): events_routes.cpp.
+// The hub's threads run until the returned hub is destroyed.
+class EventsHub;
+std::shared_ptr<EventsHub> register_events_routes(httplib::Server& http, Context& ctx);
 
 }  // namespace h3pipe::api

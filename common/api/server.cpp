@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "common/api/context.h"
+#include "common/api/events_hub.h"
 #include "common/api/gate.h"
 #include "common/api/gated_http.h"
 #include "common/api/routes.h"
@@ -16,6 +17,7 @@ struct Server::Impl {
   Context ctx;
   GatedHttp http;
   std::unique_ptr<Gate> gate;
+  std::shared_ptr<EventsHub> events;  // SSE subscribers: stopped before ctx goes
 
   void routes() {
     const ServerOptions& o = ctx.o;
@@ -35,6 +37,7 @@ struct Server::Impl {
         send_error(res, {res.status, "bad request", "invalid_request_error", "", ""});
     });
     register_video_routes(http, ctx);
+    events = register_events_routes(http, ctx);
     http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
