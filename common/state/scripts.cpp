@@ -152,8 +152,9 @@ return {e[1], task, unpack(s)}
 )LUA";
 
 // Registers a job if new and enqueues its encode task: a crash never leaves a job without its
-// task or a task without its job.  KEYS: job, run, run_jobs, runs, encode stream.
-// ARGV: spec, now, job_id, payload, run_id.  A job that exists is a resubmission: 0, no count.
+// task or a task without its job.  KEYS: job, run, run_jobs, runs, encode stream, run events.
+// ARGV: spec, now, job_id, payload, run_id, then the video.queued event's fields (#37).  A job
+// that exists is a resubmission: 0, no count, no event.
 const std::string kAcceptScript = std::string(kMoveLua) + R"LUA(
 local v, from = h3_judge(KEYS[1], 'none', '')
 if v ~= 1 then return 0 end
@@ -163,6 +164,7 @@ h3_set(KEYS[1], KEYS[2], 'none', 'queued')
 redis.call('HSETNX', KEYS[2], 'created_ms', ARGV[2])
 redis.call('ZADD', KEYS[3], 'NX', redis.call('HGET', KEYS[2], 'total'), ARGV[3])
 redis.call('ZADD', KEYS[4], 'NX', ARGV[2], ARGV[5])
+if #ARGV > 5 then redis.call('XADD', KEYS[6], 'MAXLEN', '~', '100000', '*', unpack(ARGV, 6)) end
 return 1
 )LUA";
 

@@ -105,10 +105,15 @@ Status Store::create_run(const std::string& run_id, const std::vector<std::strin
 
 Result<bool> Store::accept_job(const std::string& run_id, const pb::JobSpec& s,
                                const std::string& payload) {
+  std::vector<std::string> args = {spec::to_json(s), std::to_string(now_ms()), s.job_id(), payload,
+                                   run_id};
+  for (auto& f :
+       queue::events::fields({.type = std::string(queue::events::kQueued), .job = s.job_id()}))
+    args.push_back(std::move(f));
   auto r = redis_.eval(kAcceptScript,
                        {keys::job(run_id, s.job_id()), keys::run(run_id), keys::run_jobs(run_id),
-                        keys::runs(), keys::stream("encode")},
-                       {spec::to_json(s), std::to_string(now_ms()), s.job_id(), payload, run_id});
+                        keys::runs(), keys::stream("encode"), keys::run_events(run_id)},
+                       args);
   if (!r.ok()) return r.error();
   return reply_int(r->get()) == 1;
 }
@@ -125,6 +130,8 @@ Status Store::reject_job(const std::string& run_id, const std::string& job_id,
             {"HSETNX", keys::run(run_id), "created_ms", now},
             {"ZADD", keys::runs(), "NX", now, run_id},
             {"ZADD", keys::run_jobs(run_id), "NX", now, job_id}};
+  m.announce.push_back(
+      {.type = std::string(queue::events::kFailed), .job = job_id, .reason = reason});
   auto moved = apply(m);
   if (!moved.ok()) return moved.error();
   if (moved->code != Applied::kApplied)
@@ -256,7 +263,17 @@ Result<Moved> Store::apply(const Move& m) {
                  std::string("attempts:") + stage_key(c.stage)});
   }
   flatten_into(args, m.record);
-  flatten_into(args, m.next);
+  if (m.announce.empty()) {
+    flatten_into(args, m.next);
+  } else {
+    queue::Commands next = m.next;
+    for (const auto& e : m.announce) {
+      next.push_back(queue::events::run_xadd(m.run_id, e));
+      if (queue::events::is_terminal(e.type))
+        next.push_back(queue::events::terminal_xadd(m.run_id, e));
+    }
+    flatten_into(args, next);
+  }
   auto r = redis_.eval(claim ? kApplyClaimScript : kApplyScript, keys_, args);
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
@@ -429,6 +446,18 @@ Move Store::advance_move(const std::string& run_id, const std::string& job_id,
       {"RPUSH", keys::history(run_id, job_id), rec_json},
       {"HINCRBY", keys::job(run_id, job_id), std::string("done:") + stage_key(rec.stage()), "1"}};
   if (!next_stream.empty()) m.next.push_back({"XADD", next_stream, "*", "task", next_payload});
+  queue::events::Event fin;
+  fin.type = queue::events::kStageFinished;
+  fin.job = job_id;
+  fin.stage = stage_key(rec.stage());
+  fin.host = rec.host();
+  fin.pool = rec.pool();
+  if (rec.attempts() > 0) fin.attempt = std::to_string(rec.attempts());
+  m.announce.push_back(fin);
+  if (to == JobState::kDone) {
+    fin.type = queue::events::kCompleted;
+    m.announce.push_back(fin);
+  }
   return m;
 }
 
@@ -445,6 +474,10 @@ Move Store::fail_move(const std::string& run_id, const std::string& job_id, pb::
   if (dead_letter_payload)
     m.next.push_back(
         queue::dead_letter_record(stage_key(s), run_id, job_id, reason, *dead_letter_payload));
+  m.announce.push_back({.type = std::string(queue::events::kFailed),
+                        .job = job_id,
+                        .stage = stage_key(s),
+                        .reason = fmt::format("{}: {}", stage_key(s), reason)});
   return m;
 }
 
@@ -462,6 +495,11 @@ Move Store::cancel_move(const std::string& run_id, const std::string& job_id, pb
   m.only_while_cancelled = true;
   m.next = {{"HSET", keys::job(run_id, job_id), "error",
              fmt::format("cancelled at {}: the run was cancelled (h3pipe cancel)", stage_key(s))}};
+  m.announce.push_back(
+      {.type = std::string(queue::events::kCancelled),
+       .job = job_id,
+       .stage = stage_key(s),
+       .reason = fmt::format("cancelled at {}: the run was cancelled", stage_key(s))});
   return m;
 }
 

@@ -22,6 +22,7 @@
 #include "common/config/config.h"
 #include "common/core/result.h"
 #include "common/proto/h3pipe.pb.h"
+#include "common/queue/events.h"
 #include "common/queue/queue.h"
 #include "common/state/job_state.h"
 
@@ -112,6 +113,11 @@ struct Move {
   // With an ack: the consumer's next claim in the same script, whatever the move's code (it is
   // the claim the worker would make right after).  Moved::claimed holds what it took.
   std::optional<ClaimNext> then_claim;
+  // The run's events this move announces (#37, common/queue/events.h): XADDed to the run's stream
+  // (and a terminal one to keys::terminal_events() too, with `run`) in the move's own script,
+  // only when the move applies, so a crash neither loses nor repeats one.  The move builders set
+  // type, job, stage and reason; the worker adds host, pool and attempt.
+  std::vector<queue::events::Event> announce{};
 };
 
 enum class Applied {
