@@ -142,4 +142,6 @@ void write_prometheus_targets(const config::Cluster& c, const nlohmann::json& st
 void register_credentials_commands(CLI::App& app, Global& g, int& rc);
 // token create / list / revoke (api_cmds.cpp): h3pipe-api's bearer tokens.
 void register_api_commands(CLI::App& app, Global& g, int& rc);
+// webhook add / list / remove / allow / disallow (webhook_cmds.cpp): h3pipe-api's webhooks.
+void register_webhook_commands(CLI::App& app, Global& g, int& rc);
 }  // namespace h3pipe::cli

@@ -4,6 +4,7 @@
 
 #include "common/api/context.h"
 #include "common/api/events_hub.h"
+#include "common/api/webhook_dispatch.h"
 #include "common/api/gate.h"
 #include "common/api/gated_http.h"
 #include "common/api/routes.h"
@@ -18,6 +19,7 @@ struct Server::Impl {
   GatedHttp http;
   std::unique_ptr<Gate> gate;
   std::shared_ptr<EventsHub> events;  // SSE subscribers: stopped before ctx goes
+  std::unique_ptr<WebhookDispatcher> webhooks;  // delivery threads: stopped before ctx goes
 
   void routes() {
     const ServerOptions& o = ctx.o;
@@ -38,6 +40,7 @@ struct Server::Impl {
     });
     register_video_routes(http, ctx);
     events = register_events_routes(http, ctx);
+    webhooks = std::make_unique<WebhookDispatcher>(ctx, WebhookOptions::from_env());
     http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });

@@ -1,0 +1,231 @@
+// Webhooks of h3pipe-api (issue #37 item 6) against a real local stack (`h3pipe start`, the API it
+// starts and restarts): endpoints from `h3pipe webhook add`, terminal events from the global
+// stream h3pipe:events (written here as the producers write them: the contract's fields and
+// `run`), every delivery verified by the official openai SDK's `webhooks.unwrap()`.  A receiver
+// that answers 500 twice gets the same webhook-id a third time; one that always fails is
+// dead-lettered and listed; an API killed mid-delivery delivers once it is back.
+// Run by ctest (api_webhooks_e2e); exits 77 when the SDK is not installed.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+let OpenAI;
+try {
+  OpenAI = (await import('openai')).default;
+} catch (e) {
+  console.log(`skipped: the openai npm SDK is not installed in tests/api (${e.message}); run scripts/setup.sh`);
+  process.exit(77);
+}
+
+const bin = process.env.H3PIPE_BIN ?? path.resolve('build/bin');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'h3hooks-'));
+const config = path.join(dir, 'cluster.json');
+const fixed = (s) => ({ kind: 'fixed', seconds: s });
+fs.writeFileSync(config, JSON.stringify({
+  name: 'api-webhooks-e2e',
+  state_dir: dir,
+  queue: { lease_ms: 1500, renew_ms: 300, sweep_ms: 200, max_deliveries: 3, block_ms: 50 },
+  classes: [{ name: 'slow', width: 128, height: 96, frames: 9, steps: 6 }],
+  hosts: [{ name: 'local' }],
+  pools: [
+    { name: 'enc', host: 'local', stage: 'encode', profiles: { default: fixed(0.01) } },
+    { name: 's0', host: 'local', stage: 'sample', profiles: { default: fixed(0.1), slow: fixed(600) } },
+    { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(0.02) } },
+  ],
+}));
+// Retries 300 ms apart (doubling), 2 s per attempt, dead-lettered 4 s after the first attempt.
+const env = { ...process.env, H3PIPE_WEBHOOK_RETRY_MS: '300', H3PIPE_WEBHOOK_TIMEOUT_MS: '2000', H3PIPE_WEBHOOK_GIVE_UP_MS: '4000' };
+
+function cli(...args) {
+  const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', config, ...args], { encoding: 'utf8', env });
+  return { rc: r.status, out: r.stdout, err: r.stderr };
+}
+const lastLine = (s) => s.trim().split('\n').pop();
+let redisWhere, redisPw;
+function redis(...args) {
+  const r = spawnSync('redis-cli', [...redisWhere, '--user', 'redis-admin', '--pass', redisPw, '--no-auth-warning', ...args],
+    { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout.trim();
+}
+// A terminal event as the producers write it (the events contract).
+const terminal = (run, type, extra = {}) =>
+  redis('XADD', 'h3pipe:events', 'MAXLEN', '~', '100000', '*', ...Object.entries({ type, job: 'video', run, ts_ms: String(Date.now()), ...extra }).flat());
+async function until(what, fn, ms = 30000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// The receivers: one server, a path each; every delivery is checked with the SDK.
+const sdk = new OpenAI({ apiKey: 'unused', baseURL: 'http://127.0.0.1:9/v1' });
+const got = {};       // path -> [{id, event, attempt}]
+const secrets = {};   // path -> whsec_
+const behave = {};    // path -> (attemptOfThisId) => status | 'hang'
+const hung = [];
+const receiver = http.createServer((req, res) => {
+  let body = '';
+  req.on('data', (c) => (body += c));
+  req.on('end', async () => {
+    const p = req.url;
+    const list = (got[p] ??= []);
+    let event, error;
+    try {
+      event = await sdk.webhooks.unwrap(body, req.headers, secrets[p]);
+    } catch (e) {
+      error = e.message;
+    }
+    const id = req.headers['webhook-id'];
+    const attempt = list.filter((x) => x.id === id).length + 1;
+    list.push({ id, event, error, attempt, body });
+    const how = (behave[p] ?? (() => 200))(attempt);
+    if (how === 'hang') { hung.push(res); return; }
+    res.writeHead(how).end();
+  });
+});
+let url;
+
+let port, tok;
+before(async () => {
+  const s = cli('start');
+  assert.equal(s.rc, 0, s.err + s.out);
+  const t = cli('token', 'create', 'alice', '--role', 'submit');
+  assert.equal(t.rc, 0, t.err);
+  tok = lastLine(t.out);
+  const stack = JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8'));
+  redisPw = fs.readFileSync(path.join(dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
+  redisWhere = stack.redis.host.startsWith('/') ? ['-s', stack.redis.host] : ['-h', stack.redis.host, '-p', String(stack.redis.port)];
+  port = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).health_port;
+  await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+  url = (p) => `http://127.0.0.1:${receiver.address().port}${p}`;
+});
+after(() => {
+  for (const r of hung) r.destroy();
+  receiver.close();
+  const st = cli('stop');
+  if (st.rc === 0) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function add(p, ...flags) {
+  const r = cli('webhook', 'add', url(p), ...flags);
+  assert.equal(r.rc, 0, r.err);
+  const secret = lastLine(r.out);
+  assert.match(secret, /^whsec_[A-Za-z0-9+/]+=*$/);
+  secrets[p] = secret;
+  return { secret, id: r.err.match(/endpoint (we_[0-9a-f]+)/)[1] };
+}
+
+async function video() {
+  // A slow video: it stays in sampling, so the only terminal events are the test's.
+  const res = await fetch(`http://127.0.0.1:${port}/v1/videos`, {
+    method: 'POST', headers: { Authorization: `Bearer ${tok}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'a heron', model: 'slow' }),
+  });
+  assert.equal(res.status, 200);
+  return res.json();
+}
+
+test('webhook add / list / remove: the secret is the last line, never listed; bad input is refused naming the field', () => {
+  const a = add('/list-only');
+  const l = cli('webhook', 'list');
+  assert.equal(l.rc, 0, l.err);
+  assert.match(l.out, new RegExp(`^endpoint\\t${a.id}\\t${url('/list-only').replace(/[/.]/g, '\\$&')}\\t\\*\\tvideo.completed,video.failed,video.cancelled$`, 'm'));
+  assert.ok(!l.out.includes(a.secret.slice(6)));
+  const bad = cli('webhook', 'add', 'ftp://example.com/x');
+  assert.notEqual(bad.rc, 0);
+  assert.match(bad.err, /URL: expected an absolute http:\/\/ or https:\/\/ URL/);
+  const badEv = cli('webhook', 'add', url('/x'), '--events', 'video.done');
+  assert.notEqual(badEv.rc, 0);
+  assert.match(badEv.err, /--events: unknown event type "video.done"/);
+  assert.equal(cli('webhook', 'remove', a.id).rc, 0);
+  assert.ok(!cli('webhook', 'list').out.includes(a.id));
+  assert.notEqual(cli('webhook', 'remove', a.id).rc, 0);
+});
+
+test('every delivery verifies with the SDK\'s webhooks.unwrap(); --events and --user filter; OpenAI\'s event shape', async () => {
+  const a = add('/all');
+  const b = add('/bob-failed', '--events', 'video.failed', '--user', 'bob');
+  const v = await video();
+  const entry = terminal(v.run_id, 'video.completed', { stage: 'decode' });
+  await until('the delivery to /all', () => got['/all']?.length === 1);
+  const d = got['/all'][0];
+  assert.equal(d.error, undefined, d.error);
+  assert.equal(d.id, `msg_${entry}_${a.id}`);
+  assert.deepEqual(d.event, {
+    object: 'event', id: `evt_${entry}`, type: 'video.completed', created_at: d.event.created_at,
+    data: { id: v.id, run_id: v.run_id, job_id: 'video' },
+  });
+  assert.ok(Math.abs(d.event.created_at - Date.now() / 1000) < 60);
+  // Another secret does not verify it (the SDK's check is real).
+  await assert.rejects(sdk.webhooks.unwrap(d.body, { 'webhook-id': d.id, 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' }, b.secret));
+  // alice's failed video: /all gets it, /bob-failed (bob's only) does not.
+  terminal(v.run_id, 'video.failed', { reason: 'sampler: out of memory' });
+  await until('the failed one to /all', () => got['/all'].length === 2);
+  assert.equal(got['/all'][1].event.type, 'video.failed');
+  assert.equal(got['/all'][1].event.data.reason, 'sampler: out of memory');
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(got['/bob-failed'], undefined);
+  assert.equal(cli('webhook', 'remove', a.id).rc, 0);
+  assert.equal(cli('webhook', 'remove', b.id).rc, 0);
+});
+
+test('a receiver that answers 500 twice gets the same webhook-id a third time, then nothing is pending', async () => {
+  behave['/flaky'] = (attempt) => (attempt <= 2 ? 500 : 200);
+  const f = add('/flaky');
+  const v = await video();
+  const entry = terminal(v.run_id, 'video.completed');
+  await until('three attempts', () => got['/flaky']?.length === 3);
+  assert.deepEqual(got['/flaky'].map((x) => [x.id, x.attempt, x.error]), [1, 2, 3].map((n) => [`msg_${entry}_${f.id}`, n, undefined]));
+  await until('nothing pending', () => /^pending\t0$/m.test(cli('webhook', 'list').out));
+  await new Promise((r) => setTimeout(r, 1000));
+  assert.equal(got['/flaky'].length, 3);
+  assert.equal(cli('webhook', 'remove', f.id).rc, 0);
+});
+
+test('a receiver that always fails is dead-lettered after the give-up time and listed', async () => {
+  behave['/down'] = () => 503;
+  const d = add('/down');
+  const v = await video();
+  const entry = terminal(v.run_id, 'video.cancelled', { reason: 'cancelled by alice' });
+  const line = await until('the dead letter', () => cli('webhook', 'list').out.split('\n').find((l) => l.startsWith(`dead\tmsg_${entry}_${d.id}\t`)));
+  const [, , u, type, attempts, why] = line.split('\t');
+  assert.deepEqual([u, type, why], [url('/down'), 'video.cancelled', 'HTTP 503']);
+  assert.ok(Number(attempts) >= 3 && Number(attempts) === got['/down'].length, line);
+  assert.ok(got['/down'].every((x) => x.id === `msg_${entry}_${d.id}` && !x.error));
+  assert.equal(cli('webhook', 'remove', d.id).rc, 0);
+});
+
+test('the API killed mid-delivery (and events written while it is down) are delivered once it is back', async () => {
+  let hang = true;
+  behave['/restart'] = () => (hang ? 'hang' : 200);
+  const e = add('/restart');
+  const v = await video();
+  const first = terminal(v.run_id, 'video.completed');
+  await until('the first attempt', () => got['/restart']?.length === 1);
+  const runFile = path.join(dir, 'run', 'api-local.json');
+  const pid = JSON.parse(fs.readFileSync(runFile, 'utf8')).pid;
+  process.kill(pid, 'SIGKILL');
+  const second = terminal(v.run_id, 'video.failed', { reason: 'while the API was down' });
+  hang = false;
+  // The supervisor restarts it; a claim older than a delivery can take is retried.
+  await until('the API back', () => {
+    try { return JSON.parse(fs.readFileSync(runFile, 'utf8')).pid !== pid; } catch { return false; }
+  });
+  await until('both delivered', () => got['/restart'].some((x) => x.id.startsWith(`msg_${first}_`) && x.attempt === 2) &&
+    got['/restart'].some((x) => x.id === `msg_${second}_${e.id}`), 30000);
+  assert.ok(got['/restart'].every((x) => !x.error));
+  assert.deepEqual([...new Set(got['/restart'].map((x) => x.id))].sort(), [`msg_${first}_${e.id}`, `msg_${second}_${e.id}`].sort());
+  await until('nothing pending', () => /^pending\t0$/m.test(cli('webhook', 'list').out));
+  // The API logged its deliveries, and never a secret.
+  const logs = fs.readdirSync(path.join(dir, 'logs')).map((f) => fs.readFileSync(path.join(dir, 'logs', f), 'utf8')).join('\n');
+  assert.match(logs, new RegExp(`webhook msg_${second}_${e.id} to .*: delivered`));
+  for (const s of Object.values(secrets)) assert.ok(!logs.includes(s.slice(6)), 'a secret in a log');
+});
