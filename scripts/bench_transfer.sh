@@ -7,6 +7,9 @@
 #   - iperf3 TCP throughput of the same link, and the same files' bytes alone through one TCP
 #     connection (bench/transfer/raw_tcp.py): the floor under any protocol on this link;
 #   - loopback MB/s with and without CURVE; SHA-256 GB/s;
+#   - three modes: curve (the product: CURVE handshake and control, the bytes as AES-256-GCM data
+#     frames under a per-offer key, issue #36 item 8), curveall (--no-data-frames: CURVE carries
+#     every byte, as before that change), plain (--no-curve: no cipher at all, the floor);
 #   - the hand-off's breakdown (issue #24), median ms of each phase per size and mode:
 #     submit_to_offer, offer_to_first_byte, wire, hash_tail, check, fsync_commit, handoff
 #     (docs/report.md); JSON breakdown_ms_<size>_<mode>;
@@ -14,7 +17,7 @@
 #     getrusage over its series, warm-up included): JSON cpu_ms_<size>_<mode>.
 #   - the same CURVE link series again with a CPU hog (one busy-loop process) beside the sender in
 #     A and one beside the receiver in B (issue #36 item 8: a sampler host's cores are busy):
-#     JSON *_curve_hog keys (and *_plain_hog: no cipher, the floor); both CURVE cases' ratios to raw TCP are checked against the goal (4.3 MB
+#     JSON *_curve_hog keys (and *_curveall_hog, *_plain_hog); the curve mode's ratios to raw TCP are checked against the goal (4.3 MB
 #     <= 1.10x, 13 MB <= 1.05x, median of REPS) and printed as met / NOT met.  HOG=0 skips it.
 # Needs root.  Only loopback and the two namespaces it creates carry traffic.
 #
@@ -99,10 +102,16 @@ series() {  # name curve_flag rel bind_ns_b endpoint
     2>"$W/$name.send.err"
   kill "$rp"; wait "$rp" 2>/dev/null || true
 }
+# The latents, their links and raw TCP's files written back first, so that the first series does
+# not pay for their write-back in its fsyncs (it once showed 5-10 ms commits in its first reps).
+sync
 # The link series first, the loopback ones (which write ~300 MB to disk at full speed, leaving the
 # host's cache busy for a while) after them, so that they cannot slow the link series.
-for c in curve plain; do
-  flag=""; [[ $c == plain ]] && flag="--no-curve"
+mode_flag() {  # mode -> xfer_node flag
+  case $1 in curve) echo "" ;; curveall) echo "--no-data-frames" ;; plain) echo "--no-curve" ;; esac
+}
+for c in curve curveall plain; do
+  flag=$(mode_flag "$c")
   series "net4_$c" "$flag" src/l4/latent.h3latent "$B" "$A" 10.214.0.2:7000
   series "net13_$c" "$flag" src/l13/latent.h3latent "$B" "$A" 10.214.0.2:7000
 done
@@ -113,15 +122,15 @@ if [[ ${HOG:-1} != 0 ]]; then
     ip netns exec "$ns" /bin/sh -c 'while :; do :; done' &
     HOGS+=($!); PIDS+=($!)
   done
-  for c in curve plain; do  # plain: no cipher at all, the floor for any cheaper data-path cipher
-    flag=""; [[ $c == plain ]] && flag="--no-curve"
+  for c in curve curveall plain; do  # plain: no cipher at all, the floor for any data-path cipher
+    flag=$(mode_flag "$c")
     series "net4_${c}_hog" "$flag" src/l4/latent.h3latent "$B" "$A" 10.214.0.2:7000
     series "net13_${c}_hog" "$flag" src/l13/latent.h3latent "$B" "$A" 10.214.0.2:7000
   done
   for p in "${HOGS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 fi
-for c in curve plain; do
-  flag=""; [[ $c == plain ]] && flag="--no-curve"
+for c in curve curveall plain; do
+  flag=$(mode_flag "$c")
   series "lo13_$c" "$flag" src/l13/latent.h3latent "$A" "$A" 127.0.0.1:7001
 done
 
@@ -215,14 +224,21 @@ def cpu(name):
             out["sender" if side == "send" else "receiver"] = round(stop[-1]["cpu_s"] * 1e3 / n, 2)
     return out
 
+# How many of the timed transfers went as AES-256-GCM data frames (SendReport.sealed).
+def sealed(name):
+    rows = [json.loads(l) for l in open(f"{W}/{name}.send.jsonl")]
+    sent = [e for e in rows if e["event"] == "sent"][1:]
+    return sum(1 for e in sent if e.get("sealed")), len(sent)
+
 def scp(name):
     return [int(x) / 1e9 for x in open(f"{W}/{name}.scp.txt").read().split()]
 
 r = {"reps": int(os.environ["REPS"]), "eager": os.environ["EAGER"] != "0", "link_mbit": int(os.environ["RATE_MBIT"]), "mtu": int(os.environ["MTU"]),
      "iperf3_gbps": float(os.environ["IPERF_GBPS"]), "cpus": int(os.environ["NPROC"]), "loadavg": os.environ["LOAD"]}
 rows = []
+MODES = ("curve", "curveall", "plain")
 for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
-    for c in ("curve", "plain"):
+    for c in MODES:
         size, d = series(f"{name}_{c}")
         med, best = statistics.median(d), min(d)
         wire = size * 8 / nominal
@@ -235,7 +251,7 @@ for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
         rows.append((label, c, size, med, best, wire, med / wire, best / wire, med / (size * 8 / iperf)))
 bd_rows = []
 for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
-    for c in ("curve", "plain"):
+    for c in MODES:
         b = breakdown(f"{name}_{c}")
         r[f"breakdown_ms_{label.replace('.', '_').lower()}_{c}"] = b
         r[f"cpu_ms_{label.replace('.', '_').lower()}_{c}"] = cpu(f"{name}_{c}")
@@ -245,25 +261,30 @@ for label, name in [("4.3MB", "raw4"), ("13MB", "raw13")]:
     key = label.replace('.', '_').lower()
     r[f"raw_tcp_seconds_{key}"] = round(statistics.median(d["seconds"]), 5)
     r[f"raw_tcp_ratio_{key}"] = round(statistics.median(d["seconds"]) / (d["size"] * 8 / nominal), 3)
-    for c in ("curve", "plain"):
+    for c in MODES:
         r[f"ratio_vs_raw_tcp_{key}_{c}"] = round(r[f"seconds_{key}_{c}"] / r[f"raw_tcp_seconds_{key}"], 3)
 # With the CPU hogs (issue #36 item 8): the ratio to the quiet raw TCP figure, CPU per hand-off.
 GOAL = {"4_3mb": 1.10, "13mb": 1.05}
 goal_rows = []
 for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
     key = label.replace('.', '_').lower()
-    goal_rows.append((label, "curve", "quiet", r[f"ratio_vs_raw_tcp_{key}_curve"], GOAL[key], r[f"cpu_ms_{key}_curve"]))
-    for c in (("curve", "plain") if os.environ["HOG"] != "0" else ()):
+    for c in ("curve", "curveall"):
+        goal_rows.append((label, c, "quiet", r[f"ratio_vs_raw_tcp_{key}_{c}"], GOAL[key], r[f"cpu_ms_{key}_{c}"]))
+    for c in (MODES if os.environ["HOG"] != "0" else ()):
         size, d = series(f"{name}_{c}_hog")
         r[f"seconds_{key}_{c}_hog"] = round(statistics.median(d), 5)
         r[f"ratio_vs_raw_tcp_{key}_{c}_hog"] = round(statistics.median(d) / r[f"raw_tcp_seconds_{key}"], 3)
         r[f"cpu_ms_{key}_{c}_hog"] = cpu(f"{name}_{c}_hog")
         goal_rows.append((label, c, "hog", r[f"ratio_vs_raw_tcp_{key}_{c}_hog"], GOAL[key], r[f"cpu_ms_{key}_{c}_hog"]))
+for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
+    for c in MODES:
+        n, of = sealed(f"{name}_{c}")
+        r[f"sealed_{label.replace('.', '_').lower()}_{c}"] = f"{n}/{of}"
 r["goal_met"] = all(g[3] <= g[4] for g in goal_rows if g[1] == "curve")
 for label, name in [("4.3MB", "scp4"), ("13MB", "scp13")]:
     d = scp(name)
     r[f"scp_seconds_{label.replace('.', '_').lower()}"] = round(statistics.median(d), 4)
-for c in ("curve", "plain"):
+for c in MODES:
     size, d = series(f"lo13_{c}")
     r[f"loopback_mbps_{c}"] = round(size / statistics.median(d) / 1e6, 1)
 r.update(json.loads(os.environ["SHA_JSON"]))
@@ -272,26 +293,28 @@ r["scp_speedup_13mb"] = round(r["scp_seconds_13mb"] / r["seconds_13mb_curve"], 1
 r["ratio_13mb_curve"] = r["ratio_13mb_curve"]
 import sys
 print(f"link {r['link_mbit']} Mbit/s tbf, iperf3 {r['iperf3_gbps']} Gbit/s, {r['cpus']} CPUs, load {r['loadavg']}", file=sys.stderr)
-print(f"{'size':>6} {'mode':>5} {'bytes':>9} {'median ms':>9} {'best ms':>8} {'wire ms':>8} {'ratio':>6} {'best':>6} {'vs iperf':>8}", file=sys.stderr)
+print(f"{'size':>6} {'mode':>8} {'bytes':>9} {'median ms':>9} {'best ms':>8} {'wire ms':>8} {'ratio':>6} {'best':>6} {'vs iperf':>8}", file=sys.stderr)
 for row in rows:
-    print(f"{row[0]:>6} {row[1]:>5} {row[2]:>9} {row[3]*1e3:>9.1f} {row[4]*1e3:>8.1f} {row[5]*1e3:>8.1f} {row[6]:>6.2f} {row[7]:>6.2f} {row[8]:>8.2f}", file=sys.stderr)
+    print(f"{row[0]:>6} {row[1]:>8} {row[2]:>9} {row[3]*1e3:>9.1f} {row[4]*1e3:>8.1f} {row[5]*1e3:>8.1f} {row[6]:>6.2f} {row[7]:>6.2f} {row[8]:>8.2f}", file=sys.stderr)
 print("hand-off breakdown, median ms: " + " ".join(PHASES), file=sys.stderr)
 for label, c, b in bd_rows:
     u = r[f"cpu_ms_{label.replace('.', '_').lower()}_{c}"]
-    print(f"{label:>6} {c:>5} " + " ".join(f"{b.get(k, 0):>7.2f}" for k in PHASES) +
+    print(f"{label:>6} {c:>8} " + " ".join(f"{b.get(k, 0):>7.2f}" for k in PHASES) +
           f"   cpu ms/hand-off: sender {u.get('sender', 0):.1f}, receiver {u.get('receiver', 0):.1f}", file=sys.stderr)
 print(f"raw TCP (the bytes alone, same link) median: 4.3MB {r['raw_tcp_seconds_4_3mb']*1e3:.1f} ms "
       f"(ratio {r['raw_tcp_ratio_4_3mb']}), 13MB {r['raw_tcp_seconds_13mb']*1e3:.1f} ms (ratio {r['raw_tcp_ratio_13mb']}); "
       f"13MB curve / raw TCP {r['ratio_vs_raw_tcp_13mb_curve']}", file=sys.stderr)
 print(f"scp median: 4.3MB {r['scp_seconds_4_3mb']*1e3:.0f} ms, 13MB {r['scp_seconds_13mb']*1e3:.0f} ms; "
       f"speedup {r['scp_speedup_4_3mb']}x / {r['scp_speedup_13mb']}x", file=sys.stderr)
-print(f"loopback 13MB: curve {r['loopback_mbps_curve']} MB/s, plain {r['loopback_mbps_plain']} MB/s; "
+print(f"loopback 13MB: curve {r['loopback_mbps_curve']} MB/s, curveall {r['loopback_mbps_curveall']} MB/s, plain {r['loopback_mbps_plain']} MB/s; "
       f"sha256 {r['sha256_gbps']} GB/s", file=sys.stderr)
-print("goal (CURVE, median / raw TCP median): quiet and with a busy loop beside sender and receiver;"
-      " plain hog rows (no cipher) for comparison only", file=sys.stderr)
+print("goal (curve: CURVE control + AES-256-GCM data frames; median / raw TCP median): quiet and with a busy"
+      " loop beside sender and receiver; curveall (CURVE carries every byte) and plain (no cipher) for comparison only", file=sys.stderr)
+print("transfers sent as AES-256-GCM data frames (timed ones): " + ", ".join(
+      f"{k[len('sealed_'):]} {v}" for k, v in sorted(r.items()) if k.startswith("sealed_")), file=sys.stderr)
 for label, c, case, ratio, goal, u in goal_rows:
     verdict = ('met' if ratio <= goal else 'NOT met') if c == "curve" else "(info)"
-    print(f"{label:>6} {c:>5} {case:>5} {ratio:>6.3f}x (goal <= {goal:.2f}x) {verdict:>7}"
+    print(f"{label:>6} {c:>8} {case:>5} {ratio:>6.3f}x (goal <= {goal:.2f}x) {verdict:>7}"
           f"   cpu s/hand-off: sender {u.get('sender', 0)/1e3:.4f}, receiver {u.get('receiver', 0)/1e3:.4f}", file=sys.stderr)
 print(json.dumps(r, sort_keys=True))
 EOF

@@ -76,7 +76,7 @@ class EventLog {
 struct Common {
   std::string keys, log = "/dev/stdout";
   std::string as = "sender";  // key pair the sender presents (tests use "stranger")
-  bool no_curve = false, no_eager = false;
+  bool no_curve = false, no_eager = false, no_data_frames = false;
   std::uint32_t chunk = 256 * 1024, window = 32;
   int heartbeat_ms = 500, dead_after_ms = 3000;
 };
@@ -94,6 +94,7 @@ int receive(const Common& c, const std::string& bind, const std::string& root) {
   o.heartbeat_ms = c.heartbeat_ms;
   o.dead_after_ms = c.dead_after_ms;
   o.curve.enabled = !c.no_curve;
+  o.data_frames = !c.no_data_frames;
   if (o.curve.enabled) {
     o.curve.secret_key = load_key_file(fs::path(c.keys) / "receiver.key", true).value();
     o.curve.public_key = load_key_file(fs::path(c.keys) / "receiver.pub", false).value();
@@ -125,7 +126,9 @@ int receive(const Common& c, const std::string& bind, const std::string& root) {
     std::fprintf(stderr, "%s\n", r.error().to_string().c_str());
     return 2;
   }
-  log.write({{"event", "ready"}, {"endpoint", (*r)->endpoint()}});
+  log.write({{"event", "ready"},
+             {"endpoint", (*r)->endpoint()},
+             {"data_endpoint", (*r)->data_endpoint()}});
   double last[3] = {-1, -1, -1};
   while (!g_stop) {  // a stats line whenever a counter moves (tests wait on these)
     double now[3] = {static_cast<double>((*r)->zap_refused()), probe.protocol_errors(),
@@ -168,6 +171,7 @@ int send(const Common& c, const std::string& peer, const std::string& root,
   o.eager_bytes = c.no_eager ? 0 : eager.bytes;
   o.eager_chunk_bytes = eager.chunk;
   o.curve.enabled = !c.no_curve;
+  o.data_frames = !c.no_data_frames;
   std::string server_key;
   if (o.curve.enabled) {
     o.curve.secret_key = load_key_file(fs::path(c.keys) / (c.as + ".key"), true).value();
@@ -189,6 +193,7 @@ int send(const Common& c, const std::string& peer, const std::string& root,
                {"bytes_sent", r.bytes_sent},
                {"resumed_from", r.resumed_from},
                {"attempts", r.attempts},
+               {"sealed", r.sealed},
                {"seconds", r.seconds}});
     std::lock_guard<std::mutex> l(mu);
     ++finished;
@@ -308,6 +313,8 @@ int main(int argc, char** argv) {
     sub->add_flag("--no-curve", c.no_curve, "plain TCP (loopback comparisons only)");
     sub->add_option("--chunk", c.chunk);
     sub->add_flag("--no-eager", c.no_eager, "sender: wait for the offer's reply before sending");
+    sub->add_flag("--no-data-frames", c.no_data_frames,
+                  "CURVE carries every byte (no AES-256-GCM data connection; issue #36 item 8)");
     sub->add_option("--window", c.window);
     sub->add_option("--heartbeat-ms", c.heartbeat_ms);
     sub->add_option("--dead-after-ms", c.dead_after_ms);

@@ -218,9 +218,14 @@ Status PartFile::commit() {
 }
 
 void PartFile::discard() {
-  ::unlink(paths_.part.c_str());
-  ::unlink(paths_.state.c_str());
-  ::unlink(paths_.sidecar_part.c_str());
+  discard_paths(paths_.final_path);
+}
+
+void PartFile::discard_paths(const fs::path& final_path) {
+  const Paths p = paths_for(final_path);
+  ::unlink(p.part.c_str());
+  ::unlink(p.state.c_str());
+  ::unlink(p.sidecar_part.c_str());
 }
 
 void PartFile::mark_notified(const fs::path& final_path, const std::string& sha256,

@@ -70,6 +70,8 @@ class PartFile final {
   Status commit();
   // Removes .part, state and the prepared sidecar (integrity failure).
   void discard();
+  // The same by name, for an attempt whose file was never opened here (or is being opened).
+  static void discard_paths(const std::filesystem::path& final_path);
   // Records that on_durable succeeded (no sync: a lost mark only repeats an idempotent enqueue).
   static void mark_notified(const std::filesystem::path& final_path, const std::string& sha256,
                             std::uint64_t size);

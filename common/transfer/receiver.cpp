@@ -58,6 +58,32 @@ Result<std::string> TransferReceiver::Impl::bind() {
   return sock_.get(zmq::sockopt::last_endpoint);
 }
 
+Result<std::string> TransferReceiver::Impl::bind_data(const std::string& control_endpoint) {
+  if (!opts_.curve.enabled || !opts_.data_frames) return std::string();
+  // tcp://ADDRESS:PORT -> tcp://ADDRESS:data_port (the control socket's own address, so the data
+  // connection is exactly as reachable as it: loopback by default, never "*" unless configured).
+  const auto colon = control_endpoint.rfind(':');
+  if (control_endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos)
+    return std::string();  // ipc:// or inproc://: no data connection, chunks ride CURVE
+  const std::string ep = fmt::format("{}:{}", control_endpoint.substr(0, colon), opts_.data_port);
+  auto s = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::router);
+  CurveServer none;  // no CURVE: the frames carry their own encryption and authentication
+  none.enabled = false;
+  H3_TRY(configure_server(*s, none, opts_.chunk_bytes, opts_.window, opts_.heartbeat_ms,
+                          opts_.dead_after_ms));
+  try {
+    s->bind(ep);
+  } catch (const zmq::error_t& e) {
+    return make_error(errc::transfer::kBind, "cannot bind the data connection {}: {}", ep,
+                      e.what());
+  }
+  std::string bound = s->get(zmq::sockopt::last_endpoint);
+  const auto port = bound.substr(bound.rfind(':') + 1);
+  data_port_ = static_cast<std::uint32_t>(std::stoul(port));
+  data_sock_ = std::move(s);
+  return bound;
+}
+
 void TransferReceiver::Impl::request_stop() {
   std::uint64_t one = 1;
   (void)!::write(stop_fd_, &one, sizeof one);
@@ -67,16 +93,20 @@ void TransferReceiver::Impl::loop() {
   for (;;) {
     zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, io_.event_fd(), ZMQ_POLLIN, 0},
-                               {nullptr, stop_fd_, ZMQ_POLLIN, 0}};
+                               {nullptr, stop_fd_, ZMQ_POLLIN, 0},
+                               {data_sock_ ? data_sock_->handle() : nullptr, data_sock_ ? 0 : -1,
+                                data_sock_ ? short(ZMQ_POLLIN) : short(0), 0}};
     try {
-      zmq::poll(items, 3, std::chrono::milliseconds(opts_.heartbeat_ms));
+      zmq::poll(items, data_sock_ ? 4 : 3, std::chrono::milliseconds(opts_.heartbeat_ms));
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
       continue;
     }
     if (items[2].revents & ZMQ_POLLIN) break;
     if (items[1].revents & ZMQ_POLLIN) io_.drain();
+    // Control first: an offer read in this round is in before the data frames that follow it.
     if (items[0].revents & ZMQ_POLLIN) read_frames();
+    if (data_sock_ && (items[3].revents & ZMQ_POLLIN)) read_data_frames();
     expire_sessions();
   }
   // Keep what was received for the next start: checkpoint every open session.
@@ -129,6 +159,7 @@ void TransferReceiver::Impl::read_frames() {
       case pb::TransferFrame::kPing: {
         pb::TransferFrame r;
         r.mutable_pong()->set_unix_ms(f->ping().unix_ms());
+        r.mutable_pong()->set_data_port(data_port_);
         send(routing, r);
         break;
       }
@@ -190,6 +221,7 @@ void TransferReceiver::Impl::expire_sessions() {
   for (auto it = last_rx_.begin(); it != last_rx_.end();)
     it = now - it->second > 10 * dead ? last_rx_.erase(it) : std::next(it);
   if (unknown_told_.size() > 4096) unknown_told_.clear();
+  expire_early();
 }
 
 TransferReceiver::TransferReceiver(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -208,6 +240,9 @@ Result<std::unique_ptr<TransferReceiver>> TransferReceiver::start(zmq::context_t
   if (!ep.ok()) return ep.error();
   std::unique_ptr<TransferReceiver> r(new TransferReceiver(std::move(impl)));
   r->endpoint_ = *ep;
+  auto dep = r->impl_->bind_data(*ep);
+  if (!dep.ok()) return dep.error();
+  r->data_endpoint_ = *dep;
   r->thread_ = std::thread([raw = r->impl_.get()] { raw->loop(); });
   return r;
 }

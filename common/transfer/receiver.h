@@ -37,6 +37,12 @@ struct ReceiverOptions {
   int dead_after_ms = 3000;
   std::uint64_t max_file_bytes = 256ull << 20;
   CurveServer curve;
+  // Issue #36 item 8: with CURVE on, a second ROUTER (no CURVE, bound to bind_endpoint's address,
+  // port data_port, 0 = any free one, announced in every pong) takes the chunks as AES-256-GCM
+  // data frames sealed under the per-offer key the offer carried inside CURVE (data_cipher.h).
+  // false, or CURVE off: no data connection; every chunk rides the CURVE socket.
+  bool data_frames = true;
+  std::uint16_t data_port = 0;
   std::string host;  // for log lines
   // Checks the received, hash-verified file (NAME.part) before it is committed, on the I/O thread:
   // the service checks the latent against the job's latent profile (docs/latent.md).  A failure
@@ -85,6 +91,8 @@ class TransferReceiver final {
 
   // The bound endpoint with the real port (tcp://127.0.0.1:41234).
   const std::string& endpoint() const { return endpoint_; }
+  // The data connection's bound endpoint (empty when it has none: CURVE off or data_frames off).
+  const std::string& data_endpoint() const { return data_endpoint_; }
   void stop();
   long long zap_refused() const;
 
@@ -93,7 +101,7 @@ class TransferReceiver final {
  private:
   explicit TransferReceiver(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  std::string endpoint_;
+  std::string endpoint_, data_endpoint_;
   std::thread thread_;
 };
 

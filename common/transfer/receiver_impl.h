@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 #include "common/core/sha256.h"
 #include "common/logging/rate_limit.h"
 #include "common/proto/h3pipe.pb.h"
+#include "common/transfer/data_cipher.h"
 #include "common/transfer/disk.h"
 #include "common/transfer/probe.h"
 #include "common/transfer/receiver.h"
@@ -48,8 +50,29 @@ struct Session {
   std::shared_ptr<std::atomic<bool>> finishing = std::make_shared<std::atomic<bool>>(false);
   Clock::time_point started = Clock::now(), first_byte, last_byte, committed;
   double check_s = 0, commit_s = 0;  // on the I/O thread: the file check, the fsyncs + renames
-  // Chunks that arrived before the I/O thread created the file (fresh offers; at most a window).
-  std::deque<std::pair<std::uint64_t, zmq::message_t>> pending;
+  // Chunks that arrived before the I/O thread created the file (fresh offers; at most a window):
+  // each chunk's bytes are msg[skip, skip + len) (skip: a sealed frame's header).
+  struct Held {
+    std::uint64_t offset = 0;
+    zmq::message_t msg;
+    std::size_t skip = 0, len = 0;
+  };
+  std::deque<Held> pending;
+  // Sealed data frames (issue #36 item 8): present when the offer carried a data key and the
+  // chunks are to come over the data connection; the data connection that delivered the first
+  // authenticated frame is the only one taken from then on (data_routing).
+  std::optional<FrameOpener> opener;
+  std::string data_routing;
+  bool sealed = false;  // the offer carried a data key: a plain Chunk is refused
+};
+
+// A sealed frame that came over the data connection before its offer (the offer and its eager
+// frames travel on two connections, so the frames may overtake it): held until the offer is in,
+// for at most dead_after_ms, within kEarlyBytes in all.
+struct EarlyFrame {
+  std::string routing;
+  zmq::message_t msg;
+  std::chrono::steady_clock::time_point at;
 };
 
 class TransferReceiver::Impl {
@@ -58,6 +81,9 @@ class TransferReceiver::Impl {
   ~Impl();
 
   Result<std::string> bind();
+  // The data connection (CURVE on and data_frames): bound next to the control socket.  Returns
+  // its endpoint, or "" when there is none.
+  Result<std::string> bind_data(const std::string& control_endpoint);
   void request_stop();
   long long zap_refused() const { return zap_ ? zap_->refused() : 0; }
   void loop();
@@ -77,6 +103,16 @@ class TransferReceiver::Impl {
   void reply(Session& s, std::uint64_t have);
   void file_ready(Session& s, std::shared_ptr<PartFile> file);
   void on_chunk(const std::string& routing, const pb::Chunk& c, zmq::message_t& data);
+  // receiver_data.cpp: the data connection's sealed frames.
+  void read_data_frames();
+  void on_sealed(const std::string& routing, zmq::message_t& msg);
+  void make_opener(Session& s, std::uint64_t start);
+  void replay_early(std::uint64_t tid);
+  void expire_early();
+  // A chunk's bytes msg[skip, skip + len) at `offset`, checked against the session's bounds,
+  // hashed and written (or held until the file exists).  False: the session was closed.
+  bool take_bytes(Session& s, std::uint64_t offset, zmq::message_t& msg, std::size_t skip,
+                  std::size_t len);
   void after_write(Session& s);
   void maybe_checkpoint(Session& s);
   void finish(Session& s);
@@ -93,6 +129,11 @@ class TransferReceiver::Impl {
   TransferProbe& probe_;
   std::unique_ptr<ZapHandler> zap_;
   zmq::socket_t sock_;
+  std::unique_ptr<zmq::socket_t> data_sock_;  // sealed data frames; null without one
+  std::uint32_t data_port_ = 0;
+  std::map<std::uint64_t, std::deque<EarlyFrame>> early_;
+  std::size_t early_bytes_ = 0;
+  std::set<std::uint64_t> gone_tids_;  // transfers over: their late data frames are dropped
   int stop_fd_;
   IoThread io_;
   std::map<std::string, std::unique_ptr<Session>> sessions_;

@@ -50,6 +50,20 @@ void TransferReceiver::Impl::on_offer(const std::string& routing, const pb::Offe
       return;
     }
   }
+  // A data key (issue #36 item 8) only where this receiver has a data connection to take the
+  // frames it seals, and only of the one length AES-256 uses.
+  if (!o.data_key().empty() && (!data_sock_ || o.data_key().size() != kDataKeyBytes)) {
+    probe_.protocol_error();
+    const std::string why =
+        data_sock_ ? fmt::format("offer.data_key has {} bytes, expected {}", o.data_key().size(),
+                                 kDataKeyBytes)
+                   : std::string("offer.data_key given, but this receiver has no data connection");
+    logger().warn("transfer receiver: run={} job={} offer refused: {}", o.run_id(), o.job_id(),
+                  why);
+    send_done(routing, offered, offered.transfer_id(), false, errc::transfer::kProtocol.id, why,
+              false);
+    return;
+  }
   const std::string key = o.run_id() + "/" + o.job_id();
   bool replaced = false;
   if (auto it = sessions_.find(key); it != sessions_.end()) {
@@ -69,6 +83,7 @@ void TransferReceiver::Impl::on_offer(const std::string& routing, const pb::Offe
   s->routing = routing;
   s->tid = o.transfer_id();
   s->offer = o;
+  s->sealed = !o.data_key().empty();
   s->final_path = *final_path;
   Session* raw = s.get();
   by_tid_[s->tid] = raw;
@@ -88,6 +103,7 @@ void TransferReceiver::Impl::on_offer(const std::string& routing, const pb::Offe
     raw->phase = Session::Phase::kReceiving;
     reply(*raw, 0);
   }
+  const bool replay = fresh && raw->opener.has_value();
   io_.post([this, out, tid, o, fresh, path = *final_path,
             root = opts_.root]() -> IoThread::Completion {
     if (fresh) {
@@ -102,6 +118,8 @@ void TransferReceiver::Impl::on_offer(const std::string& routing, const pb::Offe
     }
     return [this, out, tid] { opened(tid, *out); };
   });
+  // Eager frames that overtook the offer on the data connection (the session may close here).
+  if (replay) replay_early(tid);
 }
 
 template <typename Opened>
@@ -109,6 +127,7 @@ void TransferReceiver::Impl::opened(std::uint64_t tid, Opened& r) {
   auto it = by_tid_.find(tid);
   if (it == by_tid_.end()) return;  // superseded meanwhile
   Session& s = *it->second;
+  if (s.phase == Session::Phase::kCommitting) return;  // a data frame refused meanwhile: discarded
   if (r.complete) {
     if (!r.notified && !deliver(s)) {
       erase(&s);
@@ -159,14 +178,19 @@ void TransferReceiver::Impl::reply(Session& s, std::uint64_t have) {
   rep->set_window(opts_.window);
   rep->set_chunk_size(opts_.chunk_bytes);
   rep->set_eager_accepted(s.eager_ok);
+  // Sealed data frames from `have` on.  An offer that came with eager frames which this receiver
+  // does not take gets no opener: its frames (eager or not) are dropped, and the sender, seeing
+  // eager_accepted false, offers again under a new key without eager frames (sender_transfer.cpp).
+  if (s.sealed && (s.eager_ok || s.offer.eager_bytes() == 0)) make_opener(s, have);
   send(s.routing, f);
 }
 
 // Fresh offer: the file exists now; write what waited for it, then carry on as usual.
 void TransferReceiver::Impl::file_ready(Session& s, std::shared_ptr<PartFile> file) {
   s.file = std::move(file);
-  for (auto& [offset, data] : s.pending) {
-    if (auto w = s.file->write(offset, data.data(), data.size()); !w.ok()) {
+  for (auto& h : s.pending) {
+    if (auto w = s.file->write(h.offset, static_cast<const char*>(h.msg.data()) + h.skip, h.len);
+        !w.ok()) {
       send_done(s.routing, s.offer, s.tid, false, w.error().code, w.error().message, true);
       return close_session(&s);
     }
@@ -198,33 +222,48 @@ void TransferReceiver::Impl::on_chunk(const std::string& routing, const pb::Chun
   }
   Session& s = *it->second;
   if (s.phase != Session::Phase::kReceiving) return;
-  const std::uint64_t len = data.size();
-  auto check = check_chunk({s.received, s.durable, s.offer.size(), opts_.chunk_bytes, opts_.window},
-                           c.offset(), len);
-  if (check.verdict == ChunkCheck::Verdict::kDuplicate) return;  // after a re-offer race
-  if (check.verdict == ChunkCheck::Verdict::kRefuse) {
-    const std::string& problem = check.problem;
+  if (s.sealed) {  // this transfer's bytes come sealed over the data connection, never here
     probe_.protocol_error();
+    const std::string problem = "a plain chunk for a transfer whose offer carried a data key";
     logger().warn("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
                   problem);
     send_done(routing, s.offer, s.tid, false, errc::transfer::kProtocol.id, problem, true);
     close_session(&s);
     return;
   }
+  (void)take_bytes(s, c.offset(), data, 0, data.size());
+}
+
+bool TransferReceiver::Impl::take_bytes(Session& s, std::uint64_t offset, zmq::message_t& msg,
+                                        std::size_t skip, std::size_t len) {
+  auto check = check_chunk({s.received, s.durable, s.offer.size(), opts_.chunk_bytes, opts_.window},
+                           offset, len);
+  if (check.verdict == ChunkCheck::Verdict::kDuplicate) return true;  // after a re-offer race
+  if (check.verdict == ChunkCheck::Verdict::kRefuse) {
+    const std::string& problem = check.problem;
+    probe_.protocol_error();
+    logger().warn("transfer receiver: run={} job={}: {}", s.offer.run_id(), s.offer.job_id(),
+                  problem);
+    send_done(s.routing, s.offer, s.tid, false, errc::transfer::kProtocol.id, problem, true);
+    close_session(&s);
+    return false;
+  }
+  const char* bytes = static_cast<const char*>(msg.data()) + skip;
   if (s.received == s.have) s.first_byte = Clock::now();
-  s.hasher.update(data.data(), len);
+  s.hasher.update(bytes, len);
   s.received += len;
   probe_.add_bytes(static_cast<double>(len));
   if (!s.file) {  // fresh offer, file not created yet: keep the bytes (bounded by the credit)
-    s.pending.emplace_back(c.offset(), std::move(data));
-    return;
+    s.pending.push_back({offset, std::move(msg), skip, len});
+    return true;
   }
-  if (auto w = s.file->write(c.offset(), data.data(), len); !w.ok()) {
-    send_done(routing, s.offer, s.tid, false, w.error().code, w.error().message, true);
+  if (auto w = s.file->write(offset, bytes, len); !w.ok()) {
+    send_done(s.routing, s.offer, s.tid, false, w.error().code, w.error().message, true);
     close_session(&s);
-    return;
+    return false;
   }
   after_write(s);
+  return true;
 }
 
 // Write-back, checkpoint or commit once bytes up to s.received are in the file.
@@ -427,6 +466,14 @@ void TransferReceiver::Impl::close_session(Session* s) {
 
 void TransferReceiver::Impl::erase(Session* s) {
   by_tid_.erase(s->tid);
+  if (s->sealed) {
+    if (gone_tids_.size() > 4096) gone_tids_.clear();
+    gone_tids_.insert(s->tid);
+  }
+  if (auto e = early_.find(s->tid); e != early_.end()) {
+    for (const auto& f : e->second) early_bytes_ -= f.msg.size();
+    early_.erase(e);
+  }
   std::string key = s->key;
   sessions_.erase(key);
   update_in_flight();

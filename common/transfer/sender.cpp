@@ -94,6 +94,10 @@ void TransferSender::Impl::loop() {
           {p.sock ? p.sock->handle() : nullptr, p.sock ? 0 : -1, p.sock ? ev : short(0), 0});
       items.push_back({p.mon ? p.mon->handle() : nullptr, p.mon ? 0 : -1,
                        p.mon ? short(ZMQ_POLLIN) : short(0), 0});
+      // The data connection only sends: polled for room while a sealed frame waits.
+      const bool data_out = p.data_sock && p.data_want_out;
+      items.push_back({data_out ? p.data_sock->handle() : nullptr, data_out ? 0 : -1,
+                       data_out ? short(ZMQ_POLLOUT) : short(0), 0});
     }
     try {
       zmq::poll(items.data(), items.size(), milliseconds(std::min(opts_.heartbeat_ms, 100)));
@@ -105,9 +109,10 @@ void TransferSender::Impl::loop() {
     if (notify_ && (items[1].revents & ZMQ_POLLIN)) take_notifications();
     for (std::size_t i = 0; i < peers_.size(); ++i) {
       Peer& p = peers_[i];
-      if (items[first_peer + 2 * i + 1].revents & ZMQ_POLLIN) monitor_events(p);
-      if (items[first_peer + 2 * i].revents & ZMQ_POLLIN) read_frames(p);
+      if (items[first_peer + 3 * i + 1].revents & ZMQ_POLLIN) monitor_events(p);
+      if (items[first_peer + 3 * i].revents & ZMQ_POLLIN) read_frames(p);
       p.want_out = false;
+      p.data_want_out = false;
       tick(p);
     }
     if (opts_.rescan_ms > 0 && Clock::now() >= next_rescan_) rescan();

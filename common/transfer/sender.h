@@ -41,6 +41,7 @@ struct SendReport {
   double seconds = 0;        // queued -> acknowledged durable
   bool local = false;        // same host: no network
   bool eager_taken = false;  // the receiver kept the chunks sent with the first offer
+  bool sealed = false;       // the last attempt's bytes went as AES-256-GCM data frames
 };
 
 struct SenderOptions {
@@ -66,6 +67,10 @@ struct SenderOptions {
   // a span a receiver would not grant is dropped there and sent again.  0 turns it off.
   std::uint64_t eager_bytes = 1u << 20;
   std::uint32_t eager_chunk_bytes = 64u << 10;
+  // Issue #36 item 8: with CURVE on, a receiver that announces a data connection (its pong's
+  // data_port) gets each offer's bytes as AES-256-GCM data frames over it, under a fresh key per
+  // offer sent inside CURVE (data_cipher.h), instead of through CURVE.  false: never.
+  bool data_frames = true;
 
   // Decode host for a task whose target_host is empty: the hook gets the candidate hosts and
   // this sender's queue length per host.  Default: the shortest queue (first on ties).
@@ -80,8 +85,9 @@ struct SenderOptions {
   std::function<void(const pb::StageTask&, const Error&)> on_failed;
 
   // TEST ONLY: flips one bit of the first chunk sent in each of the first N attempts of every
-  // transfer, after the sender's own hashing, to prove that the receiver catches corruption in
-  // transit.  Never set in production; the test driver enables it through the environment
+  // transfer, after the sender's own hashing (for sealed data frames: a bit of the ciphertext of
+  // the attempt's second frame, after sealing), to prove that the receiver catches corruption
+  // in transit.  Never set in production; the test driver enables it through the environment
   // variable H3PIPE_TEST_ONLY_CORRUPT_ATTEMPTS.
   int test_only_corrupt_attempts = 0;
 };

@@ -29,6 +29,8 @@ void TransferSender::Impl::drop_socket(Peer& p, const char* why) {
   if (p.sock) zmq_socket_monitor(p.sock->handle(), nullptr, 0);
   p.mon.reset();
   p.sock.reset();
+  p.data_sock.reset();  // learnt again from the next connection's pong
+  p.data_port = 0;
   p.connected = false;
   p.backoff_ms = p.backoff_ms == 0 ? opts_.backoff_initial_ms
                                    : std::min(p.backoff_ms * 2, opts_.backoff_max_ms);
@@ -86,6 +88,25 @@ bool TransferSender::Impl::send_chunk(Peer& p, const pb::TransferFrame& f, zmq::
   }
 }
 
+// The receiver's pong names its data connection's port (0: none).  A new port (the receiver
+// restarted) replaces the data socket; the active attempt keeps going where it was.
+void TransferSender::Impl::on_pong(Peer& p, const pb::Ping& pong) {
+  if (!opts_.curve.enabled || !opts_.data_frames) return;
+  const std::uint32_t port = pong.data_port();
+  if (port == p.data_port) return;
+  if (p.active && p.sealer) reset_attempt(p);  // its frames went to the old connection
+  p.data_sock.reset();
+  p.data_port = 0;
+  if (port == 0) return;
+  if (auto st = detail::open_data_peer(ctx_, opts_, p, port); !st.ok())
+    logger().warn("transfer sender: peer {}: {}; its chunks go through CURVE", p.o.host,
+                  st.error().message);
+}
+
+bool TransferSender::Impl::data_usable(const Peer& p) const {
+  return p.data_sock && opts_.curve.enabled && opts_.data_frames && Clock::now() >= p.data_retry_at;
+}
+
 void TransferSender::Impl::tick(Peer& p) {
   const auto now = Clock::now();
   if (!p.sock) return;
@@ -110,8 +131,10 @@ void TransferSender::Impl::tick(Peer& p) {
     if (now < p.next_offer_at) return;
     offer(p);
   } else if (now - p.progress > milliseconds(opts_.dead_after_ms)) {
-    logger().warn("transfer sender: run={} job={}: no progress from {} for {} ms; offering again",
-                  p.active->task.run_id(), p.active->task.job_id(), p.o.host, opts_.dead_after_ms);
+    logger().warn("transfer sender: run={} job={}: no progress from {} for {} ms; offering again{}",
+                  p.active->task.run_id(), p.active->task.job_id(), p.o.host, opts_.dead_after_ms,
+                  p.sealer ? " through CURVE (the data connection is left unused for 60 s)" : "");
+    if (p.sealer) p.data_retry_at = now + std::chrono::seconds(60);
     reset_attempt(p);
     offer(p);
   } else if (p.st == St::kStreaming || (p.st == St::kOffered && p.eager)) {

@@ -52,6 +52,8 @@ class TransferSender::Impl {
   bool send(detail::Peer& p, const pb::TransferFrame& f);
   bool send_chunk(detail::Peer& p, const pb::TransferFrame& f, zmq::message_t data);
   void tick(detail::Peer& p);
+  void on_pong(detail::Peer& p, const pb::Ping& pong);
+  bool data_usable(const detail::Peer& p) const;
 
   // sender_transfer.cpp
   void reset_attempt(detail::Peer& p);
@@ -62,6 +64,8 @@ class TransferSender::Impl {
   void on_reply(detail::Peer& p, const pb::OfferReply& r);
   void on_credit(detail::Peer& p, const pb::Credit& c);
   void pump(detail::Peer& p);
+  bool seal_next(detail::Peer& p, std::uint64_t n);
+  bool send_sealed(detail::Peer& p);
   void on_done(detail::Peer& p, const pb::Done& d);
   void succeed(detail::Peer& p, const std::string& sha);
   void fail_active(detail::Peer& p, const Error& e);

@@ -35,6 +35,28 @@ Result<Job> make_job(const SenderOptions& opts, const pb::StageTask& t) {
   return j;
 }
 
+Status open_data_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, std::uint32_t port) {
+  const auto colon = p.o.endpoint.rfind(':');
+  if (p.o.endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos || port == 0 ||
+      port > 65535)
+    return make_error(errc::transfer::kSocket, "no data connection to {} (port {})", p.o.endpoint,
+                      port);
+  const std::string ep = fmt::format("{}:{}", p.o.endpoint.substr(0, colon), port);
+  auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+  CurveClient none;  // no CURVE: the frames carry their own encryption and authentication
+  none.enabled = false;
+  H3_TRY(configure_client(*sock, none, 0, 64, opts.heartbeat_ms, opts.dead_after_ms));
+  try {
+    sock->connect(ep);
+  } catch (const zmq::error_t& e) {
+    return make_error(errc::transfer::kSocket, "connect {}: {}", ep, e.what());
+  }
+  p.data_sock = std::move(sock);
+  p.data_port = port;
+  p.data_want_out = false;
+  return {};
+}
+
 Status open_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, const void* owner) {
   CurveClient c = opts.curve;
   c.server_key = p.o.server_key;

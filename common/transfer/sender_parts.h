@@ -12,6 +12,7 @@
 
 #include "common/core/result.h"
 #include "common/core/sha256.h"
+#include "common/transfer/data_cipher.h"
 #include "common/transfer/sender.h"
 
 namespace h3pipe::transfer::detail {
@@ -32,6 +33,7 @@ struct Job {
   bool source_mismatch = false;
   bool eager_tried = false;  // only a latent's first offer carries eager chunks
   bool eager_taken = false;
+  bool sealed = false;  // the current attempt's bytes go as sealed data frames
 };
 
 enum class St { kIdle, kOffered, kStreaming, kAwaitDone };
@@ -58,12 +60,28 @@ struct Peer {
   // the decode host costs a few log lines a second, not hundreds (issue #15).
   int offer_again_ms = 0;
   Clock::time_point next_offer_at;
+  // The receiver's data connection (issue #36 item 8): opened once its pong announces a port;
+  // the active attempt seals its chunks with `sealer` when the offer carried a key.  A sealed
+  // frame the socket could not take yet waits in `unsent` (its nonce is spent: it must go as
+  // is).  A sealed attempt that made no progress leaves the data path unused until
+  // data_retry_at (the chunks ride CURVE meanwhile).
+  std::unique_ptr<zmq::socket_t> data_sock;
+  std::uint32_t data_port = 0;
+  std::optional<FrameSealer> sealer;
+  std::optional<zmq::message_t> unsent;
+  std::uint64_t unsent_len = 0;
+  bool data_want_out = false;
+  Clock::time_point data_retry_at;
 };
 
 // Validates a task and builds its job: the latent must lie under opts.root, named by validated
 // components (a local notification can never make the sender ship an arbitrary file), and have
 // a sidecar that agrees with the task.  Errors: id.*, transfer.source.
 Result<Job> make_job(const SenderOptions& opts, const pb::StageTask& t);
+
+// Creates the peer's data DEALER (no CURVE: it carries sealed frames only) to `port` at the
+// address of the peer's control endpoint, and connects.  Errors: transfer.socket.
+Status open_data_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, std::uint32_t port);
 
 // Creates the peer's DEALER (CURVE client, limits), its socket monitor, and connects.
 Status open_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, const void* owner);

@@ -2,6 +2,7 @@
 // (with its eager chunks), the receiver's reply and credits, pumping chunks from the latent under
 // the credit, and the receiver's Done: success, re-send, offer again later, or failure.
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +27,11 @@ using std::chrono::milliseconds;
 
 void TransferSender::Impl::reset_attempt(Peer& p) {
   close_file(p);
+  p.sealer.reset();
+  p.unsent.reset();
+  p.unsent_len = 0;
+  p.data_want_out = false;
+  if (p.active) p.active->sealed = false;
   p.eager = false;
   p.st = St::kIdle;
   p.tid = 0;
@@ -59,8 +65,28 @@ void TransferSender::Impl::offer(Peer& p) {
     o->set_eager_bytes(std::min<std::uint64_t>(opts_.eager_bytes, j.size));
     o->set_eager_chunk(opts_.eager_chunk_bytes);
   }
-  if (!send(p, f)) {  // not connected yet: the next tick tries again
+  // Issue #36 item 8: the bytes as AES-256-GCM data frames over the data connection, under a
+  // key drawn for this offer alone and sent only here, inside the CURVE session.
+  p.sealer.reset();
+  j.sealed = false;
+  if (data_usable(p)) {
+    auto key = DataKey::random();
+    auto sealer = key.ok() ? FrameSealer::make(*key, p.tid) : Result<FrameSealer>(key.error());
+    if (sealer.ok()) {
+      o->set_data_key(std::string(key->bytes()));
+      p.sealer.emplace(std::move(*sealer));
+      j.sealed = true;
+    } else {
+      logger().warn("transfer sender: run={} job={}: {}; this offer's chunks go through CURVE",
+                    j.task.run_id(), j.task.job_id(), sealer.error().message);
+    }
+  }
+  const bool sent = send(p, f);
+  // The key's copy in the frame is wiped as soon as it is sent (the sealer keeps its own).
+  if (!o->data_key().empty()) OPENSSL_cleanse(o->mutable_data_key()->data(), o->data_key().size());
+  if (!sent) {  // not connected yet: the next tick tries again
     close_file(p);
+    p.sealer.reset();
     return;
   }
   p.st = St::kOffered;
@@ -110,7 +136,10 @@ void TransferSender::Impl::read_frames(Peer& p) {
       case pb::TransferFrame::kDone:
         on_done(p, f->done());
         break;
-      default:  // kPong: last_rx is all it is for
+      case pb::TransferFrame::kPong:
+        on_pong(p, f->pong());
+        break;
+      default:
         break;
     }
   }
@@ -126,6 +155,14 @@ void TransferSender::Impl::on_reply(Peer& p, const pb::OfferReply& r) {
     return fail_active(p, st.error());
   }
   const bool eager_taken = p.eager && r.eager_accepted();
+  if (p.sealer && p.eager && !eager_taken) {
+    // The receiver does not take this offer's eager frames, so it has no place in the sealed
+    // stream for what follows them (receiver_session.cpp, reply): offer again under a new key,
+    // without eager frames (a latent's first offer only carries them).  One round trip, only
+    // when the receiver resumes a .part or is configured differently.
+    reset_attempt(p);
+    return offer(p);
+  }
   p.eager = false;
   if (eager_taken) {  // carry on from where the eager chunks got to, under the real grant
     j.eager_taken = true;
@@ -160,8 +197,15 @@ void TransferSender::Impl::on_credit(Peer& p, const pb::Credit& c) {
 
 void TransferSender::Impl::pump(Peer& p) {
   Job& j = *p.active;
+  if (p.unsent) {  // a sealed frame the data socket could not take: it goes first, as it is
+    if (!send_sealed(p)) return;
+  }
   while ((p.st == St::kStreaming || p.eager) && p.next < j.size && p.next < p.limit) {
     const std::uint64_t n = next_chunk_len(p.next, j.size, p.limit, p.chunk);
+    if (p.sealer) {
+      if (!seal_next(p, n)) return;
+      continue;
+    }
     pb::TransferFrame f;
     auto* c = f.mutable_chunk();
     c->set_job_id(j.task.job_id());
@@ -197,6 +241,63 @@ void TransferSender::Impl::pump(Peer& p) {
     p.st = St::kAwaitDone;
     if (p.hashing && p.hashed == j.size && p.hasher.hex_digest() != j.sha) j.source_mismatch = true;
   }
+}
+
+// The next n bytes at p.next as one sealed data frame: read straight into the frame, sealed in
+// place, sent on the data connection (or held in p.unsent until it can take it).  False: stop
+// pumping (socket full, or the attempt failed).
+bool TransferSender::Impl::seal_next(Peer& p, std::uint64_t n) {
+  Job& j = *p.active;
+  zmq::message_t msg(sealed_size(n));
+  auto* out = static_cast<unsigned char*>(msg.data());
+  unsigned char* plain = out + kHeaderBytes;
+  ssize_t got = ::pread(p.fd, plain, n, static_cast<off_t>(p.next));
+  if (got != static_cast<ssize_t>(n)) {
+    fail_active(p, make_error(errc::transfer::kSource, "read {} at {}: short read",
+                              j.latent.string(), p.next));
+    return false;
+  }
+  if (p.hashing && p.hashed == p.next) {
+    p.hasher.update(plain, n);
+    p.hashed += n;
+  }
+  if (auto st = p.sealer->seal(p.next, std::span<const unsigned char>(plain, n),
+                               p.next + n == j.size, std::span<unsigned char>(out, msg.size()));
+      !st.ok()) {
+    fail_active(p, st.error());
+    return false;
+  }
+  // TEST ONLY (see SenderOptions): a bit of the ciphertext, after sealing, in the attempt's
+  // second frame (the first binds the data connection to the transfer on the receiver).
+  if (p.corrupt_pending > 0 && p.sealer->next_index() >= 2) {
+    plain[n / 2] ^= 0x10;
+    logger().warn(
+        "transfer sender: TEST ONLY: flipped a bit of the sealed frame at offset {} of run={} "
+        "job={} attempt {}",
+        p.next + n / 2, j.task.run_id(), j.task.job_id(), j.attempts);
+    p.corrupt_pending = 0;
+  }
+  p.unsent.emplace(std::move(msg));
+  p.unsent_len = n;
+  return send_sealed(p);
+}
+
+bool TransferSender::Impl::send_sealed(Peer& p) {
+  bool ok = false;
+  try {
+    ok = p.data_sock && p.data_sock->send(*p.unsent, zmq::send_flags::dontwait).has_value();
+  } catch (const zmq::error_t&) {
+  }
+  if (!ok) {
+    p.data_want_out = true;  // HWM reached or not connected yet: resume on POLLOUT / next tick
+    return false;
+  }
+  p.unsent.reset();
+  p.next += p.unsent_len;
+  p.active->bytes_sent += p.unsent_len;
+  probe_.add_bytes(static_cast<double>(p.unsent_len));
+  p.unsent_len = 0;
+  return true;
 }
 
 void TransferSender::Impl::on_done(Peer& p, const pb::Done& d) {
@@ -253,7 +354,8 @@ void TransferSender::Impl::succeed(Peer& p, const std::string& sha) {
                j.attempts,
                secs,
                false,
-               j.eager_taken};
+               j.eager_taken,
+               j.sealed};
   if (opts_.on_sent) opts_.on_sent(r);
 }
 

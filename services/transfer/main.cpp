@@ -56,8 +56,11 @@ int serve(runner::Context& ctx) {
       return 2;
     }
     receiver = std::move(*r);
-    logger().info("transfer receiver on {} (CURVE {})", receiver->endpoint(),
-                  o->curve.enabled ? "on" : "off");
+    logger().info("transfer receiver on {} (CURVE {}{})", receiver->endpoint(),
+                  o->curve.enabled ? "on" : "off",
+                  receiver->data_endpoint().empty()
+                      ? std::string()
+                      : "; AES-256-GCM data frames on " + receiver->data_endpoint());
   }
   if (transfer::runs_sender(c, ctx.host)) {
     auto o = transfer::sender_options(c, ctx.host);
