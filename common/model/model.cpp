@@ -140,7 +140,8 @@ Status check_dims(const LatentDims& d) {
 
 Status Model::sample(const Tensor& cond, const LatentDims& dims, std::uint32_t steps,
                      std::uint64_t seed, std::vector<float>& video_out,
-                     std::vector<float>& audio_out, const CancelFn& cancelled) {
+                     std::vector<float>& audio_out, const CancelFn& cancelled,
+                     const StepFn& on_step) {
   const ModelConfig& c = impl_->config;
   if (!impl_->dit) return not_loaded("sampler");
   H3_TRY(check_dims(dims));
@@ -158,17 +159,28 @@ Status Model::sample(const Tensor& cond, const LatentDims& dims, std::uint32_t s
     return make_error(errc::runtime::kPermanentInput, "steps {} out of range [1, 1000]", steps);
   video_out.resize(static_cast<std::size_t>(dims.video_numel()));
   audio_out.resize(static_cast<std::size_t>(dims.audio_numel()));
+  // Both samplers (Dit::sample, DitGpu::sample) ask `cancelled` once at the start of every step,
+  // so its k-th call (k >= 1) follows step k: the step report rides on it, with no change to the
+  // backends.  The last step is told after the sampler returns.
+  const float* live = impl_->device ? nullptr : video_out.data();
+  std::uint32_t asked = 0;
+  const CancelFn per_step = !on_step ? cancelled : CancelFn([&]() -> bool {
+    if (asked > 0 && asked < steps) on_step(asked, steps, live);
+    ++asked;
+    return cancelled && cancelled();
+  });
   Status s;
   if (impl_->device) {
-    s = impl_->device->sample(cond, dims, steps, seed, video_out.data(), audio_out.data(),
-                              cancelled, impl_->last_gflop);
+    s = impl_->device->sample(cond, dims, steps, seed, video_out.data(), audio_out.data(), per_step,
+                              impl_->last_gflop);
   } else {
     Exec ex = impl_->exec();
     s = impl_->dit->sample(ex, cond, dims, steps, seed, video_out.data(), audio_out.data(),
-                           cancelled);
+                           per_step);
     impl_->done();
   }
   H3_TRY(s);
+  if (on_step) on_step(steps, steps, live);
   for (float v : video_out)
     if (!std::isfinite(v))
       return make_error(errc::runtime::kNumeric, "sampler produced a non-finite video latent");

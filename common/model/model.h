@@ -117,6 +117,10 @@ struct DecodePlan {
 
 using FrameSink = std::function<Status(std::span<const std::uint8_t> rgb24)>;
 using CancelFn = std::function<bool()>;
+// Told after each sampling step: steps done (1..steps), the total, and the video latent after that
+// step ((24, t, h, w) floats, valid during the call; nullptr on the device backend, whose latent
+// stays on the GPU).  Called on the sampling thread, between steps: keep it cheap.
+using StepFn = std::function<void(std::uint32_t done, std::uint32_t steps, const float* video)>;
 
 // Which networks a process needs: a decoder service keeps only the VAE and audio decoder
 // weights in memory (a weights file is still validated whole).
@@ -141,7 +145,7 @@ class Model final {
   // resized to dims.video_numel() / dims.audio_numel(), layouts (24, t, h, w) and (32, 2, L).
   Status sample(const Tensor& cond, const LatentDims& dims, std::uint32_t steps, std::uint64_t seed,
                 std::vector<float>& video_out, std::vector<float>& audio_out,
-                const CancelFn& cancelled = {});
+                const CancelFn& cancelled = {}, const StepFn& on_step = {});
 
   // Decodes exactly `frames` RGB24 frames of out_w x out_h (<= 16*dims), streaming each frame to
   // on_frame in order as soon as it is produced.  The causal decoder yields 1 + 4*(t-1) frames;

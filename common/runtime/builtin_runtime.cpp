@@ -192,7 +192,9 @@ class BuiltinSample final : public SampleRuntime {
     // The builtin model makes the builtin profile's grid; a job of another profile cannot run here.
     H3_TRY(require_builtin_profile(ctx));
     latent::Latent l = latent::make_latent(latent::builtin_profile(), expected_latent(ctx).job);
-    auto st = l_.model->sample(cond, dims, s.steps(), s.seed(), l.video, l.audio, ctx.cancelled);
+    auto st = l_.model->sample(
+        cond, dims, s.steps(), s.seed(), l.video, l.audio, ctx.cancelled,
+        [&ctx](std::uint32_t k, std::uint32_t n, const float*) { ctx.progress(k, n); });
     if (!st) return st.error();
     l.metadata = {{"runtime", "builtin"},
                   {"job", s.job_id()},

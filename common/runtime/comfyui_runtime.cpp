@@ -17,6 +17,7 @@
 #include "common/core/sha256.h"
 #include "common/latent/latent.h"
 #include "common/runtime/comfyui_client.h"
+#include "common/runtime/comfyui_progress.h"
 #include "common/runtime/comfyui_settings.h"
 #include "common/runtime/comfyui_workflow.h"
 #include "common/runtime/stage_output.h"
@@ -189,6 +190,8 @@ class ComfyRunner final {
       values[in.key] = *v;
     }
 
+    // Step progress: the websocket is open before anything is queued (#37).
+    progress_.open(s_.url, s_.client_id, static_cast<int>(s_.connect_timeout_ms));
     // A restarted worker finds what an earlier attempt queued instead of queueing it again.
     std::string id, adopted_from;
     for (long long a = std::max<long long>(ctx.attempt, 1); a >= 1 && id.empty(); --a) {
@@ -504,8 +507,11 @@ class ComfyRunner final {
               "ComfyUI server at {}: prompt {} did not finish within {} s; it was cancelled",
               s_.url, id, s_.timeout_s);
         }
-        std::this_thread::sleep_for(
-            std::min<Clock::duration>(next - Clock::now(), std::chrono::milliseconds(50)));
+        const auto wait =
+            std::min<Clock::duration>(next - Clock::now(), std::chrono::milliseconds(50));
+        progress_.pump(
+            static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()),
+            id, ctx.progress);
       }
       auto loc = client_.locate(id);
       if (!loc.ok()) {
@@ -575,6 +581,7 @@ class ComfyRunner final {
   comfyui::Settings s_;
   StageKind stage_;
   comfyui::Client client_;
+  comfyui::ProgressFollower progress_;
 };
 
 }  // namespace

@@ -315,6 +315,9 @@ class ExecRunner final {
     o.timeout_s = s_.timeout_s;
     o.kill_grace_s = s_.kill_grace_s;
     o.cancelled = ctx.cancelled;
+    o.on_line = [&ctx](std::string_view line) {
+      if (auto p = parse_progress_line(line)) ctx.progress(p->first, p->second);
+    };
     auto part = artifacts::part_path(ctx.output);
     std::error_code ec;
 
@@ -381,6 +384,28 @@ class ExecRunner final {
 
 void check_exec_settings(const FactoryArgs& a, StageKind stage, bool host, config::Errors& e) {
   (void)read_settings(a, stage, host, e);
+}
+
+std::optional<std::pair<long long, long long>> parse_progress_line(std::string_view line) {
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+  constexpr std::string_view kWord = "progress ";
+  if (!line.starts_with(kWord)) return std::nullopt;
+  line.remove_prefix(kWord.size());
+  const auto slash = line.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  auto number = [](std::string_view d) -> std::optional<long long> {
+    if (d.empty() || d.size() > 9) return std::nullopt;
+    long long v = 0;
+    for (char ch : d) {
+      if (ch < '0' || ch > '9') return std::nullopt;
+      v = v * 10 + (ch - '0');
+    }
+    return v;
+  };
+  auto n = number(line.substr(0, slash)), m = number(line.substr(slash + 1));
+  if (!n || !m || *m < 1 || *n > *m) return std::nullopt;
+  return std::make_pair(*n, *m);
 }
 
 Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a) {

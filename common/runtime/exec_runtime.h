@@ -18,6 +18,12 @@
 // command writes there; the runtime then validates it for its stage (stage_output.h) and
 // commits it with its sidecar.  A non-zero exit, a timeout, a missing or invalid output fail the
 // task with the tail of the command's stderr in the reason.
+// Step progress (#37): a line `progress N/M` on stdout or stderr (leading spaces allowed, 0 <= N
+// <= M, M >= 1) reports step N of M; other lines are ignored.
+#include <optional>
+#include <string_view>
+#include <utility>
+
 #include "common/core/json_reader.h"
 #include "common/runtime/runtime.h"
 
@@ -28,6 +34,9 @@ namespace h3pipe::runtime {
 // provide (the program, directly or on PATH; cwd).  runtime::check_settings calls it.
 void check_exec_settings(const FactoryArgs& a, config::StageKind stage, bool host,
                          config::Errors& e);
+
+// {N, M} from a `progress N/M` line; nullopt for any other line.
+std::optional<std::pair<long long, long long>> parse_progress_line(std::string_view line);
 
 Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a);
 Result<std::unique_ptr<SampleRuntime>> make_exec_sample(const FactoryArgs& a);

@@ -48,6 +48,11 @@ struct StageContext {
   // server names it by (run, job, stage, attempt) so a later attempt can find an earlier one's.
   long long attempt = 1;
   std::function<bool()> cancelled = [] { return false; };
+  // Step progress (#37): a runtime that knows its steps calls progress(k, n) after step k of n
+  // (the sampler's denoising steps; ComfyUI's `progress` messages; exec's `progress N/M` lines).
+  // Cheap and never blocking (the worker turns it into a pipelined event write); same thread as
+  // run().
+  std::function<void(long long step, long long steps)> progress = [](long long, long long) {};
 };
 
 struct StageOutput {

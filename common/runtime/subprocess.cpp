@@ -68,13 +68,31 @@ void keep_tail(std::string& buf, const char* data, std::size_t n, std::size_t ca
   if (buf.size() > cap) buf.erase(0, buf.size() - cap);
 }
 
+// One stream's lines for SpawnOptions::on_line: the unfinished one, at most kMaxLineBytes kept.
+struct Lines {
+  const std::function<void(std::string_view)>* on_line = nullptr;
+  std::string partial;
+  void feed(const char* data, std::size_t n) {
+    if (!on_line || !*on_line) return;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (data[i] == '\n' || data[i] == '\r') {
+        if (!partial.empty()) (*on_line)(partial);
+        partial.clear();
+      } else if (partial.size() < kMaxLineBytes) {
+        partial.push_back(data[i]);
+      }
+    }
+  }
+};
+
 // Reads what is available; returns false at EOF or on a hard error.
-bool drain(int fd, std::string& buf, std::size_t cap) {
+bool drain(int fd, std::string& buf, std::size_t cap, Lines& lines) {
   char chunk[8192];
   for (;;) {
     ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n > 0) {
       keep_tail(buf, chunk, static_cast<std::size_t>(n), cap);
+      lines.feed(chunk, static_cast<std::size_t>(n));
       continue;
     }
     if (n == 0) return false;
@@ -84,7 +102,8 @@ bool drain(int fd, std::string& buf, std::size_t cap) {
 }
 
 // Polls the pipes until `deadline` or until both are closed.
-void pump(Fd& out, Fd& err, SpawnResult& r, std::size_t cap, Clock::time_point deadline) {
+void pump(Fd& out, Fd& err, SpawnResult& r, std::size_t cap, Clock::time_point deadline,
+          Lines (&lines)[2]) {
   while (out.get() >= 0 || err.get() >= 0) {
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -93,8 +112,8 @@ void pump(Fd& out, Fd& err, SpawnResult& r, std::size_t cap, Clock::time_point d
     int n = ::poll(p, 2, static_cast<int>(std::min<long long>(left, 50)));
     if (n < 0 && errno != EINTR) return;
     if (n <= 0) return;  // nothing within this slice: let the caller check the child
-    if (p[0].revents && !drain(out.get(), r.stdout_tail, cap)) out.reset();
-    if (p[1].revents && !drain(err.get(), r.stderr_tail, cap)) err.reset();
+    if (p[0].revents && !drain(out.get(), r.stdout_tail, cap, lines[0])) out.reset();
+    if (p[1].revents && !drain(err.get(), r.stderr_tail, cap, lines[1])) err.reset();
   }
 }
 
@@ -195,11 +214,12 @@ Result<SpawnResult> spawn_and_wait(const SpawnOptions& o) {
   ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
 
   SpawnResult r;
+  Lines lines[2] = {{&o.on_line, {}}, {&o.on_line, {}}};
   auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double>(o.timeout_s));
   for (;;) {
     pump(out_r, err_r, r, o.tail_bytes,
-         std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
+         std::min(deadline, Clock::now() + std::chrono::milliseconds(50)), lines);
     if (exited(pid)) break;
     if (o.cancelled && o.cancelled())
       r.cancelled = true;
@@ -210,7 +230,7 @@ Result<SpawnResult> spawn_and_wait(const SpawnOptions& o) {
       auto grace = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(o.kill_grace_s));
       while (!exited(pid) && Clock::now() < grace) {
-        pump(out_r, err_r, r, o.tail_bytes, Clock::now() + std::chrono::milliseconds(20));
+        pump(out_r, err_r, r, o.tail_bytes, Clock::now() + std::chrono::milliseconds(20), lines);
         if (out_r.get() < 0 && err_r.get() < 0)
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
@@ -222,7 +242,7 @@ Result<SpawnResult> spawn_and_wait(const SpawnOptions& o) {
   // The leader is gone (or being stopped): nothing it started may keep running or hold the pipes.
   ::kill(-pid, SIGKILL);
   reap(pid, r);
-  pump(out_r, err_r, r, o.tail_bytes, Clock::now() + std::chrono::milliseconds(500));
+  pump(out_r, err_r, r, o.tail_bytes, Clock::now() + std::chrono::milliseconds(500), lines);
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return r;
 }

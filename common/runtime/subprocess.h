@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/core/result.h"
@@ -24,7 +25,12 @@ struct SpawnOptions {
   double kill_grace_s = 2;             // SIGTERM -> SIGKILL
   std::size_t tail_bytes = 64 * 1024;  // kept from the end of each stream
   std::function<bool()> cancelled = [] { return false; };
+  // Told each line the command writes (stdout and stderr alike, without the newline), on the
+  // calling thread as it arrives: the exec runtime's `progress N/M` lines (#37).  Lines longer
+  // than kMaxLineBytes are cut there.  Unset: lines are only kept in the tails.
+  std::function<void(std::string_view line)> on_line{};
 };
+inline constexpr std::size_t kMaxLineBytes = 4096;
 
 struct SpawnResult {
   int exit_code = -1;   // when exited normally; -1 if signalled or reaped elsewhere

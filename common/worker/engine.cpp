@@ -120,7 +120,27 @@ Result<Outcome> StageEngine::done(Outcome o, const pb::StageTask& t, const pb::S
   return o;
 }
 
+state::Move StageEngine::stamped(state::Move m) const {
+  for (auto& e : m.announce) {
+    if (e.host.empty()) e.host = opts_.pool->host;
+    if (e.pool.empty()) e.pool = opts_.pool->name;
+    if (e.attempt.empty() && attempt_ > 0) e.attempt = std::to_string(attempt_);
+  }
+  return m;
+}
+
+void StageEngine::emit(const pb::StageTask& t, queue::events::Event e) {
+  if (!opts_.events) return;
+  e.job = t.job_id();
+  e.stage = stage_.key;
+  e.host = opts_.pool->host;
+  e.pool = opts_.pool->name;
+  if (attempt_ > 0) e.attempt = std::to_string(attempt_);
+  opts_.events->emit(t.run_id(), e);
+}
+
 Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
+  attempt_ = 0;
   const auto& cl = *opts_.cluster;
   pb::StageTask t;
   if (c.payload.empty() || !t.ParseFromString(c.payload) || t.run_id().empty() ||
@@ -144,6 +164,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     return done(Outcome::kRefused, t);
   }
   const long long attempt = started->number;
+  attempt_ = attempt;
   if (started->cancelled) {
     auto r = cancel(c, t);
     if (!r.ok()) return r.error();
@@ -179,6 +200,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     return dead_letter(c, t, why);
   }
 
+  emit(t, {.type = std::string(queue::events::kStageStarted)});
   runtime::StageContext ctx;
   ctx.latent_profile = std::move(*profile);
   ctx.run_id = run;
@@ -196,26 +218,39 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
                                                   : *mp4;
   // The configured root the output lies under: every file check and write stays beneath it.
   ctx.root = fs::absolute(stage_.writes_outputs ? cl.output_root : cl.artifact_root);
-  // Cancellation reaches a running stage: the runtime polls this; the ledger is asked at most
-  // once a second.  A lease found lost (another worker owns the task now) stops it the same way.
+  // Cancellation reaches a running stage: the runtime polls this (the builtin sampler between
+  // steps); the ledger is asked at most every kCancelPollMs, so a cancel stops the sampler within
+  // one step + kCancelPollMs (#37 item 5).  A lease found lost (another worker owns the task now)
+  // stops it the same way.
   struct Poll {
     long long next_ms = 0;
     bool cancelled = false;
   };
   auto poll = std::make_shared<Poll>();
-  poll->next_ms = clock_.steady_ms() + 1000;
+  poll->next_ms = clock_.steady_ms() + kCancelPollMs;
   const std::string entry_id = c.entry_id;
   ctx.cancelled = [this, run, poll, entry_id] {
     if (!deferred_.empty()) run_deferred();  // the last task's report, now that this one runs
     if (ledger_.lease_lost(entry_id) || opts_.hand_back_due()) return true;
     if (!poll->cancelled && clock_.steady_ms() >= poll->next_ms) {
-      poll->next_ms = clock_.steady_ms() + 1000;
+      poll->next_ms = clock_.steady_ms() + kCancelPollMs;
       auto x = ledger_.run_cancelled(run);
       poll->cancelled = x.ok() && *x;
     }
     return poll->cancelled;
   };
 
+  // Step progress (#37): one event per step the runtime reports, at most ~20 a second (the last
+  // step always), each a pipelined write that the runtime never waits on.
+  auto last_step_ms = std::make_shared<long long>(-1000000);
+  ctx.progress = [this, t, last_step_ms](long long step, long long steps) {
+    const long long now = clock_.steady_ms();
+    if (step < steps && now - *last_step_ms < 50) return;
+    *last_step_ms = now;
+    emit(t, {.type = std::string(queue::events::kStep),
+             .step = std::to_string(step),
+             .steps = std::to_string(steps)});
+  };
   const auto& rt = cl.runtime_for(*opts_.pool);
   pb::StageRecord rec;
   rec.set_stage(stage_.stage);
@@ -314,8 +349,8 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
 }
 
 Result<std::optional<Outcome>> StageEngine::cancel(const Claimed& c, const pb::StageTask& t) {
-  auto m =
-      ledger_.apply(state::Store::cancel_move(t.run_id(), t.job_id(), stage_.stage), c.entry_id);
+  auto m = ledger_.apply(stamped(state::Store::cancel_move(t.run_id(), t.job_id(), stage_.stage)),
+                         c.entry_id);
   if (!m.ok()) return m.error();
   switch (m->code) {
     case Applied::kApplied:
@@ -335,7 +370,8 @@ Result<Outcome> StageEngine::dead_letter(const Claimed& c, const pb::StageTask& 
                                          const std::string& reason) {
   logger().error("run={} job={} {} dead-lettered: {}", t.run_id(), t.job_id(), stage_.key, reason);
   auto m = ledger_.apply(
-      state::Store::fail_move(t.run_id(), t.job_id(), stage_.stage, reason, c.payload), c.entry_id);
+      stamped(state::Store::fail_move(t.run_id(), t.job_id(), stage_.stage, reason, c.payload)),
+      c.entry_id);
   if (!m.ok()) return m.error();
   if (m->code == Applied::kLeaseLost) return done(Outcome::kLeaseLost, t);
   if (m->code == Applied::kRefused) return done(Outcome::kRefused, t);

@@ -21,6 +21,7 @@
 #include "common/config/config.h"
 #include "common/core/result.h"
 #include "common/proto/h3pipe.pb.h"
+#include "common/queue/events.h"
 #include "common/queue/keys.h"
 #include "common/runtime/runtime.h"
 #include "common/state/state.h"
@@ -79,6 +80,20 @@ class Ledger {
   virtual void note_handed_back(const pb::StageTask& t, const std::string& why) = 0;
 };
 
+// How often a running stage asks the ledger whether its run was cancelled (one HGET): a cancel
+// frees the pool within a step + this (#37 item 5).
+inline constexpr long long kCancelPollMs = 250;
+
+// The run's live events that are not part of a state change (#37: stage.started, step, preview):
+// best effort, never on the critical path.  emit() must not wait on a reply (a pipelined write at
+// most) and never fails the task; an event lost to a broken connection is only a gap in the
+// stream.  Called from the worker's thread (the runtime's progress calls included).
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void emit(const std::string& run_id, const queue::events::Event& e) = 0;
+};
+
 // The artifact files (the disk in production).
 class Files {
  public:
@@ -132,6 +147,9 @@ struct EngineOptions {
   // Scale-in: the worker is stopping and its grace is running out (StageWorker); a running task
   // stops and is handed back (retry_later(id, 0): claimable by another worker at once).
   std::function<bool()> hand_back_due = [] { return false; };
+  // Where stage.started / step / preview events go (nullptr: nowhere).  The terminal events and
+  // stage.finished ride on the moves themselves (state::Move::announce).
+  EventSink* events = nullptr;
 };
 
 class StageEngine final {
@@ -158,6 +176,9 @@ class StageEngine final {
   // nullopt: the run is no longer cancelled (resumed meanwhile); nothing was done.
   Result<std::optional<Outcome>> cancel(const Claimed& c, const pb::StageTask& t);
   Result<Outcome> done(Outcome o, const pb::StageTask& t, const pb::StageRecord& rec = {});
+  // The move's announced events with this pool's host and name and the attempt in progress.
+  state::Move stamped(state::Move m) const;
+  void emit(const pb::StageTask& t, queue::events::Event e);
 
   EngineOptions opts_;
   const StageDescriptor& stage_;
@@ -168,6 +189,7 @@ class StageEngine final {
   Routing routing_;
   std::array<long long, static_cast<int>(Outcome::kCount)> counts_{};
   std::vector<std::function<void()>> deferred_;
+  long long attempt_ = 0;  // the attempt process() is handling (events)
 };
 
 }  // namespace h3pipe::worker

@@ -13,6 +13,7 @@
 #include "common/logging/rate_limit.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/disk_files.h"
+#include "common/worker/redis_events.h"
 #include "common/worker/redis_tasks.h"
 
 namespace {
@@ -82,6 +83,8 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   ports.tasks = redis_tasks;
   ports.ledger = redis_tasks;
   ports.files = w->owned_files_.get();
+  w->owned_events_ = std::make_unique<RedisEventSink>(w->opts_.redis);
+  ports.events = w->owned_events_.get();
   if (!role.group.empty()) {
     auto lease = std::make_unique<GpuLease>(w->opts_.redis, role.group, pool.name, role.rank,
                                             c.queue.lease_ms);
@@ -138,7 +141,7 @@ void StageWorker::wire(Ports ports) {
         return rt_.decode->decode(ctx);
     }
   };
-  EngineOptions eo{&c, &pool, true, [this] { return hand_back_due(); }};
+  EngineOptions eo{&c, &pool, true, [this] { return hand_back_due(); }, ports_.events};
   engine_ = std::make_unique<StageEngine>(eo, *ports_.ledger, *ports_.files, std::move(compute),
                                           ports_.clock, routing);
   engine_->on_outcome = [this](Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {

@@ -89,6 +89,8 @@ struct Ports {
   int then_rank = 0;          // a completed task's job goes on to this stage of the GPU group
   std::string sample_stream;  // where an encoded job's sample task goes ("": the shared stream)
   Clock clock = Clock::system();
+  // stage.started / step / preview events (#37); nullptr: none.
+  EventSink* events = nullptr;
 };
 
 class StageWorker final {
@@ -129,6 +131,7 @@ class StageWorker final {
   std::unique_ptr<TaskSource> owned_tasks_;
   std::unique_ptr<Files> owned_files_;
   std::unique_ptr<GpuGate> owned_gpu_;
+  std::unique_ptr<EventSink> owned_events_;
   std::unique_ptr<StageEngine> engine_;
   pb::Stage stage_ = pb::STAGE_UNSPECIFIED;
   const std::atomic<bool>* stop_ = nullptr;  // run()'s flag, read by hand_back_due()

@@ -201,3 +201,33 @@ TEST(ModelDevice, CudaWithoutCudaIsAClearError) {
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ((*cpu)->device(), "cpu");
 }
+
+// #37 item 4: the sampler reports each step in order with the latent after it, and a cancel seen
+// between steps stops it there; the report changes no byte of the result.
+TEST(ModelSampler, ReportsEveryStepInOrderAndStopsBetweenStepsWhenCancelled) {
+  const auto dims = latent_dims(96, 64, 9, 24);
+  auto m = Model::load(tiny_config(2));
+  ASSERT_TRUE(m.ok());
+  auto cond = (*m)->encode("a cat", nullptr);
+  ASSERT_TRUE(cond.ok());
+  std::vector<float> v, a;
+  std::vector<std::uint32_t> seen;
+  auto st = (*m)->sample(*cond, dims, 4, 11, v, a, {},
+                         [&](std::uint32_t k, std::uint32_t n, const float* video) {
+                           EXPECT_EQ(n, 4u);
+                           EXPECT_NE(video, nullptr);
+                           seen.push_back(k);
+                         });
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(seen, (std::vector<std::uint32_t>{1, 2, 3, 4}));
+  std::vector<float> v2, a2;
+  ASSERT_TRUE((*m)->sample(*cond, dims, 4, 11, v2, a2).ok());
+  EXPECT_TRUE(same_bytes(v, v2));
+  seen.clear();
+  auto cancelled = (*m)->sample(
+      *cond, dims, 4, 11, v, a, [&] { return seen.size() >= 2; },
+      [&](std::uint32_t k, std::uint32_t, const float*) { seen.push_back(k); });
+  ASSERT_FALSE(cancelled.ok());
+  EXPECT_EQ(cancelled.error().code, errc::runtime::kCancelled);
+  EXPECT_EQ(seen, (std::vector<std::uint32_t>{1, 2}));
+}

@@ -12,12 +12,18 @@ What h3pipe's comfyui runtime relies on, with the status codes and JSON shapes r
   output-first pick), only the nodes the output nodes need; outputs are cached by input
   signature (classic cache: only the last prompt's nodes survive), so an identical prompt runs
   nothing and its history lists the earlier file even if it was deleted since.
+- /ws?clientId=ID (WebSocket, RFC 6455, as ComfyUI's server.py): a `status` message on connect,
+  then for each prompt queued with that client_id: execution_start, executing, `progress`
+  {"value", "max", "prompt_id", "node"} per step of the run (--exec-steps over --exec-delay-ms,
+  as main.py's progress hook sends them, with `progress_state` beside each as 0.3.64 does and a
+  binary preview frame every few steps), executed-free end: execution_success and executing
+  {"node": null}; execution_interrupted when interrupted.  Other clients get nothing.
 - /history, /queue, /interrupt (targeted and global), /view (400/403/404), /upload/image
   (overwrite, duplicate detection), /object_info, /system_stats, /prompt GET, each also under
   /api; request bodies above --max-upload-bytes (ComfyUI's --max-upload-size, 100 MB) get 413.
 
 Usage: fake_comfyui_server.py --root DIR [--port N] [--latent F] [--conditioning F] [--mp4 F]
-         [--mode ok|fail|forget] [--exec-delay-ms N] [--max-upload-bytes N] [--packs seeds]
+         [--mode ok|fail|forget] [--exec-delay-ms N] [--exec-steps N] [--max-upload-bytes N] [--packs seeds]
          [--record FILE] [--exec-python-nodes h3pipe_nodes,h3_standins]
 --exec-python-nodes: those node classes run for real in Python (fake_comfyui_pynodes.py: h3pipe's
 node pack and weight-free stand-ins for a MiniMax H3 workflow's core classes); without it every
@@ -27,7 +33,10 @@ JSON line per request that changes state ({"kind", "body", "status"}). Standard 
 """
 
 import argparse
+import base64
+import hashlib
 import json
+import struct
 import os
 import sys
 import threading
@@ -78,7 +87,27 @@ class FakeComfyUiServer:
         self.number = 0
         self.interrupt_flag = False
         self.cache = {}          # node signature -> (outputs, ui)
+        self.sockets = {}        # client_id -> (socket, write lock): the /ws connections
         threading.Thread(target=self.worker, daemon=True).start()
+
+    # ---- /ws: push messages to the client that queued the prompt ------------------------------
+    def ws_send(self, client_id, msg_type, data, binary=None):
+        with self.lock:
+            conn = self.sockets.get(client_id) if client_id else None
+        if conn is None:
+            return
+        sock, wlock = conn
+        payload = binary if binary is not None else json.dumps({"type": msg_type, "data": data}).encode()
+        opcode = 0x2 if binary is not None else 0x1
+        n = len(payload)
+        head = bytes([0x80 | opcode]) + (bytes([n]) if n < 126 else
+                                         bytes([126]) + struct.pack(">H", n) if n < 65536 else
+                                         bytes([127]) + struct.pack(">Q", n))
+        try:
+            with wlock:
+                sock.sendall(head + payload)
+        except OSError:
+            pass
 
     def record(self, kind, body, status=200):
         if self.args.record:
@@ -126,6 +155,17 @@ class FakeComfyUiServer:
             with self.lock:
                 self.history[item[1]] = {"prompt": item, "outputs": outputs, "status": status, "meta": meta}
                 self.running = None
+
+    def step(self, client, prompt_id, nid, value, steps):
+        """main.py's progress hook for one step: `progress` to the prompt's client, the registry's
+        `progress_state` (0.3.64 sends it to every client; here to the prompt's), and every
+        fourth step a binary preview (type 1, PREVIEW_IMAGE: 4-byte type, 4-byte format, bytes)."""
+        self.ws_send(client, "progress", {"value": value, "max": steps, "prompt_id": prompt_id, "node": nid})
+        self.ws_send(client, "progress_state", {"prompt_id": prompt_id, "nodes": {nid: {
+            "value": value, "max": steps, "state": "running", "node_id": nid, "prompt_id": prompt_id,
+            "display_node_id": nid, "parent_node_id": None, "real_node_id": nid}}})
+        if value % 4 == 0:
+            self.ws_send(client, None, None, binary=struct.pack(">II", 1, 1) + b"\xff\xd8" + bytes(70000))
 
     def check_interrupt(self, node_id, cls):
         with self.lock:
@@ -181,6 +221,8 @@ class FakeComfyUiServer:
 
     def execute(self, item):
         number, prompt_id, prompt, extra, outputs = item
+        client = extra.get("client_id")
+        self.ws_send(client, "execution_start", {"prompt_id": prompt_id, "timestamp": now_ms()})
         messages = [["execution_start", {"prompt_id": prompt_id, "timestamp": now_ms()}]]
         memo = {}
         sigs = {nid: self.signature(prompt, nid, memo) for nid in prompt}
@@ -195,12 +237,22 @@ class FakeComfyUiServer:
                 if sigs[nid] in self.cache:
                     values[nid], node_ui = self.cache[sigs[nid]]
                 else:
+                    self.ws_send(client, "executing", {"node": nid, "display_node": nid, "prompt_id": prompt_id})
                     if not delayed:
                         delayed = True
-                        end = time.monotonic() + self.args.exec_delay_ms / 1000.0
+                        start = time.monotonic()
+                        end = start + self.args.exec_delay_ms / 1000.0
+                        steps, told = max(1, self.args.exec_steps), 0
                         while time.monotonic() < end:
                             self.check_interrupt(nid, cls)
                             time.sleep(0.01)
+                            done = min(steps, int((time.monotonic() - start) * 1000 * steps / max(1, self.args.exec_delay_ms)))
+                            while told < done:  # the progress hook, once per sampler step
+                                told += 1
+                                self.step(client, prompt_id, nid, told, steps)
+                        while told < steps:
+                            told += 1
+                            self.step(client, prompt_id, nid, told, steps)
                     self.check_interrupt(nid, cls)
                     if self.args.mode == "fail" and self.nodes.output_node(cls):
                         raise ExecutionError(nid, cls, "torch.OutOfMemoryError",
@@ -214,11 +266,14 @@ class FakeComfyUiServer:
                     ui[nid] = node_ui
             messages.append(["execution_success", {"prompt_id": prompt_id, "timestamp": now_ms()}])
             status = {"status_str": "success", "completed": True, "messages": messages}
+            self.ws_send(client, "execution_success", {"prompt_id": prompt_id, "timestamp": now_ms()})
+            self.ws_send(client, "executing", {"node": None, "display_node": None, "prompt_id": prompt_id})
         except Interrupted as e:
             messages.append(["execution_interrupted", {"prompt_id": prompt_id, "node_id": e.node_id,
                                                        "node_type": e.node_type, "executed": executed,
                                                        "timestamp": now_ms()}])
             status = {"status_str": "error", "completed": False, "messages": messages}
+            self.ws_send(client, "execution_interrupted", messages[-1][1])
         except ExecutionError as e:
             messages.append(["execution_error", {
                 "prompt_id": prompt_id, "node_id": e.node_id, "node_type": e.node_type, "executed": executed,
@@ -380,8 +435,54 @@ def make_handler(server):
             path = url.path[4:] if url.path.startswith("/api/") else url.path
             return path, parse_qs(url.query, keep_blank_values=True)
 
+        def websocket(self, query):
+            """ComfyUI's /ws: the upgrade, a `status` message, then this connection is the
+            client's until it closes (a second one with the same clientId replaces it)."""
+            key = self.headers.get("Sec-WebSocket-Key", "")
+            if self.headers.get("Upgrade", "").lower() != "websocket" or not key:
+                return self.reply(400, raw=b"No WebSocket UPGRADE hdr", ctype="text/plain; charset=utf-8")
+            accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "upgrade")
+            self.send_header("Sec-WebSocket-Accept", accept.decode())
+            self.end_headers()
+            self.wfile.flush()
+            sid = query.get("clientId", [""])[0] or uuid.uuid4().hex
+            sock, wlock = self.connection, threading.Lock()
+            with server.lock:
+                server.sockets[sid] = (sock, wlock)
+                remaining = len(server.queue) + (1 if server.running else 0)
+            server.ws_send(sid, "status", {"status": {"exec_info": {"queue_remaining": remaining}}, "sid": sid})
+            try:
+                while True:  # the client's frames: close ends it, ping gets a pong, the rest is read
+                    head = self.rfile.read(2)
+                    if len(head) < 2:
+                        break
+                    op, n = head[0] & 0x0F, head[1] & 0x7F
+                    if n == 126:
+                        n = struct.unpack(">H", self.rfile.read(2))[0]
+                    elif n == 127:
+                        n = struct.unpack(">Q", self.rfile.read(8))[0]
+                    mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+                    data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+                    if op == 0x8:
+                        break
+                    if op == 0x9:
+                        with wlock:
+                            sock.sendall(bytes([0x8A, len(data)]) + data)
+            except OSError:
+                pass
+            finally:
+                with server.lock:
+                    if server.sockets.get(sid, (None,))[0] is sock:
+                        del server.sockets[sid]
+                self.close_connection = True
+
         def do_GET(self):
             path, query = self.route()
+            if path == "/ws":
+                return self.websocket(query)
             if path == "/queue":
                 return self.reply(200, server.queue_info())
             if path == "/history":
@@ -454,6 +555,8 @@ def main():
     p.add_argument("--mp4")
     p.add_argument("--mode", choices=["ok", "fail", "forget"], default="ok")
     p.add_argument("--exec-delay-ms", type=int, default=0)
+    p.add_argument("--exec-steps", type=int, default=8,
+                   help="progress messages (sampler steps) spread over --exec-delay-ms")
     p.add_argument("--max-upload-bytes", type=int, default=100 * 1024 * 1024)
     p.add_argument("--packs", default="", help="extra custom node packs: seeds")
     p.add_argument("--record")

@@ -185,20 +185,21 @@ TEST(StageEngine, ACancelledRunCancelsTheJobWithItsReasonAndRunsNothing) {
   EXPECT_EQ(rig.engine->count(Outcome::kCancelled), 1);
 }
 
-TEST(StageEngine, CancellationReachesARunningStageAtMostOncePerSecondOfTheInjectedClock) {
+TEST(StageEngine, CancellationReachesARunningStageAtMostOncePerPollIntervalOfTheInjectedClock) {
   Rig rig(config::StageKind::kSample);
   rig.files.sha["/art/r1/j/cond.safetensors"] = "c";
   int polls_before_cancel = -1;
+  static_assert(kCancelPollMs == 250);
   rig.runtime = [&](const runtime::StageContext& ctx) -> Result<runtime::StageOutput> {
-    // The runtime polls 10 times in 900 ms: the ledger is not asked (the start just asked).
-    for (int i = 0; i < 10; ++i, rig.now += 90) EXPECT_FALSE(ctx.cancelled());
+    // The runtime polls 10 times in 220 ms: the ledger is not asked (the start just asked).
+    for (int i = 0; i < 10; ++i, rig.now += 22) EXPECT_FALSE(ctx.cancelled());
     EXPECT_EQ(rig.ledger.cancel_polls, 0);
-    rig.now += 200;  // 1.1 s in: one ask
+    rig.now += 50;  // 270 ms in: one ask
     EXPECT_FALSE(ctx.cancelled());
     polls_before_cancel = rig.ledger.cancel_polls;
     rig.ledger.cancelled = true;
-    EXPECT_FALSE(ctx.cancelled());  // asked again only a second later
-    rig.now += 1000;
+    EXPECT_FALSE(ctx.cancelled());  // asked again only an interval later
+    rig.now += kCancelPollMs;
     EXPECT_TRUE(ctx.cancelled());
     return make_error(errc::runtime::kCancelled, "stopped");
   };
