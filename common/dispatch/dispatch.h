@@ -1,7 +1,7 @@
 #pragma once
 // The dispatch policy: which pool takes which task, which decode host gets which latent.
 //
-// One implementation, two callers (docs/design.md "Planner and dispatch share one policy"):
+// One implementation, two callers (docs/design.md "One policy, live and planned"):
 //  - the live workers: an idle pool calls should_claim() before XREADGROUP, with pool states
 //    built from heartbeats (busy_until_unix_s) and the stream's queue depth;
 //  - the planner's discrete-event simulator (simulate.h), with states built from its own clock.

@@ -1,5 +1,5 @@
 #pragma once
-// How every runtime reads what a job names (issue #22 item 1, docs/security.md "Inputs").
+// How every runtime reads what a job names (issue #22 item 1, docs/security.md "Paths").
 //
 // A job's referenceImage is opened once, at the time of use, beneath limits.input_roots
 // (spec::open_input: openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or the O_NOFOLLOW walk), and
