@@ -7,6 +7,7 @@
 #include "common/api/routes.h"
 #include "common/api/submit.h"
 #include "common/api/videos.h"
+#include "common/api/webhooks.h"
 #include "common/core/json_parse.h"
 #include "common/queue/hashes.h"
 #include "common/queue/keys.h"
@@ -51,6 +52,16 @@ struct VideoRoutes {
           return HttpError{400, fmt::format("{}: expected a string or a number", k),
                            "invalid_request_error", k, "invalid_type"};
       }
+    }
+    // webhook_url (webhooks.h): only a host on the operator's allowlist, never any other.
+    std::string webhook_url;
+    if (auto w = fields.find("webhook_url"); w != fields.end()) {
+      webhook_url = w->second;
+      fields.erase(w);
+      auto refused = webhooks::check_request_url(r, webhook_url);
+      if (!refused.ok()) return redis_error(refused.error());
+      if (*refused)
+        return HttpError{400, **refused, "invalid_request_error", "webhook_url", "invalid_value"};
     }
     // Validated before anything is reserved: a refused request leaves nothing behind.
     auto parsed = parse_video_request(fields, ctx.c, kJobId);
@@ -108,13 +119,13 @@ struct VideoRoutes {
           409, fmt::format("run {} already holds job \"{}\" with another spec", run, kJobId),
           "invalid_request_error", "", "conflict"};
     const std::string created = std::to_string(state::now_ms());
-    auto w = r.pipeline(
-        {{"MULTI"},
-         {"HSETNX", video_key(id), "created_ms", created},
-         {"HSET", video_key(id), "run", run, "model", v.model, "prompt",
-          v.batch.specs.front().prompt(), "seconds", v.seconds, "size", v.size, "user", who.name},
-         {"ZADD", kVideosKey, "NX", created, id},
-         {"EXEC"}});
+    auto w = r.pipeline({{"MULTI"},
+                         {"HSETNX", video_key(id), "created_ms", created},
+                         {"HSET", video_key(id), "run", run, "model", v.model, "prompt",
+                          v.batch.specs.front().prompt(), "seconds", v.seconds, "size", v.size,
+                          "user", who.name, "webhook_url", webhook_url},
+                         {"ZADD", kVideosKey, "NX", created, id},
+                         {"EXEC"}});
     if (!w.ok()) return redis_error(w.error());
     auto rec = ctx.record(r, id);
     if (!rec.ok()) return redis_error(rec.error());

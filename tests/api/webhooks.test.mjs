@@ -92,8 +92,10 @@ const receiver = http.createServer((req, res) => {
   });
 });
 let url;
+// The API's port now (the supervisor restarts a killed API on a new one).
+const apiPort = () => JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).health_port;
 
-let port, tok;
+let tok;
 before(async () => {
   const s = cli('start');
   assert.equal(s.rc, 0, s.err + s.out);
@@ -103,7 +105,6 @@ before(async () => {
   const stack = JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8'));
   redisPw = fs.readFileSync(path.join(dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
   redisWhere = stack.redis.host.startsWith('/') ? ['-s', stack.redis.host] : ['-h', stack.redis.host, '-p', String(stack.redis.port)];
-  port = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).health_port;
   await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
   url = (p) => `http://127.0.0.1:${receiver.address().port}${p}`;
 });
@@ -125,7 +126,7 @@ function add(p, ...flags) {
 
 async function video() {
   // A slow video: it stays in sampling, so the only terminal events are the test's.
-  const res = await fetch(`http://127.0.0.1:${port}/v1/videos`, {
+  const res = await fetch(`http://127.0.0.1:${apiPort()}/v1/videos`, {
     method: 'POST', headers: { Authorization: `Bearer ${tok}`, 'Content-Type': 'application/json' },
     body: JSON.stringify({ prompt: 'a heron', model: 'slow' }),
   });
@@ -228,4 +229,33 @@ test('the API killed mid-delivery (and events written while it is down) are deli
   const logs = fs.readdirSync(path.join(dir, 'logs')).map((f) => fs.readFileSync(path.join(dir, 'logs', f), 'utf8')).join('\n');
   assert.match(logs, new RegExp(`webhook msg_${second}_${e.id} to .*: delivered`));
   for (const s of Object.values(secrets)) assert.ok(!logs.includes(s.slice(6)), 'a secret in a log');
+});
+
+test('a request\'s own webhook_url: refused (400 naming the field) unless its host is allowed, then signed with that host\'s secret', async () => {
+  const post = (body) => fetch(`http://127.0.0.1:${apiPort()}/v1/videos`, {
+    method: 'POST', headers: { Authorization: `Bearer ${tok}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'own hook', model: 'slow', ...body }),
+  });
+  const refused = await post({ webhook_url: url('/own') });
+  assert.equal(refused.status, 400);
+  const err = (await refused.json()).error;
+  assert.equal(err.param, 'webhook_url');
+  assert.match(err.message, /webhook_url: the host "127.0.0.1" is not on the operator's webhook allowlist/);
+  const bad = await post({ webhook_url: 'file:///etc/passwd' });
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).error.message, /webhook_url: expected an absolute http:\/\/ or https:\/\/ URL/);
+  const a = cli('webhook', 'allow', '127.0.0.1');
+  assert.equal(a.rc, 0, a.err);
+  secrets['/own'] = lastLine(a.out);
+  assert.match(secrets['/own'], /^whsec_/);
+  assert.match(cli('webhook', 'list').out, /^allow\t127\.0\.0\.1$/m);
+  const ok = await post({ webhook_url: url('/own') });
+  assert.equal(ok.status, 200);
+  const v = await ok.json();
+  const entry = terminal(v.run_id, 'video.completed');
+  await until('the delivery to the request\'s own URL', () => got['/own']?.length === 1);
+  assert.equal(got['/own'][0].error, undefined, got['/own'][0].error);
+  assert.equal(got['/own'][0].id, `msg_${entry}_url`);
+  assert.equal(got['/own'][0].event.data.id, v.id);
+  assert.equal(cli('webhook', 'disallow', '127.0.0.1').rc, 0);
 });
