@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/api/fleet.h"
 #include "common/config/config.h"
 #include "common/queue/redis.h"
 
@@ -69,25 +70,15 @@ Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Clu
 // redis.auth, or a NOAUTH/WRONGPASS reply to a command: no retry helps, the login must change.
 bool is_auth_refusal(const Error& e);
 std::filesystem::path bin_dir();
-// "" or why the stack's storage takes no writes: "disk full at <dir> (MISCONF ...)" (a Redis
-// that cannot persist; for the local stack, its folders with no space left).  storage_state.cpp.
-std::string storage_degraded(queue::Redis& redis, const config::Cluster& c);
+using api::storage_degraded;  // common/api/fleet.h
 
-// fleet_status.cpp (#34 P12): each pool's heartbeat age by Redis's clock, for `status`.
-struct PoolLife {
-  std::string pool, host;
-  config::StageKind stage = config::StageKind::kSample;
-  std::optional<double> age_s;  // Redis TIME - the stamp (negative: stamped in the future)
-  bool live = false;            // worker::heartbeat_live, the dispatch board's own rule
-  std::string said() const;     // "live, heartbeat 0.4 s ago" / "dead: no heartbeat for 12 s"
-};
-Result<std::vector<PoolLife>> pool_lives(queue::Redis& redis, const config::Cluster& c);
-// "stalled: no live pool for sample: s0 (dead: no heartbeat for 12 s)" for each stage with
-// jobs of an unfinished run and no live pool.
-std::vector<std::string> stalled_stages(const state::RunStatus& s,
-                                        const std::vector<PoolLife>& lives);
+// Pools' heartbeats, dead pools, stalled stages (#34 P12): common/api/fleet.h, the code
+// h3pipe-api answers with too; fleet_status.cpp prints them.
+using api::pool_lives;
+using api::pool_lives_json;
+using api::PoolLife;
+using api::stalled_stages;
 void print_pool_lives(const config::Cluster& c, const std::vector<PoolLife>& lives);
-nlohmann::json pool_lives_json(const std::vector<PoolLife>& lives);
 
 int cmd_start(const Global& g, const std::string& host);
 // start_record.cpp (#34 P6, P13): before `start` starts anything.  An exit code when start must

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli/cli.h"
+#include "common/api/run_status.h"
 #include "common/api/submit.h"
 #include "common/core/bounded_file.h"
 #include "common/queue/keys.h"
@@ -249,13 +250,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     for (const auto& r : *runs) {
       auto s = store.run_status(r);
       if (!s.ok()) continue;
-      out.push_back({{"run_id", r},
-                     {"total", s->total},
-                     {"done", s->done},
-                     {"failed", s->failed},
-                     {"cancelled_jobs", s->cancelled_jobs},
-                     {"finished", s->finished()},
-                     {"refused_submissions", s->refused}});
+      out.push_back(api::run_summary_json(r, *s));
       const auto stalled = stalled_stages(*s, lives);
       if (!json)
         fmt::print("{}  {}/{} done  {} failed  {} cancelled{}{}\n", r, s->done, s->total, s->failed,
@@ -274,46 +269,16 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     return 0;
   }
   const std::string degraded = storage_degraded(**redis, *c);
+  // The JSON is GET /v1/runs/{id}'s (common/api/run_status.h); the text is read from it.
+  auto built = api::run_status_json(**redis, *c, run_id, lives, degraded);
+  if (!built.ok()) return fail(built.error());
+  nlohmann::json j = std::move(*built);
   auto s = store.run_status(run_id);
   if (!s.ok()) return fail(s.error());
   auto jobs = store.jobs(run_id);
   if (!jobs.ok()) return fail(jobs.error());
-  nlohmann::json j = {{"run_id", run_id},
-                      {"created_unix_ms", s->created_ms},
-                      {"total", s->total},
-                      {"done", s->done},
-                      {"failed", s->failed},
-                      {"cancelled", s->cancelled},
-                      {"cancelled_jobs", s->cancelled_jobs},
-                      {"finished", s->finished()},
-                      {"stages", s->stage_jobs()},
-                      {"states", s->in_state},
-                      {"illegal_transitions", s->illegal},
-                      {"refused_submissions", s->refused},
-                      {"refused", nlohmann::json::array()},
-                      {"degraded", degraded},
-                      {"pools", pool_lives_json(lives)},
-                      {"stalled", stalled_stages(*s, lives)}};
-  // Submissions refused beside the run: shown, never part of its verdict.
   auto refused = store.refused(run_id);
   if (!refused.ok()) return fail(refused.error());
-  for (const auto& rf : *refused)
-    j["refused"].push_back({{"submission", rf.submission},
-                            {"job_id", rf.job_id},
-                            {"reason", rf.reason},
-                            {"at_unix_ms", rf.at_ms}});
-  for (const auto& job : *jobs) {
-    nlohmann::json jj = {{"job_id", job.job_id}, {"state", job.state}};
-    if (!job.error.empty()) jj["error"] = job.error;
-    for (const auto& [k, v] : job.fields)
-      if (k.rfind("attempts:", 0) == 0 || k.rfind("exec:", 0) == 0 || k.rfind("done:", 0) == 0)
-        jj[k] = std::stoll(v);
-    if (job.state == "done") {
-      if (auto p = paths::mp4(*c, run_id, job.job_id); p.ok()) jj["mp4"] = p->string();
-      if (auto p = paths::receipt(*c, run_id, job.job_id); p.ok()) jj["receipt"] = p->string();
-    }
-    j["jobs"].push_back(jj);
-  }
   if (json) {
     fmt::print("{}\n", j.dump(2));
     return 0;

@@ -8,6 +8,7 @@
 #include "common/queue/hashes.h"
 #include "common/queue/keys.h"
 #include "common/state/paths.h"
+#include "common/state/state.h"
 
 namespace h3pipe::api {
 using nlohmann::json;
@@ -82,6 +83,20 @@ httplib::Server::Handler Context::guarded(Role need, Handler h) {
     if (!*who)
       return send_error(
           res, {401, "unknown or revoked token", "authentication_error", "", "invalid_token"});
+    // The token's rate (rate_limit.h): counted in Redis, so every replica sees every request.
+    auto rate = rate_check(*l->r, **who, o.rate_limits, state::now_ms());
+    if (!rate.ok()) return send_error(res, redis_error(rate.error()));
+    if (rate->retry_after_ms) {
+      const long long ms = *rate->retry_after_ms;
+      res.set_header("Retry-After", std::to_string((ms + 999) / 1000));
+      res.set_header("retry-after-ms", std::to_string(ms));
+      res.set_header("x-ratelimit-limit-requests", fmt::format("{:g}/s", rate->limit));
+      return send_error(res, {429,
+                              fmt::format("rate limit of {:g} requests per second for token "
+                                          "\"{}\" reached; retry after {} ms",
+                                          rate->limit, (*who)->name, ms),
+                              "requests", "", "rate_limit_exceeded"});
+    }
     if (static_cast<int>((*who)->role) < static_cast<int>(need))
       return send_error(res, {403,
                               fmt::format("token \"{}\" has role {}; this needs role {} or "

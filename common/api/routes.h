@@ -11,6 +11,9 @@ namespace h3pipe::api {
 
 // /v1/videos (create, list, retrieve, cancel, delete, content) and /v1/models: video_routes.cpp.
 void register_video_routes(httplib::Server& http, Context& ctx);
+// /v1/runs (create, list, retrieve, cancel, resume), /v1/jobs/{id}/receipt, /v1/fleet:
+// runs_routes.cpp.
+void register_runs_routes(httplib::Server& http, Context& ctx);
 // GET /v1/videos/{id}/events and /v1/runs/{id}/events (Server-Sent Events): events_routes.cpp.
 // The hub's threads run until the returned hub is destroyed.
 class EventsHub;

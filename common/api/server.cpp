@@ -39,6 +39,7 @@ struct Server::Impl {
         send_error(res, {res.status, "bad request", "invalid_request_error", "", ""});
     });
     register_video_routes(http, ctx);
+    register_runs_routes(http, ctx);
     events = register_events_routes(http, ctx);
     webhooks = std::make_unique<WebhookDispatcher>(ctx, WebhookOptions::from_env());
     http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {

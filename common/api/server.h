@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/api/rate_limit.h"
 #include "common/config/config.h"
 #include "common/queue/redis.h"
 
@@ -19,6 +20,9 @@ struct ServerOptions {
   int port = 8088;                           // 0: any free port (ServerHandle::port)
   std::size_t max_body_bytes = 1024 * 1024;  // 413 beyond
   int threads = 16;
+  // Requests per second per token by role, shared by replicas through Redis (rate_limit.h);
+  // a token's own limit (`h3pipe token limit`) wins.  429 with Retry-After beyond.
+  RateLimits rate_limits;
 };
 
 // Opens Redis connections for request handlers (a pool of them, each reconnecting after an I/O

@@ -38,4 +38,20 @@ Result<std::vector<std::string>> zmembers(Redis& r, const std::string& key, bool
   return out;
 }
 
+Result<std::vector<std::optional<std::string>>> pipeline_values(
+    Redis& r, const std::vector<std::vector<std::string>>& cmds) {
+  auto rep = r.pipeline(cmds);
+  if (!rep.ok()) return rep.error();
+  std::vector<std::optional<std::string>> out;
+  for (const auto& x : *rep) {
+    if (x && (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS))
+      out.emplace_back(reply_str(x.get()));
+    else if (x && x->type == REDIS_REPLY_INTEGER)
+      out.emplace_back(std::to_string(x->integer));
+    else
+      out.emplace_back(std::nullopt);
+  }
+  return out;
+}
+
 }  // namespace h3pipe::queue

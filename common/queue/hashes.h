@@ -21,4 +21,9 @@ Result<bool> hsetnx(Redis& r, const std::string& key, const std::string& field,
 // ZRANGE KEY 0 -1 (ascending score) or ZREVRANGE (descending): the members.
 Result<std::vector<std::string>> zmembers(Redis& r, const std::string& key, bool descending);
 
+// The commands in one pipeline (one round trip), each reply as text: a string or status as it
+// is, an integer in decimal, nil (or an array) as nullopt.  An error reply is the Error.
+Result<std::vector<std::optional<std::string>>> pipeline_values(
+    Redis& r, const std::vector<std::vector<std::string>>& cmds);
+
 }  // namespace h3pipe::queue

@@ -70,12 +70,21 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--max-body-bytes", o.max_body_bytes, "a larger request body gets 413")
       ->check(CLI::Range(1024, 1 << 30));
+  std::string rate_limit;
+  app.add_option("--rate-limit", rate_limit,
+                 "requests per second per token by role: ROLE=N[,ROLE=N] (default "
+                 "read=100,submit=50,admin=0; 0: unlimited); 429 beyond (docs/api.md)");
   app.add_option("--port-file", port_file, "write the port bound here once listening");
   std::string run_file;
   app.add_option("--run-file", run_file,
                  "write {pid, bind, health_port, api_url} here once listening (`h3pipe start` "
                  "reads it: /readyz on that port)");
   CLI11_PARSE(app, argc, argv);
+  if (auto bad =
+          api::parse_rate_limits(rate_limit.empty() ? "read=100" : rate_limit, o.rate_limits)) {
+    fmt::print(stderr, "{}\n", *bad);
+    return 2;
+  }
   auto c = config_file.empty() ? config::embedded_default() : config::load_file(config_file);
   if (!c.ok()) {
     fmt::print(stderr, "{}\n", c.error().message);

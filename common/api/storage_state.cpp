@@ -8,11 +8,11 @@
 #include <optional>
 #include <set>
 
-#include "cli/cli.h"
+#include "common/api/fleet.h"
 #include "common/queue/server.h"
 #include "common/supervisor/supervisor.h"
 
-namespace h3pipe::cli {
+namespace h3pipe::api {
 namespace fs = std::filesystem;
 namespace {
 
@@ -60,4 +60,4 @@ std::string storage_degraded(queue::Redis& redis, const config::Cluster& c) {
   return out;
 }
 
-}  // namespace h3pipe::cli
+}  // namespace h3pipe::api

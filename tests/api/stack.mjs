@@ -1,0 +1,81 @@
+// A real local stack for the API tests (issue #37): `h3pipe start` with a config of the caller's
+// (private redis-server, the sim runtime writing real MP4s, h3pipe-api on a free loopback port),
+// tokens from `h3pipe token create`, and `h3pipe stop` at the end.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export const bin = process.env.H3PIPE_BIN ?? path.resolve('build/bin');
+export const fixed = (s) => ({ kind: 'fixed', seconds: s });
+
+// The default pools: encode, two samplers, decode on one host "local".
+export function defaultConfig(name, extra = {}) {
+  return {
+    name,
+    queue: { lease_ms: 1500, renew_ms: 300, sweep_ms: 200, max_deliveries: 3, block_ms: 50 },
+    classes: [{ name: 'slow', width: 128, height: 96, frames: 9, steps: 6 }],
+    hosts: [{ name: 'local' }],
+    pools: [
+      { name: 'enc', host: 'local', stage: 'encode', profiles: { default: fixed(0.01) } },
+      { name: 's0', host: 'local', stage: 'sample', profiles: { default: fixed(0.1), slow: fixed(60) } },
+      { name: 's1', host: 'local', stage: 'sample', profiles: { default: fixed(0.1), slow: fixed(60) } },
+      { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(0.02) } },
+    ],
+    ...extra,
+  };
+}
+
+export class Stack {
+  constructor(prefix, config) {
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    this.config = path.join(this.dir, 'cluster.json');
+    fs.writeFileSync(this.config, JSON.stringify({ state_dir: this.dir, ...config }));
+  }
+  cli(...args) {
+    const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', this.config, ...args], { encoding: 'utf8' });
+    return { rc: r.status, out: r.stdout, err: r.stderr };
+  }
+  start() {
+    const s = this.cli('start');
+    assert.equal(s.rc, 0, s.err + s.out);
+    const runFile = JSON.parse(fs.readFileSync(path.join(this.dir, 'run', 'api-local.json'), 'utf8'));
+    this.base = `http://127.0.0.1:${runFile.health_port}/v1`;
+    return this;
+  }
+  token(name, role) {
+    const r = this.cli('token', 'create', name, '--role', role);
+    assert.equal(r.rc, 0, r.err);
+    return r.out.trim().split('\n').pop();
+  }
+  stop() {
+    const st = this.cli('stop');
+    if (st.rc === 0) fs.rmSync(this.dir, { recursive: true, force: true });  // kept when stop failed
+  }
+}
+
+// fetch with a bearer token; the JSON body parsed when there is one.
+export async function call(base, tok, method, p, body, headers = {}) {
+  const h = { Authorization: `Bearer ${tok}`, ...headers };
+  let b = body;
+  if (body !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array) && !(body instanceof FormData)) {
+    b = JSON.stringify(body);
+    h['Content-Type'] = 'application/json';
+  }
+  const res = await fetch(base + p, { method, headers: h, body: b });
+  const text = await res.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, headers: res.headers, json, text };
+}
+
+export async function until(what, fn, ms = 60000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
