@@ -104,7 +104,14 @@ struct FleetOptions {
 void add_fleet_options(CLI::App* s, FleetOptions& f);
 int cmd_fleet(const Global& g, const FleetOptions& f, bool start);
 int cmd_stop(const Global& g, const std::string& host = "");
-int cmd_run(const Global& g, const std::string& batch, bool background, const std::string& run_id);
+// The run's share of a fleet (docs/design.md, "The claim order"): the priority of every job its
+// line leaves at 0, and its user (default: the login name).
+struct RunShare {
+  std::optional<int> priority;
+  std::string user;
+};
+int cmd_run(const Global& g, const std::string& batch, bool background, const std::string& run_id,
+            const RunShare& share = {});
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s);
 int cmd_status(const Global& g, const std::string& run_id, bool json);
 int cmd_cancel(const Global& g, const std::string& run_id);

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   double timeout_s = 0;
   int rc = 0;
   FleetOptions fleet;
+  RunShare run_share;
 
   struct Sub {
     const char* name;
@@ -61,8 +62,12 @@ int main(int argc, char** argv) {
          s->add_option("batch", batch, "BATCH.jsonl")->required();
          s->add_flag("--background", background, "return after submission");
          s->add_option("--run-id", run_id, "choose the run id");
+         s->add_option("--priority", run_share.priority,
+                       "priority of every job whose line sets none (higher first; default 0)");
+         s->add_option("--user", run_share.user,
+                       "the run's user for the fair share (default: the login name)");
        },
-       [&] { return cmd_run(g, batch, background, run_id); }},
+       [&] { return cmd_run(g, batch, background, run_id, run_share); }},
       {"wait",
        "wait for a run: exit 0 when every job is done, 1 if any failed, 4 no such run; rides out a "
        "Redis restart",

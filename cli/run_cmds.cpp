@@ -1,4 +1,5 @@
 // run / wait / status / cancel: submission through the documented Redis stream, and progress.
+#include <pwd.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -37,8 +38,21 @@ Result<std::string> read_batch_file(const std::string& path, const config::Limit
 
 }  // namespace
 
+namespace {
+
+// The operator's login name (run --user's default), or "" when it is no user name.
+std::string login_name() {
+  std::string name;
+  if (const char* u = std::getenv("USER"); u && *u) name = u;
+  if (name.empty())
+    if (const passwd* pw = getpwuid(geteuid()); pw && pw->pw_name) name = pw->pw_name;
+  return config::valid_user_name(name) ? name : "";
+}
+
+}  // namespace
+
 int cmd_run(const Global& g, const std::string& batch_file, bool background,
-            const std::string& run_arg) {
+            const std::string& run_arg, const RunShare& share) {
   auto c = load_stack_cluster(g);
   if (!c.ok()) {
     fmt::print(stderr, "{}\n", c.error().message);
@@ -55,6 +69,24 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background,
       fmt::print(stderr, "{}:{}: {}\n", batch_file, e.line, e.error.to_string());
     fmt::print(stderr, "{} error(s); nothing was submitted\n", batch.errors.size());
     return 2;
+  }
+  // The run's user and priority (docs/design.md, "The claim order"): every job a batch line
+  // leaves without its own.
+  if (share.priority &&
+      (*share.priority < -spec::kMaxPriority || *share.priority > spec::kMaxPriority)) {
+    fmt::print(stderr, "--priority: {} is out of range: expected an integer from {} to {}\n",
+               *share.priority, -spec::kMaxPriority, spec::kMaxPriority);
+    return 2;
+  }
+  const std::string user = share.user.empty() ? login_name() : share.user;
+  if (!user.empty() && !config::valid_user_name(user)) {
+    fmt::print(stderr, "--user: \"{}\" is not a user name: expected [A-Za-z0-9._@-]{{1,64}}\n",
+               user);
+    return 2;
+  }
+  for (auto& s : batch.specs) {
+    if (share.priority && s.priority() == 0) s.set_priority(*share.priority);
+    if (s.user().empty()) s.set_user(user);
   }
   std::string run_id = run_arg.empty() ? state::new_run_id() : run_arg;
   if (auto s = artifacts::validate_id("--run-id", run_id); !s.ok()) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench.sh NAME [ARGS...]: runs one benchmark; each prints one JSON object as its last line.
-#   queue | pipeline | transfer | runtime | mp4 | plan | plan-vs-run | chaos | deploy | fuzz | fuzz-latent
+#   queue | pipeline | transfer | runtime | mp4 | plan | plan-vs-run | chaos | fairness | deploy | fuzz | fuzz-latent
 #   | api-events
 # H3PIPE_BUILD=DIR uses the binaries of another build directory (default build).
 # Each NAME first builds the targets it runs (cmake --build DIR -j2 --target ...; a no-op when they
@@ -11,7 +11,7 @@
 # H3PIPE_BENCH_TARGETS_ONLY=1 prints "BUILD_DIR TARGET..." and exits (tests/bench_script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names="queue|pipeline|transfer|runtime|mp4|plan|plan-vs-run|chaos|deploy|fuzz|fuzz-latent|api-events"
+names="queue|pipeline|transfer|runtime|mp4|plan|plan-vs-run|chaos|fairness|deploy|fuzz|fuzz-latent|api-events"
 name=${1:?usage: scripts/bench.sh $names}
 shift
 build=${H3PIPE_BUILD:-build}
@@ -22,7 +22,7 @@ case $name in
   runtime) targets=(bench_runtime) build=${BUILD_DIR:-$build} ;;
   mp4) targets=(bench_mp4) ;;
   plan) targets=(bench_plan) build=${BUILD_DIR:-$build} ;;
-  pipeline | plan-vs-run | chaos) targets=("${services[@]}") ;;
+  pipeline | plan-vs-run | chaos | fairness) targets=("${services[@]}") ;;
   deploy) targets=(h3pipe) ;;
   api-events) targets=("${services[@]}" h3pipe-api) ;;  # bench_api_events.sh [SUBSCRIBERS [EVENTS [RATE]]]
   fuzz | fuzz-latent) targets=() ;;

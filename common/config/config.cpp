@@ -1,5 +1,6 @@
 #include "common/config/config.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -14,6 +15,15 @@
 #include "common/latent/profile_json.h"
 
 namespace h3pipe::config {
+
+bool valid_user_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '@' &&
+        ch != '-')
+      return false;
+  return true;
+}
 namespace fs = std::filesystem;
 namespace {
 

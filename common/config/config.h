@@ -120,7 +120,18 @@ struct Queue {
       5;               // then dead-letter (5: a healthy task survives repeated kills of its worker)
   int block_ms = 200;  // XREADGROUP BLOCK
   int retry_backoff_ms = 200;  // minimum idle before a failed task is retried
+  // The claim order's aging (docs/design.md, "The claim order"): a waiting task's priority rises
+  // by one per aging_ms on its stream, up to the highest waiting; 0: no aging.
+  int aging_ms = 30000;
 };
+
+// A user of a shared fleet (docs/design.md, "The claim order"): its weight in the fair share of
+// pool-seconds among users with work queued.
+struct User {
+  double weight = 1.0;
+};
+// A user's name: [A-Za-z0-9._@-]{1,64} (config /users keys, a job spec's user, run --user).
+bool valid_user_name(std::string_view name);
 
 struct Limits {
   std::uint32_t max_width = 1920, max_height = 1920, max_frames = 513, max_steps = 100;
@@ -154,6 +165,7 @@ struct Cluster {
   Queue queue;
   Limits limits;
   Transfer transfer;
+  std::map<std::string, User> users;               // by name; a user not named here has weight 1
   std::map<StageKind, RuntimeRef> stage_runtimes;  // default runtime per stage
   std::vector<JobClass> classes;
   std::vector<Host> hosts;

@@ -20,11 +20,14 @@ const std::vector<std::string>& cluster_rules() {
       "`transfer_metrics_port`.",
       "Every stage (encode, sample, decode) has at least one pool.",
       "A link's `from` and `to` are hosts.",
+      "A `users` name is [A-Za-z0-9._@-]{1,64}.",
   };
   return kRules;
 }
 
 void check_across(const Cluster& c, Errors& e) {
+  for (const auto& [name, u] : c.users)
+    if (!valid_user_name(name)) e.add("/users/" + name, "a user's name is [A-Za-z0-9._@-]{1,64}");
   if (!c.find_latent_profile(c.latent_profile))
     e.add("/latent_profile", fmt::format("unknown latent profile \"{}\" (known: {})",
                                          c.latent_profile, c.latent_profile_names()));

@@ -124,7 +124,11 @@ const Table<Queue>& queue_table() {
              "deliveries of a task before it is dead-lettered", {.imin = 1, .imax = 1000}),
        field("block_ms", &Queue::block_ms, "XREADGROUP BLOCK", {.imin = 1, .imax = 60000}),
        field("retry_backoff_ms", &Queue::retry_backoff_ms,
-             "minimum idle before a failed task is retried", {.imin = 0, .imax = 3600000})},
+             "minimum idle before a failed task is retried", {.imin = 0, .imax = 3600000}),
+       field("aging_ms", &Queue::aging_ms,
+             "a waiting task's priority rises by one per aging_ms on its stream, up to the "
+             "highest waiting (docs/design.md, \"The claim order\"); 0: no aging",
+             {.imin = 0, .imax = 86400000})},
       [](ObjectReader& r, Queue& q, const ReadContext& ctx) {
         if (q.renew_ms * 2 > q.lease_ms)
           ctx.errors.add(r.path("renew_ms"),
@@ -133,6 +137,17 @@ const Table<Queue>& queue_table() {
                                      q.renew_ms, q.lease_ms));
       },
       {"renew_ms at most half of lease_ms"}};
+  return t;
+}
+
+const Table<User>& user_table() {
+  static const Table<User> t{
+      "/users/*",
+      "A user of a shared fleet (docs/design.md, \"The claim order\").",
+      {field("weight", &User::weight,
+             "its share of pool-seconds against the other users with work queued (a user not "
+             "named has 1)",
+             {.dmin = 0.001, .dmax = 1000})}};
   return t;
 }
 
@@ -460,6 +475,9 @@ const Table<Cluster>& cluster_table() {
        object("queue", &Cluster::queue, &queue_table, "leases and retries"),
        object("limits", &Cluster::limits, &limits_table, "job spec limits"),
        object("transfer", &Cluster::transfer, &transfer_table, "host-to-host latent transfer"),
+       map("users", &Cluster::users, &user_table,
+           "users of a shared fleet by name ([A-Za-z0-9._@-]{1,64}): their fair-share weights",
+           "expected an object mapping a user's name -> {\"weight\": N}"),
        [] {
          auto f = custom<Cluster>(
              detail::info("stages", FieldType::kObject, "default runtime per stage", {}),

@@ -11,6 +11,20 @@ inline constexpr std::string_view kPrefix = "h3pipe";
 inline std::string stream(std::string_view stage) {
   return std::string(kPrefix) + ":stream:" + std::string(stage);
 }
+// The fair share's state of a stage stream's claims (claim_order_lua.inc): h3pipe:share:<stage
+// stream's name>, e.g. h3pipe:share:sample, h3pipe:share:decode@HOST.
+inline std::string claim_share(std::string_view stream_key) {
+  const std::string s = std::string(kPrefix) + ":stream:";
+  std::string_view rest = stream_key;
+  if (rest.substr(0, s.size()) == s) rest.remove_prefix(s.size());
+  return std::string(kPrefix) + ":share:" + std::string(rest);
+}
+// Pools drained by an operator (#38: the console's drain, POST /v1/pools/{pool}/drain): a hash
+// pool name -> {"by", "at_ms"} JSON.  A drained pool's workers claim nothing (StageWorker::step)
+// until the field is deleted; the task in progress finishes.
+inline std::string drained_pools() {
+  return std::string(kPrefix) + ":pools:drained";
+}
 inline std::string dead_letter() {
   return std::string(kPrefix) + ":dead";
 }

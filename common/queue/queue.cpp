@@ -46,6 +46,26 @@ end
 return 1
 )LUA";
 
+// The claim of a new entry in the claim order (claim_order_lua.inc).  KEYS: stream, share.  ARGV:
+// group, consumer, order.  Returns {1, entry} or {0, last id seen}.
+const char* const kClaimScript =
+#include "common/queue/claim_order_lua.inc"
+    R"LUA(
+local e, last = h3o_take(KEYS[1], ARGV[1], ARGV[2], KEYS[2], ARGV[3])
+if not e then return {0, last} end
+return {1, e}
+)LUA";
+
+// The entry the claim order would take now, taking nothing.  KEYS: stream, share.  ARGV: group,
+// order.  Returns {} or the entry.
+const char* const kPeekScript =
+#include "common/queue/claim_order_lua.inc"
+    R"LUA(
+local e = h3o_pick(KEYS[1], ARGV[1], KEYS[2], ARGV[2])
+if not e then return {} end
+return {e[1], e[2]}
+)LUA";
+
 namespace {
 
 // Parses one XREADGROUP/XAUTOCLAIM entry [id, [field, value, ...]] into Entry.
@@ -163,6 +183,7 @@ Result<std::optional<Entry>> StageQueue::claim(bool new_work) {
   }
   // 3. New work.
   if (!new_work) return std::optional<Entry>();
+  if (!opts_.claim_order.empty()) return claim_ordered();
   auto r = group_command({"XREADGROUP", "GROUP", opts_.group, opts_.consumer, "COUNT", "1", "BLOCK",
                           std::to_string(opts_.block_ms), "STREAMS", opts_.stream, ">"});
   if (!r.ok()) return r.error();
@@ -171,6 +192,35 @@ Result<std::optional<Entry>> StageQueue::claim(bool new_work) {
   const redisReply* entries = rep->element[0]->element[1];
   if (entries->elements == 0) return std::optional<Entry>();
   return parse_entry(entries->element[0]);
+}
+
+Result<std::optional<Entry>> StageQueue::claim_ordered() {
+  std::string last;
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<std::string> keys = {opts_.stream, opts_.share_key};
+    const std::vector<std::string> args = {opts_.group, opts_.consumer, opts_.claim_order};
+    auto r = redis_.eval(kClaimScript, keys, args);
+    if (!r.ok() && group_gone(r.error())) {
+      H3_TRY(ensure_group());
+      ++groups_recreated_;
+      drained_own_ = true;
+      r = redis_.eval(kClaimScript, keys, args);
+    }
+    if (!r.ok()) return r.error();
+    const redisReply* rep = r->get();
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2)
+      return make_error(errc::redis::kReply, "claim: unexpected reply");
+    if (reply_int(rep->element[0]) == 1) return parse_entry(rep->element[1]);
+    last = reply_str(rep->element[1]);
+    if (round == 1 || opts_.block_ms <= 0) break;
+    // Nothing to take: wait for the next entry after the last one seen (none is missed: one added
+    // since the script ran is after it), then take in the order once more.
+    auto w = redis_.command({"XREAD", "BLOCK", std::to_string(opts_.block_ms), "STREAMS",
+                             opts_.stream, last.empty() ? "0-0" : last});
+    if (!w.ok()) return w.error();
+    if (w->get()->type != REDIS_REPLY_ARRAY) break;  // timed out
+  }
+  return std::optional<Entry>();
 }
 
 Result<bool> StageQueue::complete(const Entry& e, const Commands& follow_up) {
@@ -252,6 +302,15 @@ Result<std::vector<StreamBacklog>> stream_backlogs(
   for (std::size_t i = 0; i < out.size(); ++i)
     if (auto one = redis.command(pend[i]); one.ok()) out[i].claimed = count(one->get());
   return out;
+}
+
+Result<std::optional<Entry>> peek_ordered(Redis& redis, const std::string& stream,
+                                          const std::string& group, const std::string& order) {
+  auto r = redis.eval(kPeekScript, {stream, keys::claim_share(stream)}, {group, order});
+  if (!r.ok()) return r.error();
+  const redisReply* rep = r->get();
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2) return std::optional<Entry>();
+  return parse_entry(rep);
 }
 
 Result<std::string> group_last_delivered(Redis& redis, const std::string& stream,

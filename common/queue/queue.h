@@ -59,6 +59,12 @@ struct QueueOptions {
   int lease_ms = 5000;
   int block_ms = 200;
   int sweep_ms = 1000;
+  // A stage stream's claim order (dispatch::ClaimOrder::encode(); docs/design.md, "The claim
+  // order"): new entries are taken by claim_order_lua.inc's h3o_take, which updates `share_key`
+  // (the fair share's hash).  Empty: first come, first served (XREADGROUP >; the submission
+  // stream).
+  std::string claim_order{};
+  std::string share_key{};
 };
 
 // One follow-up Redis command to run inside complete() (keys and args separated so the script
@@ -85,6 +91,11 @@ struct StreamBacklog {
 // are asked one by one).  Error only when Redis does not answer the XLENs.
 Result<std::vector<StreamBacklog>> stream_backlogs(
     Redis& redis, const std::vector<std::pair<std::string, std::string>>& streams);
+
+// The entry a claim in `order` (QueueOptions::claim_order) would take from `stream` now, taking
+// nothing (the pool board's head class).  An error when the stream or group is missing.
+Result<std::optional<Entry>> peek_ordered(Redis& redis, const std::string& stream,
+                                          const std::string& group, const std::string& order);
 
 // The last-delivered id of `group` on `stream` (XINFO GROUPS); "" when the stream has no such
 // group.
@@ -151,6 +162,9 @@ class StageQueue final {
  private:
   // Runs a command that names the group; on NOGROUP recreates the group and runs it once more.
   Result<Reply> group_command(const std::vector<std::string>& argv);
+  // claim()'s new work under opts_.claim_order (claim_order_lua.inc), waiting up to block_ms for
+  // one.
+  Result<std::optional<Entry>> claim_ordered();
   Redis& redis_;
   QueueOptions opts_;
   long long groups_recreated_ = 0;
@@ -189,5 +203,6 @@ class LeaseKeeper final {
 // The Lua scripts, exposed for tests.
 extern const char* const kRenewScript;
 extern const char* const kCompleteScript;
+extern const char* const kClaimScript;
 
 }  // namespace h3pipe::queue

@@ -117,6 +117,11 @@ std::vector<FieldError> validate_with(const pb::JobSpec& s, const config::Limits
   if (!s.job_class().empty())
     if (auto st = artifacts::validate_id("jobClass", s.job_class()); !st.ok())
       e.push_back({"jobClass", strip_field(st.error().message)});
+  if (s.priority() < -kMaxPriority || s.priority() > kMaxPriority)
+    e.push_back({"priority", fmt::format("{} is out of range: expected an integer from {} to {}",
+                                         s.priority(), -kMaxPriority, kMaxPriority)});
+  if (!s.user().empty() && !config::valid_user_name(s.user()))
+    e.push_back({"user", "expected [A-Za-z0-9._@-]{1,64}"});
   return e;
 }
 

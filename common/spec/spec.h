@@ -20,6 +20,8 @@ struct FieldError {
 };
 
 inline constexpr std::uint32_t kDefaultFps = 24;  // a spec's fps when absent (0)
+// A spec's priority lies in [-kMaxPriority, kMaxPriority] (docs/design.md, "The claim order").
+inline constexpr int kMaxPriority = 1000;
 
 // Parses one JSON object (unknown fields are errors).  Defaults: fps 24 (kDefaultFps), steps 6,
 // frames 49, width 256, height 256 when absent (0).

@@ -45,15 +45,13 @@ void RedisPoolBoardStore::flush() {
 }
 
 Result<std::optional<std::string>> RedisPoolBoardStore::next_task(const std::string& stream,
-                                                                  const std::string& group) {
-  auto last = queue::group_last_delivered(redis_, stream, group);
-  if (!last.ok()) return last.error();
-  if (last->empty()) return std::optional<std::string>();
-  auto e = queue::read_range(redis_, stream, "(" + *last, "+", 1);
+                                                                  const std::string& group,
+                                                                  const std::string& claim_order) {
+  auto e = queue::peek_ordered(redis_, stream, group, claim_order);
   if (!e.ok()) return e.error();
   // An entry without a task (or with an empty one) is no task.
-  if (e->empty() || e->front().payload.empty()) return std::optional<std::string>();
-  return std::optional<std::string>(std::move(e->front().payload));
+  if (!*e || (*e)->payload.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move((*e)->payload));
 }
 
 Status RedisPoolBoardStore::wait_for_entry(const std::string& stream,

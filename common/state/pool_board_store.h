@@ -40,11 +40,12 @@ class PoolBoardStore : public BoardReader {
   virtual Status publish_now(const std::string& pool, const std::string& heartbeat) = 0;
   // Returns once Redis has applied everything sent before (PING), whatever it answered.
   virtual void flush() = 0;
-  // The task field of the next entry `group` would hand out on `stream` (the entry after its
-  // last-delivered id): nullopt when the stream has no such group, no such entry, or the entry
-  // no task field; an error when there is no stream (XINFO GROUPS: no such key) or no answer.
+  // The task field of the next entry `group` would hand out on `stream` in `claim_order` (the
+  // claim order's pick, queue::peek_ordered): nullopt when there is no such entry or the entry
+  // has no task field; an error when there is no stream or group, or no answer.
   virtual Result<std::optional<std::string>> next_task(const std::string& stream,
-                                                       const std::string& group) = 0;
+                                                       const std::string& group,
+                                                       const std::string& claim_order) = 0;
   // Blocks until an entry is added to `stream` (XREAD BLOCK max STREAMS stream $) or `max` (at
   // least 1 ms) has passed.
   virtual Status wait_for_entry(const std::string& stream, std::chrono::milliseconds max) = 0;
@@ -70,8 +71,8 @@ class RedisPoolBoardStore final : public PoolBoardStore {
   Status publish(const std::string& pool, const std::string& heartbeat) override;
   Status publish_now(const std::string& pool, const std::string& heartbeat) override;
   void flush() override;
-  Result<std::optional<std::string>> next_task(const std::string& stream,
-                                               const std::string& group) override;
+  Result<std::optional<std::string>> next_task(const std::string& stream, const std::string& group,
+                                               const std::string& claim_order) override;
   Status wait_for_entry(const std::string& stream, std::chrono::milliseconds max) override;
 
  private:

@@ -5,7 +5,9 @@ namespace h3pipe::state {
 // The state machine's Lua side: the table itself stays in C++ (judge, job_state.h); a script is
 // handed the states a move applies from and those it is already past, and keeps the run's
 // counters in step with every applied move.
-const char* const kMoveLua = R"LUA(
+const char* const kMoveLua =
+#include "common/queue/claim_order_lua.inc"
+    R"LUA(
 local function h3_in(list, s) return string.find(',' .. list .. ',', ',' .. s .. ',', 1, true) ~= nil end
 local function h3_judge(job, apply_from, past_from)
   local from = redis.call('HGET', job, 'state')
@@ -93,12 +95,17 @@ local function h3_task(e)
 end
 -- The claim of a consumer whose own pending entries are drained, in StageQueue::claim()'s order:
 -- with sweep_idle set (a sweep is due), another consumer's expired lease first (XAUTOCLAIM), then a
--- new entry (XREADGROUP >, never blocking inside a script).  Returns the entry and 1 when it was
--- reclaimed, 0 when new; nil: nothing.
-local function h3_claim(stream, group, consumer, sweep_idle)
+-- new entry: with an order (a stage stream's), the one the claim order takes (h3o_take,
+-- docs/design.md "The claim order"), else XREADGROUP > (never blocking inside a script).  Returns
+-- the entry and 1 when it was reclaimed, 0 when new; nil: nothing.
+local function h3_claim(stream, group, consumer, sweep_idle, share, order)
   if sweep_idle ~= '' then
     local a = redis.call('XAUTOCLAIM', stream, group, consumer, sweep_idle, '0-0', 'COUNT', '1')
     if a[2] and #a[2] > 0 then return a[2][1], 1 end
+  end
+  if order and order ~= '' then
+    local e = h3o_take(stream, group, consumer, share, order)
+    return e, 0
   end
   local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', '1', 'STREAMS', stream, '>')
   if not r or not r[1] or #r[1][2] == 0 then return nil, 0 end
@@ -115,13 +122,14 @@ return h3_apply(9)
 // A completion and the claim right after it, in one step (Store::apply with Move::then_claim):
 // the move exactly as kApplyScript makes it, then the consumer's next entry as claim() takes it
 // once its own pending entries are drained (with a sweep due, an expired lease first), started
-// when it is the entry the task's start saw next.  KEYS: job, run, stream, next job, next run.
-// ARGV: kApplyScript's 1-8, sweep idle ms ('' = no sweep), expected id, start to, start
-// apply-from, attempts field, then the record and next commands.  Returns {code, from [, id,
+// when it is the entry the task's start saw next.  KEYS: job, run, stream, next job, next run,
+// the stream's share hash.  ARGV: kApplyScript's 1-8, sweep idle ms ('' = no sweep), expected id,
+// start to, start apply-from, attempts field, claim order ('' = XREADGROUP >), then the record
+// and next commands.  Returns {code, from [, id,
 // task, reclaimed (0|1) [, start reply...]]}.
 const std::string kApplyClaimScript = std::string(kMoveLua) + R"LUA(
-local out = h3_apply(14)
-local e, reclaimed = h3_claim(KEYS[3], ARGV[5], ARGV[6], ARGV[9])
+local out = h3_apply(15)
+local e, reclaimed = h3_claim(KEYS[3], ARGV[5], ARGV[6], ARGV[9], KEYS[6], ARGV[14])
 if not e then return out end
 out[3] = e[1]; out[4] = h3_task(e); out[5] = reclaimed
 if reclaimed == 0 and e[1] == ARGV[10] then
@@ -139,11 +147,12 @@ return h3_start(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], A
 
 // The claim of the next new entry (XREADGROUP >, never blocking inside a script) and, when it is
 // the entry the previous start saw next (its job's keys are declared), that entry's start move in
-// the same step.  KEYS: stream, job, run (of the expected entry).  ARGV: group, consumer, expected
-// id, to, apply-from, attempts field.  Returns {} (nothing new), {id, task} (another entry: its
-// start is the caller's), or {id, task, start reply...} (kStartScript's reply, with the peek).
+// the same step.  KEYS: stream, job, run (of the expected entry), the stream's share hash.  ARGV:
+// group, consumer, expected id, to, apply-from, attempts field, claim order ('' = XREADGROUP >).
+// Returns {} (nothing new), {id, task} (another entry: its start is the caller's), or {id, task,
+// start reply...} (kStartScript's reply, with the peek).
 const std::string kClaimStartScript = std::string(kMoveLua) + R"LUA(
-local e = h3_claim(KEYS[1], ARGV[1], ARGV[2], '')
+local e = h3_claim(KEYS[1], ARGV[1], ARGV[2], '', KEYS[4], ARGV[7])
 if not e then return {} end
 local task = h3_task(e)
 if e[1] ~= ARGV[3] then return {e[1], task} end
@@ -158,7 +167,8 @@ return {e[1], task, unpack(s)}
 const std::string kAcceptScript = std::string(kMoveLua) + R"LUA(
 local v, from = h3_judge(KEYS[1], 'none', '')
 if v ~= 1 then return 0 end
-local id = redis.call('XADD', KEYS[5], '*', 'task', ARGV[4])
+local sp = cjson.decode(ARGV[1])
+local id = redis.call('XADD', KEYS[5], '*', 'task', ARGV[4], 'prio', string.format('%d', tonumber(sp.priority) or 0), 'user', type(sp.user) == 'string' and sp.user or '', 'cls', type(sp.jobClass) == 'string' and sp.jobClass or '')
 redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'submitted_ms', ARGV[2], 'task:encode', id)
 h3_set(KEYS[1], KEYS[2], 'none', 'queued')
 redis.call('HSETNX', KEYS[2], 'created_ms', ARGV[2])

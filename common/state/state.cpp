@@ -9,6 +9,7 @@
 #include "common/core/json_parse.h"
 #include "common/spec/spec.h"
 #include "common/state/scripts.h"
+#include "common/state/task_entry.h"
 
 namespace h3pipe::state {
 using queue::reply_int;
@@ -211,10 +212,11 @@ Result<std::optional<ClaimedStart>> Store::claim_and_start(const QueueAck& q,
   const JobState to = stage_state(s);
   auto r = redis_.eval(
       kClaimStartScript,
-      {q.stream, keys::job(expected.run_id, expected.job_id), keys::run(expected.run_id)},
+      {q.stream, keys::job(expected.run_id, expected.job_id), keys::run(expected.run_id),
+       q.share_key.empty() ? keys::claim_share(q.stream) : q.share_key},
       {q.group, q.consumer, expected.entry_id, job_state_name(to),
        csv(states_with(Event::kStart, to, Verdict::kApply)),
-       std::string("attempts:") + stage_key(s)});
+       std::string("attempts:") + stage_key(s), q.claim_order});
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
   if (a->type != REDIS_REPLY_ARRAY || a->elements == 0) return std::optional<ClaimedStart>();
@@ -257,10 +259,11 @@ Result<Moved> Store::apply(const Move& m) {
     const JobState to = stage_state(c.stage);
     keys_.push_back(known ? keys::job(c.expected.run_id, c.expected.job_id) : keys_[0]);
     keys_.push_back(known ? keys::run(c.expected.run_id) : keys_[1]);
+    keys_.push_back(m.ack->share_key.empty() ? keys::claim_share(m.ack->stream) : m.ack->share_key);
     args.insert(args.end(),
                 {c.sweep_idle_ms > 0 ? std::to_string(c.sweep_idle_ms) : "", c.expected.entry_id,
                  job_state_name(to), csv(states_with(Event::kStart, to, Verdict::kApply)),
-                 std::string("attempts:") + stage_key(c.stage)});
+                 std::string("attempts:") + stage_key(c.stage), m.ack->claim_order});
   }
   flatten_into(args, m.record);
   if (m.announce.empty()) {
@@ -445,7 +448,7 @@ Move Store::advance_move(const std::string& run_id, const std::string& job_id,
   m.record = {
       {"RPUSH", keys::history(run_id, job_id), rec_json},
       {"HINCRBY", keys::job(run_id, job_id), std::string("done:") + stage_key(rec.stage()), "1"}};
-  if (!next_stream.empty()) m.next.push_back({"XADD", next_stream, "*", "task", next_payload});
+  if (!next_stream.empty()) m.next.push_back(task_xadd(next_stream, next_payload));
   queue::events::Event fin;
   fin.type = queue::events::kStageFinished;
   fin.job = job_id;
@@ -512,7 +515,7 @@ Move Store::reopen_move(const std::string& run_id, const std::string& job_id, Jo
   m.to = to;
   m.next = {{"HDEL", keys::job(run_id, job_id), "attempts:encode", "attempts:sample",
              "attempts:decode", "error"}};
-  if (!stream.empty()) m.next.push_back({"XADD", stream, "*", "task", payload});
+  if (!stream.empty()) m.next.push_back(task_xadd(stream, payload));
   return m;
 }
 

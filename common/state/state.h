@@ -81,6 +81,9 @@ struct Attempt {
 // consumer's (a worker whose lease lapsed must not complete what another now owns).
 struct QueueAck {
   std::string stream, group, consumer, entry_id;
+  // The claim made with it (claim_and_start, Move::then_claim) takes new entries in this claim
+  // order (dispatch::ClaimOrder::encode(); "": XREADGROUP >), updating the share hash.
+  std::string claim_order{}, share_key{};
 };
 
 // An entry claimed by Store::claim_and_start; `attempt` is set when it was started in the same

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "common/dispatch/claim_order.h"
 #include "common/logging/log.h"
 #include "common/queue/keys.h"
 #include "common/spec/spec.h"
@@ -56,7 +57,11 @@ const char* service_of(config::StageKind s) {
 }  // namespace
 
 PoolBoard::PoolBoard(const config::Cluster& c, const config::Pool& self)
-    : cluster_(c), self_(self), model_(c), self_ix_(model_.pool_index(self.name)) {}
+    : cluster_(c),
+      self_(self),
+      model_(c),
+      self_ix_(model_.pool_index(self.name)),
+      claim_order_(dispatch::claim_order_for(c, self).encode()) {}
 
 Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c,
                                                      const config::Pool& self,
@@ -190,9 +195,9 @@ void PoolBoard::wait_for_work(std::chrono::milliseconds max) {
   if (!store_->wait_for_entry(stage_stream(), max).ok()) std::this_thread::sleep_for(max);
 }
 
-// The next undelivered task of this pool's stream: the entry after the group's last-delivered id.
+// The task this pool's claim would take next (the claim order's pick, docs/design.md).
 std::optional<std::string> PoolBoard::head_class() {
-  auto task = store_->next_task(stage_stream(), config::stage_name(self_.stage));
+  auto task = store_->next_task(stage_stream(), config::stage_name(self_.stage), claim_order_);
   if (!task.ok() || !*task) return std::nullopt;
   pb::StageTask t;
   if (!t.ParseFromString(**task)) return std::nullopt;

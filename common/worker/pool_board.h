@@ -90,6 +90,7 @@ class PoolBoard final {
   const config::Pool& self_;
   const dispatch::BoardModel model_;  // the config's side of every decision (board_model.h)
   const std::size_t self_ix_;         // self_ in Cluster::pools
+  const std::string claim_order_;     // this pool's claim order (head_class asks its pick)
   std::unique_ptr<state::PoolBoardStore> store_;  // the worker's thread
   std::atomic<long long> bad_heartbeats_{0};
   std::set<std::string> bad_pools_;  // pools whose entry was not a heartbeat at the last read

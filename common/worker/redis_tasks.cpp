@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/dispatch/claim_order.h"
 #include "common/state/paths.h"
 #include "common/worker/worker.h"
 
@@ -19,20 +20,30 @@ Result<std::unique_ptr<RedisTasks>> RedisTasks::create(RedisTasksOptions o) {
   if (!r.ok()) return r.error();
   t->redis_ = std::move(r.value());
   t->store_ = std::make_unique<state::Store>(*t->redis_);
-  queue::QueueOptions qo{stream_for(pool.stage, pool.host),
+  // New entries are taken in the claim order (docs/design.md, "The claim order").
+  const std::string order = dispatch::claim_order_for(c, pool).encode();
+  const std::string stream = stream_for(pool.stage, pool.host);
+  queue::QueueOptions qo{stream,
                          group_for(pool.stage),
                          t->opts_.consumer,
                          c.queue.lease_ms,
                          c.queue.block_ms,
-                         c.queue.sweep_ms};
+                         c.queue.sweep_ms,
+                         order,
+                         keys::claim_share(stream)};
   t->queue_ = std::make_unique<queue::StageQueue>(*t->redis_, qo);
   H3_TRY(t->queue_->ensure_group());
   t->leases_ = std::make_unique<queue::LeaseKeeper>(t->opts_.redis, qo, c.queue.renew_ms);
   if (!t->opts_.own_stream.empty()) {
     // Never blocks (block_ms 1): the shared stream is asked right after it.
-    queue::QueueOptions own{
-        t->opts_.own_stream, group_for(pool.stage), t->opts_.consumer, c.queue.lease_ms, 1,
-        c.queue.sweep_ms};
+    queue::QueueOptions own{t->opts_.own_stream,
+                            group_for(pool.stage),
+                            t->opts_.consumer,
+                            c.queue.lease_ms,
+                            1,
+                            c.queue.sweep_ms,
+                            order,
+                            keys::claim_share(t->opts_.own_stream)};
     t->own_queue_ = std::make_unique<queue::StageQueue>(*t->redis_, own);
     H3_TRY(t->own_queue_->ensure_group());
     t->own_leases_ = std::make_unique<queue::LeaseKeeper>(t->opts_.redis, own, c.queue.renew_ms);
@@ -80,7 +91,8 @@ Result<std::optional<Taken>> RedisTasks::take(const std::function<bool()>& may_c
   // and moves as claim() then the engine's start; issue #24: the gap between two tasks).
   if (new_work && next && folds_claims() && queue_->next_claim_is_new()) {
     const auto& o = queue_->options();
-    auto cs = store_->claim_and_start({o.stream, o.group, o.consumer, ""}, *next, stage_);
+    auto cs = store_->claim_and_start(
+        {o.stream, o.group, o.consumer, "", o.claim_order, o.share_key}, *next, stage_);
     if (!cs.ok()) return cs.error();
     if (cs->has_value()) {
       auto& got = **cs;
@@ -148,7 +160,7 @@ void RedisTasks::took_folded(std::optional<state::ClaimedStart> c) {
 
 state::QueueAck RedisTasks::entry(const std::string& id) const {
   const auto& o = active_->options();
-  return {o.stream, o.group, o.consumer, id};
+  return {o.stream, o.group, o.consumer, id, o.claim_order, o.share_key};
 }
 
 Result<state::Attempt> RedisTasks::start(const pb::StageTask& t, const std::string& id) {

@@ -121,6 +121,7 @@ TEST(Ports, BothDeadLetterWritersFileTheSameRecord) {
 }
 
 TEST(Ports, TheBoardStorePublishesReadsAndWaits) {
+  const std::string kOrder = "0 256 1000 0 0";  // dispatch::ClaimOrder{}.encode()
   ts::RedisServer srv;
   auto open = state::RedisPoolBoardStore::opener(queue::Connector(srv.address()));
   auto s = open();
@@ -134,31 +135,28 @@ TEST(Ports, TheBoardStorePublishesReadsAndWaits) {
   std::map<std::string, std::string> got(hb->begin(), hb->end());
   EXPECT_EQ(
       got, (std::map<std::string, std::string>{{"p1", std::string("\x01\x02", 2)}, {"p2", "two"}}));
-  // The next task: none without a stream (XINFO's error) or a group, then the entry after the
-  // group's last-delivered id.
+  // The next task: none without a stream or a group, then the entry the claim order takes (the
+  // oldest of equal priority and user), then with that one held, the one after it.
   const std::string stream = keys::stream("sample");
-  auto next = store.next_task(stream, "sample");
+  auto next = store.next_task(stream, "sample", kOrder);
   EXPECT_FALSE(next.ok() && next->has_value());
   auto r = srv.connect();
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE((*r)->command({"XGROUP", "CREATE", stream, "other", "0", "MKSTREAM"}).ok());
-  next = store.next_task(stream, "sample");
-  ASSERT_TRUE(next.ok()) << next.error().to_string();
-  EXPECT_FALSE(next->has_value());
-  queue::StageQueue q(**r, {stream, "sample", "c", 5000, 10, 10});
+  next = store.next_task(stream, "sample", kOrder);
+  EXPECT_FALSE(next.ok() && next->has_value());
+  queue::StageQueue q(**r,
+                      {stream, "sample", "c", 5000, 10, 10, kOrder, keys::claim_share(stream)});
   ASSERT_TRUE(q.ensure_group().ok());
   ASSERT_TRUE(q.enqueue("first").ok());
   ASSERT_TRUE(q.enqueue("second").ok());
-  next = store.next_task(stream, "sample");
+  next = store.next_task(stream, "sample", kOrder);
   ASSERT_TRUE(next.ok() && next->has_value());
   EXPECT_EQ(**next, "first");
   ASSERT_TRUE(q.claim().ok());
-  next = store.next_task(stream, "sample");
+  next = store.next_task(stream, "sample", kOrder);
   ASSERT_TRUE(next.ok() && next->has_value());
   EXPECT_EQ(**next, "second");
-  auto last = queue::group_last_delivered(**r, stream, "sample");
-  ASSERT_TRUE(last.ok());
-  EXPECT_FALSE(last->empty());
   auto backlog = store.backlogs({{stream, "sample"}});
   ASSERT_TRUE(backlog.ok());
   EXPECT_EQ((*backlog)[0].waiting(), 1);

@@ -124,7 +124,7 @@ class FakeBoard final {
       std::lock_guard lk(b_.mu_);
       ++b_.calls_.flush;
     }
-    Result<std::optional<std::string>> next_task(const std::string& stream,
+    Result<std::optional<std::string>> next_task(const std::string& stream, const std::string&,
                                                  const std::string&) override {
       std::lock_guard lk(b_.mu_);
       ++b_.calls_.next_task;

@@ -120,7 +120,7 @@ class MemoryLedger final : public worker::Ledger {
       if (c[0] == "XADD" && c[1] == keys::dead_letter())
         dead.push_back(c[10]);  // the "reason" field
       else if (c[0] == "XADD")
-        enqueued.emplace_back(c[1], c.back());
+        enqueued.emplace_back(c[1], c[4]);  // XADD STREAM * task PAYLOAD prio .. (task_entry.h)
       else if (c[0] == "HSET" && c[2] == "error")
         j.error = c[3];
       else if (c[0] == "HINCRBY" && c[2].rfind("wrote:", 0) == 0)
