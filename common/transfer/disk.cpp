@@ -228,6 +228,14 @@ void PartFile::discard_paths(const fs::path& final_path) {
   ::unlink(p.sidecar_part.c_str());
 }
 
+int PartFile::remove_leftovers(const fs::path& final_path) {
+  const Paths p = paths_for(final_path);
+  int n = 0;
+  for (const fs::path* f : {&p.part, &p.sidecar_part})
+    if (::unlink(f->c_str()) == 0) ++n;
+  return n;
+}
+
 void PartFile::mark_notified(const fs::path& final_path, const std::string& sha256,
                              std::uint64_t size) {
   Paths p = paths_for(final_path);

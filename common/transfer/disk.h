@@ -72,6 +72,11 @@ class PartFile final {
   void discard();
   // The same by name, for an attempt whose file was never opened here (or is being opened).
   static void discard_paths(const std::filesystem::path& final_path);
+  // A latent found complete (final name and sidecar verified): an attempt's NAME.part and
+  // NAME.sha256.part still beside it are a killed attempt's (this receiver is their only writer,
+  // and the latent's session is closed), so they go; the state file stays (it remembers the
+  // hand-off).  Returns how many files went.
+  static int remove_leftovers(const std::filesystem::path& final_path);
   // Records that on_durable succeeded (no sync: a lost mark only repeats an idempotent enqueue).
   static void mark_notified(const std::filesystem::path& final_path, const std::string& sha256,
                             std::uint64_t size);

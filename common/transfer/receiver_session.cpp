@@ -111,6 +111,7 @@ void TransferReceiver::Impl::on_offer(const std::string& routing, const pb::Offe
     } else if (artifacts::read_sidecar(artifacts::Root(root), path) == o.sha256() &&
                artifacts::verify(artifacts::Root(root), path).ok()) {
       out->complete = true;
+      (void)PartFile::remove_leftovers(path);  // a killed attempt's .part beside it (#35 D6)
       auto st = read_state(PartFile::paths_for(path).state);
       out->notified = st && st->complete && st->notified && st->sha256 == o.sha256();
     } else {
