@@ -275,35 +275,49 @@ std::string output_name(const Json& g, const ObjectInfo* oi, const std::string& 
   return slot < static_cast<int>(k.size()) ? k[slot] : "";
 }
 
-Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
-  H3_TRY(check_api_graph(g));
-  const ObjectInfo* oi = o.object_info;
-  if (oi) {
-    for (const auto& id : topological_order(g))
-      if (!oi->find(class_of(g, id)))
-        return make_error(errc::comfyui::kSplitUnknownClass,
-                          "{}: the server does not know class \"{}\" (not in its /object_info); "
-                          "install the custom node pack that provides it, or remove the node",
-                          describe(g, id), class_of(g, id));
-  }
+namespace {
 
+// Every class must be one the server knows, when its /object_info is given.
+Status check_classes_known(const Json& g, const ObjectInfo* oi) {
+  if (!oi) return Status::Ok();
+  for (const auto& id : topological_order(g))
+    if (!oi->find(class_of(g, id)))
+      return make_error(errc::comfyui::kSplitUnknownClass,
+                        "{}: the server does not know class \"{}\" (not in its /object_info); "
+                        "install the custom node pack that provides it, or remove the node",
+                        describe(g, id), class_of(g, id));
+  return Status::Ok();
+}
+
+// Every decoder node, and where its LATENT comes from.
+Result<std::vector<Trace>> trace_decoders(const Json& g, const ObjectInfo* oi) {
   std::vector<Trace> traces;
-  std::map<std::string, DecoderClass> decoders;  // node id -> how it decodes
   for (const auto& id : topological_order(g)) {
-    if (const auto* dc = decoder_class(class_of(g, id)))
-      decoders[id] = *dc;
-    else if (auto gd = generic_decoder(oi, class_of(g, id)))
-      decoders[id] = *gd;
+    std::optional<DecoderClass> dc;
+    if (const auto* known = decoder_class(class_of(g, id)))
+      dc = *known;
     else
-      continue;
-    traces.push_back(trace_decoder(g, oi, id, decoders[id]));
+      dc = generic_decoder(oi, class_of(g, id));
+    if (dc) traces.push_back(trace_decoder(g, oi, id, *dc));
   }
   if (traces.empty())
     return make_error(errc::comfyui::kSplitNoDecoder,
                       "no VAE decode node ({}) in the workflow: h3pipe splits a workflow where a "
                       "sampler's LATENT is decoded, and this one decodes nothing",
                       decoder_names());
+  return traces;
+}
 
+// The one video latent (and audio latent) the sample side hands over.
+struct Cuts {
+  Slot video;
+  std::optional<Slot> audio;  // a separate audio latent (Layout::kVideoAudio) only
+  const Trace* first_video = nullptr;
+};
+
+// The cuts, r.sampler and r.layout; refused when no sampler feeds a video decoder or when two
+// latents of one kind do.
+Result<Cuts> choose_cuts(const Json& g, const std::vector<Trace>& traces, SplitResult& r) {
   std::vector<const Trace*> video, audio;
   for (const auto& t : traces)
     if (t.fed) (t.kind == DecodeKind::kVideo ? video : audio).push_back(&t);
@@ -328,50 +342,31 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   if (vcuts.size() > 1) return ambiguous(g, video, "video");
   if (acuts.size() > 1) return ambiguous(g, audio, "audio");
 
-  SplitResult r;
-  Slot vcut = *vcuts.begin();
+  Cuts c{*vcuts.begin(), std::nullopt, video[0]};
   r.sampler = video[0]->sampler;
   if (acuts.empty())
     r.layout = Layout::kVideo;
-  else if (*acuts.begin() == vcut)
+  else if (*acuts.begin() == c.video)
     r.layout = Layout::kAvNested;
   else
     r.layout = Layout::kVideoAudio;
-  std::optional<Slot> acut;
-  if (r.layout == Layout::kVideoAudio) acut = *acuts.begin();
+  if (r.layout == Layout::kVideoAudio) c.audio = *acuts.begin();
   if (r.layout == Layout::kAvNested && !video[0]->through_av_separate)
     r.notes.push_back(fmt::format(
         "{} output {} is one AV latent (a NestedTensor of video and audio) decoded by a video and "
         "an audio decoder directly: on the decode side both take the loader's output 0, the whole "
         "AV latent, as in the workflow (core VAEDecode decodes its first tensor, VAEDecodeAudio "
         "its last)",
-        describe(g, vcut.node), vcut.index));
+        describe(g, c.video.node), c.video.index));
+  return c;
+}
 
-  // --- sample side --------------------------------------------------------------------------
-  std::vector<std::string> roots = {vcut.node};
-  if (acut) roots.push_back(acut->node);
-  IdSet sample_ids = ancestors(g, roots);
-  long long next = next_free_id(g);
-  r.save_node = std::to_string(next);
-  r.load_node = std::to_string(next + 1);
-  const auto& h = o.handoff;
-  Json sample = Json::object();
-  for (const auto& id : sample_ids) sample[id] = g[id];
-
-  // --- profile ------------------------------------------------------------------------------
-  std::string source = find_latent_source(g, r.sampler);
-  const LatentSourceClass* ls = source.empty() ? nullptr : latent_source_class(class_of(g, source));
-  if (!ls) source.clear();
-  H3_TRY(choose_profile(g, sample, source, ls, o, r));
-  if (ls) {
-    const auto& in = g[source].value("inputs", Json::object());
-    if (!ls->batch.empty() && in.contains(ls->batch) && in[ls->batch] != 1)
-      r.notes.push_back(fmt::format("{} has {} {}; h3pipe jobs are one video each (batch 1)",
-                                    describe(g, source), ls->batch, in[ls->batch].dump()));
-  }
+// The save node's inputs: the cut latents, and the profile and geometry it checks them against
+// (the geometry is injected per job).
+Json save_node_inputs(const Json& g, const HandoffNodes& h, const Cuts& cuts,
+                      const std::string& source, const LatentSourceClass* ls, SplitResult& r) {
   bool profile_has_audio = std::find(h.audio_profiles.begin(), h.audio_profiles.end(), r.profile) !=
                            h.audio_profiles.end();
-  // The save node checks the latent against the profile and the job's geometry (injected).
   std::string save_profile = "auto";
   if (!r.profile.empty() &&
       std::find(h.profiles.begin(), h.profiles.end(), r.profile) != h.profiles.end())
@@ -384,45 +379,69 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
         "(latent_profiles, docs/latent.md)",
         layout_name(r.layout), r.profile.empty() ? "?" : r.profile));
   }
-  Json save_inputs = {{h.save_video_input, make_link(vcut)},
+  Json save_inputs = {{h.save_video_input, make_link(cuts.video)},
                       {h.save_prefix_input, "h3pipe/latent"},
                       {h.save_profile_input, save_profile}};
-  if (acut) save_inputs[h.save_audio_input] = make_link(*acut);
-  if (ls && save_profile != "auto" && save_profile != "none") {
-    const auto& in = g[source].value("inputs", Json::object());
-    for (const auto& [mine, theirs] : std::vector<std::pair<std::string, std::string>>{
-             {h.width, ls->width}, {h.height, ls->height}, {h.frames, ls->frames}})
-      if (!theirs.empty() && in.contains(theirs) && in[theirs].is_number_integer())
-        save_inputs[mine] = in[theirs];
-    if (save_inputs.contains(h.frames)) {
-      long long asked = save_inputs[h.frames].get<long long>();
-      long long made = ls->snapped_frames(asked);
-      if (made != asked) {
-        save_inputs[h.frames] = made;
-        r.notes.push_back(fmt::format(
-            "{} {} {} makes {} frames (ComfyUI snaps it up to {} + {}k): the save node checks {}, "
-            "and jobs must ask for frames on that grid",
-            describe(g, source), ls->frames, asked, made, ls->frame_min, ls->frame_step, made));
-      }
+  if (cuts.audio) save_inputs[h.save_audio_input] = make_link(*cuts.audio);
+  if (!ls || save_profile == "auto" || save_profile == "none") return save_inputs;
+  const auto& in = g[source].value("inputs", Json::object());
+  for (const auto& [mine, theirs] : std::vector<std::pair<std::string, std::string>>{
+           {h.width, ls->width}, {h.height, ls->height}, {h.frames, ls->frames}})
+    if (!theirs.empty() && in.contains(theirs) && in[theirs].is_number_integer())
+      save_inputs[mine] = in[theirs];
+  if (save_inputs.contains(h.frames)) {
+    long long asked = save_inputs[h.frames].get<long long>();
+    long long made = ls->snapped_frames(asked);
+    if (made != asked) {
+      save_inputs[h.frames] = made;
+      r.notes.push_back(fmt::format(
+          "{} {} {} makes {} frames (ComfyUI snaps it up to {} + {}k): the save node checks {}, "
+          "and jobs must ask for frames on that grid",
+          describe(g, source), ls->frames, asked, made, ls->frame_min, ls->frame_step, made));
     }
-    if (save_inputs.contains(h.width) && save_inputs.contains(h.height) &&
-        save_inputs.contains(h.frames)) {
-      long long fps = std::lround(decode_fps(g).get<double>());  // the node's fps is an INT
-      if (int only = profile_fps(r.profile); only > 0 && fps != only) {
-        r.notes.push_back(fmt::format(
-            "the decode side writes {} fps, but {} makes {} fps only: the save node checks {} fps",
-            fps, r.profile, only, only));
-        fps = only;
-      }
-      save_inputs[h.fps] = fps;
-    } else
-      for (const auto& k : {h.width, h.height, h.frames}) save_inputs.erase(k);
   }
-  sample[r.save_node] = {{"class_type", h.save_class},
-                         {"_meta", {{"title", "Save h3pipe latent"}}},
-                         {"inputs", save_inputs}};
+  if (save_inputs.contains(h.width) && save_inputs.contains(h.height) &&
+      save_inputs.contains(h.frames)) {
+    long long fps = std::lround(decode_fps(g).get<double>());  // the node's fps is an INT
+    if (int only = profile_fps(r.profile); only > 0 && fps != only) {
+      r.notes.push_back(fmt::format(
+          "the decode side writes {} fps, but {} makes {} fps only: the save node checks {} fps",
+          fps, r.profile, only, only));
+      fps = only;
+    }
+    save_inputs[h.fps] = fps;
+  } else {
+    for (const auto& k : {h.width, h.height, h.frames}) save_inputs.erase(k);
+  }
+  return save_inputs;
+}
 
-  // --- decode side --------------------------------------------------------------------------
+// The sample side: the cuts' ancestors and the save node (r.sample); r.profile from where the
+// latent starts.  The latent source node, "" when none is known.
+Result<std::string> build_sample_side(const Json& g, const SplitOptions& o, const Cuts& cuts,
+                                      const IdSet& sample_ids, SplitResult& r) {
+  Json sample = Json::object();
+  for (const auto& id : sample_ids) sample[id] = g[id];
+  std::string source = find_latent_source(g, r.sampler);
+  const LatentSourceClass* ls = source.empty() ? nullptr : latent_source_class(class_of(g, source));
+  if (!ls) source.clear();
+  H3_TRY(choose_profile(g, sample, source, ls, o, r));
+  if (ls) {
+    const auto& in = g[source].value("inputs", Json::object());
+    if (!ls->batch.empty() && in.contains(ls->batch) && in[ls->batch] != 1)
+      r.notes.push_back(fmt::format("{} has {} {}; h3pipe jobs are one video each (batch 1)",
+                                    describe(g, source), ls->batch, in[ls->batch].dump()));
+  }
+  sample[r.save_node] = {{"class_type", o.handoff.save_class},
+                         {"_meta", {{"title", "Save h3pipe latent"}}},
+                         {"inputs", save_node_inputs(g, o.handoff, cuts, source, ls, r)}};
+  r.sample = std::move(sample);
+  return source;
+}
+
+// The nodes downstream of every fed decoder that write something (output nodes).
+std::vector<std::string> decode_outputs(const Json& g, const ObjectInfo* oi,
+                                        const std::vector<Trace>& traces) {
   auto users = consumers(g);
   IdSet downstream = make_id_set();
   std::vector<std::string> stack;
@@ -438,14 +457,23 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
   std::vector<std::string> outputs;
   for (const auto& id : downstream)
     if (is_output_node(g, oi, id)) outputs.push_back(id);
+  return outputs;
+}
+
+// The decode side (r.decode): what the outputs need above the cuts, the cuts read from the load
+// node instead.
+Status build_decode_side(const Json& g, const ObjectInfo* oi, const HandoffNodes& h,
+                         const std::vector<Trace>& traces, const Cuts& cuts,
+                         const IdSet& sample_ids, SplitResult& r) {
+  std::vector<std::string> outputs = decode_outputs(g, oi, traces);
   if (outputs.empty())
     return make_error(errc::comfyui::kSplitNoOutput,
                       "what {} decodes reaches no output node (SaveVideo, SaveAnimatedWEBP, "
                       "SaveAudio, ...): the decode workflow would write nothing",
-                      describe(g, video[0]->decoder));
-  std::set<Slot> cuts = {vcut};
-  if (acut) cuts.insert(*acut);
-  IdSet decode_ids = ancestors(g, outputs, cuts);
+                      describe(g, cuts.first_video->decoder));
+  std::set<Slot> cut_set = {cuts.video};
+  if (cuts.audio) cut_set.insert(*cuts.audio);
+  IdSet decode_ids = ancestors(g, outputs, cut_set);
   Json decode = Json::object();
   IdSet shared = make_id_set();
   for (const auto& id : decode_ids) {
@@ -464,9 +492,9 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
         // One AV latent goes whole to both decoders (the loader's output 0), as the workflow
         // gave it: core VAEDecode takes latent.unbind()[0], VAEDecodeAudio latent.unbind()[-1].
         // Only a separate audio latent (video+audio) comes from the loader's audio output.
-        if (acut && s == *acut)
+        if (cuts.audio && s == *cuts.audio)
           v = make_link({r.load_node, h.load_audio_output});
-        else if (s == vcut)
+        else if (s == cuts.video)
           v = make_link({r.load_node, h.load_video_output});
         else
           computes = true;
@@ -492,12 +520,12 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
           "the decode side loads the whole checkpoint of {} for its VAE; a VAELoader with the VAE "
           "file keeps the decode host light",
           describe(g, it.key())));
-
-  r.sample = std::move(sample);
   r.decode = std::move(decode);
-  find_inject({g, oi, r.sample, r.decode, r.sampler, r.save_node, r.load_node, source}, h, r);
+  return Status::Ok();
+}
 
-  // --- config snippet -----------------------------------------------------------------------
+// The stages block of a config that runs the two workflows (r.snippet).
+void config_snippet(const SplitOptions& o, SplitResult& r) {
   std::string out_node;
   for (auto it = r.decode.begin(); it != r.decode.end(); ++it)
     if (writes_mp4(it.value()["class_type"].get<std::string>(), it.value()) &&
@@ -522,6 +550,32 @@ Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
           {"settings", settings_for(o.decode_url, join_path(o.workflow_dir, "decode.api.json"),
                                     r.inject["decode"], out_node)}}}}}};
   r.snippet = {{"stages", stages}, {"latent_profile", r.profile}};
+}
+
+}  // namespace
+
+Result<SplitResult> split_workflow(const Json& g, const SplitOptions& o) {
+  H3_TRY(check_api_graph(g));
+  H3_TRY(check_classes_known(g, o.object_info));
+  auto traces = trace_decoders(g, o.object_info);
+  if (!traces.ok()) return traces.error();
+  SplitResult r;
+  auto chosen = choose_cuts(g, *traces, r);
+  if (!chosen.ok()) return chosen.error();
+  const Cuts& cuts = *chosen;
+
+  std::vector<std::string> roots = {cuts.video.node};
+  if (cuts.audio) roots.push_back(cuts.audio->node);
+  const IdSet sample_ids = ancestors(g, roots);
+  const long long next = next_free_id(g);
+  r.save_node = std::to_string(next);
+  r.load_node = std::to_string(next + 1);
+  auto source = build_sample_side(g, o, cuts, sample_ids, r);
+  if (!source.ok()) return source.error();
+  H3_TRY(build_decode_side(g, o.object_info, o.handoff, *traces, cuts, sample_ids, r));
+  find_inject({g, o.object_info, r.sample, r.decode, r.sampler, r.save_node, r.load_node, *source},
+              o.handoff, r);
+  config_snippet(o, r);
   return r;
 }
 
