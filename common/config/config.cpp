@@ -257,6 +257,9 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
                           {"bind", h.bind},
                           {"transfer_port", h.transfer_port},
                           {"transfer_metrics_port", h.transfer_metrics_port},
+                          {"api_bind", h.api_bind},
+                          {"api_port", h.api_port},
+                          {"api_metrics_port", h.api_metrics_port},
                           {"transfer_secret_key_file", redact && !h.transfer_secret_key_file.empty()
                                                            ? "<redacted path>"
                                                            : h.transfer_secret_key_file},

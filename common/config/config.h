@@ -71,6 +71,11 @@ struct Host {
   std::string transfer_public_key_file;  // CURVE server key pair of this host's receiver
   std::string transfer_secret_key_file;
   std::vector<std::string> transfer_allowed_clients;  // Z85 public keys admitted by ZAP
+  // h3pipe-api on this host (docs/api.md): its listen address (loopback unless set), its port and
+  // its Prometheus port (0 = a free one, reported in run/api-<host>.json).
+  std::string api_bind = "127.0.0.1";
+  int api_port = 0;
+  int api_metrics_port = 0;
 };
 
 struct Link {

@@ -18,6 +18,8 @@ const std::vector<std::string>& cluster_rules() {
       "pool.",
       "Two pools of one host do not share a non-zero `metrics_port`, nor with the host's "
       "`transfer_metrics_port`.",
+      "A host's `api_port` and `api_metrics_port` differ from each other and from its pools' and "
+      "transfer's metrics ports.",
       "Every stage (encode, sample, decode) has at least one pool.",
       "A link's `from` and `to` are hosts.",
       "A `users` name is [A-Za-z0-9._@-]{1,64}.",
@@ -73,6 +75,24 @@ void check_across(const Cluster& c, Errors& e) {
       e.add(fmt::format("/hosts/{}/transfer_metrics_port", i),
             fmt::format("{} is already the metrics port of pool \"{}\" on host \"{}\"",
                         h.transfer_metrics_port, c.pools[it->second].name, h.name));
+  }
+  // h3pipe-api's two ports (docs/api.md) are on the same host as its services' metrics ports.
+  for (std::size_t i = 0; i < c.hosts.size(); ++i) {
+    const auto& h = c.hosts[i];
+    for (const auto& [field, port] : {std::pair<const char*, int>{"api_port", h.api_port},
+                                      {"api_metrics_port", h.api_metrics_port}}) {
+      if (port == 0) continue;
+      std::string other;
+      if (auto it = metrics_ports.find({h.name, port}); it != metrics_ports.end())
+        other = fmt::format("the metrics port of pool \"{}\"", c.pools[it->second].name);
+      else if (port == h.transfer_metrics_port)
+        other = "its transfer_metrics_port";
+      else if (field == std::string("api_metrics_port") && port == h.api_port)
+        other = "its api_port";
+      if (!other.empty())
+        e.add(fmt::format("/hosts/{}/{}", i, field),
+              fmt::format("{} is already {} on host \"{}\"", port, other, h.name));
+    }
   }
   for (std::size_t i = 0; i < c.classes.size(); ++i) {
     const auto& lp = c.classes[i].latent_profile;

@@ -266,7 +266,15 @@ const Table<Host>& host_table() {
        field("transfer_secret_key_file", &Host::transfer_secret_key_file,
              "CURVE secret key of its receiver", {.path = true}),
        field("transfer_allowed_clients", &Host::transfer_allowed_clients,
-             "Z85 public keys admitted by ZAP")}};
+             "Z85 public keys admitted by ZAP"),
+       field("api_bind", &Host::api_bind,
+             "interface its h3pipe-api listens on (docs/api.md); 0.0.0.0 only behind TLS",
+             {.nonempty = true}),
+       field("api_port", &Host::api_port, "its h3pipe-api's port; 0: a free one",
+             {.imin = 0, .imax = 65535}),
+       field("api_metrics_port", &Host::api_metrics_port,
+             "its h3pipe-api's Prometheus port; 0: a free one",
+             {.imin = 0, .imax = 65535, .rule = "unique per host"})}};
   return t;
 }
 

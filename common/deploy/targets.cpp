@@ -48,6 +48,14 @@ Result<Targets> prometheus_targets(const config::Cluster& c, const TargetsOption
       t.groups.push_back(
           {{"targets", {fmt::format("{}:{}", scrape_address(*h), port)}}, {"labels", labels}});
     }
+    // h3pipe-api (docs/api.md, "Metrics"): listed when its port is known (api_metrics_port, or
+    // the run file of this host's running API); optional, so never `missing`.
+    int api_port = h->api_metrics_port;
+    if (api_port == 0 && h->name == o.local_host)
+      api_port = run_file_port(c, HostService{"api", h->name, nullptr, 0, ""});
+    if (api_port > 0)
+      t.groups.push_back({{"targets", {fmt::format("{}:{}", scrape_address(*h), api_port)}},
+                          {"labels", {{"host", h->name}, {"service", "api"}}}});
   }
   return t;
 }

@@ -8,6 +8,8 @@
 // service of the host whose stack runs here and has none takes the port from its run file
 // (<state_dir>/run/<service>-<instance>.json, which the supervisor keeps across restarts).  Any
 // other service without a port cannot be scraped: it is named in `missing` with the field to set.
+// h3pipe-api (service "api", hosts[].api_metrics_port or its run file run/api-<host>.json) is
+// listed when its port is known and is never `missing`: not every host runs one.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
