@@ -173,8 +173,8 @@ int cmd_start(const Global& g, const std::string& host) {
     std::ifstream rf(c->state_dir / "run" / (name + ".json"));
     nlohmann::json r;
     if (rf && (rf >> r) && r.contains("api_url"))  // h3pipe-api (docs/api.md): its URL
-      ports = fmt::format("{}  ready :{}", r["api_url"].get<std::string>(),
-                          r["health_port"].get<int>());
+      ports = fmt::format("{}  metrics :{} ready :{}", r["api_url"].get<std::string>(),
+                          r.value("metrics_port", 0), r["health_port"].get<int>());
     else if (r.is_object() && r.contains("metrics_port"))
       ports = fmt::format("metrics :{} ready :{}", r["metrics_port"].get<int>(),
                           r["health_port"].get<int>());

@@ -13,12 +13,14 @@
 #include "common/api/run_status.h"
 #include "common/api/submit.h"
 #include "common/core/bounded_file.h"
+#include "common/core/json_parse.h"
 #include "common/queue/keys.h"
 #include "common/queue/server.h"
 #include "common/schedule/profile_check.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
 #include "common/state/state.h"
+#include "common/supervisor/supervisor.h"
 
 namespace h3pipe::cli {
 using Clock = std::chrono::steady_clock;
@@ -258,6 +260,23 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   return s.failed || s.cancelled_jobs ? 1 : 0;
 }
 
+namespace {
+
+// h3pipe-api's URL on this host (docs/api.md): the running stack's run/api-<host>.json; "" when
+// no API runs here.
+std::string local_api_url(const config::Cluster& c) {
+  const auto st = supervisor::running(c);
+  if (!st) return "";
+  auto text = read_bounded_file(c.state_dir / "run" / ("api-" + st->value("host", "") + ".json"),
+                                {"a run file", kMaxSmallFileBytes});
+  if (!text.ok()) return "";
+  std::string why;
+  const auto j = json_reader::parse_limited(*text, {kMaxSmallFileBytes}, &why);
+  return j && j->is_object() ? j->value("api_url", std::string()) : std::string();
+}
+
+}  // namespace
+
 int cmd_status(const Global& g, const std::string& run_id, bool json) {
   auto c = load_stack_cluster(g);
   if (!c.ok()) {
@@ -273,6 +292,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
     lives = std::move(*l);
   else
     fmt::print(stderr, "status: cannot read the pools' heartbeats: {}\n", l.error().message);
+  const std::string api_url = local_api_url(*c);
   if (run_id.empty()) {
     const std::string degraded = storage_degraded(**redis, *c);
     if (!degraded.empty()) fmt::print(json ? stderr : stdout, "degraded: {}\n", degraded);
@@ -283,6 +303,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
       auto s = store.run_status(r);
       if (!s.ok()) continue;
       out.push_back(api::run_summary_json(r, *s));
+      out.back()["api_url"] = api_url;  // each run's, so the list stays a list
       const auto stalled = stalled_stages(*s, lives);
       if (!json)
         fmt::print("{}  {}/{} done  {} failed  {} cancelled{}{}\n", r, s->done, s->total, s->failed,
@@ -298,6 +319,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
       return 0;
     }
     if (!lives.empty()) print_pool_lives(*c, lives);
+    if (!api_url.empty()) fmt::print("api  {}\n", api_url);
     return 0;
   }
   const std::string degraded = storage_degraded(**redis, *c);
@@ -305,6 +327,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
   auto built = api::run_status_json(**redis, *c, run_id, lives, degraded);
   if (!built.ok()) return fail(built.error());
   nlohmann::json j = std::move(*built);
+  j["api_url"] = api_url;  // "" when no h3pipe-api runs on this host
   auto s = store.run_status(run_id);
   if (!s.ok()) return fail(s.error());
   auto jobs = store.jobs(run_id);
@@ -332,6 +355,7 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
   for (const auto& rf : *refused)
     fmt::print("  refused {:<16} submission {}: {}\n", rf.job_id, rf.submission, rf.reason);
   if (!lives.empty()) print_pool_lives(*c, lives);
+  if (!api_url.empty()) fmt::print("api  {}\n", api_url);
   return 0;
 }
 
