@@ -158,6 +158,17 @@ int main(int argc, char** argv) {
                                           .rx_chunk(chunk(0), small.substr(0, 64)));
   seeds.emplace_back("rx_ping", Seed(0).rx(ping()));
   {
+    // Issue #36 item 8, wired: an offer with a data key (its chunks then come as data frames on
+    // the data connection), and a receiver's pong naming its data port.
+    auto keyed = offer("r", "j", small);
+    keyed.mutable_offer()->set_data_key(std::string(32, '\x5a'));
+    seeds.emplace_back("rx_keyed_offer", Seed(0).rx(keyed));
+    pb::TransferFrame pong;
+    pong.mutable_pong()->set_unix_ms(1700000000000);
+    pong.mutable_pong()->set_data_port(41234);
+    seeds.emplace_back("tx_pong_data_port", Seed(1).tx(pong));
+  }
+  {
     // Zero-round-trip start: the offer declares an eager span, the eager chunks follow at once;
     // then one whose span the receiver would not grant (its eager chunks are dropped).
     auto eager_offer = offer("r", "j", small);
