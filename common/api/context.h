@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/api/api_metrics.h"
 #include "common/api/server.h"
 #include "common/api/tokens.h"
 #include "common/config/config.h"
@@ -53,6 +54,8 @@ class Context {
 
   const config::Cluster c;
   const ServerOptions o;
+  // Per-route requests and latency, SSE clients, webhook deliveries (docs/api.md, "Metrics").
+  ApiMetrics metrics;
 
   // A pooled connection, returned on scope exit.
   struct Lease {

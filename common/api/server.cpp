@@ -1,16 +1,24 @@
 #include "common/api/server.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <thread>
 
 #include "common/api/context.h"
 #include "common/api/events_hub.h"
 #include "common/api/webhook_dispatch.h"
 #include "common/api/gate.h"
 #include "common/api/gated_http.h"
+#include "common/api/peers.h"
 #include "common/api/routes.h"
 #include "common/queue/server.h"
 
 namespace h3pipe::api {
+namespace {
+// When the request this pool thread serves came in (h3pipe_api_request_seconds).
+thread_local std::chrono::steady_clock::time_point request_start;
+}  // namespace
 
 struct Server::Impl {
   Impl(config::Cluster cluster, RedisFactory redis, ServerOptions options)
@@ -20,6 +28,24 @@ struct Server::Impl {
   std::unique_ptr<Gate> gate;
   std::shared_ptr<EventsHub> events;  // SSE subscribers: stopped before ctx goes
   std::unique_ptr<WebhookDispatcher> webhooks;  // delivery threads: stopped before ctx goes
+  int port = 0;
+  // The announcer (peers.h): this host's URL in Redis, now and every kAnnounceEvery.
+  std::thread announcer;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+
+  void announce_loop() {
+    const std::string url =
+        advertised_url(ctx.c, ctx.o.host, ctx.o.bind, port, ctx.o.advertise_url);
+    std::unique_lock lk(mu);
+    while (!stopping) {
+      lk.unlock();
+      if (auto l = ctx.lease(); l.ok()) (void)announce(*l->r, ctx.o.host, url);
+      lk.lock();
+      cv.wait_for(lk, kAnnounceEvery, [this] { return stopping; });
+    }
+  }
 
   void routes() {
     const ServerOptions& o = ctx.o;
@@ -37,6 +63,12 @@ struct Server::Impl {
         send_error(res, {404, "no such endpoint", "invalid_request_error", "", "not_found"});
       else
         send_error(res, {res.status, "bad request", "invalid_request_error", "", ""});
+    });
+    // Every request httplib answered, by route (api_metrics.h).
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      ctx.metrics.request(
+          req.method, req.path, res.status,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - request_start).count());
     });
     register_video_routes(http, ctx);
     register_runs_routes(http, ctx);
@@ -64,13 +96,27 @@ Server::~Server() {
 }
 
 Result<int> Server::bind() {
-  return impl_->gate->bind(impl_->ctx.o.bind, impl_->ctx.o.port);
+  auto p = impl_->gate->bind(impl_->ctx.o.bind, impl_->ctx.o.port);
+  if (p.ok()) impl_->port = *p;
+  return p;
+}
+std::shared_ptr<prometheus::Registry> Server::registry() const {
+  return impl_->ctx.metrics.registry();
 }
 void Server::listen() {
   const auto write_timeout = GateLimits{}.write_timeout;
+  if (!impl_->ctx.o.host.empty())
+    impl_->announcer = std::thread([this] { impl_->announce_loop(); });
   impl_->gate->run([this, write_timeout](int fd, const std::string& head) {
+    request_start = std::chrono::steady_clock::now();
     impl_->http.serve(fd, head, write_timeout);
   });
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->announcer.joinable()) impl_->announcer.join();
 }
 void Server::stop() {
   impl_->gate->stop();

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "common/api/rate_limit.h"
+#include <prometheus/registry.h>
+
 #include "common/config/config.h"
 #include "common/queue/redis.h"
 
@@ -23,6 +25,10 @@ struct ServerOptions {
   // Requests per second per token by role, shared by replicas through Redis (rate_limit.h);
   // a token's own limit (`h3pipe token limit`) wins.  429 with Retry-After beyond.
   RateLimits rate_limits;
+  // This host's name in the config (`--host`): peers serve it the videos decoded on their disks
+  // (peers.h), and it announces its URL in Redis (h3pipe:api:hosts).  Empty: neither.
+  std::string host;
+  std::string advertise_url;  // the URL announced; empty: from bind and port (peers.h)
 };
 
 // Opens Redis connections for request handlers (a pool of them, each reconnecting after an I/O
@@ -37,6 +43,8 @@ class Server final {
   Server& operator=(const Server&) = delete;
   // Binds (port 0: a free one); the port bound, or an error naming the address.
   Result<int> bind();
+  // The metrics of its routes (api_metrics.h), for the Prometheus port main() opens.
+  std::shared_ptr<prometheus::Registry> registry() const;
   // Serves until stop() (from another thread or a signal handler's thread).
   void listen();
   void stop();

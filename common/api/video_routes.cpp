@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/api/context.h"
+#include "common/api/peers.h"
 #include "common/api/routes.h"
 #include "common/api/submit.h"
 #include "common/api/videos.h"
@@ -235,12 +236,8 @@ struct VideoRoutes {
     auto p = paths::mp4(ctx.c, (**rec)["run"], kJobId);
     std::error_code ec;
     const auto size = p.ok() ? std::filesystem::file_size(*p, ec) : 0;
-    if (!p.ok() || ec)
-      return HttpError{404,
-                       fmt::format("video {} is completed but its MP4 is not on this host's "
-                                   "output root",
-                                   id),
-                       "invalid_request_error", "id", "not_found"};
+    if (!p.ok() || ec)  // decoded on another host: read through its API (peers.h)
+      return serve_from_peer(ctx, r, id, (**rec)["run"], kJobId, req, res);
     auto file = std::make_shared<std::ifstream>(*p, std::ios::binary);
     res.set_header("Accept-Ranges", "bytes");
     res.set_content_provider(size, "video/mp4",

@@ -218,15 +218,18 @@ queue::RedisAddress supervisor_address(const config::Cluster& c, const RedisPlan
   }
   if (c.hosts.size() > 1 && fs::exists(o.bin_dir / "h3pipe-transfer"))
     service("transfer", host, "");
-  // h3pipe-api (issue #37, docs/api.md) on loopback, a free port, when built: it logs in as the
-  // operator through this stack.json; its URL is in run/api-<host>.json (and /readyz there).
+  // h3pipe-api (issue #37, docs/api.md) when built, on the host's api_bind and api_port (loopback
+  // and a free port unless configured) and its Prometheus port api_metrics_port: it logs in as
+  // the operator through this stack.json; its URL is in run/api-<host>.json (and /readyz there).
   if (fs::exists(o.bin_dir / "h3pipe-api")) {
     const std::string name = "api-" + host;
     Child ch{
         .name = name, .argv = {(o.bin_dir / "h3pipe-api").string()}, .log = logs / (name + ".log")};
     if (!cfg.empty()) ch.argv.insert(ch.argv.end(), {"--config", cfg});
-    ch.argv.insert(ch.argv.end(), {"--state-dir", c.state_dir.string(), "--port", "0", "--run-file",
-                                   (c.state_dir / "run" / (name + ".json")).string()});
+    ch.argv.insert(ch.argv.end(),
+                   {"--state-dir", c.state_dir.string(), "--host", host, "--run-file",
+                    (c.state_dir / "run" / (name + ".json")).string()});
+    ch.metrics_port = c.find_host(host)->api_metrics_port;
     children.push_back(ch);
   }
 

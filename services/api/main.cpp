@@ -3,6 +3,11 @@
 //
 //   h3pipe-api [--config FILE] [--state-dir DIR] [--bind 127.0.0.1] [--port 8088]
 //              [--max-body-bytes N] [--port-file FILE] [--run-file FILE]
+//              [--host NAME] [--metrics-port N] [--metrics-bind ADDR] [--advertise-url URL]
+//
+// --host NAME takes the bind address and ports of /hosts[NAME] (api_bind, api_port,
+// api_metrics_port; flags given win) and announces this API's URL in Redis for the other hosts'
+// APIs (common/api/peers.h), as `h3pipe start` runs it.
 //
 // Redis: the running local stack of the config's state dir (its address and the operator's
 // credentials, as the CLI finds them), else the config's redis with H3PIPE_REDIS_USER /
@@ -15,8 +20,10 @@
 #include <fstream>
 #include <thread>
 
+#include "common/api/peers.h"
 #include "common/api/server.h"
 #include "common/logging/protobuf_log.h"
+#include "common/metrics/http_servers.h"
 #include "common/queue/redis_config.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/supervisor.h"
@@ -77,8 +84,23 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", port_file, "write the port bound here once listening");
   std::string run_file;
   app.add_option("--run-file", run_file,
-                 "write {pid, bind, health_port, api_url} here once listening (`h3pipe start` "
-                 "reads it: /readyz on that port)");
+                 "write {pid, bind, health_port, metrics_port, api_url} here once listening "
+                 "(`h3pipe start` reads it: /readyz on that port)");
+  int metrics_port = -1;
+  app.add_option("--host", o.host,
+                 "this host's name in the config: its api_bind, api_port and api_metrics_port, "
+                 "and peers serve it the videos decoded on their disks");
+  app.add_option("--metrics-port", metrics_port,
+                 "Prometheus port on the host's bind address (0: a free one; default: the host's "
+                 "api_metrics_port with --host, else none)")
+      ->check(CLI::Range(0, 65535));
+  std::string metrics_bind;
+  app.add_option("--metrics-bind", metrics_bind,
+                 "address of the Prometheus port (default: --bind's, or the host's bind with "
+                 "--host)");
+  app.add_option("--advertise-url", o.advertise_url,
+                 "the URL other hosts' APIs reach this one on (default: http://BIND:PORT/v1, the "
+                 "host's address when BIND is 0.0.0.0)");
   CLI11_PARSE(app, argc, argv);
   if (auto bad =
           api::parse_rate_limits(rate_limit.empty() ? "read=100" : rate_limit, o.rate_limits)) {
@@ -91,6 +113,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!state_dir.empty()) config::override_state_dir(*c, state_dir);
+  const bool metrics_bind_given = !metrics_bind.empty();
+  if (!metrics_bind_given) metrics_bind = o.bind;
+  if (!o.host.empty()) {
+    const config::Host* h = c->find_host(o.host);
+    if (!h) {
+      fmt::print(stderr, "h3pipe-api: --host \"{}\" is not a host of the config\n", o.host);
+      return 2;
+    }
+    if (!app.count("--bind")) o.bind = h->api_bind;
+    if (!app.count("--port")) o.port = h->api_port;
+    if (!app.count("--metrics-port")) metrics_port = h->api_metrics_port;
+    if (!metrics_bind_given)  // where Prometheus scrapes the host's services
+      metrics_bind = h->bind.empty() ? o.bind : h->bind;
+  }
   // Signals are taken by a thread of their own, which stops the server.
   sigset_t set;
   sigemptyset(&set);
@@ -118,7 +154,17 @@ int main(int argc, char** argv) {
     server.stop();
   });
   sig.detach();
-  fmt::print(stderr, "h3pipe-api: listening on http://{}:{}/v1\n", o.bind, *port);
+  const std::string url = api::advertised_url(cluster, o.host, o.bind, *port, o.advertise_url);
+  fmt::print(stderr, "h3pipe-api: listening on {}:{} ({})\n", o.bind, *port, url);
+  std::unique_ptr<metrics::MetricsServer> metrics;
+  if (metrics_port >= 0) {
+    auto m = metrics::MetricsServer::start(metrics_bind, metrics_port, server.registry());
+    if (!m.ok()) {  // 98: the supervisor then restarts it on a free metrics port
+      fmt::print(stderr, "h3pipe-api: {}\n", m.error().message);
+      return 98;
+    }
+    metrics = std::move(*m);
+  }
   if (!port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
     std::ofstream(tmp) << *port << "\n";
@@ -128,7 +174,8 @@ int main(int argc, char** argv) {
     const nlohmann::json j = {{"pid", ::getpid()},
                               {"bind", o.bind},
                               {"health_port", *port},
-                              {"api_url", fmt::format("http://{}:{}/v1", o.bind, *port)}};
+                              {"metrics_port", metrics ? metrics->port() : 0},
+                              {"api_url", url}};
     const std::string tmp = run_file + ".tmp";
     std::ofstream(tmp) << j.dump() << "\n";
     std::rename(tmp.c_str(), run_file.c_str());

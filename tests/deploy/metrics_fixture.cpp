@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "common/api/api_metrics.h"
 #include "common/gpu/gpu_monitor.h"
 #include "common/metrics/metrics.h"
 #ifdef H3PIPE_HAVE_TRANSFER_PROBE
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   h3pipe::transfer::TransferProbe tx(*reg, "sender");
   h3pipe::transfer::TransferProbe rx(*reg, "receiver");
 #endif
+  h3pipe::api::ApiMetrics api(reg);  // h3pipe-api's (docs/api.md, "Metrics")
+  auto sse = api.sse_client();
   auto server = h3pipe::metrics::MetricsServer::start("127.0.0.1", 0, reg);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.error().message.c_str());
@@ -60,6 +63,10 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   for (long i = 0; !g_stop; ++i) {
     enc.task_done(0.4 + (i % 3) * 0.1, 0.05);
+    api.request("GET", "/v1/videos/video_r-1", 200, 0.001 + (i % 4) * 0.0005);
+    api.request("POST", "/v1/videos", i % 10 ? 200 : 400, 0.003);
+    api.request("GET", "/v1/videos/video_r-1/content", i % 7 ? 206 : 503, 0.02);
+    api.webhook_delivery(i % 5 ? "delivered" : "retried");
     sam.task_done(2.0 + (i % 5) * 0.3, 1.5);
     dec.task_done(1.2, 0.2);
     sam.add_bubble(0.05);
