@@ -62,10 +62,8 @@ std::string frames_list(const json& a) {
   return s;
 }
 
-}  // namespace
-
-Result<std::string> render_html(const json& doc) {
-  const fs::path out_dir = doc["out_dir"].get<std::string>();
+// The page's head, styles and the opening paragraph.
+std::string page_head(const json& doc) {
   std::string h = R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>h3pipe compare )" +
                   esc(doc["run_id"].get<std::string>()) + R"(</title>
@@ -86,11 +84,16 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
       "&infin; = identical frames.</p>\n",
       esc(doc["run_id"].get<std::string>()), esc(doc["reference"].get<std::string>()),
       esc(doc["out_dir"].get<std::string>()));
-  // Where each decoder ran: the seconds and the device are that machine's, not necessarily the
-  // pool's (a builtin or exec pool decodes in the compare command's own process).
-  h += "<h2>Where each decoder ran</h2>\n<table id=\"ran-on\"><tr><th class=\"l\">decoder</th>"
-       "<th class=\"l\">ran</th><th class=\"l\">host</th><th class=\"l\">device</th>"
-       "<th class=\"l\">GPUs</th></tr>\n";
+  return h;
+}
+
+// Where each decoder ran: the seconds and the device are that machine's, not necessarily the
+// pool's (a builtin or exec pool decodes in the compare command's own process).
+std::string ran_on_table(const json& doc) {
+  std::string h =
+      "<h2>Where each decoder ran</h2>\n<table id=\"ran-on\"><tr><th class=\"l\">decoder</th>"
+      "<th class=\"l\">ran</th><th class=\"l\">host</th><th class=\"l\">device</th>"
+      "<th class=\"l\">GPUs</th></tr>\n";
   for (const auto& d : doc["decoders"]) {
     if (!d.contains("ran_on")) continue;
     const json& r = d["ran_on"];
@@ -106,10 +109,16 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
                      : esc(gpus));
   }
   h += "</table>\n";
-  h += "<h2>Summary</h2>\n<table id=\"summary\"><tr><th "
-       "class=\"l\">decoder</th><th>device</th><th>jobs</th>"
-       "<th>decode s (mean)</th><th>PSNR dB</th><th>worst frame dB</th><th>SSIM</th><th>MAE</th>"
-       "<th>black frames</th><th>saturated frames</th></tr>\n";
+  return h;
+}
+
+// One row per decoder: its means over the jobs.
+std::string summary_table(const json& doc) {
+  std::string h =
+      "<h2>Summary</h2>\n<table id=\"summary\"><tr><th "
+      "class=\"l\">decoder</th><th>device</th><th>jobs</th>"
+      "<th>decode s (mean)</th><th>PSNR dB</th><th>worst frame dB</th><th>SSIM</th><th>MAE</th>"
+      "<th>black frames</th><th>saturated frames</th></tr>\n";
   for (const auto& s : doc["summary"]) {
     const bool ref = s["reference"];
     h += fmt::format(
@@ -123,13 +132,20 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
         s["ssim_mean"].get<double>(), s["mae"].get<double>(), s["black_frames"].get<long long>(),
         s["saturated_frames"].get<long long>());
   }
-  h += "</table>\n<h2>Per job</h2>\n<table id=\"results\"><tr><th class=\"l\">job</th><th "
-       "class=\"l\">decoder</th>"
-       "<th>decode s</th><th>device</th><th>PSNR dB</th><th>min dB</th><th>worst "
-       "frame</th><th>SSIM</th>"
-       "<th>SSIM min</th><th>MAE</th><th>black</th><th>saturated</th><th>audio LSD "
-       "dB</th><th>audio SNR dB</th><th>audio max |d|</th>"
-       "<th class=\"l\">output SHA-256</th></tr>\n";
+  h += "</table>\n";
+  return h;
+}
+
+// One row per job and decoder.
+std::string per_job_table(const json& doc) {
+  std::string h =
+      "<h2>Per job</h2>\n<table id=\"results\"><tr><th class=\"l\">job</th><th "
+      "class=\"l\">decoder</th>"
+      "<th>decode s</th><th>device</th><th>PSNR dB</th><th>min dB</th><th>worst "
+      "frame</th><th>SSIM</th>"
+      "<th>SSIM min</th><th>MAE</th><th>black</th><th>saturated</th><th>audio LSD "
+      "dB</th><th>audio SNR dB</th><th>audio max |d|</th>"
+      "<th class=\"l\">output SHA-256</th></tr>\n";
   for (const auto& j : doc["jobs"])
     for (const auto& r : j["results"]) {
       const bool ref = r["reference"];
@@ -152,10 +168,17 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
           ref || a.is_null() ? "-" : fmt::format("{:.5f}", a["max_abs"].get<double>()),
           r["mp4_sha256"].get<std::string>().substr(0, 16));
     }
-  h += "</table>\n<h2>Worst frames</h2>\n<p>Each decoder's worst frame (lowest PSNR) beside the "
-       "reference's "
-       "same frame, and their difference |reference &minus; decoder| &times; " +
-       std::to_string(kDiffGain) + ".</p>\n";
+  h += "</table>\n";
+  return h;
+}
+
+// Each decoder's worst frame beside the reference's same frame, and their difference.
+Result<std::string> worst_frames(const json& doc, const fs::path& out_dir) {
+  std::string h =
+      "<h2>Worst frames</h2>\n<p>Each decoder's worst frame (lowest PSNR) beside the "
+      "reference's "
+      "same frame, and their difference |reference &minus; decoder| &times; " +
+      std::to_string(kDiffGain) + ".</p>\n";
   int strips = 0;
   for (const auto& j : doc["jobs"]) {
     if (strips++ >= kMaxStripJobs) break;
@@ -195,8 +218,17 @@ img{image-rendering:pixelated;max-width:420px;border:1px solid #999}
       h += "</div>\n";
     }
   }
-  h += "</body></html>\n";
   return h;
+}
+
+}  // namespace
+
+Result<std::string> render_html(const json& doc) {
+  const fs::path out_dir = doc["out_dir"].get<std::string>();
+  auto worst = worst_frames(doc, out_dir);
+  if (!worst) return worst.error();
+  return page_head(doc) + ran_on_table(doc) + summary_table(doc) + per_job_table(doc) + *worst +
+         "</body></html>\n";
 }
 
 }  // namespace h3pipe::compare
