@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "common/api/progress.h"
 #include "common/artifacts/artifacts.h"
 #include "common/core/error_codes.h"
 #include "common/core/sha256.h"
@@ -136,8 +137,11 @@ Result<json> Context::video_json(queue::Redis& r, const std::string& id, const R
     status = "cancelled";
   else if (st == "queued")
     status = "queued";
-  else
-    progress = st == "encode" ? 5 : st == "sample" ? 20 : st == "transfer" ? 75 : 85;
+  // The share of the planned time done, from the run's events (progress.h, #37).
+  const std::string cls = rec.count("model") ? rec.at("model") : "default";
+  auto prog = read_progress(r, run, kJobId, plan_for(c, cls), state::now_ms());
+  if (!prog.ok()) return prog.error();
+  if (status != "completed") progress = prog->percent;
   json completed_at = nullptr;
   if (status == "completed")
     if (auto p = paths::mp4(c, run, kJobId); p.ok())
@@ -160,7 +164,11 @@ Result<json> Context::video_json(queue::Redis& r, const std::string& id, const R
               {"run_id", run},
               {"job_id", kJobId},
               {"user", rec.count("user") ? rec.at("user") : ""},
-              {"stage", st}};
+              {"stage", st},
+              {"host", prog->host},
+              {"pool", prog->pool},
+              {"attempt", std::strtoll(prog->attempt.c_str(), nullptr, 10)},
+              {"eta_s", prog->eta_s ? json(*prog->eta_s) : json(nullptr)}};
 }
 
 std::variant<Record, HttpError> Context::owned(queue::Redis& r, const std::string& id,
