@@ -7,11 +7,11 @@
 
 #include "common/api/context.h"
 #include "common/api/events_hub.h"
-#include "common/api/webhook_dispatch.h"
 #include "common/api/gate.h"
 #include "common/api/gated_http.h"
 #include "common/api/peers.h"
 #include "common/api/routes.h"
+#include "common/api/webhook_dispatch.h"
 #include "common/queue/server.h"
 
 namespace h3pipe::api {
@@ -26,7 +26,7 @@ struct Server::Impl {
   Context ctx;
   GatedHttp http;
   std::unique_ptr<Gate> gate;
-  std::shared_ptr<EventsHub> events;  // SSE subscribers: stopped before ctx goes
+  std::shared_ptr<EventsHub> events;            // SSE subscribers: stopped before ctx goes
   std::unique_ptr<WebhookDispatcher> webhooks;  // delivery threads: stopped before ctx goes
   int port = 0;
   // The announcer (peers.h): this host's URL in Redis, now and every kAnnounceEvery.

@@ -3,6 +3,8 @@
 // /v1/videos and /v1/models over cpp-httplib behind an accept gate (gate.h: a stalled client
 // costs a slot, never a thread).  Stateless: tokens, videos, idempotency keys and the jobs
 // themselves live in Redis, so replicas may stand side by side.
+#include <prometheus/registry.h>
+
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -10,8 +12,6 @@
 #include <vector>
 
 #include "common/api/rate_limit.h"
-#include <prometheus/registry.h>
-
 #include "common/config/config.h"
 #include "common/queue/redis.h"
 
