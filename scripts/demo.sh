@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The main job: set up (the build and run packages, then only the CLI and the four services;
-# CUDA kernels only with a GPU or H3PIPE_CUDA=ON), start the local stack (private Redis + every
-# service, embedded default config), run examples/batch.jsonl with progress, print the MP4s and
-# receipts, stop.
+# The main job: set up (the build and run packages, then only the CLI, the four services and
+# h3pipe-api; CUDA kernels only with a GPU or H3PIPE_CUDA=ON), start the local stack (private
+# Redis + every service + the HTTP API on loopback, embedded default config), run
+# examples/batch.jsonl with progress, print the MP4s, receipts and the API's URL, stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
@@ -23,5 +23,7 @@ for f in "$H3PIPE_STATE"/outputs/"$run_id"/*.mp4; do
   echo "  $f"
   echo "  ${f%.mp4}.pipeline.json"
 done
+api_url=$($h3 status 2>/dev/null | sed -n 's/^api  //p' || true)
+[[ -n $api_url ]] && echo "the HTTP API was at $api_url (docs/api.md; h3pipe token create NAME --role submit)"
 echo "demo: set-up ${setup_s} s, the batch $((SECONDS - t1)) s, in all $((SECONDS - t0)) s"
 exit $rc

@@ -15,7 +15,7 @@
 #    a wiped podman store re-imports them in seconds instead of running debootstrap again.
 #    --rebuild-base makes them again from debootstrap.  H3PIPE_DEBIAN_IMAGE / H3PIPE_DEBIAN_SLIM_IMAGE name other bases instead
 #    (e.g. docker.io/library/debian:12 where a registry is reachable); nothing is made then.
-# 2. Targets.  Every target of docker/Dockerfile (encoder sampler decoder transfer cli stunnel by
+# 2. Targets.  Every target of docker/Dockerfile (encoder sampler decoder transfer api cli stunnel by
 #    default) with `podman build --layers`, tagged ${H3PIPE_IMAGE_PREFIX:-h3pipe}/<target>:<version>
 #    (the names compose.yaml and helm/h3pipe expect; version: CMakeLists.txt's project version).
 #    The build stage is built once and cached; a second run is all cache hits.
@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 die() { echo "images: $*" >&2; exit 1; }
 
 version=$(sed -n 's/^project(h3pipe VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
-targets=(encoder sampler decoder transfer cli stunnel)
+targets=(encoder sampler decoder transfer api cli stunnel)
 standins=0 no_cache=() rebuild_base=0 conf_only=""
 while (($#)); do
   case $1 in

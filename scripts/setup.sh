@@ -4,8 +4,8 @@
 #   scripts/setup.sh [--demo | --no-build | --build-only | --fuzz]
 #     (no flag)     every package (build, run, tests, benches, the container test's tools),
 #                   kubernetes-models from npm, then every target (tests too): scripts/test.sh, CI
-#     --demo        the build and run packages only, then only what scripts/demo.sh runs: the CLI
-#                   and the four services (and the libraries they link)
+#     --demo        the build and run packages only, then only what scripts/demo.sh runs: the CLI,
+#                   the four services and h3pipe-api (and the libraries they link)
 #     --no-build    the installs of the no-flag mode, no build
 #     --build-only  only what compiling the binaries needs, no build (docker/Dockerfile's build
 #                   stage: cmake -DH3PIPE_TESTS=OFF there, no test libraries, no test tools, no npm)
@@ -188,8 +188,8 @@ echo "setup: configure $bdir, CUDA kernels $cuda: $why ($(since "$t"))"
 
 # --- build ---------------------------------------------------------------------------------------
 if [[ $mode == --demo ]]; then
-  targets=(h3pipe h3pipe-encoder h3pipe-sampler h3pipe-decoder h3pipe-transfer)
-  what="the CLI and 4 services"
+  targets=(h3pipe h3pipe-encoder h3pipe-sampler h3pipe-decoder h3pipe-transfer h3pipe-api)
+  what="the CLI, 4 services and the API"
 elif [[ $mode == --fuzz ]]; then
   mapfile -t targets < <(sed -n 's/^ *h3pipe_add_fuzzer( *\([a-z0-9_]*\).*/\1/p' fuzz/*/CMakeLists.txt | sort -u)
   ((${#targets[@]})) || { echo "setup: no h3pipe_add_fuzzer target under fuzz/" >&2; exit 1; }

@@ -49,7 +49,10 @@ H3PIPE_SERVICES = {"encoder": "encode", "sampler0": "sample", "sampler1": "sampl
                    "transfer": None}
 # The Redis ACL user of each compose service (configs/redis/users.acl).
 REDIS_USERS = {"encoder": "encoder", "sampler0": "sampler", "sampler1": "sampler", "decoder": "decoder",
-               "transfer": "transfer", "cli": "operator"}
+               "transfer": "transfer", "cli": "operator", "api": "operator"}
+# h3pipe-api's flags (services/api/main.cpp).
+API_FLAGS = {"--config", "--state-dir", "--bind", "--port", "--max-body-bytes", "--port-file", "--run-file",
+             "--ui-dir", "--host", "--metrics-port", "--metrics-bind", "--advertise-url"}
 ACL_USERS = ("encoder", "sampler", "decoder", "transfer", "operator", "keda", "admin")
 
 
@@ -315,7 +318,7 @@ class Compose(unittest.TestCase):
         # One user per kind of service: the two sampler slots share the sampler's user, nobody else.
         self.assertEqual(seen, {"h3pipe-encoder": {"encoder"}, "h3pipe-sampler": {"sampler0", "sampler1"},
                                 "h3pipe-decoder": {"decoder"}, "h3pipe-transfer": {"transfer"},
-                                "h3pipe-operator": {"cli"}})
+                                "h3pipe-operator": {"cli", "api"}})
         # Redis renders the ACL file from every service user's secret (plus the admin's).
         redis = services["redis"]
         self.assertEqual(sorted(redis["secrets"]),
@@ -374,6 +377,40 @@ class Compose(unittest.TestCase):
         self.assertEqual(len({p["id"] for p in dash["panels"]}), len(dash["panels"]))
         cli = c["services"]["cli"]
         self.assertEqual(cli["network_mode"], "host")
+
+    def test_api_service(self):
+        """h3pipe-api in the control profile: its flags, loopback unless configured, the image's
+        HEALTHCHECK on the API's /readyz, its metrics published and in the seeds' targets."""
+        env = read_env(os.path.join(SRC, "deploy", "node241.env"))
+        api = interpolate(load_compose(), env)["services"]["api"]
+        self.assertEqual(api["profiles"], ["control"])
+        self.assertEqual(api["image"], "h3pipe/api:0.1.0")
+        flags = dict(a.split("=", 1) for a in api["command"])
+        self.assertLessEqual(set(flags), API_FLAGS)
+        if BIN and os.path.exists(os.path.join(BIN, "h3pipe-api")):
+            helptext = subprocess.run([os.path.join(BIN, "h3pipe-api"), "--help"], capture_output=True, text=True).stdout
+            for f in flags:
+                self.assertIn(f, helptext, f"h3pipe-api takes no {f}")
+        self.assertEqual(flags["--config"], "/etc/h3pipe/cluster.json")
+        self.assertEqual(flags["--host"], "node241")
+        self.assertEqual(api["environment"]["H3PIPE_HEALTH_PORT"], flags["--port"])
+        published = {p.rsplit(":", 1)[1]: p.rsplit(":", 1)[0] for p in api["ports"]}
+        self.assertEqual(published[flags["--port"]], "127.0.0.1:8088", "the API is published on loopback by default")
+        self.assertIn(flags["--metrics-port"], published)
+        other = interpolate(load_compose(), dict(env, H3PIPE_API_PUBLISH="8443"))["services"]["api"]
+        self.assertIn("8443:8088", other["ports"])
+        t = dockerfile_targets()["api"]
+        self.assertEqual(t["from"], "runtime-base")
+        self.assertIn('ENTRYPOINT ["h3pipe-api"]', t["lines"])
+        self.assertIn("COPY --from=build /out/bin/h3pipe-api /usr/local/bin/", t["lines"])
+        self.assertIn("USER 10001:10001", t["lines"])
+        self.assertIn(f"ENV H3PIPE_HEALTH_PORT={flags['--port']}", t["lines"])
+        self.assertTrue(any(l.startswith("HEALTHCHECK") and "h3pipe-healthcheck" in l for l in t["lines"]))
+        build = " ".join(dockerfile_targets()["build"]["lines"])
+        self.assertIn("h3pipe-api", build)
+        with open(os.path.join(SRC, "configs", "prometheus", "targets", "seeds.json")) as f:
+            targets = [t for g in json.load(f) for t in g["targets"]]
+        self.assertIn("192.168.50.41:" + flags["--metrics-port"], targets)
 
     def test_dockerfile(self):
         t = dockerfile_targets()

@@ -312,6 +312,8 @@ class ChartTest(ScaleInChecks, unittest.TestCase):
                 continue
             if comp == "sentinel":  # check_sentinel
                 continue
+            if comp == "api":  # check_api
+                continue
             self.assertIn(comp, STAGE_COMPONENTS | {"transfer"})
             self.assertEqual(len(redis_vols), 1, "one Redis secret volume")
             # Its own user's password only, and with redis.sentinel h3pipe-sentinel's (check_sentinel).
@@ -403,12 +405,94 @@ class ChartTest(ScaleInChecks, unittest.TestCase):
                     self.assertIn(ep["port"], [p["name"] for p in s["spec"]["ports"]], s["metadata"]["name"])
             self.assertTrue(sm["spec"]["endpoints"][0]["honorLabels"])
 
+    def check_api(self, r):
+        """h3pipe-api (docs/api.md): a Deployment and its Service with probes on /healthz and /readyz,
+        the operator's Redis user only, loopback behind its own TLS, the Ingress to the Service."""
+        v, full = r.values["api"], self.fullname(r)
+        d, svc = r.get("Deployment", f"{full}-api"), r.get("Service", f"{full}-api")
+        if not v["enabled"]:
+            self.assertIsNone(d)
+            self.assertIsNone(svc)
+            self.assertNotIn(f"{full}-api", r.by.get("Ingress", {}))
+            return
+        self.assertIsNotNone(d, "no h3pipe-api Deployment")
+        self.assertIsNotNone(svc, "no h3pipe-api Service")
+        self.assertEqual(d["spec"]["replicas"], v["replicas"])
+        ps = pod_spec(d)
+        api = [c for c in ps["containers"] if c["name"] == "api"][0]
+        self.assertTrue(api["image"].endswith(f"/api:{r.values['image']['tag']}"), api["image"])
+        flags = dict(a.split("=", 1) for a in api["args"])
+        self.assertEqual(flags["--config"], "/etc/h3pipe/config/cluster.json")
+        self.assertEqual(int(flags["--port"]), v["port"])
+        self.assertEqual(int(flags["--metrics-port"]), v["metricsPort"])
+        env = {e["name"]: e.get("value") for e in api["env"]}
+        self.assertEqual(env["H3PIPE_REDIS_USER"], "h3pipe-operator")
+        secret = r.values["redis"]["existingSecret"] or f"{full}-redis"
+        redis_vols = [x for x in ps["volumes"] if x.get("secret", {}).get("secretName") == secret]
+        self.assertEqual(redis_vols[0]["secret"]["items"][0], {"key": "redis-operator.password", "path": "redis-password"})
+        tls = v["tls"]["existingSecret"]
+        serving = [c for c in ps["containers"] if c["name"] == ("tls" if tls else "api")][0]
+        probes = {p: serving[p]["httpGet"] for p in ("startupProbe", "livenessProbe", "readinessProbe")}
+        self.assertEqual(probes["livenessProbe"]["path"], "/healthz")
+        self.assertEqual(probes["readinessProbe"]["path"], "/readyz")
+        port_name = "https" if tls else "http"
+        for p in probes.values():
+            self.assertEqual(p["port"], port_name)
+            self.assertEqual(p.get("scheme", "HTTP"), "HTTPS" if tls else "HTTP")
+        self.assertEqual({p["name"]: p["targetPort"] for p in svc["spec"]["ports"]}, {port_name: port_name, "metrics": "metrics"})
+        self.assertEqual(svc["metadata"]["labels"]["h3pipe.io/metrics"], "true")
+        if tls:
+            # Loopback only; HTTPS by the sidecar with the Secret's pair, the API port unpublished.
+            self.assertEqual(flags["--bind"], "127.0.0.1")
+            self.assertNotIn("http", [p["name"] for p in api.get("ports", [])], "the plain port is not published")
+            conf = r.get("ConfigMap", f"{full}-api-tls")["data"]["stunnel-api.conf"]
+            self.assertIn(f"connect = 127.0.0.1:{v['port']}", conf)
+            self.assertIn(f"accept = 0.0.0.0:{v['tlsPort']}", conf)
+            vols = {x["name"]: x for x in ps["volumes"]}
+            mounted = {}
+            for m in serving["volumeMounts"]:
+                sec = vols[m["name"]].get("secret")
+                if sec:
+                    self.assertEqual(sec["secretName"], tls)
+                    mounted.update({f"{m['mountPath']}/{i['path']}": i["key"] for i in sec["items"]})
+            for k in ("cert", "key"):
+                path = re.search(rf"^{k} = (\S+)$", conf, re.M).group(1)
+                self.assertIn(path, mounted, f"stunnel-api.conf {k}")
+        else:
+            self.assertEqual(flags["--bind"], "0.0.0.0")
+        if v["nodeSelector"]:
+            self.assertEqual(ps["nodeSelector"], v["nodeSelector"])
+        elif not r.values["storage"]["existingClaim"]:
+            self.assertEqual(ps["nodeSelector"], {"kubernetes.io/hostname": r.values["decoder"]["host"]},
+                             "the MP4s are on the decoder's node")
+        ing = r.by.get("Ingress", {}).get(f"{full}-api")
+        self.assertEqual(ing is not None, bool(v["ingress"]["enabled"]))
+        if ing:
+            rule = ing["spec"]["rules"][0]
+            self.assertEqual(rule["host"], v["ingress"]["host"])
+            backend = rule["http"]["paths"][0]["backend"]["service"]
+            self.assertEqual(backend["name"], svc["metadata"]["name"])
+            self.assertIn(backend["port"]["name"], [p["name"] for p in svc["spec"]["ports"]])
+            if v["ingress"]["tlsSecret"]:
+                self.assertEqual(ing["spec"]["tls"], [{"hosts": [v["ingress"]["host"]], "secretName": v["ingress"]["tlsSecret"]}])
+
+    def test_api(self):
+        r = Rendered("defaults")
+        self.assertIn("h3-h3pipe-api", r.by["Deployment"])
+        self.assertEqual(r.get("Service", "h3-h3pipe-api")["spec"]["type"], "ClusterIP")
+        r = Rendered("api-ingress-tls")
+        d = r.get("Deployment", "h3-h3pipe-api")
+        self.assertEqual(sorted(c["name"] for c in pod_spec(d)["containers"]), ["api", "redis-tunnel", "tls"])
+        self.assertEqual(r.get("Ingress", "h3-h3pipe-api")["spec"]["ingressClassName"], "nginx")
+        self.assertNotIn("h3-h3pipe-api", Rendered("api-off").by.get("Deployment", {}))
+
     def test_scenarios(self):
         for name in SCENARIOS:
             with self.subTest(scenario=name):
                 r = Rendered(name)
             for check in (self.check_names, self.check_pods, self.check_services, self.check_keda,
                           self.check_tls, self.check_workloads, self.check_cluster_json, self.check_monitor,
+                          self.check_api,
                           self.check_grace, self.check_keda_scale_in, self.check_sentinel):
                 with self.subTest(scenario=name, check=check.__name__):
                     check(r)
@@ -510,7 +594,7 @@ class ChartTest(ScaleInChecks, unittest.TestCase):
 
     def test_every_value_is_read(self):
         names = ["defaults", "external-redis", "redis-tls", "servicemonitor", "sampler-pools", "sentinel",
-                 "sentinel-external"]
+                 "sentinel-external", "api-ingress-tls"]
 
         def unread(n):
             res = run_renderer(SCENARIOS[n][0], SCENARIOS[n][1], "-unread")

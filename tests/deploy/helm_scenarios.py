@@ -94,11 +94,21 @@ SCENARIOS = {
             "addresses": ["s1.prod.internal:26379", "s2.prod.internal:26379", "s3.prod.internal:26380"]}}}})),
     "sentinel-long-release": (LONG_RELEASE, merged(KEYS, {"redis": {"sentinel": {"enabled": True, "sentinels": 5,
                                                                                  "replicas": 3, "quorum": 3}}})),
+    # h3pipe-api (docs/api.md): behind an Ingress with its certificate and the pod's own TLS
+    # (stunnel sidecar, API on loopback), with Redis over TLS; or switched off.
+    "api-ingress-tls": ("h3", merged(KEYS, TLS, {"api": {
+        "replicas": 2, "tls": {"existingSecret": "h3pipe-api-cert"},
+        "ingress": {"enabled": True, "className": "nginx", "host": "api.h3.example",
+                    "tlsSecret": "h3pipe-api-ingress-cert",
+                    "annotations": {"nginx.ingress.kubernetes.io/backend-protocol": "HTTPS"}},
+        "nodeSelector": {"h3pipe.io/api": "true"}, "affinity": {"podAntiAffinity": {}},
+        "tolerations": [{"key": "api", "operator": "Exists"}]}})),
+    "api-off": ("h3", merged(KEYS, {"api": {"enabled": False}})),
     # Numbers where strings belong (Helm reads every YAML number as float64).
     "numeric-strings": ("h3", merged(KEYS, {"image": {"tag": 2}, "redis": {"passwords": {"sampler": 12345}}})),
 }
 # Secrets the user's values name (the chart cannot render them; the install needs them).
-EXTERNAL = {"my-redis", "my-curve", "h3pipe-redis-tls"}
+EXTERNAL = {"my-redis", "my-curve", "h3pipe-redis-tls", "h3pipe-api-cert", "h3pipe-api-ingress-cert"}
 
 # name -> (release name, values, what the error must say).
 FAILURES = {
