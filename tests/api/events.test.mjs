@@ -53,11 +53,12 @@ function xadd(run, type, extra = {}) {
   return redis('XADD', streamOf(run), 'MAXLEN', '~', '100000', '*', ...kv);
 }
 
-let port, tok;
+let port, tok, adminTok;
 before(() => {
   const s = cli('start');
   assert.equal(s.rc, 0, s.err + s.out);
   tok = token('alice', 'submit');
+  adminTok = token('root', 'admin');  // no rate limit (submit: 50 requests/s)
   const stack = JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8'));
   redisPw = fs.readFileSync(path.join(dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
   redisWhere = stack.redis.host.startsWith('/') ? ['-s', stack.redis.host] : ['-h', stack.redis.host, '-p', String(stack.redis.port)];
@@ -69,11 +70,11 @@ after(() => {
 });
 
 // An SSE subscriber: parses the stream into {id, event, data} as EventSource does.
-function subscribe(urlPath, headers = {}) {
+function subscribe(urlPath, headers = {}, t = tok) {
   const events = [];
   const waiters = [];
   let status, contentType, comments = 0, closed = false;
-  const req = http.get({ host: '127.0.0.1', port, path: urlPath, headers: { Authorization: `Bearer ${tok}`, ...headers } });
+  const req = http.get({ host: '127.0.0.1', port, path: urlPath, headers: { Authorization: `Bearer ${t}`, ...headers } });
   const opened = new Promise((resolve, reject) => {
     req.on('error', (e) => (closed ? resolve() : reject(e)));
     req.on('response', (res) => {
@@ -122,6 +123,27 @@ async function api(method, p, body, t = tok) {
   });
   return { status: res.status, json: await res.json() };
 }
+
+test('a real job: its events from video.queued to video.completed, as the pipeline writes them', async () => {
+  const v = await api('POST', '/videos', { prompt: 'a real fox', size: '256x256', seconds: '1' });
+  assert.equal(v.status, 200, JSON.stringify(v.json));
+  const s = subscribe(`/v1/videos/${v.json.id}/events`);
+  assert.equal((await s.opened).status, 200);
+  const deadline = Date.now() + 60000;
+  while (!s.events.some((e) => e.event === 'video.completed')) {
+    assert.ok(Date.now() < deadline, `no video.completed: ${JSON.stringify(s.events)}`);
+    await s.until(s.events.length + 1, 60000);
+  }
+  const types = s.events.map((e) => e.event);
+  assert.equal(types[0], 'video.queued');
+  assert.equal(types.at(-1), 'video.completed');
+  const finished = s.events.filter((e) => e.event === 'stage.finished').map((e) => e.data.stage);
+  for (const stage of ['encode', 'sample', 'decode']) assert.ok(finished.includes(stage), JSON.stringify(types));
+  assert.ok(s.events.every((e) => e.data.job === 'video' && e.data.type === e.event));
+  const ids = s.events.map((e) => e.id);
+  assert.deepEqual(ids, redis('XRANGE', streamOf(v.json.run_id), '-', '+').split('\n').filter((l) => /^\d+-\d+$/.test(l)));
+  s.close();
+});
 
 test('a subscriber gets the run\'s events, then live ones; reconnecting with Last-Event-ID it misses nothing and gets nothing twice', async () => {
   const v = await api('POST', '/videos', { prompt: 'events of a slow fox', model: 'slow' });
@@ -198,11 +220,11 @@ test('40 open subscribers (the pool has 16 threads) hold no thread: requests sti
   const subs = [], afters = [];
   for (let i = 0; i < 40; ++i) {
     afters.push(xadd(v.json.run_id, 'step', { step: String(i), steps: '40' }));
-    subs.push(subscribe(`/v1/runs/${v.json.run_id}/events?after=${afters[i]}`));
+    subs.push(subscribe(`/v1/runs/${v.json.run_id}/events?after=${afters[i]}`, {}, adminTok));
   }
   for (const s of subs) assert.equal((await s.opened).status, 200);
   const t0 = Date.now();
-  const models = await api('GET', '/models');
+  const models = await api('GET', '/models', undefined, adminTok);
   assert.equal(models.status, 200);
   assert.ok(Date.now() - t0 < 2000);
   const id = xadd(v.json.run_id, 'video.failed', { reason: 'test' });

@@ -134,6 +134,21 @@ async function video() {
   return res.json();
 }
 
+test('a real job\'s completion, written by the pipeline itself, is delivered and verifies', async () => {
+  const a = add('/real');
+  const res = await fetch(`http://127.0.0.1:${apiPort()}/v1/videos`, {
+    method: 'POST', headers: { Authorization: `Bearer ${tok}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'a real heron', size: '256x256', seconds: '1' }),
+  });
+  assert.equal(res.status, 200);
+  const v = await res.json();
+  const d = await until('the completion webhook', () => got['/real']?.find((x) => x.event?.data?.id === v.id), 60000);
+  assert.equal(d.error, undefined, d.error);
+  assert.equal(d.event.type, 'video.completed');
+  assert.match(d.id, new RegExp(`^msg_\\d+-\\d+_${a.id}$`));
+  assert.equal(cli('webhook', 'remove', a.id).rc, 0);
+});
+
 test('webhook add / list / remove: the secret is the last line, never listed; bad input is refused naming the field', () => {
   const a = add('/list-only');
   const l = cli('webhook', 'list');
