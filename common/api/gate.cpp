@@ -40,6 +40,20 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The body a request may carry: the upload limit for a multipart POST on the upload route.
+std::size_t body_limit(const std::string& buf, const GateLimits& l) {
+  if (l.max_upload_bytes <= l.max_body_bytes || buf.rfind(l.upload_request_line, 0) != 0)
+    return l.max_body_bytes;
+  const auto end = buf.find("\r\n\r\n");
+  const std::string head = lower(buf.substr(0, end == std::string::npos ? buf.size() : end));
+  const auto ct = head.find("\r\ncontent-type:");
+  if (ct == std::string::npos) return l.max_body_bytes;
+  const auto eol = head.find("\r\n", ct + 2);
+  return head.substr(ct, eol - ct).find("multipart/form-data") != std::string::npos
+             ? l.max_upload_bytes
+             : l.max_body_bytes;
+}
+
 // Whether buf holds a whole request (or more than the bounds let it wait for).
 bool complete(const std::string& buf, const GateLimits& l) {
   const auto end = buf.find("\r\n\r\n");
@@ -56,13 +70,13 @@ bool complete(const std::string& buf, const GateLimits& l) {
     return v;
   };
   const std::size_t body = buf.size() - body_at;
+  const std::size_t max_body = body_limit(buf, l);
   if (auto te = field("transfer-encoding"); te && te->find("chunked") != std::string::npos)
-    return body > l.max_body_bytes ||
-           (body >= 5 && buf.compare(buf.size() - 5, 5, "0\r\n\r\n") == 0);
+    return body > max_body || (body >= 5 && buf.compare(buf.size() - 5, 5, "0\r\n\r\n") == 0);
   if (auto cl = field("content-length")) {
     char* e = nullptr;
     const unsigned long long n = std::strtoull(cl->c_str(), &e, 10);
-    if (e == cl->c_str() || n > l.max_body_bytes) return true;  // httplib answers 400/413
+    if (e == cl->c_str() || n > max_body) return true;  // httplib answers 400/413
     return body >= n;
   }
   return true;
@@ -177,16 +191,24 @@ void Gate::run(const GateServe& serve) {
     if (fds[0].revents) break;  // stop()
     now = Clock::now();
     std::vector<Pending> handed;
+    // Bytes held for every waiting connection: uploads may not make it exceed the bound.
+    std::size_t buffered = 0;
+    for (const auto& p : waiting) buffered += p.buf.size();
     for (std::size_t i = 2; i < fds.size(); ++i) {
       auto it = at[i - 2];
       if (fds[i].revents) {
         char chunk[16384];
-        bool eof = false, gone = false;
+        bool eof = false, gone = false, over = false;
         for (;;) {
           const ssize_t n = ::recv(it->fd, chunk, sizeof chunk, 0);
           if (n > 0) {
             it->buf.append(chunk, static_cast<std::size_t>(n));
-            if (it->buf.size() > limits_.max_head_bytes + limits_.max_body_bytes) break;
+            buffered += static_cast<std::size_t>(n);
+            if (buffered > limits_.max_buffered_bytes && it->buf.size() > limits_.max_body_bytes) {
+              over = true;
+              break;
+            }
+            if (it->buf.size() > limits_.max_head_bytes + body_limit(it->buf, limits_)) break;
             continue;
           }
           if (n == 0)
@@ -195,6 +217,12 @@ void Gate::run(const GateServe& serve) {
             gone = true;
           if (n < 0 && errno == EINTR) continue;
           break;
+        }
+        if (over) {  // too many bytes held at once: this upload is retried later
+          buffered -= std::min(buffered, it->buf.size());
+          reply_and_close(it->fd, "503 Service Unavailable", "Retry-After: 1\r\n");
+          waiting.erase(it);
+          continue;
         }
         if (gone || (eof && it->buf.empty())) {
           ::close(it->fd);

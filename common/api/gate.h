@@ -25,6 +25,12 @@ struct GateLimits {
   std::chrono::milliseconds write_timeout{10000};
   std::size_t max_head_bytes = 16 * 1024;
   std::size_t max_body_bytes = 1024 * 1024;
+  // A multipart/form-data request whose request line starts with upload_request_line (POST
+  // /v1/videos with its input_reference) may carry this much body (0: no such exception); at
+  // most max_buffered_bytes are held for all waiting connections together (beyond: 503).
+  std::size_t max_upload_bytes = 0;
+  std::string upload_request_line = "POST /v1/videos ";
+  std::size_t max_buffered_bytes = 256ull * 1024 * 1024;
   std::size_t max_pending = 512;
   std::size_t max_ready = 256;
   int threads = 16;

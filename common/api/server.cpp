@@ -1,5 +1,6 @@
 #include "common/api/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -49,9 +50,30 @@ struct Server::Impl {
 
   void routes() {
     const ServerOptions& o = ctx.o;
-    http.set_payload_max_length(o.max_body_bytes);
-    gate = std::make_unique<Gate>(
-        GateLimits{.max_body_bytes = o.max_body_bytes, .threads = o.threads});
+    // httplib reads up to the upload limit; the gate lets that much in only for a multipart
+    // POST /v1/videos, and every other request with a larger Content-Length is answered 413
+    // before its body is read.
+    http.set_payload_max_length(std::max(o.max_body_bytes, o.max_upload_bytes));
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const bool upload =
+          req.method == "POST" && req.path == "/v1/videos" &&
+          req.get_header_value("Content-Type").find("multipart/form-data") != std::string::npos;
+      const std::uint64_t n =
+          std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+      if (n <= (upload ? ctx.o.max_upload_bytes : ctx.o.max_body_bytes))
+        return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, {413,
+                       upload ? fmt::format("input_reference: the upload is larger than {} bytes "
+                                            "(h3pipe-api --max-upload-bytes)",
+                                            ctx.o.max_upload_bytes)
+                              : fmt::format("the request body is larger than {} bytes",
+                                            ctx.o.max_body_bytes),
+                       "invalid_request_error", upload ? "input_reference" : "", "body_too_large"});
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    gate = std::make_unique<Gate>(GateLimits{.max_body_bytes = o.max_body_bytes,
+                                             .max_upload_bytes = o.max_upload_bytes,
+                                             .threads = o.threads});
     http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
       if (res.status == 413)

@@ -25,6 +25,9 @@ struct ServerOptions {
   // Requests per second per token by role, shared by replicas through Redis (rate_limit.h);
   // a token's own limit (`h3pipe token limit`) wins.  429 with Retry-After beyond.
   RateLimits rate_limits;
+  // POST /v1/videos as multipart/form-data with an input_reference file may be this large
+  // (413 beyond); every other request keeps max_body_bytes.
+  std::size_t max_upload_bytes = 32 * 1024 * 1024;
   // This host's name in the config (`--host`): peers serve it the videos decoded on their disks
   // (peers.h), and it announces its URL in Redis (h3pipe:api:hosts).  Empty: neither.
   std::string host;

@@ -7,8 +7,10 @@
 #include "common/api/peers.h"
 #include "common/api/routes.h"
 #include "common/api/submit.h"
+#include "common/api/upload.h"
 #include "common/api/videos.h"
 #include "common/api/webhooks.h"
+#include "common/core/error_codes.h"
 #include "common/core/json_parse.h"
 #include "common/queue/hashes.h"
 #include "common/queue/keys.h"
@@ -25,14 +27,36 @@ struct VideoRoutes {
   std::optional<HttpError> create(const httplib::Request& req, httplib::Response& res,
                                   queue::Redis& r, const TokenInfo& who) {
     std::map<std::string, std::string> fields;
+    const httplib::MultipartFormData* reference = nullptr;  // input_reference (upload.h)
     if (req.is_multipart_form_data()) {
       for (const auto& [name, part] : req.files) {
+        if (name == "input_reference") {
+          reference = &part;
+          continue;
+        }
         if (!part.filename.empty())
-          return HttpError{400,
-                           fmt::format("{}: file uploads are not served by this API yet", name),
-                           "invalid_request_error", name, "unsupported"};
+          return HttpError{
+              400, fmt::format("{}: a file is taken only as input_reference (an image)", name),
+              "invalid_request_error", name, "invalid_value"};
         fields[name] = part.content;
       }
+      // httplib keeps a multipart body in its parts, not in req.body.
+      std::size_t bytes =
+          std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+      for (const auto& [name, part] : req.files) bytes = std::max(bytes, part.content.size());
+      if (!reference && bytes > ctx.o.max_body_bytes)
+        return HttpError{413,
+                         fmt::format("the request body is larger than {} bytes and holds no "
+                                     "input_reference file (only an upload may be larger)",
+                                     ctx.o.max_body_bytes),
+                         "invalid_request_error", "", "body_too_large"};
+    } else if (req.body.size() > ctx.o.max_body_bytes) {
+      // The upload limit lets a larger body in; only a multipart one with its file may be.
+      return HttpError{413,
+                       fmt::format("the request body is larger than {} bytes (an upload goes as "
+                                   "multipart/form-data)",
+                                   ctx.o.max_body_bytes),
+                       "invalid_request_error", "", "body_too_large"};
     } else {
       // The body is bounded by the server's payload limit (413 past it); depth by the reader.
       std::string why;
@@ -54,6 +78,33 @@ struct VideoRoutes {
                            "invalid_request_error", k, "invalid_type"};
       }
     }
+    std::string id = "video_" + state::new_run_id();
+    // The image is checked by its bytes and stored where `h3pipe run` reads a referenceImage
+    // (upload.h) before the spec is validated, which opens it; removed again when refused.
+    std::optional<StoredUpload> upload;
+    std::map<std::string, std::string> fingerprint = fields;
+    if (reference) {
+      auto ext = sniff_image(reference->content);
+      if (!ext)
+        return HttpError{400,
+                         fmt::format("input_reference: expected a PNG, JPEG or WebP image, got {} "
+                                     "bytes that are none of them",
+                                     reference->content.size()),
+                         "invalid_request_error", "input_reference", "invalid_value"};
+      auto u = store_reference(ctx.c, id, *ext, reference->content);
+      if (!u.ok())
+        return HttpError{u.error().code == errc::input::kRefused ? 400 : 500, u.error().message,
+                         "invalid_request_error", "input_reference", u.error().code};
+      upload = *u;
+      fingerprint["input_reference"] = "sha256:" + sha256_hex(reference->content);
+    }
+    struct Cleanup {
+      std::optional<StoredUpload>* u;
+      bool keep = false;
+      ~Cleanup() {
+        if (*u && !keep) remove_reference(**u);
+      }
+    } cleanup{&upload};
     // webhook_url (webhooks.h): only a host on the operator's allowlist, never any other.
     std::string webhook_url;
     if (auto w = fields.find("webhook_url"); w != fields.end()) {
@@ -65,18 +116,18 @@ struct VideoRoutes {
         return HttpError{400, **refused, "invalid_request_error", "webhook_url", "invalid_value"};
     }
     // Validated before anything is reserved: a refused request leaves nothing behind.
-    auto parsed = parse_video_request(fields, ctx.c, kJobId);
+    auto parsed =
+        parse_video_request(fields, ctx.c, kJobId, upload ? upload->relative.generic_string() : "");
     if (auto* p = std::get_if<FieldProblem>(&parsed))
       return HttpError{400, p->message, "invalid_request_error", p->param, "invalid_value"};
     const VideoRequest& v = std::get<VideoRequest>(parsed);
-    std::string id = "video_" + state::new_run_id();
     const std::string idem = req.get_header_value("Idempotency-Key");
     if (!idem.empty()) {
       if (idem.size() > 255)
         return HttpError{400, "Idempotency-Key: at most 255 characters", "invalid_request_error",
                          "Idempotency-Key", "invalid_value"};
       const std::string field = who.name + ":" + idem;
-      const std::string fp = sha256_hex(json(fields).dump());
+      const std::string fp = sha256_hex(json(fingerprint).dump());
       const long long now = state::now_ms();
       const json mine = {{"sha256", fp}, {"video", id}, {"at_ms", now}};
       auto set = queue::hsetnx(r, kIdempotencyKey, field, mine.dump());
@@ -113,6 +164,8 @@ struct VideoRoutes {
       }
     }
     const std::string run = id.substr(6);
+    // A retry of a reserved id keeps its own upload: the spec names this request's file.
+    cleanup.keep = true;
     auto sub = submit_batch(r, run, v.batch);
     if (!sub.ok()) return redis_error(sub.error());
     if (!sub->conflicts.empty())

@@ -23,6 +23,7 @@ std::string param_of(const std::string& spec_field) {
   if (spec_field == "width" || spec_field == "height") return "size";
   if (spec_field == "jobClass") return "model";
   if (spec_field == "negativePrompt") return "negative_prompt";
+  if (spec_field == "referenceImage") return "input_reference";
   return spec_field;
 }
 
@@ -30,7 +31,7 @@ std::string param_of(const std::string& spec_field) {
 
 std::variant<VideoRequest, FieldProblem> parse_video_request(
     const std::map<std::string, std::string>& fields, const config::Cluster& cluster,
-    const std::string& job_id) {
+    const std::string& job_id, const std::string& reference_image) {
   static const std::set<std::string> kKnown = {
       "prompt", "model", "size", "seconds", "negative_prompt", "fps", "frames", "steps", "seed"};
   for (const auto& [k, v] : fields)
@@ -81,6 +82,7 @@ std::variant<VideoRequest, FieldProblem> parse_video_request(
     line[k] = std::string(k) == "seed" ? nlohmann::json(std::to_string(n)) : nlohmann::json(n);
   }
   if (!get("negative_prompt").empty()) line["negativePrompt"] = get("negative_prompt");
+  if (!reference_image.empty()) line["referenceImage"] = reference_image;
   if (const std::string secs = get("seconds"); !secs.empty() && !line.contains("frames")) {
     char* end = nullptr;
     const double s = std::strtod(secs.c_str(), &end);

@@ -27,8 +27,10 @@ struct VideoRequest {
 // seconds -> frames = ceil(seconds x fps) raised to the next count the class's latent profile
 // accepts (builtin, 24 fps: 2 s -> 49); frames, when given, wins.  Size and frames default to
 // the named class's, else the spec's defaults.  Unknown fields are refused.
+// `reference_image`, when not empty: the input_reference's path beneath the input roots
+// (upload.h), the spec's referenceImage (its problems are reported as param input_reference).
 std::variant<VideoRequest, FieldProblem> parse_video_request(
     const std::map<std::string, std::string>& fields, const config::Cluster& cluster,
-    const std::string& job_id);
+    const std::string& job_id, const std::string& reference_image = "");
 
 }  // namespace h3pipe::api

@@ -32,6 +32,9 @@ struct GpuEntry {
 struct HostIn {
   std::string name, address, ssh, bind;
   int transfer_port = 0;
+  // h3pipe-api on this host (docs/api.md): passed through when given; loopback otherwise.
+  std::string api_bind;
+  int api_port = 0, api_metrics_port = 0;
   std::set<std::string> roles;
   std::vector<GpuEntry> gpus;
   int gpus_per_pool = 0;
@@ -165,6 +168,9 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
       hr.get("ssh", h.ssh);
       hr.get("bind", h.bind);
       hr.get("transfer_port", h.transfer_port, 0, 65535);
+      hr.get("api_bind", h.api_bind);
+      hr.get("api_port", h.api_port, 0, 65535);
+      hr.get("api_metrics_port", h.api_metrics_port, 0, 65535);
       hr.get("gpus_per_pool", h.gpus_per_pool, 1, 1024);
       std::vector<std::string> roles;
       hr.get("roles", roles);
@@ -379,6 +385,17 @@ Result<Adapted> adapt_host_map(const nlohmann::json& m, const GpuTable& t) {
       hj["transfer_public_key_file"] = "keys/" + h.name + ".pub";
       hj["transfer_secret_key_file"] = "keys/" + h.name + ".key";
     }
+    if (!h.api_bind.empty()) hj["api_bind"] = h.api_bind;
+    if (h.api_port) hj["api_port"] = h.api_port;
+    if (h.api_metrics_port) hj["api_metrics_port"] = h.api_metrics_port;
+    // Another host's API reads a decode host's MP4s through that host's API (docs/api.md, "Two
+    // hosts"), which listens on loopback unless the map says otherwise.
+    if (multi && h.roles.count("decode") && h.api_bind.empty())
+      out.notes.push_back(fmt::format(
+          "h3pipe-api of {} listens on 127.0.0.1: the other hosts' APIs cannot serve the videos "
+          "it decodes until {}/api_bind names an address they reach (behind TLS or on a trusted "
+          "network; docs/api.md, \"Two hosts\")",
+          h.name, h.path));
     c["hosts"].push_back(hj);
   }
   for (const auto& [stage, ref] : t.reference)

@@ -81,6 +81,10 @@ int main(int argc, char** argv) {
   app.add_option("--rate-limit", rate_limit,
                  "requests per second per token by role: ROLE=N[,ROLE=N] (default "
                  "read=100,submit=50,admin=0; 0: unlimited); 429 beyond (docs/api.md)");
+  app.add_option("--max-upload-bytes", o.max_upload_bytes,
+                 "a multipart POST /v1/videos (with input_reference) may be this large; 413 "
+                 "beyond (default 32 MiB)")
+      ->check(CLI::Range(1024, 1 << 30));
   app.add_option("--port-file", port_file, "write the port bound here once listening");
   std::string run_file;
   app.add_option("--run-file", run_file,

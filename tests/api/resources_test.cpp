@@ -1,9 +1,13 @@
 // The parsers of h3pipe-api's own resources (issue #37): POST /v1/runs's body as batch text,
-// --rate-limit, the rate limit's window rule.
+// --rate-limit, the rate limit's window rule, input_reference's sniffing and storage.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "common/api/rate_limit.h"
 #include "common/api/runs_body.h"
+#include "common/api/upload.h"
 
 namespace h3pipe::api {
 namespace {
@@ -69,6 +73,36 @@ TEST(RateWindow, AllowsUpToTheRateThenSaysHowLongToWait) {
   EXPECT_EQ(*w, 300);
   EXPECT_FALSE(window_verdict(10, 3, 800, 5));
   EXPECT_GE(*window_verdict(1000, 1, 999, 1), 1);
+}
+
+TEST(Upload, SniffsPngJpegWebpByTheirBytes) {
+  EXPECT_EQ(sniff_image(std::string("\x89PNG\r\n\x1a\n....", 12)), "png");
+  EXPECT_EQ(sniff_image(std::string("\xff\xd8\xff\xe0", 4)), "jpg");
+  EXPECT_EQ(sniff_image("RIFF\x10\0\0\0WEBPVP8 "), std::nullopt) << "NUL cut the literal";
+  EXPECT_EQ(sniff_image(std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)), "webp");
+  for (std::string bad : {std::string(), std::string("GIF89a"), std::string("\x89PNG", 4),
+                          std::string("RIFF\0\0\0\0WAVE", 12), std::string("<svg/>")})
+    EXPECT_EQ(sniff_image(bad), std::nullopt) << bad;
+}
+
+TEST(Upload, StoredBeneathTheFirstInputRootByTheIdOnly) {
+  config::Cluster c;
+  const auto root =
+      std::filesystem::temp_directory_path() / ("h3upload-" + std::to_string(getpid()));
+  c.limits.input_roots = {root};
+  auto u = store_reference(c, "video_r-1", "png", "\x89PNG\r\n\x1a\nxx");
+  ASSERT_TRUE(u.ok()) << u.error().message;
+  EXPECT_EQ(u->relative, std::filesystem::path("api-uploads/video_r-1/reference.png"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(root / u->relative));
+  for (const char* id : {"../x", "a/b", ".hidden", ""})
+    EXPECT_FALSE(store_reference(c, id, "png", "x").ok()) << id;
+  remove_reference(*u);
+  EXPECT_FALSE(std::filesystem::exists(root / "api-uploads/video_r-1"));
+  c.limits.input_roots.clear();
+  auto none = store_reference(c, "video_r-2", "png", "x");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("limits.input_roots is []"), std::string::npos);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -236,6 +236,43 @@ TEST(ConfigAdapt, SingleHostNeedsNoAddressOrLinks) {
   EXPECT_GT(p->sim.makespan_s, 0);
 }
 
+TEST(ConfigAdapt, ApiAddressAndPortsPassThroughLoopbackOtherwise) {
+  // docs/api.md, "Two hosts": the decode host's API must be reachable for the others to serve its
+  // videos; config-adapt keeps what the map says and otherwise leaves loopback, with a note.
+  auto m = read("configs/hostmaps/seeds_two_host.json");
+  auto r = adapt_host_map(m, table());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto c = config::parse(nlohmann::json::parse(r->config.dump()), fs::temp_directory_path());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  for (const auto& h : c->hosts) {
+    EXPECT_EQ(h.api_bind, "127.0.0.1") << h.name;
+    EXPECT_EQ(h.api_port, 0);
+  }
+  std::string notes;
+  for (const auto& n : r->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("h3pipe-api of node-241 listens on 127.0.0.1"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("/hosts/1/api_bind"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("h3pipe-api of node-292"), std::string::npos) << "not a decode host";
+
+  m["hosts"][1]["api_bind"] = "0.0.0.0";
+  m["hosts"][1]["api_port"] = 8088;
+  m["hosts"][1]["api_metrics_port"] = 9406;
+  r = adapt_host_map(m, table());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  c = config::parse(nlohmann::json::parse(r->config.dump()), fs::temp_directory_path());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  const auto* h = c->find_host("node-241");
+  EXPECT_EQ(h->api_bind, "0.0.0.0");
+  EXPECT_EQ(h->api_port, 8088);
+  EXPECT_EQ(h->api_metrics_port, 9406);
+  for (const auto& n : r->notes) EXPECT_EQ(n.find("h3pipe-api of"), std::string::npos) << n;
+
+  m["hosts"][1]["api_port"] = 70000;
+  r = adapt_host_map(m, table());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("/hosts/1/api_port"), std::string::npos) << r.error().message;
+}
+
 TEST(ConfigAdapt, CommandErrors) {
   ConfigAdaptArgs a;
   std::ostringstream out, err;
