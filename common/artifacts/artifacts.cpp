@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,10 +10,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <system_error>
 #include <vector>
 
+#include "common/artifacts/temporaries.h"
 #include "common/core/sha256.h"
 
 namespace h3pipe::artifacts {
@@ -101,66 +100,25 @@ Status rename_synced(const Target& t, const std::string& from, const std::string
   return fsync_fd(t.dir.get(), t.shown.parent_path());
 }
 
-// The temporaries of one execution's commit of a stage output: "NAME.<token>.part" for the data,
-// "NAME.sha256.<token>.part" for its sidecar, the token "p<writer's pid>-<16 random hex digits>".
-// Two executions of one stage (a re-delivery, a forged second task) never share a temporary, so
-// neither can truncate, replace or publish the other's bytes (issue #35 D6).  The pid lets the
-// next commit of the same name remove what a killed writer left (remove_dead_writers_temps);
-// sweep_parts removes the rest after a day.
+// The temporaries of one execution's commit of a stage output (temporaries.h): two executions of
+// one stage (a re-delivery, a forged second task) never share one, so neither can truncate,
+// replace or publish the other's bytes (issue #35 D6).
 struct Temps {
   std::string data, sidecar;
 };
-Temps unique_temps(const std::string& name) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::string token = fmt::format("p{}-{:016x}", static_cast<long>(::getpid()), rng());
+Temps temps_for(const std::string& name, const std::string& token) {
   return {fmt::format("{}.{}.part", name, token), fmt::format("{}.sha256.{}.part", name, token)};
 }
-
-// The writer's pid in a temporary's token, or 0 where the name is none of ours.
-long writer_pid(std::string_view token) {
-  if (token.size() < 3 || token[0] != 'p') return 0;
-  long pid = 0;
-  std::size_t i = 1;
-  for (; i < token.size() && std::isdigit(static_cast<unsigned char>(token[i])); ++i)
-    pid = pid * 10 + (token[i] - '0');
-  return i > 1 && i < token.size() && token[i] == '-' ? pid : 0;
+Temps unique_temps(const std::string& name) {
+  return temps_for(name, temps::new_token());
 }
 
 // After NAME is published with its sidecar: the temporaries of NAME that a writer left and can no
-// longer use, because it died (its pid names no process here) before its commit ended: a kill -9
-// between the rename to its own temporary and the publish.  A live writer's (another thread or
-// process of this host, pid alive or our own) are left alone: its rename finds NAME and it drops
-// them itself.  A pid from another PID namespace that looks dead here may be a live writer's: it
-// then loses its temporary, its commit fails with an I/O error and the retry finds NAME (never a
-// wrong byte published).
+// longer use, because it died before its commit ended (a kill -9 while it streamed, or between
+// the rename to its own temporary and the publish).  A live writer's are left alone: its rename
+// finds NAME and it drops them itself.
 void remove_dead_writers_temps(const Target& t) {
-  int fd = ::openat(t.dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    return;
-  }
-  const long self = static_cast<long>(::getpid());
-  std::vector<std::string> dead;
-  const std::string data_prefix = t.name + ".", side_prefix = t.name + ".sha256.";
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view n(e->d_name);
-    if (!n.ends_with(".part")) continue;
-    std::string_view token;
-    if (n.starts_with(side_prefix))
-      token = n.substr(side_prefix.size());
-    else if (n.starts_with(data_prefix))
-      token = n.substr(data_prefix.size());
-    else
-      continue;
-    token.remove_suffix(5);
-    const long pid = writer_pid(token);
-    if (pid > 0 && pid != self && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-      dead.emplace_back(n);
-  }
-  ::closedir(d);
-  for (const auto& n : dead) (void)::unlinkat(t.dir.get(), n.c_str(), 0);
+  (void)temps::remove_dead_writers(t.dir.get(), t.name);
 }
 
 std::string sidecar_line(const Target& t, const std::string& hex) {
@@ -385,20 +343,13 @@ Result<std::string> write_bytes_at(const Target& t, std::span<const std::uint8_t
   return hex;
 }
 
-Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256, bool* reused,
-                                   const BeforePublish& before_publish = {}) {
-  // The writer streamed into the shared NAME.part; it becomes this execution's own temporary
-  // (unique_temps) first, so that what is hashed below is what gets published, whatever another
-  // execution's commit does meanwhile (it finds no NAME.part, or its own).
-  const std::string shared = t.name + ".part";
-  fs::path shown_part = part_path(t.shown);
-  const Temps tmp = unique_temps(t.name);
+// `tmp.data`, this execution's own temporary of the target, is made durable, hashed and published
+// once (publish_once); it goes with every error.
+Result<std::string> commit_temp_at(const Target& t, const Temps& tmp,
+                                   std::string_view expected_sha256, bool* reused,
+                                   const BeforePublish& before_publish) {
   const std::string& part = tmp.data;
-  if (::renameat(t.dir.get(), shared.c_str(), t.dir.get(), part.c_str()) != 0) {
-    if (errno == ENOENT)
-      return make_error(errc::artifact::kMissing, "{} does not exist", shown_part.string());
-    return io_error(errc::io::kRename, shown_part, errno);
-  }
+  const fs::path shown_part = t.shown.parent_path() / part;
   auto fd = open_read(t, part);
   if (!fd.ok()) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
@@ -408,7 +359,6 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
           fmt::format("{} is a symlink; artifacts are never read through one", shown_part.string());
     return e;
   }
-  // The writer's .part goes with an error here, as with every error of publish_once.
   auto drop = [&](Error e) {
     (void)::unlinkat(t.dir.get(), part.c_str(), 0);
     return e;
@@ -416,12 +366,27 @@ Result<std::string> commit_part_at(const Target& t, std::string_view expected_sh
   if (Status synced = fsync_fd(fd->get(), shown_part); !synced.ok()) return drop(synced.error());
   auto hex = hash_fd(fd->get(), shown_part);
   if (!hex.ok()) return drop(hex.error());
-  if (!expected_sha256.empty() && *hex != expected_sha256) {
-    (void)::unlinkat(t.dir.get(), part.c_str(), 0);
-    return make_error(errc::artifact::kMismatch, "{}: content hashes to {}, expected {}",
-                      t.shown.string(), *hex, expected_sha256);
-  }
+  if (!expected_sha256.empty() && *hex != expected_sha256)
+    return drop(make_error(errc::artifact::kMismatch, "{}: content hashes to {}, expected {}",
+                           t.shown.string(), *hex, expected_sha256));
   return publish_once(t, tmp, *hex, reused, before_publish);
+}
+
+Result<std::string> commit_part_at(const Target& t, std::string_view expected_sha256, bool* reused,
+                                   const BeforePublish& before_publish = {}) {
+  // The writer streamed into the shared NAME.part; it becomes this execution's own temporary
+  // (unique_temps) first, so that what is hashed below is what gets published, whatever another
+  // execution's commit does meanwhile (it finds no NAME.part, or its own).  Stage runtimes stream
+  // into their own temporary from the start (own_part_path, commit_own_part).
+  const std::string shared = t.name + ".part";
+  const Temps tmp = unique_temps(t.name);
+  if (::renameat(t.dir.get(), shared.c_str(), t.dir.get(), tmp.data.c_str()) != 0) {
+    const fs::path shown_part = part_path(t.shown);
+    if (errno == ENOENT)
+      return make_error(errc::artifact::kMissing, "{} does not exist", shown_part.string());
+    return io_error(errc::io::kRename, shown_part, errno);
+  }
+  return commit_temp_at(t, tmp, expected_sha256, reused, before_publish);
 }
 
 // The legacy overloads' target: the final path's directory (created if missing) is the root.
@@ -529,6 +494,45 @@ Result<std::string> commit_part(const Root& root, const fs::path& final_path,
   auto t = locate(root.path, final_path, false);
   if (!t.ok()) return t.error();
   return commit_part_at(*t, expected_sha256, reused, before_publish);
+}
+
+fs::path own_part_path(const fs::path& final_path) {
+  fs::path p = final_path;
+  p += "." + temps::new_token() + ".part";
+  return p;
+}
+
+Result<std::string> commit_own_part(const Root& root, const fs::path& final_path,
+                                    const fs::path& part, std::string_view expected_sha256,
+                                    bool* reused, const BeforePublish& before_publish) {
+  auto t = locate(root.path, final_path, false);
+  if (!t.ok()) return t.error();
+  std::error_code ec;
+  const std::string file = part.filename().string();
+  const std::string_view token = temps::token_of(file, t->name);
+  const bool beside = fs::absolute(part, ec).parent_path().lexically_normal() ==
+                      fs::absolute(t->shown, ec).parent_path().lexically_normal();
+  // Only a data temporary (never the pending sidecar's name) of this very output.
+  if (token.empty() || !beside || file != t->name + "." + std::string(token) + ".part")
+    return make_error(errc::path::kEscape, "{} is not a temporary of {} (NAME.p<pid>-<hex>.part)",
+                      part.string(), t->shown.string());
+  return commit_temp_at(*t, temps_for(t->name, std::string(token)), expected_sha256, reused,
+                        before_publish);
+}
+
+Result<std::size_t> remove_dead_temps(const Root& root, const fs::path& final_path) {
+  auto t = locate(root.path, final_path, false);
+  if (!t.ok()) {
+    if (t.error().code == errc::path::kMissing) return std::size_t{0};
+    return t.error();
+  }
+  std::string failed;
+  int err = 0;
+  const std::size_t n = temps::remove_dead_writers(t->dir.get(), t->name, &failed, &err);
+  if (!failed.empty())
+    return make_error(errc::io::kRemove, "cannot remove {}, left by a writer that died: {}",
+                      (t->shown.parent_path() / failed).string(), std::strerror(err));
+  return n;
 }
 
 std::string read_sidecar(const fs::path& final_path) {

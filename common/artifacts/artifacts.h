@@ -92,6 +92,29 @@ Result<std::string> commit_part(const Root& root, const fs::path& final_path,
                                 std::string_view expected_sha256 = {}, bool* reused = nullptr,
                                 const BeforePublish& before_publish = {});
 
+// This execution's own temporary for a writer that streams final_path's bytes itself (a stage
+// runtime, libav, an exec child, a download): NAME.p<pid>-<16 hex digits>.part beside
+// final_path, a new name on every call, so two executions of one stage (a retry beside a worker
+// presumed dead, a re-delivery) never write, truncate or commit the same file (issue #35 D6).
+// Committed by commit_own_part; what a killed writer leaves is removed by remove_dead_temps (and
+// by the next commit of the same output).
+fs::path own_part_path(const fs::path& final_path);
+
+// commit_part for a temporary named by own_part_path(final_path): `part` itself is fsynced,
+// hashed and published once (the same guarantees), and removed on every error.  A `part` that is
+// not a temporary of final_path (another folder, another name) is refused, path.escape.
+Result<std::string> commit_own_part(const Root& root, const fs::path& final_path,
+                                    const fs::path& part, std::string_view expected_sha256 = {},
+                                    bool* reused = nullptr,
+                                    const BeforePublish& before_publish = {});
+
+// Removes the temporaries of final_path (NAME.p<pid>-<hex>.part and NAME.sha256.p<pid>-<hex>.part)
+// whose writer is no longer a process here: a writer killed -9 mid-stream or mid-commit.  A live
+// writer's stay (another thread or process of this host; our own pid).  A folder that does not
+// exist yet has none.  Returns how many were removed; io.remove naming the file when one cannot
+// be.
+Result<std::size_t> remove_dead_temps(const Root& root, const fs::path& final_path);
+
 // Output exists, sidecar exists, and the content hashes to the sidecar's value -> the hash.
 // Errors: artifact.missing, artifact.no_sidecar, artifact.mismatch, path.* (a symlink at the
 // file: never trusted as an output), io.*.

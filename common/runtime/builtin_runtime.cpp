@@ -156,13 +156,16 @@ class BuiltinEncode final : public EncodeRuntime {
     latent::TensorF32 t;
     t.shape.assign(cond->shape.begin(), cond->shape.end());
     t.data = std::move(cond->data);
-    auto sha = latent::write_tensors(ctx.output, {{"cond", t}},
-                                     {{"runtime", "builtin"}, {"job", spec.job_id()}});
-    if (!sha) return sha.error();
     nlohmann::json settings = l_.settings;
     settings["gflop"] = l_.model->last_gflop();
     settings["compute_seconds"] = since(t0);
-    return StageOutput{*sha, t.data.size() * 4, l_.model->device(), settings};
+    auto out = write_stage_output(
+        config::StageKind::kEncode, ctx,
+        latent::serialize_tensors({{"cond", t}}, {{"runtime", "builtin"}, {"job", spec.job_id()}}),
+        l_.model->device(), std::move(settings));
+    if (!out) return out.error();
+    out->bytes = t.data.size() * 4;
+    return out;
   }
 
  private:
@@ -200,14 +203,16 @@ class BuiltinSample final : public SampleRuntime {
                   {"job", s.job_id()},
                   {"steps", std::to_string(s.steps())},
                   {"seed", std::to_string(s.seed())}};
-    auto sha = latent::write_latent(ctx.output, l);
-    if (!sha) return sha.error();
     nlohmann::json settings = l_.settings;
     settings["gflop"] = l_.model->last_gflop();
-    settings["compute_seconds"] = since(t0);
     if (l_.model->device() == "cpu")
       settings["peak_gflops"] = cpu_sgemm_peak_gflops(l_.settings.value("threads", 1));
-    return StageOutput{*sha, l.geometry.data_bytes(), l_.model->device(), settings};
+    settings["compute_seconds"] = since(t0);
+    auto out = write_stage_output(config::StageKind::kSample, ctx, latent::serialize(l),
+                                  l_.model->device(), std::move(settings));
+    if (!out) return out.error();
+    out->bytes = l.geometry.data_bytes();
+    return out;
   }
 
  private:
@@ -220,14 +225,15 @@ class BuiltinDecode final : public DecodeRuntime {
   Result<StageOutput> decode(const StageContext& ctx) override {
     const auto t0 = Clock::now();
     const pb::JobSpec& s = *ctx.spec;
-    H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
+    auto own = prepare_output(ctx, config::StageKind::kDecode);
+    if (!own) return own.error();
+    const std::filesystem::path part = *own;  // this execution's own temporary
     H3_TRY(require_builtin_profile(ctx));
     const latent::Expected want = expected_latent(ctx);
     auto lat = latent::read_latent(ctx.input, &want);
     if (!lat) return input_error(lat.error(), "latent", ctx.input);
     const auto dims = model::latent_dims(static_cast<int>(s.width()), static_cast<int>(s.height()),
                                          static_cast<int>(s.frames()), static_cast<int>(s.fps()));
-    const std::filesystem::path part = artifacts::part_path(ctx.output);
     Status st = write_mp4(*lat, dims, s, part, ctx.cancelled);
     std::error_code ec;
     if (!st) {
@@ -235,7 +241,7 @@ class BuiltinDecode final : public DecodeRuntime {
       return st.error();
     }
     auto out =
-        commit_stage_output(config::StageKind::kDecode, ctx, l_.model->device(), l_.settings);
+        commit_stage_output(config::StageKind::kDecode, ctx, part, l_.model->device(), l_.settings);
     if (!out) return out.error();
     out->settings["gflop"] = gflop_;
     out->settings["compute_seconds"] = since(t0);

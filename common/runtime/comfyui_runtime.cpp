@@ -125,8 +125,11 @@ class ComfyRunner final {
         client_(s_.url, http::Options{s_.connect_timeout_ms,
                                       static_cast<long>(s_.request_timeout_s * 1000), 64u << 20}) {}
 
-  Result<StageOutput> run(const StageContext& ctx) {
-    H3_TRY(prepare_output(ctx, stage_));
+  Result<StageOutput> run(const StageContext& job_ctx) {
+    auto part = prepare_output(job_ctx, stage_);  // this execution's own temporary
+    if (!part.ok()) return part.error();
+    StageContext ctx = job_ctx;
+    ctx.output_part = *part;  // where finish() downloads the output
     if (s_.fused) return write_fused_marker(ctx);
     const bool has_ref = !ctx.spec->reference_image().empty();
     std::string key;
@@ -457,7 +460,7 @@ class ComfyRunner final {
           s_.url, pick->node_id, shown(*pick), output_extension(stage_), stage_name());
     long left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    auto part = artifacts::part_path(ctx.output);
+    const fs::path& part = ctx.output_part;
     auto got = client_.view(*pick, part, s_.max_output_bytes, std::max<long>(left_ms, 30000));
     if (!got.ok()) {
       std::error_code ec;
@@ -474,7 +477,7 @@ class ComfyRunner final {
         {"adopted", adopted},
         {"output", shown(*pick)},
         {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}};
-    auto out = commit_stage_output(stage_, ctx, s_.device, std::move(settings));
+    auto out = commit_stage_output(stage_, ctx, part, s_.device, std::move(settings));
     if (!out.ok())
       return rephrase(out.error(), "ComfyUI server at {}: prompt {}: {}", s_.url, id,
                       out.error().message);
@@ -567,15 +570,8 @@ class ComfyRunner final {
         {"job", ctx.spec->job_id()},
         {"prompt_sha256", sha256_hex(ctx.spec->prompt())},
         {"note", "conditioning is computed inside the sample workflow"}};
-    auto sha = latent::write_tensors(ctx.output, {{"fused", t}}, meta);
-    if (!sha.ok()) return sha.error();
-    std::error_code ec;
-    StageOutput out;
-    out.sha256 = *sha;
-    out.bytes = fs::file_size(ctx.output, ec);
-    out.device = s_.device;
-    out.settings = {{"url", s_.url}, {"mode", "fused"}};
-    return out;
+    return write_stage_output(stage_, ctx, latent::serialize_tensors({{"fused", t}}, meta),
+                              s_.device, {{"url", s_.url}, {"mode", "fused"}});
   }
 
   comfyui::Settings s_;

@@ -35,8 +35,7 @@ std::string stage_text(StageKind s) {
 
 const std::array<Placeholder, 16> kPlaceholders = {{
     {"input", [](const StageContext& c, StageKind) { return c.input.string(); }},
-    {"output",
-     [](const StageContext& c, StageKind) { return artifacts::part_path(c.output).string(); }},
+    {"output", [](const StageContext& c, StageKind) { return c.output_part.string(); }},
     {"spec_json", [](const StageContext& c, StageKind) { return spec::to_json(*c.spec); }},
     {"job_id", [](const StageContext& c, StageKind) { return c.spec->job_id(); }},
     {"run_id", [](const StageContext& c, StageKind) { return c.run_id; }},
@@ -269,10 +268,13 @@ class ExecRunner final {
 
   Result<StageOutput> run(const StageContext& job_ctx) {
     const char* stage = config::stage_name(stage_);
-    H3_TRY(prepare_output(job_ctx, stage_));
+    auto own = prepare_output(job_ctx, stage_);
+    if (!own.ok()) return own.error();
+    const fs::path part = *own;  // {output} and H3PIPE_OUTPUT: this execution's own temporary
     // The command sees the private copy of the reference image, in {reference_image} and in
     // {spec_json}'s referenceImage alike; the copy goes when the command is done.
     StageContext ctx = job_ctx;
+    ctx.output_part = part;
     pb::JobSpec staged_spec;
     fs::path staged;
     struct Unlink {
@@ -307,7 +309,7 @@ class ExecRunner final {
         fmt::format("H3PIPE_RUN_ID={}", ctx.run_id),
         fmt::format("H3PIPE_JOB_ID={}", ctx.spec->job_id()),
         fmt::format("H3PIPE_INPUT={}", ctx.input.string()),
-        fmt::format("H3PIPE_OUTPUT={}", artifacts::part_path(ctx.output).string()),
+        fmt::format("H3PIPE_OUTPUT={}", part.string()),
     };
     for (const auto& [k, t] : s_.env) overrides.push_back(k + "=" + t.expand(ctx, stage_));
     o.env = merged_environment(overrides);
@@ -318,7 +320,6 @@ class ExecRunner final {
     o.on_line = [&ctx](std::string_view line) {
       if (auto p = parse_progress_line(line)) ctx.progress(p->first, p->second);
     };
-    auto part = artifacts::part_path(ctx.output);
     std::error_code ec;
 
     auto r = spawn_and_wait(o);
@@ -365,7 +366,7 @@ class ExecRunner final {
                                {"env_keys", s_.env_keys},
                                {"exit_code", 0},
                                {"seconds", r->seconds}};
-    auto out = commit_stage_output(stage_, job_ctx, s_.device, std::move(settings));
+    auto out = commit_stage_output(stage_, job_ctx, part, s_.device, std::move(settings));
     if (!out.ok()) {
       const auto& err = out.error();
       Error e = rephrase(err, "exec {}: `{}` exited 0 but {}{}", stage, prog, err.message, tail());

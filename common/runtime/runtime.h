@@ -38,6 +38,10 @@ struct StageContext {
   std::filesystem::path input;         // previous stage's artifact; empty for encode
   std::filesystem::path conditioning;  // decode may want it; empty if not available
   std::filesystem::path output;        // final path to write
+  // This execution's own temporary for `output` (prepare_output names it, stage_output.h), where
+  // a runtime's writer streams the output; set by the runtime itself (an exec command's
+  // {output}).  Empty before.
+  std::filesystem::path output_part;
   // The configured root ctx.output lies under (artifact_root for encode/sample, output_root for
   // decode); every file the runtime creates for the output resolves below it without following a
   // symlink (common/artifacts/safe_path.h).  Empty: derived from ctx.output (output_root() in

@@ -170,21 +170,20 @@ class SimDecode final : public DecodeRuntime {
     auto start = Clock::now();
     double secs = clock_.draw(ctx.job_class);
     // libav opens the .part by path: the folder is made (and checked for planted symlinks) first.
-    H3_TRY(prepare_output(ctx, config::StageKind::kDecode));
+    auto part = prepare_output(ctx, config::StageKind::kDecode);  // this execution's own
+    if (!part.ok()) return part.error();
     const auto mux0 = Clock::now();
-    if (Status r = render_latent_mp4(ctx.input, *ctx.spec, artifacts::part_path(ctx.output),
-                                     ctx.latent_profile);
-        !r.ok()) {
+    if (Status r = render_latent_mp4(ctx.input, *ctx.spec, *part, ctx.latent_profile); !r.ok()) {
       std::error_code ec;
-      std::filesystem::remove(artifacts::part_path(ctx.output), ec);  // half an MP4: never kept
+      std::filesystem::remove(*part, ec);  // half an MP4: never kept
       return r.error();
     }
     // The sim decode's MP4 write is its mux (inside the profile's seconds, which the hold keeps).
     const double mux_s = std::chrono::duration<double>(Clock::now() - mux0).count();
     bool reused = false;
     const OutputTarget out_at = output_target(ctx, config::StageKind::kDecode);
-    auto sha = artifacts::commit_part(out_at.root, out_at.path, {}, &reused,
-                                      publisher_.hold(start, secs, ctx));
+    auto sha = artifacts::commit_own_part(out_at.root, out_at.path, *part, {}, &reused,
+                                          publisher_.hold(start, secs, ctx));
     publisher_.published();
     if (!sha.ok()) return sha.error();
     std::error_code ec;

@@ -1,10 +1,6 @@
 #include "common/runtime/stage_output.h"
 
-#include <unistd.h>
-
 #include <array>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 
 #include "common/artifacts/artifacts.h"
@@ -107,8 +103,8 @@ Status validate_stage_output(config::StageKind stage, const fs::path& file, cons
 }
 
 Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
-                                        std::string device, nlohmann::json settings) {
-  auto part = artifacts::part_path(ctx.output);
+                                        const fs::path& part, std::string device,
+                                        nlohmann::json settings) {
   std::error_code ec;
   if (auto s = validate_stage_output(stage, part, *ctx.spec, ctx.latent_profile); !s.ok()) {
     fs::remove(part, ec);
@@ -116,7 +112,7 @@ Result<StageOutput> commit_stage_output(config::StageKind stage, const StageCont
   }
   bool reused = false;
   const OutputTarget target = output_target(ctx, stage);
-  auto sha = artifacts::commit_part(target.root, target.path, {}, &reused);
+  auto sha = artifacts::commit_own_part(target.root, target.path, part, {}, &reused);
   if (!sha.ok()) {
     fs::remove(part, ec);
     return sha.error();
@@ -125,6 +121,20 @@ Result<StageOutput> commit_stage_output(config::StageKind stage, const StageCont
   out.reused = reused;
   out.sha256 = *sha;
   out.bytes = fs::file_size(ctx.output, ec);
+  out.device = std::move(device);
+  out.settings = std::move(settings);
+  return out;
+}
+
+Result<StageOutput> write_stage_output(config::StageKind stage, const StageContext& ctx,
+                                       std::span<const std::uint8_t> bytes, std::string device,
+                                       nlohmann::json settings) {
+  StageOutput out;
+  const OutputTarget target = output_target(ctx, stage);
+  auto sha = artifacts::write_once(target.root, target.path, bytes, &out.reused);
+  if (!sha.ok()) return sha.error();
+  out.sha256 = *sha;
+  out.bytes = bytes.size();
   out.device = std::move(device);
   out.settings = std::move(settings);
   return out;
@@ -146,7 +156,7 @@ OutputTarget output_target(const StageContext& ctx, config::StageKind stage) {
   return {artifacts::Root(dir), out};
 }
 
-Status prepare_output(const StageContext& ctx, config::StageKind stage) {
+Result<fs::path> prepare_output(const StageContext& ctx, config::StageKind stage) {
   const OutputTarget target = output_target(ctx, stage);
   const artifacts::Root& root = target.root;
   const fs::path dir = target.path.parent_path();
@@ -162,11 +172,9 @@ Status prepare_output(const StageContext& ctx, config::StageKind stage) {
   }
   auto fd = artifacts::open_dir_beneath(root.path, rel, !rel.empty());
   if (!fd.ok()) return fd.error();
-  const std::string part = artifacts::part_path(ctx.output).filename().string();
-  if (::unlinkat(fd->get(), part.c_str(), 0) != 0 && errno != ENOENT)
-    return make_error(errc::io::kRemove, "cannot remove stale {}: {}",
-                      artifacts::part_path(ctx.output).string(), std::strerror(errno));
-  return {};
+  auto removed = artifacts::remove_dead_temps(root, target.path);
+  if (!removed.ok()) return removed.error();
+  return artifacts::own_part_path(ctx.output);
 }
 
 }  // namespace h3pipe::runtime

@@ -1,9 +1,11 @@
 #pragma once
 // What the external runtimes (exec, comfyui) share: an artifact produced by someone else is
-// written to the output's .part, checked for its stage's kind, and only then committed under the
-// final name with its sidecar (docs/design.md rules 2 and 4).  Also where a runtime's settings sit
-// in the config file, for start-up error messages.
+// written to this execution's own temporary, checked for its stage's kind, and only then committed
+// under the final name with its sidecar (docs/design.md rules 2 and 4).  Also where a runtime's
+// settings sit in the config file, for start-up error messages.
+#include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 
 #include "common/artifacts/artifacts.h"
@@ -37,16 +39,29 @@ struct OutputTarget {
 };
 OutputTarget output_target(const StageContext& ctx, config::StageKind stage);
 
-// validate_stage_output on part_path(ctx.output), then artifacts::commit_part below
-// output_target(ctx, stage).root.  The .part is removed on any failure, so a rejected artifact
-// never reaches the final name.
+// validate_stage_output on `part` (this execution's own temporary, from prepare_output), then
+// artifacts::commit_own_part below output_target(ctx, stage).root.  The temporary is removed on
+// any failure, so a rejected artifact never reaches the final name.
 Result<StageOutput> commit_stage_output(config::StageKind stage, const StageContext& ctx,
-                                        std::string device, nlohmann::json settings);
+                                        const std::filesystem::path& part, std::string device,
+                                        nlohmann::json settings);
 
-// Creates the output's folder below output_target(ctx, stage).root and removes a stale .part (crash
-// garbage) by name in it, never following a symlink: a symlink planted anywhere below the root
-// fails here (path.symlink, naming the path) before a writer that opens the .part by path (libav,
-// an exec child, a download) can write through it.
-Status prepare_output(const StageContext& ctx, config::StageKind stage);
+// A stage output made in memory (the builtin encoder and sampler, a fused marker): published once
+// below output_target(ctx, stage).root through this execution's own temporaries
+// (artifacts::write_once); `reused` set when another execution's output was there first.  bytes
+// is the file's size.
+Result<StageOutput> write_stage_output(config::StageKind stage, const StageContext& ctx,
+                                       std::span<const std::uint8_t> bytes, std::string device,
+                                       nlohmann::json settings);
+
+// Creates the output's folder below output_target(ctx, stage).root, never following a symlink (a
+// symlink planted anywhere below the root fails here, path.symlink naming the path, before a
+// writer that opens its temporary by path — libav, an exec child, a download — can write through
+// it), removes the temporaries of ctx.output that a killed execution left
+// (artifacts::remove_dead_temps), and returns this execution's own temporary
+// (artifacts::own_part_path): the writer streams the output there, never into a name another
+// execution of the same task (a retry beside a worker presumed dead, a re-delivery) also writes
+// (issue #35 D6).
+Result<std::filesystem::path> prepare_output(const StageContext& ctx, config::StageKind stage);
 
 }  // namespace h3pipe::runtime

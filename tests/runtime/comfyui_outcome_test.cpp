@@ -100,7 +100,7 @@ TEST_F(ComfyUiOutcomeTest, DecodeOutputOfAnotherSizeIsAPermanentFailureWithBothS
             std::string::npos)
       << out.error().message;
   EXPECT_FALSE(fs::exists(out_)) << "a rejected movie never reaches the final name";
-  EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
+  EXPECT_EQ(temporaries_of(out_), std::vector<std::string>{});
 }
 
 TEST_F(ComfyUiOutcomeTest, DecodeOutputWithTooFewFramesOrNoSoundIsRefused) {

@@ -235,7 +235,7 @@ TEST_F(ComfyUiRuntimeTest, ExecutionErrorInHistoryFailsTheTaskWithTheNodeAndExce
   EXPECT_NE(m.find("raised OutOfMemoryError: "), std::string::npos) << m;
   EXPECT_EQ(m.find("torch."), std::string::npos) << m;
   EXPECT_FALSE(fs::exists(out_));
-  EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
+  EXPECT_EQ(temporaries_of(out_), std::vector<std::string>{});
 }
 
 TEST_F(ComfyUiRuntimeTest, AnImageTheServerLacksIsAPermanentValidationErrorNamingTheNode) {
@@ -312,7 +312,7 @@ TEST_F(ComfyUiRuntimeTest, LatentOfTheWrongGeometryIsRejected) {
   ASSERT_FALSE(strict.ok());
   EXPECT_EQ(strict.error().code, "runtime.invalid_output");
   EXPECT_FALSE(fs::exists(out_));
-  EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
+  EXPECT_EQ(temporaries_of(out_), std::vector<std::string>{});
   settings["check_geometry"] = false;  // the escape hatch is gone (docs/latent.md)
   auto rt = make_comfyui_sample(c.args(settings));
   ASSERT_FALSE(rt.ok());

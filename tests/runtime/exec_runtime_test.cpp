@@ -106,7 +106,7 @@ TEST_F(ExecRuntimeTest, SampleCopiesAValidLatentAndCommitsIt) {
   EXPECT_EQ(out->device, "cuda:0");
   EXPECT_EQ(out->settings["exit_code"], 0);
   EXPECT_EQ(out->settings["env_keys"], nlohmann::json({"FIXTURE"}));
-  EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
+  EXPECT_EQ(temporaries_of(out_), std::vector<std::string>{});
 }
 
 TEST_F(ExecRuntimeTest, EncodeGetsSpecJsonAndIdsThroughPlaceholdersAndEnv) {
@@ -149,7 +149,7 @@ TEST_F(ExecRuntimeTest, NonZeroExitFailsWithTheTailOfStderr) {
   EXPECT_NE(out.error().message.find("CUDA out of memory on device 0"), std::string::npos);
   EXPECT_NE(out.error().message.find("progress line 49"), std::string::npos);
   EXPECT_FALSE(fs::exists(out_));
-  EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
+  EXPECT_EQ(temporaries_of(out_), std::vector<std::string>{});
 }
 
 TEST_F(ExecRuntimeTest, TimeoutKillsTheWholeProcessGroup) {
@@ -166,8 +166,11 @@ TEST_F(ExecRuntimeTest, TimeoutKillsTheWholeProcessGroup) {
   EXPECT_EQ(out.error().code, "runtime.timeout");
   EXPECT_NE(out.error().message.find("hanging"), std::string::npos) << out.error().message;
   EXPECT_LT(secs, 5.0);
-  auto pidfile = fs::path(artifacts::part_path(out_).string() + ".childpid");
-  ASSERT_TRUE(fs::exists(pidfile));
+  // The command wrote OUTPUT.childpid beside its output, this execution's own temporary.
+  fs::path pidfile;
+  for (const auto& e : fs::directory_iterator(out_.parent_path()))
+    if (e.path().filename().string().ends_with(".part.childpid")) pidfile = e.path();
+  ASSERT_FALSE(pidfile.empty());
   pid_t child = std::stoi(read_text(pidfile));
   auto deadline = Clock::now() + std::chrono::seconds(5);
   while (!process_gone(child) && Clock::now() < deadline)
@@ -201,7 +204,7 @@ TEST_F(ExecRuntimeTest, InvalidOutputIsRejectedForEachStage) {
     ASSERT_FALSE(out.ok()) << config::stage_name(stage);
     EXPECT_EQ(out.error().code, "runtime.invalid_output") << out.error().to_string();
     EXPECT_FALSE(fs::exists(out_));
-    EXPECT_FALSE(fs::exists(artifacts::part_path(out_)));
+    EXPECT_EQ(temporaries_of(out_), std::vector<std::string>{});
   }
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "common/config/config.h"
 #include "common/latent/latent.h"
@@ -44,6 +45,19 @@ inline latent::Latent latent_for(const pb::JobSpec& s) {
     l.audio[i] = std::cos(0.02f * static_cast<float>(i));
   l.metadata = {{"job", s.job_id()}};
   return l;
+}
+
+// The temporaries of `final_path` left in its folder: the shared NAME.part and every execution's
+// own NAME.<token>.part / NAME.sha256.<token>.part (issue #35 D6).  Empty when none.
+inline std::vector<std::string> temporaries_of(const fs::path& final_path) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const std::string name = final_path.filename().string();
+  for (const auto& e : fs::directory_iterator(final_path.parent_path(), ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.starts_with(name + ".") && n.ends_with(".part")) out.push_back(n);
+  }
+  return out;
 }
 
 inline void write_text(const fs::path& p, const std::string& text) {
