@@ -5,11 +5,13 @@
 
 #include "common/api/context.h"
 #include "common/api/peers.h"
+#include "common/api/previews.h"
 #include "common/api/routes.h"
 #include "common/api/submit.h"
 #include "common/api/upload.h"
 #include "common/api/videos.h"
 #include "common/api/webhooks.h"
+#include "common/artifacts/artifacts.h"
 #include "common/core/error_codes.h"
 #include "common/core/json_parse.h"
 #include "common/queue/hashes.h"
@@ -262,6 +264,12 @@ struct VideoRoutes {
     for (auto p :
          {paths::mp4(ctx.c, rec.at("run"), kJobId), paths::receipt(ctx.c, rec.at("run"), kJobId)})
       if (p.ok()) std::filesystem::remove(*p, ec);
+    // Its thumbnail and sprite sheet (previews.h), with their sidecars.
+    if (auto p = paths::mp4(ctx.c, rec.at("run"), kJobId); p.ok())
+      for (const char* variant : {"thumbnail", "spritesheet"}) {
+        std::filesystem::remove(preview_path(*p, variant), ec);
+        std::filesystem::remove(artifacts::sidecar_path(preview_path(*p, variant)), ec);
+      }
     auto d = r.command({"HSET", video_key(id), "deleted", std::to_string(state::now_ms())});
     if (!d.ok()) return redis_error(d.error());
     res.set_content(json{{"id", id}, {"object", "video.deleted"}, {"deleted", true}}.dump(),
@@ -272,9 +280,11 @@ struct VideoRoutes {
   std::optional<HttpError> content(const std::string& id, const httplib::Request& req,
                                    httplib::Response& res, queue::Redis& r) {
     const std::string variant = req.has_param("variant") ? req.get_param_value("variant") : "video";
-    if (variant != "video")
+    if (variant != "video" && variant != "thumbnail" && variant != "spritesheet")
       return HttpError{400,
-                       fmt::format("variant: only \"video\" is served yet, got \"{}\"", variant),
+                       fmt::format("variant: expected \"video\", \"thumbnail\" or "
+                                   "\"spritesheet\", got \"{}\"",
+                                   variant),
                        "invalid_request_error", "variant", "invalid_value"};
     auto rec = ctx.record(r, id);
     if (!rec.ok()) return redis_error(rec.error());
@@ -291,6 +301,16 @@ struct VideoRoutes {
     const auto size = p.ok() ? std::filesystem::file_size(*p, ec) : 0;
     if (!p.ok() || ec)  // decoded on another host: read through its API (peers.h)
       return serve_from_peer(ctx, r, id, (**rec)["run"], kJobId, req, res);
+    if (variant != "video") {  // a JPEG made from the MP4 and cached beside it (previews.h)
+      auto jpg = preview(ctx.c, *p, variant);
+      if (!jpg.ok())
+        return HttpError{500, fmt::format("{} of video {}: {}", variant, id, jpg.error().message),
+                         "server_error", "variant", jpg.error().code};
+      std::ifstream in(*jpg, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      res.set_content(std::move(bytes), "image/jpeg");
+      return std::nullopt;
+    }
     auto file = std::make_shared<std::ifstream>(*p, std::ios::binary);
     res.set_header("Accept-Ranges", "bytes");
     res.set_content_provider(size, "video/mp4",

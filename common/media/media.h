@@ -100,6 +100,18 @@ struct MovieInfo {
 // Errors: "media.probe" naming the file (not a movie libav opens, no video stream).
 Result<MovieInfo> probe_movie(const std::filesystem::path& path);
 
+// The frames at `indices` (0-based, in decode order) of the movie's first video stream, RGB24,
+// in increasing index order; indices past the end are left out (an empty result is an error).
+// Decodes up to the last index asked for.  Errors: "media.probe" naming the file.  frames.cpp.
+Result<std::vector<Image>> read_frames(const std::filesystem::path& path,
+                                       const std::vector<long long>& indices);
+// A baseline JPEG of `img` (libav's mjpeg encoder, yuvj420p) at quantiser `qscale` 2 (best) to
+// 31.  Odd sizes are fine.  Errors: "media.image".
+Result<std::string> encode_jpeg(const Image& img, int qscale = 3);
+// The frames side by side, `columns` per row, each resized to tile_width (even) and the first
+// frame's aspect; an empty image for no frames.
+Image sprite_sheet(const std::vector<Image>& frames, int tile_width, int columns);
+
 // Bilinear resize of an RGB24 image (used to fit reference images to a model's grid).
 Image resize_bilinear(const Image& src, int width, int height);
 

@@ -98,3 +98,44 @@ test('too large: an upload over --max-upload-bytes and a JSON body over --max-bo
   assert.equal(runs.status, 413);
   await assert.rejects(sdk.videos.create({ prompt: 'x'.repeat(2 * 1024 * 1024) }), (e) => e.status === 413);
 });
+
+function probe(file) {
+  const r = spawnSync('ffprobe', ['-v', 'error', '-show_entries', 'stream=codec_name,width,height', '-of', 'json', file],
+    { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout).streams[0];
+}
+
+test('content?variant=thumbnail|spritesheet: JPEGs of the frames, cached beside the MP4, gone with DELETE', async () => {
+  const v = await sdk.videos.create({ prompt: 'a heron at dawn', size: '256x192', seconds: '2' });
+  await assert.rejects(sdk.videos.downloadContent(v.id, { variant: 'thumbnail' }),
+    (e) => e.status === 404 && /once it is completed/.test(e.message));
+  await completed(v.id);
+  const thumb = await sdk.videos.downloadContent(v.id, { variant: 'thumbnail' });
+  assert.equal(thumb.headers.get('content-type'), 'image/jpeg');
+  const jpg = Buffer.from(await thumb.arrayBuffer());
+  assert.deepEqual([...jpg.subarray(0, 3)], [0xff, 0xd8, 0xff]);
+  const tf = path.join(stack.dir, 'thumb.jpg');
+  fs.writeFileSync(tf, jpg);
+  assert.deepEqual(probe(tf), { codec_name: 'mjpeg', width: 256, height: 192 });
+  // 49 frames: 10 of them, 5 a row, 160 pixels wide at the video's aspect.
+  const sheet = Buffer.from(await (await sdk.videos.downloadContent(v.id, { variant: 'spritesheet' })).arrayBuffer());
+  const sf = path.join(stack.dir, 'sheet.jpg');
+  fs.writeFileSync(sf, sheet);
+  assert.deepEqual(probe(sf), { codec_name: 'mjpeg', width: 800, height: 240 });
+  // Cached beside the MP4 and served from there.
+  const mp4 = JSON.parse(stack.cli('status', v.run_id, '--json').out).jobs[0].mp4;
+  const cached = mp4.replace(/\.mp4$/, '.thumbnail.jpg');
+  assert.deepEqual(fs.readFileSync(cached), jpg);
+  const mtime = fs.statSync(cached).mtimeMs;
+  const again = Buffer.from(await (await sdk.videos.downloadContent(v.id, { variant: 'thumbnail' })).arrayBuffer());
+  assert.deepEqual(again, jpg);
+  assert.equal(fs.statSync(cached).mtimeMs, mtime, 'made once');
+  assert.ok(fs.existsSync(mp4.replace(/\.mp4$/, '.spritesheet.jpg')));
+  const bad = await call(base, rita, 'GET', `/videos/${v.id}/content?variant=gif`);
+  assert.equal(bad.status, 400);
+  assert.equal(bad.json.error.param, 'variant');
+  await sdk.videos.delete(v.id);
+  assert.ok(!fs.existsSync(cached));
+  assert.ok(!fs.existsSync(mp4.replace(/\.mp4$/, '.spritesheet.jpg')));
+});
