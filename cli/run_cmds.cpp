@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/cli.h"
+#include "cli/wait_progress.h"
 #include "common/api/run_status.h"
 #include "common/api/submit.h"
 #include "common/core/bounded_file.h"
@@ -193,6 +194,7 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
   if (!reconnect()) return kExitUnreachable;
   bool tty = ::isatty(1);
   std::map<std::string, long long> last;
+  StepProgress steps;  // the sampler's step k/n from the run's events (#37)
   state::RunStatus s;
   std::string degraded;  // said when it changes
   auto last_storage_check = Clock::time_point{};
@@ -215,6 +217,7 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
       continue;
     }
     s = *rs;
+    steps.poll(*redis, run_id);
     long long total = std::max(s.total, s.expected);
     // Jobs at or past each stage (never executions: a re-run stage counts its job once).
     std::map<std::string, long long> now = s.stage_jobs();
@@ -226,11 +229,16 @@ int cmd_wait(const Global& g, const std::string& run_id, double timeout_s) {
         out += fmt::format("{} {} {}/{}  ", st, bar(now[st], total, 12), now[st], total);
       if (s.failed) out += fmt::format("failed {}  ", s.failed);
       if (s.cancelled_jobs) out += fmt::format("cancelled {}", s.cancelled_jobs);
-      fmt::print("{}", out);
+      if (auto p = steps.summary(); !p.empty()) out += "  " + p;
+      fmt::print("{}\x1b[K", out);
       std::fflush(stdout);
     } else if (now != last) {
       for (const auto& [k, v] : now)
         if (v != last[k]) fmt::print("{} {} {}/{}\n", run_id, k, v, total);
+      std::fflush(stdout);
+    }
+    if (!tty) {
+      for (const auto& l : steps.take_lines()) fmt::print("{} {}\n", run_id, l);
       std::fflush(stdout);
     }
     last = now;
