@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,16 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::size_t kChunk = 1024 * 1024;  // bytes read from the peer per Range request
+// Bytes read from the peer per Range request: 1 MiB, or H3PIPE_API_PEER_CHUNK_BYTES (tests, to
+// cross chunk boundaries with small videos; at least 1 KiB).
+std::size_t chunk_bytes() {
+  static const std::size_t n = [] {
+    const char* v = std::getenv("H3PIPE_API_PEER_CHUNK_BYTES");
+    const unsigned long long x = v ? std::strtoull(v, nullptr, 10) : 0;
+    return x >= 1024 ? static_cast<std::size_t>(x) : std::size_t{1024 * 1024};
+  }();
+  return n;
+}
 
 HttpError peer_unavailable(const std::string& id, const std::string& host, const std::string& why) {
   return {503,
@@ -120,7 +130,7 @@ std::optional<HttpError> serve_from_peer(Context& ctx, queue::Redis& r, const st
   res.set_content_provider(
       size, "video/mp4",
       [cli, path, base, size](std::size_t off, std::size_t len, httplib::DataSink& sink) {
-        const std::size_t n = std::min({len, kChunk, size - off});
+        const std::size_t n = std::min({len, chunk_bytes(), size - off});
         httplib::Headers hh = base;
         hh.emplace("Range", fmt::format("bytes={}-{}", off, off + n - 1));
         auto part = cli->Get(path, hh);

@@ -1,8 +1,8 @@
 #pragma once
 // h3pipe-api on several hosts (docs/api.md, "Two hosts"): each host's API registers the URL it
 // answers on in Redis, and a video whose MP4 lies on another host's output root (the decode ran
-// there) is served by reading it through that host's API, Range by Range, so the client sees one
-// API whichever host it asked.
+// there) is served by reading it through that host's API, Range by Range (1 MiB each;
+// H3PIPE_API_PEER_CHUNK_BYTES for tests), so the client sees one API whichever host it asked.
 //
 // h3pipe:api:hosts  hash: host name -> {"url": "http://ADDR:PORT/v1", "at_ms": N}, written by each
 // API at start and every kAnnounceEvery after (a Redis that lost it is filled again).

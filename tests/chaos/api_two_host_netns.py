@@ -8,7 +8,9 @@ b's on b's address (hosts[b].api_bind), each announcing its URL in Redis (h3pipe
 A video created through a's API is decoded on b; then, from namespace A:
   * `status --json` on each host names that host's API (api_url);
   * GET /v1/videos/{id}/content from a's API (which lacks the file) and from b's API give the
-    same bytes as the MP4 on b's disk; a Range request through a's API gives 206 and the slice;
+    same bytes as the MP4 on b's disk, a's read from b's in 2 KiB Range reads
+    (H3PIPE_API_PEER_CHUNK_BYTES); a Range request across two of those reads through a's API gives
+    206 and the slice;
   * the official openai SDK's downloadContent through a's API gives the same bytes (when the SDK
     is installed in tests/api; else said and not checked);
   * a's API asking b on a dead URL answers 503 `peer_unavailable` naming host b; a request marked
@@ -33,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chaos  # noqa: E402
 
 SRC = chaos.SRC
+CHUNK = 2048  # H3PIPE_API_PEER_CHUNK_BYTES of both APIs
 
 
 class TwoApis(chaos.Chaos):
@@ -45,6 +48,12 @@ class TwoApis(chaos.Chaos):
 
     def adjust_config(self, cfg, keys):
         cfg["hosts"][1]["api_bind"] = self.a.ip_b  # b's API reachable from a; a's stays loopback
+
+    def env(self, host):
+        e = super().env(host)
+        # Small chunks, so the small test video crosses several Range reads through the peer.
+        e["H3PIPE_API_PEER_CHUNK_BYTES"] = str(CHUNK)
+        return e
 
     def cli(self, argv, host):
         cmd = [self.h3, "--config", self.config] + argv
@@ -187,10 +196,13 @@ def inner(a):
             check(st == 200 and body == want,
                   "content from %s's API: %d, %d bytes, same as b's MP4: %s" % (host, st, len(body), body == want))
             check(hdr.get("Content-Type", "").startswith("video/mp4"), "content from %s: type %s" % (host, hdr.get("Content-Type")))
-        st, hdr, body = http("GET", urls["a"] + "/videos/%s/content" % vid, token, headers={"Range": "bytes=100-1099"})
-        check(st == 206 and body == want[100:1100],
-              "Range through a's API: %d, %d bytes, right slice %s" % (st, len(body), body == want[100:1100]))
-        check(hdr.get("Content-Range") == "bytes 100-1099/%d" % len(want), "Content-Range %s" % hdr.get("Content-Range"))
+        check(len(want) > 2 * CHUNK, "the MP4 (%d bytes) spans more than two %d-byte reads" % (len(want), CHUNK))
+        # A Range across a chunk boundary of the peer reads.
+        lo, hi = CHUNK - 100, 2 * CHUNK + 99
+        st, hdr, body = http("GET", urls["a"] + "/videos/%s/content" % vid, token, headers={"Range": "bytes=%d-%d" % (lo, hi)})
+        check(st == 206 and body == want[lo:hi + 1],
+              "Range through a's API: %d, %d bytes, right slice %s" % (st, len(body), body == want[lo:hi + 1]))
+        check(hdr.get("Content-Range") == "bytes %d-%d/%d" % (lo, hi, len(want)), "Content-Range %s" % hdr.get("Content-Range"))
         st, _, body = http("GET", urls["a"] + "/videos/%s/content" % vid, "nope-not-a-token")
         check(st == 401, "an unknown token through a's API: %d (expected 401)" % st)
 
@@ -223,6 +235,13 @@ def inner(a):
             m = "http://%s:%d/metrics" % (ip, c.run_file(host)["metrics_port"])
             n = metric(m, "/v1/videos/{id}/content", 200)
             check(n is not None and n >= 1, "h3pipe_api_requests_total of content 200 on %s's API (%s): %s" % (host, m, n))
+            if host == "b":
+                # a's whole reads went to b in CHUNK-byte Range requests (206 each), a probe first.
+                reads = metric(m, "/v1/videos/{id}/content", 206)
+                least = 3 * ((len(want) + CHUNK - 1) // CHUNK + 1)  # three whole reads through a
+                check(reads is not None and reads >= least,
+                      "b answered %s Range reads of content, expected at least %d" % (reads, least))
+                out["peer_range_reads"] = reads
         out["pass"] = not failures
         out["failures"] = failures
         chaos.log(json.dumps(out))
