@@ -124,9 +124,11 @@ if [[ $mode != --demo && $mode != --fuzz && ! -d tests/deploy/node_modules/kuber
   fi
 fi
 
-# The official openai SDK for ctest's api_videos_sdk_e2e (issue #37), into the ignored
-# tests/api/node_modules; without the registry that test skips (exit 77) and says why.
-if [[ $mode != --demo && $mode != --fuzz && ! -d tests/api/node_modules/openai ]]; then
+# The official openai SDK for ctest's api_* e2e tests (issue #37), and ajv with an OpenAPI 3.1
+# validator for api_openapi_e2e, into the ignored tests/api/node_modules; without the registry
+# those tests skip (exit 77) and say why.
+if [[ $mode != --demo && $mode != --fuzz && ( ! -d tests/api/node_modules/openai ||
+      ! -d tests/api/node_modules/@seriousme/openapi-schema-validator ) ]]; then
   t=$(now)
   if timeout 300 npm ci --prefix tests/api --no-audit --no-fund --omit=dev >/dev/null 2>&1; then
     echo "setup: npm openai ($(since "$t"))"
