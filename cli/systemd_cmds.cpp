@@ -155,7 +155,7 @@ int cmd_install(const Global& g, const UnitArgs& a) {
 int cmd_prepare(const Global& g, const UnitArgs& a) {
   auto c = load_cluster(g);
   if (!c.ok()) return fail(c.error(), "systemd prepare");
-  auto plan = supervisor::plan_redis(*c, a.host, 0);
+  auto plan = supervisor::plan_redis(*c, a.host);
   if (!plan.ok()) return fail(plan.error(), "systemd prepare");
   const fs::path dir = c->state_dir / "redis";
   Status s = supervisor::make_private_dir(dir);

@@ -67,7 +67,7 @@ std::string stunnel_client_conf(const fs::path& accept, const std::string& conne
       (creds / client_cert_name(host)).string(), (creds / client_key_name(host)).string());
 }
 
-Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host, int tcp_port) {
+Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host) {
   RedisPlan p;
   const fs::path redis_dir = fs::absolute(c.state_dir) / "redis";
   p.local = queue::address_of(c.redis);
@@ -77,10 +77,9 @@ Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host, 
     p.run_redis = true;
     p.socket = redis_dir / "redis.sock";
     H3_TRY(socket_path_fits(p.socket));
-    if (c.hosts.size() > 1) {  // another host may need it
-      p.tcp_port = tcp_port;
-      p.tcp_bind = "127.0.0.1";
-    }
+    // No TCP port, however many hosts the config names (issue #35 D1): an embedded Redis is this
+    // stack's alone (every host's `start` runs its own; nothing of another stack connects to
+    // it), so a loopback port would only hand AUTH to whoever binds it after a kill -9 or stop.
     p.credentials_dir = secrets_dir(c.state_dir);
     p.ping_role = "admin";
     p.local.sentinels.clear();

@@ -1,7 +1,7 @@
 #pragma once
 // How one host's stack reaches Redis, and what it runs for it (issue #34 items 1-2, #35 D1):
-//   embedded            redis-server on a Unix socket in <state>/redis (0700); TCP on loopback
-//                       only when the config names more than one host
+//   embedded            redis-server on a Unix socket in <state>/redis (0700) and no TCP port,
+//                       however many hosts the config names (each host's stack runs its own)
 //   managed, Redis host redis-server on the socket (AOF, the ACL of /redis/credentials_dir), and
 //                       an stunnel TLS server on the host's bind address : /redis/port in front
 //                       of it (allow_plaintext: redis-server itself listens there instead)
@@ -22,10 +22,10 @@
 namespace h3pipe::supervisor {
 
 struct RedisPlan {
-  bool run_redis = false;              // this stack runs redis-server
-  std::filesystem::path socket;        // its Unix socket
-  int tcp_port = 0;                    // its TCP port (0: socket only)
-  std::string tcp_bind;                // and address
+  bool run_redis = false;        // this stack runs redis-server
+  std::filesystem::path socket;  // its Unix socket
+  int tcp_port = 0;      // its TCP port (0: socket only; only a managed Redis with allow_plaintext)
+  std::string tcp_bind;  // and address
   bool tls_server = false;             // an stunnel server in front of it (Redis host)
   bool tls_client = false;             // an stunnel client to it (every other host)
   std::filesystem::path stunnel_conf;  // <state>/redis/stunnel.conf, written by start()
@@ -36,10 +36,9 @@ struct RedisPlan {
   queue::RedisAddress local;              // what this host's services and CLI use (no user)
 };
 
-// `tcp_port`: the port an embedded Redis listens on when it needs TCP (chosen by the caller).
 // Errors: start.redis (a managed Redis whose credentials or stunnel are missing, a state dir
 // too long for a Unix socket).
-Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host, int tcp_port);
+Result<RedisPlan> plan_redis(const config::Cluster& c, const std::string& host);
 
 // redis-server's command line as h3pipe runs it (the supervisor's child and the systemd unit):
 // `tcp_port` on `bind` (0: socket only), the Unix socket 0700, AOF everysec and no RDB

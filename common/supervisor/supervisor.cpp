@@ -568,10 +568,7 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   fs::remove(stack_path(c), ec);
   // How this host reaches Redis and what it runs for it (redis_plan.h), and the files for that:
   // the ACL of the Redis it runs, the stunnel config of the TLS hop.
-  auto plan = plan_redis(c, host,
-                         c.redis.embedded && c.hosts.size() > 1
-                             ? (c.redis.port > 0 ? c.redis.port : free_loopback_port())
-                             : 0);
+  auto plan = plan_redis(c, host);
   Status files = plan.ok() ? Status{} : Status(plan.error());
   if (files.ok() && c.redis.embedded) {
     if (auto acl = prepare_local_acl(c.state_dir); !acl.ok()) files = acl.error();

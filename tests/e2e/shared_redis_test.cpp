@@ -1,7 +1,8 @@
 // How a stack reaches Redis (issue #34 P1, P2, P4 and items 1-2; issue #35 D1), with real
 // redis-server and stunnel processes and the real CLI (build/bin/h3pipe):
 //   - the embedded Redis is on a Unix socket in the 0700 state dir: a listener on the port Redis
-//     would have used collects no password, before or after a kill -9 of Redis (D1);
+//     would have used collects no password, before or after a kill -9 of Redis, with one host or
+//     with two hosts' stacks on one machine (D1);
 //   - `start` stops waiting when a service it started exits and shows that service's log (P1);
 //   - a managed shared Redis on two "hosts" (127.0.0.1 and 127.0.0.2, a state dir each):
 //     `credentials init/export`, the Redis host's start runs Redis + the stunnel TLS server, the
@@ -185,6 +186,57 @@ TEST(SharedRedis, PortSquatterGetsNoPasswordFromTheLocalStack) {
   EXPECT_TRUE(S_ISSOCK(sb.st_mode));
   EXPECT_EQ(sb.st_mode & 077, 0u) << "the socket is its owner's";
   EXPECT_EQ(ts::sh(cli(config) + " stop 2>&1").first, 0);
+}
+
+// #35 D1 residual: a config that names two hosts, both started on this machine (a state dir
+// each, as a rehearsal or netns test does).  The embedded Redis used to listen on 127.0.0.1:port
+// too whenever the config named more than one host, although nothing of either stack connects
+// there (each host's start runs its own Redis, its services use its socket): a squatter on the
+// port then got the AUTH of anything pointed at it, and before that, the port held by the squatter
+// stopped `start`.  Now no stack listens there and no byte reaches the squatter through starts,
+// a job, a kill -9 of Redis, `status` and `stop`.
+TEST(SharedRedis, PortSquatterGetsNothingFromTwoHostsOnOneMachine) {
+  ts::TempDir dir;
+  const int port = ts::free_tcp_port();
+  Squatter squatter(port);  // first: the port the config names, before any stack binds it
+  ASSERT_TRUE(squatter.bound());
+  std::vector<fs::path> configs;
+  const json hosts = {{{"name", "a"}, {"transfer_port", ts::free_tcp_port()}},
+                      {{"name", "b"}, {"transfer_port", ts::free_tcp_port()}}};
+  for (const std::string h : {"a", "b"}) {
+    json cfg = base(dir.path() / ("state-" + h));
+    cfg["redis"] = {{"embedded", true}, {"port", port}};
+    cfg["hosts"] = hosts;
+    cfg["transfer"] = {{"curve", false}};
+    cfg["pools"] = sim_pools({{"a", "encode"}, {"a", "sample"}, {"a", "decode"}, {"b", "sample"}});
+    configs.push_back(write(dir.path() / ("cluster-" + h + ".json"), cfg));
+  }
+  StopOnExit guard{configs};
+  for (const std::string h : {"a", "b"}) {
+    auto [rc, out] = ts::sh(cli(configs[h == "a" ? 0 : 1]) + " start --host " + h + " 2>&1");
+    ASSERT_EQ(rc, 0) << "host " << h << ":\n" << out;
+    EXPECT_EQ(out.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << out;
+    json st;
+    std::ifstream(dir.path() / ("state-" + h) / "stack.json") >> st;
+    EXPECT_EQ(st["redis"]["tcp_port"], 0) << "host " << h << "'s Redis listens on TCP";
+  }
+  std::ofstream(dir.path() / "b.jsonl") << kJob << "\n";
+  auto run = ts::sh(cli(configs[0]) + " run " + (dir.path() / "b.jsonl").string() + " 2>&1");
+  EXPECT_EQ(run.first, 0) << run.second;
+  const int before = redis_pid(dir.path() / "state-a");
+  ASSERT_GT(before, 0);
+  ::kill(before, SIGKILL);
+  ASSERT_TRUE(ts::wait_for(
+      [&] {
+        const int now = redis_pid(dir.path() / "state-a");
+        return now > 0 && now != before;
+      },
+      20));
+  EXPECT_EQ(ts::sh(cli(configs[0]) + " status >/dev/null 2>&1").first, 0);
+  EXPECT_EQ(ts::sh(cli(configs[1]) + " status >/dev/null 2>&1").first, 0);
+  for (const auto& c : configs) EXPECT_EQ(ts::sh(cli(c) + " stop 2>&1").first, 0);
+  EXPECT_EQ(squatter.accepted(), 0);
+  EXPECT_EQ(squatter.received(), "");
 }
 
 // #34 P1: a service that exits ends the wait at once, with its own last log lines; no blame on a
