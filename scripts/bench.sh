@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench.sh NAME [ARGS...]: runs one benchmark; each prints one JSON object as its last line.
 #   queue | pipeline | transfer | runtime | mp4 | plan | plan-vs-run | chaos | fairness | deploy | fuzz | fuzz-latent
-#   | api-events
+#   | api | api-events
 # H3PIPE_BUILD=DIR uses the binaries of another build directory (default build).
 # Each NAME first builds the targets it runs (cmake --build DIR -j2 --target ...; a no-op when they
 # are current), so it works after scripts/demo.sh, which builds only the CLI and the services;
@@ -11,7 +11,7 @@
 # H3PIPE_BENCH_TARGETS_ONLY=1 prints "BUILD_DIR TARGET..." and exits (tests/bench_script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names="queue|pipeline|transfer|runtime|mp4|plan|plan-vs-run|chaos|fairness|deploy|fuzz|fuzz-latent|api-events"
+names="queue|pipeline|transfer|runtime|mp4|plan|plan-vs-run|chaos|fairness|deploy|fuzz|fuzz-latent|api|api-events"
 name=${1:?usage: scripts/bench.sh $names}
 shift
 build=${H3PIPE_BUILD:-build}
@@ -24,6 +24,7 @@ case $name in
   plan) targets=(bench_plan) build=${BUILD_DIR:-$build} ;;
   pipeline | plan-vs-run | chaos | fairness) targets=("${services[@]}") ;;
   deploy) targets=(h3pipe) ;;
+  api) targets=("${services[@]}" h3pipe-api) ;;  # bench_api.sh [RATE [SECONDS]] (then api-events)
   api-events) targets=("${services[@]}" h3pipe-api) ;;  # bench_api_events.sh [SUBSCRIBERS [EVENTS [RATE]]]
   fuzz | fuzz-latent) targets=() ;;
   *)
