@@ -320,7 +320,7 @@ class Chaos:
         return stream, group, [s(row[0]) for row in rows]
 
     def kill_service(self, t0, i):
-        procs = self.processes()
+        procs = [p for p in self.processes() if re.search(self.a.kill_only, "%s/%s" % (p[0], p[1]))]
         if not procs:
             return
         host, name, pid = self.rng.choice(procs)
@@ -562,6 +562,9 @@ def main():
         p.add_argument("--settle-s", type=float, default=20.0,
                        help="after the run finished, how long the queues may take to drain (lease + sweep + slack)")
         p.add_argument("--baseline", action="store_true", help="first run the same batch without kills")
+        p.add_argument("--kill-only", default="",
+                       help="kill only the services whose HOST/NAME matches this regex (e.g. 'a/transfer'), "
+                            "to chase a flake seen after kills of one service")
 
     return netns_main(__doc__, __file__, inner, args)
 
