@@ -112,6 +112,8 @@ struct RunShare {
 };
 int cmd_run(const Global& g, const std::string& batch, bool background, const std::string& run_id,
             const RunShare& share = {});
+// pause RUN (pause true) / unpause RUN: the run's waiting tasks are not claimed / claimed again.
+int cmd_pause(const Global& g, const std::string& run_id, bool pause);
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s);
 int cmd_status(const Global& g, const std::string& run_id, bool json);
 int cmd_cancel(const Global& g, const std::string& run_id);

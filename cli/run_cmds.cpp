@@ -20,6 +20,7 @@
 #include "common/schedule/profile_check.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
+#include "common/state/pause.h"
 #include "common/state/state.h"
 #include "common/supervisor/supervisor.h"
 
@@ -381,6 +382,32 @@ int cmd_cancel(const Global& g, const std::string& run_id) {
   fmt::print(
       "run {} cancelled: queued tasks are dropped as workers reach them; running stages finish\n",
       run_id);
+  return 0;
+}
+
+int cmd_pause(const Global& g, const std::string& run_id, bool pause) {
+  auto c = load_stack_cluster(g);
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
+  auto redis = connect(g, *c);
+  if (!redis.ok()) return fail(redis.error());
+  state::Store store(**redis);
+  auto s = store.run_status(run_id);
+  if (!s.ok()) return fail(s.error());
+  if (s->created_ms == 0 && s->total == 0 && s->expected == 0) {
+    fmt::print(stderr, "no run {} in this Redis\n", run_id);
+    return kExitNoSuchRun;
+  }
+  if (auto st = pause ? state::pause_run(**redis, run_id) : state::unpause_run(**redis, run_id);
+      !st.ok())
+    return fail(st.error());
+  if (pause)
+    fmt::print("run {} paused: none of its waiting tasks is claimed; running ones finish\n",
+               run_id);
+  else
+    fmt::print("run {} unpaused: its waiting tasks are claimed again\n", run_id);
   return 0;
 }
 

@@ -54,7 +54,8 @@ struct ClaimEntry {
   long long ms = 0, seq = 0;  // the id's two parts
   long long priority = 0;
   std::string user, cls;
-  bool held = false;  // pending: a consumer holds it (never a candidate)
+  // Never a candidate: pending (a consumer holds it), or its run is paused (keys::paused_runs()).
+  bool held = false;
 };
 
 // The fair share's state of one stream (the hash keys::claim_share(stream)): virtual time per

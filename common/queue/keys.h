@@ -25,6 +25,11 @@ inline std::string claim_share(std::string_view stream_key) {
 inline std::string drained_pools() {
   return std::string(kPrefix) + ":pools:drained";
 }
+// Paused runs (h3pipe pause RUN): a set of run ids whose waiting tasks no claim takes
+// (claim_order_lua.inc reads it by this name); the tasks running finish.
+inline std::string paused_runs() {
+  return std::string(kPrefix) + ":paused";
+}
 inline std::string dead_letter() {
   return std::string(kPrefix) + ":dead";
 }

@@ -10,8 +10,10 @@
 #include <queue>
 #include <random>
 #include <set>
+#include <type_traits>
 
 #include "common/dispatch/board_model.h"
+#include "common/dispatch/claim_order.h"
 #include "common/dispatch/decode_route.h"
 #include "common/dispatch/geometry.h"
 #include "common/schedule/sim_parts.h"
@@ -136,6 +138,13 @@ class Sim {
 
   std::deque<std::size_t> encode_q_, sample_q_;
   std::vector<std::set<std::pair<double, std::size_t>>> decode_q_;  // per host: (sample end, job)
+  // The claim order (dispatch::pick): each pool's parameters, each queue's fair share.
+  std::vector<ClaimOrder> orders_;  // per pool
+  ShareState encode_share_, sample_share_;
+  std::vector<ShareState> decode_share_;  // per host
+  // The queue's first kClaimWindow jobs as the order sees them (ready_s: when it joined it).
+  template <class It>
+  std::vector<ClaimEntry> claim_entries(It first, It last) const;
   std::vector<JobRt> jobs_;
   std::vector<LaneAcc> acc_;
   std::size_t done_ = 0;
@@ -175,6 +184,7 @@ Status Sim::build() {
   host_decoders_.resize(host_names_.size());
   in_transit_.assign(host_names_.size(), 0);
   decode_q_.resize(host_names_.size());
+  decode_share_.resize(host_names_.size());
 
   // GPU groups: numbered in the order of their first pool.
   const std::vector<std::size_t> leader = c_.gpu_group_leaders();
@@ -204,6 +214,7 @@ Status Sim::build() {
     if (cfg.stage == StageKind::kSample)
       sample_hosts_.push_back(model_.group_decodes(i) ? std::string() : cfg.host);
     pools_.push_back(std::move(p));
+    orders_.push_back(claim_order_for(c_, cfg));
   }
   // Committed times and route tails are the model's (class_models_); the lease is its too.
   for (std::size_t i = 0; i < pools_.size(); ++i) pools_[i].leases_group = model_.leases_group(i);
@@ -290,19 +301,44 @@ std::size_t Sim::link_rt(std::size_t from, std::size_t to) {
   return links_.size() - 1;
 }
 
+template <class It>
+std::vector<ClaimEntry> Sim::claim_entries(It first, It last) const {
+  std::vector<ClaimEntry> out;
+  for (; first != last && out.size() < static_cast<std::size_t>(kClaimWindow); ++first) {
+    const std::size_t job = [&] {
+      if constexpr (std::is_same_v<std::decay_t<decltype(*first)>, std::size_t>)
+        return *first;
+      else
+        return first->second;
+    }();
+    const long long ms = std::llround(jobs_[job].ready_s * 1000);
+    out.push_back({"", ms, static_cast<long long>(job), in_[job].priority, in_[job].user,
+                   classes_[jobs_[job].cls], false});
+  }
+  return out;
+}
+
 bool Sim::try_claim(std::size_t pool) {
   PoolRt& p = pools_[pool];
-  std::size_t head = kNone;
+  // The job the claim order takes (docs/design.md, "The claim order"), as the live claim does.
+  std::vector<ClaimEntry> entries;
+  ShareState* share = nullptr;
   if (p.cfg->stage == StageKind::kEncode) {
     if (encode_q_.empty()) return false;
-    head = encode_q_.front();
+    entries = claim_entries(encode_q_.begin(), encode_q_.end());
+    share = &encode_share_;
   } else if (p.cfg->stage == StageKind::kSample) {
     if (sample_q_.empty()) return false;
-    head = sample_q_.front();
+    entries = claim_entries(sample_q_.begin(), sample_q_.end());
+    share = &sample_share_;
   } else {
     if (decode_q_[p.host].empty()) return false;
-    head = decode_q_[p.host].begin()->second;
+    entries = claim_entries(decode_q_[p.host].begin(), decode_q_[p.host].end());
+    share = &decode_share_[p.host];
   }
+  const auto at = pick(orders_[pool], entries, *share, std::llround(now_ * 1000));
+  if (!at) return false;
+  const std::size_t head = static_cast<std::size_t>(entries[*at].seq);
   // What a live pool would observe (board_model.h): each pool's busy-until (the pool holding
   // its GPU group's task), the queues and the work still upstream, the decode side.
   for (std::size_t i = 0; i < pools_.size(); ++i) {
@@ -326,12 +362,14 @@ bool Sim::try_claim(std::size_t pool) {
   }
   if (!claims) return false;
 
+  charge(orders_[pool], entries, *at, *share);
+  const auto k = static_cast<std::ptrdiff_t>(*at);
   if (p.cfg->stage == StageKind::kEncode)
-    encode_q_.pop_front(), ++encoding_;
+    encode_q_.erase(encode_q_.begin() + k), ++encoding_;
   else if (p.cfg->stage == StageKind::kSample)
-    sample_q_.pop_front(), ++sampling_;
+    sample_q_.erase(sample_q_.begin() + k), ++sampling_;
   else
-    decode_q_[p.host].erase(decode_q_[p.host].begin());
+    decode_q_[p.host].erase(std::next(decode_q_[p.host].begin(), k));
   start(pool, head);
   return true;
 }

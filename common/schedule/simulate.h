@@ -62,6 +62,10 @@ struct SimJob {
   std::string id;
   std::string job_class;
   double submit_s = 0;
+  // The claim order's inputs (docs/design.md, "The claim order"): every queue is taken in that
+  // order (dispatch::pick), as the live claims take a stream.
+  long long priority = 0;
+  std::string user;
 };
 
 struct SimOptions {

@@ -14,7 +14,9 @@ std::vector<std::string> task_xadd(const std::string& stream, const pb::StageTas
           "user",
           t.spec().user(),
           "cls",
-          t.spec().job_class()};
+          t.spec().job_class(),
+          "run",
+          t.run_id()};
 }
 
 std::vector<std::string> task_xadd(const std::string& stream, const std::string& payload) {

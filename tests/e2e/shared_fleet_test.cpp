@@ -4,7 +4,9 @@
 //  - fair share: user A submits 30 jobs, user B 4 jobs one second later; B's 4th job starts
 //    sampling before A's 12th (first come, first served: after A's 30th);
 //  - priority: a job of priority 5 submitted behind 50 queued ones starts sampling within one
-//    sample time (plus bookkeeping) of reaching the sample stream.
+//    sample time (plus bookkeeping) of reaching the sample stream;
+//  - pause: a paused run's waiting tasks stay waiting while another run goes past them, and
+//    finish once it is unpaused.
 // Label: e2e.
 #include <gtest/gtest.h>
 
@@ -147,4 +149,26 @@ TEST(SharedFleet, APriorityJobBehindFiftyStartsWithinOneSampleTime) {
   for (const auto& [job, br] : s.receipts(bulk))
     if (sample_start_ms(br) > sample_start_ms(r)) ++after;
   EXPECT_GT(after, 30);
+}
+
+TEST(SharedFleet, APausedRunWaitsWhileAnotherGoesPastAndFinishesWhenUnpaused) {
+  Stack s;
+  ASSERT_TRUE(s.start());
+  const std::string held = s.run("h", 10, "--user A");
+  ASSERT_FALSE(held.empty());
+  auto [prc, pout] = ts::sh(s.cli + " pause " + held + " 2>&1");
+  ASSERT_EQ(prc, 0) << pout;
+  const std::string other = s.run("o", 3, "--user B");
+  ASSERT_FALSE(other.empty());
+  ASSERT_TRUE(s.wait(other));
+  auto [src, st] = ts::sh(s.cli + " status " + held + " --json 2>/dev/null");
+  ASSERT_EQ(src, 0) << st;
+  const json j = json::parse(st.substr(st.find('{')));
+  // At most the sample task running when the pause came finishes (and its decode).
+  EXPECT_LE(j.value("done", 0), 2) << st;
+  EXPECT_EQ(ts::sh(s.cli + " wait " + held + " --timeout 1 >/dev/null 2>&1").first, 3);
+  auto [urc, uout] = ts::sh(s.cli + " unpause " + held + " 2>&1");
+  ASSERT_EQ(urc, 0) << uout;
+  EXPECT_TRUE(s.wait(held));
+  EXPECT_NE(ts::sh(s.cli + " pause r-no-such-run 2>&1").first, 0);
 }

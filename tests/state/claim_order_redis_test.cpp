@@ -13,6 +13,7 @@
 #include "common/dispatch/claim_order.h"
 #include "common/queue/keys.h"
 #include "common/queue/queue.h"
+#include "common/state/pause.h"
 #include "common/state/state.h"
 #include "tests/support/test_support.h"
 
@@ -39,6 +40,11 @@ std::vector<dispatch::ClaimEntry> read_entries(queue::Redis& r) {
   EXPECT_TRUE(p.ok());
   for (std::size_t i = 0; i < p->get()->elements; ++i)
     held.insert(reply_str(p->get()->element[i]->element[0]));
+  std::set<std::string> paused;
+  auto pr = r.command({"SMEMBERS", keys::paused_runs()});
+  EXPECT_TRUE(pr.ok());
+  for (std::size_t i = 0; i < pr->get()->elements; ++i)
+    paused.insert(reply_str(pr->get()->element[i]));
   auto es = queue::read_range(r, kStream, "-", "+");
   EXPECT_TRUE(es.ok());
   std::vector<dispatch::ClaimEntry> out;
@@ -53,7 +59,7 @@ std::vector<dispatch::ClaimEntry> read_entries(queue::Redis& r) {
     c.priority = f("prio").empty() ? 0 : std::stoll(f("prio"));
     c.user = f("user");
     c.cls = f("cls");
-    c.held = held.count(e.id) > 0;
+    c.held = held.count(e.id) > 0 || paused.count(f("run")) > 0;  // a paused run's: no candidate
     out.push_back(c);
   }
   return out;
@@ -105,6 +111,7 @@ TEST(ClaimOrder, TheLuaTakesWhatTheCppPicksOverRandomStreams) {
       if (uni(0, 4)) cmd.insert(cmd.end(), {"prio", std::to_string(uni(-2, 3))});
       if (uni(0, 4)) cmd.insert(cmd.end(), {"user", users[uni(0, 3)]});
       if (uni(0, 2)) cmd.insert(cmd.end(), {"cls", classes[uni(0, 2)]});
+      if (uni(0, 3)) cmd.insert(cmd.end(), {"run", "r" + std::to_string(uni(1, 3))});
       ASSERT_TRUE(r.command(cmd).ok());
     }
     ASSERT_TRUE(r.command({"XGROUP", "CREATE", kStream, "sample", "0", "MKSTREAM"}).ok());
@@ -112,6 +119,8 @@ TEST(ClaimOrder, TheLuaTakesWhatTheCppPicksOverRandomStreams) {
     for (const auto& e : read_entries(r))
       if (uni(0, 3) == 0)
         ASSERT_TRUE(r.command({"XCLAIM", kStream, "sample", "other", "0", e.id, "FORCE"}).ok());
+    if (uni(0, 2) == 0)
+      ASSERT_TRUE(r.command({"SADD", keys::paused_runs(), "r" + std::to_string(uni(1, 3))}).ok());
     if (uni(0, 1)) {
       ASSERT_TRUE(r.command({"HSET", kShare, "floor", std::to_string(uni(0, 5000))}).ok());
       for (const auto& u : users)
@@ -178,6 +187,36 @@ TEST(ClaimOrder, ThePeekIsTheClaimsPick) {
   head = queue::peek_ordered(r, kStream, "sample", order.encode());
   ASSERT_TRUE(head.ok() && head->has_value());
   EXPECT_EQ((*head)->payload, "low");
+}
+
+// A paused run's entries are taken by no claim, however many lie ahead of the others (they take
+// no place in the window), and again once it is unpaused.
+TEST(ClaimOrder, APausedRunsTasksWaitAndTheOthersGoPastThem) {
+  ts::RedisServer srv;
+  auto c = srv.connect();
+  ASSERT_TRUE(c.ok());
+  auto& r = **c;
+  dispatch::ClaimOrder order;
+  order.window = 4;
+  ASSERT_TRUE(r.command({"XGROUP", "CREATE", kStream, "sample", "0", "MKSTREAM"}).ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(
+        r.command({"XADD", kStream, "*", "task", "p" + std::to_string(i), "run", "held"}).ok());
+  ASSERT_TRUE(r.command({"XADD", kStream, "*", "task", "other", "run", "free"}).ok());
+  ASSERT_TRUE(state::pause_run(r, "held").ok());
+  auto paused = state::run_paused(r, "held");
+  ASSERT_TRUE(paused.ok() && *paused);
+  queue::StageQueue q(r, {kStream, "sample", "me", 60000, 0, 60000, order.encode(), kShare});
+  auto e = q.claim(true);
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_EQ((*e)->payload, "other");
+  e = q.claim(true);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->has_value());
+  ASSERT_TRUE(state::unpause_run(r, "held").ok());
+  e = q.claim(true);
+  ASSERT_TRUE(e.ok() && e->has_value());
+  EXPECT_EQ((*e)->payload, "p0");
 }
 
 // A claim that finds nothing waits for the next entry (block_ms) and takes it.

@@ -1,0 +1,25 @@
+#include "common/state/pause.h"
+
+#include "common/queue/keys.h"
+
+namespace h3pipe::state {
+
+Status pause_run(queue::Redis& redis, const std::string& run_id) {
+  auto r = redis.command({"SADD", keys::paused_runs(), run_id});
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Status unpause_run(queue::Redis& redis, const std::string& run_id) {
+  auto r = redis.command({"SREM", keys::paused_runs(), run_id});
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+Result<bool> run_paused(queue::Redis& redis, const std::string& run_id) {
+  auto r = redis.command({"SISMEMBER", keys::paused_runs(), run_id});
+  if (!r.ok()) return r.error();
+  return queue::reply_int(r->get()) == 1;
+}
+
+}  // namespace h3pipe::state

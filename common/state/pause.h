@@ -1,0 +1,16 @@
+#pragma once
+// Paused runs (h3pipe pause / unpause; docs/design.md, "The claim order"): a run in the set
+// keys::paused_runs() has none of its waiting tasks claimed, at any stage; its running tasks
+// finish, and what they enqueue waits too.  Unpausing lets the claims take them again.
+#include <string>
+
+#include "common/core/result.h"
+#include "common/queue/redis.h"
+
+namespace h3pipe::state {
+
+Status pause_run(queue::Redis& redis, const std::string& run_id);
+Status unpause_run(queue::Redis& redis, const std::string& run_id);
+Result<bool> run_paused(queue::Redis& redis, const std::string& run_id);
+
+}  // namespace h3pipe::state
