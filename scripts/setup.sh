@@ -49,7 +49,7 @@ test_packages=(
   redis-tools redis-sentinel stunnel4 ffmpeg iproute2 iperf3 openssh-client openssh-server jq
   python3-numpy python3-yaml python3-torch prometheus procps curl openssl strace systemd
   golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
-  chromium
+  chromium universal-ctags
 )
 # The container test (tests/deploy/container_test.py, ctest -L container) and scripts/images.sh:
 # rootful podman (its `podman build` is what images.sh uses; no buildah CLI needed), runc (crun
