@@ -79,6 +79,9 @@ struct Sub {
   Id last;
   std::deque<Text> out;
   std::size_t off = 0, pending = 0;
+  // Bytes of its replay not yet written: allowed on top of kMaxBuffered (a reconnect after a long
+  // absence is not dropped for what it missed, only for falling behind the live events).
+  std::size_t allowance = 0;
   Clock::time_point last_write;
   bool want_out = false;
 };
@@ -102,9 +105,9 @@ struct EventsHub::Impl {
     poke();
     reader.join();
     writer.join();
-    for (auto& j : joins) ::close(j.fd);
+    for (auto& j : joins) gone(j.fd);
     for (auto& m : inbox)
-      if (m.sub) ::close(m.fd);
+      if (m.sub) gone(m.fd);
     ::close(ep);
     ::close(wake);
   }
@@ -125,6 +128,12 @@ struct EventsHub::Impl {
   std::deque<Msg> inbox;
   int ep = -1, wake = -1;
   std::thread reader, writer;
+
+  // A subscriber's socket closed (h3pipe_api_sse_clients counts the open ones).
+  void gone(int fd) {
+    ::close(fd);
+    ctx.metrics.sse_closed();
+  }
 
   void poke() {
     const std::uint64_t one = 1;
@@ -168,14 +177,14 @@ struct EventsHub::Impl {
         Join& j = waiting.front();
         Msg m{j.sub, j.fd, j.stream, j.after, {}};
         auto it = cursor.find(j.stream);
-        if (it == cursor.end()) {
-          // A stream no one followed: the next XREAD starts at this subscriber's id.
-          cursor[j.stream] = {j.after, id_text(j.after)};
-        } else if (j.after < it->second.first) {
-          // Behind the stream's cursor: what it missed up to there, by XRANGE.
+        if (it == cursor.end() || j.after < it->second.first) {
+          // What it missed, by XRANGE: up to the stream's cursor, or (a stream no one followed)
+          // to its end, where the next XREAD then starts.
+          const bool fresh = it == cursor.end();
           std::string from = id_text(j.after);
           for (;;) {
-            auto got = queue::xrange_after(r, j.stream, from, it->second.second, kReadCount);
+            auto got =
+                queue::xrange_after(r, j.stream, from, fresh ? "+" : it->second.second, kReadCount);
             if (!got.ok()) {
               failed = true;
               break;
@@ -185,6 +194,10 @@ struct EventsHub::Impl {
             from = got->back().id;
           }
           if (failed) break;
+          if (fresh)
+            cursor[j.stream] = m.frames.empty()
+                                   ? std::pair{j.after, id_text(j.after)}
+                                   : std::pair{m.frames.back().id, id_text(m.frames.back().id)};
         }
         post(std::move(m));
         waiting.erase(waiting.begin());
@@ -210,7 +223,7 @@ struct EventsHub::Impl {
         std::this_thread::sleep_for(std::chrono::milliseconds(250));
       }
     }
-    for (auto& j : waiting) ::close(j.fd);
+    for (auto& j : waiting) gone(j.fd);
   }
 
   // ---- writer ------------------------------------------------------------------------------
@@ -222,7 +235,7 @@ struct EventsHub::Impl {
     if (it == subs.end()) return;
     ::epoll_ctl(ep, EPOLL_CTL_DEL, it->second.fd, nullptr);
     ::shutdown(it->second.fd, SHUT_RDWR);
-    ::close(it->second.fd);
+    gone(it->second.fd);
     auto& v = by_stream[it->second.stream];
     std::erase(v, id);
     if (v.empty()) by_stream.erase(it->second.stream);
@@ -268,6 +281,7 @@ struct EventsHub::Impl {
       s.last_write = Clock::now();
       std::size_t left = static_cast<std::size_t>(w);
       s.pending -= left;
+      s.allowance -= std::min(s.allowance, left);
       while (left > 0) {
         const std::size_t here = s.out.front()->size() - s.off;
         if (left < here) {
@@ -288,21 +302,23 @@ struct EventsHub::Impl {
   bool queue_text(std::uint64_t id, Sub& s, Text t) {
     s.pending += t->size();
     s.out.push_back(std::move(t));
-    if (s.pending > kMaxBuffered) {
-      drop(id);
-      return false;
-    }
-    return true;
+    if (s.pending <= kMaxBuffered + s.allowance) return true;
+    // Over the bound: what the socket takes now first (a burst to a reader that keeps up).
+    if (!flush(id, s)) return false;
+    if (s.pending <= kMaxBuffered + s.allowance) return true;
+    drop(id);
+    return false;
   }
 
   void deliver(Msg& m) {
     if (m.sub) {
-      Sub s{m.fd, m.stream, m.last, {}, 0, 0, Clock::now(), false};
+      Sub s{m.fd, m.stream, m.last, {}, 0, 0, 0, Clock::now(), false};
+      for (const auto& f : m.frames) s.allowance += f.text->size();
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLRDHUP;
       ev.data.u64 = m.sub;
       if (::epoll_ctl(ep, EPOLL_CTL_ADD, m.fd, &ev) != 0) {
-        ::close(m.fd);
+        gone(m.fd);
         std::lock_guard lk(mu);
         if (--refs[m.stream] <= 0) refs.erase(m.stream);
         --n_clients;
@@ -396,6 +412,7 @@ void EventsHub::add(int fd, const std::string& stream, const std::string& after)
     ::close(fd);
     return;
   }
+  impl_->ctx.metrics.sse_opened();
   const Id a = queue::parse_stream_id(after).value_or(Id{});
   {
     std::lock_guard lk(impl_->mu);

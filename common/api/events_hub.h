@@ -5,11 +5,12 @@
 // and hands it here.  Two threads serve every subscriber:
 //   - the reader: one Redis connection, XREAD BLOCK over all the run streams (keys::run_events)
 //     that subscribers follow, many keys per call, one cursor per stream; a subscriber that joins
-//     behind a stream's cursor gets what it missed by XRANGE first (its Last-Event-ID replay);
+//     gets what it missed by XRANGE first (its Last-Event-ID replay, up to the stream's cursor);
 //   - the writer: epoll over the subscribers' non-blocking sockets; each event is formatted once
 //     and shared, written to every subscriber of its stream; a subscriber with more than
-//     kMaxBuffered bytes unwritten is dropped (it reconnects with Last-Event-ID and misses
-//     nothing); a comment every kHeartbeat keeps proxies from closing an idle stream.
+//     kMaxBuffered bytes of live events unwritten (its replay is allowed on top) is dropped (it
+//     reconnects with Last-Event-ID and misses nothing); a comment every kHeartbeat keeps proxies
+//     from closing an idle stream.
 // Each subscriber gets only entries after its own last id, in stream order, each once.
 #include <chrono>
 #include <cstddef>

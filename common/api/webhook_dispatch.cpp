@@ -266,6 +266,7 @@ struct WebhookDispatcher::Impl {
     if (!st.ok()) return st;
     if (!d || !secret) {
       // Delivered already, or its endpoint (or host) was removed: nothing more to send.
+      if (d) ctx.metrics.webhook_delivery("refused");
       auto t = queue::transaction(r, {{"HDEL", wh::kOutboxKey, id}, {"HDEL", wh::kClaimsKey, id}});
       if (!t.ok()) return t.error();
       if (d) wlog()->info("webhook {}: its endpoint was removed; dropped", id);
@@ -274,6 +275,7 @@ struct WebhookDispatcher::Impl {
     const std::string why = post(*d, *secret);
     const int attempts = d->value("attempts", 0) + 1;
     if (why.empty()) {
+      ctx.metrics.webhook_delivery("delivered");
       wlog()->info("webhook {} to {}: delivered (attempt {})", id, d->value("url", ""), attempts);
       auto t = queue::transaction(r, {{"HDEL", wh::kOutboxKey, id}, {"HDEL", wh::kClaimsKey, id}});
       return t.ok() ? Status{} : Status(t.error());
@@ -286,6 +288,7 @@ struct WebhookDispatcher::Impl {
     (*d)["last_error"] = why;
     if (now + delay - d->value("first_ms", now) > o.give_up_ms) {
       (*d)["dead_ms"] = now;
+      ctx.metrics.webhook_delivery("dead_lettered");
       wlog()->warn("webhook {} to {}: {} (attempt {}); dead-lettered", id, d->value("url", ""), why,
                    attempts);
       auto t = queue::transaction(r, {{"HSET", wh::kDeadKey, id, d->dump()},
@@ -293,6 +296,7 @@ struct WebhookDispatcher::Impl {
                                       {"HDEL", wh::kClaimsKey, id}});
       return t.ok() ? Status{} : Status(t.error());
     }
+    ctx.metrics.webhook_delivery("retried");
     wlog()->warn("webhook {} to {}: {} (attempt {}); retried in {} ms", id, d->value("url", ""),
                  why, attempts, delay);
     auto t = queue::transaction(r, {{"HSET", wh::kOutboxKey, id, d->dump()},

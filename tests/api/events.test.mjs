@@ -7,6 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -43,7 +44,7 @@ let redisWhere, redisPw;
 // run's stream with the contract's fields).
 function redis(...args) {
   const r = spawnSync('redis-cli', [...redisWhere, '--user', 'redis-admin', '--pass', redisPw, '--no-auth-warning', ...args],
-    { encoding: 'utf8' });
+    { encoding: 'utf8', maxBuffer: 1 << 26 });
   assert.equal(r.status, 0, r.stderr);
   return r.stdout.trim();
 }
@@ -237,4 +238,38 @@ test('40 open subscribers (the pool has 16 threads) hold no thread: requests sti
     assert.equal(s.events.at(-1).data.reason, 'test');
   }
   for (const s of subs) s.close();
+});
+
+test('a subscriber that stops reading is dropped once 1 MiB waits for it; reconnecting with Last-Event-ID it misses nothing', async () => {
+  const v = await api('POST', '/videos', { prompt: 'a slow reader', model: 'slow' });
+  const run = v.json.run_id;
+  const start = xadd(run, 'step', { step: '0', steps: '1' });
+  // A raw socket that reads nothing until the server has given up on it.
+  const sock = net.connect(port, '127.0.0.1');
+  await new Promise((r) => sock.once('connect', r));
+  sock.pause();
+  sock.write(`GET /v1/runs/${run}/events?after=${start} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminTok}\r\n\r\n`);
+  await new Promise((r) => setTimeout(r, 300));
+  // 12 MiB of events: more than the socket buffers and the hub's 1 MiB bound hold.
+  const pad = 'x'.repeat(3000);
+  const cmds = Array.from({ length: 4000 }, (_, i) => `XADD ${streamOf(run)} * type step job video step ${i + 1} steps 4000 pad ${pad}`).join('\n') + '\n';
+  const r = spawnSync('redis-cli', [...redisWhere, '--user', 'redis-admin', '--pass', redisPw, '--no-auth-warning'], { input: cmds, encoding: 'utf8', maxBuffer: 1 << 26 });
+  assert.equal(r.status, 0, `${r.stderr} ${r.error} ${r.signal}`);
+  await new Promise((res) => setTimeout(res, 1000));
+  // Now read what was sent before the drop, to its end (the server closed the socket).
+  let text = '';
+  sock.setEncoding('utf8');
+  sock.on('data', (c) => (text += c));
+  sock.resume();
+  await new Promise((res, rej) => { sock.once('end', res); sock.once('error', rej); setTimeout(() => rej(new Error('the slow subscriber was not dropped')), 20000); });
+  const seen = [...text.matchAll(/id: (\d+-\d+)\nevent: [^\n]*\ndata: [^\n]*\n\n/g)].map((m) => m[1]);
+  const all = redis('XRANGE', streamOf(run), '-', '+').split('\n').filter((l) => /^\d+-\d+$/.test(l));
+  const after = all.slice(all.indexOf(start) + 1);
+  assert.ok(seen.length > 0 && seen.length < after.length, `${seen.length} of ${after.length} before the drop`);
+  assert.deepEqual(seen, after.slice(0, seen.length));
+  const b = subscribe(`/v1/runs/${run}/events`, { 'Last-Event-ID': seen.at(-1) }, adminTok);
+  assert.equal((await b.opened).status, 200);
+  await b.until(after.length - seen.length, 30000);
+  assert.deepEqual([...seen, ...b.events.map((e) => e.id)], after);
+  b.close();
 });
