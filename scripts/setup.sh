@@ -137,6 +137,27 @@ if [[ $mode != --demo && $mode != --fuzz && ( ! -d tests/api/node_modules/openai
   fi
 fi
 
+# The console's front-end libraries and bundler (#38: preact, htm, esbuild; ui/package-lock.json)
+# into the ignored ui/node_modules, which the build's h3pipe-ui target bundles into build/ui;
+# playwright-core for ctest's console_browser_e2e into tests/ui/node_modules.  Without the
+# registry the console is not built (/ui/ says so) and that test skips.
+if [[ $mode != --demo && $mode != --fuzz && ! -d ui/node_modules/esbuild ]]; then
+  t=$(now)
+  if timeout 300 npm ci --prefix ui --no-audit --no-fund >/dev/null 2>&1; then
+    echo "setup: npm console (preact, htm, esbuild) ($(since "$t"))"
+  else
+    echo "setup: npm could not install the console's packages (no registry?); /ui/ will not be served ($(since "$t"))" >&2
+  fi
+fi
+if [[ $mode != --demo && $mode != --fuzz && ! -d tests/ui/node_modules/playwright-core ]]; then
+  t=$(now)
+  if timeout 300 npm ci --prefix tests/ui --no-audit --no-fund --omit=dev >/dev/null 2>&1; then
+    echo "setup: npm playwright-core ($(since "$t"))"
+  else
+    echo "setup: npm could not install playwright-core (no registry?); console_browser_e2e will skip ($(since "$t"))" >&2
+  fi
+fi
+
 [[ $mode == --no-build ]] && exit 0
 
 # --- configure -----------------------------------------------------------------------------------

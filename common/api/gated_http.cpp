@@ -7,8 +7,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 namespace h3pipe::api {
 namespace {
@@ -103,9 +105,34 @@ class GatedStream final : public httplib::Stream {
 
 thread_local GatedStream* current = nullptr;
 
+// Debian's cpp-httplib 0.11 compresses a reply with brotli at its default quality (11) whenever
+// the request accepts br, as every browser's does: 0.53 s for the 148 KB JSON of a run of 1,000
+// jobs on this machine, against 0.017 s with gzip.  httplib gets the head with br taken out of
+// Accept-Encoding (gzip and deflate stay).
+std::string without_brotli(const std::string& head) {
+  const std::size_t end = head.find("\r\n\r\n");
+  std::string out = head;
+  for (std::size_t at = out.find("\r\n"); at != std::string::npos && at < end;
+       at = out.find("\r\n", at + 2)) {
+    static constexpr std::string_view kName = "accept-encoding:";
+    if (out.size() - at - 2 < kName.size() ||
+        !std::equal(
+            kName.begin(), kName.end(), out.begin() + static_cast<long>(at) + 2,
+            [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); }))
+      continue;
+    const std::size_t line_end = std::min(out.find("\r\n", at + 2), end);
+    for (std::size_t b = out.find("br", at + 2 + kName.size()); b < line_end;
+         b = out.find("br", b + 2))
+      out.replace(b, 2, "  ");
+  }
+  return out;
+}
+
 }  // namespace
 
-void GatedHttp::serve(int fd, const std::string& head, std::chrono::milliseconds write_timeout) {
+void GatedHttp::serve(int fd, const std::string& raw_head,
+                      std::chrono::milliseconds write_timeout) {
+  const std::string head = without_brotli(raw_head);
   GatedStream strm(fd, head, write_timeout);
   current = &strm;
   bool closed = false;

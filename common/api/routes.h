@@ -18,5 +18,10 @@ void register_runs_routes(httplib::Server& http, Context& ctx);
 // The hub's threads run until the returned hub is destroyed.
 class EventsHub;
 std::shared_ptr<EventsHub> register_events_routes(httplib::Server& http, Context& ctx);
+// /v1/me, /v1/pools/{pool}/drain|undrain, /v1/pools/drained, /v1/videos/{id}/retry:
+// admin_routes.cpp.
+void register_admin_routes(httplib::Server& http, Context& ctx);
+// The console's static files under /ui/ (ServerOptions::ui_dir): ui_routes.cpp.
+void register_ui_routes(httplib::Server& http, Context& ctx);
 
 }  // namespace h3pipe::api

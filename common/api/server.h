@@ -32,6 +32,9 @@ struct ServerOptions {
   // (peers.h), and it announces its URL in Redis (h3pipe:api:hosts).  Empty: neither.
   std::string host;
   std::string advertise_url;  // the URL announced; empty: from bind and port (peers.h)
+  // The console's bundle (#38: index.html, app.js, app.css), served under /ui/; empty or
+  // without index.html: /ui/ answers 404 saying so.
+  std::string ui_dir;
 };
 
 // Opens Redis connections for request handlers (a pool of them, each reconnecting after an I/O

@@ -68,11 +68,14 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
                        .own_stream = role.own_stream,
                        .gpu_group = !role.group.empty(),
                        .claims_unconditionally = w->hooks_.claims_unconditionally,
-                       .stopping = [self] { return self->stopping(); }};
+                       .stopping = [self] {
+                         return self->stopping() || (self->drain_ && self->drain_->drained());
+                       }};
   auto tasks = RedisTasks::create(std::move(to));
   if (!tasks.ok()) return tasks.error();
   RedisTasks* redis_tasks = tasks->get();
   w->owned_tasks_ = std::move(tasks.value());
+  w->drain_ = std::make_unique<DrainFlag>(w->opts_.redis, pool.name);
   w->owned_files_ = std::make_unique<DiskFiles>(
       c, w->opts_.software_version,
       [redis_tasks](const std::string& run, const std::string& job) {
@@ -269,6 +272,14 @@ Result<bool> StageWorker::step() {
   // Reports the last task left (engine.h defer_reports) when no next task is claimed yet.
   if (!ports_.tasks->claimed_ahead()) engine_->run_deferred();
   const auto nap = std::chrono::milliseconds(opts_.cluster->queue.block_ms / 4 + 1);
+  if (drain_ && drain_->drained()) {
+    // Drained: nothing claimed, and a task the last completion claimed ahead goes back at once.
+    idle_cause_ = "dispatch";
+    if (ports_.tasks->claimed_ahead())
+      if (auto s = ports_.tasks->hand_back_ahead(); !s.ok()) return s.error();
+    std::this_thread::sleep_for(std::max(nap, std::chrono::milliseconds(50)));
+    return false;
+  }
   if (ports_.gpu) {
     // Polled often: a GPU group hands its GPUs from stage to stage at every job, and each wait
     // here is time the GPUs sit idle (two small Redis commands per poll).

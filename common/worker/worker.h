@@ -21,6 +21,7 @@
 #include "common/worker/disk_health.h"
 #include "common/worker/engine.h"
 #include "common/worker/gpu_lease.h"
+#include "common/worker/drain_flag.h"
 #include "common/worker/ports.h"
 
 namespace h3pipe::worker {
@@ -145,6 +146,8 @@ class StageWorker final {
   std::shared_ptr<double> handoff_s_ = std::make_shared<double>(0);
   std::optional<std::chrono::steady_clock::time_point> gpu_wait_since_;
   bool claimed_once_ = false;
+  // Drained by an operator (drain_flag.h): claims nothing until undrained (create() only).
+  std::unique_ptr<DrainFlag> drain_;
 };
 
 // Submission ingest (runs in the encoder service): validates what arrives on h3pipe:submit

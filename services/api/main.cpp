@@ -2,7 +2,7 @@
 // then common/api's Server until SIGINT/SIGTERM.
 //
 //   h3pipe-api [--config FILE] [--state-dir DIR] [--bind 127.0.0.1] [--port 8088]
-//              [--max-body-bytes N] [--port-file FILE] [--run-file FILE]
+//              [--max-body-bytes N] [--port-file FILE] [--run-file FILE] [--ui-dir DIR]
 //              [--host NAME] [--metrics-port N] [--metrics-bind ADDR] [--advertise-url URL]
 //
 // --host NAME takes the bind address and ports of /hosts[NAME] (api_bind, api_port,
@@ -17,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -63,6 +64,18 @@ Result<queue::RedisAddress> redis_login(const config::Cluster& c) {
   return a;
 }
 
+// The console's bundle beside the binary: BIN/../ui (the build tree: build/bin and build/ui),
+// else BIN/../share/h3pipe/ui (an install).
+std::string default_ui_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const auto bin = exe.parent_path();
+  for (const auto& d : {bin.parent_path() / "ui", bin.parent_path() / "share" / "h3pipe" / "ui"})
+    if (std::filesystem::is_regular_file(d / "index.html", ec)) return d.string();
+  return (bin.parent_path() / "ui").string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,6 +118,10 @@ int main(int argc, char** argv) {
   app.add_option("--advertise-url", o.advertise_url,
                  "the URL other hosts' APIs reach this one on (default: http://BIND:PORT/v1, the "
                  "host's address when BIND is 0.0.0.0)");
+  o.ui_dir = default_ui_dir();
+  app.add_option("--ui-dir", o.ui_dir,
+                 "the console's bundle, served under /ui/ (default: ../ui or ../share/h3pipe/ui "
+                 "beside this binary)");
   CLI11_PARSE(app, argc, argv);
   if (auto bad =
           api::parse_rate_limits(rate_limit.empty() ? "read=100" : rate_limit, o.rate_limits)) {
