@@ -17,6 +17,7 @@
 #include "common/model/kernels.h"
 #include "common/model/model.h"
 #include "common/runtime/inputs.h"
+#include "common/runtime/preview.h"
 #include "common/runtime/stage_output.h"
 
 namespace h3pipe::runtime {
@@ -195,9 +196,21 @@ class BuiltinSample final : public SampleRuntime {
     // The builtin model makes the builtin profile's grid; a job of another profile cannot run here.
     H3_TRY(require_builtin_profile(ctx));
     latent::Latent l = latent::make_latent(latent::builtin_profile(), expected_latent(ctx).job);
-    auto st = l_.model->sample(
-        cond, dims, s.steps(), s.seed(), l.video, l.audio, ctx.cancelled,
-        [&ctx](std::uint32_t k, std::uint32_t n, const float*) { ctx.progress(k, n); });
+    // A preview every quarter of the steps and at most once a second (preview.h; its cost is
+    // measured in runtime_preview_test), never at the last step (the result itself is next).
+    const std::uint32_t every = std::max<std::uint32_t>(1, s.steps() / 4);
+    auto last_preview = Clock::now() - std::chrono::seconds(1);
+    const model::StepFn on_step = [&](std::uint32_t k, std::uint32_t n, const float* video) {
+      ctx.progress(k, n);
+      if (!ctx.preview || !video || k % every != 0 || k == n ||
+          Clock::now() - last_preview < std::chrono::seconds(1))
+        return;
+      last_preview = Clock::now();
+      auto p = latent_preview_jpeg_base64(video, model::kVideoChannels, dims.t, dims.h, dims.w);
+      if (p.ok()) ctx.preview(k, n, *p);
+    };
+    auto st =
+        l_.model->sample(cond, dims, s.steps(), s.seed(), l.video, l.audio, ctx.cancelled, on_step);
     if (!st) return st.error();
     l.metadata = {{"runtime", "builtin"},
                   {"job", s.job_id()},

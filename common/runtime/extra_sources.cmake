@@ -11,7 +11,8 @@ target_sources(h3pipe_runtime PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/comfyui_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/comfyui_runtime.cpp
   ${CMAKE_CURRENT_LIST_DIR}/comfyui_progress.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/ws_client.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/ws_client.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/preview.cpp)
 # libcurl from Debian (libcurl4-openssl-dev); cmake/H3pipeDeps.cmake finds it at the top level.
 if(NOT TARGET CURL::libcurl)
   find_package(CURL REQUIRED)

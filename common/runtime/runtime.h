@@ -57,6 +57,9 @@ struct StageContext {
   // Cheap and never blocking (the worker turns it into a pipelined event write); same thread as
   // run().
   std::function<void(long long step, long long steps)> progress = [](long long, long long) {};
+  // A look at the sample being made (#38 item 6): a small JPEG, base64, after step k of n.
+  // Unset: nobody looks, and a runtime skips making one.  Same rules as progress.
+  std::function<void(long long step, long long steps, const std::string& jpeg_base64)> preview{};
 };
 
 struct StageOutput {

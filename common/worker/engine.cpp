@@ -251,6 +251,14 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
              .step = std::to_string(step),
              .steps = std::to_string(steps)});
   };
+  // Previews (#38 item 6): bounded in size here whatever the runtime makes.
+  ctx.preview = [this, t](long long step, long long steps, const std::string& jpeg_base64) {
+    if (jpeg_base64.empty() || jpeg_base64.size() > kMaxPreviewBase64) return;
+    emit(t, {.type = std::string(queue::events::kPreview),
+             .step = std::to_string(step),
+             .steps = std::to_string(steps),
+             .extra = {{"format", "jpeg"}, {"image", jpeg_base64}}});
+  };
   const auto& rt = cl.runtime_for(*opts_.pool);
   pb::StageRecord rec;
   rec.set_stage(stage_.stage);

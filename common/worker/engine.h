@@ -83,6 +83,8 @@ class Ledger {
 // How often a running stage asks the ledger whether its run was cancelled (one HGET): a cancel
 // frees the pool within a step + this (#37 item 5).
 inline constexpr long long kCancelPollMs = 250;
+// The largest preview image an event carries (base64 of a JPEG; preview.h makes ~2-6 KiB).
+inline constexpr std::size_t kMaxPreviewBase64 = 48 * 1024;
 
 // The run's live events that are not part of a state change (#37: stage.started, step, preview):
 // best effort, never on the critical path.  emit() must not wait on a reply (a pipelined write at
