@@ -30,12 +30,6 @@ inline std::string drained_pools() {
 inline std::string paused_runs() {
   return std::string(kPrefix) + ":paused";
 }
-// Pools drained by an operator (#38: the console's drain, POST /v1/pools/{pool}/drain): a hash
-// pool name -> {"by", "at_ms"} JSON.  A drained pool's workers claim nothing (StageWorker::step)
-// until the field is deleted; the task in progress finishes.
-inline std::string drained_pools() {
-  return std::string(kPrefix) + ":pools:drained";
-}
 inline std::string dead_letter() {
   return std::string(kPrefix) + ":dead";
 }
