@@ -159,7 +159,9 @@ class NativeStackScrape(unittest.TestCase):
         with open(self.targets) as f:
             groups = json.load(f)
         labels = sorted((g["labels"]["service"], g["labels"].get("pool"), g["labels"]["host"]) for g in groups)
-        self.assertEqual(labels, [("encoder", "enc", "a"), ("sampler", "s0", "a"), ("transfer", None, "a")])
+        # h3pipe-api (docs/api.md, "Metrics") too: start runs it when it is built.
+        api = [("api", None, "a")] if os.path.exists(os.path.join(BIN, "h3pipe-api")) else []
+        self.assertEqual(labels, api + [("encoder", "enc", "a"), ("sampler", "s0", "a"), ("transfer", None, "a")])
         ports = {g["labels"]["service"]: int(g["targets"][0].rsplit(":", 1)[1]) for g in groups}
         self.assertEqual(ports["sampler"], self.sampler_port)
         # The supervisor records each port in stack.json once the service's run file names it.
@@ -167,6 +169,8 @@ class NativeStackScrape(unittest.TestCase):
             s[n]["metrics_port"] for n in ("encoder-enc", "sampler-s0", "transfer-a")) else None)(self.stack()))
         self.assertEqual(ports["encoder"], st["encoder-enc"]["metrics_port"])
         self.assertEqual(ports["transfer"], st["transfer-a"]["metrics_port"])
+        if api:
+            self.assertEqual(ports["api"], self.run_file("api-a")["metrics_port"])
         self.assertIn("prometheus " + self.targets, self.start_out)
         self.assertEqual(os.stat(self.targets).st_mode & 0o777, 0o644)
         # The CLI writes the same document for host a; for the whole config it names what b lacks.
@@ -179,12 +183,14 @@ class NativeStackScrape(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("b/decoder-dec: no fixed metrics port; set /pools/2/metrics_port", r.stderr)
         self.assertIn("b/transfer-b: no fixed metrics port; set /hosts/1/transfer_metrics_port", r.stderr)
+        self.assertNotIn("api", r.stderr, "an API without a known port is left out, never missing")
 
     def test_2_scraped_and_kept_after_kill(self):
         def all_up():
             t = self.active_targets()
-            return t if len(t) == 3 and all(x["health"] == "up" for x in t) else None
-        targets = wait_for("Prometheus to scrape a's three services", all_up, timeout=90)
+            want = 4 if os.path.exists(os.path.join(BIN, "h3pipe-api")) else 3  # with h3pipe-api
+            return t if len(t) == want and all(x["health"] == "up" for x in t) else None
+        targets = wait_for("Prometheus to scrape a's services", all_up, timeout=90)
         by_service = {t["labels"]["service"]: t for t in targets}
         self.assertEqual(by_service["sampler"]["labels"]["pool"], "s0")
         self.assertEqual(by_service["encoder"]["labels"]["host"], "a")
