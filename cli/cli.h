@@ -114,6 +114,8 @@ int cmd_run(const Global& g, const std::string& batch, bool background, const st
             const RunShare& share = {});
 // pause RUN (pause true) / unpause RUN: the run's waiting tasks are not claimed / claimed again.
 int cmd_pause(const Global& g, const std::string& run_id, bool pause);
+// move JOB --run RUN --first: the job's waiting task is taken before every other.
+int cmd_move_first(const Global& g, const std::string& run_id, const std::string& job_id);
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s);
 int cmd_status(const Global& g, const std::string& run_id, bool json);
 int cmd_cancel(const Global& g, const std::string& run_id);

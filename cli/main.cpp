@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   int rc = 0;
   FleetOptions fleet;
   RunShare run_share;
+  std::string move_job;
+  bool move_first = false;
 
   struct Sub {
     const char* name;
@@ -90,6 +92,13 @@ int main(int argc, char** argv) {
       {"unpause", "unpause a run: its waiting tasks are claimed again",
        [&](CLI::App* s) { s->add_option("run_id", run_id)->required(); },
        [&] { return cmd_pause(g, run_id, false); }},
+      {"move", "move a job: --first takes its waiting task before every other (every stage)",
+       [&](CLI::App* s) {
+         s->add_option("job_id", move_job, "the job")->required();
+         s->add_option("--run", run_id, "its run")->required();
+         s->add_flag("--first", move_first, "to the front (the only move)")->required();
+       },
+       [&] { return cmd_move_first(g, run_id, move_job); }},
       {"resume", "re-enqueue only the missing stages of a run",
        [&](CLI::App* s) { s->add_option("run_id", run_id)->required(); },
        [&] { return cmd_resume(g, run_id); }},

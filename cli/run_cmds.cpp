@@ -385,6 +385,28 @@ int cmd_cancel(const Global& g, const std::string& run_id) {
   return 0;
 }
 
+int cmd_move_first(const Global& g, const std::string& run_id, const std::string& job_id) {
+  auto c = load_stack_cluster(g);
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return 2;
+  }
+  auto redis = connect(g, *c);
+  if (!redis.ok()) return fail(redis.error());
+  state::Store store(**redis);
+  auto there = store.job_exists(run_id, job_id);
+  if (!there.ok()) return fail(there.error());
+  if (!*there) {
+    fmt::print(stderr, "no job {} in run {} in this Redis\n", job_id, run_id);
+    return kExitNoSuchRun;
+  }
+  if (auto st = state::move_first(**redis, run_id, job_id, state::now_ms()); !st.ok())
+    return fail(st.error());
+  fmt::print("job {} of run {} moved first: its waiting task is taken before every other\n", job_id,
+             run_id);
+  return 0;
+}
+
 int cmd_pause(const Global& g, const std::string& run_id, bool pause) {
   auto c = load_stack_cluster(g);
   if (!c.ok()) {

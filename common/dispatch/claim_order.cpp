@@ -62,14 +62,16 @@ std::optional<std::size_t> pick(const ClaimOrder& o, const std::vector<ClaimEntr
   long long pmax = es[cand.front()].priority;
   for (auto i : cand) pmax = std::max(pmax, es[i].priority);
   std::optional<std::size_t> best;
-  long long best_p = 0, best_vt = 0;
+  long long best_f = 0, best_p = 0, best_vt = 0;
   for (auto i : cand) {
     const auto& e = es[i];
     long long p = e.priority;
     if (o.aging_ms > 0 && now_ms > e.ms) p = std::min(pmax, p + (now_ms - e.ms) / o.aging_ms);
     const long long vt = share.vt_of(e.user);
-    if (!best || p > best_p || (p == best_p && vt < best_vt)) {
+    const long long f = e.first;
+    if (!best || f > best_f || (f == best_f && (p > best_p || (p == best_p && vt < best_vt)))) {
       best = i;
+      best_f = f;
       best_p = p;
       best_vt = vt;
     }

@@ -17,6 +17,8 @@
 //      lags the stream's floor (the least virtual time of the users with candidates at the last
 //      claim), so an idle user banks no credit;
 //   4. then stream order (first come, first served within a user).
+// Before all of these, a job moved to the front (h3pipe move --first) is taken first, the latest
+// move first.
 // Nothing here knows Redis or clocks: all inputs are plain values.  Pure and thread-safe.
 #include <cstddef>
 #include <map>
@@ -56,6 +58,7 @@ struct ClaimEntry {
   std::string user, cls;
   // Never a candidate: pending (a consumer holds it), or its run is paused (keys::paused_runs()).
   bool held = false;
+  long long first = 0;  // moved to the front (keys::moved_first()) at this ms; 0: not moved
 };
 
 // The fair share's state of one stream (the hash keys::claim_share(stream)): virtual time per

@@ -30,6 +30,12 @@ inline std::string drained_pools() {
 inline std::string paused_runs() {
   return std::string(kPrefix) + ":paused";
 }
+// Jobs moved to the front (h3pipe move JOB --run RUN --first): a sorted set "RUN JOB" -> the
+// move's ms; such a job's waiting task is taken before every other, the latest move first, at
+// every stage it has left (claim_order_lua.inc reads it by this name).
+inline std::string moved_first() {
+  return std::string(kPrefix) + ":first";
+}
 inline std::string dead_letter() {
   return std::string(kPrefix) + ":dead";
 }

@@ -16,6 +16,14 @@ Status unpause_run(queue::Redis& redis, const std::string& run_id) {
   return {};
 }
 
+Status move_first(queue::Redis& redis, const std::string& run_id, const std::string& job_id,
+                  long long at_ms) {
+  auto r =
+      redis.command({"ZADD", keys::moved_first(), std::to_string(at_ms), run_id + " " + job_id});
+  if (!r.ok()) return r.error();
+  return {};
+}
+
 Result<bool> run_paused(queue::Redis& redis, const std::string& run_id) {
   auto r = redis.command({"SISMEMBER", keys::paused_runs(), run_id});
   if (!r.ok()) return r.error();

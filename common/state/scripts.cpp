@@ -168,7 +168,7 @@ const std::string kAcceptScript = std::string(kMoveLua) + R"LUA(
 local v, from = h3_judge(KEYS[1], 'none', '')
 if v ~= 1 then return 0 end
 local sp = cjson.decode(ARGV[1])
-local id = redis.call('XADD', KEYS[5], '*', 'task', ARGV[4], 'prio', string.format('%d', tonumber(sp.priority) or 0), 'user', type(sp.user) == 'string' and sp.user or '', 'cls', type(sp.jobClass) == 'string' and sp.jobClass or '', 'run', ARGV[5])
+local id = redis.call('XADD', KEYS[5], '*', 'task', ARGV[4], 'prio', string.format('%d', tonumber(sp.priority) or 0), 'user', type(sp.user) == 'string' and sp.user or '', 'cls', type(sp.jobClass) == 'string' and sp.jobClass or '', 'run', ARGV[5], 'job', ARGV[3])
 redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'submitted_ms', ARGV[2], 'task:encode', id)
 h3_set(KEYS[1], KEYS[2], 'none', 'queued')
 redis.call('HSETNX', KEYS[2], 'created_ms', ARGV[2])

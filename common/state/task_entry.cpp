@@ -16,7 +16,9 @@ std::vector<std::string> task_xadd(const std::string& stream, const pb::StageTas
           "cls",
           t.spec().job_class(),
           "run",
-          t.run_id()};
+          t.run_id(),
+          "job",
+          t.job_id()};
 }
 
 std::vector<std::string> task_xadd(const std::string& stream, const std::string& payload) {

@@ -6,7 +6,8 @@
 //  - priority: a job of priority 5 submitted behind 50 queued ones starts sampling within one
 //    sample time (plus bookkeeping) of reaching the sample stream;
 //  - pause: a paused run's waiting tasks stay waiting while another run goes past them, and
-//    finish once it is unpaused.
+//    finish once it is unpaused;
+//  - move --first: the 16th job of 20, moved, is among the first few to start sampling.
 // Label: e2e.
 #include <gtest/gtest.h>
 
@@ -171,4 +172,24 @@ TEST(SharedFleet, APausedRunWaitsWhileAnotherGoesPastAndFinishesWhenUnpaused) {
   ASSERT_EQ(urc, 0) << uout;
   EXPECT_TRUE(s.wait(held));
   EXPECT_NE(ts::sh(s.cli + " pause r-no-such-run 2>&1").first, 0);
+}
+
+TEST(SharedFleet, AJobMovedFirstIsSampledBeforeTheJobsAheadOfIt) {
+  Stack s;
+  ASSERT_TRUE(s.start());
+  const std::string run = s.run("m", 20, "--user A");
+  ASSERT_FALSE(run.empty());
+  auto [mrc, mout] = ts::sh(s.cli + " move m15 --run " + run + " --first 2>&1");
+  ASSERT_EQ(mrc, 0) << mout;
+  ASSERT_TRUE(s.wait(run));
+  auto rs = s.receipts(run);
+  ASSERT_EQ(rs.size(), 20u);
+  const double moved = sample_start_ms(rs.at("m15"));
+  int before = 0;
+  for (const auto& [job, r] : rs)
+    if (sample_start_ms(r) < moved) ++before;
+  RecordProperty("sampled_before_the_moved_job", before);
+  // Those already sampling or claimed when the move came (one 300 ms sample at a time).
+  EXPECT_LE(before, 3);
+  EXPECT_NE(ts::sh(s.cli + " move no-such-job --run " + run + " --first 2>&1").first, 0);
 }

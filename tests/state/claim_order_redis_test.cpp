@@ -7,6 +7,7 @@
 // and no further, and the fair share alternates two users.  Label: redis.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 #include <random>
 
@@ -45,6 +46,11 @@ std::vector<dispatch::ClaimEntry> read_entries(queue::Redis& r) {
   EXPECT_TRUE(pr.ok());
   for (std::size_t i = 0; i < pr->get()->elements; ++i)
     paused.insert(reply_str(pr->get()->element[i]));
+  std::map<std::string, long long> moved;
+  auto mv = r.command({"ZRANGE", keys::moved_first(), "0", "-1", "WITHSCORES"});
+  EXPECT_TRUE(mv.ok());
+  for (std::size_t i = 0; i + 1 < mv->get()->elements; i += 2)
+    moved[reply_str(mv->get()->element[i])] = std::stoll(reply_str(mv->get()->element[i + 1]));
   auto es = queue::read_range(r, kStream, "-", "+");
   EXPECT_TRUE(es.ok());
   std::vector<dispatch::ClaimEntry> out;
@@ -59,6 +65,7 @@ std::vector<dispatch::ClaimEntry> read_entries(queue::Redis& r) {
     c.priority = f("prio").empty() ? 0 : std::stoll(f("prio"));
     c.user = f("user");
     c.cls = f("cls");
+    if (auto m = moved.find(f("run") + " " + f("job")); m != moved.end()) c.first = m->second;
     c.held = held.count(e.id) > 0 || paused.count(f("run")) > 0;  // a paused run's: no candidate
     out.push_back(c);
   }
@@ -111,7 +118,12 @@ TEST(ClaimOrder, TheLuaTakesWhatTheCppPicksOverRandomStreams) {
       if (uni(0, 4)) cmd.insert(cmd.end(), {"prio", std::to_string(uni(-2, 3))});
       if (uni(0, 4)) cmd.insert(cmd.end(), {"user", users[uni(0, 3)]});
       if (uni(0, 2)) cmd.insert(cmd.end(), {"cls", classes[uni(0, 2)]});
-      if (uni(0, 3)) cmd.insert(cmd.end(), {"run", "r" + std::to_string(uni(1, 3))});
+      const std::string run = "r" + std::to_string(uni(1, 3));
+      if (uni(0, 3)) cmd.insert(cmd.end(), {"run", run, "job", "j" + std::to_string(i)});
+      if (uni(0, 9) == 0)
+        ASSERT_TRUE(r.command({"ZADD", keys::moved_first(), std::to_string(uni(1, 1000)),
+                               run + " j" + std::to_string(i)})
+                        .ok());
       ASSERT_TRUE(r.command(cmd).ok());
     }
     ASSERT_TRUE(r.command({"XGROUP", "CREATE", kStream, "sample", "0", "MKSTREAM"}).ok());
