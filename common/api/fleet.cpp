@@ -13,6 +13,7 @@
 #include <map>
 
 #include "common/queue/hashes.h"
+#include "common/queue/keys.h"
 #include "common/queue/server.h"
 #include "common/state/pool_board_store.h"
 #include "common/state/state.h"
@@ -61,9 +62,13 @@ Result<std::vector<PoolLife>> pool_lives(queue::Redis& redis, const config::Clus
   state::RedisPoolBoardStore board(redis);
   auto beats = board.heartbeats();
   if (!beats.ok()) return beats.error();
+  // Pools an operator drained (the console's POST /v1/pools/{pool}/drain): they claim nothing.
+  auto drained = queue::hgetall(redis, keys::drained_pools());
+  if (!drained.ok()) return drained.error();
   std::vector<PoolLife> out;
   for (const auto& p : c.pools) {
     PoolLife l{.pool = p.name, .host = p.host, .stage = p.stage};
+    l.drained = drained->count(p.name) > 0;
     for (const auto& [name, bytes] : *beats) {
       if (name != p.name) continue;
       auto hb = worker::decode_heartbeat(name, bytes);
@@ -108,7 +113,7 @@ nlohmann::json pool_lives_json(const std::vector<PoolLife>& lives) {
                         {"live", l.live},
                         {"said", l.said()},
                         {"state", l.state},
-                        {"draining", l.state == "draining"}};
+                        {"draining", l.drained || l.state == "draining"}};
     if (!l.job_id.empty()) j["job_id"] = l.job_id;
     j["heartbeat_age_s"] = l.age_s ? nlohmann::json(std::round(*l.age_s * 10) / 10) : nullptr;
     out.push_back(std::move(j));

@@ -23,6 +23,7 @@ struct PoolLife {
   bool live = false;            // worker::heartbeat_live, the dispatch board's own rule
   std::string state;            // the heartbeat's: idle | busy | draining ("" none)
   std::string job_id;           // the job it runs, when busy
+  bool drained = false;         // in keys::drained_pools(): an operator drained it
   std::string said() const;     // "live, heartbeat 0.4 s ago" / "dead: no heartbeat for 12 s"
 };
 Result<std::vector<PoolLife>> pool_lives(queue::Redis& redis, const config::Cluster& c);
@@ -38,9 +39,10 @@ std::string age_text(double s);
 // that cannot persist; for the local stack, its folders with no space left).  storage_state.cpp.
 std::string storage_degraded(queue::Redis& redis, const config::Cluster& c);
 
-// GET /v1/fleet: {"hosts": [{name, live, heartbeat_age_s, pools: [...pool_lives_json + state,
-// job_id]}], "queues": [{stream, stage, host, depth}], "degraded"}: depth = the stream's
-// entries (waiting or claimed and not yet done: a task is deleted when its stage ends).
+// GET /v1/fleet: {"hosts": [{name, live, dead, heartbeat_age_s, pools: [pool_lives_json: state,
+// draining (drained by an operator, or its heartbeat says so), job_id]}], "queues": [{stream,
+// stage, host, depth}], "queue_depth", "degraded"}: depth = the stream's entries (waiting or
+// claimed and not yet done: a task is deleted when its stage ends).
 Result<nlohmann::json> fleet_json(queue::Redis& redis, const config::Cluster& c);
 
 }  // namespace h3pipe::api

@@ -5,6 +5,7 @@
 // the SDK's RateLimitError).  Run by ctest (api_runs_e2e).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Stack, defaultConfig, call, until } from './stack.mjs';
@@ -164,6 +165,15 @@ test('GET /v1/fleet: hosts, pools with their heartbeats, queue depth per stage',
     assert.ok(p.heartbeat_age_s >= 0 && p.heartbeat_age_s < 3, JSON.stringify(p));
     assert.equal(typeof p.draining, 'boolean');
   }
+  // A pool the operator drained (keys::drained_pools(), as the console's drain writes it).
+  const st = JSON.parse(fs.readFileSync(path.join(stack.dir, 'stack.json'), 'utf8'));
+  const pw = fs.readFileSync(path.join(stack.dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
+  const where = st.redis.host.startsWith('/') ? ['-s', st.redis.host] : ['-h', st.redis.host, '-p', String(st.redis.port)];
+  const cli = (...a) => spawnSync('redis-cli', [...where, '--user', 'redis-admin', '--pass', pw, '--no-auth-warning', ...a], { encoding: 'utf8' });
+  assert.equal(cli('HSET', 'h3pipe:pools:drained', 's1', '{"by":"root","at_ms":1}').status, 0);
+  const d = await call(base, rita, 'GET', '/fleet');
+  assert.deepEqual(d.json.hosts[0].pools.filter((p) => p.draining).map((p) => p.pool), ['s1']);
+  cli('HDEL', 'h3pipe:pools:drained', 's1');
   assert.deepEqual(f.json.queues.map((q) => q.stage).sort(), ['decode', 'encode', 'sample']);
   for (const q of f.json.queues) assert.ok(Number.isInteger(q.depth) && q.depth >= 0);
   assert.equal(typeof f.json.queue_depth.sample, 'number');
