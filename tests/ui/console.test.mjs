@@ -286,3 +286,22 @@ test('a run of 1,000 jobs: its page is usable in under 1 s', async () => {
   assert.ok(best < 1000, `usable after ${best} ms`);
   await ctx.close();
 });
+
+test('after a restart of the stack (the API and Redis with its AOF) the runs page shows the same history', async () => {
+  const rows = async (p) => {
+    await p.locator('table[data-testid="runs"] tbody tr').first().waitFor();
+    return p.locator('table[data-testid="runs"] tbody tr').evaluateAll((trs) =>
+      trs.map((tr) => [tr.dataset.run, tr.querySelector('td.state').textContent, tr.cells[3].textContent]).sort());
+  };
+  await page.goto(`${origin}/ui/`);
+  const before = await rows(page);
+  assert.ok(before.length >= 6, JSON.stringify(before));
+  const st = cli('stop');
+  assert.equal(st.rc, 0, st.err);
+  const s = cli('start');
+  assert.equal(s.rc, 0, s.err + s.out);
+  const runFile = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8'));
+  origin = `http://127.0.0.1:${runFile.health_port}`;  // a new port: a new origin, so a new sign-in
+  await login(page, adminToken);
+  assert.deepEqual(await rows(page), before);
+});
