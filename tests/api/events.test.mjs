@@ -224,6 +224,9 @@ test('40 open subscribers (the pool has 16 threads) hold no thread: requests sti
     subs.push(subscribe(`/v1/runs/${v.json.run_id}/events?after=${afters[i]}`, {}, adminTok));
   }
   for (const s of subs) assert.equal((await s.opened).status, 200);
+  const mport = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).metrics_port;
+  const open = async () => Number((await (await fetch(`http://127.0.0.1:${mport}/metrics`)).text()).match(/^h3pipe_api_sse_clients (\d+)/m)[1]);
+  assert.ok((await open()) >= 40, 'h3pipe_api_sse_clients counts the open streams');
   const t0 = Date.now();
   const models = await api('GET', '/models', undefined, adminTok);
   assert.equal(models.status, 200);
@@ -238,7 +241,15 @@ test('40 open subscribers (the pool has 16 threads) hold no thread: requests sti
     assert.equal(s.events.at(-1).data.reason, 'test');
   }
   for (const s of subs) s.close();
+  await until40Gone(open);
 });
+async function until40Gone(open) {
+  const deadline = Date.now() + 5000;
+  while ((await open()) !== 0) {
+    assert.ok(Date.now() < deadline, 'h3pipe_api_sse_clients stays above 0 after every subscriber left');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 test('a subscriber that stops reading is dropped once 1 MiB waits for it; reconnecting with Last-Event-ID it misses nothing', async () => {
   const v = await api('POST', '/videos', { prompt: 'a slow reader', model: 'slow' });

@@ -203,6 +203,12 @@ test('a receiver that answers 500 twice gets the same webhook-id a third time, t
   await until('nothing pending', () => /^pending\t0$/m.test(cli('webhook', 'list').out));
   await new Promise((r) => setTimeout(r, 1000));
   assert.equal(got['/flaky'].length, 3);
+  // Counted by outcome on the API's Prometheus port (this API has made no other failed attempt).
+  const mport = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).metrics_port;
+  const metrics = await (await fetch(`http://127.0.0.1:${mport}/metrics`)).text();
+  const count = (o) => Number(metrics.match(new RegExp(`^h3pipe_api_webhook_deliveries_total\\{outcome="${o}"\\} (\\d+)`, 'm'))?.[1]);
+  assert.equal(count('retried'), 2, metrics);
+  assert.ok(count('delivered') >= 3, metrics);
   assert.equal(cli('webhook', 'remove', f.id).rc, 0);
 });
 
