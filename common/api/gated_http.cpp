@@ -1,7 +1,5 @@
 #include "common/api/gated_http.h"
 
-#include "common/api/gate.h"
-
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+
+#include "common/api/gate.h"
 
 namespace h3pipe::api {
 namespace {
