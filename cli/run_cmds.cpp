@@ -2,9 +2,11 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -21,8 +23,11 @@
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
 #include "common/state/pause.h"
+#include "common/state/quota.h"
 #include "common/state/state.h"
 #include "common/supervisor/supervisor.h"
+#include "common/worker/gpu_lease.h"
+#include "common/worker/worker.h"
 
 namespace h3pipe::cli {
 using Clock = std::chrono::steady_clock;
@@ -51,6 +56,34 @@ std::string login_name() {
   if (name.empty())
     if (const passwd* pw = getpwuid(geteuid()); pw && pw->pw_name) name = pw->pw_name;
   return config::valid_user_name(name) ? name : "";
+}
+
+// Quotas (config /users/NAME/max_jobs): a batch that would take a user past its quota is refused
+// whole, naming the user, its jobs in flight and the field.  0 to go on, else the exit code.
+int check_quotas(queue::Redis& redis, const config::Cluster& c, const spec::Batch& batch) {
+  std::map<std::string, long long> wanted;
+  for (const auto& s : batch.specs) ++wanted[s.user()];
+  std::vector<std::string> streams;
+  for (const auto& p : c.pools) {
+    streams.push_back(worker::stream_for(p.stage, p.host));
+    if (auto own = worker::group_role(c, p).own_stream; !own.empty()) streams.push_back(own);
+  }
+  std::sort(streams.begin(), streams.end());
+  streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
+  for (const auto& [user, n] : wanted) {
+    auto u = c.users.find(user);
+    if (u == c.users.end() || u->second.max_jobs <= 0) continue;
+    auto have = state::user_jobs_in_flight(redis, streams, user);
+    if (!have.ok()) return fail(have.error());
+    if (*have + n > u->second.max_jobs) {
+      fmt::print(stderr,
+                 "quota: user {} has {} job(s) in flight; {} more would pass users.{}.max_jobs "
+                 "({}); nothing was submitted\n",
+                 user, *have, n, user, u->second.max_jobs);
+      return 2;
+    }
+  }
+  return 0;
 }
 
 }  // namespace
@@ -99,6 +132,7 @@ int cmd_run(const Global& g, const std::string& batch_file, bool background,
   }
   auto redis = connect(g, *c);
   if (!redis.ok()) return fail(redis.error());
+  if (int rc = check_quotas(**redis, *c, batch); rc != 0) return rc;
   // The same --run-id again: a job id the run already holds with another spec is refused
   // (api::submit_batch, the one path `run` and h3pipe-api share), naming FILE:LINE, before
   // anything is registered or enqueued (the ingest would refuse it too, beside the run; the

@@ -134,6 +134,9 @@ struct Queue {
 // pool-seconds among users with work queued.
 struct User {
   double weight = 1.0;
+  // Quota: the most jobs the user may have submitted and not finished (waiting or running at any
+  // stage); a submission that would pass it is refused whole.  0: no quota.
+  int max_jobs = 0;
 };
 // A user's name: [A-Za-z0-9._@-]{1,64} (config /users keys, a job spec's user, run --user).
 bool valid_user_name(std::string_view name);

@@ -148,7 +148,11 @@ const Table<User>& user_table() {
       {field("weight", &User::weight,
              "its share of pool-seconds against the other users with work queued (a user not "
              "named has 1)",
-             {.dmin = 0.001, .dmax = 1000})}};
+             {.dmin = 0.001, .dmax = 1000}),
+       field("max_jobs", &User::max_jobs,
+             "quota: the most jobs it may have submitted and not finished; a submission that "
+             "would pass it is refused whole (0: none)",
+             {.imin = 0, .imax = 100000000})}};
   return t;
 }
 

@@ -7,7 +7,8 @@
 //    sample time (plus bookkeeping) of reaching the sample stream;
 //  - pause: a paused run's waiting tasks stay waiting while another run goes past them, and
 //    finish once it is unpaused;
-//  - move --first: the 16th job of 20, moved, is among the first few to start sampling.
+//  - move --first: the 16th job of 20, moved, is among the first few to start sampling;
+//  - quota: a user at users.NAME.max_jobs is refused a batch that would pass it, whole.
 // Label: e2e.
 #include <gtest/gtest.h>
 
@@ -41,7 +42,7 @@ const json* stage_of(const json& receipt, const std::string& proto_name) {
 struct Stack {
   ts::TempDir dir;
   std::string cli;
-  Stack() {
+  explicit Stack(const json& extra = json::object()) {
     json c = json::parse(R"({"name": "fleet", "hosts": [{"name": "local"}],
       "queue": {"lease_ms": 3000, "renew_ms": 500, "sweep_ms": 500, "block_ms": 100}})");
     c["state_dir"] = (dir.path() / "state").string();
@@ -53,6 +54,7 @@ struct Stack {
     };
     c["pools"] = json::array(
         {pool("enc", "encode", 0.02), pool("s0", "sample", kSample), pool("dec", "decode", 0.02)});
+    c.update(extra);
     const fs::path file = dir.path() / "cluster.json";
     std::ofstream(file) << c.dump(2);
     cli = ts::bin("h3pipe") + " --config " + file.string();
@@ -192,4 +194,28 @@ TEST(SharedFleet, AJobMovedFirstIsSampledBeforeTheJobsAheadOfIt) {
   // Those already sampling or claimed when the move came (one 300 ms sample at a time).
   EXPECT_LE(before, 3);
   EXPECT_NE(ts::sh(s.cli + " move no-such-job --run " + run + " --first 2>&1").first, 0);
+}
+
+TEST(SharedFleet, ABatchThatWouldPassAUsersQuotaIsRefusedWhole) {
+  Stack s(json{{"users", {{"Q", {{"max_jobs", 5}}}}}});
+  ASSERT_TRUE(s.start());
+  const std::string first = s.run("f", 4, "--user Q");
+  ASSERT_FALSE(first.empty());
+  std::ofstream(s.dir.path() / "more.jsonl")
+      << R"({"jobId":"x1","prompt":"p","width":64,"height":64,"frames":9,"fps":12})"
+         "\n"
+      << R"({"jobId":"x2","prompt":"p","width":64,"height":64,"frames":9,"fps":12})"
+         "\n";
+  auto [rc, out] = ts::sh(s.cli + " run " + (s.dir.path() / "more.jsonl").string() +
+                          " --background --user Q 2>&1");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("users.Q.max_jobs (5)"), std::string::npos) << out;
+  // Another user is not held by Q's quota; Q is again once its jobs are done.
+  auto [orc, oout] = ts::sh(s.cli + " run " + (s.dir.path() / "more.jsonl").string() +
+                            " --background --user R 2>&1");
+  EXPECT_EQ(orc, 0) << oout;
+  ASSERT_TRUE(s.wait(first));
+  auto [arc, aout] = ts::sh(s.cli + " run " + (s.dir.path() / "more.jsonl").string() +
+                            " --background --user Q --run-id again 2>&1");
+  EXPECT_EQ(arc, 0) << aout;
 }
