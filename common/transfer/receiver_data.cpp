@@ -106,6 +106,9 @@ void TransferReceiver::Impl::on_sealed(const std::string& routing, zmq::message_
     return;
   }
   if (!bound) s.data_routing = routing;
+  // An authenticated frame is the sender's sign of life, as a chunk on its control connection
+  // was: its pings there may wait behind these frames on a slow link (expire_sessions).
+  last_rx_[s.routing] = Clock::now();
   (void)take_bytes(s, opened->offset, msg, kHeaderBytes, opened->len);
 }
 

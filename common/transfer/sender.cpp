@@ -98,6 +98,8 @@ void TransferSender::Impl::loop() {
       const bool data_out = p.data_sock && p.data_want_out;
       items.push_back({data_out ? p.data_sock->handle() : nullptr, data_out ? 0 : -1,
                        data_out ? short(ZMQ_POLLOUT) : short(0), 0});
+      items.push_back({p.data_mon ? p.data_mon->handle() : nullptr, p.data_mon ? 0 : -1,
+                       p.data_mon ? short(ZMQ_POLLIN) : short(0), 0});
     }
     try {
       zmq::poll(items.data(), items.size(), milliseconds(std::min(opts_.heartbeat_ms, 100)));
@@ -109,8 +111,9 @@ void TransferSender::Impl::loop() {
     if (notify_ && (items[1].revents & ZMQ_POLLIN)) take_notifications();
     for (std::size_t i = 0; i < peers_.size(); ++i) {
       Peer& p = peers_[i];
-      if (items[first_peer + 3 * i + 1].revents & ZMQ_POLLIN) monitor_events(p);
-      if (items[first_peer + 3 * i].revents & ZMQ_POLLIN) read_frames(p);
+      if (items[first_peer + 4 * i + 1].revents & ZMQ_POLLIN) monitor_events(p);
+      if (items[first_peer + 4 * i + 3].revents & ZMQ_POLLIN) data_events(p);
+      if (items[first_peer + 4 * i].revents & ZMQ_POLLIN) read_frames(p);
       p.want_out = false;
       p.data_want_out = false;
       tick(p);

@@ -29,8 +29,7 @@ void TransferSender::Impl::drop_socket(Peer& p, const char* why) {
   if (p.sock) zmq_socket_monitor(p.sock->handle(), nullptr, 0);
   p.mon.reset();
   p.sock.reset();
-  p.data_sock.reset();  // learnt again from the next connection's pong
-  p.data_port = 0;
+  detail::close_data_peer(p);  // learnt again from the next connection's pong
   p.connected = false;
   p.backoff_ms = p.backoff_ms == 0 ? opts_.backoff_initial_ms
                                    : std::min(p.backoff_ms * 2, opts_.backoff_max_ms);
@@ -95,16 +94,31 @@ void TransferSender::Impl::on_pong(Peer& p, const pb::Ping& pong) {
   const std::uint32_t port = pong.data_port();
   if (port == p.data_port) return;
   if (p.active && p.sealer) reset_attempt(p);  // its frames went to the old connection
-  p.data_sock.reset();
-  p.data_port = 0;
+  detail::close_data_peer(p);
   if (port == 0) return;
-  if (auto st = detail::open_data_peer(ctx_, opts_, p, port); !st.ok())
+  if (auto st = detail::open_data_peer(ctx_, opts_, p, port, this); !st.ok())
     logger().warn("transfer sender: peer {}: {}; its chunks go through CURVE", p.o.host,
                   st.error().message);
 }
 
 bool TransferSender::Impl::data_usable(const Peer& p) const {
-  return p.data_sock && opts_.curve.enabled && opts_.data_frames && Clock::now() >= p.data_retry_at;
+  return p.data_sock && p.data_connected && opts_.curve.enabled && opts_.data_frames &&
+         Clock::now() >= p.data_retry_at;
+}
+
+// The data connection's handshake and losses.  A loss during a sealed attempt ends it at once
+// (its frames in flight are gone; the receiver would wait for them): offered again, as after a
+// disconnect of the control connection.
+void TransferSender::Impl::data_events(Peer& p) {
+  while (auto ev = detail::next_data_event(p)) {
+    if (*ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      p.data_connected = true;
+      logger().info("transfer sender: data connection to {} up (port {})", p.o.host, p.data_port);
+    } else if (*ev == ZMQ_EVENT_DISCONNECTED) {
+      p.data_connected = false;
+      if (p.active && p.sealer) reset_attempt(p);
+    }
+  }
 }
 
 void TransferSender::Impl::tick(Peer& p) {

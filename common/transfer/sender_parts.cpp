@@ -35,7 +35,37 @@ Result<Job> make_job(const SenderOptions& opts, const pb::StageTask& t) {
   return j;
 }
 
-Status open_data_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, std::uint32_t port) {
+namespace {
+std::optional<std::uint16_t> next_event(zmq::socket_t* mon) {
+  for (;;) {
+    zmq::message_t ev, addr;
+    if (!mon || !mon->recv(ev, zmq::recv_flags::dontwait)) return std::nullopt;
+    if (!mon->recv(addr, zmq::recv_flags::dontwait)) return std::nullopt;
+    if (ev.size() < 6) continue;
+    std::uint16_t event;
+    std::memcpy(&event, ev.data(), 2);
+    return event;
+  }
+}
+// The monitors' inproc names must never repeat in this process (see open_peer).
+std::atomic<std::uint64_t> g_data_monitors{0};
+}  // namespace
+
+void close_data_peer(Peer& p) {
+  if (p.data_sock) zmq_socket_monitor(p.data_sock->handle(), nullptr, 0);
+  p.data_mon.reset();
+  p.data_sock.reset();
+  p.data_port = 0;
+  p.data_connected = false;
+  p.data_want_out = false;
+}
+
+std::optional<std::uint16_t> next_data_event(Peer& p) {
+  return next_event(p.data_mon.get());
+}
+
+Status open_data_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, std::uint32_t port,
+                      const void* owner) {
   const auto colon = p.o.endpoint.rfind(':');
   if (p.o.endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos || port == 0 ||
       port > 65535)
@@ -46,13 +76,34 @@ Status open_data_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, s
   CurveClient none;  // no CURVE: the frames carry their own encryption and authentication
   none.enabled = false;
   H3_TRY(configure_client(*sock, none, 0, 64, opts.heartbeat_ms, opts.dead_after_ms));
+  // No ZMTP heartbeat from this end: nothing but its pongs ever comes back on this connection,
+  // and on a slow link they wait behind megabytes of frames in the kernel's send buffer, so a
+  // heartbeat timeout would cut a healthy transfer (a 20 Mbit/s link did).  The control
+  // connection's pings, credits and the no-progress timer watch the transfer instead.
   try {
+    sock->set(zmq::sockopt::heartbeat_ivl, 0);
+  } catch (const zmq::error_t& e) {
+    return make_error(errc::transfer::kSocket, "configuring the data connection: {}", e.what());
+  }
+  const std::string mon_ep = fmt::format("inproc://h3xfer-data-mon-{}-{}-{}", owner, p.index,
+                                         g_data_monitors.fetch_add(1, std::memory_order_relaxed));
+  if (zmq_socket_monitor(sock->handle(), mon_ep.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
+    return make_error(errc::transfer::kSocket, "monitoring the data connection to {}: {}", ep,
+                      zmq_strerror(zmq_errno()));
+  auto mon = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pair);
+  try {
+    mon->set(zmq::sockopt::linger, 0);
+    mon->connect(mon_ep);
     sock->connect(ep);
   } catch (const zmq::error_t& e) {
+    zmq_socket_monitor(sock->handle(), nullptr, 0);
     return make_error(errc::transfer::kSocket, "connect {}: {}", ep, e.what());
   }
   p.data_sock = std::move(sock);
+  p.data_mon = std::move(mon);
   p.data_port = port;
+  p.data_connected = false;
   p.data_want_out = false;
   return {};
 }

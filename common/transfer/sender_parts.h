@@ -60,13 +60,16 @@ struct Peer {
   // the decode host costs a few log lines a second, not hundreds (issue #15).
   int offer_again_ms = 0;
   Clock::time_point next_offer_at;
-  // The receiver's data connection (issue #36 item 8): opened once its pong announces a port;
-  // the active attempt seals its chunks with `sealer` when the offer carried a key.  A sealed
+  // The receiver's data connection (issue #36 item 8): opened once its pong announces a port,
+  // used once its monitor saw the handshake (data_connected: a port the sender cannot reach, as
+  // behind a container's port mapping, is never used and costs nothing); the active attempt seals
+  // its chunks with `sealer` when the offer carried a key.  A sealed
   // frame the socket could not take yet waits in `unsent` (its nonce is spent: it must go as
   // is).  A sealed attempt that made no progress leaves the data path unused until
   // data_retry_at (the chunks ride CURVE meanwhile).
-  std::unique_ptr<zmq::socket_t> data_sock;
+  std::unique_ptr<zmq::socket_t> data_sock, data_mon;
   std::uint32_t data_port = 0;
+  bool data_connected = false;
   std::optional<FrameSealer> sealer;
   std::optional<zmq::message_t> unsent;
   std::uint64_t unsent_len = 0;
@@ -80,8 +83,14 @@ struct Peer {
 Result<Job> make_job(const SenderOptions& opts, const pb::StageTask& t);
 
 // Creates the peer's data DEALER (no CURVE: it carries sealed frames only) to `port` at the
-// address of the peer's control endpoint, and connects.  Errors: transfer.socket.
-Status open_data_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, std::uint32_t port);
+// address of the peer's control endpoint, its socket monitor, and connects.  Errors:
+// transfer.socket.
+Status open_data_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, std::uint32_t port,
+                      const void* owner);
+// Closes the peer's data connection and its monitor.
+void close_data_peer(Peer& p);
+// The next event of the data connection's monitor, if one is waiting.
+std::optional<std::uint16_t> next_data_event(Peer& p);
 
 // Creates the peer's DEALER (CURVE client, limits), its socket monitor, and connects.
 Status open_peer(zmq::context_t& ctx, const SenderOptions& opts, Peer& p, const void* owner);

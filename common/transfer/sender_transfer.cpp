@@ -189,7 +189,11 @@ void TransferSender::Impl::on_reply(Peer& p, const pb::OfferReply& r) {
 }
 
 void TransferSender::Impl::on_credit(Peer& p, const pb::Credit& c) {
-  if (!p.active || c.transfer_id() != p.tid || p.st != St::kStreaming) return;
+  if (!p.active || c.transfer_id() != p.tid) return;
+  // A credit says the receiver made more of the latent durable: progress, also once everything
+  // is sent (kAwaitDone: on a slow link the last window can take longer than dead_after_ms).
+  if (p.st == St::kAwaitDone) p.progress = Clock::now();
+  if (p.st != St::kStreaming) return;
   p.progress = Clock::now();
   p.limit = std::max(p.limit, grant_limit(c.acked_offset(), c.credits(), p.chunk));
   pump(p);

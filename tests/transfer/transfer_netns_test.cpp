@@ -242,7 +242,10 @@ TEST_F(Netns, SlowLinkLastWindowProgressesWithoutReoffers) {
   ASSERT_EQ(sender_->wait_exit(60s), 0) << "see " << dir_.path();
   auto sent = events(slog(), "sent");
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0]["bytes_sent"], sent[0]["size"]) << "nothing re-sent";
+  EXPECT_EQ(sent[0]["bytes_sent"], sent[0]["size"])
+      << "nothing re-sent; the sender's log:\n"
+      << testing::slurp(dir_.path() / "send.out") << "the receiver's:\n"
+      << testing::slurp(dir_.path() / "recv.out");
   EXPECT_GT(sent[0]["seconds"].get<double>(), 1.0) << "the link was not slow enough to tell";
   EXPECT_EQ(artifacts::verify(root_b() / rel).value(), sha);
 }
