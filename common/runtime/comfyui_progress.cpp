@@ -1,5 +1,6 @@
 #include "common/runtime/comfyui_progress.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "common/core/json_parse.h"
@@ -46,13 +47,15 @@ void ProgressFollower::open(const std::string& base_url, const std::string& clie
   status_ = "websocket";
 }
 
-void ProgressFollower::pump(int wait_ms, const std::string& prompt_id,
+void ProgressFollower::pump(std::chrono::steady_clock::time_point until,
+                            const std::string& prompt_id,
                             const std::function<void(long long, long long)>& progress) {
+  const auto end =
+      std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
   if (!ws_) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    std::this_thread::sleep_until(end);
     return;
   }
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                           end - std::chrono::steady_clock::now())

@@ -27,9 +27,9 @@ class ProgressFollower final {
   // Connects (within connect_timeout_ms) unless connected; after a failure, tries again only
   // 30 s later.
   void open(const std::string& base_url, const std::string& client_id, int connect_timeout_ms);
-  // Waits up to wait_ms, telling `progress` every step of `prompt_id` that arrives meanwhile;
-  // without a stream, just sleeps.
-  void pump(int wait_ms, const std::string& prompt_id,
+  // Waits until `until` but at most 50 ms (the caller checks for a cancel between), telling
+  // `progress` every step of `prompt_id` that arrives meanwhile; without a stream, just sleeps.
+  void pump(std::chrono::steady_clock::time_point until, const std::string& prompt_id,
             const std::function<void(long long, long long)>& progress);
   // "websocket" while following, else "none: <why>" ("" before open()).
   const std::string& status() const { return status_; }

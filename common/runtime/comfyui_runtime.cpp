@@ -193,8 +193,7 @@ class ComfyRunner final {
       values[in.key] = *v;
     }
 
-    // Step progress: the websocket is open before anything is queued (#37).
-    progress_.open(s_.url, s_.client_id, static_cast<int>(s_.connect_timeout_ms));
+    progress_.open(s_.url, s_.client_id, static_cast<int>(s_.connect_timeout_ms));  // steps (#37)
     // A restarted worker finds what an earlier attempt queued instead of queueing it again.
     std::string id, adopted_from;
     for (long long a = std::max<long long>(ctx.attempt, 1); a >= 1 && id.empty(); --a) {
@@ -510,11 +509,7 @@ class ComfyRunner final {
               "ComfyUI server at {}: prompt {} did not finish within {} s; it was cancelled",
               s_.url, id, s_.timeout_s);
         }
-        const auto wait =
-            std::min<Clock::duration>(next - Clock::now(), std::chrono::milliseconds(50));
-        progress_.pump(
-            static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()),
-            id, ctx.progress);
+        progress_.pump(next, id, ctx.progress);  // at most 50 ms
       }
       auto loc = client_.locate(id);
       if (!loc.ok()) {
