@@ -1,5 +1,7 @@
 #include "common/queue/queue.h"
 
+#include <set>
+
 #include "common/logging/log.h"
 
 namespace {
@@ -363,23 +365,46 @@ Result<long long> dead_letter_count(Redis& redis) {
   return reply_int(n->get());
 }
 
+namespace {
+// A stream entry id ("MS-SEQ") as a pair that orders as Redis orders them.
+std::pair<unsigned long long, unsigned long long> id_key(const std::string& id) {
+  const auto dash = id.find('-');
+  const auto num = [](const std::string& s) { return s.empty() ? 0ULL : std::stoull(s); };
+  if (dash == std::string::npos) return {num(id), 0};
+  return {num(id.substr(0, dash)), num(id.substr(dash + 1))};
+}
+}  // namespace
+
 Status StageQueue::trim() {
-  // The safe floor is the smaller of the oldest pending id and the group's last-delivered id
-  // successor; entries below it are acked (and normally already deleted).
-  auto p = redis_.command({"XPENDING", opts_.stream, opts_.group});
+  // Acked entries are deleted with their ack, so what trim may remove is only an entry acked and
+  // left behind.  The floor is the first entry still owed: one pending, or one never delivered
+  // (above the group's last-delivered id).  Not the oldest pending id: the claim order (docs/
+  // design.md, "The claim order") claims out of arrival order, so a waiting entry may sit below
+  // a pending one.
+  constexpr int kScan = 512;
+  auto head = read_range(redis_, opts_.stream, "-", "+", kScan);
+  if (!head.ok()) return head.error();
+  if (head->empty()) return {};
+  auto p = redis_.command({"XPENDING", opts_.stream, opts_.group, "-", "+", std::to_string(kScan)});
   if (!p.ok()) return p.error();
-  std::string floor;
-  if (reply_int(p->get()->element[0]) > 0) floor = reply_str(p->get()->element[1]);
+  std::set<std::string> pending;
+  for (std::size_t i = 0; p->get()->type == REDIS_REPLY_ARRAY && i < p->get()->elements; ++i)
+    if (const redisReply* e = p->get()->element[i]; e->type == REDIS_REPLY_ARRAY && e->elements)
+      pending.insert(reply_str(e->element[0]));
   auto g = group_last_delivered(redis_, opts_.stream, opts_.group);
   if (!g.ok()) return g.error();
-  if (const std::string& last = *g; !last.empty() && floor.empty()) {
-    // Everything after last-delivered is undelivered: the floor cannot pass it.
-    auto dash = last.find('-');
-    floor = dash == std::string::npos ? last
-                                      : last.substr(0, dash) + "-" +
-                                            std::to_string(std::stoull(last.substr(dash + 1)) + 1);
+  const auto last = id_key(g->empty() ? "0-0" : *g);
+  std::string floor;
+  for (const auto& e : *head)
+    if (pending.count(e.id) || id_key(e.id) > last) {
+      floor = e.id;
+      break;
+    }
+  if (floor.empty()) {
+    if (head->size() == static_cast<std::size_t>(kScan)) return {};  // owed work may lie further
+    const auto& lk = last;
+    floor = std::to_string(lk.first) + "-" + std::to_string(lk.second + 1);
   }
-  if (floor.empty()) return {};
   auto r = redis_.command({"XTRIM", opts_.stream, "MINID", floor});
   if (!r.ok()) return r.error();
   return {};

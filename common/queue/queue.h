@@ -19,7 +19,8 @@
 // (LeaseKeeper then reports those entries lost).
 //
 // Entries are deleted when acked, so the stream holds only outstanding work; trim() never drops
-// an entry at or above the oldest pending or undelivered id.
+// an entry that is pending or was never delivered, even below a pending one (claims follow the
+// claim order, not arrival).
 // Thread-safety: a StageQueue is used by one thread; LeaseKeeper owns its own connection.
 #include <algorithm>
 #include <atomic>

@@ -160,6 +160,16 @@ TEST(Queue, TrimNeverDropsPendingOrUndeliveredWork) {
   ASSERT_TRUE(*q.complete(**e, {}));
   ASSERT_TRUE(q.trim().ok());
   EXPECT_EQ(*q.length(), 4);
+  // A later entry claimed first (the claim order takes a priority job ahead): the waiting entries
+  // below it stay.
+  auto all = (*r)->command({"XRANGE", q.options().stream, "-", "+"});
+  ASSERT_EQ(all->get()->elements, 4u);
+  const std::string last_id = reply_str(all->get()->element[3]->element[0]);
+  ASSERT_TRUE((*r)->command({"XCLAIM", q.options().stream, q.options().group, "other", "0", last_id,
+                             "FORCE"})
+                  .ok());
+  ASSERT_TRUE(q.trim().ok());
+  EXPECT_EQ(*q.length(), 4);
 }
 
 TEST(Queue, RetryBackoffMakesTheTaskReclaimableSoon) {
