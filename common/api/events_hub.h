@@ -1,8 +1,8 @@
 #pragma once
-// The Server-Sent Events hub of h3pipe-api (issue #37 item 3; docs/api.md "Live events").
-// A subscriber costs a socket and a few buffers, never a thread: the route checks the token and
-// the id on a pool thread, takes the connection away from the gate (GatedHttp::take_connection)
-// and hands it here.  Two threads serve every subscriber:
+// The Server-Sent Events hub of h3pipe-api (issue #37 item 3; docs/api.md "GET
+// /v1/videos/{id}/events"). A subscriber costs a socket and a few buffers, never a thread: the
+// route checks the token and the id on a pool thread, takes the connection away from the gate
+// (GatedHttp::take_connection) and hands it here.  Two threads serve every subscriber:
 //   - the reader: one Redis connection, XREAD BLOCK over all the run streams (keys::run_events)
 //     that subscribers follow, many keys per call, one cursor per stream; a subscriber that joins
 //     gets what it missed by XRANGE first (its Last-Event-ID replay, up to the stream's cursor);

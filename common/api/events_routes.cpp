@@ -1,6 +1,7 @@
 // GET /v1/videos/{id}/events and GET /v1/runs/{id}/events: the run's live events as Server-Sent
-// Events (issue #37 item 3; docs/api.md "Live events").  The token and the id are checked here on
-// a pool thread; the connection then goes to the EventsHub, which holds no thread per subscriber.
+// Events (issue #37 item 3; docs/api.md "GET /v1/videos/{id}/events").  The token and the id are
+// checked here on a pool thread; the connection then goes to the EventsHub, which holds no thread
+// per subscriber.
 #include <memory>
 
 #include "common/api/events_hub.h"

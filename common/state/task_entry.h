@@ -1,8 +1,8 @@
 #pragma once
 // A stage task's stream entry (docs/design.md, "The claim order"): XADD STREAM * task BYTES prio
-// P user U cls C run R job J, the fields the claim order reads (common/queue/claim_order_lua.inc) taken from
-// the task's spec.  Every writer of a stage task builds it here (the submission's encode task is
-// the accept script's, with the same fields).
+// P user U cls C run R job J, the fields the claim order reads (common/queue/claim_order_lua.inc)
+// taken from the task's spec.  Every writer of a stage task builds it here (the submission's encode
+// task is the accept script's, with the same fields).
 #include <string>
 #include <vector>
 

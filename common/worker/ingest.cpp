@@ -2,6 +2,7 @@
 // failed job with the reason.  Never crashes on bad input, never drops silently.
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "common/artifacts/artifacts.h"
@@ -47,7 +48,10 @@ class RedisIntake final : public Intake {
     H3_TRY(enc.ensure_group());
     return in;
   }
-  Result<std::optional<queue::Entry>> next() override { return queue_->claim(); }
+  Result<std::optional<queue::Entry>> next() override {
+    reload_scripts();
+    return queue_->claim();
+  }
   Status done(const queue::Entry& e) override {
     auto ok = queue_->complete(e, {});
     if (!ok.ok()) return ok.error();
@@ -74,6 +78,17 @@ class RedisIntake final : public Intake {
 
  private:
   RedisIntake() = default;
+  // The job store's scripts into Redis's script cache again every few seconds: a Redis restart
+  // empties it, and the operator (the CLI's and the API's cancel, resume and retry) may run them
+  // by SHA but not load them (docs/security.md).  SCRIPT LOAD of a cached script is a no-op.
+  void reload_scripts() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_reload_) return;
+    next_reload_ = now + std::chrono::seconds(2);
+    if (auto s = store_->load_scripts(); !s.ok())
+      next_reload_ = now;  // Redis away: again on the next claim, which reports the error
+  }
+  std::chrono::steady_clock::time_point next_reload_ = std::chrono::steady_clock::now();
   std::unique_ptr<queue::Redis> redis_;
   std::unique_ptr<state::Store> store_;
   std::unique_ptr<queue::StageQueue> queue_;

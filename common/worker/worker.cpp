@@ -61,16 +61,15 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   const auto& c = *w->opts_.cluster;
   const GroupRole role = group_role(c, pool);
   StageWorker* self = w.get();
-  RedisTasksOptions to{.cluster = &c,
-                       .pool = &pool,
-                       .redis = w->opts_.redis,
-                       .consumer = w->opts_.consumer,
-                       .own_stream = role.own_stream,
-                       .gpu_group = !role.group.empty(),
-                       .claims_unconditionally = w->hooks_.claims_unconditionally,
-                       .stopping = [self] {
-                         return self->stopping() || (self->drain_ && self->drain_->drained());
-                       }};
+  RedisTasksOptions to{
+      .cluster = &c,
+      .pool = &pool,
+      .redis = w->opts_.redis,
+      .consumer = w->opts_.consumer,
+      .own_stream = role.own_stream,
+      .gpu_group = !role.group.empty(),
+      .claims_unconditionally = w->hooks_.claims_unconditionally,
+      .stopping = [self] { return self->stopping() || (self->drain_ && self->drain_->drained()); }};
   auto tasks = RedisTasks::create(std::move(to));
   if (!tasks.ok()) return tasks.error();
   RedisTasks* redis_tasks = tasks->get();

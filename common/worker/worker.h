@@ -19,9 +19,9 @@
 #include "common/runtime/runtime.h"
 #include "common/state/state.h"
 #include "common/worker/disk_health.h"
+#include "common/worker/drain_flag.h"
 #include "common/worker/engine.h"
 #include "common/worker/gpu_lease.h"
-#include "common/worker/drain_flag.h"
 #include "common/worker/ports.h"
 
 namespace h3pipe::worker {
