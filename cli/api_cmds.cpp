@@ -14,18 +14,6 @@ struct TokenArgs {
   std::string name, role = "submit", rate;
 };
 
-template <typename F>
-int with_redis(const Global& g, F&& f) {
-  auto c = load_stack_cluster(g);
-  if (!c.ok()) {
-    fmt::print(stderr, "{}\n", c.error().message);
-    return kExitUsage;
-  }
-  auto redis = connect(g, *c);
-  if (!redis.ok()) return fail(redis.error());
-  return f(**redis);
-}
-
 }  // namespace
 
 void register_api_commands(CLI::App& app, Global& g, int& rc) {
@@ -44,7 +32,7 @@ void register_api_commands(CLI::App& app, Global& g, int& rc) {
                    "jobs) or admin (all)")
       ->check(CLI::IsMember({"read", "submit", "admin"}));
   create->callback([&g, &rc] {
-    rc = with_redis(g, [](queue::Redis& r) {
+    rc = with_stack_redis(g, [](queue::Redis& r) {
       auto tok = api::create_token(r, a.name, *api::parse_role(a.role));
       if (!tok.ok()) return fail(tok.error());
       fmt::print(stderr, "token \"{}\" (role {}); keep it secret, it is shown once:\n", a.name,
@@ -55,7 +43,7 @@ void register_api_commands(CLI::App& app, Global& g, int& rc) {
   });
   CLI::App* list = t->add_subcommand("list", "the tokens' names and roles (never the tokens)");
   list->callback([&g, &rc] {
-    rc = with_redis(g, [](queue::Redis& r) {
+    rc = with_stack_redis(g, [](queue::Redis& r) {
       auto l = api::list_tokens(r);
       if (!l.ok()) return fail(l.error());
       for (const auto& i : *l) fmt::print("{}\t{}\n", i.name, api::role_name(i.role));
@@ -69,7 +57,7 @@ void register_api_commands(CLI::App& app, Global& g, int& rc) {
   limit->add_option("name", a.name)->required();
   limit->add_option("rate", a.rate, "N requests per second, 0 (unlimited) or role")->required();
   limit->callback([&g, &rc] {
-    rc = with_redis(g, [](queue::Redis& r) {
+    rc = with_stack_redis(g, [](queue::Redis& r) {
       char* end = nullptr;
       const double v = a.rate == "role" ? -1 : std::strtod(a.rate.c_str(), &end);
       if (a.rate != "role" && (a.rate.empty() || *end || !(v >= 0))) {
@@ -96,7 +84,7 @@ void register_api_commands(CLI::App& app, Global& g, int& rc) {
   CLI::App* revoke = t->add_subcommand("revoke", "remove NAME's token: refused from then on");
   revoke->add_option("name", a.name)->required();
   revoke->callback([&g, &rc] {
-    rc = with_redis(g, [](queue::Redis& r) {
+    rc = with_stack_redis(g, [](queue::Redis& r) {
       auto d = api::revoke_token(r, a.name);
       if (!d.ok()) return fail(d.error());
       if (!*d) {

@@ -1,6 +1,9 @@
 #pragma once
 // The operator's CLI.  main.cpp declares the subcommands in one table; each lives in its own
 // file as a function taking the parsed options.
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <ostream>
@@ -67,6 +70,20 @@ Result<config::Cluster> load_stack_cluster(const Global& g, bool starting = fals
 // (NOAUTH) or an unreadable password file: redis.auth naming the user, the file and the config
 // field (exit 5).
 Result<std::unique_ptr<queue::Redis>> connect(const Global& g, const config::Cluster& c);
+
+// f(redis) on a connection to the stack's Redis as the operator; a config that does not load is
+// kExitUsage with its message, a Redis that does not answer fail()'s code.
+template <typename F>
+int with_stack_redis(const Global& g, F&& f) {
+  auto c = load_stack_cluster(g);
+  if (!c.ok()) {
+    fmt::print(stderr, "{}\n", c.error().message);
+    return kExitUsage;
+  }
+  auto redis = connect(g, *c);
+  if (!redis.ok()) return fail(redis.error());
+  return f(**redis);
+}
 // redis.auth, or a NOAUTH/WRONGPASS reply to a command: no retry helps, the login must change.
 bool is_auth_refusal(const Error& e);
 std::filesystem::path bin_dir();

@@ -14,18 +14,6 @@ struct WebhookArgs {
   std::string url, user, events, target;
 };
 
-template <typename F>
-int with_stack_redis(const Global& g, F&& f) {
-  auto c = load_stack_cluster(g);
-  if (!c.ok()) {
-    fmt::print(stderr, "{}\n", c.error().message);
-    return kExitUsage;
-  }
-  auto redis = connect(g, *c);
-  if (!redis.ok()) return fail(redis.error());
-  return f(**redis);
-}
-
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
