@@ -403,68 +403,53 @@ int cmd_status(const Global& g, const std::string& run_id, bool json) {
 }
 
 int cmd_cancel(const Global& g, const std::string& run_id) {
-  auto c = load_stack_cluster(g);
-  if (!c.ok()) {
-    fmt::print(stderr, "{}\n", c.error().message);
-    return 2;
-  }
-  auto redis = connect(g, *c);
-  if (!redis.ok()) return fail(redis.error());
-  state::Store store(**redis);
-  if (auto s = store.run_status(run_id); !s.ok()) return fail(s.error());
-  if (auto s = store.cancel(run_id); !s.ok()) return fail(s.error());
-  fmt::print(
-      "run {} cancelled: queued tasks are dropped as workers reach them; running stages finish\n",
-      run_id);
-  return 0;
+  return with_stack_redis(g, [&](queue::Redis& redis) -> int {
+    state::Store store(redis);
+    if (auto s = store.run_status(run_id); !s.ok()) return fail(s.error());
+    if (auto s = store.cancel(run_id); !s.ok()) return fail(s.error());
+    fmt::print(
+        "run {} cancelled: queued tasks are dropped as workers reach them; running stages finish\n",
+        run_id);
+    return 0;
+  });
 }
 
 int cmd_move_first(const Global& g, const std::string& run_id, const std::string& job_id) {
-  auto c = load_stack_cluster(g);
-  if (!c.ok()) {
-    fmt::print(stderr, "{}\n", c.error().message);
-    return 2;
-  }
-  auto redis = connect(g, *c);
-  if (!redis.ok()) return fail(redis.error());
-  state::Store store(**redis);
-  auto there = store.job_exists(run_id, job_id);
-  if (!there.ok()) return fail(there.error());
-  if (!*there) {
-    fmt::print(stderr, "no job {} in run {} in this Redis\n", job_id, run_id);
-    return kExitNoSuchRun;
-  }
-  if (auto st = state::move_first(**redis, run_id, job_id, state::now_ms()); !st.ok())
-    return fail(st.error());
-  fmt::print("job {} of run {} moved first: its waiting task is taken before every other\n", job_id,
-             run_id);
-  return 0;
+  return with_stack_redis(g, [&](queue::Redis& redis) -> int {
+    state::Store store(redis);
+    auto there = store.job_exists(run_id, job_id);
+    if (!there.ok()) return fail(there.error());
+    if (!*there) {
+      fmt::print(stderr, "no job {} in run {} in this Redis\n", job_id, run_id);
+      return kExitNoSuchRun;
+    }
+    if (auto st = state::move_first(redis, run_id, job_id, state::now_ms()); !st.ok())
+      return fail(st.error());
+    fmt::print("job {} of run {} moved first: its waiting task is taken before every other\n",
+               job_id, run_id);
+    return 0;
+  });
 }
 
 int cmd_pause(const Global& g, const std::string& run_id, bool pause) {
-  auto c = load_stack_cluster(g);
-  if (!c.ok()) {
-    fmt::print(stderr, "{}\n", c.error().message);
-    return 2;
-  }
-  auto redis = connect(g, *c);
-  if (!redis.ok()) return fail(redis.error());
-  state::Store store(**redis);
-  auto s = store.run_status(run_id);
-  if (!s.ok()) return fail(s.error());
-  if (s->created_ms == 0 && s->total == 0 && s->expected == 0) {
-    fmt::print(stderr, "no run {} in this Redis\n", run_id);
-    return kExitNoSuchRun;
-  }
-  if (auto st = pause ? state::pause_run(**redis, run_id) : state::unpause_run(**redis, run_id);
-      !st.ok())
-    return fail(st.error());
-  if (pause)
-    fmt::print("run {} paused: none of its waiting tasks is claimed; running ones finish\n",
-               run_id);
-  else
-    fmt::print("run {} unpaused: its waiting tasks are claimed again\n", run_id);
-  return 0;
+  return with_stack_redis(g, [&](queue::Redis& redis) -> int {
+    state::Store store(redis);
+    auto s = store.run_status(run_id);
+    if (!s.ok()) return fail(s.error());
+    if (s->created_ms == 0 && s->total == 0 && s->expected == 0) {
+      fmt::print(stderr, "no run {} in this Redis\n", run_id);
+      return kExitNoSuchRun;
+    }
+    if (auto st = pause ? state::pause_run(redis, run_id) : state::unpause_run(redis, run_id);
+        !st.ok())
+      return fail(st.error());
+    if (pause)
+      fmt::print("run {} paused: none of its waiting tasks is claimed; running ones finish\n",
+                 run_id);
+    else
+      fmt::print("run {} unpaused: its waiting tasks are claimed again\n", run_id);
+    return 0;
+  });
 }
 
 }  // namespace h3pipe::cli
