@@ -232,7 +232,10 @@ TEST(SharedRedis, PortSquatterGetsNothingFromTwoHostsOnOneMachine) {
         return now > 0 && now != before;
       },
       20));
-  EXPECT_EQ(ts::sh(cli(configs[0]) + " status >/dev/null 2>&1").first, 0);
+  // The new redis-server writes its pid file before it has loaded the AOF and listens: status
+  // answers once it does (exit 5 until then).
+  EXPECT_TRUE(ts::wait_for(
+      [&] { return ts::sh(cli(configs[0]) + " status >/dev/null 2>&1").first == 0; }, 20));
   EXPECT_EQ(ts::sh(cli(configs[1]) + " status >/dev/null 2>&1").first, 0);
   for (const auto& c : configs) EXPECT_EQ(ts::sh(cli(c) + " stop 2>&1").first, 0);
   EXPECT_EQ(squatter.accepted(), 0);
