@@ -65,9 +65,9 @@ inline queue::RedisAddress stack_redis(const nlohmann::json& stack,
 
 // A one-host cluster (h1) with a sim encode, sample and decode pool (enc, samp, dec; 0 s each)
 // on the Redis at 127.0.0.1:`port`, its state under dir/state; `overrides` merged over it (a JSON
-// merge patch: {"queue": {...}}).
-inline Result<config::Cluster> sim_cluster(
-    const fs::path& dir, int port, const nlohmann::json& overrides = nlohmann::json::object()) {
+// merge patch: {"queue": {...}}).  sim_cluster_json is its text, for a --config file.
+inline nlohmann::json sim_cluster_json(const fs::path& dir, int port,
+                                       const nlohmann::json& overrides = nlohmann::json::object()) {
   auto j = nlohmann::json::parse(R"({
     "name": "test",
     "redis": {"host": "127.0.0.1", "embedded": false},
@@ -81,7 +81,11 @@ inline Result<config::Cluster> sim_cluster(
   j["redis"]["port"] = port;
   j["state_dir"] = (dir / "state").string();
   j.merge_patch(overrides);
-  return config::parse(j, dir);
+  return j;
+}
+inline Result<config::Cluster> sim_cluster(
+    const fs::path& dir, int port, const nlohmann::json& overrides = nlohmann::json::object()) {
+  return config::parse(sim_cluster_json(dir, port, overrides), dir);
 }
 
 // HGET key field as a string: "" for a missing field, "<error: ...>" when the command failed.
