@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/wait_progress.h"
+#include "common/api/run_control.h"
 #include "common/api/run_status.h"
 #include "common/api/submit.h"
 #include "common/core/bounded_file.h"
@@ -22,7 +23,6 @@
 #include "common/schedule/profile_check.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
-#include "common/state/pause.h"
 #include "common/state/quota.h"
 #include "common/state/state.h"
 #include "common/supervisor/supervisor.h"
@@ -416,15 +416,12 @@ int cmd_cancel(const Global& g, const std::string& run_id) {
 
 int cmd_move_first(const Global& g, const std::string& run_id, const std::string& job_id) {
   return with_stack_redis(g, [&](queue::Redis& redis) -> int {
-    state::Store store(redis);
-    auto there = store.job_exists(run_id, job_id);
-    if (!there.ok()) return fail(there.error());
-    if (!*there) {
+    auto out = api::move_job_first(redis, run_id, job_id, state::now_ms());
+    if (!out.ok()) return fail(out.error());
+    if (*out == api::ControlOutcome::kNoSuchJob) {
       fmt::print(stderr, "no job {} in run {} in this Redis\n", job_id, run_id);
       return kExitNoSuchRun;
     }
-    if (auto st = state::move_first(redis, run_id, job_id, state::now_ms()); !st.ok())
-      return fail(st.error());
     fmt::print("job {} of run {} moved first: its waiting task is taken before every other\n",
                job_id, run_id);
     return 0;
@@ -433,16 +430,12 @@ int cmd_move_first(const Global& g, const std::string& run_id, const std::string
 
 int cmd_pause(const Global& g, const std::string& run_id, bool pause) {
   return with_stack_redis(g, [&](queue::Redis& redis) -> int {
-    state::Store store(redis);
-    auto s = store.run_status(run_id);
-    if (!s.ok()) return fail(s.error());
-    if (s->created_ms == 0 && s->total == 0 && s->expected == 0) {
+    auto out = api::set_run_paused(redis, run_id, pause);
+    if (!out.ok()) return fail(out.error());
+    if (*out == api::ControlOutcome::kNoSuchRun) {
       fmt::print(stderr, "no run {} in this Redis\n", run_id);
       return kExitNoSuchRun;
     }
-    if (auto st = pause ? state::pause_run(redis, run_id) : state::unpause_run(redis, run_id);
-        !st.ok())
-      return fail(st.error());
     if (pause)
       fmt::print("run {} paused: none of its waiting tasks is claimed; running ones finish\n",
                  run_id);

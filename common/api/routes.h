@@ -21,6 +21,9 @@ std::shared_ptr<EventsHub> register_events_routes(httplib::Server& http, Context
 // /v1/me, /v1/pools/{pool}/drain|undrain, /v1/pools/drained, /v1/videos/{id}/retry:
 // admin_routes.cpp.
 void register_admin_routes(httplib::Server& http, Context& ctx);
+// POST /v1/runs/{id}/pause|unpause, /v1/runs/{id}/jobs/{job}/move, /v1/videos/{id}/move
+// (issue #39 item 4): control_routes.cpp.
+void register_control_routes(httplib::Server& http, Context& ctx);
 // The console's static files under /ui/ (ServerOptions::ui_dir): ui_routes.cpp.
 void register_ui_routes(httplib::Server& http, Context& ctx);
 

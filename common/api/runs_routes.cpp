@@ -8,6 +8,7 @@
 #include "common/api/fleet.h"
 #include "common/api/resume_run.h"
 #include "common/api/routes.h"
+#include "common/api/run_access.h"
 #include "common/api/run_status.h"
 #include "common/api/runs_body.h"
 #include "common/api/submit.h"
@@ -23,49 +24,6 @@
 namespace h3pipe::api {
 namespace {
 using nlohmann::json;
-
-// Who submitted each run over HTTP: hash run -> token name (runs from the CLI have none: only
-// admin changes them).
-constexpr const char* kRunOwnersKey = "h3pipe:api:run_owners";
-
-HttpError run_not_found(const std::string& id) {
-  return {404, fmt::format("no run with id \"{}\"", id), "invalid_request_error", "id",
-          "not_found"};
-}
-
-// A run id from the path: one path component (artifacts::validate_id), else 404.
-std::optional<HttpError> check_run_id(const std::string& id) {
-  if (!artifacts::validate_id("id", id).ok()) return run_not_found(id);
-  return std::nullopt;
-}
-
-std::optional<HttpError> run_or_404(queue::Redis& r, const std::string& id) {
-  if (auto e = check_run_id(id)) return e;
-  auto s = state::Store(r).run_status(id);
-  if (!s.ok())
-    return s.error().code == errc::run::kUnknown ? run_not_found(id) : redis_error(s.error());
-  return std::nullopt;
-}
-
-// A run this token may change: submit its own (POST /v1/runs, or a video's), admin any.
-std::optional<HttpError> may_change(queue::Redis& r, const std::string& run, const TokenInfo& who) {
-  if (who.role == Role::kAdmin) return std::nullopt;
-  auto owner = queue::hget(r, kRunOwnersKey, run);
-  if (!owner.ok()) return redis_error(owner.error());
-  std::string o = owner->value_or("");
-  if (o.empty()) {
-    auto v = queue::hget(r, video_key("video_" + run), "user");
-    if (!v.ok()) return redis_error(v.error());
-    o = v->value_or("");
-  }
-  if (o == who.name) return std::nullopt;
-  return HttpError{
-      403,
-      fmt::format("run {} {}; token \"{}\" (role submit) may change only its own runs", run,
-                  o.empty() ? "was not submitted over HTTP" : fmt::format("belongs to \"{}\"", o),
-                  who.name),
-      "permission_error", "id", "forbidden"};
-}
 
 std::optional<HttpError> status_of(Context& ctx, queue::Redis& r, const std::string& run,
                                    httplib::Response& res, int http_status = 200) {
@@ -121,7 +79,7 @@ std::optional<HttpError> create(Context& ctx, const httplib::Request& req, httpl
     return HttpError{400, s.error().message, "invalid_request_error", "run_id", "invalid_value"};
   } else if (state::Store(r).run_status(run).ok()) {
     // The same run id again (a retried POST): only its owner (or admin) adds to it.
-    if (auto e = may_change(r, run, who)) return e;
+    if (auto e = may_change_run(r, run, who)) return e;
   }
   auto sub = submit_batch(r, run, batch);
   if (!sub.ok()) return redis_error(sub.error());
@@ -237,7 +195,7 @@ void register_runs_routes(httplib::Server& http, Context& ctx) {
                         [&ctx](auto& req, auto& res, auto& r, auto& w) -> std::optional<HttpError> {
                           const std::string id = req.matches[1];
                           if (auto e = run_or_404(r, id)) return e;
-                          if (auto e = may_change(r, id, w)) return e;
+                          if (auto e = may_change_run(r, id, w)) return e;
                           if (auto s = state::Store(r).cancel(id); !s.ok())
                             return redis_error(s.error());
                           return status_of(ctx, r, id, res);
@@ -247,7 +205,7 @@ void register_runs_routes(httplib::Server& http, Context& ctx) {
                         [&ctx](auto& req, auto& res, auto& r, auto& w) -> std::optional<HttpError> {
                           const std::string id = req.matches[1];
                           if (auto e = run_or_404(r, id)) return e;
-                          if (auto e = may_change(r, id, w)) return e;
+                          if (auto e = may_change_run(r, id, w)) return e;
                           auto out = resume_run(r, ctx.c, id);
                           if (!out.ok()) {
                             if (out.error().code == errc::run::kUnknown) return run_not_found(id);

@@ -145,6 +145,8 @@ test('every operation answers with a documented status and a body its schema acc
   await req('post', `/videos/${slow.id}/cancel`, '/v1/videos/{id}/cancel', 'submit');
   await req('post', `/videos/${slow.id}/retry`, '/v1/videos/{id}/retry', 'submit');
   await req('post', `/videos/${v.id}/retry`, '/v1/videos/{id}/retry', 'submit');
+  await req('post', `/videos/${v.id}/move`, '/v1/videos/{id}/move', 'submit', { position: 'first' });
+  await req('post', `/videos/${v.id}/move`, '/v1/videos/{id}/move', 'submit', { position: 'last' });
   await req('delete', `/videos/${slow.id}`, '/v1/videos/{id}', 'submit');
   await req('delete', `/videos/${v.id}`, '/v1/videos/{id}', 'read');
   await req('delete', `/videos/${v.id}`, '/v1/videos/{id}', 'admin');
@@ -162,10 +164,24 @@ test('every operation answers with a documented status and a body its schema acc
   await req('post', `/runs/${r.id}/cancel`, '/v1/runs/{id}/cancel', 'submit');
   await req('post', '/runs/r-none/cancel', '/v1/runs/{id}/cancel', 'admin');
   await req('post', '/runs/r-none/resume', '/v1/runs/{id}/resume', 'admin');
+  // Pause, unpause, move first (#39 item 4).
+  await req('post', `/runs/${r.id}/pause`, '/v1/runs/{id}/pause', 'submit');
+  await req('post', `/runs/${r.id}/pause`, '/v1/runs/{id}/pause', 'read');
+  await req('post', `/runs/${r.id}/unpause`, '/v1/runs/{id}/unpause', 'submit');
+  await req('post', '/runs/r-none/unpause', '/v1/runs/{id}/unpause', 'admin');
+  await req('post', `/runs/${r.id}/jobs/a/move`, '/v1/runs/{id}/jobs/{job}/move', 'submit', { position: 'first' });
+  await req('post', `/runs/${r.id}/jobs/zz/move`, '/v1/runs/{id}/jobs/{job}/move', 'admin', { position: 'first' });
+  await req('post', `/runs/${r.id}/jobs/a/move`, '/v1/runs/{id}/jobs/{job}/move', 'submit', {});
   await raw(`/v1/runs/${r.id}/events`, '/v1/runs/{id}/events', { Authorization: `Bearer ${tok.read}` });
   await req('get', `/jobs/${r.id}:a/receipt`, '/v1/jobs/{id}/receipt', 'read');
   await req('get', `/jobs/${r.id}:b/receipt`, '/v1/jobs/{id}/receipt', 'read');
   await req('get', '/fleet', '/v1/fleet', 'read');
+  // The run's measured and planned Gantt (#38 item 5): JSON, an SVG, a bad chart, no such run.
+  await req('get', `/runs/${r.id}/gantt`, '/v1/runs/{id}/gantt', 'read');
+  const svg = await req('get', `/runs/${r.id}/gantt?format=svg&chart=planned`, '/v1/runs/{id}/gantt', 'read');
+  assert.match(svg.text, /<svg[^>]*>[\s\S]*class="bar"/);
+  await req('get', `/runs/${r.id}/gantt?format=svg&chart=both`, '/v1/runs/{id}/gantt', 'read');
+  await req('get', '/runs/r-none/gantt', '/v1/runs/{id}/gantt', 'read');
   // The console's.
   await req('get', '/me', '/v1/me', 'read');
   await req('get', '/pools/drained', '/v1/pools/drained', 'read');
