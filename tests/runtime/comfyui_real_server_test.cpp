@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "common/artifacts/artifacts.h"
+#include "common/latent/profile.h"
 #include "common/runtime/comfyui_client.h"
 #include "common/runtime/comfyui_runtime.h"
 #include "tests/support/fake_comfyui.h"
@@ -98,6 +99,9 @@ class RealComfyUi : public ::testing::Test {
     c.run_id = run_;
     c.attempt = attempt;
     c.job_class = "default";
+    // The graphs below make silent video (EmptyImage -> CreateVideo): a profile without audio, as
+    // a Wan 2.1 job's (the runtime refuses a movie without audio for a profile with audio).
+    c.latent_profile = *latent::find_builtin_profile("wan2.1");
     return c;
   }
   comfyui::PromptState history(const std::string& id) {
@@ -163,6 +167,9 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
 
   // partial_execution_targets: a named output runs only its branch.
   spec_.set_job_id("job-named");
+  spec_.set_width(32);  // the side branch's movie: 32x32, 2 frames
+  spec_.set_height(32);
+  spec_.set_frames(2);
   auto named = settings(video_graph(run_));
   named["output"] = {{"node", "10"}};
   named["inject"].erase("filename_prefix");
@@ -177,6 +184,7 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
 
   if (base_.empty()) return;
   spec_.set_job_id("job-mounted");
+  spec_ = small_spec("job-mounted");
   // output_dir (the server's output/ as a shared mount): fetched files deleted, history dropped.
   auto mounted = settings(video_graph(run_));
   mounted["output_dir"] = base_ + "/output";
@@ -242,6 +250,9 @@ TEST_F(RealComfyUi, ARetryAdoptsTheRunningPromptAndARestartReadsAsLost) {
   ASSERT_TRUE(c.queue_prompt(g, {"h3pipe-test", id1, {"3"}}).ok());
   auto s = settings(video_graph(run_, 240, 512));
   s["output"] = {{"node", "3"}};
+  spec_.set_width(512);  // the job this prompt decodes: the runtime checks the movie against it
+  spec_.set_height(512);
+  spec_.set_frames(240);
   auto t0 = Clock::now();
   auto out = (*make_comfyui_decode(cluster_.args(s)))->decode(ctx(2));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
