@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cli/cli.h"
+#include "common/api/run_receipts.h"
 #include "common/artifacts/artifacts.h"
 #include "common/core/bounded_file.h"
 #include "common/core/json_parse.h"
@@ -155,69 +156,21 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
 
 namespace {
 
-// Receipts of a run: those Redis keeps beside the run (state/receipts.h), the same on every host
-// of the cluster (issue #34 P8), then <output_root>/<run>/*.pipeline.json for any job Redis holds
-// none for (a receipt over the size bound, a run older than the copy, no Redis reachable).  In
-// job id order: the same receipts give the same report wherever it runs.
+// Receipts of a run (api/run_receipts.h: Redis's, then the output folder's for any job Redis holds
+// none for), in job id order: the same receipts give the same report wherever it runs.
 Result<std::vector<nlohmann::json>> read_receipts(const Global& g, const std::string& run_id,
                                                   const char* command) {
   auto c = load_cluster(g);
   if (!c.ok()) return c.error();
-  auto dir = artifacts::join_under(c->output_root, {run_id});
-  if (!dir.ok()) return dir.error();
-  std::map<std::string, nlohmann::json> by_job;
-  std::string redis_error;
-  if (auto redis = connect(g, *c); !redis.ok()) {
-    redis_error = redis.error().message;
-  } else if (auto held = state::receipts(**redis, run_id); !held.ok()) {
-    redis_error = held.error().message;
-  } else {
-    for (auto& [job, text] : *held) {
-      auto j =
-          json_reader::parse_json(text, "receipt of " + job + " in Redis", errc::report::kNone);
-      if (j.ok())
-        by_job[job] = std::move(*j);
-      else
-        fmt::print(stderr, "warning: receipt left out: {}\n", j.error().message);
-    }
-  }
-  std::vector<nlohmann::json> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(*dir, ec)) {
-    if (e.path().string().size() < 14 ||
-        e.path().string().substr(e.path().string().size() - 14) != ".pipeline.json")
-      continue;
-    const std::string stem = e.path().filename().string();
-    if (by_job.count(stem.substr(0, stem.size() - 14))) continue;  // Redis's copy
-    // A receipt that cannot be read is left out, with why (issue #35 D2: a deep one once
-    // overflowed the stack of whoever read it).
-    auto text = read_bounded_file(e.path(), {"a receipt", kMaxJsonFileBytes});
-    auto j = text.ok() ? json_reader::parse_json(*text, e.path().string(), errc::report::kNone)
-                       : Result<nlohmann::json>(text.error());
-    if (j.ok())
-      out.push_back(std::move(*j));
-    else
-      fmt::print(stderr, "warning: receipt left out: {}\n", j.error().message);
-  }
-  if (by_job.empty() && out.empty())
-    return make_error(errc::report::kNone, "no receipts of run {} in Redis{} or under {}", run_id,
-                      redis_error.empty() ? "" : " (" + redis_error + ")", dir->string());
-  if (!redis_error.empty())
+  auto redis = connect(g, *c);
+  auto got = api::run_receipts(redis.ok() ? redis->get() : nullptr, *c, run_id,
+                               redis.ok() ? "" : redis.error().message);
+  if (!got.ok()) return got.error();
+  for (const auto& w : got->warnings) fmt::print(stderr, "warning: {}\n", w);
+  if (!got->redis_error.empty())
     fmt::print(stderr, "{}: Redis not read ({}); the receipts under {} only\n", command,
-               redis_error, dir->string());
-  // Redis's receipts in job id order, then those only on this disk in job id order.
-  const auto job_of = [](const nlohmann::json& j) {
-    const auto it = j.is_object() ? j.find("jobId") : j.end();
-    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  std::stable_sort(out.begin(), out.end(), [&](const nlohmann::json& a, const nlohmann::json& b) {
-    return job_of(a) < job_of(b);
-  });
-  std::vector<nlohmann::json> all;
-  all.reserve(by_job.size() + out.size());
-  for (auto& [_, j] : by_job) all.push_back(std::move(j));
-  for (auto& j : out) all.push_back(std::move(j));
-  return all;
+               got->redis_error, (c->output_root / run_id).string());
+  return std::move(got->receipts);
 }
 
 // The config a command plans with, loaded as every command loads it (the field's path in the
@@ -261,6 +214,13 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
   p->add_option("--policy", plan.policy, "completion_time | first_free");
   p->add_flag("--stochastic", plan.stochastic, "draw normal profiles");
   p->add_option("--seed", plan.seed, "seed for --stochastic");
+  p->add_option("--batch", plan.source.batches,
+                "FILE[@SECONDS]: plan this batch (users, priorities per line), submitted at "
+                "SECONDS (repeatable)");
+  p->add_option("--mix", plan.source.mix,
+                "USER:JOBS[:PRIORITY][@SECONDS],...: a generated mix of users and priorities");
+  p->add_option("--user", plan.source.user, "the user of batch lines without one");
+  p->add_option("--priority", plan.source.priority, "the priority of batch lines without one");
   p->callback([&rc, &g] {
     plan.config = g.config_file;
     plan.compare = split_commas(compare);

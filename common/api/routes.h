@@ -24,6 +24,8 @@ void register_admin_routes(httplib::Server& http, Context& ctx);
 // POST /v1/runs/{id}/pause|unpause, /v1/runs/{id}/jobs/{job}/move, /v1/videos/{id}/move
 // (issue #39 item 4): control_routes.cpp.
 void register_control_routes(httplib::Server& http, Context& ctx);
+// GET /v1/runs/{id}/gantt, the run's measured and planned Gantt (#38 item 5): gantt_routes.cpp.
+void register_gantt_routes(httplib::Server& http, Context& ctx);
 // The console's static files under /ui/ (ServerOptions::ui_dir): ui_routes.cpp.
 void register_ui_routes(httplib::Server& http, Context& ctx);
 

@@ -96,6 +96,7 @@ struct Server::Impl {
     register_runs_routes(http, ctx);
     register_admin_routes(http, ctx);
     register_control_routes(http, ctx);
+    register_gantt_routes(http, ctx);
     register_ui_routes(http, ctx);
     events = register_events_routes(http, ctx);
     webhooks = std::make_unique<WebhookDispatcher>(ctx, WebhookOptions::from_env());

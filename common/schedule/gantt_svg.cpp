@@ -60,6 +60,23 @@ GanttChart gantt_from_sim(const SimResult& r, std::string title) {
   return g;
 }
 
+nlohmann::json gantt_json(const GanttChart& c) {
+  nlohmann::json lanes = nlohmann::json::array(), spans = nlohmann::json::array();
+  for (const auto& r : c.rows)
+    lanes.push_back({{"name", r.name}, {"kind", r.kind}, {"host", r.host}});
+  const auto ms = [](double s) { return std::round(s * 1000) / 1000; };
+  for (const auto& b : c.bars) {
+    if (b.row >= c.rows.size()) continue;
+    spans.push_back({{"lane", c.rows[b.row].name},
+                     {"kind", c.rows[b.row].kind},
+                     {"job", b.job},
+                     {"stage", b.stage},
+                     {"start_s", ms(b.start_s)},
+                     {"end_s", ms(b.end_s)}});
+  }
+  return {{"title", c.title}, {"notes", c.notes}, {"lanes", lanes}, {"spans", spans}};
+}
+
 std::string render_svg(const GanttChart& c) {
   constexpr double kLabelW = 240, kPlotW = 1000, kRight = 30, kLaneH = 26, kLaneGap = 6;
   const double top = 50 + 16.0 * static_cast<double>(c.notes.size());

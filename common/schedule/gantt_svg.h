@@ -8,6 +8,7 @@
 // <g class="lane" data-lane="NAME" data-kind="KIND"> per lane, each holding its bars as
 // <rect class="bar" data-job=".." data-stage="..">.
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,10 @@ struct GanttChart {
 GanttChart gantt_from_sim(const SimResult& r, std::string title);
 
 std::string render_svg(const GanttChart& chart);
+
+// The chart as JSON (GET /v1/runs/{id}/gantt): {"title", "notes": [..], "lanes": [{"name",
+// "kind", "host"}], "spans": [{"lane" (its name), "kind", "job", "stage", "start_s", "end_s"}]},
+// seconds from the chart's start, spans in the chart's order.
+nlohmann::json gantt_json(const GanttChart& chart);
 
 }  // namespace h3pipe::schedule

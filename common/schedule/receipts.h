@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -82,6 +83,20 @@ struct ReportArgs {
   std::string policy;    // as plan --policy
   bool json = false;
 };
+// The charts `report --svg` and `--plan-svg` draw, for GET /v1/runs/{id}/gantt (docs/api.md):
+// the measured one from the receipts, and, with a config (args.config or args.cluster), the plan
+// of the same jobs, its bars named by the run's job ids (job-0001 is the job that started first).
+// Reads args.receipts, config, cluster, config_name; writes nothing.  Errors: report.none when no
+// receipt has a usable stage; a config file that cannot be loaded.  A plan that fails leaves
+// `planned` empty, with why in `warnings`.
+struct ReportCharts {
+  std::size_t jobs = 0;  // jobs whose decode is in the receipts
+  GanttChart measured;
+  std::optional<GanttChart> planned;
+  std::vector<std::string> warnings;  // receipts left out, a plan that failed
+};
+Result<ReportCharts> report_charts(const ReportArgs& args);
+
 // Measured makespan, throughput, per-pool busy time and stage means; with --config also the
 // plan for the same jobs and the prediction error (plan - actual) / actual.  Exit codes as above.
 int run_report(const ReportArgs& args, std::ostream& out, std::ostream& err);

@@ -203,17 +203,21 @@ void compare_starts(Report& r) {
   }
 }
 
+// The two charts: what --svg and --plan-svg write, and report_charts returns.
+GanttChart measured_chart(const Report& r) {
+  auto chart = gantt_from_receipts(r.stages, fmt::format("measured: {} jobs", r.jobs));
+  chart.notes.push_back(
+      fmt::format("makespan {:.2f} s, {:.2f} jobs/h end to end", r.makespan, r.thr));
+  return chart;
+}
+GanttChart planned_chart(const Report& r) {
+  return gantt_from_sim(*r.planned, fmt::format("plan: {} - {} jobs", r.cluster.name, r.jobs));
+}
+
 // --svg and --plan-svg.
 Status write_charts(const ReportArgs& a, const Report& r) {
-  if (!a.svg.empty()) {
-    auto chart = gantt_from_receipts(r.stages, fmt::format("measured: {} jobs", r.jobs));
-    chart.notes.push_back(
-        fmt::format("makespan {:.2f} s, {:.2f} jobs/h end to end", r.makespan, r.thr));
-    H3_TRY(write_svg(a.svg, chart));
-  }
-  if (!a.plan_svg.empty() && r.planned)
-    H3_TRY(write_svg(a.plan_svg, gantt_from_sim(*r.planned, fmt::format("plan: {} - {} jobs",
-                                                                        r.cluster.name, r.jobs))));
+  if (!a.svg.empty()) H3_TRY(write_svg(a.svg, measured_chart(r)));
+  if (!a.plan_svg.empty() && r.planned) H3_TRY(write_svg(a.plan_svg, planned_chart(r)));
   return Status::Ok();
 }
 
@@ -335,6 +339,37 @@ int run_report(const ReportArgs& a, std::ostream& out, std::ostream& err) {
   else
     print_text(a, r, out);
   return 0;
+}
+
+Result<ReportCharts> report_charts(const ReportArgs& a) {
+  Report r;
+  H3_TRY(load_config(a, r));
+  r.stages = parse_receipts(a.receipts, r.have_config ? &r.cluster : nullptr, r.warnings);
+  if (r.stages.empty())
+    return make_error(errc::report::kNone, "no usable stage in {} receipts", a.receipts.size());
+  measure(r);
+  ReportCharts out;
+  // A plan that fails (a class the config lacks) leaves the measured chart alone, with why.
+  if (auto s = plan_same_jobs(r); !s.ok()) r.warnings.push_back(s.error().message);
+  out.jobs = r.jobs;
+  out.measured = measured_chart(r);
+  if (r.planned) {
+    out.planned = planned_chart(r);
+    // plan_same_jobs names the planned jobs job-0001... in the order of their first start:
+    // give each bar the run's own job id, and the colour its job has in the measured chart.
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& [job, fs] : r.first_start) order.emplace_back(fs.first, job);
+    std::sort(order.begin(), order.end());
+    std::map<std::string, std::size_t> colour;
+    for (const auto& b : out.measured.bars) colour.emplace(b.job, b.job_index);
+    for (auto& b : out.planned->bars)
+      if (b.job_index < order.size()) {
+        b.job = order[b.job_index].second;
+        b.job_index = colour[b.job];
+      }
+  }
+  out.warnings = std::move(r.warnings);
+  return out;
 }
 
 }  // namespace h3pipe::schedule

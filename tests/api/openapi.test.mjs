@@ -176,6 +176,12 @@ test('every operation answers with a documented status and a body its schema acc
   await req('get', `/jobs/${r.id}:a/receipt`, '/v1/jobs/{id}/receipt', 'read');
   await req('get', `/jobs/${r.id}:b/receipt`, '/v1/jobs/{id}/receipt', 'read');
   await req('get', '/fleet', '/v1/fleet', 'read');
+  // The run's measured and planned Gantt (#38 item 5): JSON, an SVG, a bad chart, no such run.
+  await req('get', `/runs/${r.id}/gantt`, '/v1/runs/{id}/gantt', 'read');
+  const svg = await req('get', `/runs/${r.id}/gantt?format=svg&chart=planned`, '/v1/runs/{id}/gantt', 'read');
+  assert.match(svg.text, /<svg[^>]*>[\s\S]*class="bar"/);
+  await req('get', `/runs/${r.id}/gantt?format=svg&chart=both`, '/v1/runs/{id}/gantt', 'read');
+  await req('get', '/runs/r-none/gantt', '/v1/runs/{id}/gantt', 'read');
   // The console's.
   await req('get', '/me', '/v1/me', 'read');
   await req('get', '/pools/drained', '/v1/pools/drained', 'read');

@@ -181,6 +181,37 @@ test('the run page and the job page: timeline, receipt and the MP4 playing in th
   await shot('job');
 });
 
+let ganttRun;
+test('the run page draws its measured Gantt beside the planned one, with a span per stage of each job', async () => {
+  const jobs = ['g0', 'g1', 'g2'];
+  const lines = jobs.map((j) => JSON.stringify({ jobId: j, prompt: `gantt ${j}` })).join('\n');
+  const run = await v1('/runs', { method: 'POST', body: lines, type: 'application/x-ndjson' });
+  ganttRun = run.id;
+  await until('the 3 jobs done', async () => (await v1(`/runs/${run.id}`)).done === 3, 60000, 250);
+  // The API's answer: both charts, every job's stages in each (what report --svg / --plan-svg draw).
+  const g = await v1(`/runs/${run.id}/gantt`);
+  assert.equal(g.jobs, 3, JSON.stringify(g));
+  for (const c of ['measured', 'planned']) {
+    assert.deepEqual([...new Set(g[c].spans.map((sp) => sp.job))].sort(), jobs, `${c}: ${JSON.stringify(g[c].spans)}`);
+    for (const j of jobs)
+      assert.deepEqual(['encode', 'sample', 'decode'].filter((st) => g[c].spans.some((sp) => sp.job === j && sp.stage === st)),
+        ['encode', 'sample', 'decode'], `${c} ${j}`);
+    assert.ok(g[c].spans.every((sp) => sp.end_s >= sp.start_s && g[c].lanes.some((l) => l.name === sp.lane)), c);
+  }
+  // The page: both SVGs drawn, a bar per stage of every job in each.
+  await page.goto(`${origin}/ui/runs/${run.id}`);
+  for (const c of ['measured', 'planned']) {
+    const bars = page.getByTestId(`gantt-${c}`).locator('svg rect.bar');
+    await bars.first().waitFor();
+    const drawn = await bars.evaluateAll((rs) => rs.map((r) => [r.dataset.job, r.dataset.stage, r.getBBox().width]));
+    assert.deepEqual([...new Set(drawn.map((d) => d[0]))].sort(), jobs, `${c}: ${JSON.stringify(drawn)}`);
+    assert.equal(drawn.filter((d) => d[1] === 'sample').length, 3, `${c}: ${JSON.stringify(drawn)}`);
+    assert.ok(drawn.every((d) => d[2] > 0), c);
+  }
+  await page.getByTestId('gantt-planned').scrollIntoViewIfNeeded();
+  await shot('run-gantt');
+});
+
 test('cancel a running job (its row says cancelled), then retry it to completion', async () => {
   const v = await v1('/videos', { method: 'POST', body: { prompt: 'a slow heron', model: 'slow' } });
   await page.goto(`${origin}/ui/jobs/${v.id}`);
@@ -296,6 +327,7 @@ test('after a restart of the stack (the API and Redis with its AOF) the runs pag
   await page.goto(`${origin}/ui/`);
   const before = await rows(page);
   assert.ok(before.length >= 6, JSON.stringify(before));
+  const ganttBefore = await v1(`/runs/${ganttRun}/gantt`);
   const st = cli('stop');
   assert.equal(st.rc, 0, st.err);
   const s = cli('start');
@@ -304,4 +336,8 @@ test('after a restart of the stack (the API and Redis with its AOF) the runs pag
   origin = `http://127.0.0.1:${runFile.health_port}`;  // a new port: a new origin, so a new sign-in
   await login(page, adminToken);
   assert.deepEqual(await rows(page), before);
+  // The run's measured Gantt too: the receipts are in Redis's AOF.
+  assert.deepEqual((await v1(`/runs/${ganttRun}/gantt`)).measured, ganttBefore.measured);
+  await page.goto(`${origin}/ui/runs/${ganttRun}`);
+  await page.getByTestId('gantt-measured').locator('svg rect.bar').first().waitFor();
 });

@@ -55,6 +55,42 @@ export const jobLink = (run, job) => (job === 'video' ? `/jobs/video_${run}` : `
 
 const attempts = (j) => ['encode', 'sample', 'decode'].map((s) => j[`attempts:${s}`] || 0).reduce((a, b) => Math.max(a, b), 0);
 
+// The run's measured Gantt beside the planner's for the same jobs: the SVGs `h3pipe report --svg`
+// and `--plan-svg` draw, from GET /v1/runs/{id}/gantt?format=svg (fetched with the token, shown
+// inline: the server escapes every text in them).  Drawn again when another job is done.
+function GanttCharts({ id, done }) {
+  const [charts, setCharts] = useState(null);
+  useEffect(() => {
+    let current = true;
+    (async () => {
+      const next = {};
+      for (const c of ['measured', 'planned']) {
+        try {
+          const res = await api(`/runs/${encodeURIComponent(id)}/gantt?format=svg&chart=${c}`, { raw: true });
+          next[c] = { svg: (await res.text()).replace(/^<\?xml[^>]*>\s*/, '') };
+        } catch (e) {
+          next[c] = { error: e.message };
+        }
+      }
+      if (current) setCharts(next);
+    })();
+    return () => {
+      current = false;
+    };
+  }, [id, done]);
+  const captions = { measured: 'Measured (from the receipts)', planned: 'Planned (the same jobs on the config)' };
+  return html`<section aria-labelledby="gantt-h">
+    <h2 id="gantt-h">Gantt: measured and planned</h2>
+    ${!charts && html`<p>Loading…</p>`}
+    ${charts && html`<div class="gantts">${['measured', 'planned'].map((c) => html`
+      <figure class="gantt card" data-testid=${`gantt-${c}`}>
+        <figcaption>${captions[c]}</figcaption>
+        ${charts[c].svg ? html`<div class="svg" role="img" aria-label=${`${c} Gantt of run ${id}`}
+          dangerouslySetInnerHTML=${{ __html: charts[c].svg }} />` : html`<p class="sub">${charts[c].error}</p>`}
+      </figure>`)}</div>`}
+  </section>`;
+}
+
 export function Run({ id, me }) {
   const [run, setRun] = useState(null);
   const [live, setLive] = useState({});  // job id -> fields from events since the last GET
@@ -164,5 +200,6 @@ export function Run({ id, me }) {
           <td class="reason">${j.state === 'failed' || j.state === 'cancelled' ? j.error || '' : ''}</td></tr>`)}
         </tbody></table></div>
       ${shown.length > limit && html`<p><button onClick=${() => setAll(true)}>Show all ${shown.length} jobs</button></p>`}
-    </section>`;
+    </section>
+    <${GanttCharts} id=${id} done=${run.done} />`;
 }
