@@ -79,6 +79,7 @@ struct Common {
   bool no_curve = false, no_eager = false, no_data_frames = false;
   std::uint32_t chunk = 256 * 1024, window = 32;
   int heartbeat_ms = 500, dead_after_ms = 3000;
+  int data_port = 0;  // receiver: its data connection's port (0: a free one)
 };
 
 int receive(const Common& c, const std::string& bind, const std::string& root) {
@@ -95,6 +96,7 @@ int receive(const Common& c, const std::string& bind, const std::string& root) {
   o.dead_after_ms = c.dead_after_ms;
   o.curve.enabled = !c.no_curve;
   o.data_frames = !c.no_data_frames;
+  o.data_port = static_cast<std::uint16_t>(c.data_port);
   if (o.curve.enabled) {
     o.curve.secret_key = load_key_file(fs::path(c.keys) / "receiver.key", true).value();
     o.curve.public_key = load_key_file(fs::path(c.keys) / "receiver.pub", false).value();
@@ -194,6 +196,9 @@ int send(const Common& c, const std::string& peer, const std::string& root,
                {"resumed_from", r.resumed_from},
                {"attempts", r.attempts},
                {"sealed", r.sealed},
+               {"sealed_total", probe.sealed_latents()},
+               {"curve_total", probe.curve_latents()},
+               {"data_fallbacks", probe.data_fallbacks()},
                {"seconds", r.seconds}});
     std::lock_guard<std::mutex> l(mu);
     ++finished;
@@ -319,6 +324,7 @@ int main(int argc, char** argv) {
     sub->add_option("--heartbeat-ms", c.heartbeat_ms);
     sub->add_option("--dead-after-ms", c.dead_after_ms);
     sub->add_option("--as", c.as, "key pair name the sender presents");
+    sub->add_option("--data-port", c.data_port, "receiver: the data connection's port");
   };
   std::string bind, root, peer, outbox, run, keydir;
   std::vector<std::string> tasks;

@@ -256,6 +256,7 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
                           {"ssh", h.ssh},
                           {"bind", h.bind},
                           {"transfer_port", h.transfer_port},
+                          {"transfer_data_port", h.transfer_data_port},
                           {"transfer_metrics_port", h.transfer_metrics_port},
                           {"api_bind", h.api_bind},
                           {"api_port", h.api_port},

@@ -67,6 +67,7 @@ struct Host {
   std::string ssh;                       // SSH alias for start --all
   std::string bind = "127.0.0.1";        // interface services listen on
   int transfer_port = 0;                 // 0 = pick a free port (local mode only)
+  int transfer_data_port = 0;            // its receiver's data connection; see data_port()
   int transfer_metrics_port = 0;         // its transfer service's metrics; 0 = a free one
   std::string transfer_public_key_file;  // CURVE server key pair of this host's receiver
   std::string transfer_secret_key_file;
@@ -76,6 +77,12 @@ struct Host {
   std::string api_bind = "127.0.0.1";
   int api_port = 0;
   int api_metrics_port = 0;
+  // Its transfer receiver's data connection (AES-256-GCM data frames, docs/transfer.md): the port
+  // in effect is transfer_data_port, else transfer_port + 1, else 0 (a free one).
+  int data_port() const {
+    if (transfer_data_port != 0) return transfer_data_port;
+    return transfer_port != 0 && transfer_port < 65535 ? transfer_port + 1 : 0;
+  }
 };
 
 struct Link {

@@ -263,6 +263,10 @@ const Table<Host>& host_table() {
        field("transfer_port", &Host::transfer_port,
              "its transfer receiver's port; 0: a free one (local mode only)",
              {.imin = 0, .imax = 65535}),
+       field("transfer_data_port", &Host::transfer_data_port,
+             "its transfer receiver's data port (AES-256-GCM data frames, docs/transfer.md); 0: "
+             "transfer_port + 1 when transfer_port is set, else a free one",
+             {.imin = 0, .imax = 65535}),
        field("transfer_metrics_port", &Host::transfer_metrics_port,
              "its transfer service's Prometheus port; 0: a free one, kept across restarts",
              {.imin = 0, .imax = 65535, .rule = "unique per host"}),

@@ -111,6 +111,9 @@ Result<std::string> compose_env(const config::Cluster& c, const config::Host& h,
   if (!decoders.empty()) line("DECODER", decoders.front());
   e += "# Must equal hosts[].transfer_port of this host in the config.\n";
   e += fmt::format("H3PIPE_TRANSFER_PORT={}\n", h.transfer_port > 0 ? h.transfer_port : 7700);
+  e +=
+      "# Must equal the data port in effect: hosts[].transfer_data_port, else transfer_port + 1.\n";
+  e += fmt::format("H3PIPE_TRANSFER_DATA_PORT={}\n", h.transfer_port > 0 ? h.data_port() : 7701);
   if (is_control_host(c, h)) e += fmt::format("H3PIPE_REDIS_PUBLISH={}\n", c.redis.port);
   e += "H3PIPE_LOG_LEVEL=info\n";
   return e;

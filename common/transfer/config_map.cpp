@@ -72,6 +72,14 @@ Result<ReceiverOptions> receiver_options(const config::Cluster& c, const std::st
   ReceiverOptions o;
   o.host = host;
   o.bind_endpoint = fmt::format("tcp://{}:{}", h->bind, h->transfer_port);
+  // The data connection's port (docs/transfer.md): fixed, so that containers can publish it.
+  const int data_port = h->data_port();
+  if (data_port != 0 && data_port == h->transfer_port)
+    return make_error(errc::config::kTransfer,
+                      "/hosts/{}/transfer_data_port: {} is the host's transfer_port; the data "
+                      "connection needs a port of its own",
+                      host_index(c, host), data_port);
+  o.data_port = static_cast<std::uint16_t>(data_port);
   o.root = c.artifact_root;
   o.chunk_bytes = c.transfer.chunk_bytes;
   o.window = c.transfer.window;

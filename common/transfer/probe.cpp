@@ -13,6 +13,16 @@ prometheus::Gauge& gauge(prometheus::Registry& r, const char* name, const char* 
   return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({{"role", role}});
 }
 
+prometheus::Counter& latents(prometheus::Registry& r, const std::string& role, const char* path) {
+  return prometheus::BuildCounter()
+      .Name("h3pipe_transfer_latents_total")
+      .Help(
+          "Latents acknowledged durable, by the path of their bytes: sealed (AES-256-GCM data "
+          "frames), curve (the CURVE socket), plain (CURVE off)")
+      .Register(r)
+      .Add({{"role", role}, {"path", path}});
+}
+
 }  // namespace
 
 TransferProbe::TransferProbe(prometheus::Registry& r, const std::string& role)
@@ -34,6 +44,13 @@ TransferProbe::TransferProbe(prometheus::Registry& r, const std::string& role)
       connects_(counter(
           r, "h3pipe_transfer_connects_total",
           "Handshakes completed with a peer (connections, each kept for many transfers)", role)),
+      sealed_(latents(r, role, "sealed")),
+      curve_(latents(r, role, "curve")),
+      plain_(latents(r, role, "plain")),
+      fallbacks_(counter(r, "h3pipe_transfer_data_fallbacks_total",
+                         "Times the sender sent through CURVE because the data connection was not "
+                         "up in time or had stalled",
+                         role)),
       seconds_(prometheus::BuildHistogram()
                    .Name("h3pipe_transfer_seconds")
                    .Help("From offer to verified and durable on the receiver")

@@ -29,6 +29,16 @@ class TransferProbe final {
   // A sender's CURVE (or plain) handshake with a receiver succeeded: one per connection, not per
   // transfer, since a peer's connection is kept warm between transfers.
   void connected() { connects_.Increment(); }  // ..._connects_total
+  // A sender's latent acknowledged durable, by the path its last attempt's bytes took
+  // (h3pipe_transfer_latents_total{path}): sealed (AES-256-GCM data frames), curve (the CURVE
+  // control socket), plain (CURVE off).
+  void delivered_sealed() { sealed_.Increment(); }
+  void delivered_curve() { curve_.Increment(); }
+  void delivered_plain() { plain_.Increment(); }
+  // The sender gave up waiting for a peer's data connection (not up data_wait_ms after the
+  // control handshake: its port unreachable), or left it unused after a sealed attempt stalled:
+  // latents go through CURVE meanwhile (h3pipe_transfer_data_fallbacks_total).
+  void data_fallback() { fallbacks_.Increment(); }
 
   double bytes() const { return bytes_.Value(); }
   double retries() const { return retries_.Value(); }
@@ -41,10 +51,14 @@ class TransferProbe final {
   double dead_peers() const { return dead_.Value(); }
   double failures() const { return failed_.Value(); }
   double connects() const { return connects_.Value(); }
+  double sealed_latents() const { return sealed_.Value(); }
+  double curve_latents() const { return curve_.Value(); }
+  double plain_latents() const { return plain_.Value(); }
+  double data_fallbacks() const { return fallbacks_.Value(); }
 
  private:
   prometheus::Counter &bytes_, &retries_, &integrity_, &resumed_, &refused_, &protocol_, &dead_,
-      &failed_, &connects_;
+      &failed_, &connects_, &sealed_, &curve_, &plain_, &fallbacks_;
   prometheus::Histogram& seconds_;
   prometheus::Gauge &in_flight_, &waiting_;
 };

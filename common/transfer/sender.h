@@ -71,6 +71,12 @@ struct SenderOptions {
   // data_port) gets each offer's bytes as AES-256-GCM data frames over it, under a fresh key per
   // offer sent inside CURVE (data_cipher.h), instead of through CURVE.  false: never.
   bool data_frames = true;
+  // A new connection's offers wait for the data connection (the pong names its port, then its
+  // handshake) at most this long after the control handshake, so that the first latent is sealed
+  // too; past it (the data port unreachable: a firewall, an unpublished container port) the
+  // latents go through CURVE, logged and counted (h3pipe_transfer_data_fallbacks_total), until
+  // the data connection comes up.
+  int data_wait_ms = 1000;
 
   // Decode host for a task whose target_host is empty: the hook gets the candidate hosts and
   // this sender's queue length per host.  Default: the shortest queue (first on ties).

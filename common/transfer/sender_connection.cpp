@@ -48,6 +48,9 @@ void TransferSender::Impl::monitor_events(Peer& p) {
       p.backoff_ms = 0;
       p.last_rx = Clock::now();
       p.next_ping = Clock::now();
+      p.connected_at = Clock::now();
+      p.pong_seen = false;
+      p.data_waited = false;
       probe_.connected();
       logger().info("transfer sender: connected to {} ({})", p.o.host, p.o.endpoint);
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
@@ -91,6 +94,7 @@ bool TransferSender::Impl::send_chunk(Peer& p, const pb::TransferFrame& f, zmq::
 // restarted) replaces the data socket; the active attempt keeps going where it was.
 void TransferSender::Impl::on_pong(Peer& p, const pb::Ping& pong) {
   if (!opts_.curve.enabled || !opts_.data_frames) return;
+  p.pong_seen = true;
   const std::uint32_t port = pong.data_port();
   if (port == p.data_port) return;
   if (p.active && p.sealer) reset_attempt(p);  // its frames went to the old connection
@@ -104,6 +108,29 @@ void TransferSender::Impl::on_pong(Peer& p, const pb::Ping& pong) {
 bool TransferSender::Impl::data_usable(const Peer& p) const {
   return p.data_sock && p.data_connected && opts_.curve.enabled && opts_.data_frames &&
          Clock::now() >= p.data_retry_at;
+}
+
+// Whether the next offer waits for the data connection: on a new control connection, until the
+// pong has named the data port and that connection's handshake is done, at most data_wait_ms
+// after the control handshake (every latent sealed, the first one too).  Past that the wait is
+// over for this connection: logged and counted once, and the latents go through CURVE until
+// the data connection comes up (a firewalled data port costs one wait per connection).
+bool TransferSender::Impl::wait_for_data(Peer& p) {
+  const auto now = Clock::now();
+  if (!opts_.curve.enabled || !opts_.data_frames || p.data_waited || data_usable(p) ||
+      now < p.data_retry_at)
+    return false;
+  if (p.pong_seen && p.data_port == 0) return false;  // the receiver has no data connection
+  if (now - p.connected_at < milliseconds(opts_.data_wait_ms)) return true;
+  p.data_waited = true;
+  probe_.data_fallback();
+  logger().warn(
+      "transfer sender: data connection to {} ({}) not up {} ms after the control connection{}; "
+      "latents go through CURVE until it is",
+      p.o.host, p.o.endpoint, opts_.data_wait_ms,
+      p.pong_seen ? fmt::format(" (data port {} unreachable?)", p.data_port)
+                  : std::string(" (no pong yet)"));
+  return false;
 }
 
 // The data connection's handshake and losses.  A loss during a sealed attempt ends it at once
@@ -142,13 +169,16 @@ void TransferSender::Impl::tick(Peer& p) {
   }
   if (!p.active || !p.connected) return;
   if (p.st == St::kIdle) {
-    if (now < p.next_offer_at) return;
+    if (now < p.next_offer_at || wait_for_data(p)) return;
     offer(p);
   } else if (now - p.progress > milliseconds(opts_.dead_after_ms)) {
     logger().warn("transfer sender: run={} job={}: no progress from {} for {} ms; offering again{}",
                   p.active->task.run_id(), p.active->task.job_id(), p.o.host, opts_.dead_after_ms,
                   p.sealer ? " through CURVE (the data connection is left unused for 60 s)" : "");
-    if (p.sealer) p.data_retry_at = now + std::chrono::seconds(60);
+    if (p.sealer) {
+      p.data_retry_at = now + std::chrono::seconds(60);
+      probe_.data_fallback();
+    }
     reset_attempt(p);
     offer(p);
   } else if (p.st == St::kStreaming || (p.st == St::kOffered && p.eager)) {

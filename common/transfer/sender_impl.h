@@ -54,6 +54,7 @@ class TransferSender::Impl {
   void tick(detail::Peer& p);
   void on_pong(detail::Peer& p, const pb::Ping& pong);
   bool data_usable(const detail::Peer& p) const;
+  bool wait_for_data(detail::Peer& p);
   void data_events(detail::Peer& p);
 
   // sender_transfer.cpp

@@ -70,6 +70,10 @@ struct Peer {
   std::unique_ptr<zmq::socket_t> data_sock, data_mon;
   std::uint32_t data_port = 0;
   bool data_connected = false;
+  // The control connection's handshake time, whether a pong came on it, and whether the wait
+  // for the data connection is over on it (data_wait_ms: offers go through CURVE after it).
+  Clock::time_point connected_at;
+  bool pong_seen = false, data_waited = false;
   std::optional<FrameSealer> sealer;
   std::optional<zmq::message_t> unsent;
   std::uint64_t unsent_len = 0;

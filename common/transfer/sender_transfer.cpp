@@ -342,6 +342,12 @@ void TransferSender::Impl::succeed(Peer& p, const std::string& sha) {
   p.offer_again_ms = 0;
   const double secs = std::chrono::duration<double>(Clock::now() - j.queued).count();
   probe_.transfer_done(secs);
+  if (j.sealed)
+    probe_.delivered_sealed();
+  else if (opts_.curve.enabled)
+    probe_.delivered_curve();
+  else
+    probe_.delivered_plain();
   remove_record(opts_.outbox, j.task);
   logger().info(
       "transfer sender: run={} job={} -> {} durable ({} bytes sent, resumed from {}, {} "

@@ -239,6 +239,9 @@ class Compose(unittest.TestCase):
             self.assertEqual(env["H3PIPE_HOST"], host)
             hostcfg = [h for h in cluster["hosts"] if h["name"] == host][0]
             self.assertEqual(int(env["H3PIPE_TRANSFER_PORT"]), hostcfg["transfer_port"])
+            # The data connection's port in effect (config::Host::data_port): published too.
+            data_port = hostcfg.get("transfer_data_port") or hostcfg["transfer_port"] + 1
+            self.assertEqual(int(env["H3PIPE_TRANSFER_DATA_PORT"]), data_port)
             for name, stage in H3PIPE_SERVICES.items():
                 svc = c["services"][name]
                 with self.subTest(host=host, service=name):
@@ -275,6 +278,8 @@ class Compose(unittest.TestCase):
                         self.assertNotIn("--pool", flags)
                         tp = env["H3PIPE_TRANSFER_PORT"]
                         self.assertEqual(ports.get(tp), tp)
+                        dp = env["H3PIPE_TRANSFER_DATA_PORT"]
+                        self.assertEqual(ports.get(dp), dp, "the data port published")
                         continue
                     self.assertIn("--pool", flags)
                     dev = svc["deploy"]["resources"]["reservations"]["devices"][0]

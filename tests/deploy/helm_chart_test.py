@@ -355,6 +355,10 @@ class ChartTest(ScaleInChecks, unittest.TestCase):
                 self.assertIn("NODE_NAME", env)
                 self.assertEqual(ports["transfer"], v["transfer"]["port"])
                 self.assertEqual([p["hostPort"] for p in c["ports"] if p["name"] == "transfer"], [v["transfer"]["port"]])
+                # The data connection (AES-256-GCM data frames) is reachable the same way.
+                self.assertEqual(ports["transfer-data"], v["transfer"]["dataPort"])
+                self.assertEqual([p["hostPort"] for p in c["ports"] if p["name"] == "transfer-data"],
+                                 [v["transfer"]["dataPort"]])
                 inits = {i["name"]: i for i in ps.get("initContainers", [])}
                 self.assertEqual("keys" in inits, bool(v["cluster"]["transfer"]["curve"]))
                 if "keys" in inits:
@@ -376,6 +380,7 @@ class ChartTest(ScaleInChecks, unittest.TestCase):
             self.assertIn(p["host"], hosts)
         for h in hosts.values():
             self.assertEqual(h["transfer_port"], v["transfer"]["port"], "one transfer port: the DaemonSet's hostPort")
+            self.assertEqual(h["transfer_data_port"], v["transfer"]["dataPort"], "the data port: a hostPort too")
         self.assertEqual(cluster["redis"]["password_file"], "/etc/h3pipe/secrets/redis-password")
         if v["redis"]["sentinel"]["enabled"]:
             self.assertNotIn("host", cluster["redis"], "behind Sentinel: the Sentinels, not one address")

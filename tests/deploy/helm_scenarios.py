@@ -72,7 +72,7 @@ SCENARIOS = {
         "redis": {"existingSecret": "my-redis", "bundled": {"persistence": {"enabled": False}}},
         "curve": {"existingSecret": "my-curve"}}),
     "no-transfer-curve-off": ("h3", {"transfer": {"enabled": False}, "cluster": {"transfer": {"curve": False}}}),
-    "transfer-port": ("h3", {"transfer": {"port": 7800}}),
+    "transfer-port": ("h3", {"transfer": {"port": 7800, "dataPort": 7900}}),
     "long-release": (LONG_RELEASE, merged(TLS, {
         "keda": {"enabled": True}, "serviceMonitor": {"enabled": True},
         "samplerPools": [dict(POOLS[0], name="a-sampler-pool-name-of-forty-characters-x")],
@@ -126,6 +126,11 @@ FAILURES = {
     "transfer-port-disagrees": ("h3", merged(KEYS, {"cluster": {"hosts": [
         {"name": "node292", "address": "10.0.0.1", "transfer_port": 7701},
         {"name": "node241", "address": "10.0.0.2"}]}}), "transfer_port 7701 differs from transfer.port 7700"),
+    "transfer-data-port-disagrees": ("h3", merged(KEYS, {"cluster": {"hosts": [
+        {"name": "node292", "address": "10.0.0.1", "transfer_data_port": 7702},
+        {"name": "node241", "address": "10.0.0.2"}]}}), "transfer_data_port 7702 differs from transfer.dataPort 7701"),
+    "transfer-data-port-is-the-port": ("h3", merged(KEYS, {"transfer": {"dataPort": 7700}}),
+                                       "transfer.dataPort 7700 equals transfer.port"),
     "tls-without-secret": ("h3", merged(KEYS, {"redis": {"tls": {"enabled": True}}}), "redis.tls.existingSecret"),
     "pool-on-unknown-host": ("h3", merged(KEYS, {"decoder": {"host": "node9"}}), 'decoder: host "node9" is not a host'),
     "helm-release-name": ("H3", KEYS, 'invalid release name "H3"'),

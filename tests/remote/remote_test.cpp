@@ -267,7 +267,8 @@ TEST(ComposeEnv, RendersProfilesPoolsAndPorts) {
   for (const char* line :
        {"COMPOSE_PROFILES=control,decoder-host\n", "H3PIPE_HOST=node241\n",
         "H3PIPE_CONFIG_FILE=./cluster.json\n", "H3PIPE_DECODER_POOL=3080ti-decode\n",
-        "H3PIPE_DECODER_GPUS=0\n", "H3PIPE_TRANSFER_PORT=7700\n", "H3PIPE_REDIS_PUBLISH=6379\n"})
+        "H3PIPE_DECODER_GPUS=0\n", "H3PIPE_TRANSFER_PORT=7700\n",
+        "H3PIPE_TRANSFER_DATA_PORT=7701\n", "H3PIPE_REDIS_PUBLISH=6379\n"})
     EXPECT_NE(e->find(line), std::string::npos) << line << "\n" << *e;
   e = compose_env(c, *c.find_host("node292"), "./cluster.json");
   ASSERT_TRUE(e.ok());

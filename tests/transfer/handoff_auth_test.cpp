@@ -152,6 +152,8 @@ TEST(TransferHandoffAuth, ALatentIsAcceptedOnlyFromTheHostThatSampledItsJob) {
   ASSERT_TRUE(o.ok()) << o.error().to_string();
   ASSERT_TRUE(o->curve.enabled);
   o->bind_endpoint = "tcp://127.0.0.1:0";
+  EXPECT_EQ(o->data_port, 7802) << "hosts[].transfer_data_port 0: transfer_port + 1";
+  o->data_port = 0;    // a free one, as the control port's
   o->check_file = {};  // the latents here are random bytes, not of the jobs' profile
   transfer_service::Handoff handoff(f.cluster, "b", f.redis.address());
   handoff.guard(*o);

@@ -207,8 +207,44 @@ TEST_F(Netns, LatentsCrossTheShapedLinkEachVerifiedEachDurableOnce) {
     EXPECT_EQ(artifacts::verify(p).value(), sha[job]);
     EXPECT_TRUE(latent::read_latent(p, nullptr).ok()) << "a valid latent on B";
   }
-  for (const auto& e : events(slog(), "sent")) EXPECT_EQ(e["attempts"], 1);
+  for (const auto& e : events(slog(), "sent")) {
+    EXPECT_EQ(e["attempts"], 1);
+    // Issue #36 item 8: every latent's bytes as AES-256-GCM data frames, the connection's first
+    // one too (its offer waits for the data connection).
+    EXPECT_EQ(e["sealed"], true) << e.dump();
+    EXPECT_EQ(e["data_fallbacks"], 0) << e.dump();
+  }
   EXPECT_TRUE(events(slog(), "failed").empty());
+}
+
+// A firewalled data port (packets dropped: no RST, the connect just hangs): the hand-off does not
+// hang; the first offer waits for the data connection at most data_wait_ms (1 s), then every
+// latent goes through CURVE, and the fallback is counted once for the connection.
+TEST_F(Netns, FirewalledDataPortFallsBackToCurveWithinABoundedTime) {
+  const std::string rel1 = "run1/fw1/latent.h3latent", rel2 = "run1/fw2/latent.h3latent";
+  const std::string sha1 = make_latent(rel1, 736, 416, 124), sha2 = make_latent(rel2, 64, 64, 9);
+  ASSERT_EQ(sh("ip netns exec " + b_ + " iptables -A INPUT -p tcp --dport 7001 -j DROP"), 0);
+  start_receiver({"--data-port", "7001"});
+  EXPECT_EQ(events(rlog(), "ready").at(0)["data_endpoint"], "tcp://10.213.0.2:7001");
+  const auto t0 = std::chrono::steady_clock::now();
+  start_sender({"--task", rel1, "--task", rel2, "--sequential", "--exit-after", "2"});
+  ASSERT_EQ(sender_->wait_exit(30s), 0) << "the hand-off hung; see " << dir_.path();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 6.0) << "one 1 s wait for the data connection, then CURVE at the link's rate";
+  auto sent = events(slog(), "sent");
+  ASSERT_EQ(sent.size(), 2u);
+  for (const auto& e : sent) {
+    EXPECT_EQ(e["sealed"], false) << e.dump();
+    EXPECT_EQ(e["attempts"], 1) << e.dump();
+  }
+  EXPECT_EQ(sent[1]["curve_total"], 2);
+  EXPECT_EQ(sent[1]["data_fallbacks"], 1) << "counted once for the connection";
+  EXPECT_GE(sent[0]["seconds"].get<double>(), 0.9) << "the offer waited for the data connection";
+  EXPECT_EQ(artifacts::verify(root_b() / rel1).value(), sha1);
+  EXPECT_EQ(artifacts::verify(root_b() / rel2).value(), sha2);
+  std::ifstream out(dir_.path() / "send.out");
+  const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("not up 1000 ms after the control connection"), std::string::npos) << text;
 }
 
 TEST_F(Netns, BitFlippedInTransitIsDetectedAndResent) {

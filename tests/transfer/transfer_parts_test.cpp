@@ -69,6 +69,20 @@ TEST(Keys, ShippedSeedsConfigAdmitsTheSendingHostByItsKeyFile) {
   auto r = receiver_options(*c, "node241");
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->curve.allowed_clients, std::vector<std::string>{pairs["node292"].public_z85});
+  // The data connection's port: transfer_port + 1 unless the host names one (compose and the
+  // chart publish it); never the control port.
+  EXPECT_EQ(r->data_port, 7701);
+  j["hosts"][1]["transfer_data_port"] = 7750;
+  auto c2 = config::parse(j, d.path());
+  ASSERT_TRUE(c2.ok()) << c2.error().message;
+  EXPECT_EQ(receiver_options(*c2, "node241")->data_port, 7750);
+  j["hosts"][1]["transfer_data_port"] = 7700;
+  auto same = receiver_options(config::parse(j, d.path()).value(), "node241");
+  ASSERT_FALSE(same.ok());
+  EXPECT_NE(same.error().message.find("/hosts/1/transfer_data_port: 7700 is the host's"),
+            std::string::npos)
+      << same.error().message;
+  j["hosts"][1].erase("transfer_data_port");
   // A sending host whose key file is missing is named in the error.
   std::filesystem::remove(pairs["node292"].public_path);
   auto bad = receiver_options(*c, "node241");

@@ -10,6 +10,9 @@
 {{- if not .Values.decoder.enabled -}}
 {{- fail "decoder.enabled: false leaves the cluster without a decode pool: nothing would decode the sampled latents, so every job would wait forever (h3pipe's config loader rejects it)" -}}
 {{- end -}}
+{{- if eq (int .Values.transfer.dataPort) (int .Values.transfer.port) -}}
+{{- fail (printf "transfer.dataPort %v equals transfer.port: the receiver's data connection needs a port of its own" .Values.transfer.dataPort) -}}
+{{- end -}}
 {{- $hosts := list -}}
 {{- range $h := .Values.cluster.hosts -}}
 {{- $hosts = append $hosts $h.name -}}
@@ -17,6 +20,9 @@
        transfer.port (the chart fills it in); a host that gives another one is an error. */ -}}
 {{- if and (hasKey $h "transfer_port") (ne (int $h.transfer_port) (int $.Values.transfer.port)) -}}
 {{- fail (printf "cluster.hosts[%s].transfer_port %v differs from transfer.port %v: the transfer DaemonSet listens on transfer.port on every node; drop transfer_port from cluster.hosts (the chart sets it from transfer.port)" $h.name $h.transfer_port $.Values.transfer.port) -}}
+{{- end -}}
+{{- if and (hasKey $h "transfer_data_port") (ne (int $h.transfer_data_port) (int $.Values.transfer.dataPort)) -}}
+{{- fail (printf "cluster.hosts[%s].transfer_data_port %v differs from transfer.dataPort %v: the transfer DaemonSet's data connection listens on transfer.dataPort on every node; drop transfer_data_port from cluster.hosts (the chart sets it from transfer.dataPort)" $h.name $h.transfer_data_port $.Values.transfer.dataPort) -}}
 {{- end -}}
 {{- end -}}
 {{- $pools := list -}}
