@@ -25,8 +25,12 @@
 
 namespace h3pipe::cli {
 
-void register_extra_commands(CLI::App& app, Global& g, int& rc) {
-  auto* latent = app.add_subcommand("latent", "latent file tools");
+namespace {
+
+using ProfileSources = std::vector<std::pair<const latent::LatentProfile*, const char*>>;
+
+// `latent inspect FILE [--json] [--profile P --geometry WxHxF@FPS]`.
+void register_latent_inspect(CLI::App* latent, Global& g, int& rc) {
   auto* inspect = latent->add_subcommand("inspect",
                                          "validate a latent (.h3latent v1/v2, ComfyUI .latent) and "
                                          "print its tensors, metadata and SHA-256");
@@ -75,14 +79,41 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
         (c.ok() ? c->limits.max_latent_bytes : config::Limits{}.max_latent_bytes) +
             latent::st::kMaxHeaderBytes + 8);
   });
-  // The profile table as the C++ side parsed it (the node pack reads the same file; its tests
-  // compare the two whole tables through --json), plus the config's declared profiles.
+}
+
+// `latent profiles`: one row per profile, where it comes from at the end.
+void print_profile_table(const ProfileSources& all) {
+  fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}\n", "profile", "C", "frames",
+             "spatial", "multiple", "fps", "audio", "models");
+  for (auto [p, from] : all) {
+    const std::string frames = p->frame_rule == latent::FrameRule::kFloor
+                                   ? fmt::format(">={}", p->frame_offset)
+                                   : fmt::format("{}k+{}", p->temporal_factor, p->frame_offset);
+    std::string audio = "none";
+    if (p->has_audio()) {
+      audio = "(";
+      for (std::size_t i = 0; i < p->audio.shape.size(); ++i)
+        audio += (i ? "," : "") + (p->audio.shape[i] == latent::AudioRule::kLength
+                                       ? std::string("L")
+                                       : std::to_string(p->audio.shape[i]));
+      audio += ")";
+    }
+    fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}{}\n", p->name, p->channels, frames,
+               p->spatial_factor, p->size_multiple, p->fps ? std::to_string(p->fps) : "any", audio,
+               p->models, std::string_view(from) == "config" ? " (config)" : "");
+  }
+}
+
+// `latent profiles [--json]`: the profile table as the C++ side parsed it (the node pack reads the
+// same file; its tests compare the two whole tables through --json), plus the config's declared
+// profiles.
+void register_latent_profiles(CLI::App* latent, Global& g, int& rc) {
   auto* lp = latent->add_subcommand(
       "profiles", "list the latent profiles: built-in, and declared in the config");
   static bool lp_json = false;
   lp->add_flag("--json", lp_json, "the profiles as JSON, in the latent_profiles form");
   lp->callback([&rc, &g] {
-    std::vector<std::pair<const latent::LatentProfile*, const char*>> all;
+    ProfileSources all;
     for (const auto& p : latent::builtin_profiles()) all.emplace_back(&p, "built-in");
     auto c = load_cluster(g);
     if (c.ok())
@@ -96,30 +127,14 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
       }
       std::cout << out.dump(2) << "\n";
     } else {
-      fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}\n", "profile", "C", "frames",
-                 "spatial", "multiple", "fps", "audio", "models");
-      for (auto [p, from] : all) {
-        const std::string frames = p->frame_rule == latent::FrameRule::kFloor
-                                       ? fmt::format(">={}", p->frame_offset)
-                                       : fmt::format("{}k+{}", p->temporal_factor, p->frame_offset);
-        std::string audio = "none";
-        if (p->has_audio()) {
-          audio = "(";
-          for (std::size_t i = 0; i < p->audio.shape.size(); ++i)
-            audio += (i ? "," : "") + (p->audio.shape[i] == latent::AudioRule::kLength
-                                           ? std::string("L")
-                                           : std::to_string(p->audio.shape[i]));
-          audio += ")";
-        }
-        fmt::print("{:<14} {:>4} {:>10} {:>7} {:>8} {:>4}  {:<18} {}{}\n", p->name, p->channels,
-                   frames, p->spatial_factor, p->size_multiple,
-                   p->fps ? std::to_string(p->fps) : "any", audio, p->models,
-                   std::string_view(from) == "config" ? " (config)" : "");
-      }
+      print_profile_table(all);
     }
     rc = 0;
   });
-  register_planner_commands(app, g, rc);
+}
+
+// `keygen`: a CURVE key pair for the transfer service.
+void register_keygen(CLI::App& app, int& rc) {
   auto* kg =
       app.add_subcommand("keygen", "write a CURVE key pair DIR/NAME.pub and DIR/NAME.key (0600)");
   static std::string kg_dir = ".", kg_name = "transfer";
@@ -138,6 +153,10 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
                k->secret_path.string());
     rc = 0;
   });
+}
+
+// `preflight [--host H]`.
+void register_preflight(CLI::App& app, Global& g, int& rc) {
   auto* pf = app.add_subcommand(
       "preflight", "check Redis, services, GPUs, disk, clocks, keys and ComfyUI endpoints");
   static std::string pf_host;
@@ -152,6 +171,17 @@ void register_extra_commands(CLI::App& app, Global& g, int& rc) {
     }
     rc = preflight::preflight_main(*c, pf_host, std::cout);
   });
+}
+
+}  // namespace
+
+void register_extra_commands(CLI::App& app, Global& g, int& rc) {
+  auto* latent = app.add_subcommand("latent", "latent file tools");
+  register_latent_inspect(latent, g, rc);
+  register_latent_profiles(latent, g, rc);
+  register_planner_commands(app, g, rc);
+  register_keygen(app, rc);
+  register_preflight(app, g, rc);
 }
 
 namespace {

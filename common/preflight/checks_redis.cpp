@@ -199,125 +199,135 @@ void check_tls(const config::Cluster& c, const Options& o, Report& rep) {
              "/redis/allow_plaintext true on a network you trust");
 }
 
-void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
-  check_tls(c, o, rep);
-  Resolved res = resolve_address(c, o);
-  const bool sentinel = !res.addr.sentinels.empty();
-  const std::string at = queue::is_unix_socket(res.addr.host)
-                             ? "unix:" + res.addr.host
-                             : fmt::format("{}:{}", res.addr.host, res.addr.port);
-  // Behind Sentinel the primary is known once a Sentinel named it (the connection's where()).
-  std::string target = sentinel ? fmt::format("sentinel master {}", c.redis.sentinel.master)
-                       : res.error.empty() ? at
-                                           : fmt::format("{}:{}", c.redis.host, c.redis.port);
-  const bool replicas = sentinel || c.redis.wait_replicas > 0;
-  auto skip_rest = [&](const std::string& why) {
-    for (const char* n :
-         {"redis.version", "redis.aof", "redis.eviction", "redis.replicas", "clock.skew"})
-      if (replicas || std::string(n) != "redis.replicas") rep.add(n, target, Outcome::kSkip, why);
-  };
-  if (!res.error.empty()) {
-    rep.fail("redis.reachable", target, res.error,
-             "start the cluster first (h3pipe start), or set /redis/port to the server's port");
-    rep.add("redis.auth", target, Outcome::kSkip, "needs redis.reachable");
-    skip_rest("needs redis.reachable");
-    return;
-  }
+namespace {
 
-  // Read the password ourselves so an unreadable password file is named as such.
-  if (!res.password_file.empty()) {
-    std::ifstream pf(res.password_file);
-    if (!pf) {
-      rep.add("redis.reachable", target, Outcome::kSkip, "needs redis.auth");
-      rep.fail("redis.auth", target,
-               fmt::format("cannot read the password file {}", res.password_file),
-               "create the file (one line, the password; chmod 600) or fix the path in the config");
-      skip_rest("needs redis.auth");
-      return;
-    }
-    config::Redis pr;
-    pr.password_file = res.password_file;
-    res.addr.password = pr.password();
-  }
+// Where the Redis checks report: behind Sentinel the primary once a Sentinel named it (the
+// connection's where()), else the address.
+struct Target {
+  std::string name;
+  bool sentinel = false;
+  bool replicas = false;  // redis.replicas is a row (Sentinel or /redis/wait_replicas)
+};
 
+// The checks that need a connection, skipped because of `why`.
+void skip_rest(const Target& t, Report& rep, const std::string& why) {
+  for (const char* n :
+       {"redis.version", "redis.aof", "redis.eviction", "redis.replicas", "clock.skew"})
+    if (t.replicas || std::string(n) != "redis.replicas") rep.add(n, t.name, Outcome::kSkip, why);
+}
+void unreachable(const Target& t, Report& rep, const std::string& why, const std::string& fix) {
+  rep.fail("redis.reachable", t.name, why, fix);
+  rep.add("redis.auth", t.name, Outcome::kSkip, "needs redis.reachable");
+  skip_rest(t, rep, "needs redis.reachable");
+}
+
+// The password read here, so an unreadable password file is named as such; false when it is.
+bool read_password(Resolved& res, const Target& t, Report& rep) {
+  if (res.password_file.empty()) return true;
+  std::ifstream pf(res.password_file);
+  if (!pf) {
+    rep.add("redis.reachable", t.name, Outcome::kSkip, "needs redis.auth");
+    rep.fail("redis.auth", t.name,
+             fmt::format("cannot read the password file {}", res.password_file),
+             "create the file (one line, the password; chmod 600) or fix the path in the config");
+    skip_rest(t, rep, "needs redis.auth");
+    return false;
+  }
+  config::Redis pr;
+  pr.password_file = res.password_file;
+  res.addr.password = pr.password();
+  return true;
+}
+
+// redis.reachable, and the connection (nullptr when the rows say why there is none).
+std::unique_ptr<queue::Redis> connect_reachable(const config::Cluster& c, const Resolved& res,
+                                                Target& t, Report& rep) {
   auto t0 = std::chrono::steady_clock::now();
   auto conn = queue::Redis::connect(res.addr);
   double connect_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!conn.ok() && conn.error().code == errc::redis::kSentinel) {
-    rep.fail(
-        "redis.reachable", target, conn.error().message,
-        "see the sentinel.* rows: a Sentinel that answers must monitor /redis/sentinel/master");
-    rep.add("redis.auth", target, Outcome::kSkip, "needs redis.reachable");
-    skip_rest("needs redis.reachable");
-    return;
+    unreachable(t, rep, conn.error().message,
+                "see the sentinel.* rows: a Sentinel that answers must monitor "
+                "/redis/sentinel/master");
+    return nullptr;
   }
-  if (sentinel && conn.ok()) target = (*conn)->where();
+  if (t.sentinel && conn.ok()) t.name = (*conn)->where();
   if (!conn.ok() && conn.error().code == errc::redis::kConnect) {
-    rep.fail("redis.reachable", target, conn.error().message,
-             c.redis.embedded
-                 ? "start the cluster (h3pipe start); the embedded Redis runs with it"
-                 : "start Redis on that host (compose profile control) and check the "
-                   "firewall; /redis/host and /redis/port must reach it from this machine");
-    rep.add("redis.auth", target, Outcome::kSkip, "needs redis.reachable");
-    skip_rest("needs redis.reachable");
-    return;
+    unreachable(t, rep, conn.error().message,
+                c.redis.embedded
+                    ? "start the cluster (h3pipe start); the embedded Redis runs with it"
+                    : "start Redis on that host (compose profile control) and check the "
+                      "firewall; /redis/host and /redis/port must reach it from this machine");
+    return nullptr;
   }
   rep.pass(
-      "redis.reachable", target,
-      sentinel
+      "redis.reachable", t.name,
+      t.sentinel
           ? fmt::format("the primary Sentinel names for \"{}\"; found and connected in {:.1f} ms",
                         c.redis.sentinel.master, connect_ms)
           : fmt::format("{} connect in {:.1f} ms",
                         queue::is_unix_socket(res.addr.host) ? "Unix socket" : "TCP", connect_ms));
-  std::string who = res.addr.user.empty() ? "the default user" : "user " + res.addr.user;
-  if (!conn.ok()) {
-    rep.fail("redis.auth", target, conn.error().message,
+  if (!conn.ok()) {  // connected, but refused the credentials
+    rep.fail("redis.auth", t.name, conn.error().message,
              "the password in /redis/password_file (and /redis/user) must match the server's ACL "
              "(configs/redis/entrypoint.sh builds it from the same secret file)");
-    skip_rest("needs redis.auth");
-    return;
+    skip_rest(t, rep, "needs redis.auth");
+    return nullptr;
   }
-  auto& r = **conn;
+  return std::move(*conn);
+}
+
+// redis.auth: PING as `who`, and whether a password guards the server at all; false when PING
+// is refused.
+bool check_auth(const config::Cluster& c, const Resolved& res, queue::Redis& r, const Target& t,
+                const std::string& who, Report& rep) {
   auto ping = queue::ping(r);
   if (!ping.ok()) {
     bool noauth = ping.error().message.find("NOAUTH") != std::string::npos;
-    rep.fail("redis.auth", target, ping.error().message,
+    rep.fail("redis.auth", t.name, ping.error().message,
              noauth ? "the server requires a password: set /redis/password_file (and /redis/user)"
                     : "the ACL of " + who + " must allow PING, INFO, TIME and the h3pipe:* keys");
-    skip_rest("needs redis.auth");
-    return;
+    skip_rest(t, rep, "needs redis.auth");
+    return false;
   }
   // A Redis that takes commands without a password is anyone's on that network: tolerable on one
   // machine (a warning), a failure between hosts (issue #14).
   if (res.addr.password.empty() && c.hosts.size() > 1)
-    rep.fail("redis.auth", target, "no password configured and the server accepts commands",
+    rep.fail("redis.auth", t.name, "no password configured and the server accepts commands",
              "give every service its ACL user (configs/redis/users.acl, /redis/credentials_dir or "
              "/redis/user + /redis/password_file)");
   else if (res.addr.password.empty())
-    rep.warn("redis.auth", target, "no password configured and the server accepts commands",
+    rep.warn("redis.auth", t.name, "no password configured and the server accepts commands",
              "`h3pipe start` runs its Redis with per-service ACL users; a Redis of your own "
              "needs /redis/credentials_dir or /redis/user + /redis/password_file");
   else
-    rep.pass("redis.auth", target, "authenticated as " + who);
+    rep.pass("redis.auth", t.name, "authenticated as " + who);
+  return true;
+}
 
+void check_version(queue::Redis& r, const std::string& target, const std::string& who,
+                   Report& rep) {
   auto server = queue::info(r, "server");
   if (!server.ok()) {
     rep.fail("redis.version", target, server.error().message,
              "allow INFO for " + who + " (ACL: +info)");
-  } else {
-    std::string ver = info_field(*server, "redis_version");
-    int major = 0, minor = 0;
-    std::sscanf(ver.c_str(), "%d.%d", &major, &minor);
-    if (major > kMinRedisMajor || (major == kMinRedisMajor && minor >= kMinRedisMinor))
-      rep.pass("redis.version", target, "redis " + ver);
-    else
-      rep.fail(
-          "redis.version", target, "redis " + (ver.empty() ? std::string("(unknown)") : ver),
-          fmt::format("h3pipe needs Redis >= {}.{} (XAUTOCLAIM, ACL users); upgrade the server",
-                      kMinRedisMajor, kMinRedisMinor));
+    return;
   }
+  std::string ver = info_field(*server, "redis_version");
+  int major = 0, minor = 0;
+  std::sscanf(ver.c_str(), "%d.%d", &major, &minor);
+  if (major > kMinRedisMajor || (major == kMinRedisMajor && minor >= kMinRedisMinor))
+    rep.pass("redis.version", target, "redis " + ver);
+  else
+    rep.fail("redis.version", target, "redis " + (ver.empty() ? std::string("(unknown)") : ver),
+             fmt::format("h3pipe needs Redis >= {}.{} (XAUTOCLAIM, ACL users); upgrade the server",
+                         kMinRedisMajor, kMinRedisMinor));
+}
 
+// redis.aof and redis.eviction: what a Redis restart or a full memory would lose.
+void check_durability(const config::Cluster& c, queue::Redis& r, const std::string& target,
+                      const std::string& who, Report& rep) {
   auto pers = queue::info(r, "persistence");
   if (!pers.ok()) {
     rep.fail("redis.aof", target, pers.error().message, "allow INFO for " + who + " (ACL: +info)");
@@ -335,7 +345,6 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
                "set appendonly yes (CONFIG SET appendonly yes, and in redis.conf)");
     }
   }
-
   auto mem = queue::info(r, "memory");
   if (mem.ok()) {
     std::string policy = info_field(*mem, "maxmemory_policy");
@@ -348,10 +357,11 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
   } else {
     rep.add("redis.eviction", target, Outcome::kSkip, mem.error().message);
   }
+}
 
-  if (replicas) check_replicas(c, r, target, who, rep);
-
-  // Redis TIME against the local clock, taking the midpoint of the round trip.
+// Redis TIME against the local clock, taking the midpoint of the round trip.
+void check_clock(const Options& o, queue::Redis& r, const std::string& target,
+                 const std::string& who, Report& rep) {
   auto before = std::chrono::system_clock::now();
   auto time = queue::server_time_s(r);
   auto after = std::chrono::system_clock::now();
@@ -374,6 +384,36 @@ void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
                  "synchronise clocks (chrony/systemd-timesyncd) on this host and the Redis host; "
                  "more than {:.0f} s skews receipts and lease ages",
                  o.max_clock_skew_s));
+}
+
+}  // namespace
+
+void check_redis(const config::Cluster& c, const Options& o, Report& rep) {
+  check_tls(c, o, rep);
+  Resolved res = resolve_address(c, o);
+  Target t;
+  t.sentinel = !res.addr.sentinels.empty();
+  t.replicas = t.sentinel || c.redis.wait_replicas > 0;
+  const std::string at = queue::is_unix_socket(res.addr.host)
+                             ? "unix:" + res.addr.host
+                             : fmt::format("{}:{}", res.addr.host, res.addr.port);
+  t.name = t.sentinel          ? fmt::format("sentinel master {}", c.redis.sentinel.master)
+           : res.error.empty() ? at
+                               : fmt::format("{}:{}", c.redis.host, c.redis.port);
+  if (!res.error.empty()) {
+    unreachable(t, rep, res.error,
+                "start the cluster first (h3pipe start), or set /redis/port to the server's port");
+    return;
+  }
+  if (!read_password(res, t, rep)) return;
+  const auto conn = connect_reachable(c, res, t, rep);
+  if (!conn) return;
+  const std::string who = res.addr.user.empty() ? "the default user" : "user " + res.addr.user;
+  if (!check_auth(c, res, *conn, t, who, rep)) return;
+  check_version(*conn, t.name, who, rep);
+  check_durability(c, *conn, t.name, who, rep);
+  if (t.replicas) check_replicas(c, *conn, t.name, who, rep);
+  check_clock(o, *conn, t.name, who, rep);
 }
 
 }  // namespace h3pipe::preflight

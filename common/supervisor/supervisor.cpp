@@ -5,9 +5,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,333 +29,20 @@
 #include "common/supervisor/redis_plan.h"
 #include "common/supervisor/stack_file.h"
 #include "common/supervisor/state_dir.h"
-
-extern char** environ;
+#include "common/supervisor/supervise.h"
 
 namespace h3pipe::supervisor {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 namespace {
 
-volatile sig_atomic_t g_term = 0;
-void on_term(int) {
-  g_term = 1;
-}
-
-struct Child {
-  std::string name;
-  std::vector<std::string> argv;
-  fs::path log;
-  pid_t pid = -1;
-  int restarts = 0;
-  Clock::time_point started{};
-  Clock::time_point next_start{};
-  int backoff_ms = 100;
-  std::vector<std::string> env{};  // NAME=VALUE added to (or replacing in) the supervisor's
-  int exits = 0;                   // how often it has exited, and how the last time (stack.json)
-  std::string last_exit{};
-  std::filesystem::path unlink_before{};  // a stale socket it listens on (stunnel)
-  // Its Prometheus port: the config's, else the one its first run chose (read from its run file,
-  // then passed as --metrics-port to every restart, so a scrape target stays valid); 0 = unknown.
-  int metrics_port = 0;
-};
-
-// The runner's exit status when it cannot bind the metrics port it was given (runner.cpp).
-constexpr int kExitMetricsPortInUse = 98;
-
-// The metrics port that process `pid` wrote in its run file (0: not written yet).
-int metrics_port_of(const fs::path& run_file, pid_t pid) {
-  auto text = read_bounded_file(run_file, {"a run file", kMaxSmallFileBytes});
-  if (!text.ok()) return 0;
-  std::string why;
-  const auto j =
-      json_reader::parse_limited(*text, {kMaxSmallFileBytes}, &why).value_or(nlohmann::json());
-  if (!j.is_object() || j.value("pid", -1) != pid) return 0;
-  return j.value("metrics_port", 0);
-}
-
-// fork + exec rather than posix_spawn: the child must die with the supervisor
-// (PR_SET_PDEATHSIG; a supervisor killed with -9 leaves no invisible services behind, issue #14),
-// and must not outlive a supervisor that died before the prctl took effect.
-pid_t spawn(const Child& c) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    std::string_view kv(*e);
-    bool replaced = false;
-    for (const auto& add : c.env)
-      if (kv.substr(0, kv.find('=') + 1) == std::string_view(add).substr(0, add.find('=') + 1))
-        replaced = true;
-    if (!replaced) env_strings.emplace_back(kv);
-  }
-  env_strings.insert(env_strings.end(), c.env.begin(), c.env.end());
-  std::vector<char*> envp, argv;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  if (!c.unlink_before.empty()) ::unlink(c.unlink_before.c_str());
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;  // -1 on failure
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != parent) ::_exit(1);
-  const int in = ::open("/dev/null", O_RDONLY);
-  const int out = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  if (in < 0 || out < 0) ::_exit(127);
-  ::dup2(in, 0);
-  ::dup2(out, 1);
-  ::dup2(out, 2);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::signal(SIGTERM, SIG_DFL);
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it (queue/redis.h); its children choose
-  ::execve(argv[0], argv.data(), envp.data());
-  ::_exit(127);
-}
-
-// "" when Redis answers PING at `a`, else why not.
-std::string redis_problem(const queue::RedisAddress& a) {
-  auto r = queue::Redis::connect(a);
-  if (!r.ok()) return r.error().message;
-  const Status s = queue::ping(**r);
-  return s.ok() ? "" : s.error().message;
-}
+// Where Redis is, for a message: its socket or HOST:PORT.
 std::string redis_where(const queue::RedisAddress& a) {
   return queue::is_unix_socket(a.host) ? "unix:" + a.host : fmt::format("{}:{}", a.host, a.port);
-}
-bool redis_ping(const queue::RedisAddress& a) {
-  return redis_problem(a).empty();
 }
 
 fs::path stack_path(const config::Cluster& c) {
   return stack_file(c.state_dir);
-}
-
-// How the supervisor itself reaches Redis: this host's way (redis_plan.h) as the plan's user:
-// admin only where this stack runs Redis, else the operator (issue #34 P2), or the config's.
-queue::RedisAddress supervisor_address(const config::Cluster& c, const RedisPlan& plan) {
-  queue::RedisAddress a = plan.local;
-  a.user = c.redis.user;
-  a.password = c.redis.password();
-  if (!plan.ping_role.empty()) {
-    const RedisUser u = user_for(plan.credentials_dir, plan.ping_role);
-    config::Redis r;
-    r.password_file = u.password_file;
-    a.user = u.user;
-    a.password = r.password();
-  }
-  return a;
-}
-
-// The supervisor proper; runs in the daemonized child and never returns.
-[[noreturn]] void supervise(const config::Cluster& c, const StartOptions& o,
-                            const std::string& host, const RedisPlan& plan) {
-  // The name `stop` checks (stack_file.h), beside the lock and the start time.
-  ::prctl(PR_SET_NAME, kSupervisorComm);
-  fs::path logs = c.state_dir / "logs";  // logs/, redis/, run/: made private by start()
-  std::error_code ec;
-  struct sigaction sa {};
-  sa.sa_handler = on_term;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-
-  std::vector<Child> children;
-  {
-    // On its Unix socket in the 0700 state dir; TCP only where the plan needs it (issue #35 D1).
-    Child r{.name = "redis",
-            .argv = redis_server_argv("/usr/bin/redis-server", plan.tcp_port,
-                                      plan.tcp_bind.empty() ? "127.0.0.1" : plan.tcp_bind,
-                                      plan.socket, c.state_dir / "redis"),
-            .log = logs / "redis.log"};
-    // Per-service ACL users, the default user off (credentials.h); rendered by start().
-    // Redis rewrites its process title, so leftovers are found by this file (end_leftovers).
-    r.argv.push_back("--pidfile");
-    r.argv.push_back((c.state_dir / "redis" / "redis.pid").string());
-    children.push_back(r);
-  }
-  if (plan.tls_server || plan.tls_client)  // the TLS hop between hosts (redis_plan.h)
-    children.push_back({.name = "stunnel",
-                        .argv = {stunnel_binary(), plan.stunnel_conf.string()},
-                        .log = logs / "stunnel.log",
-                        .unlink_before = plan.tls_client ? plan.tunnel_socket : fs::path()});
-  const std::size_t n_infra = children.size();  // Redis and its stunnel: first up, last down
-  std::string cfg = o.config_file.empty() ? "" : fs::absolute(o.config_file).string();
-  auto service = [&](const std::string& svc, const std::string& instance, const std::string& pool) {
-    Child ch{.name = svc + "-" + instance,
-             .argv = {(o.bin_dir / ("h3pipe-" + svc)).string()},
-             .log = logs / (svc + "-" + instance + ".log")};
-    if (!cfg.empty()) {
-      ch.argv.push_back("--config");
-      ch.argv.push_back(cfg);
-    }
-    ch.argv.insert(ch.argv.end(), {"--host", host, "--state-dir", c.state_dir.string()});
-    if (queue::is_unix_socket(plan.local.host)) {
-      ch.argv.push_back("--redis");
-      ch.argv.push_back(plan.local.host);
-    }
-    if (!pool.empty()) {
-      ch.argv.push_back("--pool");
-      ch.argv.push_back(pool);
-    }
-    if (const fs::path& creds = plan.credentials_dir; !creds.empty()) {
-      const RedisUser u = user_for(creds, svc);
-      ch.env = {"H3PIPE_REDIS_USER=" + u.user,
-                "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
-    }
-    const config::Pool* p = pool.empty() ? nullptr : c.find_pool(pool);
-    ch.metrics_port = p ? p->metrics_port : c.find_host(host)->transfer_metrics_port;
-    children.push_back(ch);
-  };
-  for (const auto* p : c.pools_on(host)) {
-    const char* svc = p->stage == config::StageKind::kEncode   ? "encoder"
-                      : p->stage == config::StageKind::kSample ? "sampler"
-                                                               : "decoder";
-    service(svc, p->name, p->name);
-  }
-  if (c.hosts.size() > 1 && fs::exists(o.bin_dir / "h3pipe-transfer"))
-    service("transfer", host, "");
-  // h3pipe-api (issue #37, docs/api.md) when built, on the host's api_bind and api_port (loopback
-  // and a free port unless configured) and its Prometheus port api_metrics_port: it logs in as
-  // the operator through this stack.json; its URL is in run/api-<host>.json (and /readyz there).
-  if (fs::exists(o.bin_dir / "h3pipe-api")) {
-    const std::string name = "api-" + host;
-    Child ch{
-        .name = name, .argv = {(o.bin_dir / "h3pipe-api").string()}, .log = logs / (name + ".log")};
-    if (!cfg.empty()) ch.argv.insert(ch.argv.end(), {"--config", cfg});
-    ch.argv.insert(ch.argv.end(),
-                   {"--state-dir", c.state_dir.string(), "--host", host, "--run-file",
-                    (c.state_dir / "run" / (name + ".json")).string()});
-    ch.metrics_port = c.find_host(host)->api_metrics_port;
-    children.push_back(ch);
-  }
-
-  // Redis (and its stunnel) first, and wait for it, so services do not start into connection
-  // errors.  A shared Redis of another host is not ours to run: the services use the plan's way.
-  const queue::RedisAddress addr = supervisor_address(c, plan);
-  for (std::size_t i = 0; i < n_infra; ++i) {
-    if (i == 0 && !plan.run_redis) {
-      children[0].pid = 0;  // placeholder: never spawned, never restarted
-      continue;
-    }
-    children[i].pid = spawn(children[i]);
-    children[i].started = Clock::now();
-  }
-  for (int i = 0; i < 200 && !redis_ping(addr); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  for (std::size_t i = n_infra; i < children.size(); ++i) {
-    children[i].pid = spawn(children[i]);
-    children[i].started = Clock::now();
-  }
-  auto write_stack = [&] {
-    nlohmann::json j = {{"supervisor_pid", ::getpid()},
-                        {"supervisor_start_time", process_start_time(::getpid())},
-                        {"host", host},
-                        {"config", cfg},
-                        {"state_dir", c.state_dir.string()},
-                        {"redis",
-                         {{"host", addr.host},
-                          {"port", addr.port},
-                          {"embedded", c.redis.embedded},
-                          {"managed", plan.run_redis && !c.redis.embedded},
-                          {"tcp_port", plan.tcp_port},
-                          {"tls", plan.tls_server   ? "server"
-                                  : plan.tls_client ? "client"
-                                                    : "off"},
-                          {"credentials_dir", plan.credentials_dir.string()}}},
-                        {"artifact_root", c.artifact_root.string()},
-                        {"output_root", c.output_root.string()}};
-    for (const auto& ch : children)
-      j["processes"].push_back({{"name", ch.name},
-                                {"pid", ch.pid},
-                                {"metrics_port", ch.metrics_port},
-                                {"log", ch.log.string()},
-                                {"restarts", ch.restarts},
-                                {"exits", ch.exits},
-                                {"last_exit", ch.last_exit}});
-    (void)artifacts::write_atomic(stack_path(c), j.dump(2) + "\n");
-  };
-  write_stack();
-
-  // A port a service's first run chose is kept: every later start gets it as --metrics-port.
-  auto learn_port = [&](Child& ch, pid_t pid) {
-    if (ch.metrics_port > 0 || ch.name.rfind("redis", 0) == 0) return false;
-    ch.metrics_port = metrics_port_of(c.state_dir / "run" / (ch.name + ".json"), pid);
-    if (ch.metrics_port <= 0) return false;
-    ch.argv.insert(ch.argv.end(), {"--metrics-port", std::to_string(ch.metrics_port)});
-    return true;
-  };
-  // ... unless another process took it while the service was down (the runner exits 98 when it
-  // cannot bind it): the next start picks a free one again, learned the same way.
-  auto forget_port = [&](Child& ch) {
-    const auto it = std::find(ch.argv.begin(), ch.argv.end(), "--metrics-port");
-    if (it == ch.argv.end() || it + 1 == ch.argv.end()) return;  // the config's port: kept
-    std::fprintf(stderr, "supervisor: %s: metrics port %s is taken; restarting on a free one\n",
-                 ch.name.c_str(), (it + 1)->c_str());
-    ch.argv.erase(it, it + 2);
-    ch.metrics_port = 0;
-  };
-  Clock::time_point next_port_check{};
-  while (!g_term) {
-    int status = 0;
-    pid_t dead = ::waitpid(-1, &status, WNOHANG);
-    auto now = Clock::now();
-    bool changed = false;
-    for (auto& ch : children) {
-      if (ch.pid == 0) continue;  // the shared Redis placeholder
-      if (dead > 0 && ch.pid == dead) {
-        learn_port(ch, dead);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == kExitMetricsPortInUse) forget_port(ch);
-        changed = true;
-        ch.exits++;  // `start` stops waiting on a service that exited (issue #34 P1)
-        ch.last_exit = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status))
-                                           : fmt::format("exit {}", WEXITSTATUS(status));
-        // A death within 2 s of its start is a crash loop: back off exponentially (100 ms .. 5 s).
-        // A process that had been up longer was killed while healthy (OOM killer, an operator, a
-        // chaos run): restart it at once, so its leased task resumes without waiting out the lease.
-        bool quick = now - ch.started < std::chrono::seconds(2);
-        ch.backoff_ms = quick ? std::min(std::max(ch.backoff_ms, 50) * 2, 5000) : 20;
-        ch.next_start = now + std::chrono::milliseconds(ch.backoff_ms);
-        ch.pid = -1;
-      }
-      if (ch.pid < 0 && now >= ch.next_start) {
-        ch.pid = spawn(ch);
-        ch.started = now;
-        ch.restarts++;
-        changed = true;
-      }
-    }
-    for (auto& ch : children)
-      if (ch.pid > 0 && now >= next_port_check) changed = learn_port(ch, ch.pid) || changed;
-    if (now >= next_port_check) next_port_check = now + std::chrono::milliseconds(100);
-    if (changed) write_stack();
-    if (dead <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  // Graceful: services first (they drain), then the stunnel, then Redis (AOF flushed on shutdown).
-  for (std::size_t i = children.size(); i-- > n_infra;)
-    if (children[i].pid > 0) ::kill(children[i].pid, SIGTERM);
-  auto deadline = Clock::now() + std::chrono::seconds(15);
-  for (std::size_t i = children.size(); i-- > 1;) {
-    if (i == n_infra - 1 && children[i].pid > 0) ::kill(children[i].pid, SIGTERM);  // stunnel
-    while (children[i].pid > 0 && Clock::now() < deadline) {
-      if (::waitpid(children[i].pid, nullptr, WNOHANG) == children[i].pid)
-        children[i].pid = -1;
-      else
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (children[i].pid > 0) {
-      ::kill(children[i].pid, SIGKILL);
-      ::waitpid(children[i].pid, nullptr, 0);
-    }
-  }
-  if (plan.run_redis && children[0].pid > 0) {
-    ::kill(children[0].pid, SIGTERM);
-    ::waitpid(children[0].pid, nullptr, 0);
-  }
-  fs::remove(stack_path(c), ec);
-  fs::remove(stack_path(c).string() + ".sha256", ec);
-  ::_exit(0);
 }
 
 }  // namespace
@@ -514,9 +199,8 @@ nlohmann::json with_persistence(const config::Cluster& c, const RedisPlan& plan,
   return st;
 }
 
-}  // namespace
-
-Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
+// --host, or the config's only host.
+Result<std::string> host_of(const config::Cluster& c, const StartOptions& o) {
   std::string host = o.host;
   if (host.empty()) {
     if (c.hosts.size() != 1)
@@ -526,12 +210,16 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   }
   if (!c.find_host(host))
     return make_error(errc::start::kHost, "--host {}: not a host in the config", host);
-  if (c.redis.embedded && ::access("/usr/bin/redis-server", X_OK) != 0)
-    return make_error(errc::start::kRedis,
-                      "/usr/bin/redis-server is missing; run scripts/setup.sh");
-  // The state dir holds credentials, every prompt (receipts) and the AOF: its owner's alone.
-  // One owned by another user or open to others is refused before anything is read or written
-  // in it (state_dir.h); what the stack creates or reuses in it is made private.
+  return host;
+}
+
+// The state dir holds credentials, every prompt (receipts) and the AOF: its owner's alone.
+// One owned by another user or open to others is refused before anything is read or written
+// in it (state_dir.h); what the stack creates or reuses in it is made private.  One stack per
+// state dir: returns the lock, which the supervisor holds for its whole life (the fd is
+// inherited by the fork, closed on exec, so services never hold it).  Leftovers of an earlier
+// stack are ended and its stack.json removed.
+Result<int> claim_state_dir(const config::Cluster& c) {
   H3_TRY(check_state_dir(c.state_dir));
   std::error_code ec;
   fs::create_directories(c.state_dir, ec);
@@ -539,8 +227,6 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
     return make_error(errc::io::kMkdir, "cannot create {}: {}", c.state_dir.string(), ec.message());
   H3_TRY(check_state_dir(c.state_dir));  // what create_directories found or made
   ::chmod(c.state_dir.c_str(), 0700);
-  // One stack per state dir: the lock is held by the supervisor for its whole life (the fd is
-  // inherited by the fork, closed on exec, so services never hold it).
   const fs::path lock_path = lock_file(c.state_dir);
   const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock < 0)
@@ -566,103 +252,100 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
     std::fprintf(stderr, "start: ended %d leftover process(es) of an earlier stack of %s\n", n,
                  c.state_dir.string().c_str());
   fs::remove(stack_path(c), ec);
-  // How this host reaches Redis and what it runs for it (redis_plan.h), and the files for that:
-  // the ACL of the Redis it runs, the stunnel config of the TLS hop.
-  auto plan = plan_redis(c, host);
-  Status files = plan.ok() ? Status{} : Status(plan.error());
-  if (files.ok() && c.redis.embedded) {
-    if (auto acl = prepare_local_acl(c.state_dir); !acl.ok()) files = acl.error();
-  } else if (files.ok() && plan->run_redis)
-    files = render_acl_file(plan->credentials_dir, c.state_dir / "redis" / "users.acl");
-  if (files.ok() && !plan->stunnel_conf.empty()) {
-    files = stunnel_binary().empty()
-                ? make_error(errc::acl::kTls,
-                             "stunnel is not installed (apt-get install stunnel4): the TLS hop to "
-                             "Redis needs it, or set /redis/allow_plaintext on a trusted network")
-                : write_private(plan->stunnel_conf, plan->stunnel_text);
+  return lock;
+}
+
+// The files of what this host runs for Redis (redis_plan.h): the ACL of the Redis it runs, the
+// stunnel config of the TLS hop.
+Status write_redis_files(const config::Cluster& c, const RedisPlan& plan) {
+  if (c.redis.embedded) {
+    if (auto acl = prepare_local_acl(c.state_dir); !acl.ok()) return acl.error();
+  } else if (plan.run_redis) {
+    H3_TRY(render_acl_file(plan.credentials_dir, c.state_dir / "redis" / "users.acl"));
   }
-  if (!files.ok()) {
+  if (plan.stunnel_conf.empty()) return {};
+  if (stunnel_binary().empty())
+    return make_error(errc::acl::kTls,
+                      "stunnel is not installed (apt-get install stunnel4): the TLS hop to "
+                      "Redis needs it, or set /redis/allow_plaintext on a trusted network");
+  return write_private(plan.stunnel_conf, plan.stunnel_text);
+}
+
+// Forks the supervisor: a double fork (nobody's child), a session of its own, umask 077, its
+// output in supervisor.log.  The lock goes with it.
+Status daemonize(const config::Cluster& c, const StartOptions& o, const std::string& host,
+                 const RedisPlan& plan, int lock) {
+  const pid_t pid = ::fork();
+  if (pid < 0) {
     ::close(lock);
-    return files.error();
+    return make_error(errc::start::kFork, "fork failed");
   }
-  pid_t pid = ::fork();
-  if (pid < 0) return make_error(errc::start::kFork, "fork failed");
   if (pid == 0) {
     ::setsid();
-    if (::fork() != 0) ::_exit(0);  // double fork: the supervisor is nobody's child
-    ::umask(077);                   // logs, run files, Redis data: private to the owner
+    if (::fork() != 0) ::_exit(0);
+    ::umask(077);  // logs, run files, Redis data: private to the owner
     int devnull = ::open("/dev/null", O_RDWR);
     ::dup2(devnull, 0);
     int log = ::open((c.state_dir / "supervisor.log").c_str(),
                      O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     ::dup2(log, 1);
     ::dup2(log, 2);
-    supervise(c, o, host, *plan);
+    supervise(c, o, host, plan);
   }
   ::close(lock);  // the supervisor holds its own copy
   ::waitpid(pid, nullptr, 0);
-  // "Up" means Redis answers and every service answers /readyz 200.
-  auto deadline = Clock::now() + std::chrono::milliseconds(o.ready_timeout_ms);
-  std::optional<nlohmann::json> st;
-  std::vector<std::string> not_ready;
-  std::string redis_why;
-  const queue::RedisAddress addr = supervisor_address(c, *plan);
-  while (Clock::now() < deadline) {
-    st = running(c);
-    if (st) {
-      not_ready.clear();
-      redis_why = redis_problem(addr);
-      if (!redis_why.empty()) not_ready.push_back("redis");
-      // A process that exited is not waited for (issue #34 P1): its own log says why.
-      std::string exited;
-      for (const auto& p : (*st)["processes"])
-        if (p.value("exits", 0) > 0)
-          exited +=
-              fmt::format("\n  {} exited ({}); the end of {}:{}", p["name"].get<std::string>(),
-                          p.value("last_exit", "?"), p["log"].get<std::string>(),
-                          log_tail(p["log"].get<std::string>(), 8));
-      if (!exited.empty() && !redis_why.empty() && !plan->stunnel_conf.empty())
-        exited +=
-            fmt::format("\n  the end of {}:{}", (c.state_dir / "logs" / "stunnel.log").string(),
-                        log_tail(c.state_dir / "logs" / "stunnel.log", 6));
-      if (!exited.empty()) {
-        (void)stop(c);
-        return make_error(errc::start::kFailed, "the stack was stopped:{}{}", exited,
-                          redis_why.empty()
-                              ? ""
-                              : fmt::format("\n  redis at {}: {}", redis_where(addr), redis_why));
-      }
-      std::string failed;
-      for (const auto& p : (*st)["processes"]) {
-        std::string name = p["name"];
-        if (name == "redis" || name == "stunnel") continue;
-        std::string why;
-        const Readiness r = service_ready(c.state_dir / "run" / (name + ".json"), &why);
-        if (r != Readiness::kReady) not_ready.push_back(name);
-        if (r == Readiness::kFailed)
-          failed += fmt::format("\n  {} cannot become ready: {}", name, why);
-      }
-      if (not_ready.empty()) return with_persistence(c, *plan, *st);
-      if (!failed.empty()) {
-        (void)stop(c);
-        return make_error(errc::start::kFailed, "the stack was stopped:{}", failed);
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return {};
+}
+
+// The processes of stack `st` that exited while start waited (issue #34 P1: not waited for),
+// each with the end of its own log; "" when none did.
+std::string exited_report(const config::Cluster& c, const RedisPlan& plan, const nlohmann::json& st,
+                          const std::string& redis_why) {
+  std::string exited;
+  for (const auto& p : st["processes"])
+    if (p.value("exits", 0) > 0)
+      exited += fmt::format("\n  {} exited ({}); the end of {}:{}", p["name"].get<std::string>(),
+                            p.value("last_exit", "?"), p["log"].get<std::string>(),
+                            log_tail(p["log"].get<std::string>(), 8));
+  if (!exited.empty() && !redis_why.empty() && !plan.stunnel_conf.empty())
+    exited += fmt::format("\n  the end of {}:{}", (c.state_dir / "logs" / "stunnel.log").string(),
+                          log_tail(c.state_dir / "logs" / "stunnel.log", 6));
+  return exited;
+}
+
+// Each service of stack `st` not ready yet goes to `not_ready`; returns why those that cannot
+// become ready say so ("" when none).
+std::string readiness_report(const config::Cluster& c, const nlohmann::json& st,
+                             std::vector<std::string>* not_ready) {
+  std::string failed;
+  for (const auto& p : st["processes"]) {
+    std::string name = p["name"];
+    if (name == "redis" || name == "stunnel") continue;
+    std::string why;
+    const Readiness r = service_ready(c.state_dir / "run" / (name + ".json"), &why);
+    if (r != Readiness::kReady) not_ready->push_back(name);
+    if (r == Readiness::kFailed) failed += fmt::format("\n  {} cannot become ready: {}", name, why);
   }
-  // Not up: stop what was started and say why, service by service.
+  return failed;
+}
+
+// Why a stack did not become ready, service by service.
+std::string timeout_report(const config::Cluster& c, const RedisPlan& plan,
+                           const queue::RedisAddress& addr, const std::string& redis_why,
+                           const std::optional<nlohmann::json>& st,
+                           const std::vector<std::string>& not_ready) {
   std::string why;
   if (!redis_why.empty()) {
     // The Redis this host reaches: its log where this stack runs it, the stunnel's where the hop
     // is TLS, else only what the ping said (a shared Redis's log is on its own host).
     why += fmt::format(
         "\n  redis at {}{} does not answer PING as {}: {}", redis_where(addr),
-        plan->tls_client ? fmt::format(" (the stunnel client to {}:{})", c.redis.host, c.redis.port)
-                         : "",
+        plan.tls_client ? fmt::format(" (the stunnel client to {}:{})", c.redis.host, c.redis.port)
+                        : "",
         addr.user.empty() ? "the default user" : addr.user, redis_why);
     for (const char* log : {"redis.log", "stunnel.log"})
-      if ((std::string_view(log) == "redis.log" && plan->run_redis) ||
-          (std::string_view(log) == "stunnel.log" && !plan->stunnel_conf.empty()))
+      if ((std::string_view(log) == "redis.log" && plan.run_redis) ||
+          (std::string_view(log) == "stunnel.log" && !plan.stunnel_conf.empty()))
         why += fmt::format("; the end of {}:{}", (c.state_dir / "logs" / log).string(),
                            log_tail(c.state_dir / "logs" / log));
   }
@@ -672,10 +355,67 @@ Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
                                             p["name"].get<std::string>()) != not_ready.end())
         why += fmt::format("\n  {} is not ready; the end of {}:{}", p["name"].get<std::string>(),
                            p["log"].get<std::string>(), log_tail(p["log"].get<std::string>()));
+  return why;
+}
+
+// "Up" means Redis answers and every service answers /readyz 200.  A process that exits, or a
+// service that cannot become ready, ends the wait; so does the deadline.  The stack is stopped
+// unless it came up.
+Result<nlohmann::json> wait_until_ready(const config::Cluster& c, const StartOptions& o,
+                                        const RedisPlan& plan) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(o.ready_timeout_ms);
+  std::optional<nlohmann::json> st;
+  std::vector<std::string> not_ready;
+  std::string redis_why;
+  const queue::RedisAddress addr = supervisor_address(c, plan);
+  while (Clock::now() < deadline) {
+    st = running(c);
+    if (st) {
+      not_ready.clear();
+      redis_why = redis_problem(addr);
+      if (!redis_why.empty()) not_ready.push_back("redis");
+      if (const std::string exited = exited_report(c, plan, *st, redis_why); !exited.empty()) {
+        (void)stop(c);
+        return make_error(errc::start::kFailed, "the stack was stopped:{}{}", exited,
+                          redis_why.empty()
+                              ? ""
+                              : fmt::format("\n  redis at {}: {}", redis_where(addr), redis_why));
+      }
+      const std::string failed = readiness_report(c, *st, &not_ready);
+      if (not_ready.empty()) return with_persistence(c, plan, *st);
+      if (!failed.empty()) {
+        (void)stop(c);
+        return make_error(errc::start::kFailed, "the stack was stopped:{}", failed);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string why = timeout_report(c, plan, addr, redis_why, st, not_ready);
   (void)stop(c);
   return make_error(
       errc::start::kTimeout, "the stack did not become ready within {} ms and was stopped{}",
       o.ready_timeout_ms, why.empty() ? fmt::format("; see {}/logs/", c.state_dir.string()) : why);
+}
+
+}  // namespace
+
+Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
+  auto host = host_of(c, o);
+  if (!host.ok()) return host.error();
+  if (c.redis.embedded && ::access("/usr/bin/redis-server", X_OK) != 0)
+    return make_error(errc::start::kRedis,
+                      "/usr/bin/redis-server is missing; run scripts/setup.sh");
+  auto lock = claim_state_dir(c);
+  if (!lock.ok()) return lock.error();
+  // How this host reaches Redis and what it runs for it (redis_plan.h), and the files for that.
+  auto plan = plan_redis(c, *host);
+  const Status files = plan.ok() ? write_redis_files(c, *plan) : Status(plan.error());
+  if (!files.ok()) {
+    ::close(*lock);
+    return files.error();
+  }
+  H3_TRY(daemonize(c, o, *host, *plan, *lock));
+  return wait_until_ready(c, o, *plan);
 }
 
 // Only a process proven to be this state dir's supervisor is signalled (stack_file.h).  A
