@@ -7,7 +7,11 @@
 #    queued throughout), from the receipts; >= 0.99 is the goal;
 #  - makespan: the same jobs again as one user (first come, first served: one user's jobs are
 #    taken in stream order), and the ratio of the two makespans (first encode start to last
-#    decode end); within 1 % is the goal.
+#    decode end); within 1 % is the goal;
+#  - the planner (#39 item 5): profiles learned from the first come first served phase (`profile
+#    learn`, its first run), then `plan --mix userN:JOBS@OFFSET,...` with each user's measured
+#    submission offset; its per-user p95 job latency beside the fair phase's (receipts' endToEndS,
+#    p95 by nearest rank, as the planner computes it) and their ratio; within 5 % is the goal.
 # Prints both figures and one JSON line.  Usage: scripts/bench_fairness.sh [JOBS [USERS]]
 # (H3PIPE_BUILD: build dir, default build; SAMPLE_S default 0.3; STAGGER_S default 0.5)
 set -euo pipefail
@@ -53,9 +57,12 @@ phase() {  # phase NAME ONE -> prints the run ids, one per user
 }
 fair_runs=$(phase fair 0)
 fcfs_runs=$(phase fcfs 1)
-/usr/bin/python3 - "$work/state/outputs" "$fair_runs" "$fcfs_runs" <<'PY'
-import json, os, sys
+# Stage times learned from a run the planner is not asked about (the first come first served one).
+$cli profile learn "${fcfs_runs%% *}" -o "$work/learned.json" >/dev/null
+/usr/bin/python3 - "$work/state/outputs" "$fair_runs" "$fcfs_runs" "$bin" "$work/learned.json" <<'PY'
+import json, math, os, subprocess, sys
 out, fair, fcfs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+bin_, learned = sys.argv[4], sys.argv[5]
 def stages(run):
     res = []
     for f in os.listdir(os.path.join(out, run)):
@@ -64,6 +71,25 @@ def stages(run):
             res.append({s["stage"]: (float(s["startUnixMs"]) / 1000, float(s["endUnixMs"]) / 1000)
                         for s in r["stages"]})
     return res
+def receipts(run):
+    return [json.load(open(os.path.join(out, run, f))) for f in os.listdir(os.path.join(out, run))
+            if f.endswith(".pipeline.json")]
+def p95(v):  # nearest rank, as the planner's plan_mix.h
+    v = sorted(v)
+    return v[max(1, math.ceil(0.95 * len(v))) - 1]
+def plan_vs_live(runs):  # per user: (live p95, planned p95) of the job latency
+    users = {}
+    for u, run in enumerate(runs, 1):
+        rs = receipts(run)
+        enc = [next(s for s in r["stages"] if s["stage"] == "STAGE_ENCODE") for r in rs]
+        submitted = min(float(s["startUnixMs"]) / 1000 - float(s.get("queueWaitS", 0)) for s in enc)
+        users[f"user{u}"] = (submitted, [float(r["endToEndS"]) for r in rs])
+    t0 = min(s for s, _ in users.values())
+    mix = ",".join(f"{u}:{len(l)}@{s - t0:.3f}" for u, (s, l) in users.items())
+    p = subprocess.run([bin_, "--config", learned, "plan", "--mix", mix, "--json"],
+                       capture_output=True, text=True, check=True)
+    planned = json.loads(p.stdout)["latency"]["by_user"]
+    return mix, {u: (p95(l), planned[u]["p95_s"]) for u, (_, l) in users.items()}
 def makespan(runs):
     js = [j for r in runs for j in stages(r)]
     return max(j["STAGE_DECODE"][1] for j in js) - min(j["STAGE_ENCODE"][0] for j in js)
@@ -83,9 +109,18 @@ print(f"fair share: Jain's index of pool-seconds {jain:.4f} over {contended:.1f}
       f"served on the same batches: {jain_fcfs:.4f}")
 print(f"makespan: fair share {m_fair:.2f} s, first come first served {m_fcfs:.2f} s, "
       f"ratio {ratio:.4f} (goal within 1 %)")
+mix, pvl = plan_vs_live(fair)
+worst = max(abs(pl / lv - 1) for lv, pl in pvl.values())
+print(f"planner (plan --mix {mix}, profiles learned from {fcfs[0]}): per-user p95 job latency "
+      + "; ".join(f"{u} live {lv:.2f} s, planned {pl:.2f} s, ratio {pl / lv:.3f}"
+                  for u, (lv, pl) in pvl.items())
+      + f" (worst {worst * 100:.1f} % off; goal within 5 %)")
 print(json.dumps({"bench": "fairness", "users": len(fair), "jobs_per_user": len(per_user[0]),
                   "jain": round(jain, 4), "jain_fcfs": round(jain_fcfs, 4), "contended_s": round(contended, 2),
                   "pool_seconds": [round(v, 2) for v in x], "makespan_fair_s": round(m_fair, 3),
                   "makespan_fcfs_s": round(m_fcfs, 3), "makespan_ratio": round(ratio, 4),
-                  "ok": jain >= 0.99 and abs(ratio - 1) <= 0.01}))
+                  "p95_live_s": {u: round(lv, 3) for u, (lv, _) in pvl.items()},
+                  "p95_planned_s": {u: round(pl, 3) for u, (_, pl) in pvl.items()},
+                  "p95_worst_off": round(worst, 4),
+                  "ok": jain >= 0.99 and abs(ratio - 1) <= 0.01 and worst <= 0.05}))
 PY

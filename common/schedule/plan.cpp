@@ -43,6 +43,7 @@ void print_plan_text(const PlanResult& p, std::ostream& out) {
                l.name, lane_kind_name(l.kind), l.host, st.utilization * 100, st.busy_s, st.tasks,
                st.bubbles, st.bubble_s, st.queue_wait_mean_s, st.queue_wait_max_s);
   }
+  if (p.mix) print_mix_text(*p.mix, out);
   for (const auto& w : s.warnings) fmt::print(out, "warning: {}\n", w);
 }
 
@@ -78,9 +79,29 @@ Result<PlanResult> plan_cluster(const config::Cluster& cluster, std::string job_
   return p;
 }
 
+Result<PlanResult> plan_cluster(const config::Cluster& cluster, const std::vector<SimJob>& jobs,
+                                const SimOptions& options) {
+  if (jobs.empty()) return make_error(errc::plan::kNoJobs, "the plan needs at least one job");
+  PlanResult p;
+  p.name = cluster.name;
+  p.job_class = jobs.front().job_class;
+  p.gpus = count_gpus(cluster);
+  p.policy = policy_name(options.policy);
+  SimOptions o = options;
+  o.record = true;  // the latencies come from the job records
+  auto sim = simulate(cluster, jobs, o);
+  if (!sim.ok()) return sim.error();
+  p.sim = std::move(sim.value());
+  p.mix = mix_report(p.sim, jobs);
+  auto steady = steady_throughput_per_hour(cluster, p.job_class, options);
+  if (!steady.ok()) return steady.error();
+  p.steady_throughput_per_hour = steady.value();
+  return p;
+}
+
 Result<PlanResult> plan_file(const std::string& path, const std::string& job_class,
                              std::uint32_t jobs, const std::string& policy, bool stochastic,
-                             std::uint64_t seed) {
+                             std::uint64_t seed, const JobSource& source) {
   auto cluster = config::load_file(path);
   if (!cluster.ok()) return cluster.error();
   SimOptions o;
@@ -91,7 +112,14 @@ Result<PlanResult> plan_file(const std::string& path, const std::string& job_cla
   o.policy = *pol;
   o.stochastic = stochastic;
   o.seed = seed;
-  auto p = plan_cluster(cluster.value(), job_class, jobs, o);
+  Result<PlanResult> p = make_error(errc::plan::kNoJobs, "no jobs");
+  if (source.empty()) {
+    p = plan_cluster(cluster.value(), job_class, jobs, o);
+  } else {
+    auto mix = jobs_from(source, cluster.value(), job_class);
+    if (!mix.ok()) return rephrase(mix.error(), "{}: {}", path, mix.error().message);
+    p = plan_cluster(cluster.value(), *mix, o);
+  }
   if (!p.ok()) return rephrase(p.error(), "{}: {}", path, p.error().message);
   p->config_path = path;
   return p;
@@ -180,6 +208,11 @@ int run_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
     fmt::print(err, "plan: --threshold must be >= 0\n");
     return 2;
   }
+  if (!a.source.mix.empty())
+    if (auto m = parse_mix(a.source.mix); !m.ok()) {
+      fmt::print(err, "plan: {}\n", m.error().message);
+      return 2;
+    }
   std::vector<std::string> paths;
   if (!a.config.empty()) paths.push_back(a.config);
   for (const auto& c : a.compare)
@@ -187,7 +220,7 @@ int run_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
 
   std::vector<PlanResult> plans;
   for (const auto& path : paths) {
-    auto p = plan_file(path, a.job_class, a.jobs, a.policy, a.stochastic, a.seed);
+    auto p = plan_file(path, a.job_class, a.jobs, a.policy, a.stochastic, a.seed, a.source);
     if (!p.ok()) {
       fmt::print(err, "plan: {}\n", p.error().message);
       return 1;
@@ -216,6 +249,7 @@ int run_plan(const PlanArgs& a, std::ostream& out, std::ostream& err) {
 
   if (a.json) {
     nlohmann::json j = plan_to_json(*chosen);
+    if (chosen->mix) j["latency"] = mix_to_json(*chosen->mix);
     j["stochastic"] = a.stochastic;
     if (!a.svg.empty()) j["svg"] = a.svg;
     if (comparing) {

@@ -5,12 +5,14 @@
 // command is testable without a process.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "common/config/config.h"
 #include "common/core/result.h"
+#include "common/schedule/plan_mix.h"
 #include "common/schedule/simulate.h"
 
 namespace h3pipe::schedule {
@@ -27,6 +29,9 @@ struct PlanArgs {
   std::string policy;       // --policy completion_time|first_free; default: the config's dispatch
   bool stochastic = false;  // --stochastic: draw normal profiles instead of their means
   std::uint64_t seed = 1;   // --seed
+  // --batch FILE[@S] / --mix / --user / --priority: a mix of users and priorities (plan_mix.h)
+  // instead of --jobs N; the plan then reports job latency per user and per priority.
+  JobSource source;
 };
 
 // Exit codes: 0 done; 1 a config or plan error (message on `err`); 2 bad arguments.
@@ -41,13 +46,17 @@ struct PlanResult {
   std::size_t gpus = 0;  // distinct (host, device) pairs over all pools: the hardware count
   SimResult sim;
   double steady_throughput_per_hour = 0;
+  std::optional<MixReport> mix;  // with a JobSource: latency per user and per priority
 };
 
 Result<PlanResult> plan_cluster(const config::Cluster& cluster, std::string job_class,
                                 std::uint32_t jobs, const SimOptions& options);
+// These jobs (a mix: submission times, users, priorities) instead of `jobs` of one class.
+Result<PlanResult> plan_cluster(const config::Cluster& cluster, const std::vector<SimJob>& jobs,
+                                const SimOptions& options);
 Result<PlanResult> plan_file(const std::string& path, const std::string& job_class,
                              std::uint32_t jobs, const std::string& policy, bool stochastic,
-                             std::uint64_t seed);
+                             std::uint64_t seed, const JobSource& source = {});
 
 struct Comparison {
   struct Row {

@@ -12,6 +12,7 @@
 #include "common/core/bounded_file.h"
 #include "common/core/json_parse.h"
 #include "common/schedule/plan.h"
+#include "common/schedule/plan_mix.h"
 
 namespace h3pipe::schedule {
 namespace {
@@ -188,8 +189,12 @@ LearnedProfiles learn_profiles(const std::vector<MeasuredStage>& stages, std::si
       double ss = 0;
       for (double x : v) ss += (x - p.mean) * (x - p.mean);
       p.sd = p.n > 1 ? std::sqrt(ss / static_cast<double>(p.n - 1)) : 0;
-      p.min = *std::min_element(v.begin(), v.end());
-      p.max = *std::max_element(v.begin(), v.end());
+      std::vector<double> sorted = v;
+      std::sort(sorted.begin(), sorted.end());
+      p.min = sorted.front();
+      p.max = sorted.back();
+      p.p50 = nearest_rank(sorted, 0.50);
+      p.p95 = nearest_rank(sorted, 0.95);
       out[pool][cls] = p;
     }
   return out;
@@ -231,6 +236,8 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
       p.sd /= scale;
       p.min /= scale;
       p.max /= scale;
+      p.p50 /= scale;
+      p.p95 /= scale;
     }
   std::vector<std::string> updated;
   if (!a.output.empty()) {
@@ -293,13 +300,10 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
     j["profiles"] = nlohmann::json::object();
     for (const auto& [pool, by_class] : all)
       for (const auto& [cls, p] : by_class)
-        j["profiles"][pool][cls] = {{"kind", "normal"},
-                                    {"mean", p.mean},
-                                    {"sd", p.sd},
-                                    {"n", p.n},
-                                    {"min", p.min},
-                                    {"max", p.max},
-                                    {"used", p.n >= a.min_samples}};
+        j["profiles"][pool][cls] = {
+            {"kind", "normal"}, {"mean", p.mean}, {"sd", p.sd},
+            {"n", p.n},         {"min", p.min},   {"max", p.max},
+            {"p50", p.p50},     {"p95", p.p95},   {"used", p.n >= a.min_samples}};
     std::map<std::string, std::vector<double>> tr;
     for (const auto& s : stages)
       if (s.stage == "transfer") tr[s.pool].push_back(s.end_s - s.start_s);
@@ -316,13 +320,14 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
     out << j.dump() << "\n";
     return 0;
   }
-  fmt::print(out, "{:<24} {:<8} {:>4} {:>10} {:>9} {:>10} {:>10}\n", "pool", "class", "n", "mean_s",
-             "sd_s", "min_s", "max_s");
+  fmt::print(out, "{:<24} {:<8} {:>4} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "pool", "class",
+             "n", "mean_s", "sd_s", "min_s", "p50_s", "p95_s", "max_s");
   for (const auto& [pool, by_class] : all)
     for (const auto& [cls, p] : by_class)
-      fmt::print(out, "{:<24} {:<8} {:>4} {:>10.3f} {:>9.3f} {:>10.3f} {:>10.3f}{}\n", pool, cls,
-                 p.n, p.mean, p.sd, p.min, p.max,
-                 p.n < a.min_samples ? "  (too few: not used)" : "");
+      fmt::print(
+          out, "{:<24} {:<8} {:>4} {:>10.3f} {:>9.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}{}\n",
+          pool, cls, p.n, p.mean, p.sd, p.min, p.p50, p.p95, p.max,
+          p.n < a.min_samples ? "  (too few: not used)" : "");
   if (scale != 1.0)
     fmt::print(out, "profiles in the config's seconds: measured / time_scale {}\n", scale);
   if (!a.output.empty())

@@ -48,6 +48,7 @@ struct LearnedProfile {
   std::size_t n = 0;
   double mean = 0, sd = 0;  // sample standard deviation (n-1); 0 for n = 1
   double min = 0, max = 0;
+  double p50 = 0, p95 = 0;  // by nearest rank (plan_mix.h), as the planner reports latencies
 };
 // pool -> class -> profile, for encode/sample/decode stages (transfers are reported apart).
 using LearnedProfiles = std::map<std::string, std::map<std::string, LearnedProfile>>;
