@@ -1,5 +1,5 @@
-// webhook add / list / remove / allow / disallow (issue #37 item 6): the endpoints h3pipe-api
-// delivers terminal events to, signed (Standard Webhooks), and the hosts a request's own
+// webhook add / list / remove / allow / disallow / redeliver (issue #37 item 6): the endpoints
+// h3pipe-api delivers terminal events to, signed (Standard Webhooks), and the hosts a request's own
 // webhook_url may name (common/api/webhooks.h).  Secrets are printed once, as the last line.
 #include <CLI/CLI.hpp>
 
@@ -12,6 +12,8 @@ namespace wh = api::webhooks;
 
 struct WebhookArgs {
   std::string url, user, events, target;
+  std::vector<std::string> ids;
+  bool all_dead = false;
 };
 
 std::string joined(const std::vector<std::string>& v) {
@@ -25,7 +27,9 @@ std::string joined(const std::vector<std::string>& v) {
 void register_webhook_commands(CLI::App& app, Global& g, int& rc) {
   static WebhookArgs a;
   CLI::App* w = app.add_subcommand(
-      "webhook", "signed webhooks of h3pipe-api (docs/api.md): add, list, remove, allow, disallow");
+      "webhook",
+      "signed webhooks of h3pipe-api (docs/api.md): add, list, remove, allow, disallow, "
+      "redeliver");
   w->require_subcommand(1);
   CLI::App* add = w->add_subcommand(
       "add",
@@ -99,6 +103,29 @@ void register_webhook_commands(CLI::App& app, Global& g, int& rc) {
       fmt::print(stderr, "webhook_url may name host {}; deliveries there are signed with:\n",
                  a.target);
       fmt::print("{}\n", *s);
+      return static_cast<int>(kExitOk);
+    });
+  });
+  CLI::App* redeliver = w->add_subcommand(
+      "redeliver",
+      "put dead-lettered deliveries back in the outbox, due now, with the same webhook-id (their "
+      "retries and give-up time start again)");
+  redeliver->add_option("id", a.ids, "msg_... ids from the dead lines of `webhook list`");
+  redeliver->add_flag("--all-dead", a.all_dead, "every dead-lettered delivery");
+  redeliver->callback([&g, &rc] {
+    if (a.ids.empty() == !a.all_dead) {
+      fmt::print(stderr,
+                 "webhook redeliver: expected dead-lettered delivery ids (msg_..., from `h3pipe "
+                 "webhook list`) or --all-dead, not {}\n",
+                 a.all_dead ? "both" : "neither");
+      rc = static_cast<int>(kExitUsage);
+      return;
+    }
+    rc = with_stack_redis(g, [](queue::Redis& r) {
+      auto n = wh::redeliver(r, a.ids);
+      if (!n.ok()) return fail(n.error());
+      fmt::print(stderr, "re-queued {} dead-lettered webhook deliver{}\n", *n,
+                 *n == 1 ? "y" : "ies");
       return static_cast<int>(kExitOk);
     });
   });

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -53,7 +55,23 @@ WebhookOptions WebhookOptions::from_env() {
   o.retry_ms = env_ms("H3PIPE_WEBHOOK_RETRY_MS", o.retry_ms);
   o.timeout_ms = env_ms("H3PIPE_WEBHOOK_TIMEOUT_MS", o.timeout_ms);
   o.give_up_ms = env_ms("H3PIPE_WEBHOOK_GIVE_UP_MS", o.give_up_ms);
+  o.claim_idle_ms = env_ms("H3PIPE_WEBHOOK_CLAIM_IDLE_MS", o.claim_idle_ms);
+  o.prune_ms = env_ms("H3PIPE_WEBHOOK_PRUNE_MS", o.prune_ms);
+  if (const char* ca = std::getenv("H3PIPE_WEBHOOK_CA_FILE")) o.ca_file = ca;
   return o;
+}
+
+std::optional<std::string> check_webhook_ca_file() {
+  const char* f = std::getenv("H3PIPE_WEBHOOK_CA_FILE");
+  if (!f || !*f) return std::nullopt;
+  std::ifstream in(f);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.is_open() || text.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+    return fmt::format(
+        "--webhook-ca-file / H3PIPE_WEBHOOK_CA_FILE: expected a readable PEM file of CA "
+        "certificates (-----BEGIN CERTIFICATE-----) for https webhook endpoints, got \"{}\"{}",
+        f, in.is_open() ? " (no certificate in it)" : " (cannot be read)");
+  return std::nullopt;
 }
 
 struct WebhookDispatcher::Impl {
@@ -165,6 +183,25 @@ struct WebhookDispatcher::Impl {
     return {};
   }
 
+  // Consumers of the group idle for prune_ms with nothing pending: replicas gone for long.  A
+  // consumer with entries pending is kept (XGROUP DELCONSUMER would drop them) until XAUTOCLAIM
+  // has taken them; a replica that comes back is a consumer again on its next read.
+  Status prune(queue::Redis& r) {
+    auto all = queue::xinfo_consumers(r, keys::terminal_events(), wh::kGroup);
+    if (!all.ok()) return all.error();
+    for (const auto& [name, pending, idle] : *all) {
+      if (name.empty() || name == consumer || pending != 0 || idle < o.prune_ms) continue;
+      auto d = queue::int_command(
+          r, {"XGROUP", "DELCONSUMER", keys::terminal_events(), wh::kGroup, name});
+      if (!d.ok()) return d.error();
+      wlog()->info(
+          "webhooks: consumer {} idle {} s with nothing pending (its replica is gone); "
+          "removed from group {}",
+          name, idle / 1000, wh::kGroup);
+    }
+    return {};
+  }
+
   void intake_loop() {
     using Clock = std::chrono::steady_clock;
     std::optional<Context::Lease> conn;
@@ -187,11 +224,12 @@ struct WebhookDispatcher::Impl {
       }
       const auto now = Clock::now();
       if (st.ok() && now >= next_claim) {
-        // What a replica that died read and never acknowledged (idle 30 s).
-        auto c =
-            queue::xautoclaim(r, keys::terminal_events(), wh::kGroup, consumer, 30000, "0-0", 100);
+        // What a replica that died read and never acknowledged, then its consumer once gone long.
+        auto c = queue::xautoclaim(r, keys::terminal_events(), wh::kGroup, consumer,
+                                   o.claim_idle_ms, "0-0", 100);
         st = c.ok() ? take_all(r, c->entries) : Status(c.error());
-        next_claim = now + std::chrono::seconds(10);
+        if (st.ok()) st = prune(r);
+        next_claim = now + std::chrono::milliseconds(std::min(10000LL, o.claim_idle_ms));
       }
       if (st.ok() && now >= next_sweep) {
         st = sweep(r);
@@ -240,6 +278,10 @@ struct WebhookDispatcher::Impl {
     c.set_read_timeout(t);
     c.set_write_timeout(t);
     c.set_follow_location(false);  // a redirect is an answer, not a new destination
+    if (url.scheme == "https") {
+      c.enable_server_certificate_verification(true);
+      if (!o.ca_file.empty()) c.set_ca_cert_path(o.ca_file);
+    }
     const httplib::Headers h = {{"webhook-id", id},
                                 {"webhook-timestamp", std::to_string(ts)},
                                 {"webhook-signature", wh::sign(secret, id, ts, body)},

@@ -11,9 +11,14 @@
 //             timeout_ms), then remove them (2xx) or reschedule with exponential backoff
 //             (retry_ms, doubling, at most 1 h apart) until give_up_ms after the first attempt,
 //             then dead-letter them.  A claim older than timeout_ms + 5 s (its replica died
-//             mid-delivery) is put back on the schedule.
+//             mid-delivery) is put back on the schedule.  An https URL is verified against the
+//             system's CAs, or only those of ca_file when the operator names one.
+//   pruning:  a consumer of the group idle for prune_ms (a replica gone for long) with nothing
+//             pending (its entries were taken by XAUTOCLAIM after claim_idle_ms) is deleted.
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace h3pipe::api {
 
@@ -23,9 +28,21 @@ struct WebhookOptions {
   long long retry_ms = 5000;          // the first retry's delay (H3PIPE_WEBHOOK_RETRY_MS)
   long long timeout_ms = 10000;       // per attempt (H3PIPE_WEBHOOK_TIMEOUT_MS)
   long long give_up_ms = 86400000LL;  // then dead-lettered (H3PIPE_WEBHOOK_GIVE_UP_MS)
+  // A dead replica's unacknowledged events are taken over when idle this long
+  // (H3PIPE_WEBHOOK_CLAIM_IDLE_MS); its consumer is deleted once idle prune_ms
+  // (H3PIPE_WEBHOOK_PRUNE_MS) with nothing pending.
+  long long claim_idle_ms = 30000;
+  long long prune_ms = 3600000;
+  // PEM CA bundle https endpoints are verified against instead of the system's
+  // (H3PIPE_WEBHOOK_CA_FILE, h3pipe-api --webhook-ca-file); "": the system's.
+  std::string ca_file;
   // The defaults, overridden by those environment variables.
   static WebhookOptions from_env();
 };
+
+// H3PIPE_WEBHOOK_CA_FILE (or --webhook-ca-file) checked at start: nullopt when unset or a
+// readable file holding a PEM certificate, else the message naming it and what was expected.
+std::optional<std::string> check_webhook_ca_file();
 
 class WebhookDispatcher final {
  public:

@@ -306,4 +306,36 @@ Result<std::size_t> pending(queue::Redis& r) {
   return static_cast<std::size_t>(*n);
 }
 
+Result<int> redeliver(queue::Redis& r, const std::vector<std::string>& ids) {
+  auto all = queue::hgetall(r, kDeadKey);
+  if (!all.ok()) return all.error();
+  std::vector<std::pair<std::string, std::string>> chosen;
+  if (ids.empty()) chosen.assign(all->begin(), all->end());
+  for (const auto& id : ids) {
+    auto it = all->find(id);
+    if (it == all->end())
+      return make_error(
+          errc::cli::kFlag,
+          "ID: \"{}\" is not a dead-lettered delivery (expected a msg_... id from the "
+          "dead lines of `h3pipe webhook list`)",
+          id);
+    chosen.push_back(*it);
+  }
+  const long long now = state::now_ms();
+  std::vector<std::vector<std::string>> cmds;
+  for (const auto& [id, text] : chosen) {
+    auto j = parse(text);
+    if (!j) continue;
+    j->erase("dead_ms");
+    (*j)["attempts"] = 0;
+    (*j)["first_ms"] = now;  // the give-up window starts again
+    cmds.push_back({"HSET", kOutboxKey, id, j->dump()});
+    cmds.push_back({"ZADD", kDueKey, "NX", std::to_string(now), id});
+    cmds.push_back({"HDEL", kDeadKey, id});
+  }
+  if (cmds.empty()) return 0;
+  if (auto t = queue::transaction(r, cmds); !t.ok()) return t.error();
+  return static_cast<int>(cmds.size() / 3);
+}
+
 }  // namespace h3pipe::api::webhooks

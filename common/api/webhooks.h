@@ -74,6 +74,11 @@ struct DeadLetter {
 Result<std::vector<DeadLetter>> list_dead(queue::Redis& r);
 // Deliveries not yet made (in the outbox).
 Result<std::size_t> pending(queue::Redis& r);
+// `h3pipe webhook redeliver`: puts dead-lettered deliveries back in the outbox, due now, with
+// the same webhook-id and body (their attempts and give-up window start again).  `ids` empty:
+// every dead letter.  An id that is not dead-lettered is an error naming it (nothing is moved).
+// The number re-queued.
+Result<int> redeliver(queue::Redis& r, const std::vector<std::string>& ids);
 
 // Standard Webhooks: "v1," + base64(HMAC-SHA256(key, id + "." + timestamp + "." + body)) where
 // key is the base64 after "whsec_".  Empty for a secret that does not decode.

@@ -110,6 +110,29 @@ Result<Claimed> xautoclaim(Redis& r, const std::string& stream, const std::strin
   return Claimed{entries(x->element[1]), reply_str(x->element[0])};
 }
 
+Result<std::vector<GroupConsumer>> xinfo_consumers(Redis& r, const std::string& stream,
+                                                   const std::string& group) {
+  auto rep = r.command({"XINFO", "CONSUMERS", stream, group});
+  if (!rep.ok()) return rep.error();
+  const redisReply* x = rep->get();
+  if (!x || x->type != REDIS_REPLY_ARRAY)
+    return make_error(errc::redis::kReply, "XINFO CONSUMERS {} {}: unexpected reply", stream,
+                      group);
+  std::vector<GroupConsumer> out;
+  for (std::size_t n = 0; n < x->elements; ++n) {
+    const redisReply* c = x->element[n];
+    GroupConsumer g;
+    for (std::size_t i = 0; c && c->type == REDIS_REPLY_ARRAY && i + 1 < c->elements; i += 2) {
+      const std::string k = reply_str(c->element[i]);
+      if (k == "name") g.name = reply_str(c->element[i + 1]);
+      if (k == "pending") g.pending = reply_int(c->element[i + 1]);
+      if (k == "idle") g.idle_ms = reply_int(c->element[i + 1]);
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> zrange_upto(Redis& r, const std::string& key, long long max,
                                              int limit) {
   auto rep = r.command(

@@ -55,6 +55,15 @@ Result<Claimed> xautoclaim(Redis& r, const std::string& stream, const std::strin
                            const std::string& consumer, long long min_idle_ms,
                            const std::string& start, int count);
 
+// XINFO CONSUMERS stream group: each consumer's name, its entries pending (read, not
+// acknowledged) and the ms since it last read (idle).
+struct GroupConsumer {
+  std::string name;
+  long long pending = 0, idle_ms = 0;
+};
+Result<std::vector<GroupConsumer>> xinfo_consumers(Redis& r, const std::string& stream,
+                                                   const std::string& group);
+
 // ZRANGE key -inf max BYSCORE LIMIT 0 limit: the members due by `max`.
 Result<std::vector<std::string>> zrange_upto(Redis& r, const std::string& key, long long max,
                                              int limit);

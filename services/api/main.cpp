@@ -4,6 +4,7 @@
 //   h3pipe-api [--config FILE] [--state-dir DIR] [--bind 127.0.0.1] [--port 8088]
 //              [--max-body-bytes N] [--port-file FILE] [--run-file FILE] [--ui-dir DIR]
 //              [--host NAME] [--metrics-port N] [--metrics-bind ADDR] [--advertise-url URL]
+//              [--webhook-ca-file FILE]
 //
 // --host NAME takes the bind address and ports of /hosts[NAME] (api_bind, api_port,
 // api_metrics_port; flags given win) and announces this API's URL in Redis for the other hosts'
@@ -23,6 +24,7 @@
 
 #include "common/api/peers.h"
 #include "common/api/server.h"
+#include "common/api/webhook_dispatch.h"
 #include "common/logging/protobuf_log.h"
 #include "common/metrics/http_servers.h"
 #include "common/queue/redis_config.h"
@@ -76,6 +78,20 @@ std::string default_ui_dir() {
   return (bin.parent_path() / "ui").string();
 }
 
+// --webhook-ca-file FILE: put in the environment the webhook dispatcher reads
+// (H3PIPE_WEBHOOK_CA_FILE, which it also takes as is), and checked once the flags are parsed:
+// exit 2 naming it when the file cannot be read or holds no certificate.
+void add_webhook_ca_flag(CLI::App& app) {
+  static std::string file;
+  app.add_option("--webhook-ca-file", file,
+                 "PEM CA bundle that https webhook endpoints are verified against instead of the "
+                 "system's (default: $H3PIPE_WEBHOOK_CA_FILE, else the system's)");
+  app.parse_complete_callback([] {
+    if (!file.empty()) ::setenv("H3PIPE_WEBHOOK_CA_FILE", file.c_str(), 1);
+    if (auto bad = api::check_webhook_ca_file()) throw CLI::ParseError(*bad, 2);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +138,7 @@ int main(int argc, char** argv) {
   app.add_option("--ui-dir", o.ui_dir,
                  "the console's bundle, served under /ui/ (default: ../ui or ../share/h3pipe/ui "
                  "beside this binary)");
+  add_webhook_ca_flag(app);
   CLI11_PARSE(app, argc, argv);
   if (auto bad =
           api::parse_rate_limits(rate_limit.empty() ? "read=100" : rate_limit, o.rate_limits)) {

@@ -49,6 +49,17 @@ export class Stack {
     assert.equal(r.rc, 0, r.err);
     return r.out.trim().split('\n').pop();
   }
+  // redis-cli as the stack's redis-admin (the test's own view of Redis); throws on an error.
+  redis(...args) {
+    const st = JSON.parse(fs.readFileSync(path.join(this.dir, 'stack.json'), 'utf8'));
+    const pw = fs.readFileSync(path.join(this.dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
+    const where = st.redis.host.startsWith('/') ? ['-s', st.redis.host] : ['-h', st.redis.host, '-p', String(st.redis.port)];
+    const r = spawnSync('redis-cli', [...where, '--user', 'redis-admin', '--pass', pw, '--no-auth-warning', ...args],
+      { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /^(ERR|WRONGTYPE|NOPERM)/m, r.stdout);
+    return r.stdout.trim();
+  }
   stop() {
     const st = this.cli('stop');
     if (st.rc === 0) fs.rmSync(this.dir, { recursive: true, force: true });  // kept when stop failed
