@@ -251,13 +251,6 @@ void register_planner_commands(CLI::App& app, Global& g, int& rc) {
                 "USER:JOBS[:PRIORITY][@SECONDS],...: a generated mix of users and priorities");
   p->add_option("--user", plan.source.user, "the user of batch lines without one");
   p->add_option("--priority", plan.source.priority, "the priority of batch lines without one");
-  p->add_option("--batch", plan.source.batches,
-                "FILE[@SECONDS]: plan this batch (users, priorities per line), submitted at "
-                "SECONDS (repeatable)");
-  p->add_option("--mix", plan.source.mix,
-                "USER:JOBS[:PRIORITY][@SECONDS],...: a generated mix of users and priorities");
-  p->add_option("--user", plan.source.user, "the user of batch lines without one");
-  p->add_option("--priority", plan.source.priority, "the priority of batch lines without one");
   p->callback([&rc, &g] {
     plan.config = g.config_file;
     plan.compare = split_commas(compare);
