@@ -131,6 +131,11 @@ int cmd_run(const Global& g, const std::string& batch, bool background, const st
             const RunShare& share = {});
 // pause RUN (pause true) / unpause RUN: the run's waiting tasks are not claimed / claimed again.
 int cmd_pause(const Global& g, const std::string& run_id, bool pause);
+// drain POOL / undrain POOL: what the console's drain does (api::set_pool_drained): the pool
+// claims nothing more (its task in progress finishes) / claims again.  Exit 2 for a pool not in
+// the config.  fleet_status.cpp, which register_drain_commands adds them from.
+int cmd_drain(const Global& g, const std::string& pool, bool drain);
+void register_drain_commands(CLI::App& app, const Global& g, int& rc);
 // move JOB --run RUN --first: the job's waiting task is taken before every other.
 int cmd_move_first(const Global& g, const std::string& run_id, const std::string& job_id);
 int cmd_wait(const Global& g, const std::string& run_id, double timeout_s);

@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
   register_credentials_commands(app, g, rc);
   register_api_commands(app, g, rc);
   register_webhook_commands(app, g, rc);
+  register_drain_commands(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

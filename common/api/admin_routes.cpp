@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/api/context.h"
+#include "common/api/fleet.h"
 #include "common/api/routes.h"
 #include "common/core/error_codes.h"
 #include "common/core/json_parse.h"
@@ -18,27 +19,14 @@ namespace h3pipe::api {
 namespace {
 using nlohmann::json;
 
-json drained_json(const std::string& pool, const std::string& value) {
-  std::string why;
-  auto v = json_reader::parse_limited(value, {}, &why).value_or(json());
-  return {{"pool", pool},
-          {"draining", true},
-          {"by", v.is_object() ? v.value("by", "") : ""},
-          {"since_ms", v.is_object() ? v.value("at_ms", 0LL) : 0LL}};
-}
-
 std::optional<HttpError> set_drain(Context& ctx, const std::string& pool, bool on,
                                    httplib::Response& res, queue::Redis& r, const TokenInfo& who) {
-  if (!ctx.c.find_pool(pool))
+  auto done = set_pool_drained(r, ctx.c, pool, on, who.name);  // fleet.h: the CLI's drain too
+  if (!done.ok()) return redis_error(done.error());
+  if (!*done)
     return HttpError{404, fmt::format("no pool named \"{}\" in the cluster config", pool),
                      "invalid_request_error", "pool", "not_found"};
-  const std::string value = json{{"by", who.name}, {"at_ms", state::now_ms()}}.dump();
-  auto w = on ? r.command({"HSET", keys::drained_pools(), pool, value})
-              : r.command({"HDEL", keys::drained_pools(), pool});
-  if (!w.ok()) return redis_error(w.error());
-  res.set_content(
-      (on ? drained_json(pool, value) : json{{"pool", pool}, {"draining", false}}).dump(),
-      "application/json");
+  res.set_content((*done)->dump(), "application/json");
   return std::nullopt;
 }
 

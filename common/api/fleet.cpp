@@ -12,6 +12,7 @@
 #include <cmath>
 #include <map>
 
+#include "common/core/json_parse.h"
 #include "common/queue/hashes.h"
 #include "common/queue/keys.h"
 #include "common/queue/server.h"
@@ -77,6 +78,16 @@ Result<std::vector<PoolLife>> pool_lives(queue::Redis& redis, const config::Clus
       l.live = worker::heartbeat_live(*hb, *now);
       l.state = hb->state();
       l.job_id = hb->job_id();
+      if (l.live && hb->duty_window_s() > 0) {
+        l.duty_cycle = hb->duty_cycle();
+        l.duty_window_s = hb->duty_window_s();
+      }
+      if (l.live) {
+        l.gpu_devices = hb->gpu_devices();
+        l.gpu_utilization = hb->gpu_utilization();
+        l.gpu_memory_used_bytes = static_cast<double>(hb->gpu_memory_used_bytes());
+        l.gpu_memory_total_bytes = static_cast<double>(hb->gpu_memory_total_bytes());
+      }
     }
     out.push_back(std::move(l));
   }
@@ -116,9 +127,40 @@ nlohmann::json pool_lives_json(const std::vector<PoolLife>& lives) {
                         {"draining", l.drained || l.state == "draining"}};
     if (!l.job_id.empty()) j["job_id"] = l.job_id;
     j["heartbeat_age_s"] = l.age_s ? nlohmann::json(std::round(*l.age_s * 10) / 10) : nullptr;
+    const auto r3 = [](double v) { return std::round(v * 1000) / 1000; };
+    j["duty_cycle"] = l.duty_cycle ? nlohmann::json(r3(*l.duty_cycle)) : nullptr;
+    j["duty_window_s"] = l.duty_cycle ? nlohmann::json(std::round(l.duty_window_s)) : nullptr;
+    j["gpu"] = l.gpu_devices == 0
+                   ? nlohmann::json(nullptr)
+                   : nlohmann::json{{"devices", l.gpu_devices},
+                                    {"utilization", r3(l.gpu_utilization)},
+                                    {"memory_used_bytes", l.gpu_memory_used_bytes},
+                                    {"memory_total_bytes", l.gpu_memory_total_bytes}};
     out.push_back(std::move(j));
   }
   return out;
+}
+
+nlohmann::json drained_json(const std::string& pool, const std::string& value) {
+  std::string why;
+  auto v = json_reader::parse_limited(value, {}, &why).value_or(nlohmann::json());
+  return {{"pool", pool},
+          {"draining", true},
+          {"by", v.is_object() ? v.value("by", "") : ""},
+          {"since_ms", v.is_object() ? v.value("at_ms", 0LL) : 0LL}};
+}
+
+Result<std::optional<nlohmann::json>> set_pool_drained(queue::Redis& redis,
+                                                       const config::Cluster& c,
+                                                       const std::string& pool, bool on,
+                                                       const std::string& by) {
+  if (!c.find_pool(pool)) return std::optional<nlohmann::json>();
+  const std::string value = nlohmann::json{{"by", by}, {"at_ms", state::now_ms()}}.dump();
+  auto w = on ? redis.command({"HSET", keys::drained_pools(), pool, value})
+              : redis.command({"HDEL", keys::drained_pools(), pool});
+  if (!w.ok()) return w.error();
+  return std::optional<nlohmann::json>(on ? drained_json(pool, value)
+                                          : nlohmann::json{{"pool", pool}, {"draining", false}});
 }
 
 Result<nlohmann::json> fleet_json(queue::Redis& redis, const config::Cluster& c) {

@@ -150,6 +150,7 @@ void GpuMonitor::poll_once() {
   if (!nvml_) return;
   std::lock_guard<std::mutex> lk(mu_);
   bool all = !devices_.empty();
+  Use use;
   for (auto& d : devices_) {
     auto s = nvml_->sample(d->nvml_index);
     if (!s.ok()) {
@@ -159,6 +160,10 @@ void GpuMonitor::poll_once() {
       continue;
     }
     d->up->Set(1);
+    ++use.devices;
+    use.utilization += s->utilization_ratio.value_or(0);
+    use.memory_used_bytes += s->memory_used_bytes.value_or(0);
+    use.memory_total_bytes += s->memory_total_bytes.value_or(0);
     std::map<std::string, std::string> labels = {
         {"gpu", std::to_string(d->config_id)}, {"model", s->name}, {"uuid", s->uuid}};
     d->set(families_->util, labels, s->utilization_ratio);
@@ -171,6 +176,13 @@ void GpuMonitor::poll_once() {
   }
   available_gauge_->Set(all ? 1 : 0);
   available_ = all;
+  if (use.devices) use.utilization /= use.devices;
+  use_ = use.devices ? std::optional<Use>(use) : std::nullopt;
+}
+
+std::optional<GpuMonitor::Use> GpuMonitor::use() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return use_;
 }
 
 void GpuMonitor::loop() {

@@ -62,6 +62,14 @@ class GpuMonitor final {
   bool nvml_loaded() const { return nvml_ != nullptr; }
   // Runs one poll now (tests, and preflight's one-shot use); thread-safe against the poller.
   void poll_once();
+  // The devices that answered at the last poll, together (the pool's heartbeat, GET /v1/fleet):
+  // nullopt when none did (no NVML, no device, a CPU pool).
+  struct Use {
+    unsigned devices = 0;
+    double utilization = 0;  // mean of their utilization ratios, 0..1
+    double memory_used_bytes = 0, memory_total_bytes = 0;
+  };
+  std::optional<Use> use();
 
   struct Device;  // per-GPU series (gpu_monitor.cpp)
 
@@ -81,6 +89,7 @@ class GpuMonitor final {
   struct Families;
   std::unique_ptr<Families> families_;
   std::atomic<bool> available_{false};
+  std::optional<Use> use_;  // under mu_
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -278,6 +278,14 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
       return 3;
     }
     std::unique_ptr<worker::PoolBoard> board = std::move(b.value());
+    // Its GPUs as NVML reports them, in its heartbeat (GET /v1/fleet); none on a CPU pool.
+    if (gpus)
+      board->set_gpu_use([g = gpus.get()]() -> std::optional<worker::PoolBoard::GpuUse> {
+        const auto u = g->use();
+        if (!u) return std::nullopt;
+        return worker::PoolBoard::GpuUse{u->devices, u->utilization, u->memory_used_bytes,
+                                         u->memory_total_bytes};
+      });
     worker::Hooks hooks;
     hooks.may_claim = [&board] { return board->may_claim(); };
     // The policy's answer needs no read here (first_free, or no peer): the worker folds each

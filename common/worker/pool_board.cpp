@@ -61,7 +61,8 @@ PoolBoard::PoolBoard(const config::Cluster& c, const config::Pool& self)
       self_(self),
       model_(c),
       self_ix_(model_.pool_index(self.name)),
-      claim_order_(dispatch::claim_order_for(c, self).encode()) {}
+      claim_order_(dispatch::claim_order_for(c, self).encode()),
+      duty_(now_s()) {}
 
 Result<std::unique_ptr<PoolBoard>> PoolBoard::create(const config::Cluster& c,
                                                      const config::Pool& self,
@@ -147,6 +148,7 @@ void PoolBoard::heartbeat_loop() {
     cv_.wait_for(lk, std::chrono::milliseconds(500), [this] { return stop_; });
     if (stop_) break;
     pb::Heartbeat hb = last_state_;
+    fill_use(hb);
     lk.unlock();
     if (!r) {
       auto c = open_();
@@ -175,10 +177,28 @@ void PoolBoard::publish(double busy_for_s) {
   hb.set_expected_s(expected_s(board_class(self_)));
   // Sent without waiting for the reply (read with this connection's next command): no round
   // trip, and no other thread woken, on the worker's path between two tasks.
-  (void)store_->publish(self_.name, encode_heartbeat(hb));
   std::lock_guard lk(mu_);
+  duty_.set_busy(busy_for_s > 0, now);
+  fill_use(hb);
+  (void)store_->publish(self_.name, encode_heartbeat(hb));
   last_state_ = std::move(hb);
   next_heartbeat_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+}
+
+void PoolBoard::set_gpu_use(std::function<std::optional<GpuUse>()> f) {
+  std::lock_guard lk(mu_);
+  gpu_use_ = std::move(f);
+}
+
+void PoolBoard::fill_use(pb::Heartbeat& hb) {
+  const double now = now_s();
+  hb.set_duty_cycle(duty_.duty_cycle(now));
+  hb.set_duty_window_s(duty_.covered_s(now));
+  const auto g = gpu_use_ ? gpu_use_() : std::nullopt;
+  hb.set_gpu_devices(g ? g->devices : 0);
+  hb.set_gpu_utilization(g ? g->utilization : 0);
+  hb.set_gpu_memory_used_bytes(g ? static_cast<std::uint64_t>(g->memory_used_bytes) : 0);
+  hb.set_gpu_memory_total_bytes(g ? static_cast<std::uint64_t>(g->memory_total_bytes) : 0);
 }
 
 std::string PoolBoard::stage_stream() const {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "common/queue/connector.h"
 #include "common/state/pool_board_store.h"
 #include "common/worker/decode_choice.h"
+#include "common/worker/duty_window.h"
 #include "h3pipe.pb.h"
 
 namespace h3pipe::worker {
@@ -74,6 +76,14 @@ class PoolBoard final {
   // than at its next poll; else (a task waits for a pool that would finish it sooner) sleeps
   // `max`.  An entry added between may_claim's read and the XREAD is seen at the next ask.
   void wait_for_work(std::chrono::milliseconds max);
+  // The pool's GPUs as its heartbeat reports them (the runner's GPU monitor, NVML): asked at
+  // every beat; unset or nullopt: none (gpu_devices 0).
+  struct GpuUse {
+    unsigned devices = 0;
+    double utilization = 0;  // mean, 0..1
+    double memory_used_bytes = 0, memory_total_bytes = 0;
+  };
+  void set_gpu_use(std::function<std::optional<GpuUse>()> f);
   // Entries of h3pipe:pools that were not a heartbeat (skipped by may_claim, warned once each).
   long long bad_heartbeats() const { return bad_heartbeats_.load(); }
   ~PoolBoard();
@@ -105,6 +115,9 @@ class PoolBoard final {
   std::condition_variable cv_;
   bool stop_ = false;
   pb::Heartbeat last_state_;
+  DutyWindow duty_;  // busy from publish(> 0) to publish(0); under mu_
+  std::function<std::optional<GpuUse>()> gpu_use_;  // under mu_
+  void fill_use(pb::Heartbeat& hb);                 // duty cycle and GPUs; under mu_
   std::thread heartbeat_;
   state::OpenPoolBoardStore open_;
 };

@@ -13,6 +13,7 @@
 #include <regex>
 #include <thread>
 
+#include "common/queue/hashes.h"
 #include "common/queue/keys.h"
 #include "tests/support/small_fs.h"
 #include "tests/support/test_support.h"
@@ -367,6 +368,63 @@ TEST(StatusPools, AStoppedDecoderIsDeadAndItsStageStalled) {
   ::kill(decoder, SIGCONT);
   EXPECT_EQ(ts::sh(st.cli() + " wait stall --timeout 60 >/dev/null 2>&1").first, 0);
   EXPECT_TRUE(ts::wait_for([&] { return !std::regex_search(text("status"), dead); }, 10));
+}
+
+// #38 item 4: `h3pipe drain POOL` does what the console's drain does (api::set_pool_drained): the
+// pool claims nothing more until `h3pipe undrain POOL`; a pool the config lacks is exit 2 naming
+// its pools.  And the pool's duty cycle (its heartbeat's, as GET /v1/fleet shows it) moves from 0
+// once it works.
+TEST(Drain, DrainAndUndrainFromTheCliHoldAndReleaseAPool) {
+  ts::TempDir dir;
+  Stack st(dir.path(), 0.3);
+  const auto npos = std::string::npos;
+  auto s0 = [](const json& status) {
+    for (const auto& p : status["pools"])
+      if (p["pool"] == "s0") return p;
+    return json();
+  };
+  auto [bad_rc, bad] = ts::sh(st.cli() + " drain nope 2>&1");
+  EXPECT_EQ(bad_rc, 2) << bad;
+  EXPECT_NE(bad.find("no pool named \"nope\" in the cluster config (its pools: enc, s0, dec)"),
+            npos)
+      << bad;
+  EXPECT_EQ(ts::sh(st.cli() + " drain 2>&1").first, 2);  // no pool named
+  auto [rc, out] = ts::sh(st.cli() + " drain s0 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("pool s0 drained"), npos) << out;
+  auto r = st.redis("operator");
+  auto held = queue::hget(*r, keys::drained_pools(), "s0");
+  ASSERT_TRUE(held.ok() && held->has_value());
+  EXPECT_NE((*held)->find("\"by\":\"cli:"), npos) << **held;
+  // The workers read the flag at most 250 ms late: the run goes in once they have (else s0 may
+  // claim a task and hand it back at its next read).
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+
+  const fs::path b = st.write("held.jsonl", batch(2));
+  ASSERT_EQ(
+      ts::sh(st.cli() + " run " + b.string() + " --run-id held --background >/dev/null 2>&1").first,
+      0);
+  // Both jobs reach sample and stay there: the only sample pool is drained (it rechecks every
+  // 250 ms; 2 s is eight rechecks).
+  ASSERT_TRUE(ts::wait_for([&] { return st.status("held")["states"].value("sample", 0) == 2; }, 20))
+      << st.status("held").dump(2);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  json s = st.status("held");
+  EXPECT_EQ(s["done"], 0) << s.dump(2);
+  EXPECT_EQ(s["states"].value("sample", 0), 2) << s.dump(2);
+  EXPECT_TRUE(s0(s)["draining"].get<bool>()) << s["pools"].dump();
+  EXPECT_EQ(s0(s)["duty_cycle"], 0.0) << s["pools"].dump();  // it never held a task
+
+  auto [urc, uout] = ts::sh(st.cli() + " undrain s0 2>&1");
+  ASSERT_EQ(urc, 0) << uout;
+  EXPECT_NE(uout.find("pool s0 undrained: it claims again"), npos) << uout;
+  EXPECT_EQ(ts::sh(st.cli() + " wait held --timeout 60 >/dev/null 2>&1").first, 0);
+  s = st.status("held");
+  EXPECT_FALSE(s0(s)["draining"].get<bool>()) << s["pools"].dump();
+  // Two 0.3 s samples within the last minute: the duty cycle is no longer 0.
+  EXPECT_GT(s0(s)["duty_cycle"].get<double>(), 0.0) << s["pools"].dump();
+  EXPECT_GT(s0(s)["duty_window_s"].get<double>(), 0.0) << s["pools"].dump();
+  EXPECT_TRUE(s0(s)["gpu"].is_null()) << s["pools"].dump();  // the sim runtime: no NVML
 }
 
 // #34 P14: while Redis is down every service loop fails every 200 ms; that is a few lines per

@@ -160,6 +160,31 @@ TEST_F(FakeNvml, LostGpuDropsItsSeriesAndComesBack) {
   EXPECT_NE(text(reg_).find("GPU-fake-1"), std::string::npos);
 }
 
+// What the pool's heartbeat carries (GET /v1/fleet, #38 item 4): the answering devices together.
+TEST_F(FakeNvml, UseSumsTheAnsweringDevices) {
+  auto m = GpuMonitor::start(reg_, {0, 1}, 1h, opts());
+  auto u = m->use();
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->devices, 2u);
+  EXPECT_NEAR(u->utilization, (0.40 + 0.41) / 2, 1e-9);
+  EXPECT_DOUBLE_EQ(u->memory_used_bytes, static_cast<double>(3ull << 30));  // 1 + 2 GiB
+  EXPECT_DOUBLE_EQ(u->memory_total_bytes, static_cast<double>(32ull << 30));
+  ::setenv("FAKE_NVML_LOST", "1", 1);
+  m->poll_once();
+  ASSERT_TRUE(m->use().has_value());
+  EXPECT_EQ(m->use()->devices, 1u);
+  ::setenv("FAKE_NVML_LOST", "0,1", 1);
+  m->poll_once();
+  EXPECT_FALSE(m->use().has_value());
+  ::unsetenv("FAKE_NVML_LOST");
+}
+
+TEST_F(FakeNvml, NoDriverNoUse) {
+  ::setenv("FAKE_NVML_INIT_FAIL", "1", 1);
+  auto m = GpuMonitor::start(reg_, {0}, 1h, opts());
+  EXPECT_FALSE(m->use().has_value());
+}
+
 TEST_F(FakeNvml, PollerThreadUpdatesValues) {
   ::setenv("FAKE_NVML_UTIL", "10", 1);
   auto m = GpuMonitor::start(reg_, {0}, 5ms, opts());

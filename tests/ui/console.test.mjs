@@ -103,7 +103,16 @@ after(async () => {
   if (st.rc === 0) fs.rmSync(dir, { recursive: true, force: true });  // kept when stop failed
 });
 
+// Every pool's duty cycle as GET /v1/fleet says it (its heartbeat's, over the last minute).
+const duties = async () => Object.fromEntries((await v1('/fleet')).hosts.flatMap((h) => h.pools).map((p) => [p.pool, p]));
+
 test('nothing but the static shell without a token; the login page signs in', async () => {
+  // Nothing has run yet: every pool's duty cycle is 0, and no pool reports a GPU (sim runtime).
+  await until('every pool live', async () => Object.values(await duties()).every((p) => p.live && p.duty_cycle !== null), 10000);
+  for (const [name, p] of Object.entries(await duties())) {
+    assert.equal(p.duty_cycle, 0, `${name}: ${JSON.stringify(p)}`);
+    assert.equal(p.gpu, null, name);
+  }
   const bare = await fetch(`${origin}/v1/runs`);
   assert.equal(bare.status, 401);
   const shell = await fetch(`${origin}/ui/runs/anything`);  // a deep link: the page itself
@@ -251,6 +260,14 @@ test('drain both sample pools: nothing is sampled until they are undrained', asy
   const sample = receipt.stages.find((s) => /SAMPLE/.test(String(s.stage)));
   const start = Number(sample.startUnixMs ?? sample.start_unix_ms);
   assert.ok(start >= undrainedAt - 600, `sampled at ${start}, undrained at ${undrainedAt}`);  // s1's click, 250 ms recheck
+  // The pools worked within the last minute: their duty cycles moved from 0, and the cards say so.
+  const d = await duties();
+  for (const name of ['enc', 'dec']) assert.ok(d[name].duty_cycle > 0, `${name}: ${JSON.stringify(d[name])}`);
+  assert.ok(d.s0.duty_cycle + d.s1.duty_cycle > 0, JSON.stringify([d.s0, d.s1]));
+  const busiest = d.s0.duty_cycle >= d.s1.duty_cycle ? 's0' : 's1';  // >= 1.5 s of the last 60 s
+  await until('the fleet card shows a duty cycle above 0', async () =>
+    /^duty cycle [1-9]\d* % of the last \d+ s$/.test(await page.locator(`li[data-pool="${busiest}"] [data-testid="duty"]`).textContent()));
+  assert.equal(await page.locator('li[data-pool="s0"] [data-testid="gpu"]').textContent(), 'GPU n/a');
   await shot('fleet');
 });
 

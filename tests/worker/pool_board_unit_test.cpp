@@ -9,6 +9,7 @@
 #include "common/queue/keys.h"
 #include "common/state/state.h"
 #include "common/worker/decode_choice.h"
+#include "common/worker/duty_window.h"
 #include "common/worker/heartbeat.h"
 #include "common/worker/pool_board.h"
 #include "tests/support/fake_pool_board_store.h"
@@ -81,6 +82,51 @@ TEST(PoolBoardPorts, PublishesItsStateThroughTheStoreAndBeatsFromAStoreOfItsOwn)
   hb = stored(fake, "s1");
   ASSERT_TRUE(hb.ok());
   EXPECT_EQ(hb->state(), "busy");
+}
+
+// #38 item 4: the heartbeat carries the pool's duty cycle over the last minute and its GPUs (none
+// until the runner gives the board its GPU monitor).
+TEST(PoolBoardPorts, TheHeartbeatCarriesTheDutyCycleAndTheGpus) {
+  ts::FakeBoard fake;
+  auto c = cluster();
+  auto board = worker::PoolBoard::create(c, *c.find_pool("s1"), fake.opener());
+  ASSERT_TRUE(board.ok()) << board.error().to_string();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  (*board)->idle();
+  auto hb = stored(fake, "s1");
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->duty_cycle(), 0);
+  EXPECT_GT(hb->duty_window_s(), 0.1);
+  EXPECT_EQ(hb->gpu_devices(), 0u);
+  (*board)->claimed(pb::StageTask());  // busy as long as it was idle: about half
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  (*board)->set_gpu_use([] {
+    return std::optional<worker::PoolBoard::GpuUse>({2, 0.5, 3.0 * (1 << 30), 32.0 * (1 << 30)});
+  });
+  (*board)->idle();
+  hb = stored(fake, "s1");
+  ASSERT_TRUE(hb.ok());
+  EXPECT_GT(hb->duty_cycle(), 0.25) << hb->DebugString();
+  EXPECT_LT(hb->duty_cycle(), 0.75) << hb->DebugString();
+  EXPECT_EQ(hb->gpu_devices(), 2u);
+  EXPECT_DOUBLE_EQ(hb->gpu_utilization(), 0.5);
+  EXPECT_EQ(hb->gpu_memory_used_bytes(), 3ull << 30);
+  EXPECT_EQ(hb->gpu_memory_total_bytes(), 32ull << 30);
+}
+
+// DutyWindow alone: the busy share of the last window, spans leaving it as time passes.
+TEST(DutyWindow, TheBusyShareOfTheLastWindow) {
+  worker::DutyWindow d(0, 60);
+  EXPECT_EQ(d.duty_cycle(0), 0);
+  d.set_busy(true, 10);
+  d.set_busy(true, 12);                     // no change
+  EXPECT_DOUBLE_EQ(d.duty_cycle(20), 0.5);  // 10 of the 20 s since start
+  d.set_busy(false, 25);
+  EXPECT_DOUBLE_EQ(d.duty_cycle(30), 0.5);  // 15 of 30
+  EXPECT_DOUBLE_EQ(d.covered_s(30), 30);
+  EXPECT_DOUBLE_EQ(d.duty_cycle(80), 5.0 / 60);  // [20, 80]: 20..25 busy
+  EXPECT_DOUBLE_EQ(d.covered_s(80), 60);
+  EXPECT_EQ(d.duty_cycle(200), 0);  // the span has left the window
 }
 
 TEST(PoolBoardPorts, ThePolicyReadsTheBoardOnceAClaimAndSkipsGarbage) {

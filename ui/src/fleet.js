@@ -11,6 +11,21 @@ export function verdict(p, drained) {
   return p.state || 'idle';
 }
 
+// "duty cycle 37 % of the last 60 s": the fraction of the window its heartbeat says it held a task.
+export function dutyText(p) {
+  if (p.duty_cycle === null || p.duty_cycle === undefined) return 'duty cycle n/a';
+  const pct = p.duty_cycle > 0 && p.duty_cycle < 0.005 ? '<1' : Math.round(100 * p.duty_cycle);
+  return `duty cycle ${pct} % of the last ${Math.round(p.duty_window_s)} s`;
+}
+
+// "GPU 85 % · 30.1 / 80.0 GiB" where NVML reports its GPUs, else "GPU n/a" (a CPU pool).
+export function gpuText(p) {
+  const g = p.gpu;
+  if (!g) return 'GPU n/a';
+  const gib = (b) => (b / 2 ** 30).toFixed(1);
+  return `GPU ${Math.round(100 * g.utilization)} %${g.devices > 1 ? ` (${g.devices} GPUs)` : ''} · ${gib(g.memory_used_bytes)} / ${gib(g.memory_total_bytes)} GiB`;
+}
+
 export function Fleet({ me }) {
   const [fleet, setFleet] = useState(undefined);
   const [drained, setDrained] = useState({});
@@ -56,8 +71,8 @@ export function Fleet({ me }) {
             return html`<li class="pool" data-pool=${p.pool}>
               <div><strong>${p.pool}</strong> <span class="sub">${p.stage}</span></div>
               <div class="verdict" data-testid="verdict">${v}</div>
-              ${p.duty_cycle !== undefined && html`<div class="sub">duty cycle ${(100 * p.duty_cycle).toFixed(0)} %</div>`}
-              ${p.gpu_util !== undefined && html`<div class="sub">GPU ${p.gpu_util} % · ${p.gpu_mem_used_mib || '?'} MiB</div>`}
+              <div class="sub" data-testid="duty">${dutyText(p)}</div>
+              <div class="sub" data-testid="gpu">${gpuText(p)}</div>
               ${p.job_id && !d && html`<div class="sub"><${Link} to=${`/jobs/${encodeURIComponent(p.job_id)}`}>${p.job_id}<//></div>`}
               ${admin && html`<button onClick=${() => toggle(p.pool, !d)} aria-label=${`${d ? 'Undrain' : 'Drain'} pool ${p.pool}`}>${d ? 'Undrain' : 'Drain'}</button>`}
             </li>`;
