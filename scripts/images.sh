@@ -18,6 +18,7 @@
 # 2. Targets.  Every target of docker/Dockerfile (encoder sampler decoder transfer api cli stunnel by
 #    default) with `podman build --layers`, tagged ${H3PIPE_IMAGE_PREFIX:-h3pipe}/<target>:<version>
 #    (the names compose.yaml and helm/h3pipe expect; version: CMakeLists.txt's project version).
+#    The api image carries the console (ui/, bundled here with node: ui/node_modules needed).
 #    The build stage is built once and cached; a second run is all cache hits.
 # 3. --standins: test-only stand-ins, from Debian's packages, for the public images compose.yaml
 #    pulls (redis:7.2-bookworm, prom/prometheus), tagged localhost/h3pipe-standin/{redis,prometheus}
@@ -224,12 +225,27 @@ build_one() {  # build_one TARGET TAG FILE [extra podman build args]
   rm -f "$log"
 }
 
+# The console (#38, docs/console.md) goes into the api image as static files: bundled here by
+# esbuild (ui/build.mjs, from the packages ui/package-lock.json locks and setup.sh installs) into
+# a folder of its own, given to the build as the named context "ui" (COPY --from=ui): no npm in
+# the build stage, nothing fetched at run time, and the compile layer's context is unchanged.
+ui_ctx=()
+if [[ " ${targets[*]} " == *" api "* ]]; then
+  command -v node >/dev/null 2>&1 && [[ -d ui/node_modules/esbuild ]] ||
+    die "the api image carries the console: it needs node and ui/node_modules (scripts/setup.sh runs npm ci --prefix ui)"
+  ui_out=$(mktemp -d /tmp/h3pipe-ui.XXXXXX)
+  trap 'rm -rf "$ui_out"' EXIT
+  node ui/build.mjs --out "$ui_out" >/dev/null || die "bundling the console (node ui/build.mjs) failed"
+  ui_ctx=(--build-context "ui=$ui_out")
+fi
+
 declare -A wall size
 built=()
 for t in "${targets[@]}"; do
   grep -q "^FROM .* AS $t\$" docker/Dockerfile || die "docker/Dockerfile has no target '$t'"
   t0=$(now)
-  build_one "$t" "$prefix/$t:$version" docker/Dockerfile --ignorefile docker/Dockerfile.dockerignore
+  build_one "$t" "$prefix/$t:$version" docker/Dockerfile --ignorefile docker/Dockerfile.dockerignore \
+    "${ui_ctx[@]}"
   wall[$t]=$(secs "$t0" "$(now)")
   built+=("$prefix/$t:$version")
 done

@@ -293,6 +293,12 @@ def check_compose(repo, tmp, version, env):
             except TimeoutError as e:
                 logs = run(compose + ["logs", "--tail=20", svc], env=env, check_rc=False).stdout
                 check("compose.ready[%s]" % svc, False, "%s\n%s" % (e, logs[-1500:]))
+        # The console's bundle is in the api image (COPY --from=ui) and served under /ui/ with
+        # nothing fetched from outside: the shell for a deep link, and its script.
+        check("compose.ui[api]", http_status(SERVICES["api"], "/ui/runs/x") == 200
+              and http_status(SERVICES["api"], "/ui/app.js") == 200,
+              "/ui/runs/x %s, /ui/app.js %s" % (http_status(SERVICES["api"], "/ui/runs/x"),
+                                                http_status(SERVICES["api"], "/ui/app.js")))
         for svc in SERVICES:
             hc = run(["podman", "healthcheck", "run", ids[svc]], check_rc=False, env=env)
             check("healthcheck.healthy[%s]" % svc, hc.returncode == 0 and "unhealthy" not in hc.stdout,
