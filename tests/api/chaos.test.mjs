@@ -36,10 +36,12 @@ cfg.pools = [
   { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(0.05) } },
 ];
 const stack = new Stack('h3chaos-', cfg);
-// Short webhook retries (300 ms, doubling; 2 s per attempt; never dead within the test).
+// Short webhook retries (300 ms, doubling; 2 s per attempt; never dead within the test), and a
+// killed API's read-but-unacknowledged terminal events taken over after 3 s (not 30 s).
 process.env.H3PIPE_WEBHOOK_RETRY_MS = '300';
 process.env.H3PIPE_WEBHOOK_TIMEOUT_MS = '2000';
 process.env.H3PIPE_WEBHOOK_GIVE_UP_MS = '600000';
+process.env.H3PIPE_WEBHOOK_CLAIM_IDLE_MS = '3000';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const readJson = (f) => JSON.parse(fs.readFileSync(f, 'utf8'));
