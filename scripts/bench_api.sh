@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # scripts/bench.sh api [RATE [SECONDS]]: h3pipe-api's GET p99 and POST p99 at RATE requests/s
 # (default 500, 10 s each) on loopback, beside the same work with raw Redis (HGETALL / XADD);
+# HTTP over kept-alive connections as the SDKs use them (KEEPALIVE=0: a connection per request);
 # goals on the 2-core machine: GET p99 <= 2 ms, POST p99 <= 5 ms (issue #37; bench/api/requests.mjs).
 # Then, unless H3PIPE_BENCH_API_EVENTS=0, the SSE event delay (scripts/bench_api_events.sh).
 # Starts a private local stack (sim runtime; jobs of class slow wait in sampling) in a temp dir and
-# stops it.  The last line is one JSON object: {"requests": ..., "events": ...}.
+# stops it.  Between GET and POST, the cancel delay (#37 item 5) from the HTTP side: DELETE of
+# the running video -> the sample pool's next claim.  The last line is one JSON object:
+# {"requests": ..., "events": ...}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${H3PIPE_BUILD:-build}
@@ -37,7 +40,12 @@ for k in ('get_video', 'redis_hgetall', 'post_video', 'redis_xadd'):
     s = r[k]
     print(f\"{k:14} p50 {s['p50_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  max {s['max_ms']:7.2f} ms  ({s['delivered']}/{s['expected']}, {s['failed']} failed)\")
 print(f\"GET p99 / goal 2 ms: {r['get_p99_over_goal']}  POST p99 / goal 5 ms: {r['post_p99_over_goal']}  \"
-      f\"GET/HGETALL p99: {r['get_p99_over_redis']}  POST/XADD p99: {r['post_p99_over_redis']}\")
+      f\"GET/HGETALL p99: {r['get_p99_over_redis']}  POST/XADD p99: {r['post_p99_over_redis']}  \"
+      f\"(HTTP keep-alive: {r.get('http_keep_alive')})\")
+c = r.get('cancel') or {}
+print(f\"cancel: DELETE of the running video -> the sample pool's next claim {c.get('to_next_claim_ms')} ms \"
+      f\"(goal {c.get('goal_ms')} ms = the sim's 50 ms cancel check + 1 s; ratio {r.get('cancel_over_goal')}; \"
+      f\"DELETE answered in {c.get('delete_reply_ms')} ms, status {c.get('delete_status')})\")
 " >&2
 events=null
 if [[ ${H3PIPE_BENCH_API_EVENTS:-1} != 0 && -x scripts/bench_api_events.sh ]]; then

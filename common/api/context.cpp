@@ -79,14 +79,15 @@ httplib::Server::Handler Context::guarded(Role need, Handler h) {
                               "authentication_error", "", "missing_token"});
     auto l = lease();
     if (!l.ok()) return send_error(res, redis_error(l.error()));
-    auto who = check_token(*l->r, auth.substr(7));
-    if (!who.ok()) return send_error(res, redis_error(who.error()));
-    if (!*who)
+    // The token and its rate (rate_limit.h: one round trip for a token seen before), counted in
+    // Redis, so every replica sees every request.
+    auto a = authorize(*l->r, auth.substr(7), o.rate_limits, state::now_ms());
+    if (!a.ok()) return send_error(res, redis_error(a.error()));
+    const std::optional<TokenInfo>& who = a->who;
+    if (!who)
       return send_error(
           res, {401, "unknown or revoked token", "authentication_error", "", "invalid_token"});
-    // The token's rate (rate_limit.h): counted in Redis, so every replica sees every request.
-    auto rate = rate_check(*l->r, **who, o.rate_limits, state::now_ms());
-    if (!rate.ok()) return send_error(res, redis_error(rate.error()));
+    const RateVerdict* rate = &a->rate;
     if (rate->retry_after_ms) {
       const long long ms = *rate->retry_after_ms;
       res.set_header("Retry-After", std::to_string((ms + 999) / 1000));
@@ -95,16 +96,16 @@ httplib::Server::Handler Context::guarded(Role need, Handler h) {
       return send_error(res, {429,
                               fmt::format("rate limit of {:g} requests per second for token "
                                           "\"{}\" reached; retry after {} ms",
-                                          rate->limit, (*who)->name, ms),
+                                          rate->limit, who->name, ms),
                               "requests", "", "rate_limit_exceeded"});
     }
-    if (static_cast<int>((*who)->role) < static_cast<int>(need))
+    if (static_cast<int>(who->role) < static_cast<int>(need))
       return send_error(res, {403,
                               fmt::format("token \"{}\" has role {}; this needs role {} or "
                                           "admin",
-                                          (*who)->name, role_name((*who)->role), role_name(need)),
+                                          who->name, role_name(who->role), role_name(need)),
                               "permission_error", "", "forbidden"});
-    if (auto e = h(req, res, *l->r, **who)) send_error(res, *e);
+    if (auto e = h(req, res, *l->r, *who)) send_error(res, *e);
   };
 }
 
@@ -118,14 +119,47 @@ Result<std::optional<Record>> Context::record(queue::Redis& r, const std::string
   return Out{std::move(m)};
 }
 
+namespace {
+// What a video's Video object reads beside its record, for its run, in one pipeline: the job's
+// hash, the run's cancelled flag, the run's events (progress.h).
+std::vector<std::vector<std::string>> video_reads(const std::string& run) {
+  return {{"HGETALL", keys::job(run, kJobId)},
+          {"HGET", keys::run(run), "cancelled"},
+          progress_command(run)};
+}
+}  // namespace
+
 Result<json> Context::video_json(queue::Redis& r, const std::string& id, const Record& rec) {
-  const std::string run = rec.at("run");
-  auto rep = queue::hgetall(r, keys::job(run, kJobId));
+  auto rep = r.pipeline(video_reads(rec.at("run")));
   if (!rep.ok()) return rep.error();
-  auto job = std::move(*rep);
-  auto flag = queue::hget(r, keys::run(run), "cancelled");
-  if (!flag.ok()) return flag.error();
-  const bool run_cancelled = *flag && !(*flag)->empty() && **flag != "0";
+  return video_from(id, rec, *rep, 0);
+}
+
+Result<std::optional<json>> Context::video(queue::Redis& r, const std::string& id) {
+  using Out = std::optional<json>;
+  if (id.rfind("video_", 0) != 0 || !artifacts::validate_id("id", id).ok()) return Out{};
+  // A video's run is its id without "video_" (video_routes.cpp): read beside the record.
+  const std::string run = id.substr(6);
+  std::vector<std::vector<std::string>> cmds = {{"HGETALL", video_key(id)}};
+  for (auto& c : video_reads(run)) cmds.push_back(std::move(c));
+  auto rep = r.pipeline(cmds);
+  if (!rep.ok()) return rep.error();
+  const Record rec = queue::as_hash((*rep)[0]);
+  if (rec.empty() || rec.count("deleted")) return Out{};
+  if (!rec.count("run") || rec.at("run") != run) {  // not a record this server wrote
+    auto v = video_json(r, id, rec);
+    if (!v.ok()) return v.error();
+    return Out{std::move(*v)};
+  }
+  return Out{video_from(id, rec, *rep, 1)};
+}
+
+json Context::video_from(const std::string& id, const Record& rec,
+                         const std::vector<queue::Reply>& rep, std::size_t at) const {
+  const std::string run = rec.at("run");
+  auto job = queue::as_hash(rep[at]);
+  const auto flag = queue::as_value(rep[at + 1]);
+  const bool run_cancelled = flag && !flag->empty() && *flag != "0";
   const std::string st = job.count("state") ? job["state"] : "queued";
   std::string status = "in_progress";
   int progress = 0;
@@ -139,9 +173,8 @@ Result<json> Context::video_json(queue::Redis& r, const std::string& id, const R
     status = "queued";
   // The share of the planned time done, from the run's events (progress.h, #37).
   const std::string cls = rec.count("model") ? rec.at("model") : "default";
-  auto prog = read_progress(r, run, kJobId, plan_for(c, cls), state::now_ms());
-  if (!prog.ok()) return prog.error();
-  if (status != "completed") progress = prog->percent;
+  const Progress prog = progress_from(rep[at + 2], kJobId, plan_for(c, cls), state::now_ms());
+  if (status != "completed") progress = prog.percent;
   json completed_at = nullptr;
   if (status == "completed")
     if (auto p = paths::mp4(c, run, kJobId); p.ok())
@@ -165,10 +198,10 @@ Result<json> Context::video_json(queue::Redis& r, const std::string& id, const R
               {"job_id", kJobId},
               {"user", rec.count("user") ? rec.at("user") : ""},
               {"stage", st},
-              {"host", prog->host},
-              {"pool", prog->pool},
-              {"attempt", std::strtoll(prog->attempt.c_str(), nullptr, 10)},
-              {"eta_s", prog->eta_s ? json(*prog->eta_s) : json(nullptr)}};
+              {"host", prog.host},
+              {"pool", prog.pool},
+              {"attempt", std::strtoll(prog.attempt.c_str(), nullptr, 10)},
+              {"eta_s", prog.eta_s ? json(*prog.eta_s) : json(nullptr)}};
 }
 
 std::variant<Record, HttpError> Context::owned(queue::Redis& r, const std::string& id,

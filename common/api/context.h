@@ -76,11 +76,17 @@ class Context {
   Result<std::optional<Record>> record(queue::Redis& r, const std::string& id);
   // OpenAI's Video object from the record and the job's state in Redis.
   Result<nlohmann::json> video_json(queue::Redis& r, const std::string& id, const Record& rec);
+  // The record and its Video object in one round trip; nullopt when there is no record (or it
+  // was deleted).
+  Result<std::optional<nlohmann::json>> video(queue::Redis& r, const std::string& id);
   // The record of a video this token may change (submit: its own; admin: any).
   std::variant<Record, HttpError> owned(queue::Redis& r, const std::string& id,
                                         const TokenInfo& who);
 
  private:
+  // The Video object from the record and the replies of its reads (context.cpp), from `at`.
+  nlohmann::json video_from(const std::string& id, const Record& rec,
+                            const std::vector<queue::Reply>& rep, std::size_t at) const;
   RedisFactory factory_;
   std::mutex mu_;
   std::vector<std::unique_ptr<queue::Redis>> idle_;

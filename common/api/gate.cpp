@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -96,12 +97,93 @@ std::optional<std::pair<std::size_t, std::size_t>> expect_continue(const std::st
 
 // Set by keep_connection() during a serve on this pool thread.
 thread_local bool kept = false;
+// may_keep_alive() for the serve on this pool thread; keep_alive()'s bytes of the next request.
+thread_local bool keep_allowed = false;
+thread_local std::optional<std::string> kept_alive;
 
 struct Pending {
   int fd;
   Clock::time_point deadline;
   std::string buf;
+  std::size_t served = 0;  // requests answered on this connection before
+  bool idle = false;       // kept alive, no byte of its next request yet: closed without a reply
 };
+
+// A waiting connection given up (timed out, evicted): 408, or closed without a reply when it is
+// a kept-alive one that sent nothing more (a client then simply opens a new one).
+void close_waiting(const Pending& p) {
+  if (p.idle) {
+    ::close(p.fd);
+    return;
+  }
+  reply_and_close(p.fd, "408 Request Timeout");
+}
+// What the loop and the pool threads share: complete requests for the pool, kept-alive
+// connections back to the loop.
+struct Queues {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Pending> ready;
+  std::vector<Pending> returned;
+  bool done = false;
+};
+
+// A pool thread: serves ready requests until done; a connection kept alive goes back to the
+// loop (woken through wake_fd), any other is closed unless its serve took it.
+void serve_ready(Queues& q, const GateServe& serve, const GateLimits& limits,
+                 const std::atomic<bool>& stopping, int wake_fd) {
+  for (;;) {
+    Pending p;
+    {
+      std::unique_lock lk(q.mu);
+      q.cv.wait(lk, [&] { return q.done || !q.ready.empty(); });
+      if (q.ready.empty()) return;
+      p = std::move(q.ready.front());
+      q.ready.pop_front();
+    }
+    kept = false;
+    kept_alive.reset();
+    keep_allowed = !stopping && p.served + 1 < limits.max_requests_per_connection;
+    serve(p.fd, p.buf);
+    if (kept) continue;  // handed over: its new owner closes it
+    if (kept_alive && !stopping) {
+      {
+        const bool idle = kept_alive->empty();
+        std::lock_guard lk(q.mu);
+        q.returned.push_back({p.fd, Clock::now() + limits.keep_alive_timeout,
+                              std::move(*kept_alive), p.served + 1, idle});
+      }
+      (void)!::write(wake_fd, "r", 1);
+      continue;
+    }
+    ::shutdown(p.fd, SHUT_WR);
+    ::close(p.fd);
+  }
+}
+
+// Kept-alive connections back from the pool: the next request waits in `waiting` like a new one
+// (or goes to `handed` at once when the client had sent it already).
+void take_returned(Queues& q, std::list<Pending>& waiting, std::vector<Pending>& handed,
+                   const GateLimits& limits, Clock::time_point now) {
+  std::vector<Pending> back;
+  {
+    std::lock_guard lk(q.mu);
+    back.swap(q.returned);
+  }
+  for (auto& p : back) {
+    if (!p.buf.empty() && complete(p.buf, limits)) {
+      handed.push_back(std::move(p));
+      continue;
+    }
+    if (!p.buf.empty()) p.deadline = now + limits.request_timeout;
+    if (waiting.size() >= limits.max_pending) {
+      close_waiting(waiting.front());
+      waiting.pop_front();
+    }
+    waiting.push_back(std::move(p));
+  }
+}
+
 }  // namespace
 
 Gate::~Gate() {
@@ -140,34 +222,24 @@ void Gate::keep_connection() {
   kept = true;
 }
 
+bool Gate::may_keep_alive() {
+  return keep_allowed;
+}
+
+void Gate::keep_alive(std::string rest) {
+  if (keep_allowed) kept_alive = std::move(rest);
+}
+
 void Gate::stop() {
+  stopping_ = true;
   if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
 }
 
 void Gate::run(const GateServe& serve) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Pending> ready;
-  bool done = false;
+  Queues q;
   std::vector<std::thread> pool;
   for (int i = 0; i < std::max(1, limits_.threads); ++i)
-    pool.emplace_back([&] {
-      for (;;) {
-        Pending p;
-        {
-          std::unique_lock lk(mu);
-          cv.wait(lk, [&] { return done || !ready.empty(); });
-          if (ready.empty()) return;
-          p = std::move(ready.front());
-          ready.pop_front();
-        }
-        kept = false;
-        serve(p.fd, p.buf);
-        if (kept) continue;  // handed over: its new owner closes it
-        ::shutdown(p.fd, SHUT_WR);
-        ::close(p.fd);
-      }
-    });
+    pool.emplace_back([&] { serve_ready(q, serve, limits_, stopping_, wake_[1]); });
 
   std::list<Pending> waiting;  // oldest first
   Clock::time_point accept_paused_until{};
@@ -188,9 +260,15 @@ void Gate::run(const GateServe& serve) {
                             : std::min(timeout, static_cast<int>(std::max<long long>(left, 0)));
     }
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
-    if (fds[0].revents) break;  // stop()
     now = Clock::now();
     std::vector<Pending> handed;
+    if (fds[0].revents) {
+      char drain[256];
+      while (::read(wake_[0], drain, sizeof drain) > 0) {
+      }
+      if (stopping_) break;  // stop()
+      take_returned(q, waiting, handed, limits_, now);
+    }
     // Bytes held for every waiting connection: uploads may not make it exceed the bound.
     std::size_t buffered = 0;
     for (const auto& p : waiting) buffered += p.buf.size();
@@ -202,6 +280,10 @@ void Gate::run(const GateServe& serve) {
         for (;;) {
           const ssize_t n = ::recv(it->fd, chunk, sizeof chunk, 0);
           if (n > 0) {
+            if (it->idle) {  // a kept-alive connection's next request: its own timeout
+              it->idle = false;
+              it->deadline = now + limits_.request_timeout;
+            }
             it->buf.append(chunk, static_cast<std::size_t>(n));
             buffered += static_cast<std::size_t>(n);
             if (buffered > limits_.max_buffered_bytes && it->buf.size() > limits_.max_body_bytes) {
@@ -243,7 +325,7 @@ void Gate::run(const GateServe& serve) {
         }
       }
       if (it->deadline <= now) {
-        reply_and_close(it->fd, "408 Request Timeout");
+        close_waiting(*it);
         waiting.erase(it);
       }
     }
@@ -255,7 +337,7 @@ void Gate::run(const GateServe& serve) {
           // held by requests being served), accepting pauses a moment instead of spinning.
           if (errno == EMFILE || errno == ENFILE) {
             if (!waiting.empty()) {
-              reply_and_close(waiting.front().fd, "408 Request Timeout");
+              close_waiting(waiting.front());
               waiting.pop_front();
               continue;
             }
@@ -264,32 +346,35 @@ void Gate::run(const GateServe& serve) {
           break;
         }
         if (waiting.size() >= limits_.max_pending) {
-          reply_and_close(waiting.front().fd, "408 Request Timeout");
+          close_waiting(waiting.front());
           waiting.pop_front();
         }
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         waiting.push_back({fd, now + limits_.request_timeout, {}});
       }
     }
     if (!handed.empty()) {
-      std::lock_guard lk(mu);
+      std::lock_guard lk(q.mu);
       for (auto& p : handed) {
-        if (ready.size() >= limits_.max_ready) {
+        if (q.ready.size() >= limits_.max_ready) {
           reply_and_close(p.fd, "503 Service Unavailable", "Retry-After: 1\r\n");
           continue;
         }
-        ready.push_back(std::move(p));
+        q.ready.push_back(std::move(p));
       }
-      cv.notify_all();
+      q.cv.notify_all();
     }
   }
   for (auto& p : waiting) ::close(p.fd);
   {
-    std::lock_guard lk(mu);
-    done = true;
+    std::lock_guard lk(q.mu);
+    q.done = true;
   }
-  cv.notify_all();
+  q.cv.notify_all();
   for (auto& t : pool) t.join();
-  for (auto& p : ready) ::close(p.fd);
+  for (auto& p : q.ready) ::close(p.fd);
+  for (auto& p : q.returned) ::close(p.fd);
 }
 
 }  // namespace h3pipe::api

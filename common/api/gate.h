@@ -10,8 +10,13 @@
 // 413/431/400 from what it has); it must arrive within request_timeout of the accept, else 408
 // and close.  At most max_pending connections wait: one more evicts the oldest waiting (408).
 // At most max_ready complete requests wait for a pool thread: more get 503 with Retry-After.
-// Each request is served on a connection of its own (Connection: close), so an idle keep-alive
-// client holds no thread either; the reply is written with write_timeout per write.
+// Keep-alive: a serve that answered its whole request and may keep the connection
+// (may_keep_alive(), keep_alive()) hands it back to the loop with any bytes of the next request
+// read already, where it waits like a new one (a slot, no thread) up to keep_alive_timeout and is
+// then closed without a reply; at most max_requests_per_connection requests per connection.  The
+// reply is written with write_timeout per write; sockets are TCP_NODELAY (a reply's head and body
+// are two writes, which Nagle's algorithm would hold back behind the client's delayed ACK).
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -34,6 +39,8 @@ struct GateLimits {
   std::size_t max_pending = 512;
   std::size_t max_ready = 256;
   int threads = 16;
+  std::chrono::milliseconds keep_alive_timeout{5000};
+  std::size_t max_requests_per_connection = 1000;  // 1: every connection closed after one
 };
 
 // Serves one request whose bytes so far are `head` on the non-blocking socket `fd` (the gate
@@ -55,11 +62,17 @@ class Gate final {
   // subscriber handed to the event hub, events_hub.h), and the gate neither shuts it down nor
   // closes it when the serve returns.
   static void keep_connection();
+  // On a GateServe's thread: whether the connection may stay open after this request (not its
+  // last allowed one, the gate not stopping); and, once the reply is written, hands it back to
+  // the loop for the next request, whose first bytes (read already) are `rest`.
+  static bool may_keep_alive();
+  static void keep_alive(std::string rest);
 
  private:
   GateLimits limits_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace h3pipe::api

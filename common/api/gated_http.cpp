@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "common/api/gate.h"
@@ -42,9 +44,15 @@ class GatedStream final : public httplib::Stream {
       pos_ += n;
       return static_cast<ssize_t>(n);
     }
+    read_socket_ = true;
     if (!wait(POLLIN, left())) return -1;
     return ::recv(fd_, ptr, size, 0);
   }
+  // The bytes httplib read from the gate's, when it read none from the socket itself.
+  std::optional<size_t> consumed() const {
+    return read_socket_ ? std::nullopt : std::optional<size_t>(pos_);
+  }
+  bool taken() const { return taken_; }
   ssize_t write(const char* ptr, size_t size) override {
     if (taken_) return static_cast<ssize_t>(size);
     size_t sent = 0;
@@ -97,6 +105,7 @@ class GatedStream final : public httplib::Stream {
   }
   int fd_;
   bool taken_ = false;
+  bool read_socket_ = false;
   const std::string& head_;
   size_t pos_ = 0;
   std::chrono::milliseconds write_timeout_;
@@ -128,6 +137,30 @@ std::string without_brotli(const std::string& head) {
   return out;
 }
 
+// Where the first request in buf ends (its head and a Content-Length body); nullopt when that is
+// not known (no whole head, a chunked body, a malformed length): the connection is not kept.
+std::optional<size_t> request_end(const std::string& buf) {
+  const size_t end = buf.find("\r\n\r\n");
+  if (end == std::string::npos) return std::nullopt;
+  size_t body = 0;
+  for (size_t at = buf.find("\r\n"); at < end; at = buf.find("\r\n", at + 2)) {
+    const size_t line_end = buf.find("\r\n", at + 2);
+    std::string line = buf.substr(at + 2, line_end - at - 2);
+    for (auto& c : line) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (line.rfind("transfer-encoding:", 0) == 0) return std::nullopt;
+    if (line.rfind("content-length:", 0) == 0) {
+      const std::string v = line.substr(15);
+      const size_t digits = v.find_first_not_of(" \t");
+      if (digits == std::string::npos || !std::isdigit(static_cast<unsigned char>(v[digits])))
+        return std::nullopt;
+      char* e = nullptr;
+      body = std::strtoull(v.c_str() + digits, &e, 10);
+      if (*e && *e != ' ' && *e != '\t') return std::nullopt;
+    }
+  }
+  return end + 4 + body;
+}
+
 }  // namespace
 
 void GatedHttp::serve(int fd, const std::string& raw_head,
@@ -135,9 +168,16 @@ void GatedHttp::serve(int fd, const std::string& raw_head,
   const std::string head = without_brotli(raw_head);
   GatedStream strm(fd, head, write_timeout);
   current = &strm;
+  // Keep-alive (gate.h) only for a request whose end is known; the reply then says so, and the
+  // connection goes back to the gate only when httplib read exactly that request (a body it
+  // skipped, a 413, would otherwise be parsed as the next request).
+  const auto end = request_end(head);
+  const bool may_keep = end && *end <= head.size() && Gate::may_keep_alive();
   bool closed = false;
-  process_request(strm, /*close_connection=*/true, closed, nullptr);
+  const bool ok = process_request(strm, /*close_connection=*/!may_keep, closed, nullptr);
   current = nullptr;
+  if (ok && may_keep && !closed && !strm.taken() && strm.consumed() == end)
+    Gate::keep_alive(head.substr(*end));
 }
 
 int GatedHttp::take_connection() {

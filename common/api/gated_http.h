@@ -12,7 +12,12 @@ namespace h3pipe::api {
 struct GatedHttp : httplib::Server {
   // httplib reads svr_sock_ (its own listening socket, unused here: the Gate listens) only to
   // tell whether it is shutting down, and then stops a content provider's reply midway.
-  GatedHttp() { svr_sock_ = 0; }
+  GatedHttp() {
+    svr_sock_ = 0;
+    // What a kept-alive reply announces (Keep-Alive: timeout=5, max=1000), as the gate keeps it.
+    keep_alive_timeout_sec_ = 5;
+    keep_alive_max_count_ = 1000;
+  }
   // Serves the one request on fd whose first bytes are `head`; each write waits at most
   // write_timeout.
   void serve(int fd, const std::string& head, std::chrono::milliseconds write_timeout);

@@ -123,14 +123,24 @@ Progress job_progress(const std::vector<queue::events::Event>& events, std::stri
   return out;
 }
 
+std::vector<std::string> progress_command(const std::string& run) {
+  return {"XRANGE", keys::run_events(run), "-", "+", "COUNT", std::to_string(kMaxProgressEvents)};
+}
+
+Progress progress_from(const queue::Reply& events, const std::string& job, const StagePlan& plan,
+                       long long now_ms) {
+  const auto entries = queue::as_entries(events);
+  std::vector<queue::events::Event> evs;
+  evs.reserve(entries.size());
+  for (const auto& en : entries) evs.push_back(queue::events::from_fields(en.fields));
+  return job_progress(evs, job, plan, now_ms);
+}
+
 Result<Progress> read_progress(queue::Redis& r, const std::string& run, const std::string& job,
                                const StagePlan& plan, long long now_ms) {
-  auto entries = queue::xrange_after(r, keys::run_events(run), "0-0", "+", kMaxProgressEvents);
-  if (!entries.ok()) return entries.error();
-  std::vector<queue::events::Event> evs;
-  evs.reserve(entries->size());
-  for (const auto& en : *entries) evs.push_back(queue::events::from_fields(en.fields));
-  return job_progress(evs, job, plan, now_ms);
+  auto rep = r.command(progress_command(run));
+  if (!rep.ok()) return rep.error();
+  return progress_from(*rep, job, plan, now_ms);
 }
 
 }  // namespace h3pipe::api

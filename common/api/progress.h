@@ -44,5 +44,10 @@ Progress job_progress(const std::vector<queue::events::Event>& events, std::stri
 inline constexpr int kMaxProgressEvents = 4096;
 Result<Progress> read_progress(queue::Redis& r, const std::string& run, const std::string& job,
                                const StagePlan& plan, long long now_ms);
+// read_progress in two halves, to pipeline it with other reads: the command (XRANGE of the run's
+// events), and the progress from its reply.
+std::vector<std::string> progress_command(const std::string& run);
+Progress progress_from(const queue::Reply& events, const std::string& job, const StagePlan& plan,
+                       long long now_ms);
 
 }  // namespace h3pipe::api

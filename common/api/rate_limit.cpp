@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
+#include <unordered_map>
 
 #include "common/queue/hashes.h"
 
@@ -55,16 +57,24 @@ std::optional<long long> window_verdict(long long prev, long long cur, long long
   return std::max(1LL, static_cast<long long>(std::ceil(wait_ms - 1e-6)));
 }
 
-Result<RateVerdict> rate_check(queue::Redis& r, const TokenInfo& who, const RateLimits& limits,
-                               long long now_ms) {
+namespace {
+
+// HGET the token's own limit, HINCRBY this second, HGET the last, HDEL the one before.
+std::vector<std::vector<std::string>> rate_commands(const std::string& name, long long now_ms) {
   const long long sec = now_ms / 1000;
-  const std::string base = who.name + ":";
-  auto rep = queue::pipeline_values(r, {{"HGET", kTokenRatesKey, who.name},
-                                        {"HINCRBY", kRateKey, base + std::to_string(sec), "1"},
-                                        {"HGET", kRateKey, base + std::to_string(sec - 1)},
-                                        {"HDEL", kRateKey, base + std::to_string(sec - 2)}});
-  if (!rep.ok()) return rep.error();
-  auto str = [&](std::size_t i) { return i < rep->size() ? (*rep)[i].value_or("") : ""; };
+  const std::string base = name + ":";
+  return {{"HGET", kTokenRatesKey, name},
+          {"HINCRBY", kRateKey, base + std::to_string(sec), "1"},
+          {"HGET", kRateKey, base + std::to_string(sec - 1)},
+          {"HDEL", kRateKey, base + std::to_string(sec - 2)}};
+}
+
+// The verdict from the replies of rate_commands (from `at` in `rep`).
+Result<RateVerdict> rate_verdict(queue::Redis& r, const TokenInfo& who, const RateLimits& limits,
+                                 long long now_ms,
+                                 const std::vector<std::optional<std::string>>& rep,
+                                 std::size_t at) {
+  auto str = [&](std::size_t i) { return at + i < rep.size() ? rep[at + i].value_or("") : ""; };
   RateVerdict v;
   v.limit = limits.of(who.role);
   if (const std::string own = str(0); !own.empty()) {
@@ -78,10 +88,68 @@ Result<RateVerdict> rate_check(queue::Redis& r, const TokenInfo& who, const Rate
   // A refused request is not counted: a client retrying after Retry-After gets in then, however
   // often it was refused before.
   if (v.retry_after_ms) {
-    auto undo = r.command({"HINCRBY", kRateKey, base + std::to_string(sec), "-1"});
+    auto undo =
+        r.command({"HINCRBY", kRateKey, who.name + ":" + std::to_string(now_ms / 1000), "-1"});
     if (!undo.ok()) return undo.error();
   }
   return v;
+}
+
+std::mutex names_mu;
+std::unordered_map<std::string, std::string> names;  // token SHA-256 -> NAME (authorize)
+constexpr std::size_t kMaxNames = 4096;              // then forgotten all at once
+
+}  // namespace
+
+Result<RateVerdict> rate_check(queue::Redis& r, const TokenInfo& who, const RateLimits& limits,
+                               long long now_ms) {
+  auto rep = queue::pipeline_values(r, rate_commands(who.name, now_ms));
+  if (!rep.ok()) return rep.error();
+  return rate_verdict(r, who, limits, now_ms, *rep, 0);
+}
+
+Result<Authorized> authorize(queue::Redis& r, const std::string& token, const RateLimits& limits,
+                             long long now_ms) {
+  Authorized out;
+  if (token.empty() || token.size() > 256) return out;
+  const std::string sha = token_sha256(token);
+  std::string name;
+  {
+    std::lock_guard lk(names_mu);
+    if (auto it = names.find(sha); it != names.end()) name = it->second;
+  }
+  if (!name.empty()) {
+    std::vector<std::vector<std::string>> cmds = {{"HGET", kTokenHashesKey, sha},
+                                                  {"HGET", kTokensKey, name}};
+    for (auto& c : rate_commands(name, now_ms)) cmds.push_back(std::move(c));
+    auto rep = queue::pipeline_values(r, cmds);
+    if (!rep.ok()) return rep.error();
+    if (auto who = token_holder(sha, name, (*rep)[0], (*rep)[1])) {
+      auto v = rate_verdict(r, *who, limits, now_ms, *rep, 2);
+      if (!v.ok()) return v.error();
+      out.who = std::move(who);
+      out.rate = *v;
+      return out;
+    }
+    // Revoked or replaced since: the count taken back, the hint forgotten, looked up afresh.
+    auto undo = r.command({"HINCRBY", kRateKey, name + ":" + std::to_string(now_ms / 1000), "-1"});
+    if (!undo.ok()) return undo.error();
+    std::lock_guard lk(names_mu);
+    names.erase(sha);
+  }
+  auto who = check_token(r, token);
+  if (!who.ok()) return who.error();
+  if (!*who) return out;
+  {
+    std::lock_guard lk(names_mu);
+    if (names.size() >= kMaxNames) names.clear();
+    names[sha] = (*who)->name;
+  }
+  auto v = rate_check(r, **who, limits, now_ms);
+  if (!v.ok()) return v.error();
+  out.who = std::move(*who);
+  out.rate = *v;
+  return out;
 }
 
 Status set_token_rate(queue::Redis& r, const std::string& name, double per_s) {

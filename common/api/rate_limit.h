@@ -50,6 +50,19 @@ struct RateVerdict {
 Result<RateVerdict> rate_check(queue::Redis& r, const TokenInfo& who, const RateLimits& limits,
                                long long now_ms);
 
+// The bearer token's holder (check_token) and, for a known token, its rate verdict
+// (rate_check), in one round trip once this replica has seen the token: a map of token SHA-256
+// -> NAME in memory (hashes and names only, never a token; a hint, never trusted) names it, and
+// the one pipeline reads both token hashes again beside the rate's commands, so a revoked or
+// replaced token is refused at once as before.  Unknown to this replica (or the hint is stale):
+// the lookups of check_token first, then rate_check.  `who` nullopt: unknown or revoked.
+struct Authorized {
+  std::optional<TokenInfo> who;
+  RateVerdict rate;
+};
+Result<Authorized> authorize(queue::Redis& r, const std::string& token, const RateLimits& limits,
+                             long long now_ms);
+
 // `h3pipe token limit NAME N`: N requests per second for this token (0: unlimited); a negative N
 // removes the token's own limit (its role's applies).
 Status set_token_rate(queue::Redis& r, const std::string& name, double per_s);

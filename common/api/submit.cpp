@@ -2,12 +2,13 @@
 
 #include "common/queue/keys.h"
 #include "common/queue/server.h"
-#include "common/state/state.h"
+#include "common/state/run_commands.h"
 
 namespace h3pipe::api {
 
 Result<Submitted> submit_batch(queue::Redis& redis, const std::string& run_id,
-                               const spec::Batch& batch) {
+                               const spec::Batch& batch,
+                               const std::vector<std::vector<std::string>>& also) {
   Submitted out;
   // The same run id again: a job id the run already holds with another spec is refused before
   // anything is registered or enqueued.
@@ -24,12 +25,12 @@ Result<Submitted> submit_batch(queue::Redis& redis, const std::string& run_id,
   if (!out.conflicts.empty()) return out;
   std::vector<std::string> ids;
   for (const auto& s : batch.specs) ids.push_back(s.job_id());
-  state::Store store(redis);
-  if (auto s = store.create_run(run_id, ids); !s.ok()) return s.error();
-  // One transaction: the whole batch is submitted or none of it.
+  // One transaction: the run registered and the whole batch submitted, or none of it.
   std::vector<std::vector<std::string>> cmds = {{"MULTI"}};
+  for (auto& c : state::create_run_commands(run_id, ids)) cmds.push_back(std::move(c));
   for (const auto& s : batch.specs)
     cmds.push_back({"XADD", keys::submit(), "*", "run", run_id, "spec", spec::to_json(s)});
+  cmds.insert(cmds.end(), also.begin(), also.end());
   cmds.push_back({"EXEC"});
   auto r = redis.pipeline(cmds);
   if (!r.ok()) {

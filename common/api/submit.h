@@ -19,11 +19,13 @@ struct Submitted {
   int replicas = -1;        // replicas that acknowledged the submission (-1: not asked)
 };
 
-// A validated batch (no errors) into run `run_id`: the conflict check, the run registered with
-// the batch's job ids, then every spec XADDed to h3pipe:submit in one MULTI/EXEC (all or none),
-// then WAIT when redis.wait_replicas asks for it.  An enqueue failure is an Error whose message
-// starts "submission failed, nothing enqueued: ".
+// A validated batch (no errors) into run `run_id`: the conflict check (one round trip), then in
+// one MULTI/EXEC (all or none, one round trip) the run registered with the batch's job ids, every
+// spec XADDed to h3pipe:submit and the caller's `also` commands (h3pipe-api's video record: it
+// exists exactly when its job was submitted), then WAIT when redis.wait_replicas asks for it.  An
+// enqueue failure is an Error whose message starts "submission failed, nothing enqueued: ".
 Result<Submitted> submit_batch(queue::Redis& redis, const std::string& run_id,
-                               const spec::Batch& batch);
+                               const spec::Batch& batch,
+                               const std::vector<std::vector<std::string>>& also = {});
 
 }  // namespace h3pipe::api

@@ -14,12 +14,6 @@
 namespace h3pipe::api {
 namespace {
 
-std::string sha256_hex(const std::string& s) {
-  Sha256 h;
-  h.update(s.data(), s.size());
-  return h.hex_digest();
-}
-
 Result<std::string> random_token() {
   unsigned char b[32];
   if (RAND_bytes(b, sizeof b) != 1)
@@ -70,7 +64,7 @@ Result<std::string> create_token(queue::Redis& redis, const std::string& name, R
   H3_TRY(artifacts::validate_id("token NAME", name));
   auto token = random_token();
   if (!token.ok()) return token.error();
-  const std::string sha = sha256_hex(*token);
+  const std::string sha = token_sha256(*token);
   const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -110,20 +104,31 @@ Result<bool> revoke_token(queue::Redis& redis, const std::string& name) {
   return true;
 }
 
+std::string token_sha256(const std::string& token) {
+  Sha256 h;
+  h.update(token.data(), token.size());
+  return h.hex_digest();
+}
+
+std::optional<TokenInfo> token_holder(const std::string& sha, const std::string& name,
+                                      const std::optional<std::string>& hashes_name,
+                                      const std::optional<std::string>& info) {
+  if (!hashes_name || *hashes_name != name || !info) return std::nullopt;
+  std::string held;
+  auto who = parse_info(name, *info, &held);
+  if (!who || held != sha) return std::nullopt;
+  return who;
+}
+
 Result<std::optional<TokenInfo>> check_token(queue::Redis& redis, const std::string& token) {
   if (token.empty() || token.size() > 256) return std::optional<TokenInfo>{};
-  const std::string sha = sha256_hex(token);
+  const std::string sha = token_sha256(token);
   auto n = queue::hget(redis, kTokenHashesKey, sha);
   if (!n.ok()) return n.error();
   if (!*n) return std::optional<TokenInfo>{};
-  const std::string name = **n;
-  auto r = queue::hget(redis, kTokensKey, name);
+  auto r = queue::hget(redis, kTokensKey, **n);
   if (!r.ok()) return r.error();
-  if (!*r) return std::optional<TokenInfo>{};
-  std::string held;
-  auto info = parse_info(name, **r, &held);
-  if (!info || held != sha) return std::optional<TokenInfo>{};
-  return info;
+  return token_holder(sha, **n, *n, *r);
 }
 
 }  // namespace h3pipe::api

@@ -36,5 +36,13 @@ Result<std::vector<TokenInfo>> list_tokens(queue::Redis& redis);
 Result<bool> revoke_token(queue::Redis& redis, const std::string& name);
 // The token's holder, nullopt for an unknown (or revoked) token.
 Result<std::optional<TokenInfo>> check_token(queue::Redis& redis, const std::string& token);
+// The lower-case hex SHA-256 a token is stored as.
+std::string token_sha256(const std::string& token);
+// The holder of the token with hash `sha` said to be NAME, from what Redis holds now:
+// `hashes_name` = HGET token_hashes SHA, `info` = HGET tokens NAME (nullopt: nil).  nullopt
+// unless both agree (an unknown, revoked or replaced token).
+std::optional<TokenInfo> token_holder(const std::string& sha, const std::string& name,
+                                      const std::optional<std::string>& hashes_name,
+                                      const std::optional<std::string>& info);
 
 }  // namespace h3pipe::api

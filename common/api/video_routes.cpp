@@ -168,27 +168,23 @@ struct VideoRoutes {
     const std::string run = id.substr(6);
     // A retry of a reserved id keeps its own upload: the spec names this request's file.
     cleanup.keep = true;
-    auto sub = submit_batch(r, run, v.batch);
+    // The record is written in the submission's own transaction (submit.h).
+    const std::string created = std::to_string(state::now_ms());
+    auto sub = submit_batch(r, run, v.batch,
+                            {{"HSETNX", video_key(id), "created_ms", created},
+                             {"HSET", video_key(id), "run", run, "model", v.model, "prompt",
+                              v.batch.specs.front().prompt(), "seconds", v.seconds, "size", v.size,
+                              "user", who.name, "webhook_url", webhook_url},
+                             {"ZADD", kVideosKey, "NX", created, id}});
     if (!sub.ok()) return redis_error(sub.error());
     if (!sub->conflicts.empty())
       return HttpError{
           409, fmt::format("run {} already holds job \"{}\" with another spec", run, kJobId),
           "invalid_request_error", "", "conflict"};
-    const std::string created = std::to_string(state::now_ms());
-    auto w = r.pipeline({{"MULTI"},
-                         {"HSETNX", video_key(id), "created_ms", created},
-                         {"HSET", video_key(id), "run", run, "model", v.model, "prompt",
-                          v.batch.specs.front().prompt(), "seconds", v.seconds, "size", v.size,
-                          "user", who.name, "webhook_url", webhook_url},
-                         {"ZADD", kVideosKey, "NX", created, id},
-                         {"EXEC"}});
-    if (!w.ok()) return redis_error(w.error());
-    auto rec = ctx.record(r, id);
-    if (!rec.ok()) return redis_error(rec.error());
-    if (!*rec) return not_found(id);
-    auto out = ctx.video_json(r, id, **rec);
+    auto out = ctx.video(r, id);
     if (!out.ok()) return redis_error(out.error());
-    res.set_content(out->dump(), "application/json");
+    if (!*out) return not_found(id);
+    res.set_content((*out)->dump(), "application/json");
     return std::nullopt;
   }
 
@@ -342,12 +338,10 @@ void register_video_routes(httplib::Server& http, Context& ctx) {
            ctx.guarded(Role::kRead,
                        [&ctx](auto& req, auto& res, auto& r, auto&) -> std::optional<HttpError> {
                          const std::string id = req.matches[1];
-                         auto rec = ctx.record(r, id);
-                         if (!rec.ok()) return redis_error(rec.error());
-                         if (!*rec) return not_found(id);
-                         auto out = ctx.video_json(r, id, **rec);
+                         auto out = ctx.video(r, id);
                          if (!out.ok()) return redis_error(out.error());
-                         res.set_content(out->dump(), "application/json");
+                         if (!*out) return not_found(id);
+                         res.set_content((*out)->dump(), "application/json");
                          return std::nullopt;
                        }));
   http.Post(vid + "/cancel",

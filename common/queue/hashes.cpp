@@ -2,23 +2,31 @@
 
 namespace h3pipe::queue {
 
-Result<std::map<std::string, std::string>> hgetall(Redis& r, const std::string& key) {
-  auto rep = r.command({"HGETALL", key});
-  if (!rep.ok()) return rep.error();
+std::map<std::string, std::string> as_hash(const Reply& rep) {
   std::map<std::string, std::string> m;
-  const redisReply* x = rep->get();
+  const redisReply* x = rep.get();
   if (x && x->type == REDIS_REPLY_ARRAY)
     for (std::size_t i = 0; i + 1 < x->elements; i += 2)
       m[reply_str(x->element[i])] = reply_str(x->element[i + 1]);
   return m;
 }
 
+std::optional<std::string> as_value(const Reply& rep) {
+  if (!rep.get() || rep.get()->type != REDIS_REPLY_STRING) return std::nullopt;
+  return reply_str(rep.get());
+}
+
+Result<std::map<std::string, std::string>> hgetall(Redis& r, const std::string& key) {
+  auto rep = r.command({"HGETALL", key});
+  if (!rep.ok()) return rep.error();
+  return as_hash(*rep);
+}
+
 Result<std::optional<std::string>> hget(Redis& r, const std::string& key,
                                         const std::string& field) {
   auto rep = r.command({"HGET", key, field});
   if (!rep.ok()) return rep.error();
-  if (!rep->get() || rep->get()->type != REDIS_REPLY_STRING) return std::optional<std::string>{};
-  return std::optional<std::string>{reply_str(rep->get())};
+  return as_value(*rep);
 }
 
 Result<bool> hsetnx(Redis& r, const std::string& key, const std::string& field,

@@ -26,4 +26,10 @@ Result<std::vector<std::string>> zmembers(Redis& r, const std::string& key, bool
 Result<std::vector<std::optional<std::string>>> pipeline_values(
     Redis& r, const std::vector<std::vector<std::string>>& cmds);
 
+// One reply of Redis::pipeline read as HGETALL's (field -> value; empty for nil or a missing
+// key) or as HGET's (nullopt for nil), so a caller that pipelines reads of several kinds in one
+// round trip needs no hiredis of its own.
+std::map<std::string, std::string> as_hash(const Reply& x);
+std::optional<std::string> as_value(const Reply& x);
+
 }  // namespace h3pipe::queue

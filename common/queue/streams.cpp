@@ -72,6 +72,10 @@ Result<std::vector<std::pair<std::string, std::vector<StreamEntry>>>> xread(
   return per_key(rep->get());
 }
 
+std::vector<StreamEntry> as_entries(const Reply& x) {
+  return entries(x.get());
+}
+
 Result<std::vector<StreamEntry>> xrange_after(Redis& r, const std::string& key,
                                               const std::string& after, const std::string& end,
                                               int count) {

@@ -35,6 +35,9 @@ Result<std::vector<StreamEntry>> xrange_after(Redis& r, const std::string& key,
                                               const std::string& after, const std::string& end,
                                               int count);
 
+// One reply of Redis::pipeline read as XRANGE's: its entries (none for nil).
+std::vector<StreamEntry> as_entries(const Reply& x);
+
 // XGROUP CREATE stream group id MKSTREAM; an existing group (BUSYGROUP) is not an error.
 Status xgroup_create(Redis& r, const std::string& stream, const std::string& group,
                      const std::string& id);

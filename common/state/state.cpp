@@ -8,6 +8,7 @@
 
 #include "common/core/json_parse.h"
 #include "common/spec/spec.h"
+#include "common/state/run_commands.h"
 #include "common/state/scripts.h"
 #include "common/state/task_entry.h"
 
@@ -93,13 +94,18 @@ std::map<std::string, long long> RunStatus::stage_jobs() const {
   return {{"encode", in("sample") + sample}, {"sample", sample}, {"decode", done_n}};
 }
 
-Status Store::create_run(const std::string& run_id, const std::vector<std::string>& job_ids) {
+queue::Commands create_run_commands(const std::string& run_id,
+                                    const std::vector<std::string>& job_ids) {
   std::vector<std::string> sadd = {"SADD", keys::run_expected(run_id)};
   sadd.insert(sadd.end(), job_ids.begin(), job_ids.end());
   queue::Commands cmds = {{"HSETNX", keys::run(run_id), "created_ms", std::to_string(now_ms())},
                           {"ZADD", keys::runs(), "NX", std::to_string(now_ms()), run_id}};
   if (!job_ids.empty()) cmds.push_back(sadd);
-  auto r = redis_.pipeline(cmds);
+  return cmds;
+}
+
+Status Store::create_run(const std::string& run_id, const std::vector<std::string>& job_ids) {
+  auto r = redis_.pipeline(create_run_commands(run_id, job_ids));
   if (!r.ok()) return r.error();
   return {};
 }
