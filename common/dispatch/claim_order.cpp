@@ -93,6 +93,15 @@ void charge(const ClaimOrder& o, const std::vector<ClaimEntry>& es, std::size_t 
   if (low) share.floor = std::max(share.floor, *low);
 }
 
+std::optional<std::size_t> claim_next(const ClaimOrder& o, const std::vector<ClaimEntry>& es,
+                                      ShareState& share, long long now_ms,
+                                      const std::function<bool(std::size_t)>& may_claim) {
+  const auto at = pick(o, es, share, now_ms);
+  if (!at || !may_claim(*at)) return std::nullopt;
+  charge(o, es, *at, share);
+  return at;
+}
+
 bool parse_entry_id(const std::string& id, long long& ms, long long& seq) {
   const auto dash = id.find('-');
   if (dash == std::string::npos || dash == 0 || dash + 1 >= id.size()) return false;

@@ -3,7 +3,8 @@
 // claim order", issue #39).  Written twice, once here in C++ and once in Lua
 // (common/queue/claim_order_lua.inc, the script every live claim runs), and the two are held equal
 // by claim_order_redis_test, which runs the same stream states through both.  The planner's
-// simulator orders its queues with pick() too.
+// simulator claims through claim_next() below (pick, the policy, charge), as the live Claimer
+// (common/worker/claimer.h) claims through the Lua twin.
 //
 //   1. candidates: the first `window` entries of the stream that no consumer holds, in stream
 //      order (older entries further back wait; claims beyond the window are first come, first
@@ -21,6 +22,7 @@
 // move first.
 // Nothing here knows Redis or clocks: all inputs are plain values.  Pure and thread-safe.
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -75,6 +77,14 @@ std::optional<std::size_t> pick(const ClaimOrder& o, const std::vector<ClaimEntr
 // The share after taking entries[taken] (the claim's own update, as the Lua makes it).
 void charge(const ClaimOrder& o, const std::vector<ClaimEntry>& entries, std::size_t taken,
             ShareState& share);
+
+// One claim of a pool, as the live Claimer makes it (common/worker/claimer.h: the order's pick,
+// the dispatch policy asked about that entry, the share charged when it is taken): the index
+// taken, or none (nothing waiting, or `may_claim(index)` said no: the entry stays, the share
+// unchanged).  The planner's simulator claims through this (schedule::simulate).
+std::optional<std::size_t> claim_next(const ClaimOrder& o, const std::vector<ClaimEntry>& entries,
+                                      ShareState& share, long long now_ms,
+                                      const std::function<bool(std::size_t)>& may_claim);
 
 // "1700000000000-3" -> (1700000000000, 3); false when it is not an id.
 bool parse_entry_id(const std::string& id, long long& ms, long long& seq);

@@ -287,11 +287,9 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
                                          u->memory_total_bytes};
       });
     worker::Hooks hooks;
-    hooks.may_claim = [&board] { return board->may_claim(); };
-    // The policy's answer needs no read here (first_free, or no peer): the worker folds each
-    // claim into the completion before it (one script between two tasks; issue #24).
-    hooks.claims_unconditionally = board->claims_unconditionally();
-    hooks.idle_wait = [&board](std::chrono::milliseconds d) { board->wait_for_work(d); };
+    // Asked by the pool's Claimer (common/worker/claimer.h), the one place a pool decides what it
+    // runs next.
+    hooks.policy = board->policy();
     hooks.on_event = [&board](const std::string& ev, const pb::StageTask& t) {
       if (ev == "claimed")
         board->claimed(t);

@@ -92,6 +92,8 @@ class Sim {
   }
   void dispatch();
   bool try_claim(std::size_t pool);
+  // The dispatch policy asked about the entry the order picked (what the pool observes now).
+  bool policy_allows(std::size_t pool, const ClaimEntry& e);
   // The sampler of GPU group `group` that can sample class `cls` (the lease's), or kNone.
   std::size_t group_sampler(std::size_t group, std::size_t cls) const;
   void start(std::size_t pool, std::size_t job);
@@ -318,27 +320,9 @@ std::vector<ClaimEntry> Sim::claim_entries(It first, It last) const {
   return out;
 }
 
-bool Sim::try_claim(std::size_t pool) {
-  PoolRt& p = pools_[pool];
-  // The job the claim order takes (docs/design.md, "The claim order"), as the live claim does.
-  std::vector<ClaimEntry> entries;
-  ShareState* share = nullptr;
-  if (p.cfg->stage == StageKind::kEncode) {
-    if (encode_q_.empty()) return false;
-    entries = claim_entries(encode_q_.begin(), encode_q_.end());
-    share = &encode_share_;
-  } else if (p.cfg->stage == StageKind::kSample) {
-    if (sample_q_.empty()) return false;
-    entries = claim_entries(sample_q_.begin(), sample_q_.end());
-    share = &sample_share_;
-  } else {
-    if (decode_q_[p.host].empty()) return false;
-    entries = claim_entries(decode_q_[p.host].begin(), decode_q_[p.host].end());
-    share = &decode_share_[p.host];
-  }
-  const auto at = pick(orders_[pool], entries, *share, std::llround(now_ * 1000));
-  if (!at) return false;
-  const std::size_t head = static_cast<std::size_t>(entries[*at].seq);
+bool Sim::policy_allows(std::size_t pool, const ClaimEntry& e) {
+  const PoolRt& p = pools_[pool];
+  const std::size_t head = static_cast<std::size_t>(e.seq);
   // What a live pool would observe (board_model.h): each pool's busy-until (the pool holding
   // its GPU group's task), the queues and the work still upstream, the decode side.
   for (std::size_t i = 0; i < pools_.size(); ++i) {
@@ -360,9 +344,33 @@ bool Sim::try_claim(std::size_t pool) {
     tr.seen.decode_load = nullptr;
     opt_.on_claim(tr);
   }
-  if (!claims) return false;
+  return claims;
+}
 
-  charge(orders_[pool], entries, *at, *share);
+bool Sim::try_claim(std::size_t pool) {
+  PoolRt& p = pools_[pool];
+  // The job the claim order takes (docs/design.md, "The claim order"), as the live claim does.
+  std::vector<ClaimEntry> entries;
+  ShareState* share = nullptr;
+  if (p.cfg->stage == StageKind::kEncode) {
+    if (encode_q_.empty()) return false;
+    entries = claim_entries(encode_q_.begin(), encode_q_.end());
+    share = &encode_share_;
+  } else if (p.cfg->stage == StageKind::kSample) {
+    if (sample_q_.empty()) return false;
+    entries = claim_entries(sample_q_.begin(), sample_q_.end());
+    share = &sample_share_;
+  } else {
+    if (decode_q_[p.host].empty()) return false;
+    entries = claim_entries(decode_q_[p.host].begin(), decode_q_[p.host].end());
+    share = &decode_share_[p.host];
+  }
+  // The claim as the live Claimer makes it (dispatch::claim_next): the order's pick, the
+  // dispatch policy asked about it, the share charged when it is taken.
+  const auto at = claim_next(orders_[pool], entries, *share, std::llround(now_ * 1000),
+                             [&](std::size_t i) { return policy_allows(pool, entries[i]); });
+  if (!at) return false;
+  const std::size_t head = static_cast<std::size_t>(entries[*at].seq);
   const auto k = static_cast<std::ptrdiff_t>(*at);
   if (p.cfg->stage == StageKind::kEncode)
     encode_q_.erase(encode_q_.begin() + k), ++encoding_;

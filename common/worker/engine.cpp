@@ -462,8 +462,11 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t,
   if (!receipt.empty() && !state::attach_receipt(m, receipt))
     logger().warn("run={} job={}: receipt of {} bytes kept on this host's disk only (over {})", run,
                   job, receipt.size(), state::kReceiptMaxBytes);
+  // The next claim rides in the completion's own script when the Claimer allows it.
+  if (opts_.next_claim) opts_.next_claim->fold_into(m);
   auto moved = ledger_.apply(m, c.entry_id);
   if (!moved.ok()) return moved.error();
+  if (opts_.next_claim && m.then_claim) opts_.next_claim->folded(std::move(moved->claimed));
   if (via_transfer && routing_.nudge && moved->code != Applied::kRefused)
     if (auto n = routing_.nudge(next); !n.ok())
       logger().warn("run={} job={}: {} (the sender finds the latent at its next outbox scan)", run,

@@ -80,6 +80,18 @@ class Ledger {
   virtual void note_handed_back(const pb::StageTask& t, const std::string& why) = 0;
 };
 
+// The claim after a completion, folded into it (issue #24: one script between two tasks; #39:
+// an explicit call of the engine, not a side effect of Ledger::apply).  On a successful
+// completion the engine calls fold_into(m) before it applies the move, and folded() with what
+// the move's script claimed (Moved::claimed) when the move carried a claim (m.then_claim).
+// Production: the Claimer (claimer.h), which decides whether the claim may ride along.
+class NextClaim {
+ public:
+  virtual ~NextClaim() = default;
+  virtual void fold_into(state::Move& m) = 0;
+  virtual void folded(std::optional<state::ClaimedStart> c) = 0;
+};
+
 // How often a running stage asks the ledger whether its run was cancelled (one HGET): a cancel
 // frees the pool within a step + this (#37 item 5).
 inline constexpr long long kCancelPollMs = 250;
@@ -152,6 +164,8 @@ struct EngineOptions {
   // Where stage.started / step / preview events go (nullptr: nowhere).  The terminal events and
   // stage.finished ride on the moves themselves (state::Move::announce).
   EventSink* events = nullptr;
+  // Asked to fold the next claim into each completion (nullptr: none is folded).
+  NextClaim* next_claim = nullptr;
 };
 
 class StageEngine final {

@@ -290,4 +290,12 @@ bool PoolBoard::may_claim() {
   return board_decision(model_, self_ix_, cls, seen);
 }
 
+ClaimPolicy PoolBoard::policy() {
+  ClaimPolicy p;
+  p.may_claim = [this] { return may_claim(); };
+  p.unconditional = claims_unconditionally();
+  p.idle_wait = [this](std::chrono::milliseconds d) { wait_for_work(d); };
+  return p;
+}
+
 }  // namespace h3pipe::worker

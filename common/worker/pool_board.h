@@ -26,6 +26,7 @@
 #include "common/state/pool_board_store.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/duty_window.h"
+#include "common/worker/ports.h"
 #include "h3pipe.pb.h"
 
 namespace h3pipe::worker {
@@ -76,6 +77,8 @@ class PoolBoard final {
   // than at its next poll; else (a task waits for a pool that would finish it sooner) sleeps
   // `max`.  An entry added between may_claim's read and the XREAD is seen at the next ask.
   void wait_for_work(std::chrono::milliseconds max);
+  // The three above as the Claimer asks them (claimer.h); the board outlives the worker.
+  ClaimPolicy policy();
   // The pool's GPUs as its heartbeat reports them (the runner's GPU monitor, NVML): asked at
   // every beat; unset or nullopt: none (gpu_devices 0).
   struct GpuUse {

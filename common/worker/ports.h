@@ -1,11 +1,12 @@
 #pragma once
 // The stage worker's loop (worker.h) talks to the world through these ports and the engine's
 // (engine.h: Ledger, Files): where its tasks come from (TaskSource) and the GPUs it may have to
-// take turns on (GpuGate).  Production implements them with Redis (redis_tasks.h: one object is
-// both the TaskSource and the Ledger, since a claim and the moves after it share the entry's
-// stream) and with the GPU group's lease (gpu_lease.h); unit tests with memory
+// take turns on (GpuGate).  Production implements them with Redis (claimer.h: the TaskSource,
+// where a pool decides what it runs next; redis_tasks.h: the Ledger over the Claimer's queue of
+// the task at hand) and with the GPU group's lease (gpu_lease.h); unit tests with memory
 // (tests/support/fake_stage_ports.h).  Submission ingest's loop (worker.h Ingest) has its own
 // port, Intake.
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "common/proto/h3pipe.pb.h"
 #include "common/queue/queue.h"
 #include "common/state/state.h"
+#include "common/worker/engine.h"
 
 namespace h3pipe::worker {
 
@@ -25,16 +27,41 @@ struct Taken {
   std::optional<state::Attempt> started{};
 };
 
-class TaskSource {
+// The dispatch policy as the Claimer (claimer.h) asks it: production's is the pool board's
+// (PoolBoard::policy(), common/dispatch's rule over the heartbeats and backlogs).
+struct ClaimPolicy {
+  // Asked before a claim of new work; false = leave the task to a pool that would finish it
+  // sooner.  Default: always claim.
+  std::function<bool()> may_claim = [] { return true; };
+  // may_claim says yes without reading anything (first_free, or no peer): the claim after a
+  // completion may be made in the completion's own script.  Set it false with a may_claim that
+  // can say no.
+  bool unconditional = true;
+  // When may_claim said no: waits up to the given time before the next ask (the board: until a
+  // task arrives on the stream when none was waiting).  Default: sleeps it.
+  std::function<void(std::chrono::milliseconds)> idle_wait;
+};
+
+// What a claim gave: a task, or none (refused: the policy said no to new work).
+struct Claim {
+  std::optional<Taken> taken;
+  bool refused = false;
+};
+
+// Where a stage's tasks come from.  It is also the engine's NextClaim: on a successful
+// completion the engine asks it to fold the next claim into the completion (engine.h).
+class TaskSource : public NextClaim {
  public:
-  virtual ~TaskSource() = default;
+  ~TaskSource() override = default;
   // A task this pool could claim now (undelivered, its own pending, or an expired lease): a pool
   // of a GPU group takes the group's lease only then, never to block idle in a claim.
   virtual Result<bool> visible() = 0;
   // The next task: the GPU group's own first, then one the last completion claimed ahead, then
-  // the stage's stream, which gives new work only when may_claim() says yes (asked only when
-  // nothing came before).  nullopt: nothing now.
-  virtual Result<std::optional<Taken>> take(const std::function<bool()>& may_claim) = 0;
+  // the stage's stream, which gives new work only when the dispatch policy says yes (asked only
+  // when nothing came before).  No task: nothing now, or the policy said no (Claim::refused).
+  virtual Result<Claim> take() = 0;
+  // After a refusal: waits before the next ask (ClaimPolicy::idle_wait).
+  virtual void wait_after_refusal(std::chrono::milliseconds d) = 0;
   // While the task runs its lease is renewed (hold), and then no longer (let_go).
   virtual void hold(const std::string& entry_id) = 0;
   virtual void let_go(const std::string& entry_id) = 0;

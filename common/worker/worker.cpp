@@ -1,5 +1,6 @@
 #include "common/worker/worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,16 @@ std::string stream_for(config::StageKind stage, const std::string& host) {
 std::string group_for(config::StageKind stage) {
   return config::stage_name(stage);
 }
+std::vector<std::string> stage_streams(const config::Cluster& c) {
+  std::vector<std::string> out;
+  for (const auto& p : c.pools) {
+    out.push_back(stream_for(p.stage, p.host));
+    if (auto own = group_role(c, p).own_stream; !own.empty()) out.push_back(own);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 namespace {
 
@@ -61,14 +72,14 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   const auto& c = *w->opts_.cluster;
   const GroupRole role = group_role(c, pool);
   StageWorker* self = w.get();
-  RedisTasksOptions to{
+  ClaimerOptions to{
       .cluster = &c,
       .pool = &pool,
       .redis = w->opts_.redis,
       .consumer = w->opts_.consumer,
       .own_stream = role.own_stream,
       .gpu_group = !role.group.empty(),
-      .claims_unconditionally = w->hooks_.claims_unconditionally,
+      .policy = w->hooks_.policy,
       .stopping = [self] { return self->stopping() || (self->drain_ && self->drain_->drained()); }};
   auto tasks = RedisTasks::create(std::move(to));
   if (!tasks.ok()) return tasks.error();
@@ -82,7 +93,7 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
       },
       [self](double e2e_s, double rtf) { self->probe_.job_done(e2e_s, rtf); });
   Ports ports;
-  ports.tasks = redis_tasks;
+  ports.tasks = &redis_tasks->claimer();
   ports.ledger = redis_tasks;
   ports.files = w->owned_files_.get();
   w->owned_events_ = std::make_unique<RedisEventSink>(w->opts_.redis);
@@ -144,6 +155,7 @@ void StageWorker::wire(Ports ports) {
     }
   };
   EngineOptions eo{&c, &pool, true, [this] { return hand_back_due(); }, ports_.events};
+  eo.next_claim = ports_.tasks;  // asked to fold the next claim into each completion
   engine_ = std::make_unique<StageEngine>(eo, *ports_.ledger, *ports_.files, std::move(compute),
                                           ports_.clock, routing);
   engine_->on_outcome = [this](Outcome o, const pb::StageTask& t, const pb::StageRecord& rec) {
@@ -316,19 +328,17 @@ Result<bool> StageWorker::step() {
       if (g) g->release(rank);
     }
   } release{ports_.gpu, then_rank};
-  // The policy is asked only when no task of the group's or claimed ahead comes first.
-  bool refused = false;
-  auto taken = ports_.tasks->take([this, &refused] {
-    refused = !hooks_.may_claim();
-    return !refused;
-  });
-  if (!taken.ok()) return taken.error();
-  if (!taken->has_value()) {
-    idle_cause_ = refused ? "dispatch" : "no_job";
-    if (refused) hooks_.idle_wait ? hooks_.idle_wait(nap) : std::this_thread::sleep_for(nap);
+  // The Claimer asks the dispatch policy only when no task of the group's or claimed ahead
+  // comes first.
+  auto claim = ports_.tasks->take();
+  if (!claim.ok()) return claim.error();
+  auto& taken = claim->taken;
+  if (!taken) {
+    idle_cause_ = claim->refused ? "dispatch" : "no_job";
+    if (claim->refused) ports_.tasks->wait_after_refusal(nap);
     return false;
   }
-  queue::Entry& e = (*taken)->entry;
+  queue::Entry& e = taken->entry;
   if (e.reclaimed) probe_.reclaimed("expired_lease");
   if (e.own_pending) probe_.reclaimed("own_pending");
   pb::StageTask t;
@@ -341,7 +351,7 @@ Result<bool> StageWorker::step() {
   claimed_once_ = true;
   *handoff_s_ = 0;
   const auto p0 = std::chrono::steady_clock::now();
-  auto r = engine_->process({e.id, e.payload, gpu_wait_s, std::move((*taken)->started)}, wait);
+  auto r = engine_->process({e.id, e.payload, gpu_wait_s, std::move(taken->started)}, wait);
   process_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   probe_.set_busy(false);
   ports_.tasks->let_go(e.id);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/config/config.h"
 #include "common/metrics/metrics.h"
@@ -26,17 +27,13 @@
 
 namespace h3pipe::worker {
 
+class RedisTasks;
+
 struct Hooks {
-  // Dispatch policy (every stage: PoolBoard): asked before each claim; false = leave the task to
-  // a pool that would finish it sooner.  Default: always claim.
-  std::function<bool()> may_claim = [] { return true; };
-  // may_claim says yes without reading anything (PoolBoard::claims_unconditionally; the default
-  // may_claim): the claim after a completion is made in the completion's own script.  Set it
-  // false with a may_claim that can say no.
-  bool claims_unconditionally = true;
-  // When may_claim said no: waits up to the given time before the next ask (PoolBoard: until a
-  // task arrives on the stream when none was waiting).  Default: sleeps it.
-  std::function<void(std::chrono::milliseconds)> idle_wait;
+  // The dispatch policy (every stage: PoolBoard::policy()), which the pool's Claimer asks before
+  // each claim of new work (claimer.h).  Default: always claim.  (StageWorker::over: the given
+  // TaskSource asks its own.)
+  ClaimPolicy policy;
   // Chooses the decode host for a finished latent.  Default: the shared choice
   // (worker::choose_decode_host, dispatch/decode_route.h) without queue backlogs.
   std::function<std::string(const pb::StageTask&)> decode_host;
@@ -80,6 +77,9 @@ struct Runtimes {
 // The stream a stage's tasks live on (decode: one stream per decode host).
 std::string stream_for(config::StageKind stage, const std::string& host);
 std::string group_for(config::StageKind stage);
+// Every stage stream of the cluster (each pool's, and a GPU group's own sample stream), once:
+// where a user's admitted jobs are (state/quota.h).
+std::vector<std::string> stage_streams(const config::Cluster& c);
 
 // The ports of a worker that does not build its own (StageWorker::over); they outlive it.
 struct Ports {
@@ -96,8 +96,8 @@ struct Ports {
 
 class StageWorker final {
  public:
-  // Over Redis (RedisTasks), this host's disk (DiskFiles) and, for a pool of a GPU group, the
-  // group's lease (GpuLease), all from the config.
+  // Over Redis (RedisTasks and its Claimer), this host's disk (DiskFiles) and, for a pool of a GPU
+  // group, the group's lease (GpuLease), all from the config.
   static Result<std::unique_ptr<StageWorker>> create(Options opts, Runtimes rt,
                                                      metrics::WorkerProbe& probe, Hooks hooks);
   // Over the given ports (Options::redis unused).
@@ -129,7 +129,7 @@ class StageWorker final {
   Hooks hooks_;
   Ports ports_;
   // What create() built the ports from (over(): none).
-  std::unique_ptr<TaskSource> owned_tasks_;
+  std::unique_ptr<RedisTasks> owned_tasks_;
   std::unique_ptr<Files> owned_files_;
   std::unique_ptr<GpuGate> owned_gpu_;
   std::unique_ptr<EventSink> owned_events_;

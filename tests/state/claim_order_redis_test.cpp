@@ -1,6 +1,7 @@
 // The claim order written twice (docs/design.md, "The claim order"): the C++ (dispatch::pick and
 // dispatch::charge) and the Lua every live claim runs (common/queue/claim_order_lua.inc, through
-// StageQueue::claim and Store::claim_and_start) take the same entry and leave the same fair-share
+// StageQueue::claim, Store::claim_and_start and a completion's folded claim, Move::then_claim)
+// take the same entry and leave the same fair-share
 // state, over random stream states: priorities, users, classes, aged entries, entries another
 // consumer holds, a share hash with a floor, small windows.  Then the same order's properties on
 // the C++ alone: a priority job behind 50 goes first, aging lifts a waiting job to the top class
@@ -141,22 +142,31 @@ TEST(ClaimOrder, TheLuaTakesWhatTheCppPicksOverRandomStreams) {
     }
     queue::StageQueue q(r, {kStream, "sample", "me", 60000, 0, 60000, order.encode(), kShare});
     state::Store store(r);
-    // Claim until nothing is left, comparing every claim; alternately through the queue's
-    // script and the state machine's (claim_and_start: the claim folded with a start).
+    // Claim until nothing is left, comparing every claim; in turn through each script the
+    // Claimer (common/worker/claimer.h) runs: the queue's, the state machine's claim folded with
+    // a start (claim_and_start), and the claim folded into a completion (Move::then_claim; the
+    // completion here is of a job that is not there, refused, as the claim after it still runs).
     for (int k = 0;; ++k) {
       const auto entries = read_entries(r);
       auto share = read_share(r);
       const auto want = dispatch::pick(order, entries, share, redis_now_ms(r));
       std::optional<std::string> got;
-      if (k % 2 == 0) {
+      if (k % 3 == 0) {
         auto e = q.claim(true);
         ASSERT_TRUE(e.ok()) << e.error().to_string();
         if (*e) got = (*e)->id;
-      } else {
+      } else if (k % 3 == 1) {
         auto e = store.claim_and_start({kStream, "sample", "me", "", order.encode(), kShare},
                                        {"", "r", "j"}, pb::STAGE_SAMPLE);
         ASSERT_TRUE(e.ok()) << e.error().to_string();
         if (*e) got = (*e)->entry_id;
+      } else {
+        auto m = state::Store::advance_move("r", "gone", pb::StageRecord(), state::JobState::kDone);
+        m.ack = state::QueueAck{kStream, "sample", "me", "1-1", order.encode(), kShare};
+        m.then_claim = state::ClaimNext{{}, pb::STAGE_SAMPLE, 0};
+        auto e = store.apply(m);
+        ASSERT_TRUE(e.ok()) << e.error().to_string();
+        if (e->claimed) got = e->claimed->entry_id;
       }
       ++compared;
       ASSERT_EQ(want.has_value(), got.has_value()) << "trial " << trial << " claim " << k;

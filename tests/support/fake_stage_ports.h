@@ -172,6 +172,7 @@ class MemoryTasks final : public worker::TaskSource {
   std::optional<worker::Taken> ahead;  // a task claimed ahead by the last completion
   std::set<std::string> held;          // entries whose lease is renewed now
   std::vector<std::string> taken_ids;  // every entry handed out, in order
+  worker::ClaimPolicy policy;          // the dispatch policy this source asks
   int asked = 0;                       // times may_claim was asked
   int rechecks = 0;                    // recheck_own() calls
   int handed_back_ahead = 0;
@@ -184,16 +185,23 @@ class MemoryTasks final : public worker::TaskSource {
     if (auto e = std::exchange(fail_next, std::nullopt)) return *e;
     return !stream.empty() || ahead.has_value();
   }
-  Result<std::optional<worker::Taken>> take(const std::function<bool()>& may_claim) override {
+  Result<worker::Claim> take() override {
     if (auto e = std::exchange(fail_next, std::nullopt)) return *e;
     if (ahead) return hand_out(*std::exchange(ahead, std::nullopt));
     ++asked;
-    if (!may_claim() || stream.empty()) return std::optional<worker::Taken>();
+    if (!policy.may_claim()) return worker::Claim{std::nullopt, true};
+    if (stream.empty()) return worker::Claim{};
     worker::Taken t;
     std::tie(t.entry.id, t.entry.payload) = std::move(stream.front());
     stream.pop_front();
     return hand_out(std::move(t));
   }
+  void wait_after_refusal(std::chrono::milliseconds d) override {
+    if (policy.idle_wait) policy.idle_wait(d);
+  }
+  // No claim is folded into a completion here (the Claimer's, over Redis: claimer_test).
+  void fold_into(state::Move&) override {}
+  void folded(std::optional<state::ClaimedStart>) override {}
   void hold(const std::string& id) override { held.insert(id); }
   void let_go(const std::string& id) override { held.erase(id); }
   bool claimed_ahead() const override { return ahead.has_value(); }
@@ -209,10 +217,10 @@ class MemoryTasks final : public worker::TaskSource {
   Result<long long> depth() override { return static_cast<long long>(stream.size()); }
 
  private:
-  Result<std::optional<worker::Taken>> hand_out(worker::Taken t) {
+  Result<worker::Claim> hand_out(worker::Taken t) {
     ledger_.pending.insert(t.entry.id);
     taken_ids.push_back(t.entry.id);
-    return std::optional<worker::Taken>(std::move(t));
+    return worker::Claim{std::move(t)};
   }
   MemoryLedger& ledger_;
 };

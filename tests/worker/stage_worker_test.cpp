@@ -125,11 +125,10 @@ TEST(StageWorker, TakesItsStreamInOrderAndHoldsEachLeaseOnlyWhileTheTaskRuns) {
 TEST(StageWorker, APolicyThatSaysNoLeavesTheTaskQueuedAndWaitsInsteadOfSpinning) {
   bool yes = false;
   std::vector<std::chrono::milliseconds> waits;
-  Hooks h;
-  h.may_claim = [&] { return yes; };
-  h.claims_unconditionally = false;
-  h.idle_wait = [&](std::chrono::milliseconds d) { waits.push_back(d); };
-  Rig rig(h);
+  Rig rig;
+  rig.tasks.policy.may_claim = [&] { return yes; };
+  rig.tasks.policy.unconditional = false;
+  rig.tasks.policy.idle_wait = [&](std::chrono::milliseconds d) { waits.push_back(d); };
   rig.add("1-0", "a");
   auto r = rig.worker->step();
   ASSERT_TRUE(r.ok());
