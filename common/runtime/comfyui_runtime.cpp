@@ -193,7 +193,8 @@ class ComfyRunner final {
       values[in.key] = *v;
     }
 
-    progress_.open(s_.url, s_.client_id, static_cast<int>(s_.connect_timeout_ms));  // steps (#37)
+    progress_.open(s_.url, s_.client_id, static_cast<int>(s_.connect_timeout_ms),
+                   static_cast<bool>(ctx.preview));  // steps and previews (#37, #38)
     // A restarted worker finds what an earlier attempt queued instead of queueing it again.
     std::string id, adopted_from;
     for (long long a = std::max<long long>(ctx.attempt, 1); a >= 1 && id.empty(); --a) {
@@ -221,13 +222,11 @@ class ComfyRunner final {
       }
       id.clear();
     }
-    {
-      id = prompt_id(ctx, std::max<long long>(ctx.attempt, 1));
-      comfyui::Submission sub{s_.client_id, id, wf->execution_targets()};
-      auto queued = client_.queue_prompt(wf->instantiate(values, id), sub);
-      if (!queued.ok()) return with_hint(queued.error());
-      id = *queued;
-    }
+    id = prompt_id(ctx, std::max<long long>(ctx.attempt, 1));
+    comfyui::Submission sub{s_.client_id, id, wf->execution_targets()};
+    auto queued = client_.queue_prompt(wf->instantiate(values, id), sub);
+    if (!queued.ok()) return with_hint(queued.error());
+    id = *queued;
     auto state = wait(id, deadline, ctx);
     if (!state.ok()) return state.error();
     return finish(ctx, *wf, key, id, *state, start, deadline, false);
@@ -476,6 +475,8 @@ class ComfyRunner final {
         {"adopted", adopted},
         {"output", shown(*pick)},
         {"seconds", std::chrono::duration<double>(Clock::now() - start).count()}};
+    if (const auto* p = progress_.preview_stats(id); p && p->frames > 0)
+      settings["previews"] = comfyui::to_json(*p);  // #38: what the previews cost
     auto out = commit_stage_output(stage_, ctx, part, s_.device, std::move(settings));
     if (!out.ok())
       return rephrase(out.error(), "ComfyUI server at {}: prompt {}: {}", s_.url, id,
@@ -509,7 +510,7 @@ class ComfyRunner final {
               "ComfyUI server at {}: prompt {} did not finish within {} s; it was cancelled",
               s_.url, id, s_.timeout_s);
         }
-        progress_.pump(next, id, ctx.progress);  // at most 50 ms
+        progress_.pump(next, id, ctx.progress, ctx.preview);  // at most 50 ms
       }
       auto loc = client_.locate(id);
       if (!loc.ok()) {
@@ -550,6 +551,7 @@ class ComfyRunner final {
                               "ComfyUI server at {}: prompt {} failed: {}", s_.url, id,
                               loc->state.error);
           }
+          progress_.drain(id, ctx.progress, ctx.preview);  // its last steps
           return std::move(loc->state);
       }
     }
@@ -575,25 +577,23 @@ class ComfyRunner final {
   comfyui::ProgressFollower progress_;
 };
 
+template <class Rt>
+Result<std::unique_ptr<Rt>> make_runner(const FactoryArgs& a, StageKind stage) {
+  auto s = comfyui::parse_settings(a, stage);
+  if (!s.ok()) return s.error();
+  return std::unique_ptr<Rt>(new RunnerRuntime<ComfyRunner>(std::move(*s), stage));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<EncodeRuntime>> make_comfyui_encode(const FactoryArgs& a) {
-  auto s = comfyui::parse_settings(a, StageKind::kEncode);
-  if (!s.ok()) return s.error();
-  return std::unique_ptr<EncodeRuntime>(
-      new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kEncode));
+  return make_runner<EncodeRuntime>(a, StageKind::kEncode);
 }
 Result<std::unique_ptr<SampleRuntime>> make_comfyui_sample(const FactoryArgs& a) {
-  auto s = comfyui::parse_settings(a, StageKind::kSample);
-  if (!s.ok()) return s.error();
-  return std::unique_ptr<SampleRuntime>(
-      new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kSample));
+  return make_runner<SampleRuntime>(a, StageKind::kSample);
 }
 Result<std::unique_ptr<DecodeRuntime>> make_comfyui_decode(const FactoryArgs& a) {
-  auto s = comfyui::parse_settings(a, StageKind::kDecode);
-  if (!s.ok()) return s.error();
-  return std::unique_ptr<DecodeRuntime>(
-      new RunnerRuntime<ComfyRunner>(std::move(*s), StageKind::kDecode));
+  return make_runner<DecodeRuntime>(a, StageKind::kDecode);
 }
 
 }  // namespace h3pipe::runtime

@@ -5,6 +5,7 @@
 // baseline JPEG.  A look at where the sampler is going, not a decode: cheap (no VAE), bounded in
 // size by the latent grid.  Returns the JPEG's base64 (what a `preview` event carries).
 #include <string>
+#include <string_view>
 
 #include "common/core/result.h"
 
@@ -14,5 +15,13 @@ inline constexpr int kPreviewMaxSide = 128;
 
 Result<std::string> latent_preview_jpeg_base64(const float* video, int channels, int t, int h,
                                                int w, int max_side = kPreviewMaxSide);
+
+// A server's own preview image (ComfyUI's websocket frames: a JPEG or PNG, ~40-70 KB at 512 px)
+// made as small as the sampler's: decoded with libav (media::read_image, from a memfd), shrunk
+// bilinearly to at most max_side on its longer side (never enlarged; even sides), re-encoded as
+// a baseline JPEG.  Errors: runtime.permanent_input for bytes that are not an image, or an image
+// above 4096x4096 (what a server's preview never is).
+Result<std::string> image_preview_jpeg_base64(std::string_view image,
+                                              int max_side = kPreviewMaxSide);
 
 }  // namespace h3pipe::runtime

@@ -218,7 +218,7 @@ Status Client::send_frame(int opcode, const std::string& payload) {
   return write_all(fd_, f, Clock::now() + std::chrono::seconds(2));
 }
 
-Status Client::parse(std::vector<std::string>& out, std::size_t max) {
+Status Client::parse(std::vector<Message>& out, std::size_t max) {
   std::size_t at = 0;
   while (out.size() < max) {
     if (skip_ > 0) {
@@ -245,11 +245,26 @@ Status Client::parse(std::vector<std::string>& out, std::size_t max) {
       for (int i = 0; i < 8; ++i) len = (len << 8) | p[2 + i];
       hdr = 10;
     }
-    const bool binary = opcode == 0x2 || (opcode == 0x0 && in_binary_);
-    if (binary) {  // skipped, never buffered
+    if (opcode == 0x2 || (opcode == 0x0 && in_binary_)) {
+      if (opcode == 0x2) {
+        binary_.clear();
+        skipping_ = false;
+      }
+      // Over the bound (this frame, or the message so far): discarded as it arrives.
+      if (skipping_ || binary_.size() > max_binary_ || len > max_binary_ - binary_.size()) {
+        if (fin) ++skipped_binary_;
+        skipping_ = !fin;
+        in_binary_ = !fin;
+        std::string().swap(binary_);
+        at += hdr;
+        skip_ = len;
+        continue;
+      }
+      if (buf_.size() - at < hdr + len) break;  // kept: wait for the whole frame
+      binary_.append(buf_, at + hdr, static_cast<std::size_t>(len));
+      at += hdr + static_cast<std::size_t>(len);
       in_binary_ = !fin;
-      at += hdr;
-      skip_ = len;
+      if (fin) out.push_back({true, std::exchange(binary_, {})});
       continue;
     }
     if (len > kMaxMessageBytes || message_.size() + len > kMaxMessageBytes)
@@ -265,7 +280,7 @@ Status Client::parse(std::vector<std::string>& out, std::size_t max) {
           return make_error(errc::http::kIo, "websocket: a continuation of nothing");
         message_ += payload;
         in_text_ = !fin;
-        if (fin) out.push_back(std::exchange(message_, {}));
+        if (fin) out.push_back({false, std::exchange(message_, {})});
         break;
       case 0x8:
         return make_error(errc::http::kIo, "websocket: the server closed the connection");
@@ -280,8 +295,8 @@ Status Client::parse(std::vector<std::string>& out, std::size_t max) {
   return {};
 }
 
-Result<std::vector<std::string>> Client::poll(int timeout_ms, std::size_t max) {
-  std::vector<std::string> out;
+Result<std::vector<Message>> Client::poll(int timeout_ms, std::size_t max) {
+  std::vector<Message> out;
   if (fd_ < 0) return make_error(errc::http::kIo, "websocket: not connected");
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
@@ -303,7 +318,8 @@ Result<std::vector<std::string>> Client::poll(int timeout_ms, std::size_t max) {
       return make_error(errc::http::kIo, "websocket: connection closed");
     }
     if (n > 0) {
-      // Bounded: at most one message plus a frame header waits unparsed (binary is skipped).
+      // Bounded: at most one message plus a frame header waits unparsed (a binary one over
+      // max_binary_ is skipped; max_binary_ <= kMaxMessageBytes).
       if (buf_.size() + static_cast<std::size_t>(n) > kMaxMessageBytes + 16 + sizeof chunk) {
         ::close(fd_);
         fd_ = -1;

@@ -5,16 +5,22 @@
 //   H3PIPE_COMFYUI_URL=http://127.0.0.1:18231 H3PIPE_COMFYUI_BASE=/path/to/base (one command line:)
 //   [H3PIPE_COMFYUI_RESTART='stop.sh 18231 && start.sh 18231'] build/tests/comfyui_real_server_test
 // BASE is the server's --base-directory (its input/ and output/ stand for shared mounts);
-// RESTART, when given, is run mid-prompt to check that a restart reads as lost.
+// RESTART, when given, is run mid-prompt to check that a restart reads as lost.  The steps and
+// previews case needs the server started with --preview-method latent2rgb and the test-only node
+// H3ProbeSteps (steps, step_s, seed -> LATENT: ComfyUI's own sampler callback without weights) in
+// its custom_nodes; it is skipped, saying so, on a server without that node.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <numeric>
 
 #include "common/artifacts/artifacts.h"
 #include "common/latent/profile.h"
 #include "common/runtime/comfyui_client.h"
+#include "common/runtime/comfyui_progress.h"
 #include "common/runtime/comfyui_runtime.h"
+#include "common/runtime/http_client.h"
 #include "tests/support/fake_comfyui.h"
 
 namespace h3pipe::runtime {
@@ -277,6 +283,77 @@ TEST_F(RealComfyUi, ARetryAdoptsTheRunningPromptAndARestartReadsAsLost) {
   std::cerr << "restart mid-prompt: " << lost.error().to_string() << " after "
             << std::chrono::duration<double>(Clock::now() - t1).count() << " s\n";
   EXPECT_EQ(lost.error().code, "runtime.comfyui.lost");
+}
+
+TEST_F(RealComfyUi, SamplerStepsAndPreviewsFromTheServersWebsocket) {
+  http::Client probe;
+  auto info = probe.get(url_ + "/object_info/H3ProbeSteps");
+  if (!info.ok() || info->status != 200 || info->body.find("H3ProbeSteps") == std::string::npos)
+    GTEST_SKIP() << "the server at " << url_
+                 << " has no H3ProbeSteps node (a test-only custom node running ComfyUI's "
+                    "sampler callback without weights): no sampler steps to follow";
+  // A Wan 2.1 latent of 16x3x32x32 (what H3ProbeSteps makes): a 256x256x9 job.
+  spec_.set_width(256);
+  spec_.set_height(256);
+  spec_.set_frames(9);
+  spec_.set_seed(static_cast<std::uint32_t>(Clock::now().time_since_epoch().count() % 1000000));
+  const long long steps = 8;
+  const double step_s = 0.25;
+  json wf = {{"1", node("H3ProbeSteps", {{"steps", steps}, {"step_s", step_s}, {"seed", 0}})},
+             {"2", node("SaveLatent", {{"samples", {"1", 0}}, {"filename_prefix", "x"}})}};
+  json s = {{"url", url_},
+            {"workflow", wf},
+            {"poll_ms", 200},
+            {"timeout_s", 120},
+            {"output", {{"node", "2"}}},  // core SaveLatent's .latent (docs/latent.md)
+            {"inject",
+             {{"seed", {{"node", "1"}, {"input", "seed"}}},
+              {"filename_prefix", {{"node", "2"}, {"input", "filename_prefix"}}}}}};
+  if (!base_.empty()) s["output_dir"] = base_ + "/output";
+  ComfyCluster cluster(StageKind::kSample, {});
+  auto rt = make_comfyui_sample(cluster.args(s));
+  ASSERT_TRUE(rt.ok()) << rt.error().to_string();
+  auto c = ctx(1);
+  std::vector<std::pair<long long, Clock::time_point>> seen;
+  std::vector<std::pair<long long, std::size_t>> previews;
+  c.progress = [&](long long k, long long n) {
+    EXPECT_EQ(n, steps);
+    seen.emplace_back(k, Clock::now());
+  };
+  c.preview = [&](long long k, long long, const std::string& b64) {
+    previews.emplace_back(k, b64.size());
+  };
+  auto out = (*rt)->sample(c);
+  ASSERT_TRUE(out.ok()) << out.error().to_string();
+  std::vector<long long> got;
+  for (const auto& [k, at] : seen) got.push_back(k);
+  std::vector<long long> want(static_cast<std::size_t>(steps));
+  std::iota(want.begin(), want.end(), 1);
+  EXPECT_EQ(got, want) << "every step of the server's progress messages, in order";
+  ASSERT_FALSE(out->settings["previews"].is_null())
+      << "no preview frames: is the server running with --preview-method latent2rgb? "
+      << out->settings.dump();
+  const json& p = out->settings["previews"];
+  EXPECT_EQ(p["frames"], steps) << "a frame per step, each naming this prompt";
+  ASSERT_GE(previews.size(), 2u);
+  EXPECT_EQ(p["sent"], previews.size());
+  for (const auto& [k, bytes] : previews) EXPECT_LE(bytes, 48u * 1024) << "step " << k;
+  const double step_time =
+      seen.size() > 1
+          ? std::chrono::duration<double>(seen.back().second - seen.front().second).count() /
+                static_cast<double>(seen.size() - 1)
+          : step_s;
+  // The CPU time previews take per step (wall time too: on a busy machine it includes waiting).
+  const double cpu_per_step = p["cpu_s"].get<double>() / static_cast<double>(steps);
+  const double sent = p["sent"].get<double>();
+  std::cerr << "real previews: " << p["sent"] << " of " << p["frames"] << " frames handed on, "
+            << p["bytes_in"].get<long long>() / p["sent"].get<long long>() << " bytes (JPEG) -> "
+            << p["bytes_out"].get<long long>() / p["sent"].get<long long>()
+            << " bytes (base64 JPEG) each, " << 1000 * p["cpu_s"].get<double>() / sent
+            << " ms CPU (" << 1000 * p["cost_s"].get<double>() / sent << " ms wall) each; "
+            << 1000 * cpu_per_step << " ms CPU per step against a step of " << 1000 * step_time
+            << " ms (" << 100 * cpu_per_step / step_time << " %)\n";
+  EXPECT_LE(cpu_per_step, 0.02 * step_time) << "previews cost more than 2 % of a step";
 }
 
 }  // namespace

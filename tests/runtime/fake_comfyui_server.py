@@ -12,12 +12,13 @@ What h3pipe's comfyui runtime relies on, with the status codes and JSON shapes r
   output-first pick), only the nodes the output nodes need; outputs are cached by input
   signature (classic cache: only the last prompt's nodes survive), so an identical prompt runs
   nothing and its history lists the earlier file even if it was deleted since.
-- /ws?clientId=ID (WebSocket, RFC 6455, as ComfyUI's server.py): a `status` message on connect,
-  then for each prompt queued with that client_id: execution_start, executing, `progress`
-  {"value", "max", "prompt_id", "node"} per step of the run (--exec-steps over --exec-delay-ms,
-  as main.py's progress hook sends them, with `progress_state` beside each as 0.3.64 does and a
-  binary preview frame every few steps), executed-free end: execution_success and executing
-  {"node": null}; execution_interrupted when interrupted.  Other clients get nothing.
+- /ws?clientId=ID (WebSocket, RFC 6455, as ComfyUI's server.py; fake_comfyui_ws.py): a `status`
+  message on connect, feature_flags answered, then for each prompt queued with that client_id:
+  execution_start, executing, `progress` {"value", "max", "prompt_id", "node"} per step of the run
+  (--exec-steps over --exec-delay-ms, as main.py's progress hook sends them, with `progress_state`
+  before each as 0.3.64 does and, with --preview-method latent2rgb, a binary preview frame per
+  step), executed-free end: execution_success and executing {"node": null};
+  execution_interrupted when interrupted.  Other clients get nothing.
 - /history, /queue, /interrupt (targeted and global), /view (400/403/404), /upload/image
   (overwrite, duplicate detection), /object_info, /system_stats, /prompt GET, each also under
   /api; request bodies above --max-upload-bytes (ComfyUI's --max-upload-size, 100 MB) get 413.
@@ -25,6 +26,7 @@ What h3pipe's comfyui runtime relies on, with the status codes and JSON shapes r
 Usage: fake_comfyui_server.py --root DIR [--port N] [--latent F] [--conditioning F] [--mp4 F]
          [--mode ok|fail|forget] [--exec-delay-ms N] [--exec-steps N] [--max-upload-bytes N] [--packs seeds]
          [--record FILE] [--exec-python-nodes h3pipe_nodes,h3_standins]
+         [--preview-method none|latent2rgb --preview-jpeg F] [--preview-huge-bytes N]
 --exec-python-nodes: those node classes run for real in Python (fake_comfyui_pynodes.py: h3pipe's
 node pack and weight-free stand-ins for a MiniMax H3 workflow's core classes); without it every
 node is symbolic (fake_comfyui_nodes.py).
@@ -33,10 +35,7 @@ JSON line per request that changes state ({"kind", "body", "status"}). Standard 
 """
 
 import argparse
-import base64
-import hashlib
 import json
-import struct
 import os
 import sys
 import threading
@@ -48,6 +47,7 @@ from urllib.parse import parse_qs, urlparse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fake_comfyui_nodes import ExecutionError, Interrupted, NodeSet  # noqa: E402
 from fake_comfyui_validate import validate_prompt  # noqa: E402
+from fake_comfyui_ws import WebSocketSide  # noqa: E402
 
 SYSTEM_STATS = {
     "system": {"os": "posix", "ram_total": 25276059648, "ram_free": 23968051200,
@@ -66,7 +66,7 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-class FakeComfyUiServer:
+class FakeComfyUiServer(WebSocketSide):
     def __init__(self, args):
         self.args = args
         self.root = os.path.abspath(args.root)
@@ -87,27 +87,8 @@ class FakeComfyUiServer:
         self.number = 0
         self.interrupt_flag = False
         self.cache = {}          # node signature -> (outputs, ui)
-        self.sockets = {}        # client_id -> (socket, write lock): the /ws connections
+        self.init_websockets()   # /ws: fake_comfyui_ws.py
         threading.Thread(target=self.worker, daemon=True).start()
-
-    # ---- /ws: push messages to the client that queued the prompt ------------------------------
-    def ws_send(self, client_id, msg_type, data, binary=None):
-        with self.lock:
-            conn = self.sockets.get(client_id) if client_id else None
-        if conn is None:
-            return
-        sock, wlock = conn
-        payload = binary if binary is not None else json.dumps({"type": msg_type, "data": data}).encode()
-        opcode = 0x2 if binary is not None else 0x1
-        n = len(payload)
-        head = bytes([0x80 | opcode]) + (bytes([n]) if n < 126 else
-                                         bytes([126]) + struct.pack(">H", n) if n < 65536 else
-                                         bytes([127]) + struct.pack(">Q", n))
-        try:
-            with wlock:
-                sock.sendall(head + payload)
-        except OSError:
-            pass
 
     def record(self, kind, body, status=200):
         if self.args.record:
@@ -155,17 +136,6 @@ class FakeComfyUiServer:
             with self.lock:
                 self.history[item[1]] = {"prompt": item, "outputs": outputs, "status": status, "meta": meta}
                 self.running = None
-
-    def step(self, client, prompt_id, nid, value, steps):
-        """main.py's progress hook for one step: `progress` to the prompt's client, the registry's
-        `progress_state` (0.3.64 sends it to every client; here to the prompt's), and every
-        fourth step a binary preview (type 1, PREVIEW_IMAGE: 4-byte type, 4-byte format, bytes)."""
-        self.ws_send(client, "progress", {"value": value, "max": steps, "prompt_id": prompt_id, "node": nid})
-        self.ws_send(client, "progress_state", {"prompt_id": prompt_id, "nodes": {nid: {
-            "value": value, "max": steps, "state": "running", "node_id": nid, "prompt_id": prompt_id,
-            "display_node_id": nid, "parent_node_id": None, "real_node_id": nid}}})
-        if value % 4 == 0:
-            self.ws_send(client, None, None, binary=struct.pack(">II", 1, 1) + b"\xff\xd8" + bytes(70000))
 
     def check_interrupt(self, node_id, cls):
         with self.lock:
@@ -435,54 +405,10 @@ def make_handler(server):
             path = url.path[4:] if url.path.startswith("/api/") else url.path
             return path, parse_qs(url.query, keep_blank_values=True)
 
-        def websocket(self, query):
-            """ComfyUI's /ws: the upgrade, a `status` message, then this connection is the
-            client's until it closes (a second one with the same clientId replaces it)."""
-            key = self.headers.get("Sec-WebSocket-Key", "")
-            if self.headers.get("Upgrade", "").lower() != "websocket" or not key:
-                return self.reply(400, raw=b"No WebSocket UPGRADE hdr", ctype="text/plain; charset=utf-8")
-            accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
-            self.send_response(101)
-            self.send_header("Upgrade", "websocket")
-            self.send_header("Connection", "upgrade")
-            self.send_header("Sec-WebSocket-Accept", accept.decode())
-            self.end_headers()
-            self.wfile.flush()
-            sid = query.get("clientId", [""])[0] or uuid.uuid4().hex
-            sock, wlock = self.connection, threading.Lock()
-            with server.lock:
-                server.sockets[sid] = (sock, wlock)
-                remaining = len(server.queue) + (1 if server.running else 0)
-            server.ws_send(sid, "status", {"status": {"exec_info": {"queue_remaining": remaining}}, "sid": sid})
-            try:
-                while True:  # the client's frames: close ends it, ping gets a pong, the rest is read
-                    head = self.rfile.read(2)
-                    if len(head) < 2:
-                        break
-                    op, n = head[0] & 0x0F, head[1] & 0x7F
-                    if n == 126:
-                        n = struct.unpack(">H", self.rfile.read(2))[0]
-                    elif n == 127:
-                        n = struct.unpack(">Q", self.rfile.read(8))[0]
-                    mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
-                    data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
-                    if op == 0x8:
-                        break
-                    if op == 0x9:
-                        with wlock:
-                            sock.sendall(bytes([0x8A, len(data)]) + data)
-            except OSError:
-                pass
-            finally:
-                with server.lock:
-                    if server.sockets.get(sid, (None,))[0] is sock:
-                        del server.sockets[sid]
-                self.close_connection = True
-
         def do_GET(self):
             path, query = self.route()
             if path == "/ws":
-                return self.websocket(query)
+                return server.serve_websocket(self, query)
             if path == "/queue":
                 return self.reply(200, server.queue_info())
             if path == "/history":
@@ -560,6 +486,10 @@ def main():
     p.add_argument("--max-upload-bytes", type=int, default=100 * 1024 * 1024)
     p.add_argument("--packs", default="", help="extra custom node packs: seeds")
     p.add_argument("--record")
+    p.add_argument("--preview-method", choices=["none", "latent2rgb"], default="none",
+                   help="as ComfyUI's flag: latent2rgb sends a preview frame per step (fake_comfyui_ws.py)")
+    p.add_argument("--preview-jpeg", help="the JPEG each preview frame carries")
+    p.add_argument("--preview-huge-bytes", type=int, default=0, help="one extra frame of this size at step 1")
     p.add_argument("--exec-python-nodes", default="", help="run these node modules for real: "
                    "h3pipe_nodes, h3_standins")
     args = p.parse_args()

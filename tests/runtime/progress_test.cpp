@@ -1,6 +1,6 @@
 // Step progress from the runtimes (#37 item 4) and the cancel that frees the server (item 5):
 // exec's `progress N/M` lines, ComfyUI's websocket `progress` messages (FakeComfyUiServer sends
-// them as a real 0.3.64's main.py hook does, with progress_state and binary previews beside), and
+// them as a real 0.3.64's main.py hook does, with progress_state beside), and
 // a cancel that stops the prompt on the server within a poll.
 #include <gtest/gtest.h>
 
@@ -94,8 +94,8 @@ TEST_F(ComfyProgress, EveryStepOfTheServersProgressMessagesReachesTheContextInOr
   ctx.progress = [&](long long k, long long n) { seen.emplace_back(k, n); };
   auto out = (*rt)->decode(ctx);
   ASSERT_TRUE(out.ok()) << out.error().to_string();
-  // The fake's 8 steps over 800 ms (binary previews at steps 4 and 8 skipped on the way), all
-  // of them although /history is polled only every 200 ms.
+  // The fake's 8 steps over 800 ms, all of them although /history is polled only every 200 ms
+  // (previews beside them: comfyui_preview_test.cpp).
   EXPECT_EQ(seen, (Steps{{1, 8}, {2, 8}, {3, 8}, {4, 8}, {5, 8}, {6, 8}, {7, 8}, {8, 8}}));
 }
 

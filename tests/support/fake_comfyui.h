@@ -1,8 +1,9 @@
 #pragma once
 // Starts FakeComfyUiServer (tests/runtime/fake_comfyui_server.py, Python standard library;
-// faithful to a real ComfyUI 0.3.64, see tests/runtime/fake_conformance_test.py) on a free port
-// for one test and stops it afterwards; restart() replaces it by a fresh process on the same
-// port.  The comfyui runtime talks to it through its production client code.  Used by
+// faithful to a real ComfyUI 0.3.64, see tests/runtime/fake_conformance_test.py; its websocket
+// progress and preview frames follow a recorded real exchange, fake_ws_conformance_test.py) on a
+// free port for one test and stops it afterwards; restart() replaces it by a fresh process on the
+// same port.  The comfyui runtime talks to it through its production client code.  Used by
 // tests/runtime and tests/e2e.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -71,6 +72,10 @@ class FakeComfyUiServer final {
     // Node modules executed for real (--exec-python-nodes): "h3pipe_nodes,h3_standins" runs
     // h3pipe's node pack and the weight-free stand-ins of a core MiniMax H3 workflow.
     std::string exec_python_nodes;
+    // As the server's --preview-method: "latent2rgb" sends a binary preview frame per sampler step
+    // the way a real 0.3.64 does (fake_comfyui_ws.py); "" or "none" (its default) sends none.
+    std::string preview_method;
+    long long preview_huge_bytes = 0;  // one extra frame of this size at step 1
   };
 
   FakeComfyUiServer(const fs::path& root, const Options& o)
@@ -88,6 +93,8 @@ class FakeComfyUiServer final {
       write_test_mp4(options_.mp4, static_cast<int>(s.width()), static_cast<int>(s.height()),
                      static_cast<int>(s.frames()));
     }
+    if (!options_.preview_method.empty() && options_.preview_method != "none")
+      write_preview_jpeg(root_ / "preview.jpg");
     start(0);
   }
   ~FakeComfyUiServer() { stop(); }
@@ -108,7 +115,8 @@ class FakeComfyUiServer final {
   fs::path output_dir() const { return root_ / "output"; }
 
   // Request bodies the server received, by kind: prompt, queue, history, interrupt, upload,
-  // too_large.  Prompts rejected with 400 are listed too (status in recorded_status).
+  // too_large, feature_flags (a websocket client's first message).  Prompts rejected with 400 are
+  // listed too (status in recorded_status).
   std::vector<nlohmann::json> recorded(const std::string& kind) const {
     std::vector<nlohmann::json> out;
     for (const auto& j : lines())
@@ -123,6 +131,16 @@ class FakeComfyUiServer final {
   }
 
  private:
+  // What a real server's latent2rgb preview is: a 512x512 JPEG of quality 95 (PIL), 42-68 KB in
+  // the recording; here ffmpeg's test pattern with a little noise at -q:v 2: 44 KB, decodable.
+  // The same picture as fake_ws_conformance_test.py's.
+  static void write_preview_jpeg(const fs::path& path) {
+    const std::string cmd =
+        "ffmpeg -v error -y -f lavfi -i testsrc2=s=512x512,noise=alls=4 -frames:v 1 -q:v 2 " +
+        path.string();
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("ffmpeg failed: " + cmd);
+  }
+
   std::vector<nlohmann::json> lines() const {
     std::vector<nlohmann::json> out;
     std::error_code ec;
@@ -151,6 +169,11 @@ class FakeComfyUiServer final {
     if (!o.packs.empty()) args.insert(args.end(), {"--packs", o.packs});
     if (!o.exec_python_nodes.empty())
       args.insert(args.end(), {"--exec-python-nodes", o.exec_python_nodes});
+    if (!o.preview_method.empty())
+      args.insert(args.end(), {"--preview-method", o.preview_method, "--preview-jpeg",
+                               (root_ / "preview.jpg").string()});
+    if (o.preview_huge_bytes > 0)
+      args.insert(args.end(), {"--preview-huge-bytes", std::to_string(o.preview_huge_bytes)});
     if (o.max_upload_bytes > 0)
       args.insert(args.end(), {"--max-upload-bytes", std::to_string(o.max_upload_bytes)});
     int fds[2];
