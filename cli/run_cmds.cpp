@@ -59,20 +59,16 @@ std::string login_name() {
 }
 
 // Quotas (config /users/NAME/max_jobs): a batch that would take a user past its quota is refused
-// whole, naming the user, its jobs in flight and the field.  0 to go on, else the exit code.
+// whole, naming the user, its jobs in flight and the field; a user whose quota holds
+// (over_quota "hold") is accepted, ingest holds its jobs past the quota.  0 to go on, else the
+// exit code.
 int check_quotas(queue::Redis& redis, const config::Cluster& c, const spec::Batch& batch) {
   std::map<std::string, long long> wanted;
   for (const auto& s : batch.specs) ++wanted[s.user()];
-  std::vector<std::string> streams;
-  for (const auto& p : c.pools) {
-    streams.push_back(worker::stream_for(p.stage, p.host));
-    if (auto own = worker::group_role(c, p).own_stream; !own.empty()) streams.push_back(own);
-  }
-  std::sort(streams.begin(), streams.end());
-  streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
+  const std::vector<std::string> streams = worker::stage_streams(c);
   for (const auto& [user, n] : wanted) {
     auto u = c.users.find(user);
-    if (u == c.users.end() || u->second.max_jobs <= 0) continue;
+    if (u == c.users.end() || u->second.max_jobs <= 0 || u->second.over_quota == "hold") continue;
     auto have = state::user_jobs_in_flight(redis, streams, user);
     if (!have.ok()) return fail(have.error());
     if (*have + n > u->second.max_jobs) {

@@ -142,8 +142,12 @@ struct Queue {
 struct User {
   double weight = 1.0;
   // Quota: the most jobs the user may have submitted and not finished (waiting or running at any
-  // stage); a submission that would pass it is refused whole.  0: no quota.
+  // stage); a submission that would pass it is refused whole, or held (over_quota).  0: no quota.
   int max_jobs = 0;
+  // Past max_jobs: "refuse" (h3pipe run refuses the batch whole) or "hold" (accepted; each job
+  // past the quota is queued but not claimable until the user is back under it: its encode
+  // task waits on keys::held(user) until ingest releases it; state/quota.h).
+  std::string over_quota = "refuse";
 };
 // A user's name: [A-Za-z0-9._@-]{1,64} (config /users keys, a job spec's user, run --user).
 bool valid_user_name(std::string_view name);

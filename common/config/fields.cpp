@@ -151,8 +151,13 @@ const Table<User>& user_table() {
              {.dmin = 0.001, .dmax = 1000}),
        field("max_jobs", &User::max_jobs,
              "quota: the most jobs it may have submitted and not finished; a submission that "
-             "would pass it is refused whole (0: none)",
-             {.imin = 0, .imax = 100000000})}};
+             "would pass it is refused whole, or held (over_quota) (0: none)",
+             {.imin = 0, .imax = 100000000}),
+       field("over_quota", &User::over_quota,
+             "past max_jobs: refuse (the batch is refused whole, exit 2) or hold (accepted; a job "
+             "past the quota is queued but not claimable until the user is back under it; "
+             "docs/design.md, \"The claim order\")",
+             {.choices = {"refuse", "hold"}})}};
   return t;
 }
 

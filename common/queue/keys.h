@@ -36,6 +36,12 @@ inline std::string paused_runs() {
 inline std::string moved_first() {
   return std::string(kPrefix) + ":first";
 }
+// A user's held encode tasks (users.NAME.over_quota "hold"): a stream of the task entries of its
+// accepted jobs past users.NAME.max_jobs, oldest first; submission ingest moves them to the
+// encode stream as the user's jobs finish (state/quota.h release_held).
+inline std::string held(std::string_view user) {
+  return std::string(kPrefix) + ":held:" + std::string(user);
+}
 inline std::string dead_letter() {
   return std::string(kPrefix) + ":dead";
 }

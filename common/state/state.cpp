@@ -111,16 +111,17 @@ Status Store::create_run(const std::string& run_id, const std::vector<std::strin
 }
 
 Result<bool> Store::accept_job(const std::string& run_id, const pb::JobSpec& s,
-                               const std::string& payload) {
+                               const std::string& payload, const std::string& stream) {
   std::vector<std::string> args = {spec::to_json(s), std::to_string(now_ms()), s.job_id(), payload,
                                    run_id};
   for (auto& f :
        queue::events::fields({.type = std::string(queue::events::kQueued), .job = s.job_id()}))
     args.push_back(std::move(f));
-  auto r = redis_.eval(kAcceptScript,
-                       {keys::job(run_id, s.job_id()), keys::run(run_id), keys::run_jobs(run_id),
-                        keys::runs(), keys::stream("encode"), keys::run_events(run_id)},
-                       args);
+  auto r = redis_.eval(
+      kAcceptScript,
+      {keys::job(run_id, s.job_id()), keys::run(run_id), keys::run_jobs(run_id), keys::runs(),
+       stream.empty() ? keys::stream("encode") : stream, keys::run_events(run_id)},
+      args);
   if (!r.ok()) return r.error();
   return reply_int(r->get()) == 1;
 }

@@ -151,9 +151,10 @@ class Store final {
   // each of them is in it); a second call with the same ids changes nothing.
   Status create_run(const std::string& run_id, const std::vector<std::string>& job_ids);
   // Registers a job and enqueues its encode task in one transaction.  Returns false (and
-  // changes nothing) if the job id already exists in the run.
+  // changes nothing) if the job id already exists in the run.  `stream`: where the task entry
+  // goes ("": the encode stream; a held quota's keys::held(user), state/quota.h).
   Result<bool> accept_job(const std::string& run_id, const pb::JobSpec& spec,
-                          const std::string& encode_payload);
+                          const std::string& encode_payload, const std::string& stream = "");
   // Records a submission that failed validation: a failed job with the reason.
   Status reject_job(const std::string& run_id, const std::string& job_id,
                     const std::string& reason);

@@ -9,6 +9,7 @@
 #include "common/logging/log.h"
 #include "common/logging/rate_limit.h"
 #include "common/spec/spec.h"
+#include "common/state/quota.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
 
@@ -33,6 +34,8 @@ class RedisIntake final : public Intake {
                                                      const queue::Connector& redis,
                                                      const std::string& consumer) {
     std::unique_ptr<RedisIntake> in(new RedisIntake);
+    in->cluster_ = &c;
+    in->streams_ = stage_streams(c);
     auto r = redis.connect();
     if (!r.ok()) return r.error();
     in->redis_ = std::move(r.value());
@@ -50,6 +53,7 @@ class RedisIntake final : public Intake {
   }
   Result<std::optional<queue::Entry>> next() override {
     reload_scripts();
+    release_held();
     return queue_->claim();
   }
   Status done(const queue::Entry& e) override {
@@ -65,7 +69,15 @@ class RedisIntake final : public Intake {
   }
   Result<bool> accept_job(const std::string& run, const pb::JobSpec& spec,
                           const std::string& payload) override {
-    return store_->accept_job(run, spec, payload);
+    // A held quota's user past max_jobs: accepted, its task parked where no claim sees it.
+    const config::User* u = held_quota(spec.user());
+    if (!u) return store_->accept_job(run, spec, payload);
+    auto to = state::accept_stream(*redis_, streams_, spec.user(), u->max_jobs);
+    if (!to.ok()) return to.error();
+    if (*to == keys::held(spec.user()))
+      logger().info("run={} job={}: user {} is at users.{}.max_jobs ({}): held until under it", run,
+                    spec.job_id(), spec.user(), spec.user(), u->max_jobs);
+    return store_->accept_job(run, spec, payload, *to);
   }
   Status reject_job(const std::string& run, const std::string& job,
                     const std::string& why) override {
@@ -89,6 +101,28 @@ class RedisIntake final : public Intake {
       next_reload_ = now;  // Redis away: again on the next claim, which reports the error
   }
   std::chrono::steady_clock::time_point next_reload_ = std::chrono::steady_clock::now();
+  // The user's quota when it holds (users.NAME.over_quota "hold" with max_jobs), else nullptr.
+  const config::User* held_quota(const std::string& user) const {
+    auto it = cluster_->users.find(user);
+    if (it == cluster_->users.end() || it->second.max_jobs <= 0 || it->second.over_quota != "hold")
+      return nullptr;
+    return &it->second;
+  }
+  // Every 250 ms: each held quota's user's oldest held tasks to the encode stream while it is
+  // under max_jobs (state/quota.h).  Redis away: the claim after reports it.
+  void release_held() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_release_) return;
+    next_release_ = now + std::chrono::milliseconds(250);
+    for (const auto& [name, u] : cluster_->users) {
+      if (!held_quota(name)) continue;
+      auto n = state::release_held(*redis_, streams_, name, u.max_jobs);
+      if (n.ok() && *n > 0) logger().info("user {}: {} held job(s) released", name, *n);
+    }
+  }
+  std::chrono::steady_clock::time_point next_release_ = std::chrono::steady_clock::now();
+  const config::Cluster* cluster_ = nullptr;
+  std::vector<std::string> streams_;  // the stage streams (a quota's jobs admitted)
   std::unique_ptr<queue::Redis> redis_;
   std::unique_ptr<state::Store> store_;
   std::unique_ptr<queue::StageQueue> queue_;

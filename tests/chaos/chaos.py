@@ -7,7 +7,9 @@ to 2.35 Gbit/s): the decoder and the transfer receiver.  Each host runs `h3pipe 
 (its supervisor restarts what dies); the config sets no queue or supervisor options: shipped
 defaults.
 
-Run: submit the batch; at random moments kill -9 a random service (`--kills`) and Redis
+Run: submit the batch (by default as two users with mixed priorities, a run each: alice two
+thirds of the jobs at priorities 0/0/1, bob the rest at 0/2, so the claim order's priorities and
+fair share are in play; --single-user: one run); at random moments kill -9 a random service (`--kills`) and Redis
 (`--redis-kills`, restarted at once from its AOF, as a container runtime would); then
 `h3pipe resume` and wait.  Pass when:
   * exactly one MP4 per job, each matching the SHA-256 in its receipt and its sidecar;
@@ -161,6 +163,7 @@ class Chaos:
         self.stop_tracker = threading.Event()
         self.state = {"a": os.path.join(self.work, "a"), "b": os.path.join(self.work, "b")}
         self.config = os.path.join(self.work, "cluster.json")
+        self.run_jobs = {}  # run -> its jobs (submit_mix: one run per user)
 
     # -- set-up
     def pool_list(self, prof):
@@ -279,17 +282,47 @@ class Chaos:
         out = self.run_h3(["run", batch, "--background"])
         return out.strip().splitlines()[-1]
 
+    def submit_mix(self, prefix):
+        """Two users and mixed priorities (issue #39): alice submits two thirds of the jobs with
+        priorities 0, 0, 1 in turn, bob the rest with 0, 2, each as a run of its own (--user).
+        Returns the runs."""
+        n_b = self.a.jobs // 3
+        runs, said = [], []
+        for user, first, n, prios in (("alice", 0, self.a.jobs - n_b, (0, 0, 1)),
+                                      ("bob", self.a.jobs - n_b, n_b, (0, 2))):
+            if n == 0:
+                continue
+            batch = os.path.join(self.work, "%s-%s.jsonl" % (prefix, user))
+            with open(batch, "w") as f:
+                for k in range(n):
+                    i = first + k
+                    f.write(json.dumps({"jobId": "%s%03d" % (prefix, i), "prompt": "chaos %d" % i,
+                                        "width": 64, "height": 64, "frames": 9, "fps": 12, "seed": i,
+                                        "priority": prios[k % len(prios)]}) + "\n")
+            out = self.run_h3(["run", batch, "--background", "--user", user])
+            run = out.strip().splitlines()[-1]
+            self.run_jobs[run] = n
+            runs.append(run)
+            said.append("%s %d jobs (priorities %s) as run %s" % (user, n, "/".join(map(str, prios)), run))
+        log("mix: two users and priorities: " + "; ".join(said))
+        return runs
+
     def run_state(self, run):
         h = self.r.cmd("HGETALL", "h3pipe:run:{%s}" % run) or []
         d = {s(h[i]): s(h[i + 1]) for i in range(0, len(h), 2)}
         return int(d.get("total", 0)), int(d.get("done", 0)), int(d.get("failed", 0))
 
     def outputs(self, run):
+        if isinstance(run, list):
+            return [o for r in run for o in self.outputs(r)]
         return sorted(glob.glob(os.path.join(self.state["b"], "outputs", run, "*.mp4")))
 
     def finished(self, run):
+        if isinstance(run, list):
+            return all(self.finished(r) for r in run)
         total, done, failed = self.run_state(run)
-        return total == self.a.jobs and done + failed >= total and len(self.outputs(run)) + failed >= total
+        jobs = self.run_jobs.get(run, self.a.jobs)
+        return total == jobs and done + failed >= total and len(self.outputs(run)) + failed >= total
 
     def wait_done(self, run, stall_s):
         """Waits until the run finishes; returns False when nothing moved for stall_s."""
@@ -297,7 +330,7 @@ class Chaos:
         while True:
             if self.finished(run):
                 return True
-            progress = (self.run_state(run), len(self.outputs(run)))
+            progress = [(self.run_state(r), len(self.outputs(r))) for r in (run if isinstance(run, list) else [run])]
             if progress != last:
                 last, since = progress, time.time()
             elif time.time() - since > stall_s:
@@ -408,9 +441,10 @@ class Chaos:
                                           (job, digest, receipt.get("mp4Sha256"), side))
                 continue
             res["outputs"] += 1
-        jobs = [s(j) for j in (self.r.cmd("ZRANGE", "h3pipe:run:{%s}:jobs" % run, 0, -1) or [])]
-        for job in jobs:
-            h = self.r.cmd("HGETALL", "h3pipe:run:{%s}:job:%s" % (run, job)) or []
+        jobs = [(r, s(j)) for r in (run if isinstance(run, list) else [run])
+                for j in (self.r.cmd("ZRANGE", "h3pipe:run:{%s}:jobs" % r, 0, -1) or [])]
+        for r, job in jobs:
+            h = self.r.cmd("HGETALL", "h3pipe:run:{%s}:job:%s" % (r, job)) or []
             d = {s(h[i]): s(h[i + 1]) for i in range(0, len(h), 2)}
             for k, v in d.items():
                 if (k.startswith("wrote:") or k == "done:transfer") and int(v) > 1:
@@ -442,7 +476,7 @@ class Chaos:
     # -- one run
     def run_batch(self, prefix, kills, redis_kills, expected_s):
         t0 = time.time()
-        run = self.submit(prefix)
+        run = self.submit_mix(prefix) if getattr(self.a, "mix", False) else self.submit(prefix)
         log("run %s: %d jobs submitted%s" % (run, self.a.jobs,
                                               ", %d service kills + %d redis kills" % (kills, redis_kills)
                                               if kills or redis_kills else " (no kills)"))
@@ -462,8 +496,9 @@ class Chaos:
         ok = self.wait_done(run, self.a.stall_s)
         if not ok:
             log("run %s stalled for %.0fs before resume" % (run, self.a.stall_s))
-        out = self.run_h3(["resume", run], host="b")
-        log(out.strip())
+        for r in (run if isinstance(run, list) else [run]):
+            out = self.run_h3(["resume", r], host="b")
+            log(out.strip())
         if not self.wait_done(run, self.a.stall_s):
             log("run %s: not finished %.0fs after resume" % (run, self.a.stall_s))
         wall = time.time() - t0
@@ -529,6 +564,9 @@ def inner(a):
             "profile_s": {"encode": a.encode_s, "sample": a.sample_s, "decode": a.decode_s}, "sampler_pools": 2,
             "restarts": restarts, "bad_outputs": res["bad_outputs"][:10],
             "duplicate_list": res["duplicate_list"][:10], "seed": a.seed,
+            "users": {u: n for u, n in zip(("alice", "bob"), (c.run_jobs[r] for r in run))}
+            if isinstance(run, list) else None,
+            "priorities": {"alice": [0, 0, 1], "bob": [0, 2]} if isinstance(run, list) else None,
         }
         passed = (res["outputs"] == a.jobs and len(c.outputs(run)) == a.jobs and not res["bad_outputs"]
                   and res["duplicates"] == 0 and res["leftovers"] == 0 and res["pending"] == 0
@@ -562,6 +600,9 @@ def main():
         p.add_argument("--settle-s", type=float, default=20.0,
                        help="after the run finished, how long the queues may take to drain (lease + sweep + slack)")
         p.add_argument("--baseline", action="store_true", help="first run the same batch without kills")
+        p.add_argument("--single-user", dest="mix", action="store_false",
+                       help="one run of one user at priority 0 (default: two users, alice and bob, "
+                            "with mixed priorities, each a run of its own; issue #39)")
         p.add_argument("--kill-only", default="",
                        help="kill only the services whose HOST/NAME matches this regex (e.g. 'a/transfer'), "
                             "to chase a flake seen after kills of one service")

@@ -7,8 +7,11 @@
 //    sample time (plus bookkeeping) of reaching the sample stream;
 //  - pause: a paused run's waiting tasks stay waiting while another run goes past them, and
 //    finish once it is unpaused;
+//  - aging: a priority-0 job of user B behind 40 of priority 2 of user A starts sampling within
+//    2 x aging_ms + one sample time of reaching the sample stream (docs/design.md's bound);
 //  - move --first: the 16th job of 20, moved, is among the first few to start sampling;
-//  - quota: a user at users.NAME.max_jobs is refused a batch that would pass it, whole.
+//  - quota: a user at users.NAME.max_jobs is refused a batch that would pass it, whole; with
+//    over_quota "hold" the batch is accepted and its jobs admitted only under the quota.
 // Label: e2e.
 #include <gtest/gtest.h>
 
@@ -154,6 +157,39 @@ TEST(SharedFleet, APriorityJobBehindFiftyStartsWithinOneSampleTime) {
   EXPECT_GT(after, 30);
 }
 
+// The aging bound (docs/design.md, "The claim order", Bounds): a job of priority p behind a
+// stream of priority-P jobs of another user is in the top class after (P - p) x aging_ms on the
+// stream, and then the fair share takes it at the pool's next claim: it starts sampling within
+// (P - p) x aging_ms + one sample time of reaching the sample stream, and not before it aged.
+TEST(SharedFleet, ALowPriorityJobBehindAStreamOfHigherOnesStartsWithinTheAgingBound) {
+  constexpr double kAging = 1.0;  // s
+  Stack s(json::parse(R"({"queue": {"lease_ms": 3000, "renew_ms": 500, "sweep_ms": 500,
+                                     "block_ms": 100, "aging_ms": 1000}})"));
+  ASSERT_TRUE(s.start());
+  const std::string bulk = s.run("hi", 40, "--user A --priority 2");
+  ASSERT_FALSE(bulk.empty());
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the 40 are queued at the sampler
+  const std::string low = s.run("lo", 1, "--user B --priority 0");
+  ASSERT_FALSE(low.empty());
+  ASSERT_TRUE(s.wait(low));
+  ASSERT_TRUE(s.wait(bulk));
+  auto lr = s.receipts(low);
+  ASSERT_EQ(lr.size(), 1u);
+  const json& r = lr.begin()->second;
+  const json* enc = stage_of(r, "STAGE_ENCODE");
+  ASSERT_NE(enc, nullptr);
+  const double waited_s = (sample_start_ms(r) - num(*enc, "endUnixMs")) / 1000.0;
+  RecordProperty("aged_wait_ms", static_cast<int>(waited_s * 1000));
+  const double bound = 2 * kAging + kSample;
+  EXPECT_LT(waited_s, bound + 0.15) << "waited " << waited_s << " s; bound " << bound << " s";
+  // Overtaken until it aged: the priority-2 jobs went first meanwhile.
+  EXPECT_GT(waited_s, 2 * kAging - 0.1) << "waited " << waited_s << " s";
+  int after = 0;
+  for (const auto& [job, br] : s.receipts(bulk))
+    if (sample_start_ms(br) > sample_start_ms(r)) ++after;
+  EXPECT_GT(after, 20);  // and most of them were still waiting behind it
+}
+
 TEST(SharedFleet, APausedRunWaitsWhileAnotherGoesPastAndFinishesWhenUnpaused) {
   Stack s;
   ASSERT_TRUE(s.start());
@@ -218,4 +254,29 @@ TEST(SharedFleet, ABatchThatWouldPassAUsersQuotaIsRefusedWhole) {
   auto [arc, aout] = ts::sh(s.cli + " run " + (s.dir.path() / "more.jsonl").string() +
                             " --background --user Q --run-id again 2>&1");
   EXPECT_EQ(arc, 0) << aout;
+}
+
+// A quota that holds (users.NAME.over_quota "hold"): the batch past the quota is accepted, and a
+// job past it is not claimed until the user is back under it: when any of the user's jobs starts
+// encoding, at most max_jobs - 1 of its others have started and not finished decoding.
+TEST(SharedFleet, AHeldQuotaAcceptsTheBatchAndAdmitsJobsOnlyUnderTheQuota) {
+  Stack s(json{{"users", {{"H", {{"max_jobs", 2}, {"over_quota", "hold"}}}}}});
+  ASSERT_TRUE(s.start());
+  const std::string run = s.run("h", 6, "--user H");
+  ASSERT_FALSE(run.empty());  // accepted, not refused
+  ASSERT_TRUE(s.wait(run));
+  auto rs = s.receipts(run);
+  ASSERT_EQ(rs.size(), 6u);
+  int most = 0;
+  for (const auto& [job, r] : rs) {
+    const double start = num(*stage_of(r, "STAGE_ENCODE"), "startUnixMs");
+    int overlapping = 0;
+    for (const auto& [other, o] : rs)
+      if (other != job && num(*stage_of(o, "STAGE_ENCODE"), "startUnixMs") < start &&
+          num(*stage_of(o, "STAGE_DECODE"), "endUnixMs") > start)
+        ++overlapping;
+    most = std::max(most, overlapping);
+  }
+  RecordProperty("most_admitted_besides", most);
+  EXPECT_LE(most, 1);  // max_jobs 2: itself and at most one other
 }
