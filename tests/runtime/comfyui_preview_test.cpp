@@ -112,9 +112,10 @@ TEST_F(ComfyPreviews, EveryStepAndAFewSmallDecodablePreviewsOfTheServersFrames) 
   auto flags = server.recorded("feature_flags");
   ASSERT_EQ(flags.size(), 1u);
   EXPECT_EQ(flags[0], nlohmann::json({{"supports_preview_metadata", true}}));
-  // 8 frames over 1.6 s, at most one preview per 0.5 s: 2 to 4 of them.
+  // 8 frames over 1.6 s, at most one preview per 0.5 s: 2 to 4 of them (5 if the runtime reads
+  // late on a busy machine; the interval itself is checked below).
   ASSERT_GE(previews_.size(), 2u);
-  EXPECT_LE(previews_.size(), 4u);
+  EXPECT_LE(previews_.size(), 5u);
   for (std::size_t i = 0; i < previews_.size(); ++i) {
     const auto& p = previews_[i];
     EXPECT_EQ(p.steps, 8);
@@ -148,6 +149,18 @@ TEST_F(ComfyPreviews, AFrameAboveTheBoundIsSkippedAndTheStreamGoesOn) {
   ASSERT_GE(previews_.size(), 2u);
   for (const auto& p : previews_) EXPECT_TRUE(decode(p.jpeg).ok());
   EXPECT_EQ(out->settings["previews"]["frames"], 8) << "the huge one is not among them";
+}
+
+TEST_F(ComfyPreviews, AServerWithoutFeatureFlagsSendsType1FramesAndTheyAreTakenToo) {
+  auto o = options();
+  o.ignore_feature_flags = true;  // PREVIEW_IMAGE frames, naming no prompt
+  FakeComfyUiServer server(dir_.path() / "server", o);
+  auto out = sample(server);
+  ASSERT_TRUE(out.ok()) << out.error().to_string();
+  EXPECT_EQ(steps_, kEightSteps);
+  EXPECT_EQ(out->settings["previews"]["frames"], 8) << "each after its prompt's progress message";
+  ASSERT_GE(previews_.size(), 2u);
+  for (const auto& p : previews_) EXPECT_TRUE(decode(p.jpeg).ok());
 }
 
 TEST_F(ComfyPreviews, WithoutAPreviewCallbackNoFrameIsKept) {

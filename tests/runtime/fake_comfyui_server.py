@@ -27,6 +27,7 @@ Usage: fake_comfyui_server.py --root DIR [--port N] [--latent F] [--conditioning
          [--mode ok|fail|forget] [--exec-delay-ms N] [--exec-steps N] [--max-upload-bytes N] [--packs seeds]
          [--record FILE] [--exec-python-nodes h3pipe_nodes,h3_standins]
          [--preview-method none|latent2rgb --preview-jpeg F] [--preview-huge-bytes N]
+         [--ignore-feature-flags]
 --exec-python-nodes: those node classes run for real in Python (fake_comfyui_pynodes.py: h3pipe's
 node pack and weight-free stand-ins for a MiniMax H3 workflow's core classes); without it every
 node is symbolic (fake_comfyui_nodes.py).
@@ -490,6 +491,7 @@ def main():
                    help="as ComfyUI's flag: latent2rgb sends a preview frame per step (fake_comfyui_ws.py)")
     p.add_argument("--preview-jpeg", help="the JPEG each preview frame carries")
     p.add_argument("--preview-huge-bytes", type=int, default=0, help="one extra frame of this size at step 1")
+    p.add_argument("--ignore-feature-flags", action="store_true", help="as a server before 0.3.44")
     p.add_argument("--exec-python-nodes", default="", help="run these node modules for real: "
                    "h3pipe_nodes, h3_standins")
     args = p.parse_args()

@@ -13,7 +13,8 @@ H3ProbeSteps node; fake_ws_conformance_test.py compares the fake's exchange to i
 Preview frames only when the server runs with a preview method (--preview-method latent2rgb; the
 real default, none, sends none), one per step; the JPEG is --preview-jpeg's bytes (the real one's
 are 512x512 quality 95, 42-68 KB).  --preview-huge-bytes N adds, before step 1's frame, one frame
-of N bytes (a preview far above any client's bound).  Standard library only.
+of N bytes (a preview far above any client's bound); --ignore-feature-flags plays a server that
+predates them (type 1 frames whatever the client says).  Standard library only.
 """
 
 import base64
@@ -129,6 +130,8 @@ class WebSocketSide:
                     try:
                         msg = json.loads(data)
                     except ValueError:
+                        continue
+                    if self.args.ignore_feature_flags:  # a server before feature flags (< 0.3.44)
                         continue
                     if isinstance(msg, dict) and msg.get("type") == "feature_flags":
                         with self.lock:

@@ -75,7 +75,8 @@ class FakeComfyUiServer final {
     // As the server's --preview-method: "latent2rgb" sends a binary preview frame per sampler step
     // the way a real 0.3.64 does (fake_comfyui_ws.py); "" or "none" (its default) sends none.
     std::string preview_method;
-    long long preview_huge_bytes = 0;  // one extra frame of this size at step 1
+    long long preview_huge_bytes = 0;   // one extra frame of this size at step 1
+    bool ignore_feature_flags = false;  // as a server before them: type 1 frames only
   };
 
   FakeComfyUiServer(const fs::path& root, const Options& o)
@@ -172,6 +173,7 @@ class FakeComfyUiServer final {
     if (!o.preview_method.empty())
       args.insert(args.end(), {"--preview-method", o.preview_method, "--preview-jpeg",
                                (root_ / "preview.jpg").string()});
+    if (o.ignore_feature_flags) args.push_back("--ignore-feature-flags");
     if (o.preview_huge_bytes > 0)
       args.insert(args.end(), {"--preview-huge-bytes", std::to_string(o.preview_huge_bytes)});
     if (o.max_upload_bytes > 0)
