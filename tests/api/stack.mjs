@@ -27,22 +27,32 @@ export function defaultConfig(name, extra = {}) {
   };
 }
 
+// The stack's state dir (and cluster.json) is a fresh temp dir named after prefix; env (optional)
+// is the environment of every `h3pipe` command (and so of the services `h3pipe start` starts).
 export class Stack {
-  constructor(prefix, config) {
+  constructor(prefix, config, { env } = {}) {
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
     this.config = path.join(this.dir, 'cluster.json');
+    this.env = env;
     fs.writeFileSync(this.config, JSON.stringify({ state_dir: this.dir, ...config }));
   }
   cli(...args) {
-    const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', this.config, ...args], { encoding: 'utf8' });
+    const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', this.config, ...args], { encoding: 'utf8', env: this.env });
     return { rc: r.status, out: r.stdout, err: r.stderr };
   }
+  // `h3pipe start`; its output stays in startOut.  origin and base are the API's URL now.
   start() {
     const s = this.cli('start');
     assert.equal(s.rc, 0, s.err + s.out);
-    const runFile = JSON.parse(fs.readFileSync(path.join(this.dir, 'run', 'api-local.json'), 'utf8'));
-    this.base = `http://127.0.0.1:${runFile.health_port}/v1`;
+    this.startOut = s.out;
+    this.origin = `http://127.0.0.1:${this.runFile().health_port}`;
+    this.base = `${this.origin}/v1`;
     return this;
+  }
+  // A service's run file (pid, bind, health_port, metrics_port); the API's by default.  Read
+  // afresh: the supervisor restarts a killed service on a new port.
+  runFile(service = 'api-local') {
+    return JSON.parse(fs.readFileSync(path.join(this.dir, 'run', `${service}.json`), 'utf8'));
   }
   token(name, role) {
     const r = this.cli('token', 'create', name, '--role', role);
@@ -50,14 +60,21 @@ export class Stack {
     return r.out.trim().split('\n').pop();
   }
   // redis-cli as the stack's redis-admin (the test's own view of Redis); throws on an error.
+  // redisInput sends commands on stdin, one a line.
   redis(...args) {
+    return this.#redisCli(args);
+  }
+  redisInput(commands) {
+    return this.#redisCli([], commands);
+  }
+  #redisCli(args, input) {
     const st = JSON.parse(fs.readFileSync(path.join(this.dir, 'stack.json'), 'utf8'));
     const pw = fs.readFileSync(path.join(this.dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
     const where = st.redis.host.startsWith('/') ? ['-s', st.redis.host] : ['-h', st.redis.host, '-p', String(st.redis.port)];
     const r = spawnSync('redis-cli', [...where, '--user', 'redis-admin', '--pass', pw, '--no-auth-warning', ...args],
-      { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-    assert.doesNotMatch(r.stdout, /^(ERR|WRONGTYPE|NOPERM)/m, r.stdout);
+      { encoding: 'utf8', input, maxBuffer: 1 << 26 });
+    assert.equal(r.status, 0, `${r.stderr} ${r.error ?? ''} ${r.signal ?? ''}`);
+    assert.doesNotMatch(r.stdout, /^(ERR|WRONGTYPE|NOPERM)/m, r.stdout.slice(0, 2000));
     return r.stdout.trim();
   }
   stop() {
@@ -81,12 +98,13 @@ export async function call(base, tok, method, p, body, headers = {}) {
   return { status: res.status, headers: res.headers, json, text };
 }
 
-export async function until(what, fn, ms = 60000) {
+// Polls fn every `every` ms until it returns a truthy value (returned); throws after ms.
+export async function until(what, fn, ms = 60000, every = 100) {
   const deadline = Date.now() + ms;
   for (;;) {
     const v = await fn();
     if (v) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, every));
   }
 }

@@ -6,46 +6,27 @@
 // threads were held by the first 16 stalled sockets for 10 s each.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
+import { Stack, fixed } from './stack.mjs';
 
-const bin = process.env.H3PIPE_BIN ?? path.resolve('build/bin');
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'h3stall-'));
-const config = path.join(dir, 'cluster.json');
-const fixed = (s) => ({ kind: 'fixed', seconds: s });
-fs.writeFileSync(config, JSON.stringify({
+const stack = new Stack('h3stall-', {
   name: 'api-stall',
-  state_dir: dir,
   hosts: [{ name: 'local' }],
   pools: [
     { name: 'enc', host: 'local', stage: 'encode', profiles: { default: fixed(0.01) } },
     { name: 's0', host: 'local', stage: 'sample', profiles: { default: fixed(0.1) } },
     { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(0.02) } },
   ],
-}));
-
-function cli(...args) {
-  const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', config, ...args], { encoding: 'utf8' });
-  return { rc: r.status, out: r.stdout, err: r.stderr };
-}
+});
 
 let port, tok;
 before(() => {
-  const s = cli('start');
-  assert.equal(s.rc, 0, s.err + s.out);
-  const t = cli('token', 'create', 'rita', '--role', 'read');
-  assert.equal(t.rc, 0, t.err);
-  tok = t.out.trim().split('\n').pop();
-  port = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).health_port;
+  stack.start();
+  tok = stack.token('rita', 'read');
+  port = stack.runFile().health_port;
 });
 
-after(() => {
-  const st = cli('stop');
-  if (st.rc === 0) fs.rmSync(dir, { recursive: true, force: true });  // kept when stop failed
-});
+after(() => stack.stop());
 
 // Opens n sockets; half send nothing, half send the start of a request head and stop.
 async function stall(n) {
