@@ -6,9 +6,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
+import { Stack, bin, defaultConfig, until } from './stack.mjs';
 
 let OpenAI;
 try {
@@ -18,48 +18,15 @@ try {
   process.exit(77);
 }
 
-const bin = process.env.H3PIPE_BIN ?? path.resolve('build/bin');
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'h3api-'));
-const config = path.join(dir, 'cluster.json');
-const fixed = (s) => ({ kind: 'fixed', seconds: s });
-fs.writeFileSync(config, JSON.stringify({
-  name: 'api-e2e',
-  state_dir: dir,
-  queue: { lease_ms: 1500, renew_ms: 300, sweep_ms: 200, max_deliveries: 3, block_ms: 50 },
-  classes: [{ name: 'slow', width: 128, height: 96, frames: 9, steps: 6 }],
-  hosts: [{ name: 'local' }],
-  pools: [
-    { name: 'enc', host: 'local', stage: 'encode', profiles: { default: fixed(0.01) } },
-    { name: 's0', host: 'local', stage: 'sample', profiles: { default: fixed(0.1), slow: fixed(60) } },
-    { name: 's1', host: 'local', stage: 'sample', profiles: { default: fixed(0.1), slow: fixed(60) } },
-    { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(0.02) } },
-  ],
-}));
-
-function cli(...args) {
-  const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', config, ...args], { encoding: 'utf8' });
-  return { rc: r.status, out: r.stdout, err: r.stderr };
-}
-function token(name, role) {
-  const r = cli('token', 'create', name, '--role', role);
-  assert.equal(r.rc, 0, r.err);
-  return r.out.trim().split('\n').pop();
-}
-async function until(what, fn, ms = 60000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const stack = new Stack('h3api-', defaultConfig('api-e2e'));
+const { dir, config } = stack;
+const cli = (...args) => stack.cli(...args);
+const token = (name, role) => stack.token(name, role);
 
 let base, submit, reader, admin, readToken, submitToken;
 
 before(async () => {
-  const s = cli('start');
-  assert.equal(s.rc, 0, s.err + s.out);
+  stack.start();
   submitToken = token('alice', 'submit');
   readToken = token('rita', 'read');
   const adminToken = token('root', 'admin');
@@ -70,32 +37,22 @@ before(async () => {
   assert.match(l.out, /alice\tsubmit/);
   assert.ok(!l.out.includes(submitToken));
   // Redis keeps only the token's SHA-256, never the token (read as redis-admin).
-  const stack = JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8'));
-  const pw = fs.readFileSync(path.join(dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
-  const where = stack.redis.host.startsWith('/') ? ['-s', stack.redis.host] : ['-h', stack.redis.host, '-p', String(stack.redis.port)];
-  const dump = spawnSync('redis-cli', [...where, '--user', 'redis-admin', '--pass', pw, '--no-auth-warning', 'EVAL',
-    "local o = {} for _, k in ipairs(redis.call('KEYS', 'h3pipe:api:*')) do if redis.call('TYPE', k).ok == 'hash' then for _, v in ipairs(redis.call('HGETALL', k)) do o[#o+1] = v end end end return o", '0'],
-    { encoding: 'utf8' });
-  assert.equal(dump.status, 0, dump.stderr);
+  const dump = stack.redis('EVAL',
+    "local o = {} for _, k in ipairs(redis.call('KEYS', 'h3pipe:api:*')) do if redis.call('TYPE', k).ok == 'hash' then for _, v in ipairs(redis.call('HGETALL', k)) do o[#o+1] = v end end end return o", '0');
   const sha = createHash('sha256').update(submitToken).digest('hex');
-  assert.ok(dump.stdout.includes(sha), dump.stdout);
-  assert.ok(!dump.stdout.includes(submitToken.slice(4)), 'a token is stored in clear');
+  assert.ok(dump.includes(sha), dump);
+  assert.ok(!dump.includes(submitToken.slice(4)), 'a token is stored in clear');
   // `h3pipe start` started h3pipe-api on loopback; its URL is in its run file (and in start's
   // output).
-  assert.match(s.out, /api-local +pid \d+ +http:\/\/127\.0\.0\.1:\d+\/v1/);
-  const runFile = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8'));
-  assert.equal(runFile.bind, '127.0.0.1');
-  const port = runFile.health_port;
-  base = `http://127.0.0.1:${port}/v1`;
+  assert.match(stack.startOut, /api-local +pid \d+ +http:\/\/127\.0\.0\.1:\d+\/v1/);
+  assert.equal(stack.runFile().bind, '127.0.0.1');
+  base = stack.base;
   submit = new OpenAI({ apiKey: submitToken, baseURL: base, maxRetries: 0 });
   reader = new OpenAI({ apiKey: readToken, baseURL: base, maxRetries: 0 });
   admin = new OpenAI({ apiKey: adminToken, baseURL: base, maxRetries: 0 });
 });
 
-after(() => {
-  const st = cli('stop');
-  if (st.rc === 0) fs.rmSync(dir, { recursive: true, force: true });  // kept when stop failed
-});
+after(() => stack.stop());
 
 async function completed(id) {
   return until(`video ${id} completed`, async () => {
