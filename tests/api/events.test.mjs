@@ -8,18 +8,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
-import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { Stack, call, fixed } from './stack.mjs';
 
-const bin = process.env.H3PIPE_BIN ?? path.resolve('build/bin');
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'h3events-'));
-const config = path.join(dir, 'cluster.json');
-const fixed = (s) => ({ kind: 'fixed', seconds: s });
-fs.writeFileSync(config, JSON.stringify({
+const stack = new Stack('h3events-', {
   name: 'api-events-e2e',
-  state_dir: dir,
   queue: { lease_ms: 1500, renew_ms: 300, sweep_ms: 200, max_deliveries: 3, block_ms: 50 },
   classes: [{ name: 'slow', width: 128, height: 96, frames: 9, steps: 6 }],
   hosts: [{ name: 'local' }],
@@ -28,26 +20,10 @@ fs.writeFileSync(config, JSON.stringify({
     { name: 's0', host: 'local', stage: 'sample', profiles: { default: fixed(0.1), slow: fixed(600) } },
     { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(0.02) } },
   ],
-}));
-
-function cli(...args) {
-  const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', config, ...args], { encoding: 'utf8' });
-  return { rc: r.status, out: r.stdout, err: r.stderr };
-}
-function token(name, role) {
-  const r = cli('token', 'create', name, '--role', role);
-  assert.equal(r.rc, 0, r.err);
-  return r.out.trim().split('\n').pop();
-}
-let redisWhere, redisPw;
+});
 // A command as redis-admin (the test writes events the way the producers do: XADD to the
 // run's stream with the contract's fields).
-function redis(...args) {
-  const r = spawnSync('redis-cli', [...redisWhere, '--user', 'redis-admin', '--pass', redisPw, '--no-auth-warning', ...args],
-    { encoding: 'utf8', maxBuffer: 1 << 26 });
-  assert.equal(r.status, 0, r.stderr);
-  return r.stdout.trim();
-}
+const redis = (...args) => stack.redis(...args);
 const streamOf = (run) => `h3pipe:run:{${run}}:events`;
 function xadd(run, type, extra = {}) {
   const kv = Object.entries({ type, job: 'video', ts_ms: String(Date.now()), ...extra }).flat();
@@ -56,19 +32,12 @@ function xadd(run, type, extra = {}) {
 
 let port, tok, adminTok;
 before(() => {
-  const s = cli('start');
-  assert.equal(s.rc, 0, s.err + s.out);
-  tok = token('alice', 'submit');
-  adminTok = token('root', 'admin');  // no rate limit (submit: 50 requests/s)
-  const stack = JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8'));
-  redisPw = fs.readFileSync(path.join(dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
-  redisWhere = stack.redis.host.startsWith('/') ? ['-s', stack.redis.host] : ['-h', stack.redis.host, '-p', String(stack.redis.port)];
-  port = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).health_port;
+  stack.start();
+  tok = stack.token('alice', 'submit');
+  adminTok = stack.token('root', 'admin');  // no rate limit (submit: 50 requests/s)
+  port = stack.runFile().health_port;
 });
-after(() => {
-  const st = cli('stop');
-  if (st.rc === 0) fs.rmSync(dir, { recursive: true, force: true });
-});
+after(() => stack.stop());
 
 // An SSE subscriber: parses the stream into {id, event, data} as EventSource does.
 function subscribe(urlPath, headers = {}, t = tok) {
@@ -117,13 +86,7 @@ function subscribe(urlPath, headers = {}, t = tok) {
   return { opened, events, until, close: () => { closed = true; req.destroy(); }, comments: () => comments };
 }
 
-async function api(method, p, body, t = tok) {
-  const res = await fetch(`http://127.0.0.1:${port}/v1${p}`, {
-    method, headers: { Authorization: `Bearer ${t}`, 'Content-Type': 'application/json' },
-    body: body && JSON.stringify(body),
-  });
-  return { status: res.status, json: await res.json() };
-}
+const api = (method, p, body, t = tok) => call(stack.base, t, method, p, body);
 
 test('a real job: its events from video.queued to video.completed, as the pipeline writes them', async () => {
   const v = await api('POST', '/videos', { prompt: 'a real fox', size: '256x256', seconds: '1' });
@@ -224,7 +187,7 @@ test('40 open subscribers (the pool has 16 threads) hold no thread: requests sti
     subs.push(subscribe(`/v1/runs/${v.json.run_id}/events?after=${afters[i]}`, {}, adminTok));
   }
   for (const s of subs) assert.equal((await s.opened).status, 200);
-  const mport = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).metrics_port;
+  const mport = stack.runFile().metrics_port;
   const open = async () => Number((await (await fetch(`http://127.0.0.1:${mport}/metrics`)).text()).match(/^h3pipe_api_sse_clients (\d+)/m)[1]);
   assert.ok((await open()) >= 40, 'h3pipe_api_sse_clients counts the open streams');
   const t0 = Date.now();
@@ -264,8 +227,7 @@ test('a subscriber that stops reading is dropped once 1 MiB waits for it; reconn
   // 12 MiB of events: more than the socket buffers and the hub's 1 MiB bound hold.
   const pad = 'x'.repeat(3000);
   const cmds = Array.from({ length: 4000 }, (_, i) => `XADD ${streamOf(run)} * type step job video step ${i + 1} steps 4000 pad ${pad}`).join('\n') + '\n';
-  const r = spawnSync('redis-cli', [...redisWhere, '--user', 'redis-admin', '--pass', redisPw, '--no-auth-warning'], { input: cmds, encoding: 'utf8', maxBuffer: 1 << 26 });
-  assert.equal(r.status, 0, `${r.stderr} ${r.error} ${r.signal}`);
+  stack.redisInput(cmds);
   await new Promise((res) => setTimeout(res, 1000));
   // Now read what was sent before the drop, to its end (the server closed the socket).
   let text = '';
