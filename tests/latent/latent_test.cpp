@@ -13,6 +13,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/core/sha256.h"
 #include "common/latent/safetensors.h"
+#include "tests/support/temp_dir.h"
 
 namespace h3pipe::latent {
 namespace {
@@ -43,18 +44,7 @@ Latent make_latent(const Geometry& g) {
   return l;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/h3latent-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;  // tests/support/temp_dir.h
 
 std::vector<std::uint8_t> slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -9,6 +9,7 @@
 #include "common/config/config.h"
 #include "common/dispatch/geometry.h"
 #include "common/spec/spec.h"
+#include "tests/support/cluster.h"
 
 namespace h3pipe {
 namespace {
@@ -29,9 +30,7 @@ nlohmann::json base_config() {
 }
 
 config::Cluster load(const nlohmann::json& j) {
-  auto c = config::parse(j, "/tmp");
-  EXPECT_TRUE(c.ok()) << c.error().message;
-  return c.ok() ? *c : config::Cluster{};
+  return test_support::cluster_from(j, "/tmp");
 }
 
 std::string load_error(const nlohmann::json& j) {

@@ -15,24 +15,14 @@
 #include "common/artifacts/artifacts.h"
 #include "common/latent/latent.h"
 #include "common/latent/safetensors.h"
+#include "tests/support/temp_dir.h"
 
 namespace h3pipe::latent {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/h3latent-prof-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;  // tests/support/temp_dir.h
 
 // A small valid job for the profile: 2 x 1 size multiples, two latent steps past the first.
 JobSize job_for(const LatentProfile& p) {

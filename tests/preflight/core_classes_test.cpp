@@ -13,6 +13,7 @@
 #include "common/config/config.h"
 #include "common/preflight/preflight.h"
 #include "tests/support/object_info_server.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -45,7 +46,8 @@ json h3_graph() {
 }
 
 std::vector<preflight::CheckResult> template_rows(const std::string& url) {
-  fs::path state = fs::temp_directory_path() / ("h3pf_core_" + std::to_string(::getpid()));
+  const test_support::TempDir tmp("h3pf_core");
+  const fs::path state = tmp.path() / "state";
   json j = {
       {"name", "pf-core"},
       {"state_dir", state.string()},
@@ -68,7 +70,6 @@ std::vector<preflight::CheckResult> template_rows(const std::string& url) {
   o.timeout = std::chrono::milliseconds(2000);
   for (auto& r : preflight::run_checks(*c, o))
     if (r.check == "comfyui.templates" && r.outcome == preflight::Outcome::kFail) out.push_back(r);
-  fs::remove_all(state);
   return out;
 }
 

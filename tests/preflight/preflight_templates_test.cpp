@@ -11,6 +11,7 @@
 #include "common/config/config.h"
 #include "common/preflight/preflight.h"
 #include "tests/support/object_info_server.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -41,7 +42,8 @@ std::vector<preflight::CheckResult> template_rows(const std::string& sample_url,
                                                   const std::string& decode_url) {
   fs::path tdir = kSource / "configs/comfyui/templates/wan2.1_t2v";
   json inject = read(tdir / "inject.json");
-  fs::path state = fs::temp_directory_path() / ("h3pf_tpl_" + std::to_string(::getpid()));
+  const test_support::TempDir tmp("h3pf_tpl");
+  const fs::path state = tmp.path() / "state";
   json j = {
       {"name", "pf-templates"},
       {"state_dir", state.string()},
@@ -74,7 +76,6 @@ std::vector<preflight::CheckResult> template_rows(const std::string& sample_url,
   std::vector<preflight::CheckResult> out;
   for (auto& r : preflight::run_checks(*c, o))
     if (r.check == "comfyui.templates") out.push_back(r);
-  fs::remove_all(state);
   return out;
 }
 

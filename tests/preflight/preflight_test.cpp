@@ -30,14 +30,6 @@ using namespace std::chrono_literals;
 
 constexpr const char* kPassword = "s3cret-h3pipe";
 
-fs::path temp_dir(const std::string& name) {
-  auto d =
-      fs::temp_directory_path() / ("h3pipe_preflight_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 // A tiny HTTP server answering every request with one fixed reply (ComfyUI stand-in).
 class FixedHttp {
  public:
@@ -82,7 +74,6 @@ class FixedHttp {
 class Preflight : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_ / "redis");
     std::ofstream(dir_ / "redis.pass") << kPassword << "\n";
     queue::RedisAddress as;
@@ -98,10 +89,7 @@ class Preflight : public ::testing::Test {
         .probe_as = as});
     ASSERT_TRUE(redis_->ok()) << "redis-server did not start";
   }
-  void TearDown() override {
-    redis_.reset();
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { redis_.reset(); }
 
   // One host "a" (sampler + decoder), optionally a second host "b".
   json base_config(bool two_hosts = false) {
@@ -169,7 +157,8 @@ class Preflight : public ::testing::Test {
     return nullptr;
   }
 
-  fs::path dir_;
+  test_support::TempDir tmp_{"h3pipe_preflight"};  // removed after redis_ stopped
+  fs::path dir_ = tmp_.path();
   std::unique_ptr<test_support::RedisServer> redis_;
   std::vector<std::unique_ptr<metrics::HealthServer>> health_;
 };

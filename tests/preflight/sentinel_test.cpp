@@ -26,16 +26,7 @@ constexpr const char* kPassword = "s3cret-primary";
 constexpr const char* kSentinelPassword = "s3cret-sentinel";
 constexpr const char* kMaster = "h3";
 
-// Polls cond() until it holds or the deadline passes.
-template <class F>
-bool eventually(F cond, std::chrono::milliseconds within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return cond();
-}
+using test_support::wait_for;
 
 class Sentinel {
  public:
@@ -55,7 +46,7 @@ class Sentinel {
       }
       pid_t pid = test_support::spawn({kSentinelBin, conf.string()});
       if (pid <= 0) continue;
-      if (eventually(
+      if (wait_for(
               [&] {
                 return query({"PING"}).has_value() || ::waitpid(pid, nullptr, WNOHANG) == pid;
               },
@@ -106,9 +97,9 @@ class Sentinel {
 // A primary, a replica in sync and three Sentinels that know each other and agree on a quorum.
 class Topology {
  public:
-  explicit Topology(const fs::path& dir) : dir_(dir) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+  explicit Topology(const std::string& name)
+      : tmp_("h3pipe_pf_sentinel_" + name), dir_(tmp_.path()) {
+    const fs::path& dir = dir_;
     std::ofstream(dir / "redis.pass") << kPassword << "\n";
     std::ofstream(dir / "sentinel.pass") << kSentinelPassword << "\n";
     queue::RedisAddress as;
@@ -127,13 +118,13 @@ class Topology {
     replica_ = std::make_unique<test_support::RedisServer>(test_support::RedisOptions{
         .conf_lines = replica_conf, .aof = std::nullopt, .dir = dir / "replica", .probe_as = as});
     if (!replica_->ok()) return;
-    if (!eventually([&] { return online_replicas() >= 1; }, 20s)) return;
+    if (!wait_for([&] { return online_replicas() >= 1; }, 20s)) return;
     for (int i = 0; i < 3; ++i) {
       sentinels_.push_back(
           std::make_unique<Sentinel>(dir / ("sentinel" + std::to_string(i)), primary_->port()));
       if (!sentinels_.back()->ok()) return;
     }
-    ready_ = eventually(
+    ready_ = wait_for(
         [&] {
           for (const auto& s : sentinels_) {
             auto q = s->query({"SENTINEL", "ckquorum", kMaster});
@@ -148,7 +139,6 @@ class Topology {
     sentinels_.clear();
     replica_.reset();
     primary_.reset();
-    fs::remove_all(dir_);
   }
   bool ready() const { return ready_; }
   int online_replicas() const {
@@ -199,6 +189,7 @@ class Topology {
     return c.ok() ? *c : config::Cluster{};
   }
 
+  test_support::TempDir tmp_;  // removed after the servers in it stopped
   fs::path dir_;
   std::unique_ptr<test_support::RedisServer> primary_, replica_;
   std::vector<std::unique_ptr<Sentinel>> sentinels_;
@@ -240,17 +231,12 @@ Checked check(const config::Cluster& c) {
   return out;
 }
 
-fs::path temp_dir(const std::string& name) {
-  return fs::temp_directory_path() /
-         ("h3pipe_pf_sentinel_" + name + "_" + std::to_string(::getpid()));
-}
-
 // The non-destructive cases share one topology.
 class PreflightSentinel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (::access(kSentinelBin, X_OK) != 0) return;
-    topo_ = new Topology(temp_dir("shared"));
+    topo_ = new Topology("shared");
   }
   static void TearDownTestSuite() {
     delete topo_;
@@ -346,7 +332,7 @@ TEST_F(PreflightSentinel, FewerReplicasThanWaitReplicasFails) {
 TEST(PreflightSentinelFaults, SentinelDownQuorumLostReplicaGone) {
   if (::access(kSentinelBin, X_OK) != 0)
     GTEST_SKIP() << kSentinelBin << " missing (Debian's redis-sentinel)";
-  Topology t(temp_dir("faults"));
+  Topology t("faults");
   ASSERT_TRUE(t.ready()) << "the primary, replica and Sentinels did not come up";
   const auto c = t.load(t.config());
   const std::string primary = "127.0.0.1:" + std::to_string(t.primary_->port());
@@ -366,7 +352,7 @@ TEST(PreflightSentinelFaults, SentinelDownQuorumLostReplicaGone) {
   // Two down: once the last one sees the others down, it has no quorum (2) to authorise a failover.
   t.sentinels_[1]->stop();
   Checked two;
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(wait_for(
       [&] {
         two = check(c);
         const CheckResult* q = two.row("sentinel.quorum", s2);
@@ -382,7 +368,7 @@ TEST(PreflightSentinelFaults, SentinelDownQuorumLostReplicaGone) {
   // The replica gone: wait_replicas 1 cannot be met.
   t.replica_->stop();
   Checked gone;
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(wait_for(
       [&] {
         gone = check(c);
         const CheckResult* x = gone.row("redis.replicas", primary);

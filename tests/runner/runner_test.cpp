@@ -74,7 +74,9 @@ TEST_F(RunnerTest, GivesTheBodyItsContextWritesTheRunFileAndReturnsItsCode) {
     seen.redis = ctx.redis;
     seen.bind = ctx.bind;
     EXPECT_NE(ctx.pool, nullptr);
-    if (ctx.pool) EXPECT_EQ(ctx.pool->name, "enc");
+    if (ctx.pool) {
+      EXPECT_EQ(ctx.pool->name, "enc");
+    }
     EXPECT_NE(ctx.registry, nullptr);
     EXPECT_FALSE(ctx.stop->load());
     EXPECT_FALSE(ctx.health->ready()) << "ready before the body said so";

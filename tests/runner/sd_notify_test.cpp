@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/metrics/http_servers.h"
+#include "tests/support/temp_dir.h"
 
 namespace h3pipe::runner {
 namespace {
@@ -67,15 +68,9 @@ class Listener {
 
 class SdNotify : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("h3pipe_sdnotify_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    ::unsetenv("NOTIFY_SOCKET");
-    fs::remove_all(dir_);
-  }
-  fs::path dir_;
+  void TearDown() override { ::unsetenv("NOTIFY_SOCKET"); }
+  test_support::TempDir tmp_{"h3pipe_sdnotify"};
+  fs::path dir_ = tmp_.path();
 };
 
 TEST_F(SdNotify, SendsTheStateToAPathSocket) {

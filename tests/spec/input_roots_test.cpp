@@ -12,6 +12,7 @@
 #include "common/config/config.h"
 #include "common/spec/input_file.h"
 #include "common/spec/spec.h"
+#include "tests/support/temp_dir.h"
 
 namespace h3pipe {
 namespace {
@@ -20,15 +21,11 @@ namespace fs = std::filesystem;
 class InputRoots : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/h3pipe-input-roots-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     root_ = dir_ / "inputs";
     fs::create_directories(root_ / "sub");
     std::ofstream(root_ / "sub" / "ref.png") << "png bytes";
     std::ofstream(dir_ / "outside.png") << "secret";
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string refused(const std::string& path, std::vector<fs::path> roots = {}) {
     if (roots.empty()) roots = {root_};
@@ -38,7 +35,8 @@ class InputRoots : public ::testing::Test {
     return f.error().message;
   }
 
-  fs::path dir_, root_;
+  test_support::TempDir tmp_{"h3pipe-input-roots"};
+  fs::path dir_ = tmp_.path(), root_;
 };
 
 TEST_F(InputRoots, AFileUnderARootOpensByAbsoluteOrRelativePath) {

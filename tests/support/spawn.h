@@ -26,6 +26,10 @@ inline bool wait_for(const std::function<bool()>& pred, double seconds) {
   }
   return pred();
 }
+template <class Rep, class Period>
+bool wait_for(const std::function<bool()>& pred, std::chrono::duration<Rep, Period> within) {
+  return wait_for(pred, std::chrono::duration<double>(within).count());
+}
 
 // Starts args[0] (searched on PATH) with stdout and stderr appended to `log`; -1 if it could not.
 inline pid_t spawn(const std::vector<std::string>& args, const std::string& log = "/dev/null") {
