@@ -8,10 +8,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { Stack, fixed, until } from './stack.mjs';
 
 let OpenAI;
 try {
@@ -21,13 +20,10 @@ try {
   process.exit(77);
 }
 
-const bin = process.env.H3PIPE_BIN ?? path.resolve('build/bin');
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'h3hooks-'));
-const config = path.join(dir, 'cluster.json');
-const fixed = (s) => ({ kind: 'fixed', seconds: s });
-fs.writeFileSync(config, JSON.stringify({
+// Retries 300 ms apart (doubling), 2 s per attempt, dead-lettered 4 s after the first attempt.
+const env = { ...process.env, H3PIPE_WEBHOOK_RETRY_MS: '300', H3PIPE_WEBHOOK_TIMEOUT_MS: '2000', H3PIPE_WEBHOOK_GIVE_UP_MS: '4000' };
+const stack = new Stack('h3hooks-', {
   name: 'api-webhooks-e2e',
-  state_dir: dir,
   queue: { lease_ms: 1500, renew_ms: 300, sweep_ms: 200, max_deliveries: 3, block_ms: 50 },
   classes: [{ name: 'slow', width: 128, height: 96, frames: 9, steps: 6 }],
   hosts: [{ name: 'local' }],
@@ -36,34 +32,13 @@ fs.writeFileSync(config, JSON.stringify({
     { name: 's0', host: 'local', stage: 'sample', profiles: { default: fixed(0.1), slow: fixed(600) } },
     { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(0.02) } },
   ],
-}));
-// Retries 300 ms apart (doubling), 2 s per attempt, dead-lettered 4 s after the first attempt.
-const env = { ...process.env, H3PIPE_WEBHOOK_RETRY_MS: '300', H3PIPE_WEBHOOK_TIMEOUT_MS: '2000', H3PIPE_WEBHOOK_GIVE_UP_MS: '4000' };
-
-function cli(...args) {
-  const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', config, ...args], { encoding: 'utf8', env });
-  return { rc: r.status, out: r.stdout, err: r.stderr };
-}
+}, { env });
+const { dir } = stack;
+const cli = (...args) => stack.cli(...args);
 const lastLine = (s) => s.trim().split('\n').pop();
-let redisWhere, redisPw;
-function redis(...args) {
-  const r = spawnSync('redis-cli', [...redisWhere, '--user', 'redis-admin', '--pass', redisPw, '--no-auth-warning', ...args],
-    { encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
-  return r.stdout.trim();
-}
 // A terminal event as the producers write it (the events contract).
 const terminal = (run, type, extra = {}) =>
-  redis('XADD', 'h3pipe:events', 'MAXLEN', '~', '100000', '*', ...Object.entries({ type, job: 'video', run, ts_ms: String(Date.now()), ...extra }).flat());
-async function until(what, fn, ms = 30000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+  stack.redis('XADD', 'h3pipe:events', 'MAXLEN', '~', '100000', '*', ...Object.entries({ type, job: 'video', run, ts_ms: String(Date.now()), ...extra }).flat());
 
 // The receivers: one server, a path each; every delivery is checked with the SDK.
 const sdk = new OpenAI({ apiKey: 'unused', baseURL: 'http://127.0.0.1:9/v1' });
@@ -93,26 +68,19 @@ const receiver = http.createServer((req, res) => {
 });
 let url;
 // The API's port now (the supervisor restarts a killed API on a new one).
-const apiPort = () => JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).health_port;
+const apiPort = () => stack.runFile().health_port;
 
 let tok;
 before(async () => {
-  const s = cli('start');
-  assert.equal(s.rc, 0, s.err + s.out);
-  const t = cli('token', 'create', 'alice', '--role', 'submit');
-  assert.equal(t.rc, 0, t.err);
-  tok = lastLine(t.out);
-  const stack = JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8'));
-  redisPw = fs.readFileSync(path.join(dir, 'secrets', 'redis-admin.password'), 'utf8').trim();
-  redisWhere = stack.redis.host.startsWith('/') ? ['-s', stack.redis.host] : ['-h', stack.redis.host, '-p', String(stack.redis.port)];
+  stack.start();
+  tok = stack.token('alice', 'submit');
   await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
   url = (p) => `http://127.0.0.1:${receiver.address().port}${p}`;
 });
 after(() => {
   for (const r of hung) r.destroy();
   receiver.close();
-  const st = cli('stop');
-  if (st.rc === 0) fs.rmSync(dir, { recursive: true, force: true });
+  stack.stop();
 });
 
 function add(p, ...flags) {
@@ -204,7 +172,7 @@ test('a receiver that answers 500 twice gets the same webhook-id a third time, t
   await new Promise((r) => setTimeout(r, 1000));
   assert.equal(got['/flaky'].length, 3);
   // Counted by outcome on the API's Prometheus port (this API has made no other failed attempt).
-  const mport = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).metrics_port;
+  const mport = stack.runFile().metrics_port;
   const metrics = await (await fetch(`http://127.0.0.1:${mport}/metrics`)).text();
   const count = (o) => Number(metrics.match(new RegExp(`^h3pipe_api_webhook_deliveries_total\\{outcome="${o}"\\} (\\d+)`, 'm'))?.[1]);
   assert.equal(count('retried'), 2, metrics);
@@ -232,14 +200,13 @@ test('the API killed mid-delivery (and events written while it is down) are deli
   const v = await video();
   const first = terminal(v.run_id, 'video.completed');
   await until('the first attempt', () => got['/restart']?.length === 1);
-  const runFile = path.join(dir, 'run', 'api-local.json');
-  const pid = JSON.parse(fs.readFileSync(runFile, 'utf8')).pid;
+  const pid = stack.runFile().pid;
   process.kill(pid, 'SIGKILL');
   const second = terminal(v.run_id, 'video.failed', { reason: 'while the API was down' });
   hang = false;
   // The supervisor restarts it; a claim older than a delivery can take is retried.
   await until('the API back', () => {
-    try { return JSON.parse(fs.readFileSync(runFile, 'utf8')).pid !== pid; } catch { return false; }
+    try { return stack.runFile().pid !== pid; } catch { return false; }
   });
   await until('both delivered', () => got['/restart'].some((x) => x.id.startsWith(`msg_${first}_`) && x.attempt === 2) &&
     got['/restart'].some((x) => x.id === `msg_${second}_${e.id}`), 30000);
