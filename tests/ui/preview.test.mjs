@@ -5,10 +5,10 @@
 // (skipped) without playwright-core, chromium or the bundle.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Stack, bin, fixed } from '../api/stack.mjs';
 
 const skip = (why) => {
   console.log(`skipped: ${why}`);
@@ -22,19 +22,14 @@ try {
 }
 const browserPath = process.env.H3PIPE_CHROMIUM ?? '/usr/bin/chromium';
 if (!fs.existsSync(browserPath)) skip(`no chromium at ${browserPath} (apt-get install chromium)`);
-const bin = process.env.H3PIPE_BIN ?? path.resolve('build/bin');
 const uiDir = process.env.H3PIPE_UI_DIR ?? path.join(bin, '..', 'ui');
 if (!fs.existsSync(path.join(uiDir, 'app.js'))) skip(`the console is not built in ${uiDir} (target h3pipe-ui)`);
 const out = process.env.H3PIPE_TEST_OUT ?? path.join(os.tmpdir(), 'h3pipe-console-out');
 fs.mkdirSync(out, { recursive: true });
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'h3uip-'));
-const config = path.join(dir, 'cluster.json');
-const fixed = (s) => ({ kind: 'fixed', seconds: s });
 const builtin = { runtime: { name: 'builtin', settings: {} } };
-fs.writeFileSync(config, JSON.stringify({
+const stack = new Stack('h3uip-', {
   name: 'console-preview',
-  state_dir: dir,
   queue: { lease_ms: 3000, renew_ms: 500, sweep_ms: 200, max_deliveries: 3, block_ms: 50 },
   stages: { encode: builtin, sample: builtin, decode: builtin },
   classes: [{ name: 'pv', width: 256, height: 256, frames: 17, steps: 24 }],
@@ -44,25 +39,18 @@ fs.writeFileSync(config, JSON.stringify({
     { name: 's0', host: 'local', stage: 'sample', profiles: { default: fixed(5) } },
     { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(1) } },
   ],
-}));
-const cli = (...args) => {
-  const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', config, ...args], { encoding: 'utf8' });
-  return { rc: r.status, out: r.stdout, err: r.stderr };
-};
+});
 
 let origin, tok, browser;
 before(async () => {
-  const s = cli('start');
-  assert.equal(s.rc, 0, s.err + s.out);
-  const t = cli('token', 'create', 'root', '--role', 'admin');
-  assert.equal(t.rc, 0, t.err);
-  tok = t.out.trim().split('\n').pop();
-  origin = `http://127.0.0.1:${JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8')).health_port}`;
+  stack.start();
+  tok = stack.token('root', 'admin');
+  origin = stack.origin;
   browser = await chromium.launch({ executablePath: browserPath, headless: true, args: ['--no-sandbox'] });
 });
 after(async () => {
   if (browser) await browser.close();
-  if (cli('stop').rc === 0) fs.rmSync(dir, { recursive: true, force: true });
+  stack.stop();
 });
 
 test('the job page shows the latest preview while the job samples, then the MP4', async () => {
