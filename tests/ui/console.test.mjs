@@ -9,10 +9,10 @@
 // playwright-core, chromium or the bundle.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Stack, bin, call, fixed, until } from '../api/stack.mjs';
 
 const skip = (why) => {
   console.log(`skipped: ${why}`);
@@ -26,18 +26,13 @@ try {
 }
 const browserPath = process.env.H3PIPE_CHROMIUM ?? '/usr/bin/chromium';
 if (!fs.existsSync(browserPath)) skip(`no chromium at ${browserPath} (apt-get install chromium)`);
-const bin = process.env.H3PIPE_BIN ?? path.resolve('build/bin');
 const uiDir = process.env.H3PIPE_UI_DIR ?? path.join(bin, '..', 'ui');
 if (!fs.existsSync(path.join(uiDir, 'app.js'))) skip(`the console is not built in ${uiDir} (target h3pipe-ui)`);
 const out = process.env.H3PIPE_TEST_OUT ?? path.join(os.tmpdir(), 'h3pipe-console-out');
 fs.mkdirSync(out, { recursive: true });
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'h3ui-'));
-const config = path.join(dir, 'cluster.json');
-const fixed = (s) => ({ kind: 'fixed', seconds: s });
-fs.writeFileSync(config, JSON.stringify({
+const stack = new Stack('h3ui-', {
   name: 'console-e2e',
-  state_dir: dir,
   queue: { lease_ms: 1500, renew_ms: 300, sweep_ms: 200, max_deliveries: 3, block_ms: 50 },
   classes: [{ name: 'slow', width: 128, height: 96, frames: 9, steps: 6 }],
   hosts: [{ name: 'local' }],
@@ -47,35 +42,14 @@ fs.writeFileSync(config, JSON.stringify({
     { name: 's1', host: 'local', stage: 'sample', profiles: { default: fixed(1.5), slow: fixed(6) } },
     { name: 'dec', host: 'local', stage: 'decode', profiles: { default: fixed(0.3) } },
   ],
-}));
-
-function cli(...args) {
-  const r = spawnSync(path.join(bin, 'h3pipe'), ['--config', config, ...args], { encoding: 'utf8' });
-  return { rc: r.status, out: r.stdout, err: r.stderr };
-}
-function token(name, role) {
-  const r = cli('token', 'create', name, '--role', role);
-  assert.equal(r.rc, 0, r.err);
-  return r.out.trim().split('\n').pop();
-}
-async function until(what, fn, ms = 60000, every = 100) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, every));
-  }
-}
+});
+const { dir } = stack;
 
 let origin, adminToken, readToken, browser, page;
 async function v1(p, { method = 'GET', body, tok = adminToken, type } = {}) {
-  const headers = { Authorization: `Bearer ${tok}` };
-  if (body !== undefined) headers['Content-Type'] = type ?? 'application/json';
-  const res = await fetch(`${origin}/v1${p}`, { method, headers, body: typeof body === 'string' || body === undefined ? body : JSON.stringify(body) });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${text}`);
-  return JSON.parse(text);
+  const r = await call(`${origin}/v1`, tok, method, p, body, type ? { 'Content-Type': type } : {});
+  if (r.status < 200 || r.status > 299) throw new Error(`${method} ${p}: ${r.status} ${r.text}`);
+  return JSON.parse(r.text);
 }
 const shot = (name) => page.screenshot({ path: path.join(out, `${name}.png`) });
 // Signs a page in: the login form, as a person would.
@@ -87,20 +61,17 @@ async function login(p, tok) {
 }
 
 before(async () => {
-  const s = cli('start');
-  assert.equal(s.rc, 0, s.err + s.out);
-  adminToken = token('root', 'admin');
-  readToken = token('rita', 'read');
-  const runFile = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8'));
-  origin = `http://127.0.0.1:${runFile.health_port}`;
+  stack.start();
+  adminToken = stack.token('root', 'admin');
+  readToken = stack.token('rita', 'read');
+  origin = stack.origin;
   browser = await chromium.launch({ executablePath: browserPath, headless: true, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
 });
 
 after(async () => {
   if (browser) await browser.close();
-  const st = cli('stop');
-  if (st.rc === 0) fs.rmSync(dir, { recursive: true, force: true });  // kept when stop failed
+  stack.stop();
 });
 
 // Every pool's duty cycle as GET /v1/fleet says it (its heartbeat's, over the last minute).
@@ -345,12 +316,9 @@ test('after a restart of the stack (the API and Redis with its AOF) the runs pag
   const before = await rows(page);
   assert.ok(before.length >= 6, JSON.stringify(before));
   const ganttBefore = await v1(`/runs/${ganttRun}/gantt`);
-  const st = cli('stop');
+  const st = stack.cli('stop');  // kept: the restart reads the same state dir
   assert.equal(st.rc, 0, st.err);
-  const s = cli('start');
-  assert.equal(s.rc, 0, s.err + s.out);
-  const runFile = JSON.parse(fs.readFileSync(path.join(dir, 'run', 'api-local.json'), 'utf8'));
-  origin = `http://127.0.0.1:${runFile.health_port}`;  // a new port: a new origin, so a new sign-in
+  origin = stack.start().origin;  // a new port: a new origin, so a new sign-in
   await login(page, adminToken);
   assert.deepEqual(await rows(page), before);
   // The run's measured Gantt too: the receipts are in Redis's AOF.
