@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
-import { Stack, call, fixed } from './stack.mjs';
+import { Stack, call, fixed, until } from './stack.mjs';
 
 const stack = new Stack('h3events-', {
   name: 'api-events-e2e',
@@ -204,15 +204,8 @@ test('40 open subscribers (the pool has 16 threads) hold no thread: requests sti
     assert.equal(s.events.at(-1).data.reason, 'test');
   }
   for (const s of subs) s.close();
-  await until40Gone(open);
+  await until('h3pipe_api_sse_clients back to 0 once every subscriber left', async () => (await open()) === 0, 5000);
 });
-async function until40Gone(open) {
-  const deadline = Date.now() + 5000;
-  while ((await open()) !== 0) {
-    assert.ok(Date.now() < deadline, 'h3pipe_api_sse_clients stays above 0 after every subscriber left');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 test('a subscriber that stops reading is dropped once 1 MiB waits for it; reconnecting with Last-Event-ID it misses nothing', async () => {
   const v = await api('POST', '/videos', { prompt: 'a slow reader', model: 'slow' });
