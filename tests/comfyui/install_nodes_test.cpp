@@ -9,18 +9,16 @@
 #include <fstream>
 #include <iterator>
 
+#include "tests/support/temp_dir.h"
+
 namespace fs = std::filesystem;
 using namespace h3pipe::comfyui;
 
 namespace {
 
 struct Tmp {
-  fs::path dir = fs::temp_directory_path() / ("h3install_" + std::to_string(::getpid()));
-  Tmp() {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Tmp() { fs::remove_all(dir); }
+  h3pipe::test_support::TempDir tmp{"h3install"};
+  fs::path dir = tmp.path();
 };
 
 void write(const fs::path& p, const std::string& s) {

@@ -14,6 +14,7 @@
 
 #include "common/comfyui/split_files.h"
 #include "common/comfyui/ui_workflow.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace h3pipe::comfyui;
@@ -419,8 +420,8 @@ TEST(SplitProfile, UnknownLatentSourceIsRefusedAndProfileFlagDecides) {
 }
 
 TEST(SplitFiles, AllOrNothingAndNeverOutsideTheFolder) {
-  fs::path tmp = fs::temp_directory_path() / ("h3split_" + std::to_string(::getpid()));
-  fs::remove_all(tmp);
+  const h3pipe::test_support::TempDir tmp_dir("h3split");
+  const fs::path& tmp = tmp_dir.path();
   auto r = split_ok(read(kDir / "workflows" / "ltxv_t2v.api.json"), &recorded(), ".");
   auto files = split_files(r);
   ASSERT_TRUE(write_files(tmp / "out", files, false).ok());
@@ -442,13 +443,12 @@ TEST(SplitFiles, AllOrNothingAndNeverOutsideTheFolder) {
   std::size_t n = 0;
   for (const auto& e : fs::directory_iterator(tmp / "out2")) n += !e.is_symlink();
   EXPECT_EQ(n, 0u);
-  fs::remove_all(tmp);
 }
 
 // The CLI: a UI file without a server is refused and nothing is written.
 TEST(SplitCli, UiFileWithoutServerWritesNothing) {
-  fs::path tmp = fs::temp_directory_path() / ("h3splitcli_" + std::to_string(::getpid()));
-  fs::remove_all(tmp);
+  const h3pipe::test_support::TempDir tmp_dir("h3splitcli");
+  const fs::path& tmp = tmp_dir.path();
   std::string cmd = std::string(H3PIPE_BIN_DIR) + "/h3pipe comfyui split " +
                     (kDir / "workflows" / "wan2.1_t2v.ui.json").string() + " -o " +
                     (tmp / "out").string() + " 2>" + (tmp.string() + ".err");
@@ -468,7 +468,6 @@ TEST(SplitCli, UiFileWithoutServerWritesNothing) {
   ASSERT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 0);
   for (const char* f : {"sample.api.json", "decode.api.json", "inject.json", "config.snippet.json"})
     EXPECT_EQ(read(tmp / "out" / f), read(kDir / "expected" / "wan2.1_t2v" / f)) << f;
-  fs::remove_all(tmp);
 }
 
 std::string run_cli(const std::string& args, int& rc) {
@@ -486,8 +485,8 @@ std::string run_cli(const std::string& args, int& rc) {
 // The CLI prints which node decided the profile; a graph that does not tell is refused with
 // nothing written, and --profile NAME splits it.
 TEST(SplitCli, ProfileFromTheGraphOrFromTheFlag) {
-  fs::path tmp = fs::temp_directory_path() / ("h3splitprof_" + std::to_string(::getpid()));
-  fs::remove_all(tmp);
+  const h3pipe::test_support::TempDir tmp_dir("h3splitprof");
+  const fs::path& tmp = tmp_dir.path();
   fs::create_directories(tmp);
   int rc = 0;
   std::string said =
@@ -512,7 +511,6 @@ TEST(SplitCli, ProfileFromTheGraphOrFromTheFlag) {
   EXPECT_EQ(rc, 0) << said;
   EXPECT_NE(said.find("latent profile wan2.1 (from --profile)"), std::string::npos) << said;
   EXPECT_EQ(read(tmp / "unknown" / "config.snippet.json")["latent_profile"], "wan2.1");
-  fs::remove_all(tmp);
 }
 
 }  // namespace
