@@ -8,6 +8,7 @@
 
 #include "common/config/config.h"
 #include "common/spec/spec.h"
+#include "tests/support/temp_dir.h"
 
 using namespace h3pipe;
 using nlohmann::json;
@@ -194,8 +195,8 @@ TEST(Spec, BatchReportsLineNumbersAndDuplicates) {
 // A key twice in one object is refused in configs and specs (nlohmann and protobuf keep one
 // silently), and JSON errors are one line without raw bytes (issue #14).
 TEST(StrictJson, DuplicateKeysAreRefusedAndErrorsAreOneLine) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("h3pipe-strict-{}", ::getpid());
-  fs::create_directories(dir);
+  const test_support::TempDir tmp("h3pipe-strict");
+  const fs::path& dir = tmp.path();
   const fs::path cfg = dir / "cluster.json";
   std::ofstream(cfg)
       << R"({"name": "a", "hosts": [{"name": "h"}], "redis": {"port": 1, "port": 2}, "hosts": []})";

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/model/model.h"
+#include "tests/support/temp_dir.h"
 
 namespace h3pipe::model::testing {
 
@@ -24,22 +25,6 @@ inline ModelConfig tiny_config(int threads = 2) {
   return c;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("h3pipe_model_" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = h3pipe::test_support::TempDir;  // tests/support/temp_dir.h
 
 }  // namespace h3pipe::model::testing
