@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "common/core/bounded_file.h"
@@ -200,6 +201,137 @@ LearnedProfiles learn_profiles(const std::vector<MeasuredStage>& stages, std::si
   return out;
 }
 
+namespace {
+
+// Learned seconds are measured seconds over the config's time_scale (issue #34 P9).
+void unscale(LearnedProfiles& all, double scale) {
+  for (auto& [pool, by_class] : all)
+    for (auto& [cls, p] : by_class) {
+      p.mean /= scale;
+      p.sd /= scale;
+      p.min /= scale;
+      p.max /= scale;
+      p.p50 /= scale;
+      p.p95 /= scale;
+    }
+}
+
+// The config to update (-o), as ordered JSON so that the written file keeps its key order; an exit
+// code on failure, printed to `err`.
+std::optional<int> read_config_to_update(const ProfileLearnArgs& a, const std::string& source,
+                                         nlohmann::ordered_json& j, std::ostream& err) {
+  std::string parse_why;
+  try {
+    if (a.config.empty()) {
+      j = json_reader::parse_limited_ordered(a.config_text, {}, &parse_why)
+              .value_or(nlohmann::ordered_json());
+      return std::nullopt;
+    }
+    auto text = read_bounded_file(a.config, {"a config", kMaxConfigFileBytes, errc::config::kOpen});
+    if (!text.ok()) {
+      fmt::print(err, "profile learn: {}\n", text.error().message);
+      return 2;
+    }
+    auto parsed = json_reader::parse_limited_ordered(*text, {kMaxConfigFileBytes}, &parse_why);
+    if (!parsed) {
+      fmt::print(err, "profile learn: {}: not valid JSON: {}\n", source, parse_why);
+      return 2;
+    }
+    j = std::move(*parsed);
+  } catch (const std::exception& ex) {
+    fmt::print(err, "profile learn: {}: {}\n", source, ex.what());
+    return 1;
+  }
+  return std::nullopt;
+}
+
+// Writes the config with the learned profiles (those with min_samples or more) to a.output, after
+// checking that it still loads; `updated` names each pool/class written.  0 or an exit code.
+int write_learned_config(const ProfileLearnArgs& a, const std::string& source,
+                         const LearnedProfiles& all, std::vector<std::string>& updated,
+                         std::vector<std::string>& warnings, std::ostream& err) {
+  nlohmann::ordered_json j;
+  if (auto rc = read_config_to_update(a, source, j, err)) return *rc;
+  std::set<std::string> known;
+  for (auto& p : j["pools"]) {
+    const std::string name = p.value("name", "");
+    known.insert(name);
+    auto it = all.find(name);
+    if (it == all.end()) continue;
+    for (const auto& [cls, lp] : it->second) {
+      if (lp.n < a.min_samples) continue;
+      p["profiles"][cls] = {{"kind", "normal"},
+                            {"mean", std::round(lp.mean * 1000) / 1000},
+                            {"sd", std::round(lp.sd * 1000) / 1000}};
+      updated.push_back(fmt::format("{}/{}", name, cls));
+    }
+  }
+  for (const auto& [pool, _] : all)
+    if (!known.count(pool))
+      warnings.push_back(fmt::format("pool \"{}\" is in the receipts but not in {}", pool, source));
+  const std::string text = j.dump(2) + "\n";
+  auto base = std::filesystem::absolute(a.output).parent_path();
+  std::string parse_why;
+  auto reparsed = json_reader::parse_limited(text, {}, &parse_why);
+  if (auto c = config::parse(reparsed.value_or(nullptr), base); !c.ok()) {
+    fmt::print(err, "profile learn: the updated config does not load:\n{}\n", c.error().message);
+    return 1;
+  }
+  if (auto s = write_file(a.output, text); !s.ok()) {
+    fmt::print(err, "profile learn: {}\n", s.error().message);
+    return 1;
+  }
+  return 0;
+}
+
+void print_learned_json(const ProfileLearnArgs& a, const LearnedProfiles& all,
+                        const std::vector<MeasuredStage>& stages, double scale,
+                        const std::vector<std::string>& updated,
+                        const std::vector<std::string>& warnings, std::ostream& out) {
+  nlohmann::json j;
+  j["profiles"] = nlohmann::json::object();
+  for (const auto& [pool, by_class] : all)
+    for (const auto& [cls, p] : by_class)
+      j["profiles"][pool][cls] = {
+          {"kind", "normal"}, {"mean", p.mean}, {"sd", p.sd},
+          {"n", p.n},         {"min", p.min},   {"max", p.max},
+          {"p50", p.p50},     {"p95", p.p95},   {"used", p.n >= a.min_samples}};
+  std::map<std::string, std::vector<double>> tr;
+  for (const auto& s : stages)
+    if (s.stage == "transfer") tr[s.pool].push_back(s.end_s - s.start_s);
+  j["transfers"] = nlohmann::json::object();
+  for (const auto& [lane, v] : tr) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    j["transfers"][lane] = {{"n", v.size()}, {"mean", sum / static_cast<double>(v.size())}};
+  }
+  j["time_scale"] = scale;
+  j["updated"] = updated;
+  j["warnings"] = warnings;
+  if (!a.output.empty()) j["output"] = a.output;
+  out << j.dump() << "\n";
+}
+
+void print_learned_table(const ProfileLearnArgs& a, const LearnedProfiles& all, double scale,
+                         const std::vector<std::string>& updated,
+                         const std::vector<std::string>& warnings, std::ostream& out) {
+  fmt::print(out, "{:<24} {:<8} {:>4} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "pool", "class",
+             "n", "mean_s", "sd_s", "min_s", "p50_s", "p95_s", "max_s");
+  for (const auto& [pool, by_class] : all)
+    for (const auto& [cls, p] : by_class)
+      fmt::print(
+          out, "{:<24} {:<8} {:>4} {:>10.3f} {:>9.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}{}\n",
+          pool, cls, p.n, p.mean, p.sd, p.min, p.p50, p.p95, p.max,
+          p.n < a.min_samples ? "  (too few: not used)" : "");
+  if (scale != 1.0)
+    fmt::print(out, "profiles in the config's seconds: measured / time_scale {}\n", scale);
+  if (!a.output.empty())
+    fmt::print(out, "wrote {} ({} profiles updated)\n", a.output, updated.size());
+  for (const auto& w : warnings) fmt::print(out, "warning: {}\n", w);
+}
+
+}  // namespace
+
 int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream& err) {
   if (!a.output.empty() && a.config.empty() && a.config_text.empty()) {
     fmt::print(err, "profile learn: -o needs --config (the config whose profiles are updated)\n");
@@ -230,109 +362,14 @@ int run_profile_learn(const ProfileLearnArgs& a, std::ostream& out, std::ostream
   // plans what was measured, and a profile not learned keeps its meaning (issue #34 P9).
   const double scale = cluster->time_scale > 0 ? cluster->time_scale : 1.0;
   auto all = learn_profiles(stages, 1);
-  for (auto& [pool, by_class] : all)
-    for (auto& [cls, p] : by_class) {
-      p.mean /= scale;
-      p.sd /= scale;
-      p.min /= scale;
-      p.max /= scale;
-      p.p50 /= scale;
-      p.p95 /= scale;
-    }
+  unscale(all, scale);
   std::vector<std::string> updated;
-  if (!a.output.empty()) {
-    nlohmann::ordered_json j;
-    try {
-      if (a.config.empty()) {
-        j = json_reader::parse_limited_ordered(a.config_text, {}, &parse_why)
-                .value_or(nlohmann::ordered_json());
-      } else {
-        auto text =
-            read_bounded_file(a.config, {"a config", kMaxConfigFileBytes, errc::config::kOpen});
-        if (!text.ok()) {
-          fmt::print(err, "profile learn: {}\n", text.error().message);
-          return 2;
-        }
-        auto parsed = json_reader::parse_limited_ordered(*text, {kMaxConfigFileBytes}, &parse_why);
-        if (!parsed) {
-          fmt::print(err, "profile learn: {}: not valid JSON: {}\n", source, parse_why);
-          return 2;
-        }
-        j = std::move(*parsed);
-      }
-    } catch (const std::exception& ex) {
-      fmt::print(err, "profile learn: {}: {}\n", source, ex.what());
-      return 1;
-    }
-    std::set<std::string> known;
-    for (auto& p : j["pools"]) {
-      const std::string name = p.value("name", "");
-      known.insert(name);
-      auto it = all.find(name);
-      if (it == all.end()) continue;
-      for (const auto& [cls, lp] : it->second) {
-        if (lp.n < a.min_samples) continue;
-        p["profiles"][cls] = {{"kind", "normal"},
-                              {"mean", std::round(lp.mean * 1000) / 1000},
-                              {"sd", std::round(lp.sd * 1000) / 1000}};
-        updated.push_back(fmt::format("{}/{}", name, cls));
-      }
-    }
-    for (const auto& [pool, _] : all)
-      if (!known.count(pool))
-        warnings.push_back(
-            fmt::format("pool \"{}\" is in the receipts but not in {}", pool, source));
-    const std::string text = j.dump(2) + "\n";
-    auto base = std::filesystem::absolute(a.output).parent_path();
-    auto reparsed = json_reader::parse_limited(text, {}, &parse_why);
-    if (auto c = config::parse(reparsed.value_or(nullptr), base); !c.ok()) {
-      fmt::print(err, "profile learn: the updated config does not load:\n{}\n", c.error().message);
-      return 1;
-    }
-    if (auto s = write_file(a.output, text); !s.ok()) {
-      fmt::print(err, "profile learn: {}\n", s.error().message);
-      return 1;
-    }
-  }
-
-  if (a.json) {
-    nlohmann::json j;
-    j["profiles"] = nlohmann::json::object();
-    for (const auto& [pool, by_class] : all)
-      for (const auto& [cls, p] : by_class)
-        j["profiles"][pool][cls] = {
-            {"kind", "normal"}, {"mean", p.mean}, {"sd", p.sd},
-            {"n", p.n},         {"min", p.min},   {"max", p.max},
-            {"p50", p.p50},     {"p95", p.p95},   {"used", p.n >= a.min_samples}};
-    std::map<std::string, std::vector<double>> tr;
-    for (const auto& s : stages)
-      if (s.stage == "transfer") tr[s.pool].push_back(s.end_s - s.start_s);
-    j["transfers"] = nlohmann::json::object();
-    for (const auto& [lane, v] : tr) {
-      double sum = 0;
-      for (double x : v) sum += x;
-      j["transfers"][lane] = {{"n", v.size()}, {"mean", sum / static_cast<double>(v.size())}};
-    }
-    j["time_scale"] = scale;
-    j["updated"] = updated;
-    j["warnings"] = warnings;
-    if (!a.output.empty()) j["output"] = a.output;
-    out << j.dump() << "\n";
-    return 0;
-  }
-  fmt::print(out, "{:<24} {:<8} {:>4} {:>10} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "pool", "class",
-             "n", "mean_s", "sd_s", "min_s", "p50_s", "p95_s", "max_s");
-  for (const auto& [pool, by_class] : all)
-    for (const auto& [cls, p] : by_class)
-      fmt::print(
-          out, "{:<24} {:<8} {:>4} {:>10.3f} {:>9.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}{}\n",
-          pool, cls, p.n, p.mean, p.sd, p.min, p.p50, p.p95, p.max,
-          p.n < a.min_samples ? "  (too few: not used)" : "");
-  if (scale != 1.0)
-    fmt::print(out, "profiles in the config's seconds: measured / time_scale {}\n", scale);
   if (!a.output.empty())
-    fmt::print(out, "wrote {} ({} profiles updated)\n", a.output, updated.size());
-  for (const auto& w : warnings) fmt::print(out, "warning: {}\n", w);
+    if (int rc = write_learned_config(a, source, all, updated, warnings, err); rc != 0) return rc;
+  if (a.json)
+    print_learned_json(a, all, stages, scale, updated, warnings, out);
+  else
+    print_learned_table(a, all, scale, updated, warnings, out);
   return 0;
 }
 
