@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "common/config/config.h"
@@ -14,7 +15,7 @@
 namespace h3pipe {
 namespace {
 
-config::Cluster fleet() {
+config::Cluster fleet(nlohmann::json users = nlohmann::json::object()) {
   auto pool = [](const char* name, const char* stage, double s) {
     return nlohmann::json{{"name", name},
                           {"host", "local"},
@@ -26,6 +27,7 @@ config::Cluster fleet() {
       {"hosts", {{{"name", "local"}}}},
       {"pools",
        {pool("enc", "encode", 0.02), pool("s0", "sample", 0.3), pool("dec", "decode", 0.02)}}};
+  if (!users.empty()) j["users"] = std::move(users);
   auto c = config::parse(j, ".");
   EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
   return c.ok() ? *c : config::Cluster{};
@@ -76,6 +78,33 @@ TEST(ClaimOrderPlan, APriorityJobBehindFiftyStartsWithinOneSampleTime) {
   ASSERT_EQ(h.id, "hot0");
   EXPECT_LE(h.sample_start_s - h.encode_end_s, 0.3 + 1e-9);
   EXPECT_LT(h.sample_start_s, 3.0);
+}
+
+// Weighted fair share over a long run (#39 "Done when": the pool-seconds split within 5 % of the
+// weights): alice weight 3, bob weight 1, both with 200 jobs queued from the start.  Over the
+// first 160 sample slots (both users still backlogged) alice's share of the pool-seconds is 3/4
+// within 5 %, bob's 1/4 within 5 %; without weights the split is even.
+TEST(ClaimOrderPlan, ALongRunSplitsPoolSecondsByTheUsersWeights) {
+  auto share = [](const config::Cluster& c) {
+    auto jobs = batch("a", 200, 0, "alice");
+    auto b = batch("b", 200, 0, "bob");
+    jobs.insert(jobs.end(), b.begin(), b.end());
+    auto r = schedule::simulate(c, jobs, {});
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    std::vector<std::pair<double, char>> starts;
+    if (r.ok())
+      for (const auto& j : r->job_records) starts.emplace_back(j.sample_start_s, j.id[0]);
+    std::sort(starts.begin(), starts.end());
+    double alice = 0, all = 0;
+    for (std::size_t i = 0; i < starts.size() && i < 160; ++i, ++all)
+      if (starts[i].second == 'a') alice += 0.3;  // every sample takes 0.3 s: pool-seconds
+    return all > 0 ? alice / (all * 0.3) : 0.0;
+  };
+  const double weighted = share(fleet({{"alice", {{"weight", 3}}}, {"bob", {{"weight", 1}}}}));
+  std::cerr << "alice's share of the first 160 samples at weights 3:1: " << weighted << "\n";
+  EXPECT_NEAR(weighted, 0.75, 0.75 * 0.05) << "alice's share of pool-seconds, weights 3:1";
+  EXPECT_NEAR(1 - weighted, 0.25, 0.25 * 0.05) << "bob's share of pool-seconds, weights 3:1";
+  EXPECT_NEAR(share(fleet()), 0.5, 0.5 * 0.05) << "equal weights: an even split";
 }
 
 }  // namespace
