@@ -2,7 +2,8 @@
 """The module layers of common/ (docs/design.md, "Layers"), read from the CMake targets.
 
     layers.py check        no cycle, no hidden include, hiredis only in common/queue and
-                           common/state, and docs/design.md's generated block is current
+                           common/state (raw keys::stream( names too), and docs/design.md's
+                           generated block is current
     layers.py markdown     print that block (scripts/layers.py markdown, then paste, or --write)
     layers.py --write      rewrite the block in docs/design.md in place
 
@@ -112,6 +113,9 @@ def hidden_arrows(libs):
 # (the job store and its scripts); everything else calls their typed functions.
 REDIS_PRIVATE = re.compile(r"hiredis|redisReply|redisContext|REDIS_REPLY_|\breply_(str|int)\(")
 REDIS_OWNERS = ("common/queue/", "common/state/")
+# Stage stream names have one home (#40): common/queue/keys.h's stage_stream / group_sample_stream;
+# a raw keys::stream( is for common/queue and common/state only.
+RAW_STREAM_NAME = re.compile(r"\bkeys::stream\(")
 
 
 def redis_leaks():
@@ -125,6 +129,9 @@ def redis_leaks():
                 if REDIS_PRIVATE.search(line):
                     out.append(f"{rel}:{i} reads Redis replies itself ({line.strip()[:60]}); "
                                "use a typed function of common/queue or common/state")
+                if RAW_STREAM_NAME.search(line):
+                    out.append(f"{rel}:{i} builds a stream name itself ({line.strip()[:60]}); "
+                               "use keys::stage_stream or keys::group_sample_stream")
     return out
 
 

@@ -46,7 +46,7 @@ std::optional<HttpError> retry(Context& ctx, const std::string& id, httplib::Res
         409, fmt::format("video {} is {}; only a failed or cancelled video is retried", id, status),
         "invalid_request_error", "id", "not_retryable"};
   const std::string run = rec.at("run");
-  auto plan = state::begin_resume(r, run, {keys::stream("encode")});
+  auto plan = state::begin_resume(r, run, {keys::stage_stream("encode")});
   if (!plan.ok()) {
     if (plan.error().code == errc::run::kUnknown) return not_found(id);
     return redis_error(plan.error());
@@ -68,7 +68,7 @@ std::optional<HttpError> retry(Context& ctx, const std::string& id, httplib::Res
     std::string payload;
     t.SerializeToString(&payload);
     auto m = state::Store::reopen_move(run, j.job_id, state::JobState::kEncode,
-                                       keys::stream("encode"), payload);
+                                       keys::stage_stream("encode"), payload);
     queue::events::Event q;
     q.type = queue::events::kQueued;
     q.job = j.job_id;

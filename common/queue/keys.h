@@ -8,8 +8,22 @@ namespace h3pipe::keys {
 
 inline constexpr std::string_view kPrefix = "h3pipe";
 
+// A raw stream key h3pipe:stream:<name>.  Outside common/queue and common/state, stage streams
+// are named only by the functions below (scripts/layers.py check fails on another `keys::stream(`).
 inline std::string stream(std::string_view stage) {
   return std::string(kPrefix) + ":stream:" + std::string(stage);
+}
+// The stream a stage's tasks wait on, by the stage's name (config::stage_name): one shared stream
+// per stage (h3pipe:stream:encode, h3pipe:stream:sample), but one per decode host for decode
+// (h3pipe:stream:decode@HOST: a decode task waits on the host that holds its latent).
+inline std::string stage_stream(std::string_view stage, std::string_view decode_host = {}) {
+  if (stage == "decode") return stream("decode@" + std::string(decode_host));
+  return stream(stage);
+}
+// A GPU group's own sample stream (worker/gpu_lease.h): h3pipe:stream:sample@GROUP, where the
+// group's encoder puts its jobs so that the group keeps them through their sampling.
+inline std::string group_sample_stream(std::string_view group) {
+  return stream("sample@" + std::string(group));
 }
 // The fair share's state of a stage stream's claims (claim_order_lua.inc): h3pipe:share:<stage
 // stream's name>, e.g. h3pipe:share:sample, h3pipe:share:decode@HOST.

@@ -430,7 +430,7 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t,
       next.set_target_host(target);
       if (target == opts_.pool->host) {
         to = JobState::kDecode;  // same host: the transfer is the file already in place
-        next_stream = keys::stream("decode@" + target);
+        next_stream = keys::stage_stream("decode", target);
       } else {
         if (!routing_.hand_off)
           return make_error(errc::config::kTransfer,

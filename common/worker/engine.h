@@ -148,7 +148,7 @@ struct Routing {
   std::function<Status(const pb::StageTask& decode_task)> nudge{};
   // The stream an encoded job's sample task goes to: the shared one, or the GPU group's own when
   // the encoder shares a sampler's GPUs (the group keeps the job through its sampling).
-  std::string sample_stream = keys::stream("sample");
+  std::string sample_stream = keys::stage_stream("sample");
 };
 
 struct EngineOptions {

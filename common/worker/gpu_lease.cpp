@@ -48,7 +48,7 @@ const config::Pool* group_pool(const config::Cluster& c, const config::Pool& p,
 }
 
 std::string group_sample_stream(const std::string& group) {
-  return keys::stream("sample@" + group);
+  return keys::group_sample_stream(group);
 }
 
 GroupRole group_role(const config::Cluster& c, const config::Pool& p) {

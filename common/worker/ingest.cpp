@@ -47,7 +47,7 @@ class RedisIntake final : public Intake {
     in->queue_ = std::make_unique<queue::StageQueue>(*in->redis_, qo);
     H3_TRY(in->queue_->ensure_group());
     // The encode stream's group too, so tasks enqueued before any encoder started are kept.
-    queue::StageQueue enc(*in->redis_, {keys::stream("encode"), "encode", consumer});
+    queue::StageQueue enc(*in->redis_, {keys::stage_stream("encode"), "encode", consumer});
     H3_TRY(enc.ensure_group());
     return in;
   }

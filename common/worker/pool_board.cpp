@@ -202,8 +202,7 @@ void PoolBoard::fill_use(pb::Heartbeat& hb) {
 }
 
 std::string PoolBoard::stage_stream() const {
-  return self_.stage == config::StageKind::kDecode ? keys::stream("decode@" + self_.host)
-                                                   : keys::stream(config::stage_name(self_.stage));
+  return keys::stage_stream(config::stage_name(self_.stage), self_.host);
 }
 
 void PoolBoard::wait_for_work(std::chrono::milliseconds max) {
@@ -241,10 +240,10 @@ bool PoolBoard::may_claim() {
   const auto stage = self_.stage;
   if (claims_unconditionally()) return true;
   if (std::chrono::steady_clock::now() >= next_heartbeat_) publish(0);
-  std::vector<std::pair<std::string, std::string>> streams = {{keys::stream("encode"), "encode"},
-                                                              {keys::stream("sample"), "sample"}};
+  std::vector<std::pair<std::string, std::string>> streams = {
+      {keys::stage_stream("encode"), "encode"}, {keys::stage_stream("sample"), "sample"}};
   if (stage == config::StageKind::kDecode)
-    streams.emplace_back(keys::stream("decode@" + self_.host), "decode");
+    streams.emplace_back(keys::stage_stream("decode", self_.host), "decode");
   auto backlog = store_->backlogs(streams);
   auto r = backlog.ok() ? store_->heartbeats()
                         : Result<std::vector<std::pair<std::string, std::string>>>(backlog.error());

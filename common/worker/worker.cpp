@@ -31,8 +31,7 @@ namespace h3pipe::worker {
 namespace fs = std::filesystem;
 
 std::string stream_for(config::StageKind stage, const std::string& host) {
-  if (stage == config::StageKind::kDecode) return keys::stream("decode@" + host);
-  return keys::stream(config::stage_name(stage));
+  return keys::stage_stream(config::stage_name(stage), host);
 }
 std::string group_for(config::StageKind stage) {
   return config::stage_name(stage);
