@@ -9,6 +9,110 @@
 
 namespace h3pipe::model {
 
+namespace {
+
+// Initial noise: element i of each latent is a function of (seed, i) only.
+void seed_noise(Exec& ex, const LatentDims& dims, std::uint64_t seed, float* video, float* audio) {
+  const std::size_t thw = static_cast<std::size_t>(dims.h) * dims.w * dims.t;
+  const std::uint64_t vs = splitmix64(seed ^ kVideoNoise), as = splitmix64(seed ^ kAudioNoise);
+  ex.pool.run(static_cast<std::size_t>(kVideoChannels), [&](std::size_t c, int) {
+    for (std::size_t i = c * thw; i < (c + 1) * thw; ++i) video[i] = normal(vs, i);
+  });
+  const std::size_t an = static_cast<std::size_t>(dims.audio_numel());
+  for (std::size_t i = 0; i < an; ++i) audio[i] = normal(as, i);
+}
+
+// Positions (+ modality embedding) of every token, (n, d): fixed for a sample call.
+std::vector<float> token_positions(Exec& ex, const DitTokens& tk, int d, const float* type_embed) {
+  const int hp = tk.hp, wp = tk.wp, nv = tk.nv, n = tk.n;
+  std::vector<float> pos(static_cast<std::size_t>(n) * d, 0.0f);
+  const int third = (d / 3) & ~1;
+  ex.pool.run(static_cast<std::size_t>(n + 63) / 64, [&](std::size_t task, int) {
+    for (int tok = static_cast<int>(task) * 64; tok < std::min(n, static_cast<int>(task) * 64 + 64);
+         ++tok) {
+      float* pr = pos.data() + static_cast<std::size_t>(tok) * d;
+      if (tok < nv) {
+        const int t = tok / (hp * wp), y = (tok / wp) % hp, x = tok % wp;
+        sinusoid(static_cast<float>(t), third, pr);
+        sinusoid(static_cast<float>(y), third, pr + third);
+        sinusoid(static_cast<float>(x), third, pr + 2 * third);
+      } else {
+        sinusoid(static_cast<float>(tok - nv), third, pr);
+      }
+      const float* te = type_embed + (tok < nv ? 0 : d);
+      for (int j = 0; j < d; ++j) pr[j] += te[j];
+    }
+  });
+  return pos;
+}
+
+// Patchify: video feature (c, py, px), audio feature (c, side, j).
+void patchify(Exec& ex, const ModelConfig& cfg, const LatentDims& dims, const DitTokens& tk,
+              const float* video, const float* audio, float* vpatch, float* apatch) {
+  const int p = cfg.patch[1], ap = cfg.audio_patch;
+  const int T = dims.t, H = dims.h, W = dims.w, L = dims.audio_len;
+  const int hp = tk.hp, wp = tk.wp, na = tk.na, vf = tk.vf, af = tk.af;
+  const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
+  ex.pool.run(static_cast<std::size_t>(T), [&](std::size_t t, int) {
+    for (int y = 0; y < hp; ++y)
+      for (int xx = 0; xx < wp; ++xx) {
+        float* f =
+            vpatch +
+            (static_cast<std::size_t>(t) * hp * wp + static_cast<std::size_t>(y) * wp + xx) * vf;
+        for (int c = 0; c < kVideoChannels; ++c)
+          for (int py = 0; py < p; ++py)
+            for (int px = 0; px < p; ++px) {
+              const int yy = y * p + py, xs = xx * p + px;
+              *f++ = (yy < H && xs < W)
+                         ? video[c * thw + t * hw + static_cast<std::size_t>(yy) * W + xs]
+                         : 0.0f;
+            }
+      }
+  });
+  for (int tok = 0; tok < na; ++tok) {
+    float* f = apatch + static_cast<std::size_t>(tok) * af;
+    for (int cs = 0; cs < kAudioChannels * 2; ++cs)
+      for (int j = 0; j < ap; ++j) {
+        const int l = tok * ap + j;
+        *f++ = l < L ? audio[static_cast<std::size_t>(cs) * L + l] : 0.0f;
+      }
+  }
+}
+
+// Euler step x <- x + dt * v on the unpatchified velocity (vout, aout: per-token patches).
+void euler_step(Exec& ex, const ModelConfig& cfg, const LatentDims& dims, const DitTokens& tk,
+                float dt, const float* vout, const float* aout, float* video, float* audio) {
+  const int p = cfg.patch[1], ap = cfg.audio_patch;
+  const int T = dims.t, H = dims.h, W = dims.w, L = dims.audio_len;
+  const int hp = tk.hp, wp = tk.wp, na = tk.na, vf = tk.vf, af = tk.af;
+  const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
+  ex.pool.run(static_cast<std::size_t>(T), [&](std::size_t t, int) {
+    for (int y = 0; y < hp; ++y)
+      for (int xx = 0; xx < wp; ++xx) {
+        const float* f =
+            vout +
+            (static_cast<std::size_t>(t) * hp * wp + static_cast<std::size_t>(y) * wp + xx) * vf;
+        for (int c = 0; c < kVideoChannels; ++c)
+          for (int py = 0; py < p; ++py)
+            for (int px = 0; px < p; ++px, ++f) {
+              const int yy = y * p + py, xs = xx * p + px;
+              if (yy < H && xs < W)
+                video[c * thw + t * hw + static_cast<std::size_t>(yy) * W + xs] += dt * *f;
+            }
+      }
+  });
+  for (int tok = 0; tok < na; ++tok) {
+    const float* f = aout + static_cast<std::size_t>(tok) * af;
+    for (int cs = 0; cs < kAudioChannels * 2; ++cs)
+      for (int j = 0; j < ap; ++j, ++f) {
+        const int l = tok * ap + j;
+        if (l < L) audio[static_cast<std::size_t>(cs) * L + l] += dt * *f;
+      }
+  }
+}
+
+}  // namespace
+
 Dit::Dit(const Weights& ws, const ModelConfig& c) : c_(c), type_embed_(ws.at("dit.type_embed")) {
   const int d = c.width, hid = c.width * c.mlp_ratio, p = c.patch[1];
   const int vf = kVideoChannels * p * p, af = kAudioChannels * 2 * c.audio_patch;
@@ -70,20 +174,12 @@ void Dit::block(Exec& ex, const Block& b, const float* mod, const float* kv, int
 Status Dit::sample(Exec& ex, const Tensor& cond, const LatentDims& dims, std::uint32_t steps,
                    std::uint64_t seed, float* video, float* audio,
                    const CancelFn& cancelled) const {
-  const int d = c_.width, p = c_.patch[1], ap = c_.audio_patch;
-  const int T = dims.t, H = dims.h, W = dims.w, L = dims.audio_len;
+  const int d = c_.width;
   const DitTokens tk = dit_tokens(c_, dims);
-  const int hp = tk.hp, wp = tk.wp, nv = tk.nv, na = tk.na, n = tk.n, vf = tk.vf, af = tk.af;
+  const int nv = tk.nv, na = tk.na, n = tk.n, vf = tk.vf, af = tk.af;
   const int m = static_cast<int>(cond.shape[0]);
-  const std::size_t hw = static_cast<std::size_t>(H) * W, thw = hw * T;
 
-  // Initial noise: element i of each latent is a function of (seed, i) only.
-  const std::uint64_t vs = splitmix64(seed ^ kVideoNoise), as = splitmix64(seed ^ kAudioNoise);
-  ex.pool.run(static_cast<std::size_t>(kVideoChannels), [&](std::size_t c, int) {
-    for (std::size_t i = c * thw; i < (c + 1) * thw; ++i) video[i] = normal(vs, i);
-  });
-  const std::size_t an = static_cast<std::size_t>(dims.audio_numel());
-  for (std::size_t i = 0; i < an; ++i) audio[i] = normal(as, i);
+  seed_noise(ex, dims, seed, video, audio);
 
   // Conditioning keys/values for every block, once per call.
   std::vector<float> cproj(static_cast<std::size_t>(m) * d);
@@ -93,25 +189,7 @@ Status Dit::sample(Exec& ex, const Tensor& cond, const LatentDims& dims, std::ui
     apply(ex, blocks_[static_cast<std::size_t>(i)].ckv, cproj.data(), m,
           kv.data() + static_cast<std::size_t>(i) * m * 2 * d);
 
-  // Positions (+ modality embedding), fixed for the call.
-  std::vector<float> pos(static_cast<std::size_t>(n) * d, 0.0f);
-  const int third = (d / 3) & ~1;
-  ex.pool.run(static_cast<std::size_t>(n + 63) / 64, [&](std::size_t task, int) {
-    for (int tok = static_cast<int>(task) * 64; tok < std::min(n, static_cast<int>(task) * 64 + 64);
-         ++tok) {
-      float* pr = pos.data() + static_cast<std::size_t>(tok) * d;
-      if (tok < nv) {
-        const int t = tok / (hp * wp), y = (tok / wp) % hp, x = tok % wp;
-        sinusoid(static_cast<float>(t), third, pr);
-        sinusoid(static_cast<float>(y), third, pr + third);
-        sinusoid(static_cast<float>(x), third, pr + 2 * third);
-      } else {
-        sinusoid(static_cast<float>(tok - nv), third, pr);
-      }
-      const float* te = type_embed_ + (tok < nv ? 0 : d);
-      for (int j = 0; j < d; ++j) pr[j] += te[j];
-    }
-  });
+  const std::vector<float> pos = token_positions(ex, tk, d, type_embed_);
 
   std::vector<float> x(static_cast<std::size_t>(n) * d),
       tin(static_cast<std::size_t>(n) * std::max(vf, af));
@@ -128,31 +206,7 @@ Status Dit::sample(Exec& ex, const Tensor& cond, const LatentDims& dims, std::ui
   for (std::uint32_t step = 0; step < steps; ++step) {
     if (cancelled && cancelled())
       return make_error(errc::runtime::kCancelled, "sampling cancelled at step {}", step);
-    // Patchify: video feature (c, py, px), audio feature (c, side, j).
-    ex.pool.run(static_cast<std::size_t>(T), [&](std::size_t t, int) {
-      for (int y = 0; y < hp; ++y)
-        for (int xx = 0; xx < wp; ++xx) {
-          float* f =
-              vpatch +
-              (static_cast<std::size_t>(t) * hp * wp + static_cast<std::size_t>(y) * wp + xx) * vf;
-          for (int c = 0; c < kVideoChannels; ++c)
-            for (int py = 0; py < p; ++py)
-              for (int px = 0; px < p; ++px) {
-                const int yy = y * p + py, xs = xx * p + px;
-                *f++ = (yy < H && xs < W)
-                           ? video[c * thw + t * hw + static_cast<std::size_t>(yy) * W + xs]
-                           : 0.0f;
-              }
-        }
-    });
-    for (int tok = 0; tok < na; ++tok) {
-      float* f = apatch + static_cast<std::size_t>(tok) * af;
-      for (int cs = 0; cs < kAudioChannels * 2; ++cs)
-        for (int j = 0; j < ap; ++j) {
-          const int l = tok * ap + j;
-          *f++ = l < L ? audio[static_cast<std::size_t>(cs) * L + l] : 0.0f;
-        }
-    }
+    patchify(ex, c_, dims, tk, video, audio, vpatch, apatch);
     apply(ex, video_in_, vpatch, nv, x.data());
     apply(ex, audio_in_, apatch, na, x.data() + static_cast<std::size_t>(nv) * d);
     ex.pool.run(static_cast<std::size_t>(n + 255) / 256, [&](std::size_t task, int) {
@@ -182,31 +236,7 @@ Status Dit::sample(Exec& ex, const Tensor& cond, const LatentDims& dims, std::ui
     apply(ex, video_out_, h, nv, vout.data());
     apply(ex, audio_out_, h + static_cast<std::size_t>(nv) * d, na, aout.data());
 
-    // Euler step x <- x + (t_next - t) * v on the unpatchified velocity.
-    const float dt = ts[step + 1] - ts[step];
-    ex.pool.run(static_cast<std::size_t>(T), [&](std::size_t t, int) {
-      for (int y = 0; y < hp; ++y)
-        for (int xx = 0; xx < wp; ++xx) {
-          const float* f =
-              vout.data() +
-              (static_cast<std::size_t>(t) * hp * wp + static_cast<std::size_t>(y) * wp + xx) * vf;
-          for (int c = 0; c < kVideoChannels; ++c)
-            for (int py = 0; py < p; ++py)
-              for (int px = 0; px < p; ++px, ++f) {
-                const int yy = y * p + py, xs = xx * p + px;
-                if (yy < H && xs < W)
-                  video[c * thw + t * hw + static_cast<std::size_t>(yy) * W + xs] += dt * *f;
-              }
-        }
-    });
-    for (int tok = 0; tok < na; ++tok) {
-      const float* f = aout.data() + static_cast<std::size_t>(tok) * af;
-      for (int cs = 0; cs < kAudioChannels * 2; ++cs)
-        for (int j = 0; j < ap; ++j, ++f) {
-          const int l = tok * ap + j;
-          if (l < L) audio[static_cast<std::size_t>(cs) * L + l] += dt * *f;
-        }
-    }
+    euler_step(ex, c_, dims, tk, ts[step + 1] - ts[step], vout.data(), aout.data(), video, audio);
   }
   return Status::Ok();
 }
