@@ -213,6 +213,148 @@ int split_time(std::vector<float>& tup, int frames, std::size_t frame_elems, boo
   return 2 * frames - 1;
 }
 
+// The buffers of one decode() call: they only grow, and are kept across segments and tiles.
+struct DecodeBuffers {
+  std::vector<float> lat, x0, t1, t2, x1, xf, a, b, y0, y1;
+};
+
+// Latent frames f0 .. f0+s-1 of the tile's region through stage 0 (1/16), stage 1 (1/8) and both
+// temporal upsamplers, carrying the tile's causal caches forward: leaves the returned number of
+// frames of (c1, 2eh x 2ew) in buf.y1.
+int decode_latent_stages(Exec& ex, const VideoDecoder::Impl& im, const float* video,
+                         const LatentDims& d, int f0, int s, bool clip_start, Tile& tile,
+                         DecodeBuffers& buf) {
+  const int W = d.w;
+  const std::size_t lat_plane = static_cast<std::size_t>(d.h) * W, lat_thw = lat_plane * d.t;
+  const int eh = tile.eh(), ew = tile.ew();
+  const std::size_t p0 = static_cast<std::size_t>(eh) * ew;
+  // Latent frames f0-2 .. f0+s-1 of this region (the causal conv_in reads two back).
+  const int pre = std::min(2, f0);
+  std::vector<float>& lat = buf.lat;
+  lat.assign(static_cast<std::size_t>(pre + s) * kVideoChannels * p0, 0.0f);
+  for (int f = 0; f < pre + s; ++f)
+    for (int ch = 0; ch < kVideoChannels; ++ch)
+      for (int y = 0; y < eh; ++y)
+        std::copy_n(video + ch * lat_thw + static_cast<std::size_t>(f0 - pre + f) * lat_plane +
+                        static_cast<std::size_t>(tile.ey0 + y) * W + tile.ex0,
+                    ew,
+                    lat.data() + (static_cast<std::size_t>(f) * kVideoChannels + ch) * p0 +
+                        static_cast<std::size_t>(y) * ew);
+  std::vector<const float*> taps;
+  for (int f = 0; f < s; ++f)
+    for (int dt = -2; dt <= 0; ++dt) {
+      const int idx = pre + f + dt;
+      taps.push_back(idx >= 0 ? lat.data() + static_cast<std::size_t>(idx) * kVideoChannels * p0
+                              : nullptr);
+    }
+  std::vector<float>&x0 = buf.x0, &x1 = buf.x1, &y0 = buf.y0, &y1 = buf.y1, &t1 = buf.t1,
+  &t2 = buf.t2;
+  // Stage 0 at 1/16.
+  x0.resize(std::max(x0.size(), static_cast<std::size_t>(s) * im.c0 * p0));
+  conv3x3x3_causal(ex, im.conv_in, taps, s, eh, ew, x0.data());
+  res_block(ex, x0.data(), t1, t2, s, im.c0, eh, ew, im.g0a, im.r0a, im.g0b, im.r0b);
+  y0.resize(std::max(y0.size(), static_cast<std::size_t>(s) * 2 * im.c0 * p0));
+  time_conv3(ex, im.tup0, causal_taps(tile.cache0, x0.data(), s, im.c0 * p0), s, p0, y0.data());
+  push_cache(tile.cache0, x0.data(), s, im.c0 * p0);
+  const int n1 = split_time(y0, s, im.c0 * p0, clip_start);
+  // Stage 1 at 1/8.
+  const int h1 = 2 * eh, w1 = 2 * ew;
+  const std::size_t p1 = static_cast<std::size_t>(h1) * w1;
+  rms_norm_silu(ex, y0.data(), y0.data(), n1, im.c0, p0, im.gu0);
+  x1.resize(std::max(x1.size(), static_cast<std::size_t>(n1) * im.c1 * p1));
+  conv3x3(ex, im.up0, y0.data(), n1, eh, ew, true, x1.data(), false);
+  res_block(ex, x1.data(), t1, t2, n1, im.c1, h1, w1, im.g1a, im.r1a, im.g1b, im.r1b);
+  y1.resize(std::max(y1.size(), static_cast<std::size_t>(n1) * 2 * im.c1 * p1));
+  time_conv3(ex, im.tup1, causal_taps(tile.cache1, x1.data(), n1, im.c1 * p1), n1, p1, y1.data());
+  push_cache(tile.cache1, x1.data(), n1, im.c1 * p1);
+  // Frame 0 of the clip is the first output of both temporal upsamplers.
+  return split_time(y1, n1, im.c1 * p1, clip_start);
+}
+
+// One output frame of stage 1's output in1 (c1, h1 x w1, normalised in place): 1/4 -> 1/2 -> 1/1,
+// leaving conv_out's (3, 8h1 x 8w1), before tanh, in buf.b.
+void decode_output_frame(Exec& ex, const VideoDecoder::Impl& im, float* in1, int h1, int w1,
+                         DecodeBuffers& buf) {
+  const int h2 = 2 * h1, w2 = 2 * w1, h3 = 2 * h2, w3 = 2 * w2, h4 = 2 * h3, w4 = 2 * w3;
+  const std::size_t p1 = static_cast<std::size_t>(h1) * w1;
+  const std::size_t p2 = static_cast<std::size_t>(h2) * w2, p3 = p2 * 4, p4 = p3 * 4;
+  std::vector<float>&xf = buf.xf, &a = buf.a, &b = buf.b, &t1 = buf.t1, &t2 = buf.t2;
+  rms_norm_silu(ex, in1, in1, 1, im.c1, p1, im.gu1);
+  xf.resize(std::max(xf.size(), static_cast<std::size_t>(im.c2) * p2));
+  conv3x3(ex, im.up1, in1, 1, h1, w1, true, xf.data(), false);
+  res_block(ex, xf.data(), t1, t2, 1, im.c2, h2, w2, im.g2a, im.r2a, im.g2b, im.r2b);
+  rms_norm_silu(ex, xf.data(), xf.data(), 1, im.c2, p2, im.gu2);
+  a.resize(std::max(a.size(), static_cast<std::size_t>(im.c3) * p3));
+  conv3x3(ex, im.up2, xf.data(), 1, h2, w2, true, a.data(), false);
+  b.resize(std::max(b.size(), static_cast<std::size_t>(im.c3) * p3));
+  rms_norm_silu(ex, a.data(), b.data(), 1, im.c3, p3, im.g3);
+  conv3x3(ex, im.s3, b.data(), 1, h3, w3, false, a.data(), true);
+  rms_norm_silu(ex, a.data(), a.data(), 1, im.c3, p3, im.gu3);
+  xf.resize(std::max(xf.size(), static_cast<std::size_t>(im.c4) * p4));
+  conv3x3(ex, im.up3, a.data(), 1, h3, w3, true, xf.data(), false);
+  rms_norm_silu(ex, xf.data(), xf.data(), 1, im.c4, p4, im.gout);
+  b.resize(std::max(b.size(), 3 * p4));
+  conv3x3(ex, im.out, xf.data(), 1, h4, w4, false, b.data(), false);
+}
+
+// Where a tile's decoded frame (3, h4 x w4) lands in the output frame (cropped to out_w x out_h).
+struct TileOut {
+  int oy0, ox0, rows, cols, w4;
+  std::size_t p4;
+};
+
+// Untiled: tanh of the tile's rgb -> 8-bit rgb of the output frame.
+void store_rgb(const float* b, const TileOut& to, int out_w, std::uint8_t* rgb) {
+  const int oy0 = to.oy0, ox0 = to.ox0, rows = to.rows, cols = to.cols, w4 = to.w4;
+  const std::size_t p4 = to.p4;
+  for (int y = 0; y < rows; ++y)
+    for (int x = 0; x < cols; ++x)
+      for (int ch = 0; ch < 3; ++ch) {
+        const float v = b[ch * p4 + static_cast<std::size_t>(y) * w4 + x];
+        const float t = 1.0f - 2.0f / (fast_exp(2.0f * v) + 1.0f);
+        rgb[(static_cast<std::size_t>(oy0 + y) * out_w + ox0 + x) * 3 + ch] =
+            static_cast<std::uint8_t>(std::lround(std::clamp((t + 1.0f) * 127.5f, 0.0f, 255.0f)));
+      }
+}
+
+// Tiled: adds the tile's tanh rgb, weighted by its blend ramps, and the weight to fa (4, frame).
+void accumulate_tile(const float* b, const TileOut& to, const Tile& tile, int out_w, int H, int W,
+                     int bw, std::size_t frame_px, float* fa) {
+  const int oy0 = to.oy0, ox0 = to.ox0, rows = to.rows, cols = to.cols, w4 = to.w4;
+  const std::size_t p4 = to.p4;
+  for (int y = 0; y < rows; ++y) {
+    const float wy = ramp(oy0 + y, tile.y0, tile.y1, H, bw);
+    for (int x = 0; x < cols; ++x) {
+      const float wgt = wy * ramp(ox0 + x, tile.x0, tile.x1, W, bw);
+      if (wgt <= 0.0f) continue;
+      const std::size_t o = static_cast<std::size_t>(oy0 + y) * out_w + ox0 + x;
+      for (int ch = 0; ch < 3; ++ch) {
+        const float v = b[ch * p4 + static_cast<std::size_t>(y) * w4 + x];
+        fa[ch * frame_px + o] += wgt * (1.0f - 2.0f / (fast_exp(2.0f * v) + 1.0f));
+      }
+      fa[3 * frame_px + o] += wgt;
+    }
+  }
+}
+
+// Tiled: the segment's blended frames (weighted sums over weights) as 8-bit rgb, emitted in order.
+Status emit_blended(const std::vector<float>& acc, int seg_out, std::size_t frame_px,
+                    std::vector<std::uint8_t>& rgb, FrameEmitter& emitter) {
+  for (int f = 0; f < seg_out && !emitter.done(); ++f) {
+    const float* fa = acc.data() + static_cast<std::size_t>(f) * 4 * frame_px;
+    for (std::size_t o = 0; o < frame_px; ++o) {
+      const float wsum = fa[3 * frame_px + o];
+      for (int ch = 0; ch < 3; ++ch) {
+        const float t = wsum > 0 ? fa[ch * frame_px + o] / wsum : 0.0f;
+        rgb[o * 3 + ch] =
+            static_cast<std::uint8_t>(std::lround(std::clamp((t + 1.0f) * 127.5f, 0.0f, 255.0f)));
+      }
+    }
+    H3_TRY(emitter.emit(rgb.data()));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
@@ -221,7 +363,6 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
   const Impl& im = *impl_;
   const int ov = im.c.overlap, bw = blend_width(ov);
   const int H = d.h, W = d.w, T = d.t;
-  const std::size_t lat_plane = static_cast<std::size_t>(H) * W, lat_thw = lat_plane * T;
   const bool tiled = plan.tiles > 1;
 
   std::vector<Tile> tiles;
@@ -232,7 +373,7 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
   std::vector<float> acc;  // tiled: (frames, 4, out_h, out_w) weighted rgb + weight
   FrameEmitter emitter(sink, frames, frame_px);
 
-  std::vector<float> lat, x0, t1, t2, x1, xf, a, b, y0, y1;  // grow only, kept across segments
+  DecodeBuffers buf;
   for (int f0 = 0; f0 < T && !emitter.done(); f0 += plan.segment_frames) {
     if (cancelled && cancelled())
       return make_error(errc::runtime::kCancelled, "decode cancelled at latent frame {}", f0);
@@ -242,118 +383,30 @@ Status VideoDecoder::decode(Exec& ex, const float* video, const LatentDims& d,
     if (tiled) acc.assign(static_cast<std::size_t>(seg_out) * 4 * frame_px, 0.0f);
 
     for (Tile& tile : tiles) {
-      const int eh = tile.eh(), ew = tile.ew();
-      const std::size_t p0 = static_cast<std::size_t>(eh) * ew;
-      // Latent frames f0-2 .. f0+s-1 of this region (the causal conv_in reads two back).
-      const int pre = std::min(2, f0);
-      lat.assign(static_cast<std::size_t>(pre + s) * kVideoChannels * p0, 0.0f);
-      for (int f = 0; f < pre + s; ++f)
-        for (int ch = 0; ch < kVideoChannels; ++ch)
-          for (int y = 0; y < eh; ++y)
-            std::copy_n(video + ch * lat_thw + static_cast<std::size_t>(f0 - pre + f) * lat_plane +
-                            static_cast<std::size_t>(tile.ey0 + y) * W + tile.ex0,
-                        ew,
-                        lat.data() + (static_cast<std::size_t>(f) * kVideoChannels + ch) * p0 +
-                            static_cast<std::size_t>(y) * ew);
-      std::vector<const float*> taps;
-      for (int f = 0; f < s; ++f)
-        for (int dt = -2; dt <= 0; ++dt) {
-          const int idx = pre + f + dt;
-          taps.push_back(idx >= 0 ? lat.data() + static_cast<std::size_t>(idx) * kVideoChannels * p0
-                                  : nullptr);
-        }
-      // Stage 0 at 1/16.
-      x0.resize(std::max(x0.size(), static_cast<std::size_t>(s) * im.c0 * p0));
-      conv3x3x3_causal(ex, im.conv_in, taps, s, eh, ew, x0.data());
-      res_block(ex, x0.data(), t1, t2, s, im.c0, eh, ew, im.g0a, im.r0a, im.g0b, im.r0b);
-      y0.resize(std::max(y0.size(), static_cast<std::size_t>(s) * 2 * im.c0 * p0));
-      time_conv3(ex, im.tup0, causal_taps(tile.cache0, x0.data(), s, im.c0 * p0), s, p0, y0.data());
-      push_cache(tile.cache0, x0.data(), s, im.c0 * p0);
-      const int n1 = split_time(y0, s, im.c0 * p0, clip_start);
-      // Stage 1 at 1/8.
-      const int h1 = 2 * eh, w1 = 2 * ew;
-      const std::size_t p1 = static_cast<std::size_t>(h1) * w1;
-      rms_norm_silu(ex, y0.data(), y0.data(), n1, im.c0, p0, im.gu0);
-      x1.resize(std::max(x1.size(), static_cast<std::size_t>(n1) * im.c1 * p1));
-      conv3x3(ex, im.up0, y0.data(), n1, eh, ew, true, x1.data(), false);
-      res_block(ex, x1.data(), t1, t2, n1, im.c1, h1, w1, im.g1a, im.r1a, im.g1b, im.r1b);
-      y1.resize(std::max(y1.size(), static_cast<std::size_t>(n1) * 2 * im.c1 * p1));
-      time_conv3(ex, im.tup1, causal_taps(tile.cache1, x1.data(), n1, im.c1 * p1), n1, p1,
-                 y1.data());
-      push_cache(tile.cache1, x1.data(), n1, im.c1 * p1);
-      // Frame 0 of the clip is the first output of both temporal upsamplers.
-      const int n2 = split_time(y1, n1, im.c1 * p1, clip_start);
-      // Per output frame: 1/4 -> 1/2 -> 1/1.
-      const int h2 = 2 * h1, w2 = 2 * w1, h3 = 2 * h2, w3 = 2 * w2, h4 = 2 * h3, w4 = 2 * w3;
-      const std::size_t p2 = static_cast<std::size_t>(h2) * w2, p3 = p2 * 4, p4 = p3 * 4;
+      const int n2 = decode_latent_stages(ex, im, video, d, f0, s, clip_start, tile, buf);
+      const int h1 = 2 * tile.eh(), w1 = 2 * tile.ew(), h4 = 8 * h1, w4 = 8 * w1;
+      const std::size_t p1 = static_cast<std::size_t>(h1) * w1,
+                        p4 = static_cast<std::size_t>(h4) * w4;
+      // RGB of the tile's extended region -> output frame (crop to out_w x out_h).
+      const int oy0 = tile.ey0 * kSpatialFactor, ox0 = tile.ex0 * kSpatialFactor;
+      const TileOut to{oy0, ox0, std::min(h4, out_h - oy0), std::min(w4, out_w - ox0), w4, p4};
       for (int f = 0; f < n2; ++f) {
         if (cancelled && cancelled())
           return make_error(errc::runtime::kCancelled, "decode cancelled at output frame {}",
                             emitter.emitted());
-        float* in1 = y1.data() + static_cast<std::size_t>(f) * im.c1 * p1;
-        rms_norm_silu(ex, in1, in1, 1, im.c1, p1, im.gu1);
-        xf.resize(std::max(xf.size(), static_cast<std::size_t>(im.c2) * p2));
-        conv3x3(ex, im.up1, in1, 1, h1, w1, true, xf.data(), false);
-        res_block(ex, xf.data(), t1, t2, 1, im.c2, h2, w2, im.g2a, im.r2a, im.g2b, im.r2b);
-        rms_norm_silu(ex, xf.data(), xf.data(), 1, im.c2, p2, im.gu2);
-        a.resize(std::max(a.size(), static_cast<std::size_t>(im.c3) * p3));
-        conv3x3(ex, im.up2, xf.data(), 1, h2, w2, true, a.data(), false);
-        b.resize(std::max(b.size(), static_cast<std::size_t>(im.c3) * p3));
-        rms_norm_silu(ex, a.data(), b.data(), 1, im.c3, p3, im.g3);
-        conv3x3(ex, im.s3, b.data(), 1, h3, w3, false, a.data(), true);
-        rms_norm_silu(ex, a.data(), a.data(), 1, im.c3, p3, im.gu3);
-        xf.resize(std::max(xf.size(), static_cast<std::size_t>(im.c4) * p4));
-        conv3x3(ex, im.up3, a.data(), 1, h3, w3, true, xf.data(), false);
-        rms_norm_silu(ex, xf.data(), xf.data(), 1, im.c4, p4, im.gout);
-        b.resize(std::max(b.size(), 3 * p4));
-        conv3x3(ex, im.out, xf.data(), 1, h4, w4, false, b.data(), false);
-        // RGB of the tile's extended region -> output frame (crop to out_w x out_h).
-        const int oy0 = tile.ey0 * kSpatialFactor, ox0 = tile.ex0 * kSpatialFactor;
-        const int rows = std::min(h4, out_h - oy0), cols = std::min(w4, out_w - ox0);
+        decode_output_frame(ex, im, buf.y1.data() + static_cast<std::size_t>(f) * im.c1 * p1, h1,
+                            w1, buf);
         if (!tiled) {
-          for (int y = 0; y < rows; ++y)
-            for (int x = 0; x < cols; ++x)
-              for (int ch = 0; ch < 3; ++ch) {
-                const float v = b[ch * p4 + static_cast<std::size_t>(y) * w4 + x];
-                const float t = 1.0f - 2.0f / (fast_exp(2.0f * v) + 1.0f);
-                rgb[(static_cast<std::size_t>(oy0 + y) * out_w + ox0 + x) * 3 + ch] =
-                    static_cast<std::uint8_t>(
-                        std::lround(std::clamp((t + 1.0f) * 127.5f, 0.0f, 255.0f)));
-              }
+          store_rgb(buf.b.data(), to, out_w, rgb.data());
           H3_TRY(emitter.emit(rgb.data()));
           if (emitter.done()) break;
         } else {
-          float* fa = acc.data() + static_cast<std::size_t>(f) * 4 * frame_px;
-          for (int y = 0; y < rows; ++y) {
-            const float wy = ramp(oy0 + y, tile.y0, tile.y1, H, bw);
-            for (int x = 0; x < cols; ++x) {
-              const float wgt = wy * ramp(ox0 + x, tile.x0, tile.x1, W, bw);
-              if (wgt <= 0.0f) continue;
-              const std::size_t o = static_cast<std::size_t>(oy0 + y) * out_w + ox0 + x;
-              for (int ch = 0; ch < 3; ++ch) {
-                const float v = b[ch * p4 + static_cast<std::size_t>(y) * w4 + x];
-                fa[ch * frame_px + o] += wgt * (1.0f - 2.0f / (fast_exp(2.0f * v) + 1.0f));
-              }
-              fa[3 * frame_px + o] += wgt;
-            }
-          }
+          accumulate_tile(buf.b.data(), to, tile, out_w, H, W, bw, frame_px,
+                          acc.data() + static_cast<std::size_t>(f) * 4 * frame_px);
         }
       }
     }
-    if (tiled) {
-      for (int f = 0; f < seg_out && !emitter.done(); ++f) {
-        const float* fa = acc.data() + static_cast<std::size_t>(f) * 4 * frame_px;
-        for (std::size_t o = 0; o < frame_px; ++o) {
-          const float wsum = fa[3 * frame_px + o];
-          for (int ch = 0; ch < 3; ++ch) {
-            const float t = wsum > 0 ? fa[ch * frame_px + o] / wsum : 0.0f;
-            rgb[o * 3 + ch] = static_cast<std::uint8_t>(
-                std::lround(std::clamp((t + 1.0f) * 127.5f, 0.0f, 255.0f)));
-          }
-        }
-        H3_TRY(emitter.emit(rgb.data()));
-      }
-    }
+    if (tiled) H3_TRY(emit_blended(acc, seg_out, frame_px, rgb, emitter));
   }
   return emitter.finish();
 }
