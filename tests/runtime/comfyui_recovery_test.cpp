@@ -11,6 +11,7 @@
 #include "common/runtime/comfyui_client.h"
 #include "common/runtime/comfyui_runtime.h"
 #include "tests/support/fake_comfyui.h"
+#include "tests/support/spawn.h"
 
 namespace h3pipe::runtime {
 namespace {
@@ -19,15 +20,7 @@ using config::StageKind;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-// Waits for a condition with a deadline (seconds).
-bool wait_for(const std::function<bool()>& pred, double seconds) {
-  auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
+using test_support::wait_for;
 
 json node(const char* cls, json inputs) {
   return {{"class_type", cls}, {"inputs", std::move(inputs)}};
