@@ -64,6 +64,32 @@ Taps3 taps_of(const std::vector<const float*>& taps, int f) {
   for (int i = 0; i < 3; ++i) t.p[i] = taps[static_cast<std::size_t>(f) * 3 + i];
   return t;
 }
+
+// Latent frames f0-pre .. f0+s-1 of the tile's region into lat (frames, 24, eh x ew), one 2-D copy
+// per (frame, channel); returns conv_in's three causal taps per frame (nullptr before the clip).
+std::vector<const float*> load_tile_latents(cudaStream_t st, const float* video,
+                                            const LatentDims& d, const TileRect& tile, int f0,
+                                            int pre, int s, float* lat) {
+  const int W = d.w;
+  const std::size_t lat_plane = static_cast<std::size_t>(d.h) * W, lat_thw = lat_plane * d.t;
+  const int eh = tile.eh(), ew = tile.ew();
+  const std::size_t p0 = static_cast<std::size_t>(eh) * ew;
+  for (int f = 0; f < pre + s; ++f)
+    for (int ch = 0; ch < kVideoChannels; ++ch)
+      H3_CUDA(cudaMemcpy2DAsync(
+          lat + (static_cast<std::size_t>(f) * kVideoChannels + ch) * p0, sizeof(float) * ew,
+          video + ch * lat_thw + static_cast<std::size_t>(f0 - pre + f) * lat_plane +
+              static_cast<std::size_t>(tile.ey0) * W + tile.ex0,
+          sizeof(float) * W, sizeof(float) * ew, eh, cudaMemcpyDeviceToDevice, st));
+  std::vector<const float*> taps;
+  for (int f = 0; f < s; ++f)
+    for (int dt = -2; dt <= 0; ++dt) {
+      const int idx = pre + f + dt;
+      taps.push_back(idx >= 0 ? lat + static_cast<std::size_t>(idx) * kVideoChannels * p0
+                              : nullptr);
+    }
+  return taps;
+}
 }  // namespace
 
 VideoDecoderGpu::VideoDecoderGpu(Ctx& ctx, const Weights& ws, const ModelConfig& c)
@@ -208,13 +234,33 @@ void VideoDecoderGpu::res_block(float* x, int frames, int ch, int h, int w, cons
   }
 }
 
+// One output frame of stage 1's output in1 (c1, h1 x w1, normalised in place): 1/4 -> 1/2 -> 1/1,
+// leaving conv_out's (3, 8h1 x 8w1), before tanh, in b (vae_decoder.cpp decode_output_frame).
+void VideoDecoderGpu::decode_output_frame(float* in1, int h1, int w1, float* xf, float* a,
+                                          float* b) {
+  cudaStream_t st = ctx_.stream();
+  const int h2 = 2 * h1, w2 = 2 * w1, h3 = 2 * h2, w3 = 2 * w2, h4 = 2 * h3, w4 = 2 * w3;
+  const std::size_t p1 = static_cast<std::size_t>(h1) * w1;
+  const std::size_t p2 = static_cast<std::size_t>(h2) * w2, p3 = p2 * 4, p4 = p3 * 4;
+  rms_norm_silu(st, in1, in1, 1, c1_, p1, gu1_);
+  conv3x3(up1_, in1, 1, h1, w1, true, xf, false);
+  res_block(xf, 1, c2_, h2, w2, g2a_, r2a_, g2b_, r2b_);
+  rms_norm_silu(st, xf, xf, 1, c2_, p2, gu2_);
+  conv3x3(up2_, xf, 1, h2, w2, true, a, false);
+  rms_norm_silu(st, a, b, 1, c3_, p3, g3_);
+  conv3x3(s3_, b, 1, h3, w3, false, a, true);
+  rms_norm_silu(st, a, a, 1, c3_, p3, gu3_);
+  conv3x3(up3_, a, 1, h3, w3, true, xf, false);
+  rms_norm_silu(st, xf, xf, 1, c4_, p4, gout_);
+  conv3x3(out_, xf, 1, h4, w4, false, b, false);
+}
+
 Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d, const DecodePlan& plan,
                                int frames, int out_w, int out_h, const FrameSink& sink,
                                const CancelFn& cancelled) {
   cudaStream_t st = ctx_.stream();
   const int ov = c_.overlap, bw = blend_width(ov);
   const int H = d.h, W = d.w, T = d.t;
-  const std::size_t lat_plane = static_cast<std::size_t>(H) * W, lat_thw = lat_plane * T;
   const bool tiled = plan.tiles > 1;
 
   std::deque<TileGpu> tiles;  // stable: a tile owns device buffers
@@ -252,21 +298,7 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d, con
       const std::size_t p0 = static_cast<std::size_t>(eh) * ew;
       const int pre = std::min(2, f0);
       float* lat = lat_b.get(static_cast<std::size_t>(pre + s) * kVideoChannels * p0);
-      // Latent frames f0-2 .. f0+s-1 of this region, one 2-D copy per (frame, channel).
-      for (int f = 0; f < pre + s; ++f)
-        for (int ch = 0; ch < kVideoChannels; ++ch)
-          H3_CUDA(cudaMemcpy2DAsync(
-              lat + (static_cast<std::size_t>(f) * kVideoChannels + ch) * p0, sizeof(float) * ew,
-              video + ch * lat_thw + static_cast<std::size_t>(f0 - pre + f) * lat_plane +
-                  static_cast<std::size_t>(tile.ey0) * W + tile.ex0,
-              sizeof(float) * W, sizeof(float) * ew, eh, cudaMemcpyDeviceToDevice, st));
-      std::vector<const float*> taps;
-      for (int f = 0; f < s; ++f)
-        for (int dt = -2; dt <= 0; ++dt) {
-          const int idx = pre + f + dt;
-          taps.push_back(idx >= 0 ? lat + static_cast<std::size_t>(idx) * kVideoChannels * p0
-                                  : nullptr);
-        }
+      const std::vector<const float*> taps = load_tile_latents(st, video, d, tile, f0, pre, s, lat);
       // Stage 0 at 1/16.
       float* x0 = x0_b.get(static_cast<std::size_t>(s) * c0_ * p0);
       conv_causal(conv_in_, taps, s, eh, ew, x0);
@@ -297,18 +329,7 @@ Status VideoDecoderGpu::decode(const float* video_host, const LatentDims& d, con
         if (cancelled && cancelled())
           return make_error(errc::runtime::kCancelled, "decode cancelled at output frame {}",
                             emitter.emitted());
-        float* in1 = y1 + static_cast<std::size_t>(f) * c1_ * p1;
-        rms_norm_silu(st, in1, in1, 1, c1_, p1, gu1_);
-        conv3x3(up1_, in1, 1, h1, w1, true, xf, false);
-        res_block(xf, 1, c2_, h2, w2, g2a_, r2a_, g2b_, r2b_);
-        rms_norm_silu(st, xf, xf, 1, c2_, p2, gu2_);
-        conv3x3(up2_, xf, 1, h2, w2, true, a, false);
-        rms_norm_silu(st, a, b, 1, c3_, p3, g3_);
-        conv3x3(s3_, b, 1, h3, w3, false, a, true);
-        rms_norm_silu(st, a, a, 1, c3_, p3, gu3_);
-        conv3x3(up3_, a, 1, h3, w3, true, xf, false);
-        rms_norm_silu(st, xf, xf, 1, c4_, p4, gout_);
-        conv3x3(out_, xf, 1, h4, w4, false, b, false);
+        decode_output_frame(y1 + static_cast<std::size_t>(f) * c1_ * p1, h1, w1, xf, a, b);
         const int oy0 = tile.ey0 * kSpatialFactor, ox0 = tile.ex0 * kSpatialFactor;
         const int rows = std::min(h4, out_h - oy0), cols = std::min(w4, out_w - ox0);
         if (!tiled) {

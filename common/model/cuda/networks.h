@@ -65,6 +65,7 @@ class VideoDecoderGpu final {
                  float* out);
   void res_block(float* x, int frames, int ch, int h, int w, const float* ga, const DConv& ca,
                  const float* gb, const DConv& cb);
+  void decode_output_frame(float* in1, int h1, int w1, float* xf, float* a, float* b);
 
   Ctx& ctx_;
   const ModelConfig& c_;
