@@ -201,9 +201,11 @@ TEST(TransferHandoffAuth, ALatentIsAcceptedOnlyFromTheHostThatSampledItsJob) {
   ASSERT_EQ(entries->get()->elements, 1u);
   const redisReply* fields = entries->get()->element[0]->element[1];
   pb::StageTask decode;
-  for (std::size_t k = 0; k + 1 < fields->elements; k += 2)
-    if (reply_str(fields->element[k]) == "task")
+  for (std::size_t k = 0; k + 1 < fields->elements; k += 2) {
+    if (reply_str(fields->element[k]) == "task") {
       ASSERT_TRUE(decode.ParseFromString(reply_str(fields->element[k + 1])));
+    }
+  }
   EXPECT_EQ(decode.job_id(), "mine");
   EXPECT_EQ(decode.spec().prompt(), kPrompt) << "the decode task took the peer's spec";
   // c's jobs: untouched, nothing of c's latents on b's disk, no transfer record.
