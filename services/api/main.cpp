@@ -25,6 +25,7 @@
 #include "common/api/peers.h"
 #include "common/api/server.h"
 #include "common/api/webhook_dispatch.h"
+#include "common/core/error_codes.h"
 #include "common/logging/protobuf_log.h"
 #include "common/metrics/http_servers.h"
 #include "common/queue/redis_config.h"
@@ -92,43 +93,41 @@ void add_webhook_ca_flag(CLI::App& app) {
   });
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  logging::route_protobuf_logs();
-  CLI::App app{"h3pipe-api: jobs over HTTP (the /v1/videos API the OpenAI SDKs speak)"};
-  std::string config_file, state_dir, port_file;
+// Everything the command line sets.
+struct Flags {
+  std::string config_file, state_dir, port_file, run_file, rate_limit, metrics_bind;
+  int metrics_port = -1;
   api::ServerOptions o;
-  app.add_option("--config", config_file, "cluster config JSON (default: the embedded one)");
-  app.add_option("--state-dir", state_dir, "state dir, over the config's");
+};
+
+void add_flags(CLI::App& app, Flags& f) {
+  api::ServerOptions& o = f.o;
+  app.add_option("--config", f.config_file, "cluster config JSON (default: the embedded one)");
+  app.add_option("--state-dir", f.state_dir, "state dir, over the config's");
   app.add_option("--bind", o.bind, "address to listen on (default 127.0.0.1: loopback only)");
   app.add_option("--port", o.port, "port (0: a free one; default 8088)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--max-body-bytes", o.max_body_bytes, "a larger request body gets 413")
       ->check(CLI::Range(1024, 1 << 30));
-  std::string rate_limit;
-  app.add_option("--rate-limit", rate_limit,
+  app.add_option("--rate-limit", f.rate_limit,
                  "requests per second per token by role: ROLE=N[,ROLE=N] (default "
                  "read=100,submit=50,admin=0; 0: unlimited); 429 beyond (docs/api.md)");
   app.add_option("--max-upload-bytes", o.max_upload_bytes,
                  "a multipart POST /v1/videos (with input_reference) may be this large; 413 "
                  "beyond (default 32 MiB)")
       ->check(CLI::Range(1024, 1 << 30));
-  app.add_option("--port-file", port_file, "write the port bound here once listening");
-  std::string run_file;
-  app.add_option("--run-file", run_file,
+  app.add_option("--port-file", f.port_file, "write the port bound here once listening");
+  app.add_option("--run-file", f.run_file,
                  "write {pid, bind, health_port, metrics_port, api_url} here once listening "
                  "(`h3pipe start` reads it: /readyz on that port)");
-  int metrics_port = -1;
   app.add_option("--host", o.host,
                  "this host's name in the config: its api_bind, api_port and api_metrics_port, "
                  "and peers serve it the videos decoded on their disks");
-  app.add_option("--metrics-port", metrics_port,
+  app.add_option("--metrics-port", f.metrics_port,
                  "Prometheus port on the host's bind address (0: a free one; default: the host's "
                  "api_metrics_port with --host, else none)")
       ->check(CLI::Range(0, 65535));
-  std::string metrics_bind;
-  app.add_option("--metrics-bind", metrics_bind,
+  app.add_option("--metrics-bind", f.metrics_bind,
                  "address of the Prometheus port (default: --bind's, or the host's bind with "
                  "--host)");
   app.add_option("--advertise-url", o.advertise_url,
@@ -139,32 +138,54 @@ int main(int argc, char** argv) {
                  "the console's bundle, served under /ui/ (default: ../ui or ../share/h3pipe/ui "
                  "beside this binary)");
   add_webhook_ca_flag(app);
-  CLI11_PARSE(app, argc, argv);
+}
+
+// The config with the flags applied: --state-dir, and --host's bind address and ports where the
+// flags leave them unset.  Exit code 2 (printed why) for a bad rate limit, config or host.
+Result<config::Cluster> settle(const CLI::App& app, Flags& f) {
+  api::ServerOptions& o = f.o;
   if (auto bad =
-          api::parse_rate_limits(rate_limit.empty() ? "read=100" : rate_limit, o.rate_limits)) {
-    fmt::print(stderr, "{}\n", *bad);
-    return 2;
-  }
-  auto c = config_file.empty() ? config::embedded_default() : config::load_file(config_file);
+          api::parse_rate_limits(f.rate_limit.empty() ? "read=100" : f.rate_limit, o.rate_limits))
+    return make_error(errc::cli::kFlag, "{}", *bad);
+  auto c = f.config_file.empty() ? config::embedded_default() : config::load_file(f.config_file);
+  if (!c.ok()) return c.error();
+  if (!f.state_dir.empty()) config::override_state_dir(*c, f.state_dir);
+  const bool metrics_bind_given = !f.metrics_bind.empty();
+  if (!metrics_bind_given) f.metrics_bind = o.bind;
+  if (o.host.empty()) return c;
+  const config::Host* h = c->find_host(o.host);
+  if (!h)
+    return make_error(errc::cli::kFlag, "h3pipe-api: --host \"{}\" is not a host of the config",
+                      o.host);
+  if (!app.count("--bind")) o.bind = h->api_bind;
+  if (!app.count("--port")) o.port = h->api_port;
+  if (!app.count("--metrics-port")) f.metrics_port = h->api_metrics_port;
+  if (!metrics_bind_given)  // where Prometheus scrapes the host's services
+    f.metrics_bind = h->bind.empty() ? o.bind : h->bind;
+  return c;
+}
+
+// Written whole or not at all (a temporary renamed over it).
+void write_file(const std::string& file, const std::string& text) {
+  const std::string tmp = file + ".tmp";
+  std::ofstream(tmp) << text << "\n";
+  std::rename(tmp.c_str(), file.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  logging::route_protobuf_logs();
+  CLI::App app{"h3pipe-api: jobs over HTTP (the /v1/videos API the OpenAI SDKs speak)"};
+  Flags f;
+  add_flags(app, f);
+  CLI11_PARSE(app, argc, argv);
+  auto c = settle(app, f);
   if (!c.ok()) {
     fmt::print(stderr, "{}\n", c.error().message);
     return 2;
   }
-  if (!state_dir.empty()) config::override_state_dir(*c, state_dir);
-  const bool metrics_bind_given = !metrics_bind.empty();
-  if (!metrics_bind_given) metrics_bind = o.bind;
-  if (!o.host.empty()) {
-    const config::Host* h = c->find_host(o.host);
-    if (!h) {
-      fmt::print(stderr, "h3pipe-api: --host \"{}\" is not a host of the config\n", o.host);
-      return 2;
-    }
-    if (!app.count("--bind")) o.bind = h->api_bind;
-    if (!app.count("--port")) o.port = h->api_port;
-    if (!app.count("--metrics-port")) metrics_port = h->api_metrics_port;
-    if (!metrics_bind_given)  // where Prometheus scrapes the host's services
-      metrics_bind = h->bind.empty() ? o.bind : h->bind;
-  }
+  const api::ServerOptions& o = f.o;
   // Signals are taken by a thread of their own, which stops the server.
   sigset_t set;
   sigemptyset(&set);
@@ -195,29 +216,22 @@ int main(int argc, char** argv) {
   const std::string url = api::advertised_url(cluster, o.host, o.bind, *port, o.advertise_url);
   fmt::print(stderr, "h3pipe-api: listening on {}:{} ({})\n", o.bind, *port, url);
   std::unique_ptr<metrics::MetricsServer> metrics;
-  if (metrics_port >= 0) {
-    auto m = metrics::MetricsServer::start(metrics_bind, metrics_port, server.registry());
+  if (f.metrics_port >= 0) {
+    auto m = metrics::MetricsServer::start(f.metrics_bind, f.metrics_port, server.registry());
     if (!m.ok()) {  // 98: the supervisor then restarts it on a free metrics port
       fmt::print(stderr, "h3pipe-api: {}\n", m.error().message);
       return 98;
     }
     metrics = std::move(*m);
   }
-  if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << *port << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
-  }
-  if (!run_file.empty()) {
-    const nlohmann::json j = {{"pid", ::getpid()},
-                              {"bind", o.bind},
-                              {"health_port", *port},
-                              {"metrics_port", metrics ? metrics->port() : 0},
-                              {"api_url", url}};
-    const std::string tmp = run_file + ".tmp";
-    std::ofstream(tmp) << j.dump() << "\n";
-    std::rename(tmp.c_str(), run_file.c_str());
-  }
+  if (!f.port_file.empty()) write_file(f.port_file, std::to_string(*port));
+  if (!f.run_file.empty())
+    write_file(f.run_file, nlohmann::json{{"pid", ::getpid()},
+                                          {"bind", o.bind},
+                                          {"health_port", *port},
+                                          {"metrics_port", metrics ? metrics->port() : 0},
+                                          {"api_url", url}}
+                               .dump());
   server.listen();
   return 0;
 }
