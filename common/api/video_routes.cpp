@@ -26,10 +26,11 @@ using nlohmann::json;
 struct VideoRoutes {
   Context& ctx;
 
-  std::optional<HttpError> create(const httplib::Request& req, httplib::Response& res,
-                                  queue::Redis& r, const TokenInfo& who) {
-    std::map<std::string, std::string> fields;
-    const httplib::MultipartFormData* reference = nullptr;  // input_reference (upload.h)
+  // The request's fields (multipart/form-data as the SDK sends it, or a JSON object of strings
+  // and numbers) and its input_reference file, if any; 400/413 naming what is wrong.
+  std::optional<HttpError> read_fields(const httplib::Request& req,
+                                       std::map<std::string, std::string>& fields,
+                                       const httplib::MultipartFormData*& reference) {
     if (req.is_multipart_form_data()) {
       for (const auto& [name, part] : req.files) {
         if (name == "input_reference") {
@@ -80,6 +81,67 @@ struct VideoRoutes {
                            "invalid_request_error", k, "invalid_type"};
       }
     }
+    return std::nullopt;
+  }
+
+  // Idempotency-Key (the SDK's idempotencyKey): the same key and body within 24 h is the same
+  // video (`id` becomes the earlier one's; `answered` when its record was sent back), the same key
+  // with another body 409.  No key: nothing to do.
+  std::optional<HttpError> reserve_idempotent(const httplib::Request& req, httplib::Response& res,
+                                              queue::Redis& r, const TokenInfo& who,
+                                              const std::map<std::string, std::string>& fingerprint,
+                                              std::string& id, bool& answered) {
+    const std::string idem = req.get_header_value("Idempotency-Key");
+    if (!idem.empty()) {
+      if (idem.size() > 255)
+        return HttpError{400, "Idempotency-Key: at most 255 characters", "invalid_request_error",
+                         "Idempotency-Key", "invalid_value"};
+      const std::string field = who.name + ":" + idem;
+      const std::string fp = sha256_hex(json(fingerprint).dump());
+      const long long now = state::now_ms();
+      const json mine = {{"sha256", fp}, {"video", id}, {"at_ms", now}};
+      auto set = queue::hsetnx(r, kIdempotencyKey, field, mine.dump());
+      if (!set.ok()) return redis_error(set.error());
+      if (!*set) {
+        auto held = queue::hget(r, kIdempotencyKey, field);
+        if (!held.ok()) return redis_error(held.error());
+        std::string why;
+        auto held_json = json_reader::parse_limited(held->value_or(""), {}, &why);
+        const json h = held_json ? std::move(*held_json) : json();
+        const bool expired = !h.is_object() || now - h.value("at_ms", 0LL) > kIdempotencyMs;
+        if (expired) {
+          auto s = r.command({"HSET", kIdempotencyKey, field, mine.dump()});
+          if (!s.ok()) return redis_error(s.error());
+        } else if (h.value("sha256", "") != fp) {
+          return HttpError{409,
+                           fmt::format("Idempotency-Key \"{}\" was used within 24 h with another "
+                                       "request body (video {}); send a new key for a new video",
+                                       idem, h.value("video", "")),
+                           "invalid_request_error", "Idempotency-Key", "idempotency_conflict"};
+        } else {
+          id = h.value("video", id);  // the same request again: the same video
+          auto rec = ctx.record(r, id);
+          if (!rec.ok()) return redis_error(rec.error());
+          if (*rec) {
+            auto out = ctx.video_json(r, id, **rec);
+            if (!out.ok()) return redis_error(out.error());
+            res.set_content(out->dump(), "application/json");
+            answered = true;
+            return std::nullopt;
+          }
+          // Reserved but never recorded (the first request died mid-way): submitted again
+          // below with the same run id, which the pipeline makes one job.
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<HttpError> create(const httplib::Request& req, httplib::Response& res,
+                                  queue::Redis& r, const TokenInfo& who) {
+    std::map<std::string, std::string> fields;
+    const httplib::MultipartFormData* reference = nullptr;  // input_reference (upload.h)
+    if (auto bad = read_fields(req, fields, reference)) return bad;
     std::string id = "video_" + state::new_run_id();
     // The image is checked by its bytes and stored where `h3pipe run` reads a referenceImage
     // (upload.h) before the spec is validated, which opens it; removed again when refused.
@@ -123,48 +185,9 @@ struct VideoRoutes {
     if (auto* p = std::get_if<FieldProblem>(&parsed))
       return HttpError{400, p->message, "invalid_request_error", p->param, "invalid_value"};
     const VideoRequest& v = std::get<VideoRequest>(parsed);
-    const std::string idem = req.get_header_value("Idempotency-Key");
-    if (!idem.empty()) {
-      if (idem.size() > 255)
-        return HttpError{400, "Idempotency-Key: at most 255 characters", "invalid_request_error",
-                         "Idempotency-Key", "invalid_value"};
-      const std::string field = who.name + ":" + idem;
-      const std::string fp = sha256_hex(json(fingerprint).dump());
-      const long long now = state::now_ms();
-      const json mine = {{"sha256", fp}, {"video", id}, {"at_ms", now}};
-      auto set = queue::hsetnx(r, kIdempotencyKey, field, mine.dump());
-      if (!set.ok()) return redis_error(set.error());
-      if (!*set) {
-        auto held = queue::hget(r, kIdempotencyKey, field);
-        if (!held.ok()) return redis_error(held.error());
-        std::string why;
-        auto held_json = json_reader::parse_limited(held->value_or(""), {}, &why);
-        const json h = held_json ? std::move(*held_json) : json();
-        const bool expired = !h.is_object() || now - h.value("at_ms", 0LL) > kIdempotencyMs;
-        if (expired) {
-          auto s = r.command({"HSET", kIdempotencyKey, field, mine.dump()});
-          if (!s.ok()) return redis_error(s.error());
-        } else if (h.value("sha256", "") != fp) {
-          return HttpError{409,
-                           fmt::format("Idempotency-Key \"{}\" was used within 24 h with another "
-                                       "request body (video {}); send a new key for a new video",
-                                       idem, h.value("video", "")),
-                           "invalid_request_error", "Idempotency-Key", "idempotency_conflict"};
-        } else {
-          id = h.value("video", id);  // the same request again: the same video
-          auto rec = ctx.record(r, id);
-          if (!rec.ok()) return redis_error(rec.error());
-          if (*rec) {
-            auto out = ctx.video_json(r, id, **rec);
-            if (!out.ok()) return redis_error(out.error());
-            res.set_content(out->dump(), "application/json");
-            return std::nullopt;
-          }
-          // Reserved but never recorded (the first request died mid-way): submitted again
-          // below with the same run id, which the pipeline makes one job.
-        }
-      }
-    }
+    bool answered = false;
+    if (auto bad = reserve_idempotent(req, res, r, who, fingerprint, id, answered)) return bad;
+    if (answered) return std::nullopt;
     const std::string run = id.substr(6);
     // A retry of a reserved id keeps its own upload: the spec names this request's file.
     cleanup.keep = true;
