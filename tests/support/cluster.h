@@ -19,4 +19,21 @@ inline config::Cluster cluster_from(const nlohmann::json& j,
   return c.ok() ? *c : config::Cluster{};
 }
 
+// One host "h1" with a sample, a decode and an encode pool ("samp", "dec", "enc") on the test's own
+// redis-server at `redis_port`; its state, artifacts and outputs under `dir`.  JSON, so a test can
+// change it before it parses it.
+inline nlohmann::json one_host_on_redis(int redis_port, const std::filesystem::path& dir) {
+  auto j = nlohmann::json::parse(R"({
+    "hosts": [{"name": "h1"}],
+    "pools": [{"name": "samp", "host": "h1", "stage": "sample"},
+              {"name": "dec", "host": "h1", "stage": "decode"},
+              {"name": "enc", "host": "h1", "stage": "encode"}]
+  })");
+  j["redis"] = {{"port", redis_port}, {"embedded", false}};
+  j["state_dir"] = (dir / "state").string();
+  j["artifact_root"] = (dir / "art").string();
+  j["output_root"] = (dir / "out").string();
+  return j;
+}
+
 }  // namespace h3pipe::test_support

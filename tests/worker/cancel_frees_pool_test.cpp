@@ -19,6 +19,7 @@
 #include "common/state/paths.h"
 #include "common/state/state.h"
 #include "common/worker/worker.h"
+#include "tests/support/cluster.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -68,17 +69,7 @@ TEST(CancelFreesPool,
      ARunningSamplerStopsBetweenStepsAndThePoolClaimsItsNextTaskWithinAStepAndASecond) {
   ts::RedisServer srv;
   ts::TempDir dir;
-  auto j = nlohmann::json::parse(R"({
-    "hosts": [{"name": "h1"}],
-    "pools": [{"name": "samp", "host": "h1", "stage": "sample"},
-              {"name": "dec", "host": "h1", "stage": "decode"},
-              {"name": "enc", "host": "h1", "stage": "encode"}]
-  })");
-  j["redis"] = {{"port", srv.port()}, {"embedded", false}};
-  j["state_dir"] = (dir.path() / "state").string();
-  j["artifact_root"] = (dir.path() / "art").string();
-  j["output_root"] = (dir.path() / "out").string();
-  auto c = config::parse(j, dir.path());
+  auto c = config::parse(ts::one_host_on_redis(srv.port(), dir.path()), dir.path());
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto r = srv.connect();
   ASSERT_TRUE(r.ok());

@@ -15,6 +15,7 @@
 #include "common/worker/claimer.h"
 #include "common/worker/redis_tasks.h"
 #include "common/worker/worker.h"
+#include "tests/support/cluster.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
@@ -40,17 +41,7 @@ struct Rig {
   const std::string stream = worker::stream_for(config::StageKind::kSample, "h1");
 
   explicit Rig(bool unconditional = true) {
-    auto j = nlohmann::json::parse(R"({
-      "hosts": [{"name": "h1"}],
-      "pools": [{"name": "samp", "host": "h1", "stage": "sample"},
-                {"name": "dec", "host": "h1", "stage": "decode"},
-                {"name": "enc", "host": "h1", "stage": "encode"}]
-    })");
-    j["redis"] = {{"port", srv.port()}, {"embedded", false}};
-    j["state_dir"] = (dir.path() / "state").string();
-    j["artifact_root"] = (dir.path() / "art").string();
-    j["output_root"] = (dir.path() / "out").string();
-    auto parsed = config::parse(j, dir.path());
+    auto parsed = config::parse(ts::one_host_on_redis(srv.port(), dir.path()), dir.path());
     EXPECT_TRUE(parsed.ok()) << parsed.error().message;
     c = std::move(parsed.value());
     auto conn = srv.connect();
