@@ -6,9 +6,7 @@
 #include "common/runner/runner.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,19 +124,12 @@ TEST_F(RunnerTest, RefusesBadFlagsAndConfigsBeforeTheBody) {
 }
 
 TEST_F(RunnerTest, ATakenMetricsPortExits98SoTheSupervisorPicksAnother) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const std::string port = std::to_string(ntohs(a.sin_port));
+  const ts::HeldPort taken;
+  ASSERT_TRUE(taken.ok());
+  const std::string port = std::to_string(taken.port());
   EXPECT_EQ(run_with(flags({"--pool", "enc", "--metrics-port", port}), [](Context&) { return 0; }),
             98);
   EXPECT_FALSE(called_);
-  ::close(fd);
 }
 
 TEST_F(RunnerTest, RefusesCredentialsFromAStateDirOthersCanWrite) {

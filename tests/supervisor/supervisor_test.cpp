@@ -5,9 +5,7 @@
 // service chose unless it is taken, stops services before Redis on SIGTERM, refuses a second
 // stack and an unsafe state dir, and keeps what it writes private.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -199,12 +197,8 @@ TEST_F(SupervisorTest, RestartsAKilledServiceAndBacksOffWhileItCrashLoops) {
 
   // Someone else takes the port while it is down: the next start exits 98 and the one after it
   // runs on a free port, learnt again.
-  const int squatter = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  ASSERT_EQ(::bind(squatter, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ts::HeldPort squatter(port);
+  ASSERT_TRUE(squatter.ok());
   ::remove((ctrl_ / "mode-encoder-enc").c_str());
   ASSERT_TRUE(ts::wait_for(
       [&] {
@@ -215,7 +209,7 @@ TEST_F(SupervisorTest, RestartsAKilledServiceAndBacksOffWhileItCrashLoops) {
         return now > 0 && now != port && alive(p["pid"].get<pid_t>());
       },
       20));
-  ::close(squatter);
+  squatter.release();
   EXPECT_EQ(events_of("encoder-enc", "metrics port taken").size(), 1u);
   const auto last =
       events_of("encoder-enc", "start").back()["argv"].get<std::vector<std::string>>();

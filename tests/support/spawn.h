@@ -46,6 +46,36 @@ inline pid_t spawn(const std::vector<std::string>& args, const std::string& log 
   return pid;
 }
 
+// A loopback TCP socket a test holds, bound to `port` (0: a free one) and listening, so that a
+// service under test finds the port taken; closed with the object.  ok() is false when the bind
+// failed (the port was already taken).
+class HeldPort {
+ public:
+  explicit HeldPort(int port = 0) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    socklen_t len = sizeof a;
+    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::listen(fd_, 1) == 0 && ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port_ = ntohs(a.sin_port);
+  }
+  ~HeldPort() { release(); }
+  HeldPort(const HeldPort&) = delete;
+  HeldPort& operator=(const HeldPort&) = delete;
+  bool ok() const { return port_ > 0; }
+  int port() const { return port_; }
+  void release() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // A loopback TCP port free at the time of asking (the kernel's choice for port 0).  Another
 // process may take it before the caller binds: launchers retry on a new port (redis_server.h).
 inline int free_tcp_port() {
