@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The prepared GPU check of the builtin model's device backend (issue #16; docs/model.md "Device
-# backend"): CPU/GPU parity (tests/model/gpu_parity_test.cpp) and the device benchmark
+# backend"): CPU/GPU parity (tests/model/model_gpu_test.cpp) and the device benchmark
 # (bench/runtime/bench_device.cpp, NVML series through common/gpu's exporter, nvidia-smi dmon
 # beside it), results under $OUT (flat: at most 8 files come back from a device machine).
 #

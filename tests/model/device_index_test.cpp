@@ -2,7 +2,7 @@
 // each convolution is rebuilt the way the device backend does it (cuda/decoders.cpp: col bands
 // from the *_at functions, the same row-major products, bias planes, the phase scatter, the
 // overlap-add) in fp32, and must equal the CPU decoder's own convolution (conv_ops.h).  What this
-// cannot check is the CUDA launch itself and the bf16 rounding: that is gpu_parity_test.cpp's.
+// cannot check is the CUDA launch itself and the bf16 rounding: that is model_gpu_test.cpp's.
 #include <gtest/gtest.h>
 
 #include <random>

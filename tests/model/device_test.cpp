@@ -1,7 +1,7 @@
 // The device setting and the device backend's fallbacks, all without a GPU: the "device"
 // grammar at config load, a CUDA request in a build without CUDA (config-load error naming the
 // field), and a CUDA build on a machine without a visible GPU (a clear error at service start,
-// i.e. Model::load).  The GPU itself is exercised by gpu_parity_test.cpp.
+// i.e. Model::load).  The GPU itself is exercised by model_gpu_test.cpp.
 #include <gtest/gtest.h>
 
 #include <fstream>

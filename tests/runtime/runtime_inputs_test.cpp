@@ -234,7 +234,7 @@ TEST_F(RuntimeInputs, InputsThatCanNeverSucceedArePermanent) {
 
 // Issue #22 item 11: a jobClass the cluster does not define is refused at submission with the
 // classes it does define (the CLI prints it as FILE:LINE: jobClass: ...;
-// tests/e2e/forged_task_test).
+// tests/e2e/forged_task_e2e_test).
 TEST_F(RuntimeInputs, AnUnknownJobClassIsRefusedWithTheKnownClasses) {
   for (const char* name : {"hd", "sd"}) {
     config::JobClass jc;

@@ -6,7 +6,7 @@
 // The CUDA implementation (H3PIPE_HAVE_CUDA, common/model/cuda/*.cpp + ops.cu) uploads the
 // weights once at load (bf16 copies of the matrices for cuBLASLt, fp32 copies of biases, norms
 // and small tensors), keeps every activation of a call in device memory, and mirrors the CPU
-// code's operation order so that the CPU/GPU parity test (tests/model/gpu_parity_test.cpp)
+// code's operation order so that the CPU/GPU parity test (tests/model/model_gpu_test.cpp)
 // measures bf16 rounding only.  UNRUN: this code has been compiled and linked against the CUDA 13
 // toolkit but has never executed on a GPU (scripts/gpu_check.sh is the prepared first run).
 //
