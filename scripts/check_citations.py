@@ -8,7 +8,10 @@ tests/..., docs/..., scripts/..., bench/..., deploy/..., helm/..., configs/..., 
 doc section quoted after its file: docs/design.md, "The claim order" (with or without the comma,
 "section" before the quote allowed).  A path passes when it exists, when it names an existing
 file without its extension (common/core/sha256 for sha256.h), or when it is a file the build
-generates (its name appears in a CMakeLists.txt: common/proto/h3pipe.pb.h).  A section passes when
+generates (its name appears in a CMakeLists.txt and is no tracked file's: common/proto/h3pipe.pb.h).
+A file named alone or with part of its path in a comment or a doc (`dispatch_test.cpp`,
+worker/engine.h, state/resume.h) must be the end of a tracked file's path (a .h, .cpp, .mjs, .sh
+or .md; EXTERNAL lists the names of other projects' files that comments cite).  A section passes when
 the file has a Markdown heading of that title (case-insensitive; a prefix of the heading is
 enough: "Runtimes" for "Runtimes: what each kind runs").
 """
@@ -23,8 +26,20 @@ SKIP_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg", ".lock", ".mp4", ".wav", ".saf
 PATH = re.compile(r"(?<![\w/.-])((?:common|services|cli|tests|docs|scripts|bench|deploy|helm|"
                   r"configs|cmake)/[\w./-]*\w)")
 SECTION = re.compile(r"(docs/[\w-]+\.md),?\s*(?:section\s+)?[\"“]([A-Za-z0-9][^\"”\n]{1,100})[\"”]")
+PATH_ROOTS = tuple(r + "/" for r in ("common", "services", "cli", "tests", "docs", "scripts", "bench",
+                                      "deploy", "helm", "configs", "cmake"))  # checked by PATH
 # Made by the operator or by h3pipe at run time in a checkout (docs/deploy.md), never committed.
 RUNTIME_PATHS = ("deploy/secrets", "deploy/keys")
+# A file named alone or with part of its path: a .h, .cpp, .mjs, .sh or .md.
+BARE = re.compile(r"(?<![\w/.$<-])((?:[\w-]+/)*[\w-]+\.(?:h|cpp|mjs|sh|md))(?![\w/-])")
+# Files of other projects that comments name: the redis image's entrypoint, libzmq's header,
+# ComfyUI's server scripts in an operator's checkout, the script a test writes itself, the KEDA
+# site (keda.sh), the shared seeds next to a checkout (shared/seeds, docs/planner.md).
+EXTERNAL = {"docker-entrypoint.sh", "zmq.h", "start.sh", "stop.sh", "certs.sh", "keda.sh",
+            "shared/seeds/DIGEST.md"}
+# Comment text: after // in C++ and JavaScript, after # in scripts and CMake; all of a doc.
+COMMENT = {".h": "//", ".cpp": "//", ".mjs": "//", ".js": "//", ".sh": "#", ".py": "#",
+           ".cmake": "#", ".txt": "#", ".yaml": "#", ".yml": "#"}
 # Paths written as patterns or placeholders, not as files.
 PLACEHOLDER = re.compile(r"[*{}<>$]|/NAME|/RUN|/JOB|XXX")
 
@@ -48,12 +63,34 @@ def generated_names(files):
 
 def path_ok(p, all_files, generated):
     p = re.sub(r":\d+(-\d+)?$", "", p).rstrip(".")
-    if os.path.exists(p) or os.path.basename(p) in generated or p.startswith(RUNTIME_PATHS):
+    if os.path.exists(p) or p.startswith(RUNTIME_PATHS):
+        return True
+    if os.path.basename(p) in generated and not any(f.endswith("/" + os.path.basename(p))
+                                                    for f in all_files):
         return True
     if p.endswith(".pb.h") and os.path.exists(p[: -len(".pb.h")] + ".proto"):
         return True  # protoc's output of a committed .proto
     # Without its extension, or a prefix of a family of files (scripts/bench_ for bench_*.sh).
     return any(f.startswith(p) for f in all_files)
+
+
+def comment(f, line):
+    """The part of line that is comment text (all of it in a doc; "" when there is none)."""
+    ext = os.path.splitext(f)[1]
+    if ext == ".md":
+        return line
+    mark = COMMENT.get(ext)
+    if not mark:
+        return ""
+    if mark == "//" and line.lstrip().startswith(("*", "/*")):
+        return line
+    at = line.find(mark)
+    return line[at:] if at >= 0 else ""
+
+
+def tail_ok(p, tails):
+    """A file named alone or with part of its path: the end of a tracked file's path."""
+    return p in EXTERNAL or p in tails or p.startswith(PATH_ROOTS)
 
 
 def headings(doc, cache={}):
@@ -72,6 +109,14 @@ def main():
     files = tracked()
     all_files = set(files)
     generated = generated_names(files)
+    # Every end of a tracked path (engine.h, worker/engine.h, common/worker/engine.h), and the
+    # files CMake generates.
+    tails = set(generated)
+    for f in subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, text=True,
+                            check=True).stdout.split("\n"):
+        parts = f.split("/")
+        tails.update("/".join(parts[i:]) for i in range(len(parts)))
     bad = []
     for f in files:
         try:
@@ -85,6 +130,10 @@ def main():
                     continue
                 if not path_ok(p, all_files, generated):
                     bad.append(f"{f}:{n}: cites {p}, which does not exist")
+            for m in BARE.finditer(comment(f, line)):
+                p = m.group(1)
+                if not PLACEHOLDER.search(p) and not tail_ok(p, tails):
+                    bad.append(f"{f}:{n}: cites {p}, which names no file of the repository")
             for m in SECTION.finditer(line):
                 doc, title = m.group(1), m.group(2).strip().lower()
                 if not os.path.exists(doc):

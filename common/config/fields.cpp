@@ -1,5 +1,5 @@
 // The cluster config, declared once: every object's fields (config.h's structs), in the order
-// docs/config.md lists them.  Wording of every message: field_table.cpp (kStrict).
+// docs/config.md lists them.  Wording of every message: common/core/field_table.h (kStrict).
 #include "common/config/fields.h"
 
 #include <limits>
