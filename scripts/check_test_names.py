@@ -13,8 +13,8 @@ Read from tests/**/CMakeLists.txt (text, no build needed):
   add_test(NAME name COMMAND ... dir/file.py ...)     name is the stem of the test file it runs
                                                       (a file of the test's directory: file.py,
                                                       file.sh, file.cmake; x.test.mjs: x)
-A file that several ctests run with different arguments (one script, several cases) names each
-of them stem_CASE.  A ctest that runs a tool of scripts/ or a built program on a file of the
+A ctest that runs its file in one of its configurations (one script, several cases: deploy_helm
+and deploy_helm_schemas, or chaos.py as chaos_small) may be named stem_CASE.  A ctest that runs a tool of scripts/ or a built program on a file of the
 repository (a source check, a config validated by h3pipe_config_check) is named after what it
 checks: no test file of its own, nothing to compare.
 """
@@ -79,10 +79,6 @@ LIST = "tests/source_checks/test_names.txt"
 def mismatches():
     """{ctest name: why} for every ctest named unlike its file."""
     found = tests()
-    runs = {}
-    for cm, name, files, kind in found:
-        if kind == "script" and files:
-            runs.setdefault((os.path.dirname(cm), files[0]), []).append(name)
     bad = {}
     for cm, name, files, kind in found:
         if "${" in name:  # made in a loop (tests/fuzz): the loop's pattern decides
@@ -95,11 +91,10 @@ def mismatches():
             continue
         if not files:
             continue  # a tool or a built program on a repository file: named for what it checks
-        several = len(runs[(os.path.dirname(cm), files[0])]) > 1
-        if name == stems[0] or (several and name.startswith(stems[0] + "_")):
+        if name == stems[0] or name.startswith(stems[0] + "_"):
             continue
-        bad[name] = (f"{cm}: runs {files[0]}: name it {stems[0]}"
-                     + (f" (or {stems[0]}_CASE)" if several else "") + ", or the file after it")
+        bad[name] = (f"{cm}: runs {files[0]}: name it {stems[0]} (or {stems[0]}_CASE), or the "
+                     "file after it")
     return len(found), bad
 
 

@@ -62,7 +62,7 @@ slim=${H3PIPE_DEBIAN_SLIM_IMAGE:-localhost/h3pipe-base/debian:12-slim}
 #    the current hard limits (nproc at most podman's own default, 32768);
 #  - cgroups v1 with a cgroup2 hierarchy that has controllers ("hybrid"): crun refuses it
 #    ("cgroups in hybrid mode not supported"); runc (package runc) runs there.
-# Used through CONTAINERS_CONF by this script and tests/deploy/container_test.py; elsewhere the
+# Used through CONTAINERS_CONF by this script and tests/deploy/deploy_container.py; elsewhere the
 # file only restates podman's defaults.
 write_containers_conf() {
   local out=$1 cap nofile nproc runtime=""

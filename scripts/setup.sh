@@ -51,7 +51,7 @@ test_packages=(
   golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
   chromium universal-ctags
 )
-# The container test (tests/deploy/container_test.py, ctest -L container) and scripts/images.sh:
+# The container test (tests/deploy/deploy_container.py, ctest -L container) and scripts/images.sh:
 # rootful podman (its `podman build` is what images.sh uses; no buildah CLI needed), runc (crun
 # refuses the hybrid cgroups of some VMs), catatonit (compose.yaml's `init: true`), netavark with
 # aardvark-dns (podman 4's network backend and its DNS: compose services reach each other by name;

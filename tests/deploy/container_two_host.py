@@ -1,4 +1,4 @@
-"""Two hosts through compose, for tests/deploy/container_test.py (which passes itself as `t`).
+"""Two hosts through compose, for tests/deploy/deploy_container.py (which passes itself as `t`).
 
 Host cta (the test's own network namespace): control (Redis, stand-in) + redis-tls (stunnel
 server) + sampler-host (encoder, sampler0, transfer).  Host ctb (a second network namespace and a

@@ -2,7 +2,7 @@
 // cluster.json with the key files pointed at a folder laid out as the DaemonSet's init container
 // leaves it), then the receiver's and the sender's options from h3pipe::transfer's own loader
 // (key file format, 0600 on the secret key, the peers' public keys), and the host's public key
-// derived from its secret key.  For helm_curve_hook_test.py: the Secret the hook Job creates
+// derived from its secret key.  For deploy_helm_curve_hook.py: the Secret the hook Job creates
 // must hold keys the transfer pods accept.  Prints no key.
 //   h3pipe_curve_keys_check CLUSTER_JSON HOST
 #include <cstdio>

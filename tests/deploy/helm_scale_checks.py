@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Checks of helm/h3pipe's scale-in and Redis failover objects (issue #23 items 3 and 4), mixed
-into helm_chart_test.ChartTest and run for every scenario; and SentinelScriptsTest, which runs the
+into deploy_helm.ChartTest and run for every scenario; and SentinelScriptsTest, which runs the
 chart's own rendered files/redis-node.sh and files/sentinel.sh with real redis-server processes
 (a primary, a replica, three Sentinels on 127.0.0.1, free ports), kills the primary and watches
 the Sentinels promote the replica and the old primary come back as a replica.
@@ -50,7 +50,7 @@ def pool_values(values, comp, pool_name):
 
 
 class ScaleInChecks:
-    """Per-scenario checks; `r` is helm_chart_test.Rendered."""
+    """Per-scenario checks; `r` is deploy_helm.Rendered."""
 
     def grace_of(self, r, deployment):
         labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -61,7 +61,7 @@ class ScaleInChecks:
         for d in r.kind("Deployment"):
             ps = d["spec"]["template"]["spec"]
             comp = d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
-            if comp == "api":  # h3pipe-api holds no task: no stage grace (helm_chart_test's check_api)
+            if comp == "api":  # h3pipe-api holds no task: no stage grace (deploy_helm's check_api)
                 continue
             self.assertIn(comp, STAGES)
             want = self.grace_of(r, d)

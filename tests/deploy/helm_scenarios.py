@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The values variants helm_chart_test.py renders (every one docs/deploy.md names), the values
+"""The values variants deploy_helm.py renders (every one docs/deploy.md names), the values
 the chart must refuse, and how to render them: tests/deploy/helmrender, built once per run into
 BUILD/helmrender with Debian's golang-go in GOPATH mode (/usr/share/gocode holds Debian's Go
 library sources: sprig 3.2.3, sigs.k8s.io/yaml; no module proxy)."""

@@ -1,7 +1,7 @@
 // Previews from ComfyUI's own preview frames (#38 item 6) with the step progress (#37 item 4):
 // FakeComfyUiServer sends, per sampler step, progress_state, a binary preview frame and progress
 // in the order and byte layout a real 0.3.64 with --preview-method latent2rgb does
-// (fake_comfyui_ws.py, checked against the recorded exchange by fake_ws_conformance_test.py).  The
+// (fake_comfyui_ws.py, checked against the recorded exchange by comfyui_fake_ws_conformance_test.py).  The
 // runtime asks for frames with metadata, reports every step, and hands on a few small JPEGs (at
 // most one per kPreviewInterval); a frame above the client's bound is skipped without harm.
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 """FakeComfyUiServer: a test double of ComfyUI's HTTP API, faithful to a real 0.3.64 server.
 
 What h3pipe's comfyui runtime relies on, with the status codes and JSON shapes recorded in
-../shared/comfyui/recorded-v0.3.64.json (fake_conformance_test.py checks them):
+../shared/comfyui/recorded-v0.3.64.json (comfyui_fake_conformance_test.py checks them):
 - POST /prompt validates like execution.validate_prompt: unknown class, no output node, and per
   node (only those the outputs need) missing required input, bad INT/FLOAT, value not in list,
   min/max, LoadImage's missing file -> 400 {"error", "node_errors"} when no output node passes,

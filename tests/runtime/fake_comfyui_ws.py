@@ -4,7 +4,7 @@ sends it: server.py's websocket_handler (a `status` message on connect; a first 
 feature_flags), main.py's progress hook and comfy_execution/progress.py's WebUIProgressHandler for
 each sampler step, in the recorded order (recorded-comfyui-v0.3.64-ws.json, from
 /tmp/comfy/ws_record.py against the real server with --preview-method latent2rgb and the
-H3ProbeSteps node; fake_ws_conformance_test.py compares the fake's exchange to it):
+H3ProbeSteps node; comfyui_fake_ws_conformance_test.py compares the fake's exchange to it):
   a client without supports_preview_metadata: progress_state, progress, then a binary frame
     u32 BE 1 (PREVIEW_IMAGE), u32 BE 1 (JPEG), the JPEG;
   a client with it: progress_state, a binary frame u32 BE 4 (PREVIEW_IMAGE_WITH_METADATA), u32 BE

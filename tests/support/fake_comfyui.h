@@ -1,7 +1,7 @@
 #pragma once
 // Starts FakeComfyUiServer (tests/runtime/fake_comfyui_server.py, Python standard library;
-// faithful to a real ComfyUI 0.3.64, see tests/runtime/fake_conformance_test.py; its websocket
-// progress and preview frames follow a recorded real exchange, fake_ws_conformance_test.py) on a
+// faithful to a real ComfyUI 0.3.64, see tests/runtime/comfyui_fake_conformance_test.py; its websocket
+// progress and preview frames follow a recorded real exchange, comfyui_fake_ws_conformance_test.py) on a
 // free port for one test and stops it afterwards; restart() replaces it by a fresh process on the
 // same port.  The comfyui runtime talks to it through its production client code.  Used by
 // tests/runtime and tests/e2e.
@@ -134,7 +134,7 @@ class FakeComfyUiServer final {
  private:
   // What a real server's latent2rgb preview is: a 512x512 JPEG of quality 95 (PIL), 42-68 KB in
   // the recording; here ffmpeg's test pattern with a little noise at -q:v 2: 44 KB, decodable.
-  // The same picture as fake_ws_conformance_test.py's.
+  // The same picture as comfyui_fake_ws_conformance_test.py's.
   static void write_preview_jpeg(const fs::path& path) {
     const std::string cmd =
         "ffmpeg -v error -y -f lavfi -i testsrc2=s=512x512,noise=alls=4 -frames:v 1 -q:v 2 " +

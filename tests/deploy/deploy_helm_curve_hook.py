@@ -24,7 +24,7 @@ that the transfer DaemonSet mounts.  Checked here, on the objects Helm's engine 
 
 No Kubernetes cluster runs it: the API server is a test double (docs/deploy.md says so).
 
-Usage: helm_curve_hook_test.py SOURCE_DIR H3PIPE_CLI CURVE_KEYS_CHECK BUILD_DIR
+Usage: deploy_helm_curve_hook.py SOURCE_DIR H3PIPE_CLI CURVE_KEYS_CHECK BUILD_DIR
 """
 import base64
 import json

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The images of docker/Dockerfile built and run for real with podman (docs/deploy.md, "Images").
 
-    container_test.py REPO [H3PIPE_CLI] [--no-build] [--one-host] [--keep]
+    deploy_container.py REPO [H3PIPE_CLI] [--no-build] [--one-host] [--keep]
 
 Opt-in: runs only with H3PIPE_CONTAINER_TESTS=1 (.ci/run sets it), because it first builds every
 image with scripts/images.sh --standins (cold: the debootstrap base and the build stage; warm: all
@@ -72,7 +72,7 @@ def check(name, ok, detail=""):
 
 
 def skip(reason):
-    print("SKIP container_test: " + reason, flush=True)
+    print("SKIP deploy_container: " + reason, flush=True)
     sys.exit(SKIP)
 
 
@@ -531,7 +531,7 @@ def main():
         if not failed and cli and "--one-host" not in sys.argv:
             check_sentinel_overlay(repo, cli, env)
     except Exception as e:  # noqa: BLE001  report it as a failure with what happened
-        check("container_test.ran_to_the_end", False, "%s: %s" % (type(e).__name__, e))
+        check("deploy_container.ran_to_the_end", False, "%s: %s" % (type(e).__name__, e))
     finally:
         if service:
             service.terminate()

@@ -18,7 +18,7 @@ clear message (FAILURES).  values.yaml and the templates agree both ways (helmre
 kubernetes-models and the CRD schemas in tests/deploy/crds (tests/deploy/k8s_validate.js);
 exit 77 (skip) when kubernetes-models is not installed.
 
-Usage: helm_chart_test.py [--schemas] SOURCE_DIR CONFIG_CHECK_BINARY BUILD_DIR
+Usage: deploy_helm.py [--schemas] SOURCE_DIR CONFIG_CHECK_BINARY BUILD_DIR
 """
 import base64
 import concurrent.futures

@@ -15,7 +15,7 @@ and every dashboard query is evaluated through its HTTP API.
    - every Grafana panel query (variables substituted: $host=.*, $__rate_interval=30s) evaluates
      without error and returns data; the dashboard's host variable query finds the host.
 
-Usage: prometheus_e2e.py SOURCE_DIR FIXTURE_BINARY FAKE_NVML_LIBRARY
+Usage: deploy_prometheus_e2e.py SOURCE_DIR FIXTURE_BINARY FAKE_NVML_LIBRARY
 """
 import json
 import os
@@ -54,7 +54,7 @@ class PrometheusE2E(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not SRC:
-            raise unittest.SkipTest("usage: prometheus_e2e.py SOURCE_DIR FIXTURE FAKE_NVML")
+            raise unittest.SkipTest("usage: deploy_prometheus_e2e.py SOURCE_DIR FIXTURE FAKE_NVML")
         if not os.access(PROMETHEUS, os.X_OK):
             raise unittest.SkipTest("prometheus is not installed")
         cls.tmp = tempfile.mkdtemp(prefix="h3pipe_prom_")

@@ -7,7 +7,7 @@ build directory and the targets it builds first; each target must exist in this 
 target, and one that runs the services (pipeline, plan-vs-run, chaos) must build the CLI and all
 four.  An unknown NAME exits 2 listing the names.
 
-Usage: bench_targets_check.py SOURCE_DIR BUILD_DIR CMAKE
+Usage: bench_script_targets_check.py SOURCE_DIR BUILD_DIR CMAKE
 """
 import os
 import re
@@ -60,7 +60,7 @@ def main():
         problems.append(f"an unknown NAME: exit {r.returncode}, {r.stderr.strip()!r}")
     for p in problems:
         print("FAIL " + p)
-    print(f"bench_targets_check: {len(names)} names, {len(problems)} problem(s)")
+    print(f"bench_script_targets_check: {len(names)} names, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -22,7 +22,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fake_conformance_test import diff, shape  # noqa: E402
+from comfyui_fake_conformance_test import diff, shape  # noqa: E402
 
 RECORDED = os.path.join(HERE, "recorded-comfyui-v0.3.64-ws.json")
 STEPS = 4

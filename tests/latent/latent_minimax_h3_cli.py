@@ -7,7 +7,7 @@ The shape rules below are written from ComfyUI's published comfy_extras/nodes_mi
 arithmetic (Python's round of a float), independently of h3pipe's table: if h3pipe's profile
 drifts from ComfyUI's, a valid latent here is refused, or an invalid one accepted.
 
-Usage: minimax_h3_cli.py H3PIPE_BINARY   (exit 0: every case as expected)
+Usage: latent_minimax_h3_cli.py H3PIPE_BINARY   (exit 0: every case as expected)
 """
 import os
 import subprocess

@@ -22,7 +22,7 @@
   redis-server: each service user logs in with its own password only, the default user is off,
   a service user is refused FLUSHALL/CONFIG, and the compose healthcheck command passes.
 
-Usage: compose_test.py SOURCE_DIR [BIN_DIR]
+Usage: deploy_compose.py SOURCE_DIR [BIN_DIR]
 """
 import http.server
 import json

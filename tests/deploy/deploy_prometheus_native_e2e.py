@@ -17,7 +17,7 @@ writes (issue #34 P5, item 4), and keeps scraping every service after a `kill -9
 5. A kept port another process took while the service was down (the supervisor stopped with
    SIGSTOP meanwhile): the service is started on a free port again, not crash-looped on it.
 
-Usage: prometheus_native_e2e.py SOURCE_DIR BIN_DIR
+Usage: deploy_prometheus_native_e2e.py SOURCE_DIR BIN_DIR
 """
 import calendar
 import json
@@ -68,7 +68,7 @@ class NativeStackScrape(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not SRC:
-            raise unittest.SkipTest("usage: prometheus_native_e2e.py SOURCE_DIR BIN_DIR")
+            raise unittest.SkipTest("usage: deploy_prometheus_native_e2e.py SOURCE_DIR BIN_DIR")
         if not os.access(PROMETHEUS, os.X_OK):
             raise unittest.SkipTest("prometheus is not installed")
         cls.tmp = tempfile.mkdtemp(prefix="h3pipe_promnative_")

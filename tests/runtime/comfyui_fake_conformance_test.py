@@ -6,7 +6,7 @@ recursively; prompt ids, timings and sizes may differ) must equal the recorded o
 
 Answers that depend on the server's progress (a queue while a prompt runs, a history once it
 ends) are re-asked until they match or a deadline passes. Prompt ids in requests are mapped from
-the recorded ones to the fake's. Usage: fake_conformance_test.py [RECORDING]. Exit 0 = conform.
+the recorded ones to the fake's. Usage: comfyui_fake_conformance_test.py [RECORDING]. Exit 0 = conform.
 Standard library only.
 """
 

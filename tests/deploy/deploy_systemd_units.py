@@ -20,7 +20,7 @@ would without systemd as init, and their command lines run as systemd would run 
 6. `start --all --launcher systemd --dry-run`: `h3pipe systemd install` on each host over ssh,
    the Redis host first; `stop --all`: `systemctl stop h3pipe.target`, the Redis host last.
 
-Usage: systemd_units_test.py SOURCE_DIR BIN_DIR          (exit 77: systemd-analyze missing)
+Usage: deploy_systemd_units.py SOURCE_DIR BIN_DIR          (exit 77: systemd-analyze missing)
 """
 import json
 import os
@@ -258,7 +258,7 @@ class Units(unittest.TestCase):
 
 if __name__ == "__main__":
     if not SRC:
-        sys.exit("usage: systemd_units_test.py SOURCE_DIR BIN_DIR")
+        sys.exit("usage: deploy_systemd_units.py SOURCE_DIR BIN_DIR")
     if not os.access(ANALYZE, os.X_OK):
         print("systemd-analyze is missing (Debian package systemd; scripts/setup.sh installs it)")
         sys.exit(77)
