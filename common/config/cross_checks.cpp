@@ -1,6 +1,6 @@
 // The cluster config's rules across objects (a pool's host must exist, ...), applied after the
 // field table (fields.cpp) has read every object.  Each rule's wording is asserted by tests
-// (tests/config/config_spec_test.cpp, tests/config/parser_regression_test.cpp).
+// (tests/config/foundation_unit_test.cpp, tests/config/parser_regression_test.cpp).
 #include <map>
 #include <set>
 

@@ -1,4 +1,4 @@
-// End to end through the real local stack, continued (local_stack_test.cpp): batch limits, Redis
+// End to end through the real local stack, continued (local_stack_e2e_test.cpp): batch limits, Redis
 // restarts, stream submissions, run ids, resume, GPU groups, state dirs, hosts.  Label: e2e.
 #include "tests/e2e/local_stack_fixture.h"
 

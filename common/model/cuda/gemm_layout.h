@@ -3,7 +3,7 @@
 // is column-major: C (m x n) = op(A) op(B) is C^T (n x m) = op(B)^T op(A)^T, and a row-major
 // matrix of r x c with leading dimension ld is the column-major c x r matrix with the same ld.
 // So cuBLASLt's A is the row-major B, its B the row-major A.  Free of CUDA headers so that the
-// mapping is unit-tested on machines without a GPU (tests/model/device_test.cpp).
+// mapping is unit-tested on machines without a GPU (tests/model/model_device_test.cpp).
 #include <cstdint>
 
 namespace h3pipe::model::cuda {

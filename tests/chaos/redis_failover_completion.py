@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The primary dies right after a stage completion (issue #23 item 5; label redis).
 
-The set-up of failover.py (a primary, a replica, three Sentinels on 127.0.0.1; one `h3pipe start`
+The set-up of redis_failover.py (a primary, a replica, three Sentinels on 127.0.0.1; one `h3pipe start`
 stack, sim runtime, whose config names only the Sentinels) with one sampler pool whose stage takes
 --sample-s, short leases, and wait_replicas 1 / wait_timeout_ms --wait-ms.  One job per case; the
 sample stage's completion is the one the primary dies after.  "The stage has started" is read on
@@ -31,7 +31,7 @@ still waits in the stopped replica's socket, so case b then fails with "the case
 `h3pipe preflight` runs first: every sentinel.* row and redis.replicas must PASS.  Every case
 prints what happened; the last line is one JSON object.
 
-Usage: failover_completion.py --bin BUILD/bin    Exit: 0 pass, 1 fail, 2 set-up error, 77 skipped.
+Usage: redis_failover_completion.py --bin BUILD/bin    Exit: 0 pass, 1 fail, 2 set-up error, 77 skipped.
 """
 import argparse
 import glob
@@ -45,7 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from chaos import s  # noqa: E402
-from failover import SENTINEL, SKIP, Failover, log, wait_for  # noqa: E402
+from redis_failover import SENTINEL, SKIP, Failover, log, wait_for  # noqa: E402
 
 
 class Completion(Failover):

@@ -21,7 +21,7 @@ per failover the time from the kill until Sentinel's switch (promotion) and unti
 completion seen on the new primary; executions redone (exec:<stage> > 1, after a completion
 lost with the old primary).  The last line is one JSON object.
 
-Usage: failover.py --bin BUILD/bin [--jobs 16]    Exit: 0 pass, 1 fail, 2 set-up error, 77 skipped.
+Usage: redis_failover.py --bin BUILD/bin [--jobs 16]    Exit: 0 pass, 1 fail, 2 set-up error, 77 skipped.
 """
 import argparse
 import glob
