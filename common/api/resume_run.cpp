@@ -160,7 +160,8 @@ Result<ResumeOutcome> resume_run(queue::Redis& r, const config::Cluster& cluster
     if (latent_here || !holders.empty()) {
       // The decode goes where the latent is (or will be): the hosts the job's history says hold
       // it, through the one decode-host choice (worker/decode_choice.h).
-      auto target = worker::resume_decode_target(*c, holders, t, &r);
+      state::RedisPoolBoardStore board(r);
+      auto target = worker::resume_decode_target(*c, holders, t, &board);
       if (target.host.empty()) {
         out.no_decode_pool = j.job_id;
         return out;

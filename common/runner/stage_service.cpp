@@ -21,6 +21,7 @@ extern "C" {
 #include "common/queue/queue.h"
 #include "common/runner/runner.h"
 #include "common/schedule/gpu_table.h"
+#include "common/state/pool_board_store.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
 #include "common/worker/decode_choice.h"
@@ -81,13 +82,14 @@ void wire_hand_off(const Context& ctx, const queue::Connector& redis, worker::Ho
   std::set<std::string> decode_hosts;
   for (const auto* p : c.pools_on("", config::StageKind::kDecode)) decode_hosts.insert(p->host);
   if (decode_hosts.size() > 1) {
-    auto conn = std::make_shared<std::unique_ptr<queue::Redis>>();
-    hooks.decode_host = [&c, host = ctx.host, redis, conn](const pb::StageTask& t) {
-      if (!*conn) {
+    // The board read on a connection of its own, opened on first use (none: from the config).
+    auto board = std::make_shared<std::unique_ptr<state::BoardReader>>();
+    hooks.decode_host = [&c, host = ctx.host, redis, board](const pb::StageTask& t) {
+      if (!*board) {
         auto r = redis.connect();
-        if (r.ok()) *conn = std::move(r.value());
+        if (r.ok()) *board = std::make_unique<state::RedisPoolBoardStore>(std::move(r.value()));
       }
-      auto chosen = worker::choose_decode_host(c, host, t, conn->get());
+      auto chosen = worker::choose_decode_host(c, host, t, board->get());
       logger().debug("run={} job={}: decode on {}", t.run_id(), t.job_id(), chosen);
       return chosen;
     };

@@ -13,18 +13,6 @@
 
 namespace h3pipe::worker {
 
-namespace {
-
-// The load read on `redis` (none without one).
-dispatch::DecodeLoad load_on(const config::Cluster& c, queue::Redis* redis,
-                             const std::string& from_host = "") {
-  if (!redis) return decode_load(c, nullptr, from_host);
-  state::RedisPoolBoardStore board(*redis);
-  return decode_load(c, &board, from_host);
-}
-
-}  // namespace
-
 dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* board,
                                  const std::string& from_host) {
   dispatch::DecodeLoad load;
@@ -73,8 +61,9 @@ dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* b
 
 std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
-                                                const pb::StageTask& task, queue::Redis* redis) {
-  const auto load = load_on(c, redis, holders.empty() ? std::string() : holders.front());
+                                                const pb::StageTask& task,
+                                                state::BoardReader* board) {
+  const auto load = decode_load(c, board, holders.empty() ? std::string() : holders.front());
   const auto in = spec::route_inputs(task.spec(), c);
   const auto hosts = dispatch::decode_hosts(c, holders, in.job_class, in.latent_bytes, load);
   // Rank by taking the shared choice's pick out, one host at a time, so the order is its order.
@@ -96,19 +85,20 @@ std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
 }
 
 std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
-                               const pb::StageTask& task, queue::Redis* redis) {
+                               const pb::StageTask& task, state::BoardReader* board) {
   const auto in = spec::route_inputs(task.spec(), c);
-  auto route =
-      dispatch::route_latent(c, holders, in.job_class, in.latent_bytes,
-                             load_on(c, redis, holders.empty() ? std::string() : holders.front()));
+  auto route = dispatch::route_latent(
+      c, holders, in.job_class, in.latent_bytes,
+      decode_load(c, board, holders.empty() ? std::string() : holders.front()));
   if (route) return route->host;
   return holders.empty() ? std::string() : holders.front();
 }
 
 ResumeTarget resume_decode_target(const config::Cluster& c, const std::vector<std::string>& holders,
-                                  const pb::StageTask& task, queue::Redis* redis) {
+                                  const pb::StageTask& task, state::BoardReader* board) {
   const auto in = spec::route_inputs(task.spec(), c);
-  auto hosts = dispatch::decode_hosts(c, holders, in.job_class, in.latent_bytes, load_on(c, redis));
+  auto hosts =
+      dispatch::decode_hosts(c, holders, in.job_class, in.latent_bytes, decode_load(c, board));
   std::vector<dispatch::DecodeHostState> here;
   for (const auto& h : hosts)
     if (h.local) here.push_back(h);

@@ -14,8 +14,6 @@
 #include "common/config/config.h"
 #include "common/dispatch/decode_route.h"
 #include "common/proto/h3pipe.pb.h"
-#include "common/queue/queue.h"
-#include "common/queue/redis.h"
 #include "common/state/pool_board_store.h"
 
 namespace h3pipe::worker {
@@ -36,29 +34,31 @@ struct DecodeCandidate {
 dispatch::DecodeLoad decode_load(const config::Cluster& c, state::BoardReader* board,
                                  const std::string& from_host = "");
 
-// The functions below read the load on `redis` (a state::RedisPoolBoardStore on it); nullptr:
-// no backlogs and no heartbeats, the choice from the config alone.  Each reads the task's class
-// and latent size with spec::route_inputs (the one derivation).
+// The functions below read the load through `board` (in Redis: a state::RedisPoolBoardStore on
+// the caller's connection; in tests: test_support::FakeBoard); nullptr: no backlogs and no
+// heartbeats, the choice from the config alone.  Each reads the task's class and latent size with
+// spec::route_inputs (the one derivation).
 
 // Scores every host with a decode pool for a latent held on `holders` (the first made it).
 // Sorted best first, in the order dispatch::choose_decode_host ranks them.
 std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                 const std::vector<std::string>& holders,
-                                                const pb::StageTask& task, queue::Redis* redis);
+                                                const pb::StageTask& task,
+                                                state::BoardReader* board);
 inline std::vector<DecodeCandidate> score_decode_hosts(const config::Cluster& c,
                                                        const std::string& self,
                                                        const pb::StageTask& task,
-                                                       queue::Redis* redis) {
-  return score_decode_hosts(c, std::vector<std::string>{self}, task, redis);
+                                                       state::BoardReader* board) {
+  return score_decode_hosts(c, std::vector<std::string>{self}, task, board);
 }
 
 // The chosen host's name for a latent held on `holders`; holders[0] when no host can decode it
 // (the config has no decode pool).
 std::string choose_decode_host(const config::Cluster& c, const std::vector<std::string>& holders,
-                               const pb::StageTask& task, queue::Redis* redis);
+                               const pb::StageTask& task, state::BoardReader* board);
 inline std::string choose_decode_host(const config::Cluster& c, const std::string& self,
-                                      const pb::StageTask& task, queue::Redis* redis) {
-  return choose_decode_host(c, std::vector<std::string>{self}, task, redis);
+                                      const pb::StageTask& task, state::BoardReader* board) {
+  return choose_decode_host(c, std::vector<std::string>{self}, task, board);
 }
 
 // Where `resume` re-enqueues the decode of a latent held on `holders` (from the job's history:
@@ -70,6 +70,6 @@ struct ResumeTarget {
   bool via_transfer = false;  // hand the task to holders[0]'s sender (outbox), not a decode stream
 };
 ResumeTarget resume_decode_target(const config::Cluster& c, const std::vector<std::string>& holders,
-                                  const pb::StageTask& task, queue::Redis* redis);
+                                  const pb::StageTask& task, state::BoardReader* board);
 
 }  // namespace h3pipe::worker

@@ -14,6 +14,7 @@
 #include "common/runtime/runtime.h"
 #include "common/spec/spec.h"
 #include "common/state/paths.h"
+#include "common/state/pool_board_store.h"
 #include "common/state/state.h"
 #include "common/worker/decode_choice.h"
 #include "common/worker/pool_board.h"
@@ -217,7 +218,8 @@ TEST(RedisAcl, EachServiceRunsItsRealCodeWithOnlyItsOwnUser) {
     t.mutable_spec()->set_width(64);
     t.mutable_spec()->set_height(64);
     t.mutable_spec()->set_frames(9);
-    EXPECT_FALSE(worker::choose_decode_host(*c2, "h1", t, samp_conn->get()).empty());
+    state::RedisPoolBoardStore samp_board(**samp_conn);
+    EXPECT_FALSE(worker::choose_decode_host(*c2, "h1", t, &samp_board).empty());
     EXPECT_EQ(refusal(**samp_conn, {"PING"}), "");  // flushes the board's unanswered sends
   }
 

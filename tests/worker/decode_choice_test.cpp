@@ -1,15 +1,17 @@
 // Which decode host gets a latent (issue #3, one choice since issue #13): the earliest expected
-// decode completion, with the backlog read from a real Redis.
+// decode completion, with the backlog read through the board's port (state::BoardReader) from an
+// in-memory board; the Redis implementation of the port under the sampler's ACL user:
+// redis_acl_services_test.
 #include "common/worker/decode_choice.h"
 
 #include <gtest/gtest.h>
 
 #include "common/config/config.h"
-#include "common/queue/keys.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/outbox.h"
+#include "common/worker/worker.h"
+#include "tests/support/fake_pool_board_store.h"
 #include "tests/support/temp_dir.h"
-#include "tests/support/test_support.h"
 
 using namespace h3pipe;
 
@@ -46,9 +48,9 @@ pb::StageTask task() {
   return t;
 }
 
-void fill(queue::Redis& r, const std::string& host, int n) {
-  for (int i = 0; i < n; ++i)
-    ASSERT_TRUE(r.command({"XADD", keys::stream("decode@" + host), "*", "task", "x"}).ok());
+// `n` decode tasks waiting (none claimed) on `host`'s decode stream.
+void fill(test_support::FakeBoard& b, const std::string& host, int n) {
+  b.set_backlog(worker::stream_for(config::StageKind::kDecode, host), n, 0);
 }
 
 }  // namespace
@@ -78,23 +80,36 @@ TEST(DecodeChoice, TheTransferSizeComesFromTheJobsLatentProfile) {
 }
 
 TEST(DecodeChoice, BacklogMovesTheLatentToTheShorterExpectedQueue) {
-  ts::RedisServer srv;
-  auto r = srv.connect();
-  ASSERT_TRUE(r.ok());
+  test_support::FakeBoard b;
+  auto board = b.reader();
   auto c = cluster();
   // The queue is served FIFO on the decoders' slots (dispatch::expected_decode_completion):
   // b: 3 queued on one 2 s pool, this one done at 8 s; c: 2 queued on two 3 s pools, done at 6 s.
-  fill(**r, "b", 3);
-  fill(**r, "c", 2);
-  auto scored = worker::score_decode_hosts(c, "a", task(), r->get());
+  fill(b, "b", 3);
+  fill(b, "c", 2);
+  auto scored = worker::score_decode_hosts(c, "a", task(), board.get());
   ASSERT_EQ(scored.size(), 2u);
   EXPECT_EQ(scored[0].host, "c");
   EXPECT_DOUBLE_EQ(scored[0].total(), 6.0);
   EXPECT_DOUBLE_EQ(scored[1].total(), 8.0);
-  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), r->get()), "c");
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), board.get()), "c");
   // Drain b: back to b.
-  ASSERT_TRUE((*r)->command({"DEL", keys::stream("decode@b")}).ok());
-  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), r->get()), "b");
+  fill(b, "b", 0);
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), board.get()), "b");
+}
+
+// A board that cannot be read counts no backlog: the choice degrades to the fastest host for
+// this job, never to a failure.
+TEST(DecodeChoice, AnUnreadableBoardMeansNoBacklog) {
+  test_support::FakeBoard b;
+  auto board = b.reader();
+  auto c = cluster();
+  fill(b, "b", 3);
+  fill(b, "c", 2);
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), board.get()), "c");
+  b.fail(true);
+  EXPECT_EQ(worker::choose_decode_host(c, "a", task(), board.get()), "b");
+  EXPECT_GE(b.calls().backlogs, 2);
 }
 
 TEST(DecodeChoice, ALocalDecoderWinsTiesAndNoDecoderMeansSelf) {
@@ -131,7 +146,7 @@ TEST(DecodeChoice, ResumeDecodesWhereTheLatentIsOrSendsItFromTheSamplingHost) {
 // Latents still in the sampling host's transfer outbox count on the host each goes to, as the
 // planner counts latents on a link: two on their way to b send the next one to c.
 TEST(DecodeChoice, LatentsStillInTheOutboxCountWhereTheyGo) {
-  ts::TempDir dir;
+  test_support::TempDir dir;
   auto c = cluster();
   c.state_dir = dir.path();
   EXPECT_EQ(worker::choose_decode_host(c, "a", task(), nullptr), "b");
