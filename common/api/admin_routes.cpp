@@ -73,7 +73,7 @@ std::optional<HttpError> retry(Context& ctx, const std::string& id, httplib::Res
     q.type = queue::events::kQueued;
     q.job = j.job_id;
     q.reason = "retry by " + who.name;
-    m.next.push_back(queue::events::run_xadd(run, q));
+    m.announce.push_back(q);
     auto moved = state::Store(r).apply(m);
     if (!moved.ok()) return redis_error(moved.error());
     break;

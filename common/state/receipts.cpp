@@ -10,7 +10,7 @@ std::string receipts_key(const std::string& run_id) {
 
 bool attach_receipt(Move& m, const std::string& receipt_json) {
   if (receipt_json.empty() || receipt_json.size() > kReceiptMaxBytes) return false;
-  m.record.push_back({"HSET", receipts_key(m.run_id), m.job_id, receipt_json});
+  m.record.push_back(op::KeepReceipt{receipt_json});
   return true;
 }
 

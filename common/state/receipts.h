@@ -25,9 +25,9 @@ inline constexpr std::size_t kReceiptMaxBytes = 256 * 1024;
 // The key of the run's receipts hash (under the run's hash tag, like every key of a run).
 std::string receipts_key(const std::string& run_id);
 
-// Adds the receipt to the move's record commands (run when the move applies and when the job is
-// already past it, so a redelivered decode that rewrote the file rewrites this copy too).  False,
-// and nothing added, when the text is empty or larger than kReceiptMaxBytes.
+// Adds the receipt to the move's record (op::KeepReceipt, done when the move applies and when the
+// job is already past it, so a redelivered decode that rewrote the file rewrites this copy too).
+// False, and nothing added, when the text is empty or larger than kReceiptMaxBytes.
 bool attach_receipt(Move& m, const std::string& receipt_json);
 
 // job id -> receipt JSON text, every receipt Redis holds for the run (empty: none).  Errors: I/O.

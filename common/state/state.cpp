@@ -8,9 +8,9 @@
 
 #include "common/core/json_parse.h"
 #include "common/spec/spec.h"
+#include "common/state/move_commands.h"
 #include "common/state/run_commands.h"
 #include "common/state/scripts.h"
-#include "common/state/task_entry.h"
 
 namespace h3pipe::state {
 using queue::reply_int;
@@ -128,16 +128,12 @@ Result<bool> Store::accept_job(const std::string& run_id, const pb::JobSpec& s,
 
 Status Store::reject_job(const std::string& run_id, const std::string& job_id,
                          const std::string& reason) {
-  const std::string now = std::to_string(now_ms());
   Move m;
   m.run_id = run_id;
   m.job_id = job_id;
   m.event = Event::kReject;
   m.to = JobState::kFailed;
-  m.next = {{"HSET", keys::job(run_id, job_id), "error", reason, "submitted_ms", now},
-            {"HSETNX", keys::run(run_id), "created_ms", now},
-            {"ZADD", keys::runs(), "NX", now, run_id},
-            {"ZADD", keys::run_jobs(run_id), "NX", now, job_id}};
+  m.next = {op::RegisterRejected{reason, now_ms()}};
   m.announce.push_back(
       {.type = std::string(queue::events::kFailed), .job = job_id, .reason = reason});
   auto moved = apply(m);
@@ -272,18 +268,14 @@ Result<Moved> Store::apply(const Move& m) {
                  job_state_name(to), csv(states_with(Event::kStart, to, Verdict::kApply)),
                  std::string("attempts:") + stage_key(c.stage), m.ack->claim_order});
   }
-  flatten_into(args, m.record);
-  if (m.announce.empty()) {
-    flatten_into(args, m.next);
-  } else {
-    queue::Commands next = m.next;
-    for (const auto& e : m.announce) {
-      next.push_back(queue::events::run_xadd(m.run_id, e));
-      if (queue::events::is_terminal(e.type))
-        next.push_back(queue::events::terminal_xadd(m.run_id, e));
-    }
-    flatten_into(args, next);
+  flatten_into(args, op_commands(m.run_id, m.job_id, m.record));
+  queue::Commands next = op_commands(m.run_id, m.job_id, m.next);
+  for (const auto& e : m.announce) {
+    next.push_back(queue::events::run_xadd(m.run_id, e));
+    if (queue::events::is_terminal(e.type))
+      next.push_back(queue::events::terminal_xadd(m.run_id, e));
   }
+  flatten_into(args, next);
   auto r = redis_.eval(claim ? kApplyClaimScript : kApplyScript, keys_, args);
   if (!r.ok()) return r.error();
   const redisReply* a = r->get();
@@ -445,17 +437,13 @@ Result<std::vector<std::string>> Store::runs(std::size_t limit) {
 Move Store::advance_move(const std::string& run_id, const std::string& job_id,
                          const pb::StageRecord& rec, JobState to, const std::string& next_stream,
                          const std::string& next_payload) {
-  std::string rec_json;
-  (void)google::protobuf::util::MessageToJsonString(rec, &rec_json);
   Move m;
   m.run_id = run_id;
   m.job_id = job_id;
   m.event = Event::kAdvance;
   m.to = to;
-  m.record = {
-      {"RPUSH", keys::history(run_id, job_id), rec_json},
-      {"HINCRBY", keys::job(run_id, job_id), std::string("done:") + stage_key(rec.stage()), "1"}};
-  if (!next_stream.empty()) m.next.push_back(task_xadd(next_stream, next_payload));
+  m.record = {op::RecordStage{rec}};
+  if (!next_stream.empty()) m.next.push_back(op::Enqueue{next_stream, next_payload});
   queue::events::Event fin;
   fin.type = queue::events::kStageFinished;
   fin.job = job_id;
@@ -479,11 +467,8 @@ Move Store::fail_move(const std::string& run_id, const std::string& job_id, pb::
   m.job_id = job_id;
   m.event = Event::kFail;
   m.to = JobState::kFailed;
-  m.next = {
-      {"HSET", keys::job(run_id, job_id), "error", fmt::format("{}: {}", stage_key(s), reason)}};
-  if (dead_letter_payload)
-    m.next.push_back(
-        queue::dead_letter_record(stage_key(s), run_id, job_id, reason, *dead_letter_payload));
+  m.next = {op::SetError{fmt::format("{}: {}", stage_key(s), reason)}};
+  if (dead_letter_payload) m.next.push_back(op::DeadLetter{s, reason, *dead_letter_payload});
   m.announce.push_back({.type = std::string(queue::events::kFailed),
                         .job = job_id,
                         .stage = stage_key(s),
@@ -492,8 +477,7 @@ Move Store::fail_move(const std::string& run_id, const std::string& job_id, pb::
 }
 
 void Store::count_written(Move& m, pb::Stage s) {
-  m.record.push_back(
-      {"HINCRBY", keys::job(m.run_id, m.job_id), std::string("wrote:") + stage_key(s), "1"});
+  m.record.push_back(op::CountWritten{s});
 }
 
 Move Store::cancel_move(const std::string& run_id, const std::string& job_id, pb::Stage s) {
@@ -503,8 +487,8 @@ Move Store::cancel_move(const std::string& run_id, const std::string& job_id, pb
   m.event = Event::kCancel;
   m.to = JobState::kCancelled;
   m.only_while_cancelled = true;
-  m.next = {{"HSET", keys::job(run_id, job_id), "error",
-             fmt::format("cancelled at {}: the run was cancelled (h3pipe cancel)", stage_key(s))}};
+  m.next = {op::SetError{
+      fmt::format("cancelled at {}: the run was cancelled (h3pipe cancel)", stage_key(s))}};
   m.announce.push_back(
       {.type = std::string(queue::events::kCancelled),
        .job = job_id,
@@ -520,9 +504,8 @@ Move Store::reopen_move(const std::string& run_id, const std::string& job_id, Jo
   m.job_id = job_id;
   m.event = Event::kReopen;
   m.to = to;
-  m.next = {{"HDEL", keys::job(run_id, job_id), "attempts:encode", "attempts:sample",
-             "attempts:decode", "error"}};
-  if (!stream.empty()) m.next.push_back(task_xadd(stream, payload));
+  m.next = {op::ClearAttempts{}};
+  if (!stream.empty()) m.next.push_back(op::Enqueue{stream, payload});
   return m;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // Run and job state in Redis (every key of a run under the hash tag {RUN}, see queue/keys.h).
 // A job's state is written only here, through the job state machine (job_state.h): Store::apply
-// checks the move against its table and applies it, the task's ack and the follow-up commands in
-// one Lua script, so a refused move changes nothing but the run's `illegal` count.
+// checks the move against its table and applies it, the task's ack and what the move does
+// (move_ops.h, turned into commands only here) in one Lua script, so a refused move changes
+// nothing but the run's `illegal` count.
 //
 // job hash fields:  state (queued|encode|sample|transfer|decode|done|failed|cancelled),
 //   spec (canonical JSON), error, submitted_ms, attempts:<stage>, exec:<stage> (runtime started),
@@ -25,6 +26,7 @@
 #include "common/queue/events.h"
 #include "common/queue/queue.h"
 #include "common/state/job_state.h"
+#include "common/state/move_ops.h"
 
 namespace h3pipe::state {
 
@@ -110,8 +112,11 @@ struct Move {
   Event event = Event::kAdvance;
   JobState to = JobState::kNone;
   std::optional<QueueAck> ack;
-  queue::Commands record;  // run when the move applies or the job is already past it (history)
-  queue::Commands next;    // run only when the move applies (the next stage's task, the reason)
+  // What the move does beside the state change (move_ops.h), in order: `record` when the move
+  // applies or the job is already past it (the stage's history and counters, the receipt);
+  // `next` only when it applies (the next stage's task, the reason, a dead letter).
+  Ops record;
+  Ops next;
   bool only_while_cancelled = false;  // a cancel: applies only while the run's flag is still set
   // With an ack: the consumer's next claim in the same script, whatever the move's code (it is
   // the claim the worker would make right after).  Moved::claimed holds what it took.
@@ -211,8 +216,8 @@ class Store final {
                            const pb::StageRecord& rec, JobState to,
                            const std::string& next_stream = "",
                            const std::string& next_payload = "");
-  // With a move's record commands: wrote:<stage>++, the executions that committed the stage's
-  // output (the chaos test's duplicate check), counted even when the job is already past it.
+  // Adds to a move's record: wrote:<stage>++, the executions that committed the stage's output
+  // (the chaos test's duplicate check), counted even when the job is already past it.
   static void count_written(Move& m, pb::Stage s);
   // fail: state -> failed with "<stage>: reason"; dead_letter_payload (when set) also files the
   // task on h3pipe:dead with the reason (queue::dead_letter_record).

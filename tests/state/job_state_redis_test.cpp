@@ -24,8 +24,8 @@ Move move(const std::string& job, Event e, JobState to) {
   m.job_id = job;
   m.event = e;
   m.to = to;
-  m.record = {{"HINCRBY", keys::job("r", job), "recorded", "1"}};
-  m.next = {{"HINCRBY", keys::job("r", job), "nexted", "1"}};
+  m.record = {op::CountWritten{pb::STAGE_ENCODE}};  // wrote:encode
+  m.next = {op::SetError{"nexted"}};
   return m;
 }
 
@@ -56,20 +56,20 @@ TEST(JobStateRedis, TheScriptGivesTheTablesVerdictForEveryMove) {
           case Verdict::kApply:
             EXPECT_EQ(got->code, Applied::kApplied) << what;
             EXPECT_EQ(now, job_state_name(to)) << what;
-            EXPECT_EQ(hget(**r, keys::job("r", job), "recorded"), "1") << what;
-            EXPECT_EQ(hget(**r, keys::job("r", job), "nexted"), "1") << what;
+            EXPECT_EQ(hget(**r, keys::job("r", job), "wrote:encode"), "1") << what;
+            EXPECT_EQ(hget(**r, keys::job("r", job), "error"), "nexted") << what;
             break;
           case Verdict::kAlreadyPast:
             EXPECT_EQ(got->code, Applied::kAlreadyPast) << what;
             EXPECT_EQ(now, job_state_name(from)) << what;
-            EXPECT_EQ(hget(**r, keys::job("r", job), "recorded"), "1") << what;
-            EXPECT_EQ(hget(**r, keys::job("r", job), "nexted"), "") << what;
+            EXPECT_EQ(hget(**r, keys::job("r", job), "wrote:encode"), "1") << what;
+            EXPECT_EQ(hget(**r, keys::job("r", job), "error"), "") << what;
             break;
           case Verdict::kRefuse:
             EXPECT_EQ(got->code, Applied::kRefused) << what;
             EXPECT_EQ(now, from == JobState::kNone ? "" : job_state_name(from)) << what;
-            EXPECT_EQ(hget(**r, keys::job("r", job), "recorded"), "") << what;
-            EXPECT_EQ(hget(**r, keys::job("r", job), "nexted"), "") << what;
+            EXPECT_EQ(hget(**r, keys::job("r", job), "wrote:encode"), "") << what;
+            EXPECT_EQ(hget(**r, keys::job("r", job), "error"), "") << what;
             break;
         }
       }

@@ -16,10 +16,10 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "common/config/config.h"
-#include "common/queue/keys.h"
 #include "common/spec/spec.h"
 #include "common/state/job_state.h"
 #include "common/worker/engine.h"
@@ -114,23 +114,25 @@ class MemoryLedger final : public worker::Ledger {
   }
 
  private:
-  // The follow-up commands the engine builds, read back as what they mean.
-  void run(const queue::Commands& cmds, Job& j) {
-    for (const auto& c : cmds) {
-      if (c[0] == "XADD" && c[1] == keys::dead_letter())
-        dead.push_back(c[10]);  // the "reason" field
-      else if (c[0] == "XADD")
-        enqueued.emplace_back(c[1], c[4]);  // XADD STREAM * task PAYLOAD prio .. (task_entry.h)
-      else if (c[0] == "HSET" && c[2] == "error")
-        j.error = c[3];
-      else if (c[0] == "HINCRBY" && c[2].rfind("wrote:", 0) == 0)
-        j.wrote++;
-      else if (c[0] == "RPUSH")
-        j.history.emplace_back();
-      else if (c[0] == "HSET" && c[1].ends_with(":receipts"))
-        j.receipt = c[3];
-    }
+  // What the move does (state/move_ops.h), done to the job in memory.
+  void run(const state::Ops& ops, Job& j) {
+    for (const auto& o : ops) std::visit(Apply{*this, j}, o);
   }
+  struct Apply {
+    MemoryLedger& l;
+    Job& j;
+    void operator()(const state::op::RecordStage& o) { j.history.push_back(o.record); }
+    void operator()(const state::op::CountWritten&) { j.wrote++; }
+    void operator()(const state::op::KeepReceipt& o) { j.receipt = o.json; }
+    void operator()(const state::op::Enqueue& o) { l.enqueued.emplace_back(o.stream, o.payload); }
+    void operator()(const state::op::SetError& o) { j.error = o.text; }
+    void operator()(const state::op::DeadLetter& o) { l.dead.push_back(o.reason); }
+    void operator()(const state::op::ClearAttempts&) {
+      j.attempts = 0;
+      j.error.clear();
+    }
+    void operator()(const state::op::RegisterRejected& o) { j.error = o.reason; }
+  };
 };
 
 class MemoryFiles final : public worker::Files {
