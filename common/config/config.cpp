@@ -27,8 +27,6 @@ bool valid_user_name(std::string_view name) {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kStageNames[] = {"encode", "sample", "decode"};
-
 // Absolute: redis-server changes into its data dir before it reads its ACL file, so a relative
 // state dir (`--state-dir st`) once left it looking for st/redis/users.acl under st/redis.
 fs::path default_state_dir() {
@@ -38,10 +36,6 @@ fs::path default_state_dir() {
 }
 
 }  // namespace
-
-const char* stage_name(StageKind s) {
-  return kStageNames[static_cast<int>(s)];
-}
 
 const Profile* Pool::profile_for(std::string_view job_class) const {
   auto it = profiles.find(std::string(job_class));

@@ -244,7 +244,8 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
     // pools and its transfer receiver, whose .part files may be live (a restart used to delete
     // them under their writers, whose commit then failed).
     std::size_t swept = artifacts::sweep_parts(
-        worker::describe(wiring.stage).writes_outputs ? c.output_root : c.artifact_root,
+        config::describe_stage(wiring.stage).writes == config::Artifact::kVideo ? c.output_root
+                                                                                : c.artifact_root,
         std::chrono::hours(24));
     if (swept) logger().info("removed {} stale .part files (untouched for a day)", swept);
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/config/stages.h"
 #include "common/core/json_parse.h"
 #include "common/spec/spec.h"
 #include "common/state/move_commands.h"
@@ -17,18 +18,8 @@ using queue::reply_int;
 using queue::reply_str;
 
 const char* stage_key(pb::Stage s) {
-  switch (s) {
-    case pb::STAGE_ENCODE:
-      return "encode";
-    case pb::STAGE_SAMPLE:
-      return "sample";
-    case pb::STAGE_TRANSFER:
-      return "transfer";
-    case pb::STAGE_DECODE:
-      return "decode";
-    default:
-      return "unknown";
-  }
+  const auto* d = config::find_stage(s);
+  return d ? d->name.data() : "unknown";  // the table's names are literals: NUL-terminated
 }
 
 long long now_ms() {

@@ -20,7 +20,7 @@ Result<std::unique_ptr<Claimer>> Claimer::create(ClaimerOptions o, queue::Redis&
   std::unique_ptr<Claimer> t(new Claimer(std::move(o), redis, store));
   const auto& c = *t->opts_.cluster;
   const auto& pool = *t->opts_.pool;
-  t->stage_ = describe(pool.stage).stage;
+  t->stage_ = config::describe_stage(pool.stage).stage;
   // New entries are taken in the claim order (docs/design.md, "The claim order").
   const std::string order = dispatch::claim_order_for(c, pool).encode();
   const std::string stream = stream_for(pool.stage, pool.host);

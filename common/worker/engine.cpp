@@ -28,12 +28,6 @@ using state::JobState;
 
 namespace {
 
-constexpr StageDescriptor kStages[] = {
-    {pb::STAGE_ENCODE, config::StageKind::kEncode, "encode", false, false, false},
-    {pb::STAGE_SAMPLE, config::StageKind::kSample, "sample", true, false, false},
-    {pb::STAGE_DECODE, config::StageKind::kDecode, "decode", true, true, true},
-};
-
 // What makes a task's spec unfit to run, joined ("" = fit): spec::validate's rules against the
 // limits (the referenceImage is the runtime's to open, at the time of use), and the spec's jobId
 // must be the task's.
@@ -48,18 +42,6 @@ std::string task_spec_problems(const pb::StageTask& t, const config::Cluster& cl
 }
 
 }  // namespace
-
-const StageDescriptor& describe(pb::Stage s) {
-  for (const auto& d : kStages)
-    if (d.stage == s) return d;
-  return kStages[0];
-}
-
-const StageDescriptor& describe(config::StageKind k) {
-  for (const auto& d : kStages)
-    if (d.kind == k) return d;
-  return kStages[0];
-}
 
 const char* outcome_name(Outcome o) {
   switch (o) {
@@ -95,7 +77,7 @@ Clock Clock::system() {
 StageEngine::StageEngine(EngineOptions o, Ledger& ledger, Files& files, Compute compute,
                          Clock clock, Routing routing)
     : opts_(o),
-      stage_(describe(o.pool->stage)),
+      stage_(config::describe_stage(o.pool->stage)),
       ledger_(ledger),
       files_(files),
       compute_(std::move(compute)),
@@ -132,7 +114,7 @@ state::Move StageEngine::stamped(state::Move m) const {
 void StageEngine::emit(const pb::StageTask& t, queue::events::Event e) {
   if (!opts_.events) return;
   e.job = t.job_id();
-  e.stage = stage_.key;
+  e.stage = stage_.name;
   e.host = opts_.pool->host;
   e.pool = opts_.pool->name;
   if (attempt_ > 0) e.attempt = std::to_string(attempt_);
@@ -160,7 +142,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   if (started->refused) {
     logger().warn(
         "run={} job={} {}: the job is {}; dropping the task (refused by the state machine)", run,
-        job, stage_.key, state::job_state_name(started->from));
+        job, stage_.name, state::job_state_name(started->from));
     return done(Outcome::kRefused, t);
   }
   const long long attempt = started->number;
@@ -175,7 +157,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     const std::string& last = started->last_error;
     return dead_letter(c, t,
                        fmt::format("{} failed {} deliveries (max_deliveries {}); last error: {}",
-                                   stage_.key, attempt - 1, cl.queue.max_deliveries,
+                                   stage_.name, attempt - 1, cl.queue.max_deliveries,
                                    last.empty() ? "the worker died while running it" : last));
   }
   // Paths from (run, job, stage) alone; a task naming other paths is ignored on purpose.
@@ -195,7 +177,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   // every delivery).  A spec out of range never becomes valid: dead-lettered at once, with every
   // reason; the worker carries on.
   if (auto bad = task_spec_problems(t, cl); !bad.empty()) {
-    const std::string why = fmt::format("{} refused the task's spec: {}", stage_.key, bad);
+    const std::string why = fmt::format("{} refused the task's spec: {}", stage_.name, bad);
     ledger_.note_error(t, why);
     return dead_letter(c, t, why);
   }
@@ -210,14 +192,24 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   ctx.pool = opts_.pool->name;
   ctx.attempt = attempt;
   ctx.conditioning = *cond;
-  ctx.input = stage_.stage == pb::STAGE_SAMPLE   ? *cond
-              : stage_.stage == pb::STAGE_DECODE ? *lat
-                                                 : fs::path();
-  ctx.output = stage_.stage == pb::STAGE_ENCODE   ? *cond
-               : stage_.stage == pb::STAGE_SAMPLE ? *lat
-                                                  : *mp4;
+  const auto path_of = [&](config::Artifact a) {
+    switch (a) {
+      case config::Artifact::kConditioning:
+        return *cond;
+      case config::Artifact::kLatent:
+        return *lat;
+      case config::Artifact::kVideo:
+        return *mp4;
+      case config::Artifact::kNone:
+        break;
+    }
+    return fs::path();
+  };
+  ctx.input = path_of(stage_.reads);
+  ctx.output = path_of(stage_.writes);
   // The configured root the output lies under: every file check and write stays beneath it.
-  ctx.root = fs::absolute(stage_.writes_outputs ? cl.output_root : cl.artifact_root);
+  ctx.root =
+      fs::absolute(stage_.writes == config::Artifact::kVideo ? cl.output_root : cl.artifact_root);
   // Cancellation reaches a running stage: the runtime polls this (the builtin sampler between
   // steps); the ledger is asked at most every kCancelPollMs, so a cancel stops the sampler within
   // one step + kCancelPollMs (#37 item 5).  A lease found lost (another worker owns the task now)
@@ -279,19 +271,19 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     if (auto n = files_.size(ctx.output); n.ok()) rec.set_bytes(*n);
     rec.set_end_unix_ms(clock_.unix_ms());
     logger().info("run={} job={} {}: output already present and verified; skipping", run, job,
-                  stage_.key);
+                  stage_.name);
     return finish(c, t, rec, false, true);
   }
   if (existing.error().code == errc::artifact::kMismatch ||
       existing.error().code == errc::artifact::kNoSidecar)
     files_.remove(ctx.output);  // a corrupt output is redone, never trusted
-  if (stage_.reads_input) {
+  if (stage_.reads != config::Artifact::kNone) {
     auto in = files_.verify(fs::absolute(cl.artifact_root), fs::absolute(ctx.input));
     if (!in.ok()) return fail_attempt(c, t, attempt, in.error());
     rec.set_input_sha256(*in);
     // The decode input is checked against the job's profile before any runtime sees it.  Its
     // bytes are verified, so a latent that does not fit never will: dead-lettered at once.
-    if (stage_.stage == pb::STAGE_DECODE) {
+    if (stage_.reads == config::Artifact::kLatent) {
       const latent::Expected want{ctx.latent_profile, spec::job_size(t.spec())};
       if (auto f = files_.fits(fs::absolute(ctx.input), want); !f.ok()) {
         const std::string why =
@@ -314,7 +306,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   if (!out.ok() && out.error().code == errc::runtime::kCancelled &&
       ledger_.lease_lost(c.entry_id)) {
     logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run,
-                  job, stage_.key);
+                  job, stage_.name);
     return done(Outcome::kLeaseLost, t);
   }
   if (!out.ok() && out.error().code == errc::runtime::kCancelled && opts_.hand_back_due()) {
@@ -322,14 +314,14 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     // its lease expires (another worker's next sweep takes it).
     const std::string why =
         fmt::format("{} handed back by pool {} at shutdown after {:.1f}s (its stop grace ran out)",
-                    stage_.key, opts_.pool->name, static_cast<double>(compute_s));
+                    stage_.name, opts_.pool->name, static_cast<double>(compute_s));
     logger().warn("run={} job={} {}", run, job, why);
     ledger_.note_handed_back(t, why);
     H3_TRY(ledger_.retry_later(c.entry_id, 0));
     return done(Outcome::kRetried, t);
   }
   if (!out.ok() && out.error().code == errc::runtime::kCancelled) {
-    logger().info("run={} job={} {}: cancelled while running", run, job, stage_.key);
+    logger().info("run={} job={} {}: cancelled while running", run, job, stage_.name);
     auto r = cancel(c, t);
     if (!r.ok()) return r.error();
     if (*r) return **r;
@@ -352,7 +344,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   rec.set_end_unix_ms(clock_.unix_ms());
   if (out->reused)
     logger().warn("run={} job={} {}: another execution committed the output first; kept it", run,
-                  job, stage_.key);
+                  job, stage_.name);
   return finish(c, t, rec, !out->reused, false);
 }
 
@@ -363,7 +355,7 @@ Result<std::optional<Outcome>> StageEngine::cancel(const Claimed& c, const pb::S
   switch (m->code) {
     case Applied::kApplied:
       logger().info("run={} job={} {}: run cancelled; the job is cancelled", t.run_id(), t.job_id(),
-                    stage_.key);
+                    stage_.name);
       return std::optional<Outcome>(*done(Outcome::kCancelled, t));
     case Applied::kNotCancelled:
       return std::optional<Outcome>();  // resumed meanwhile
@@ -376,7 +368,7 @@ Result<std::optional<Outcome>> StageEngine::cancel(const Claimed& c, const pb::S
 
 Result<Outcome> StageEngine::dead_letter(const Claimed& c, const pb::StageTask& t,
                                          const std::string& reason) {
-  logger().error("run={} job={} {} dead-lettered: {}", t.run_id(), t.job_id(), stage_.key, reason);
+  logger().error("run={} job={} {} dead-lettered: {}", t.run_id(), t.job_id(), stage_.name, reason);
   auto m = ledger_.apply(
       stamped(state::Store::fail_move(t.run_id(), t.job_id(), stage_.stage, reason, c.payload)),
       c.entry_id);
@@ -389,7 +381,7 @@ Result<Outcome> StageEngine::dead_letter(const Claimed& c, const pb::StageTask& 
 Result<Outcome> StageEngine::fail_attempt(const Claimed& c, const pb::StageTask& t,
                                           long long attempt, const Error& err) {
   const auto& cl = *opts_.cluster;
-  logger().warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), stage_.key,
+  logger().warn("run={} job={} {} attempt {}/{} failed: {}", t.run_id(), t.job_id(), stage_.name,
                 attempt, cl.queue.max_deliveries, err.to_string());
   ledger_.note_error(t, err.to_string());
   // A permanent code (the catalogue's retry class): retrying cannot help, so the first failure is
@@ -398,8 +390,8 @@ Result<Outcome> StageEngine::fail_attempt(const Claimed& c, const pb::StageTask&
   if (attempt >= cl.queue.max_deliveries || permanent)
     return dead_letter(c, t,
                        permanent ? fmt::format("{} failed permanently on delivery {}: {}",
-                                               stage_.key, attempt, err.to_string())
-                                 : fmt::format("{} failed {} of {} deliveries: {}", stage_.key,
+                                               stage_.name, attempt, err.to_string())
+                                 : fmt::format("{} failed {} of {} deliveries: {}", stage_.name,
                                                attempt, cl.queue.max_deliveries, err.to_string()));
   const int backoff = cl.queue.retry_backoff_ms << std::min<long long>(attempt - 1, 6);
   H3_TRY(ledger_.retry_later(c.entry_id, backoff));
@@ -476,26 +468,26 @@ Result<Outcome> StageEngine::finish(const Claimed& c, const pb::StageTask& t,
         "run={} job={} {}: completion acknowledged by no replica within redis.wait_timeout_ms; a "
         "failover "
         "now would redo it from its artifacts",
-        run, job, stage_.key);
+        run, job, stage_.name);
   switch (moved->code) {
     case Applied::kApplied:
-      report(
-          [run, job, key = stage_.key, s = (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0, to] {
-            logger().info("run={} job={} {} done in {:.3f}s -> {}", run, job, key, s,
-                          state::job_state_name(to));
-          });
+      report([run, job, key = stage_.name, s = (rec.end_unix_ms() - rec.start_unix_ms()) / 1000.0,
+              to] {
+        logger().info("run={} job={} {} done in {:.3f}s -> {}", run, job, key, s,
+                      state::job_state_name(to));
+      });
       return done(skipped ? Outcome::kSkipped : Outcome::kCompleted, t, rec);
     case Applied::kAlreadyPast:
       logger().info("run={} job={} {}: the job is already {}; history kept, nothing enqueued", run,
-                    job, stage_.key, state::job_state_name(moved->from));
+                    job, stage_.name, state::job_state_name(moved->from));
       return done(Outcome::kSkipped, t, rec);
     case Applied::kLeaseLost:
       logger().warn("run={} job={} {}: lease lost before completion; not enqueuing twice", run, job,
-                    stage_.key);
+                    stage_.name);
       return done(Outcome::kLeaseLost, t, rec);
     default:
       logger().warn("run={} job={} {}: the job is {}; completion refused by the state machine", run,
-                    job, stage_.key, state::job_state_name(moved->from));
+                    job, stage_.name, state::job_state_name(moved->from));
       return done(Outcome::kRefused, t, rec);
   }
 }

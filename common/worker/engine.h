@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/config/config.h"
+#include "common/config/stages.h"
 #include "common/core/result.h"
 #include "common/proto/h3pipe.pb.h"
 #include "common/queue/events.h"
@@ -27,18 +28,6 @@
 #include "common/state/state.h"
 
 namespace h3pipe::worker {
-
-// One row per stage: everything that differs between encode, sample and decode.
-struct StageDescriptor {
-  pb::Stage stage;
-  config::StageKind kind;
-  const char* key;      // "encode", ...
-  bool reads_input;     // the previous stage's artifact (sample: conditioning, decode: latent)
-  bool writes_outputs;  // the output lies under output_root (decode), else artifact_root
-  bool writes_receipt;  // the last stage writes JOB.pipeline.json before it acks
-};
-const StageDescriptor& describe(pb::Stage s);
-const StageDescriptor& describe(config::StageKind k);
 
 enum class Outcome {
   kCompleted,
@@ -197,7 +186,7 @@ class StageEngine final {
   void emit(const pb::StageTask& t, queue::events::Event e);
 
   EngineOptions opts_;
-  const StageDescriptor& stage_;
+  const config::StageDescriptor& stage_;  // this pool's row of the stage table
   Ledger& ledger_;
   Files& files_;
   Compute compute_;

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "common/config/stages.h"
 #include "common/dispatch/claim_order.h"
 #include "common/logging/log.h"
 #include "common/queue/keys.h"
@@ -29,30 +30,6 @@ namespace h3pipe::worker {
 namespace {
 double now_s() {
   return state::now_ms() / 1000.0;
-}
-
-pb::Stage to_pb(config::StageKind s) {
-  switch (s) {
-    case config::StageKind::kEncode:
-      return pb::STAGE_ENCODE;
-    case config::StageKind::kSample:
-      return pb::STAGE_SAMPLE;
-    case config::StageKind::kDecode:
-      return pb::STAGE_DECODE;
-  }
-  return pb::STAGE_UNSPECIFIED;
-}
-
-const char* service_of(config::StageKind s) {
-  switch (s) {
-    case config::StageKind::kEncode:
-      return "encoder";
-    case config::StageKind::kSample:
-      return "sampler";
-    case config::StageKind::kDecode:
-      return "decoder";
-  }
-  return "";
 }
 }  // namespace
 
@@ -167,10 +144,11 @@ void PoolBoard::publish(double busy_for_s) {
   double now = now_s();
   busy_until_unix_s_ = busy_for_s > 0 ? now + busy_for_s : 0;
   pb::Heartbeat hb;
-  hb.set_service(service_of(self_.stage));
+  const auto& stage = config::describe_stage(self_.stage);
+  hb.set_service(std::string(stage.service));
   hb.set_host(self_.host);
   hb.set_pool(self_.name);
-  hb.set_stage(to_pb(self_.stage));
+  hb.set_stage(stage.stage);
   hb.set_unix_ms(state::now_ms());
   hb.set_state(busy_for_s > 0 ? "busy" : "idle");
   hb.set_busy_until_unix_s(busy_until_unix_s_);

@@ -11,7 +11,7 @@ RedisTasks::~RedisTasks() = default;
 
 Result<std::unique_ptr<RedisTasks>> RedisTasks::create(ClaimerOptions o) {
   std::unique_ptr<RedisTasks> t(new RedisTasks());
-  t->stage_ = describe(o.pool->stage).stage;
+  t->stage_ = config::describe_stage(o.pool->stage).stage;
   auto r = o.redis.connect();
   if (!r.ok()) return r.error();
   t->redis_ = std::move(r.value());

@@ -31,7 +31,7 @@ namespace h3pipe::worker {
 namespace fs = std::filesystem;
 
 std::string stream_for(config::StageKind stage, const std::string& host) {
-  return keys::stage_stream(config::stage_name(stage), host);
+  return keys::stage_stream(config::describe_stage(stage).stream, host);
 }
 std::string group_for(config::StageKind stage) {
   return config::stage_name(stage);
@@ -123,7 +123,7 @@ void StageWorker::wire(Ports ports) {
   ports_ = std::move(ports);
   const auto& pool = *opts_.pool;
   const auto& c = *opts_.cluster;
-  stage_ = describe(pool.stage).stage;
+  stage_ = config::describe_stage(pool.stage).stage;
   warm_first_use();
   if (!hooks_.decode_host) {
     std::string self = pool.host;

@@ -12,6 +12,7 @@
 #include "common/queue/keys.h"
 #include "common/state/job_state.h"
 #include "common/state/receipts.h"
+#include "common/worker/worker.h"
 #include "tests/support/fake_stage_ports.h"
 
 using namespace h3pipe;
@@ -382,10 +383,36 @@ TEST(StageEngine, ALatentForAnotherHostIsRecordedBeforeTheAckAndAnnouncedAfterIt
 }
 
 TEST(StageDescriptors, OneRowPerStage) {
-  EXPECT_STREQ(describe(pb::STAGE_ENCODE).key, "encode");
-  EXPECT_FALSE(describe(pb::STAGE_ENCODE).reads_input);
-  EXPECT_TRUE(describe(config::StageKind::kSample).reads_input);
-  EXPECT_TRUE(describe(pb::STAGE_DECODE).writes_outputs);
-  EXPECT_TRUE(describe(pb::STAGE_DECODE).writes_receipt);
-  EXPECT_FALSE(describe(pb::STAGE_SAMPLE).writes_receipt);
+  using config::Artifact;
+  using config::StageKind;
+  ASSERT_EQ(config::stage_table().size(), 4u);
+  EXPECT_EQ(config::find_stage(pb::STAGE_ENCODE)->name, "encode");
+  EXPECT_EQ(config::find_stage(pb::STAGE_ENCODE)->reads, Artifact::kNone);
+  EXPECT_EQ(config::describe_stage(StageKind::kSample).reads, Artifact::kConditioning);
+  EXPECT_EQ(config::describe_stage(StageKind::kSample).writes, Artifact::kLatent);
+  EXPECT_EQ(config::find_stage(pb::STAGE_DECODE)->writes, Artifact::kVideo);
+  EXPECT_TRUE(config::find_stage(pb::STAGE_DECODE)->writes_receipt);
+  EXPECT_FALSE(config::find_stage(pb::STAGE_SAMPLE)->writes_receipt);
+  // Every pool stage round-trips through both enums and its name; transfer has no pool stage.
+  for (auto k : {StageKind::kEncode, StageKind::kSample, StageKind::kDecode}) {
+    const auto& d = config::describe_stage(k);
+    EXPECT_EQ(config::find_stage(d.stage), &d);
+    EXPECT_EQ(config::find_stage(d.name), &d);
+    EXPECT_EQ(d.kind, k);
+    EXPECT_TRUE(d.runtime);
+    EXPECT_STREQ(config::stage_name(k), std::string(d.name).c_str());
+  }
+  const auto* transfer = config::find_stage("transfer");
+  ASSERT_NE(transfer, nullptr);
+  EXPECT_EQ(transfer->stage, pb::STAGE_TRANSFER);
+  EXPECT_FALSE(transfer->kind.has_value());
+  EXPECT_FALSE(transfer->runtime);
+  EXPECT_EQ(config::find_stage(pb::STAGE_UNSPECIFIED), nullptr);
+  EXPECT_EQ(config::find_stage("nope"), nullptr);
+  EXPECT_STREQ(state::stage_key(pb::STAGE_TRANSFER), "transfer");
+  EXPECT_STREQ(state::stage_key(pb::STAGE_UNSPECIFIED), "unknown");
+  // The services' names (heartbeats) and the streams, as before the table.
+  EXPECT_EQ(config::describe_stage(StageKind::kDecode).service, "decoder");
+  EXPECT_EQ(stream_for(StageKind::kSample, "h1"), "h3pipe:stream:sample");
+  EXPECT_EQ(stream_for(StageKind::kDecode, "h1"), "h3pipe:stream:decode@h1");
 }
