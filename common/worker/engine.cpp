@@ -123,8 +123,23 @@ void StageEngine::emit(const pb::StageTask& t, queue::events::Event e) {
 
 Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   attempt_ = 0;
-  const auto& cl = *opts_.cluster;
   pb::StageTask t;
+  if (auto end = admit(c, t)) return std::move(*end);
+  runtime::StageContext ctx;
+  if (auto end = prepare(c, t, ctx)) return std::move(*end);
+  watch(c, t, ctx);
+  pb::StageRecord rec = new_record(c, ctx, queue_wait_s);
+  if (auto end = check_files(c, t, ctx, rec)) return std::move(*end);
+  ledger_.note_exec(t);
+  const long long compute_start_ms = clock_.steady_ms();
+  auto out = compute_(ctx);
+  const double compute_s = static_cast<double>(clock_.steady_ms() - compute_start_ms) / 1000.0;
+  run_deferred();  // a runtime that never polled: the last report waits no longer than this one
+  return conclude(c, t, std::move(rec), out, compute_s);
+}
+
+StageEngine::Ended StageEngine::admit(const Claimed& c, pb::StageTask& t) {
+  const auto& cl = *opts_.cluster;
   if (c.payload.empty() || !t.ParseFromString(c.payload) || t.run_id().empty() ||
       t.job_id().empty()) {
     logger().error("{}: entry {} holds no valid task; dead-lettering it", opts_.pool->name,
@@ -132,8 +147,6 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     H3_TRY(ledger_.dead_letter_entry(c, "unparseable task payload"));
     return done(Outcome::kDeadLettered, pb::StageTask());
   }
-  const std::string& run = t.run_id();
-  const std::string& job = t.job_id();
   // The start move counts the attempt and reads the run's cancel flag and the job's last error;
   // a job that is not at this stage (done, failed, cancelled, or elsewhere: a stale task) is
   // refused and its entry dropped in the same step.
@@ -141,25 +154,32 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   if (!started.ok()) return started.error();
   if (started->refused) {
     logger().warn(
-        "run={} job={} {}: the job is {}; dropping the task (refused by the state machine)", run,
-        job, stage_.name, state::job_state_name(started->from));
+        "run={} job={} {}: the job is {}; dropping the task (refused by the state machine)",
+        t.run_id(), t.job_id(), stage_.name, state::job_state_name(started->from));
     return done(Outcome::kRefused, t);
   }
-  const long long attempt = started->number;
-  attempt_ = attempt;
+  attempt_ = started->number;
   if (started->cancelled) {
     auto r = cancel(c, t);
     if (!r.ok()) return r.error();
     if (*r) return **r;
     // The run was resumed between the start and the cancel: the task runs after all.
   }
-  if (attempt > cl.queue.max_deliveries) {
+  if (attempt_ > cl.queue.max_deliveries) {
     const std::string& last = started->last_error;
     return dead_letter(c, t,
                        fmt::format("{} failed {} deliveries (max_deliveries {}); last error: {}",
-                                   stage_.name, attempt - 1, cl.queue.max_deliveries,
+                                   stage_.name, attempt_ - 1, cl.queue.max_deliveries,
                                    last.empty() ? "the worker died while running it" : last));
   }
+  return std::nullopt;
+}
+
+StageEngine::Ended StageEngine::prepare(const Claimed& c, const pb::StageTask& t,
+                                        runtime::StageContext& ctx) {
+  const auto& cl = *opts_.cluster;
+  const std::string& run = t.run_id();
+  const std::string& job = t.job_id();
   // Paths from (run, job, stage) alone; a task naming other paths is ignored on purpose.
   auto cond = paths::conditioning(cl, run, job);
   auto lat = paths::latent(cl, run, job);
@@ -183,14 +203,13 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   }
 
   emit(t, {.type = std::string(queue::events::kStageStarted)});
-  runtime::StageContext ctx;
   ctx.latent_profile = std::move(*profile);
   ctx.run_id = run;
   ctx.spec = &t.spec();
   ctx.job_class = spec::job_class(t.spec(), cl);
   ctx.host = opts_.pool->host;
   ctx.pool = opts_.pool->name;
-  ctx.attempt = attempt;
+  ctx.attempt = attempt_;
   ctx.conditioning = *cond;
   const auto path_of = [&](config::Artifact a) {
     switch (a) {
@@ -210,6 +229,10 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   // The configured root the output lies under: every file check and write stays beneath it.
   ctx.root =
       fs::absolute(stage_.writes == config::Artifact::kVideo ? cl.output_root : cl.artifact_root);
+  return std::nullopt;
+}
+
+void StageEngine::watch(const Claimed& c, const pb::StageTask& t, runtime::StageContext& ctx) {
   // Cancellation reaches a running stage: the runtime polls this (the builtin sampler between
   // steps); the ledger is asked at most every kCancelPollMs, so a cancel stops the sampler within
   // one step + kCancelPollMs (#37 item 5).  A lease found lost (another worker owns the task now)
@@ -220,8 +243,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   };
   auto poll = std::make_shared<Poll>();
   poll->next_ms = clock_.steady_ms() + kCancelPollMs;
-  const std::string entry_id = c.entry_id;
-  ctx.cancelled = [this, run, poll, entry_id] {
+  ctx.cancelled = [this, run = t.run_id(), poll, entry_id = c.entry_id] {
     if (!deferred_.empty()) run_deferred();  // the last task's report, now that this one runs
     if (ledger_.lease_lost(entry_id) || opts_.hand_back_due()) return true;
     if (!poll->cancelled && clock_.steady_ms() >= poll->next_ms) {
@@ -251,27 +273,37 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
              .steps = std::to_string(steps),
              .extra = {{"format", "jpeg"}, {"image", jpeg_base64}}});
   };
-  const auto& rt = cl.runtime_for(*opts_.pool);
+}
+
+pb::StageRecord StageEngine::new_record(const Claimed& c, const runtime::StageContext& ctx,
+                                        double queue_wait_s) const {
+  const auto& rt = opts_.cluster->runtime_for(*opts_.pool);
   pb::StageRecord rec;
   rec.set_stage(stage_.stage);
   rec.set_host(opts_.pool->host);
   rec.set_pool(opts_.pool->name);
   rec.set_runtime(rt.name);
   rec.set_settings_json(rt.settings.dump());
-  rec.set_attempts(static_cast<std::uint32_t>(attempt));
+  rec.set_attempts(static_cast<std::uint32_t>(attempt_));
   rec.set_queue_wait_s(queue_wait_s);
   rec.set_gpu_wait_s(c.gpu_wait_s);
   rec.set_output_path(ctx.output.string());
   rec.set_start_unix_ms(clock_.unix_ms());
+  return rec;
+}
 
+StageEngine::Ended StageEngine::check_files(const Claimed& c, const pb::StageTask& t,
+                                            const runtime::StageContext& ctx,
+                                            pb::StageRecord& rec) {
+  const auto& cl = *opts_.cluster;
   // Rule 1: an output that exists and verifies means the stage is done.
   auto existing = files_.verify(ctx.root, fs::absolute(ctx.output));
   if (existing.ok()) {
     rec.set_output_sha256(*existing);
     if (auto n = files_.size(ctx.output); n.ok()) rec.set_bytes(*n);
     rec.set_end_unix_ms(clock_.unix_ms());
-    logger().info("run={} job={} {}: output already present and verified; skipping", run, job,
-                  stage_.name);
+    logger().info("run={} job={} {}: output already present and verified; skipping", t.run_id(),
+                  t.job_id(), stage_.name);
     return finish(c, t, rec, false, true);
   }
   if (existing.error().code == errc::artifact::kMismatch ||
@@ -279,15 +311,15 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     files_.remove(ctx.output);  // a corrupt output is redone, never trusted
   if (stage_.reads != config::Artifact::kNone) {
     auto in = files_.verify(fs::absolute(cl.artifact_root), fs::absolute(ctx.input));
-    if (!in.ok()) return fail_attempt(c, t, attempt, in.error());
+    if (!in.ok()) return fail_attempt(c, t, attempt_, in.error());
     rec.set_input_sha256(*in);
-    // The decode input is checked against the job's profile before any runtime sees it.  Its
+    // A latent input is checked against the job's profile before any runtime sees it.  Its
     // bytes are verified, so a latent that does not fit never will: dead-lettered at once.
     if (stage_.reads == config::Artifact::kLatent) {
       const latent::Expected want{ctx.latent_profile, spec::job_size(t.spec())};
       if (auto f = files_.fits(fs::absolute(ctx.input), want); !f.ok()) {
         const std::string why =
-            fmt::format("decode input does not fit the job's latent profile {}: {}",
+            fmt::format("{} input does not fit the job's latent profile {}: {}", stage_.name,
                         ctx.latent_profile.name, f.error().to_string());
         ledger_.note_error(t, why);
         return dead_letter(c, t, why);
@@ -297,39 +329,16 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   // The output's folder is created below its root without following a symlink; stale .part files
   // are replaced by name by the runtime's writer (write_once / prepare_output).
   if (auto made = files_.make_dirs(ctx.root, fs::absolute(ctx.output).parent_path()); !made.ok())
-    return fail_attempt(c, t, attempt, made.error());
-  ledger_.note_exec(t);
-  const long long compute_start_ms = clock_.steady_ms();
-  auto out = compute_(ctx);
-  const double compute_s = static_cast<double>(clock_.steady_ms() - compute_start_ms) / 1000.0;
-  run_deferred();  // a runtime that never polled: the last report waits no longer than this one
-  if (!out.ok() && out.error().code == errc::runtime::kCancelled &&
-      ledger_.lease_lost(c.entry_id)) {
-    logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run,
-                  job, stage_.name);
-    return done(Outcome::kLeaseLost, t);
-  }
-  if (!out.ok() && out.error().code == errc::runtime::kCancelled && opts_.hand_back_due()) {
-    // Scale-in: the pod's grace ends before the stage would; the task goes back now, not when
-    // its lease expires (another worker's next sweep takes it).
-    const std::string why =
-        fmt::format("{} handed back by pool {} at shutdown after {:.1f}s (its stop grace ran out)",
-                    stage_.name, opts_.pool->name, static_cast<double>(compute_s));
-    logger().warn("run={} job={} {}", run, job, why);
-    ledger_.note_handed_back(t, why);
-    H3_TRY(ledger_.retry_later(c.entry_id, 0));
-    return done(Outcome::kRetried, t);
-  }
-  if (!out.ok() && out.error().code == errc::runtime::kCancelled) {
-    logger().info("run={} job={} {}: cancelled while running", run, job, stage_.name);
-    auto r = cancel(c, t);
-    if (!r.ok()) return r.error();
-    if (*r) return **r;
-    // Resumed while it ran: the output was not committed; the task is taken again at once.
-    H3_TRY(ledger_.retry_later(c.entry_id, 0));
-    return done(Outcome::kRetried, t);
-  }
-  if (!out.ok()) return fail_attempt(c, t, attempt, out.error());
+    return fail_attempt(c, t, attempt_, made.error());
+  return std::nullopt;
+}
+
+Result<Outcome> StageEngine::conclude(const Claimed& c, const pb::StageTask& t, pb::StageRecord rec,
+                                      const Result<runtime::StageOutput>& out, double compute_s) {
+  const std::string& run = t.run_id();
+  const std::string& job = t.job_id();
+  if (!out.ok() && out.error().code == errc::runtime::kCancelled) return stopped(c, t, compute_s);
+  if (!out.ok()) return fail_attempt(c, t, attempt_, out.error());
   rec.set_output_sha256(out->sha256);
   rec.set_bytes(out->bytes);
   rec.set_device(out->device);
@@ -337,7 +346,7 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
   rec.set_run_s(std::max(0.0, compute_s - out->mux_s));
   if (!out->settings.empty()) {
     // The receipt keeps the configured settings and adds what the runtime reports it used.
-    auto merged = rt.settings;
+    auto merged = opts_.cluster->runtime_for(*opts_.pool).settings;
     merged["runtime_reported"] = out->settings;
     rec.set_settings_json(merged.dump());
   }
@@ -346,6 +355,34 @@ Result<Outcome> StageEngine::process(const Claimed& c, double queue_wait_s) {
     logger().warn("run={} job={} {}: another execution committed the output first; kept it", run,
                   job, stage_.name);
   return finish(c, t, rec, !out->reused, false);
+}
+
+Result<Outcome> StageEngine::stopped(const Claimed& c, const pb::StageTask& t, double compute_s) {
+  const std::string& run = t.run_id();
+  const std::string& job = t.job_id();
+  if (ledger_.lease_lost(c.entry_id)) {
+    logger().warn("run={} job={} {}: lease lost while running; stopped, the new owner runs it", run,
+                  job, stage_.name);
+    return done(Outcome::kLeaseLost, t);
+  }
+  if (opts_.hand_back_due()) {
+    // Scale-in: the pod's grace ends before the stage would; the task goes back now, not when
+    // its lease expires (another worker's next sweep takes it).
+    const std::string why =
+        fmt::format("{} handed back by pool {} at shutdown after {:.1f}s (its stop grace ran out)",
+                    stage_.name, opts_.pool->name, compute_s);
+    logger().warn("run={} job={} {}", run, job, why);
+    ledger_.note_handed_back(t, why);
+    H3_TRY(ledger_.retry_later(c.entry_id, 0));
+    return done(Outcome::kRetried, t);
+  }
+  logger().info("run={} job={} {}: cancelled while running", run, job, stage_.name);
+  auto r = cancel(c, t);
+  if (!r.ok()) return r.error();
+  if (*r) return **r;
+  // Resumed while it ran: the output was not committed; the task is taken again at once.
+  H3_TRY(ledger_.retry_later(c.entry_id, 0));
+  return done(Outcome::kRetried, t);
 }
 
 Result<std::optional<Outcome>> StageEngine::cancel(const Claimed& c, const pb::StageTask& t) {

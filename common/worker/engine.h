@@ -172,6 +172,30 @@ class StageEngine final {
   void run_deferred();
 
  private:
+  // An outcome decided before the runtime ran (a task refused, dead-lettered, skipped, ...), or
+  // empty: the task goes on to its next step.
+  using Ended = std::optional<Result<Outcome>>;
+  // process(), step by step.  admit: parses the task and makes the start move (a stale, refused
+  // or cancelled task ends here, and one past its delivery budget); sets attempt_.
+  Ended admit(const Claimed& c, pb::StageTask& t);
+  // The runtime's context: paths from (run, job, stage), the job's latent profile, the spec
+  // checked again (a bad one is dead-lettered); emits stage.started.
+  Ended prepare(const Claimed& c, const pb::StageTask& t, runtime::StageContext& ctx);
+  // The context's callbacks: cancellation (run cancelled, lease lost, hand-back), progress and
+  // previews as events.
+  void watch(const Claimed& c, const pb::StageTask& t, runtime::StageContext& ctx);
+  pb::StageRecord new_record(const Claimed& c, const runtime::StageContext& ctx,
+                             double queue_wait_s) const;
+  // Rule 1 (an output already there and verified: skipped), the input verified (a latent fits
+  // the job's profile), the output's folder made.
+  Ended check_files(const Claimed& c, const pb::StageTask& t, const runtime::StageContext& ctx,
+                    pb::StageRecord& rec);
+  // The runtime's answer to the outcome: stopped, failed, or the record completed and finished.
+  Result<Outcome> conclude(const Claimed& c, const pb::StageTask& t, pb::StageRecord rec,
+                           const Result<runtime::StageOutput>& out, double compute_s);
+  // A runtime that returned runtime.cancelled: lease lost, handed back at shutdown, or the run
+  // cancelled (resumed meanwhile: retried at once).
+  Result<Outcome> stopped(const Claimed& c, const pb::StageTask& t, double compute_s);
   // skipped: the output was already there (counted as skipped, not completed).
   Result<Outcome> finish(const Claimed& c, const pb::StageTask& t, const pb::StageRecord& rec,
                          bool wrote, bool skipped);
@@ -194,7 +218,7 @@ class StageEngine final {
   Routing routing_;
   std::array<long long, static_cast<int>(Outcome::kCount)> counts_{};
   std::vector<std::function<void()>> deferred_;
-  long long attempt_ = 0;  // the attempt process() is handling (events)
+  long long attempt_ = 0;  // the attempt process() is handling (events, records)
 };
 
 }  // namespace h3pipe::worker
