@@ -27,6 +27,7 @@ function(h3pipe_gtest_main_target)
   if(NOT TARGET h3pipe_gtest_main)
     add_library(h3pipe_gtest_main STATIC ${PROJECT_SOURCE_DIR}/tests/support/gtest_main.cpp)
     target_link_libraries(h3pipe_gtest_main PUBLIC GTest::gtest)
+    h3pipe_test_pch(h3pipe_gtest_main)
   endif()
 endfunction()
 
@@ -39,10 +40,15 @@ function(h3pipe_add_test name)
   h3pipe_gtest_main_target()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest h3pipe_gtest_main)
+  if(H3PIPE_TEST_PCH)
+    target_precompile_headers(${name} REUSE_FROM h3pipe_gtest_main)
+  endif()
   target_compile_definitions(${name} PRIVATE
     H3PIPE_BIN_DIR="${PROJECT_BINARY_DIR}/bin"
     H3PIPE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  # One file each, mostly; the few with several keep them apart (cmake/H3pipeBuildTime.cmake).
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests
+    UNITY_BUILD OFF)
   add_test(NAME ${name} COMMAND ${name})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)

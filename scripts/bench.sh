@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # scripts/bench.sh NAME [ARGS...]: runs one benchmark; each prints one JSON object as its last line.
 #   queue | pipeline | transfer | runtime | mp4 | plan | plan-vs-run | chaos | fairness | deploy | fuzz | fuzz-latent
-#   | api | api-events
+#   | api | api-events | build
 # H3PIPE_BUILD=DIR uses the binaries of another build directory (default build).
 # Each NAME first builds the targets it runs (cmake --build DIR -j2 --target ...; a no-op when they
 # are current), so it works after scripts/demo.sh, which builds only the CLI and the services;
 # with H3PIPE_BUILD_LOCK=FILE that build runs under `flock FILE` (a build directory shared with
 # other builds).  fuzz and fuzz-latent [SECONDS] (fuzz_latent alone) build their own clang
-# directory (scripts/bench_fuzz.sh).
+# directory (scripts/bench_fuzz.sh); build [demo|all|both] times clean builds in a fresh directory
+# of its own (scripts/bench_build.sh) and touches no build directory.
 # H3PIPE_BENCH_TARGETS_ONLY=1 prints "BUILD_DIR TARGET..." and exits (tests/bench_script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-names="queue|pipeline|transfer|runtime|mp4|plan|plan-vs-run|chaos|fairness|deploy|fuzz|fuzz-latent|api|api-events"
+names="queue|pipeline|transfer|runtime|mp4|plan|plan-vs-run|chaos|fairness|deploy|fuzz|fuzz-latent|api|api-events|build"
 name=${1:?usage: scripts/bench.sh $names}
 shift
 build=${H3PIPE_BUILD:-build}
@@ -26,7 +27,7 @@ case $name in
   deploy) targets=(h3pipe) ;;
   api) targets=("${services[@]}" h3pipe-api) ;;  # bench_api.sh [RATE [SECONDS]] (then api-events)
   api-events) targets=("${services[@]}" h3pipe-api) ;;  # bench_api_events.sh [SUBSCRIBERS [EVENTS [RATE]]]
-  fuzz | fuzz-latent) targets=() ;;
+  fuzz | fuzz-latent | build) targets=() ;;
   *)
     echo "no benchmark named $name (one of: ${names//|/, })" >&2
     exit 2
@@ -36,6 +37,8 @@ if [[ -n ${H3PIPE_BENCH_TARGETS_ONLY:-} ]]; then  # tests/bench_script: what NAM
   echo "$build ${targets[*]}"
   exit 0
 fi
+# build: clean builds in a fresh directory of its own, so neither setup.sh nor build/ first.
+[[ $name == build ]] && exec scripts/bench_build.sh "$@"
 [[ -x ${H3PIPE_BUILD:-build}/bin/h3pipe ]] || scripts/setup.sh
 # (A directory not configured yet is left to the benchmark's script: runtime and plan configure it.)
 if ((${#targets[@]})) && [[ -f $build/CMakeCache.txt ]]; then
