@@ -67,7 +67,7 @@ json ran_on(const config::Pool& pool, const std::string& runtime, const std::str
 struct Decoder {
   const config::Pool* pool = nullptr;
   const config::RuntimeRef* runtime = nullptr;
-  std::unique_ptr<runtime::DecodeRuntime> rt;
+  std::unique_ptr<runtime::StageRuntime> rt;
 };
 
 struct Decoded {
@@ -95,7 +95,7 @@ Result<Decoded> decode_one(const config::Cluster& c, Decoder& d, const Job& job,
   Decoded r;
   r.mp4 = ctx.output;
   const auto t0 = std::chrono::steady_clock::now();
-  auto out = d.rt->decode(ctx);
+  auto out = d.rt->run(ctx);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!out)
     return Error{out.error().code, fmt::format("decoder {} on job {}: {}", d.pool->name,
@@ -184,7 +184,7 @@ Result<json> run(const config::Cluster& c, const std::vector<Job>& jobs, const O
     d.pool = c.find_pool(n);
     d.runtime = &c.runtime_for(*d.pool);
     runtime::FactoryArgs fa{&c, d.pool, &d.runtime->settings, 1};
-    auto rt = runtime::make_decode(d.runtime->name, fa);
+    auto rt = runtime::make_runtime(config::StageKind::kDecode, d.runtime->name, fa);
     if (!rt) return Error{rt.error().code, fmt::format("decoder {}: {}", n, rt.error().message)};
     d.rt = std::move(*rt);
     decoders.push_back(std::move(d));

@@ -52,14 +52,10 @@ void keep_freed_memory() {
 }
 
 // Stands in for a runtime whose start-up failed permanently: every task fails with that error.
-class FailingRuntime final : public runtime::EncodeRuntime,
-                             public runtime::SampleRuntime,
-                             public runtime::DecodeRuntime {
+class FailingRuntime final : public runtime::StageRuntime {
  public:
   explicit FailingRuntime(Error e) : e_(std::move(e)) {}
-  Result<runtime::StageOutput> encode(const runtime::StageContext&) override { return e_; }
-  Result<runtime::StageOutput> sample(const runtime::StageContext&) override { return e_; }
-  Result<runtime::StageOutput> decode(const runtime::StageContext&) override { return e_; }
+  Result<runtime::StageOutput> run(const runtime::StageContext&) override { return e_; }
 
  private:
   Error e_;
@@ -127,42 +123,21 @@ class IngestThread final {
   std::thread thread_;
 };
 
-// Everything that differs between the three stage services, one row each; the rest of the
-// wiring (runtime start-up, the dispatch board, the worker loop, health) is the same for all.
+// What differs between the three stage services besides their rows of the stage table
+// (config/stages.h: the service's name, what it reads and writes) and their runtimes
+// (runtime::make_runtime), one row each; the rest of the wiring (runtime start-up, the dispatch
+// board, the worker loop, health) is the same for all.
 struct StageWiring {
   config::StageKind stage;
-  const char* service;  // the service's name (logs, metrics, --help)
-  // This stage's runtime from the registry (runtime::make_encode, ...), into its slot.
-  Status (*make_runtime)(std::string_view name, const runtime::FactoryArgs& a,
-                         worker::Runtimes& into);
   // Hooks only this stage has (the sampler's hand-off and decode-host choice), or none.
   void (*wire_hooks)(const Context& ctx, const queue::Connector& redis, worker::Hooks& hooks);
   bool runs_ingest;  // the encoder also turns submissions into jobs (IngestThread)
 };
 
-template <class R>
-Status take(Result<std::unique_ptr<R>> r, std::unique_ptr<R>& slot) {
-  if (!r.ok()) return r.error();
-  slot = std::move(r.value());
-  return {};
-}
-
 constexpr StageWiring kStageWiring[] = {
-    {config::StageKind::kEncode, "encoder",
-     [](std::string_view n, const runtime::FactoryArgs& a, worker::Runtimes& rts) {
-       return take(runtime::make_encode(n, a), rts.encode);
-     },
-     nullptr, true},
-    {config::StageKind::kSample, "sampler",
-     [](std::string_view n, const runtime::FactoryArgs& a, worker::Runtimes& rts) {
-       return take(runtime::make_sample(n, a), rts.sample);
-     },
-     wire_hand_off, false},
-    {config::StageKind::kDecode, "decoder",
-     [](std::string_view n, const runtime::FactoryArgs& a, worker::Runtimes& rts) {
-       return take(runtime::make_decode(n, a), rts.decode);
-     },
-     nullptr, false},
+    {config::StageKind::kEncode, nullptr, true},
+    {config::StageKind::kSample, wire_hand_off, false},
+    {config::StageKind::kDecode, nullptr, false},
 };
 
 const StageWiring& wiring_of(config::StageKind stage) {
@@ -175,7 +150,7 @@ const StageWiring& wiring_of(config::StageKind stage) {
 // task with the reason, which `broken` holds, so that tasks reach the dead-letter stream instead
 // of a restart loop.  A transient failure is returned: the service exits and restarts.
 struct StartedRuntime {
-  worker::Runtimes rts;
+  std::unique_ptr<runtime::StageRuntime> rt;
   std::optional<Error> broken;
 };
 Result<StartedRuntime> start_runtime(const StageWiring& w, const Context& ctx) {
@@ -183,15 +158,16 @@ Result<StartedRuntime> start_runtime(const StageWiring& w, const Context& ctx) {
   runtime::FactoryArgs fa{&ctx.cluster, ctx.pool, &rt.settings,
                           static_cast<std::uint64_t>(::getpid())};
   StartedRuntime out;
-  Status s = w.make_runtime(rt.name, fa, out.rts);
-  if (s.ok()) return out;
-  if (!errc::is_permanent(s.error().code)) return s.error();
-  const Error& e = out.broken.emplace(s.error());
+  auto made = runtime::make_runtime(w.stage, rt.name, fa);
+  if (made.ok()) {
+    out.rt = std::move(*made);
+    return out;
+  }
+  if (!errc::is_permanent(made.error().code)) return made.error();
+  const Error& e = out.broken.emplace(made.error());
   logger().error("runtime {} cannot start: {}; every task of pool {} will fail with this reason",
                  rt.name, e.to_string(), ctx.pool->name);
-  out.rts.encode = std::make_unique<FailingRuntime>(e);
-  out.rts.sample = std::make_unique<FailingRuntime>(e);
-  out.rts.decode = std::make_unique<FailingRuntime>(e);
+  out.rt = std::make_unique<FailingRuntime>(e);
   return out;
 }
 
@@ -229,7 +205,7 @@ void set_mfu_inputs(const config::Pool& pool, worker::Options& opts) {
 
 int stage_service_main(int argc, char** argv, config::StageKind stage) {
   const StageWiring& wiring = wiring_of(stage);
-  ServiceInfo info{wiring.service, true, stage};
+  ServiceInfo info{std::string(config::describe_stage(stage).service), true, stage};
   return run(argc, argv, info, [&wiring](Context& ctx) -> int {
     media::set_libav_log_level(AV_LOG_ERROR);  // no x264 statistics per job in the logs
     keep_freed_memory();
@@ -300,7 +276,7 @@ int stage_service_main(int argc, char** argv, config::StageKind stage) {
         board->idle();
     };
     if (wiring.wire_hooks) wiring.wire_hooks(ctx, redis, hooks);
-    auto w = worker::StageWorker::create(opts, std::move(started->rts), probe, hooks);
+    auto w = worker::StageWorker::create(opts, std::move(started->rt), probe, hooks);
     if (!w.ok()) {
       logger().critical("{}", w.error().to_string());
       return 3;

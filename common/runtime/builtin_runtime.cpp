@@ -136,10 +136,10 @@ Result<Loaded> load(const FactoryArgs& a, config::StageKind stage, unsigned part
   return l;
 }
 
-class BuiltinEncode final : public EncodeRuntime {
+class BuiltinEncode final : public StageRuntime {
  public:
   explicit BuiltinEncode(Loaded l) : l_(std::move(l)) {}
-  Result<StageOutput> encode(const StageContext& ctx) override {
+  Result<StageOutput> run(const StageContext& ctx) override {
     const auto t0 = Clock::now();
     const pb::JobSpec& spec = *ctx.spec;
     H3_TRY(prepare_output(ctx, config::StageKind::kEncode));
@@ -173,10 +173,10 @@ class BuiltinEncode final : public EncodeRuntime {
   Loaded l_;
 };
 
-class BuiltinSample final : public SampleRuntime {
+class BuiltinSample final : public StageRuntime {
  public:
   explicit BuiltinSample(Loaded l) : l_(std::move(l)) {}
-  Result<StageOutput> sample(const StageContext& ctx) override {
+  Result<StageOutput> run(const StageContext& ctx) override {
     const auto t0 = Clock::now();
     const pb::JobSpec& s = *ctx.spec;
     H3_TRY(prepare_output(ctx, config::StageKind::kSample));
@@ -232,10 +232,10 @@ class BuiltinSample final : public SampleRuntime {
   Loaded l_;
 };
 
-class BuiltinDecode final : public DecodeRuntime {
+class BuiltinDecode final : public StageRuntime {
  public:
   explicit BuiltinDecode(Loaded l) : l_(std::move(l)) {}
-  Result<StageOutput> decode(const StageContext& ctx) override {
+  Result<StageOutput> run(const StageContext& ctx) override {
     const auto t0 = Clock::now();
     const pb::JobSpec& s = *ctx.spec;
     auto own = prepare_output(ctx, config::StageKind::kDecode);
@@ -354,22 +354,22 @@ void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool 
   }
 }
 
-Result<std::unique_ptr<EncodeRuntime>> make_builtin_encode(const FactoryArgs& a) {
+Result<std::unique_ptr<StageRuntime>> make_builtin_encode(const FactoryArgs& a) {
   auto l = load(a, config::StageKind::kEncode, model::kEncoder);
   if (!l) return l.error();
-  return std::unique_ptr<EncodeRuntime>(std::make_unique<BuiltinEncode>(std::move(*l)));
+  return std::unique_ptr<StageRuntime>(std::make_unique<BuiltinEncode>(std::move(*l)));
 }
 
-Result<std::unique_ptr<SampleRuntime>> make_builtin_sample(const FactoryArgs& a) {
+Result<std::unique_ptr<StageRuntime>> make_builtin_sample(const FactoryArgs& a) {
   auto l = load(a, config::StageKind::kSample, model::kSampler);
   if (!l) return l.error();
-  return std::unique_ptr<SampleRuntime>(std::make_unique<BuiltinSample>(std::move(*l)));
+  return std::unique_ptr<StageRuntime>(std::make_unique<BuiltinSample>(std::move(*l)));
 }
 
-Result<std::unique_ptr<DecodeRuntime>> make_builtin_decode(const FactoryArgs& a) {
+Result<std::unique_ptr<StageRuntime>> make_builtin_decode(const FactoryArgs& a) {
   auto l = load(a, config::StageKind::kDecode, model::kDecoder);
   if (!l) return l.error();
-  return std::unique_ptr<DecodeRuntime>(std::make_unique<BuiltinDecode>(std::move(*l)));
+  return std::unique_ptr<StageRuntime>(std::make_unique<BuiltinDecode>(std::move(*l)));
 }
 
 }  // namespace h3pipe::runtime

@@ -18,8 +18,8 @@ namespace h3pipe::runtime {
 void check_builtin_settings(const FactoryArgs& a, config::StageKind stage, bool host,
                             config::Errors& e);
 
-Result<std::unique_ptr<EncodeRuntime>> make_builtin_encode(const FactoryArgs& a);
-Result<std::unique_ptr<SampleRuntime>> make_builtin_sample(const FactoryArgs& a);
-Result<std::unique_ptr<DecodeRuntime>> make_builtin_decode(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_builtin_encode(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_builtin_sample(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_builtin_decode(const FactoryArgs& a);
 
 }  // namespace h3pipe::runtime

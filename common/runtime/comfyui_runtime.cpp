@@ -586,14 +586,14 @@ Result<std::unique_ptr<Rt>> make_runner(const FactoryArgs& a, StageKind stage) {
 
 }  // namespace
 
-Result<std::unique_ptr<EncodeRuntime>> make_comfyui_encode(const FactoryArgs& a) {
-  return make_runner<EncodeRuntime>(a, StageKind::kEncode);
+Result<std::unique_ptr<StageRuntime>> make_comfyui_encode(const FactoryArgs& a) {
+  return make_runner<StageRuntime>(a, StageKind::kEncode);
 }
-Result<std::unique_ptr<SampleRuntime>> make_comfyui_sample(const FactoryArgs& a) {
-  return make_runner<SampleRuntime>(a, StageKind::kSample);
+Result<std::unique_ptr<StageRuntime>> make_comfyui_sample(const FactoryArgs& a) {
+  return make_runner<StageRuntime>(a, StageKind::kSample);
 }
-Result<std::unique_ptr<DecodeRuntime>> make_comfyui_decode(const FactoryArgs& a) {
-  return make_runner<DecodeRuntime>(a, StageKind::kDecode);
+Result<std::unique_ptr<StageRuntime>> make_comfyui_decode(const FactoryArgs& a) {
+  return make_runner<StageRuntime>(a, StageKind::kDecode);
 }
 
 }  // namespace h3pipe::runtime

@@ -35,8 +35,8 @@
 
 namespace h3pipe::runtime {
 
-Result<std::unique_ptr<EncodeRuntime>> make_comfyui_encode(const FactoryArgs& a);
-Result<std::unique_ptr<SampleRuntime>> make_comfyui_sample(const FactoryArgs& a);
-Result<std::unique_ptr<DecodeRuntime>> make_comfyui_decode(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_comfyui_encode(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_comfyui_sample(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_comfyui_decode(const FactoryArgs& a);
 
 }  // namespace h3pipe::runtime

@@ -409,22 +409,22 @@ std::optional<std::pair<long long, long long>> parse_progress_line(std::string_v
   return std::make_pair(*n, *m);
 }
 
-Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a) {
+Result<std::unique_ptr<StageRuntime>> make_exec_encode(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kEncode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<EncodeRuntime>(
+  return std::unique_ptr<StageRuntime>(
       new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kEncode));
 }
-Result<std::unique_ptr<SampleRuntime>> make_exec_sample(const FactoryArgs& a) {
+Result<std::unique_ptr<StageRuntime>> make_exec_sample(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kSample);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<SampleRuntime>(
+  return std::unique_ptr<StageRuntime>(
       new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kSample));
 }
-Result<std::unique_ptr<DecodeRuntime>> make_exec_decode(const FactoryArgs& a) {
+Result<std::unique_ptr<StageRuntime>> make_exec_decode(const FactoryArgs& a) {
   auto s = parse_settings(a, StageKind::kDecode);
   if (!s.ok()) return s.error();
-  return std::unique_ptr<DecodeRuntime>(
+  return std::unique_ptr<StageRuntime>(
       new RunnerRuntime<ExecRunner>(std::move(*s), StageKind::kDecode));
 }
 

@@ -38,8 +38,8 @@ void check_exec_settings(const FactoryArgs& a, config::StageKind stage, bool hos
 // {N, M} from a `progress N/M` line; nullopt for any other line.
 std::optional<std::pair<long long, long long>> parse_progress_line(std::string_view line);
 
-Result<std::unique_ptr<EncodeRuntime>> make_exec_encode(const FactoryArgs& a);
-Result<std::unique_ptr<SampleRuntime>> make_exec_sample(const FactoryArgs& a);
-Result<std::unique_ptr<DecodeRuntime>> make_exec_decode(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_exec_encode(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_exec_sample(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_exec_decode(const FactoryArgs& a);
 
 }  // namespace h3pipe::runtime

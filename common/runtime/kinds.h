@@ -1,8 +1,8 @@
 #pragma once
 // The runtimes by name (docs/design.md "Runtimes", convention 15): one entry per runtime kind,
-// naming its three stage factories and its settings check.  The registry (make_encode,
-// make_sample, make_decode in runtime.h) and the settings checks (settings_check.h) both read this
-// table; its names are config::kRuntimeNames (common/config/runtime_names.h, the config's enum for
+// naming its three stage factories (one StageRuntime each) and its settings check.  The registry
+// (make_runtime in runtime.h) and the settings checks (settings_check.h) both read this table; its
+// names are config::kRuntimeNames (common/config/runtime_names.h, the config's enum for
 // runtime.name) in the same order, which registry.cpp checks at compile time.  A new runtime is
 // one entry in the table (registry.cpp) and its name in that list.
 #include <memory>
@@ -16,14 +16,13 @@
 
 namespace h3pipe::runtime {
 
-template <typename T>
-using Factory = Result<std::unique_ptr<T>> (*)(const FactoryArgs&);
+using Factory = Result<std::unique_ptr<StageRuntime>> (*)(const FactoryArgs&);
 
 struct RuntimeKind {
   std::string_view name;
-  Factory<EncodeRuntime> encode = nullptr;
-  Factory<SampleRuntime> sample = nullptr;
-  Factory<DecodeRuntime> decode = nullptr;
+  Factory encode = nullptr;
+  Factory sample = nullptr;
+  Factory decode = nullptr;
   // Every problem of a pool's settings for `stage` into `e`, each under its settings path; host
   // false: what the config says (SettingsScope::kConfig), true: also what the machine must
   // provide (kHost).  The same code the factories run.

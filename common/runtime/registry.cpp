@@ -37,17 +37,6 @@ constexpr bool names_are_the_configs() {
 static_assert(names_are_the_configs(),
               "the runtime kinds must be config::kRuntimeNames (common/config/runtime_names.h)");
 
-template <typename T>
-Result<std::unique_ptr<T>> make(Factory<T> RuntimeKind::*factory, std::string_view name,
-                                const FactoryArgs& a, const char* stage) {
-  if (const RuntimeKind* k = find_runtime_kind(name)) return (k->*factory)(a);
-  std::string known;
-  for (const auto& k : kKinds) known += (known.empty() ? "" : ", ") + std::string(k.name);
-  return make_error(errc::runtime::kUnknown,
-                    "stage {}: runtime \"{}\" is not available in this build (known: {})", stage,
-                    name, known);
-}
-
 }  // namespace
 
 std::span<const RuntimeKind> runtime_kinds() {
@@ -60,14 +49,23 @@ const RuntimeKind* find_runtime_kind(std::string_view name) {
   return nullptr;
 }
 
-Result<std::unique_ptr<EncodeRuntime>> make_encode(std::string_view n, const FactoryArgs& a) {
-  return make(&RuntimeKind::encode, n, a, "encode");
-}
-Result<std::unique_ptr<SampleRuntime>> make_sample(std::string_view n, const FactoryArgs& a) {
-  return make(&RuntimeKind::sample, n, a, "sample");
-}
-Result<std::unique_ptr<DecodeRuntime>> make_decode(std::string_view n, const FactoryArgs& a) {
-  return make(&RuntimeKind::decode, n, a, "decode");
+Result<std::unique_ptr<StageRuntime>> make_runtime(config::StageKind stage, std::string_view name,
+                                                   const FactoryArgs& a) {
+  if (const RuntimeKind* k = find_runtime_kind(name)) {
+    switch (stage) {
+      case config::StageKind::kEncode:
+        return k->encode(a);
+      case config::StageKind::kSample:
+        return k->sample(a);
+      case config::StageKind::kDecode:
+        return k->decode(a);
+    }
+  }
+  std::string known;
+  for (const auto& k : kKinds) known += (known.empty() ? "" : ", ") + std::string(k.name);
+  return make_error(errc::runtime::kUnknown,
+                    "stage {}: runtime \"{}\" is not available in this build (known: {})",
+                    config::stage_name(stage), name, known);
 }
 
 }  // namespace h3pipe::runtime

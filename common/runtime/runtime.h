@@ -1,10 +1,17 @@
 #pragma once
-// What a stage actually computes (docs/design.md "Runtimes").  One small interface per stage; the
+// What a stage actually computes (docs/design.md "Runtimes").  One interface, StageRuntime; the
 // stage worker (common/worker) owns queueing, leases, idempotence and receipts, and calls a
 // runtime only to turn input artifact(s) into the output artifact.  A runtime knows nothing of
 // Redis or ZeroMQ.
 //
-// Contract for every run() below:
+// A runtime is made for one stage (make_runtime) and told nothing else: what its context's input
+// and output hold is that stage's row of the stage table (config/stages.h: reads, writes):
+//  - encode: prompt (+ reference image) -> conditioning tensor file at ctx.output;
+//  - sample: conditioning at ctx.input -> dual-stream .h3latent at ctx.output;
+//  - decode: .h3latent at ctx.input (+ ctx.conditioning, when present) -> MP4 (H.264 + AAC
+//    stereo 48 kHz) at ctx.output.
+//
+// Contract for run():
 //  - ctx.output is the final path; the runtime writes it atomically with its .sha256 sidecar
 //    (common/artifacts, common/latent) and returns the output's SHA-256 and size;
 //  - errors are returned, never thrown; a code of retry class kPermanent (the runtime.permanent.*
@@ -71,38 +78,20 @@ struct StageOutput {
   double mux_s = 0;     // decode: seconds of it spent writing the MP4 container (receipt mux_s)
 };
 
-class EncodeRuntime {
+class StageRuntime {
  public:
-  virtual ~EncodeRuntime() = default;
-  // prompt (+ reference image) -> conditioning tensor file at ctx.output.
-  virtual Result<StageOutput> encode(const StageContext& ctx) = 0;
+  virtual ~StageRuntime() = default;
+  virtual Result<StageOutput> run(const StageContext& ctx) = 0;
 };
 
-class SampleRuntime {
- public:
-  virtual ~SampleRuntime() = default;
-  // conditioning at ctx.input -> dual-stream .h3latent at ctx.output.
-  virtual Result<StageOutput> sample(const StageContext& ctx) = 0;
-};
-
-class DecodeRuntime {
- public:
-  virtual ~DecodeRuntime() = default;
-  // .h3latent at ctx.input -> MP4 (H.264 + AAC stereo 48 kHz) at ctx.output.
-  virtual Result<StageOutput> decode(const StageContext& ctx) = 0;
-};
-
-// One stage's runtime over a runner that does every stage the same way (`Result<StageOutput>
-// run(const StageContext&)`, told its stage when built): the forwarding the three interfaces
-// need, written once (the exec and ComfyUI runtimes).
+// A StageRuntime over a runner that does every stage the same way (`Result<StageOutput>
+// run(const StageContext&)`, told its stage when built: the exec and ComfyUI runtimes).
 template <class Runner>
-class RunnerRuntime final : public EncodeRuntime, public SampleRuntime, public DecodeRuntime {
+class RunnerRuntime final : public StageRuntime {
  public:
   template <class... Args>
   explicit RunnerRuntime(Args&&... args) : r_(std::forward<Args>(args)...) {}
-  Result<StageOutput> encode(const StageContext& ctx) override { return r_.run(ctx); }
-  Result<StageOutput> sample(const StageContext& ctx) override { return r_.run(ctx); }
-  Result<StageOutput> decode(const StageContext& ctx) override { return r_.run(ctx); }
+  Result<StageOutput> run(const StageContext& ctx) override { return r_.run(ctx); }
 
  private:
   Runner r_;
@@ -119,8 +108,7 @@ struct FactoryArgs {
 
 // Factories by runtime name (the RuntimeKind table, kinds.h).  Unknown names and invalid
 // settings are start-up errors naming the settings path.
-Result<std::unique_ptr<EncodeRuntime>> make_encode(std::string_view name, const FactoryArgs& a);
-Result<std::unique_ptr<SampleRuntime>> make_sample(std::string_view name, const FactoryArgs& a);
-Result<std::unique_ptr<DecodeRuntime>> make_decode(std::string_view name, const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_runtime(config::StageKind stage, std::string_view name,
+                                                   const FactoryArgs& a);
 
 }  // namespace h3pipe::runtime

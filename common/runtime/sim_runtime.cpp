@@ -75,11 +75,11 @@ std::uint64_t seed_of(const pb::JobSpec& s) {
   return std::stoull(h.substr(0, 15), nullptr, 16) ^ s.seed();
 }
 
-class SimEncode final : public EncodeRuntime {
+class SimEncode final : public StageRuntime {
  public:
   SimEncode(ProfileClock clock, std::vector<std::filesystem::path> input_roots)
       : clock_(std::move(clock)), input_roots_(std::move(input_roots)) {}
-  Result<StageOutput> encode(const StageContext& ctx) override {
+  Result<StageOutput> run(const StageContext& ctx) override {
     auto start = Clock::now();
     double secs = clock_.draw(ctx.job_class);
     std::uint64_t seed = seed_of(*ctx.spec);
@@ -114,10 +114,10 @@ class SimEncode final : public EncodeRuntime {
   Publisher publisher_;
 };
 
-class SimSample final : public SampleRuntime {
+class SimSample final : public StageRuntime {
  public:
   SimSample(ProfileClock clock) : clock_(std::move(clock)) {}
-  Result<StageOutput> sample(const StageContext& ctx) override {
+  Result<StageOutput> run(const StageContext& ctx) override {
     auto start = Clock::now();
     double secs = clock_.draw(ctx.job_class);
     // Failure rehearsal: a job can ask the sim sampler to crash its worker (a poison job).
@@ -163,10 +163,10 @@ class SimSample final : public SampleRuntime {
   Publisher publisher_;
 };
 
-class SimDecode final : public DecodeRuntime {
+class SimDecode final : public StageRuntime {
  public:
   SimDecode(ProfileClock clock) : clock_(std::move(clock)) {}
-  Result<StageOutput> decode(const StageContext& ctx) override {
+  Result<StageOutput> run(const StageContext& ctx) override {
     auto start = Clock::now();
     double secs = clock_.draw(ctx.job_class);
     // libav opens the .part by path: the folder is made (and checked for planted symlinks) first.
@@ -329,19 +329,19 @@ void check_sim_settings(const FactoryArgs& a, config::StageKind stage, bool, con
         "unknown key; the sim runtime takes no settings (its stage times are the pool's profiles)");
 }
 
-Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a) {
-  return std::unique_ptr<EncodeRuntime>(new SimEncode(
+Result<std::unique_ptr<StageRuntime>> make_sim_encode(const FactoryArgs& a) {
+  return std::unique_ptr<StageRuntime>(new SimEncode(
       ProfileClock(*a.pool, a.cluster->time_scale, a.seed), a.cluster->limits.input_roots));
 }
-Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a) {
-  return std::unique_ptr<SampleRuntime>(
+Result<std::unique_ptr<StageRuntime>> make_sim_sample(const FactoryArgs& a) {
+  return std::unique_ptr<StageRuntime>(
       new SimSample(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
 }
-Result<std::unique_ptr<DecodeRuntime>> make_sim_decode(const FactoryArgs& a) {
+Result<std::unique_ptr<StageRuntime>> make_sim_decode(const FactoryArgs& a) {
   // libav's one-time set-up (codec tables, x264's first open) here, at service start, not in the
   // first job's profile.  A failure shows again, with its reason, in the first real write.
   (void)media::warm_up();
-  return std::unique_ptr<DecodeRuntime>(
+  return std::unique_ptr<StageRuntime>(
       new SimDecode(ProfileClock(*a.pool, a.cluster->time_scale, a.seed)));
 }
 

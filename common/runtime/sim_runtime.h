@@ -29,9 +29,9 @@ class ProfileClock final {
 void check_sim_settings(const FactoryArgs& a, config::StageKind stage, bool host,
                         config::Errors& e);
 
-Result<std::unique_ptr<EncodeRuntime>> make_sim_encode(const FactoryArgs& a);
-Result<std::unique_ptr<SampleRuntime>> make_sim_sample(const FactoryArgs& a);
-Result<std::unique_ptr<DecodeRuntime>> make_sim_decode(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_sim_encode(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_sim_sample(const FactoryArgs& a);
+Result<std::unique_ptr<StageRuntime>> make_sim_decode(const FactoryArgs& a);
 
 // Shared with builtin: render a latent to MP4 the simple way (fixed projection).
 // The latent must fit `profile` for the spec's geometry.

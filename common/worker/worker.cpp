@@ -58,12 +58,14 @@ void warm_first_use() {
 
 }  // namespace
 
-StageWorker::StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks)
+StageWorker::StageWorker(Options opts, std::unique_ptr<runtime::StageRuntime> rt,
+                         metrics::WorkerProbe& probe, Hooks hooks)
     : opts_(std::move(opts)), rt_(std::move(rt)), probe_(probe), hooks_(std::move(hooks)) {}
 
 StageWorker::~StageWorker() = default;
 
-Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes rt,
+Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts,
+                                                         std::unique_ptr<runtime::StageRuntime> rt,
                                                          metrics::WorkerProbe& probe, Hooks hooks) {
   std::unique_ptr<StageWorker> w(
       new StageWorker(std::move(opts), std::move(rt), probe, std::move(hooks)));
@@ -111,7 +113,8 @@ Result<std::unique_ptr<StageWorker>> StageWorker::create(Options opts, Runtimes 
   return w;
 }
 
-std::unique_ptr<StageWorker> StageWorker::over(Options opts, Ports ports, Runtimes rt,
+std::unique_ptr<StageWorker> StageWorker::over(Options opts, Ports ports,
+                                               std::unique_ptr<runtime::StageRuntime> rt,
                                                metrics::WorkerProbe& probe, Hooks hooks) {
   std::unique_ptr<StageWorker> w(
       new StageWorker(std::move(opts), std::move(rt), probe, std::move(hooks)));
@@ -143,16 +146,7 @@ void StageWorker::wire(Ports ports) {
       *acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return s;
     };
-  Compute compute = [this](const runtime::StageContext& ctx) -> Result<runtime::StageOutput> {
-    switch (stage_) {
-      case pb::STAGE_ENCODE:
-        return rt_.encode->encode(ctx);
-      case pb::STAGE_SAMPLE:
-        return rt_.sample->sample(ctx);
-      default:
-        return rt_.decode->decode(ctx);
-    }
-  };
+  Compute compute = [this](const runtime::StageContext& ctx) { return rt_->run(ctx); };
   EngineOptions eo{&c, &pool, true, [this] { return hand_back_due(); }, ports_.events};
   eo.next_claim = ports_.tasks;  // asked to fold the next claim into each completion
   engine_ = std::make_unique<StageEngine>(eo, *ports_.ledger, *ports_.files, std::move(compute),

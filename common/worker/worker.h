@@ -68,12 +68,6 @@ struct Options {
   std::function<double(const std::string& settings_json, const pb::JobSpec& spec)> declared_gflop;
 };
 
-struct Runtimes {
-  std::unique_ptr<runtime::EncodeRuntime> encode;
-  std::unique_ptr<runtime::SampleRuntime> sample;
-  std::unique_ptr<runtime::DecodeRuntime> decode;
-};
-
 // The stream a stage's tasks live on (decode: one stream per decode host).
 std::string stream_for(config::StageKind stage, const std::string& host);
 std::string group_for(config::StageKind stage);
@@ -98,10 +92,12 @@ class StageWorker final {
  public:
   // Over Redis (RedisTasks and its Claimer), this host's disk (DiskFiles) and, for a pool of a GPU
   // group, the group's lease (GpuLease), all from the config.
-  static Result<std::unique_ptr<StageWorker>> create(Options opts, Runtimes rt,
+  static Result<std::unique_ptr<StageWorker>> create(Options opts,
+                                                     std::unique_ptr<runtime::StageRuntime> rt,
                                                      metrics::WorkerProbe& probe, Hooks hooks);
   // Over the given ports (Options::redis unused).
-  static std::unique_ptr<StageWorker> over(Options opts, Ports ports, Runtimes rt,
+  static std::unique_ptr<StageWorker> over(Options opts, Ports ports,
+                                           std::unique_ptr<runtime::StageRuntime> rt,
                                            metrics::WorkerProbe& probe, Hooks hooks);
   ~StageWorker();
   // Runs until `stop` is set; a task in progress is finished first (graceful drain).
@@ -115,7 +111,8 @@ class StageWorker final {
   long long count(Outcome o) const { return engine_->count(o); }
 
  private:
-  StageWorker(Options opts, Runtimes rt, metrics::WorkerProbe& probe, Hooks hooks);
+  StageWorker(Options opts, std::unique_ptr<runtime::StageRuntime> rt, metrics::WorkerProbe& probe,
+              Hooks hooks);
   void wire(Ports ports);  // the engine over the ports
   // The probe's series of an outcome (`spec`: the task's, for the declared GFLOP).
   void report(Outcome o, const pb::StageRecord& rec, const pb::JobSpec& spec);
@@ -124,7 +121,7 @@ class StageWorker final {
   bool stopping() const { return stop_ && stop_->load(); }
 
   Options opts_;
-  Runtimes rt_;
+  std::unique_ptr<runtime::StageRuntime> rt_;  // the pool's stage's
   metrics::WorkerProbe& probe_;
   Hooks hooks_;
   Ports ports_;

@@ -130,7 +130,7 @@ TEST(IoErrors, TheDecoderInAFullFolderFailsWithTheErrnoAndLeavesNoPart) {
   ctx.input = input;
   ctx.output = small.path() / "run" / "j.mp4";
   ctx.root = small.path();
-  auto r = (*dec)->decode(ctx);
+  auto r = (*dec)->run(ctx);
   ASSERT_FALSE(r.ok()) << "the MP4 should not fit in 32 KiB";
   // It names the file it was writing: this execution's own temporary (NAME.p<pid>-<hex>.part).
   EXPECT_NE(r.error().message.find(ctx.output.string() + fmt::format(".p{}-", ::getpid())),

@@ -55,7 +55,7 @@ TEST_F(SimProfile, SampleWritesTheJobsProfileAndDecodeReadsIt) {
   auto sample = make_sim_sample(args());
   ASSERT_TRUE(sample.ok());
   const fs::path lat = root / "r/j/latent.h3latent";
-  auto out = (*sample)->sample(ctx(cond, lat, wan));
+  auto out = (*sample)->run(ctx(cond, lat, wan));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   const latent::Expected want{wan, {64, 48, 9, 16}};
   auto l = latent::read_latent(lat, &want);
@@ -74,12 +74,12 @@ TEST_F(SimProfile, SampleWritesTheJobsProfileAndDecodeReadsIt) {
   auto decode = make_sim_decode(args());
   ASSERT_TRUE(decode.ok());
   const fs::path mp4 = dir_.path() / "outputs/r/j.mp4";
-  auto dec = (*decode)->decode(ctx(lat, mp4, wan));
+  auto dec = (*decode)->run(ctx(lat, mp4, wan));
   ASSERT_TRUE(dec.ok()) << dec.error().to_string();
   EXPECT_TRUE(artifacts::verify(mp4).ok());
   // The same latent for a job of another profile is refused before anything is written.
   const fs::path mp4b = dir_.path() / "outputs/r/k.mp4";
-  auto refused = (*decode)->decode(ctx(lat, mp4b, *latent::find_builtin_profile("hunyuanvideo")));
+  auto refused = (*decode)->run(ctx(lat, mp4b, *latent::find_builtin_profile("hunyuanvideo")));
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, "runtime.input");
   EXPECT_NE(refused.error().message.find(
@@ -96,7 +96,7 @@ TEST_F(SimProfile, BuiltinProfileKeepsAudio) {
   auto sample = make_sim_sample(args());
   ASSERT_TRUE(sample.ok());
   const fs::path lat = root / "r/j/latent.h3latent";
-  ASSERT_TRUE((*sample)->sample(ctx(cond, lat, latent::builtin_profile())).ok());
+  ASSERT_TRUE((*sample)->run(ctx(cond, lat, latent::builtin_profile())).ok());
   auto l = latent::read_latent(lat, nullptr);
   ASSERT_TRUE(l.ok()) << l.error().to_string();
   EXPECT_EQ(l->geometry, latent::Geometry::for_job(64, 48, 9, 16));

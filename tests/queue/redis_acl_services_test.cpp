@@ -59,13 +59,7 @@ Stage make_stage(const config::Cluster& c, const char* pool_name, const queue::R
   const auto* pool = c.find_pool(pool_name);
   const auto& rt = c.runtime_for(*pool);
   runtime::FactoryArgs fa{&c, pool, &rt.settings, 7};
-  worker::Runtimes rts;
-  if (pool->stage == config::StageKind::kEncode)
-    rts.encode = std::move(runtime::make_encode(rt.name, fa).value());
-  if (pool->stage == config::StageKind::kSample)
-    rts.sample = std::move(runtime::make_sample(rt.name, fa).value());
-  if (pool->stage == config::StageKind::kDecode)
-    rts.decode = std::move(runtime::make_decode(rt.name, fa).value());
+  auto rts = std::move(runtime::make_runtime(pool->stage, rt.name, fa).value());
   s.probe = std::make_unique<metrics::WorkerProbe>(*s.reg, config::stage_name(pool->stage),
                                                    pool->name, pool->host);
   auto w = worker::StageWorker::create({&c, pool, addr, pool->name}, std::move(rts), *s.probe, {});

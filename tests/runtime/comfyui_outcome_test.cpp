@@ -75,7 +75,7 @@ class ComfyUiOutcomeTest : public ::testing::Test {
     ComfyCluster c(StageKind::kDecode, {});
     auto rt = make_comfyui_decode(c.args(decode_settings(server.url())));
     if (!rt.ok()) return rt.error();
-    return (*rt)->decode(context(spec_, latent_, out_));
+    return (*rt)->run(context(spec_, latent_, out_));
   }
 
   TempDir dir_;
@@ -156,7 +156,7 @@ TEST_F(ComfyUiOutcomeTest, NonFiniteLatentAtTheSaveNodeIsPermanentAndNamesNoExce
   ComfyCluster c(StageKind::kSample, {inputs_});
   auto rt = make_comfyui_sample(c.args(sample_settings(server.url())));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->sample(context(spec_, dir_.path() / "cond.safetensors", out_));
+  auto out = (*rt)->run(context(spec_, dir_.path() / "cond.safetensors", out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.nonfinite");
   EXPECT_TRUE(errc::is_permanent(out.error().code));
@@ -179,7 +179,7 @@ TEST_F(ComfyUiOutcomeTest, NodePackFailuresCarryTheirCodeAndText) {
   ComfyCluster c(StageKind::kDecode, {});
   auto rt = make_comfyui_decode(c.args(decode_settings(server.url())));
   ASSERT_TRUE(rt.ok());
-  auto out = (*rt)->decode(context(spec_, unsigned_latent, out_));
+  auto out = (*rt)->run(context(spec_, unsigned_latent, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "artifact.no_sidecar") << out.error().to_string();
   EXPECT_NE(out.error().message.find("(H3LoadAVLatent): "), std::string::npos)

@@ -1,9 +1,10 @@
 // Previews from ComfyUI's own preview frames (#38 item 6) with the step progress (#37 item 4):
 // FakeComfyUiServer sends, per sampler step, progress_state, a binary preview frame and progress
 // in the order and byte layout a real 0.3.64 with --preview-method latent2rgb does
-// (fake_comfyui_ws.py, checked against the recorded exchange by comfyui_fake_ws_conformance_test.py).  The
-// runtime asks for frames with metadata, reports every step, and hands on a few small JPEGs (at
-// most one per kPreviewInterval); a frame above the client's bound is skipped without harm.
+// (fake_comfyui_ws.py, checked against the recorded exchange by
+// comfyui_fake_ws_conformance_test.py).  The runtime asks for frames with metadata, reports every
+// step, and hands on a few small JPEGs (at most one per kPreviewInterval); a frame above the
+// client's bound is skipped without harm.
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <sys/mman.h>
@@ -91,7 +92,7 @@ class ComfyPreviews : public ::testing::Test {
         EXPECT_LE(b64.size(), 48u * 1024) << "the worker's kMaxPreviewBase64 would drop it";
         previews_.push_back({k, n, unbase64(b64), Clock::now()});
       };
-    return (*rt)->sample(ctx);
+    return (*rt)->run(ctx);
   }
 
   TempDir dir_;

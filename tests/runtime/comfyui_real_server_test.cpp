@@ -129,7 +129,7 @@ class RealComfyUi : public ::testing::Test {
 TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   auto s = settings(video_graph(run_));
   auto rt = std::move(*make_comfyui_decode(cluster_.args(s)));
-  auto first = rt->decode(ctx(1));
+  auto first = rt->run(ctx(1));
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   std::string id1 = first->settings["prompt_id"];
   EXPECT_EQ(id1, comfyui::prompt_id_for(run_, "job-1", "decode", 1))
@@ -143,7 +143,7 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   // prompt; the nonce makes the save node run again, upstream nodes come from the cache.
   auto keep = s;
   keep["keep_history"] = true;
-  auto second = (*make_comfyui_decode(cluster_.args(keep)))->decode(ctx(2));
+  auto second = (*make_comfyui_decode(cluster_.args(keep)))->run(ctx(2));
   ASSERT_TRUE(second.ok()) << second.error().to_string();
   EXPECT_NE(second->settings["output"], first->settings["output"])
       << "a fresh file, not the cached one";
@@ -180,7 +180,7 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   named["output"] = {{"node", "10"}};
   named["inject"].erase("filename_prefix");
   named["keep_history"] = true;
-  auto side = (*make_comfyui_decode(cluster_.args(named)))->decode(ctx(3));
+  auto side = (*make_comfyui_decode(cluster_.args(named)))->run(ctx(3));
   ASSERT_TRUE(side.ok()) << side.error().to_string();
   auto h3 = history(side->settings["prompt_id"]);
   ASSERT_EQ(h3.outputs.size(), 1u);
@@ -194,7 +194,7 @@ TEST_F(RealComfyUi, OutputByGraphOrderPromptIdsNonceAndCleanup) {
   // output_dir (the server's output/ as a shared mount): fetched files deleted, history dropped.
   auto mounted = settings(video_graph(run_));
   mounted["output_dir"] = base_ + "/output";
-  auto clean = (*make_comfyui_decode(cluster_.args(mounted)))->decode(ctx(4));
+  auto clean = (*make_comfyui_decode(cluster_.args(mounted)))->run(ctx(4));
   ASSERT_TRUE(clean.ok()) << clean.error().to_string();
   EXPECT_FALSE(clean->settings.contains("cleanup_errors")) << clean->settings.dump();
   EXPECT_FALSE(
@@ -207,7 +207,7 @@ TEST_F(RealComfyUi, ValidationErrorsAndOversizedUploadsArePermanent) {
   auto s = settings(video_graph(run_));
   s["inject"]["params.size"] = {{"node", "1"}, {"input", "width"}};
   (*spec_.mutable_params())["size"] = "wide";
-  auto bad = (*make_comfyui_decode(cluster_.args(s)))->decode(ctx(1));
+  auto bad = (*make_comfyui_decode(cluster_.args(s)))->run(ctx(1));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, "runtime.permanent.comfyui_rejected");
   std::cerr << "validation: " << bad.error().message << "\n";
@@ -218,7 +218,7 @@ TEST_F(RealComfyUi, ValidationErrorsAndOversizedUploadsArePermanent) {
   auto wf = video_graph(run_);
   wf["1"]["inputs"]["width"] = "wide";
   wf["4"]["inputs"]["width"] = "narrow";
-  auto all = (*make_comfyui_decode(cluster_.args(settings(wf))))->decode(ctx(2));
+  auto all = (*make_comfyui_decode(cluster_.args(settings(wf))))->run(ctx(2));
   ASSERT_FALSE(all.ok());
   EXPECT_EQ(all.error().code, "runtime.permanent.comfyui_rejected");
   std::cerr << "validation (all outputs): " << all.error().message << "\n";
@@ -239,7 +239,7 @@ TEST_F(RealComfyUi, ValidationErrorsAndOversizedUploadsArePermanent) {
   auto c = ctx(1);
   c.input = big;
   auto t0 = Clock::now();
-  auto refused = (*make_comfyui_decode(cluster_.args(up)))->decode(c);
+  auto refused = (*make_comfyui_decode(cluster_.args(up)))->run(c);
   ASSERT_FALSE(refused.ok());
   std::cerr << "101 MB upload: " << refused.error().to_string() << " after "
             << std::chrono::duration<double>(Clock::now() - t0).count() << " s\n";
@@ -260,7 +260,7 @@ TEST_F(RealComfyUi, ARetryAdoptsTheRunningPromptAndARestartReadsAsLost) {
   spec_.set_height(512);
   spec_.set_frames(240);
   auto t0 = Clock::now();
-  auto out = (*make_comfyui_decode(cluster_.args(s)))->decode(ctx(2));
+  auto out = (*make_comfyui_decode(cluster_.args(s)))->run(ctx(2));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   std::cerr << "adopted " << out->settings["prompt_id"] << " in "
             << std::chrono::duration<double>(Clock::now() - t0).count() << " s\n";
@@ -277,7 +277,7 @@ TEST_F(RealComfyUi, ARetryAdoptsTheRunningPromptAndARestartReadsAsLost) {
     (void)std::system(restart.c_str());
   });
   auto t1 = Clock::now();
-  auto lost = (*make_comfyui_decode(cluster_.args(s)))->decode(ctx(3));
+  auto lost = (*make_comfyui_decode(cluster_.args(s)))->run(ctx(3));
   restarter.join();
   ASSERT_FALSE(lost.ok());
   std::cerr << "restart mid-prompt: " << lost.error().to_string() << " after "
@@ -323,7 +323,7 @@ TEST_F(RealComfyUi, SamplerStepsAndPreviewsFromTheServersWebsocket) {
   c.preview = [&](long long k, long long, const std::string& b64) {
     previews.emplace_back(k, b64.size());
   };
-  auto out = (*rt)->sample(c);
+  auto out = (*rt)->run(c);
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   std::vector<long long> got;
   for (const auto& [k, at] : seen) got.push_back(k);

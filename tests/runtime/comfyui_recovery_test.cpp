@@ -114,7 +114,7 @@ TEST_F(ComfyUiRecoveryTest, OutputIsTheMostDownstreamNodeNotTheFirstSortedId) {
   ComfyCluster c(StageKind::kDecode, {});
   auto rt = make_comfyui_decode(c.args(decode_settings(server.url(), two_output_decode())));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->decode(ctx());
+  auto out = (*rt)->run(ctx());
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_EQ(out->settings["output"], "final/v_00001_.mp4");  // node 9, not node "10"
   // Without `output` every node nothing consumes is a target; ComfyUI runs the output nodes.
@@ -126,7 +126,7 @@ TEST_F(ComfyUiRecoveryTest, NamedOutputRunsOnlyItsBranch) {
   auto settings = decode_settings(server.url(), two_output_decode());
   settings["output"] = {{"node", "10"}};
   ComfyCluster c(StageKind::kDecode, {});
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(ctx());
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_EQ(out->settings["output"], "early/v_00001_.mp4");
   EXPECT_EQ(server.recorded("prompt").at(0)["partial_execution_targets"], json({"10"}));
@@ -139,12 +139,12 @@ TEST_F(ComfyUiRecoveryTest, EachAttemptIsADistinctPromptSoTheCacheNeverServesADe
   settings["keep_history"] = true;  // the second attempt sees the first one's finished entry
   ComfyCluster c(StageKind::kDecode, {});
   auto rt = std::move(*make_comfyui_decode(c.args(settings)));
-  auto first = rt->decode(ctx(1));
+  auto first = rt->run(ctx(1));
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   // The file the first attempt fetched is gone from the server (cleaned, or lost with a disk).
   fs::remove(server.output_dir() / "final" / "v_00001_.mp4");
   reset_output();
-  auto second = rt->decode(ctx(2));
+  auto second = rt->run(ctx(2));
   ASSERT_TRUE(second.ok()) << second.error().to_string();
   auto prompts = server.recorded("prompt");
   ASSERT_EQ(prompts.size(), 2u);
@@ -168,7 +168,7 @@ TEST_F(ComfyUiRecoveryTest,
   g["2"]["inputs"]["path"] = latent_.string();
   std::string id1 = comfyui::prompt_id_for("run-1", "job-1", "decode", 1);
   ASSERT_TRUE(client.queue_prompt(g, {"h3pipe-pool-a", id1, {}}).ok());
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx(2));
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(ctx(2));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_EQ(out->settings["prompt_id"], id1);
   EXPECT_EQ(out->settings["adopted"], true);
@@ -190,7 +190,7 @@ TEST_F(ComfyUiRecoveryTest, APromptThatFinishedBeforeTheRestartIsFetchedNotRunAg
       },
       10));
   auto out = (*make_comfyui_decode(c.args(decode_settings(server.url(), two_output_decode()))))
-                 ->decode(ctx(3));
+                 ->run(ctx(3));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_EQ(out->settings["prompt_id"], id1);
   EXPECT_EQ(server.recorded("prompt").size(), 1u);
@@ -205,7 +205,7 @@ TEST_F(ComfyUiRecoveryTest, ValidationErrorsArePermanentAndQuoteTheNodeErrors) {
   auto settings = decode_settings(server.url(), wf);
   settings["inject"]["params.width"] = {{"node", "6"}, {"input", "width"}};
   (*spec_.mutable_params())["width"] = "wide";  // bad int
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(ctx());
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
   const auto& m = out.error().message;
@@ -228,7 +228,7 @@ TEST_F(ComfyUiRecoveryTest, APartlyInvalidWorkflowIsRejectedNotRunWithoutTheFail
   auto settings = decode_settings(server.url(), two_output_decode());
   settings["inject"]["params.width"] = {{"node", "6"}, {"input", "width"}};
   (*spec_.mutable_params())["width"] = "wide";
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(ctx());
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
   EXPECT_NE(out.error().message.find("rejected part of the workflow"), std::string::npos)
@@ -250,7 +250,7 @@ TEST_F(ComfyUiRecoveryTest, AnUploadAboveTheServersCapIsPermanentWithTheInputDir
   FakeComfyUiServer server(dir_.path() / "server", o);
   ComfyCluster c(StageKind::kDecode, {});
   auto out = (*make_comfyui_decode(c.args(decode_settings(server.url(), two_output_decode()))))
-                 ->decode(ctx());
+                 ->run(ctx());
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_too_large");
   EXPECT_NE(out.error().message.find("HTTP 413"), std::string::npos) << out.error().message;
@@ -261,7 +261,7 @@ TEST_F(ComfyUiRecoveryTest, AnUploadAboveTheServersCapIsPermanentWithTheInputDir
   FakeComfyUiServer other(dir_.path() / "other", opts());
   auto settings = decode_settings(other.url(), two_output_decode());
   settings["max_upload_bytes"] = 1024;
-  auto early = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
+  auto early = (*make_comfyui_decode(c.args(settings)))->run(ctx());
   ASSERT_FALSE(early.ok());
   EXPECT_EQ(early.error().code, "runtime.permanent.comfyui_too_large");
   EXPECT_TRUE(other.recorded("upload").empty());
@@ -282,7 +282,7 @@ TEST_F(ComfyUiRecoveryTest, AServerRestartIsLostWithinAPollNotAfterACountOfPolls
     server.restart(std::chrono::milliseconds(2000));  // refused connections for 2 s
   });
   auto t0 = Clock::now();
-  auto out = rt->decode(ctx());
+  auto out = rt->run(ctx());
   restarter.join();
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.comfyui.lost") << out.error().to_string();
@@ -302,7 +302,7 @@ TEST_F(ComfyUiRecoveryTest, AServerDownLongerThanUnreachableSFailsWithTheConnect
     wait_for([&] { return server->recorded("prompt").size() == 1; }, 10);
     server.reset();
   });
-  auto out = rt->decode(ctx());
+  auto out = rt->run(ctx());
   killer.join();
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.comfyui.unreachable") << out.error().to_string();
@@ -315,7 +315,7 @@ TEST_F(ComfyUiRecoveryTest, SharedMountsAreCleanedInputsOutputsAndHistory) {
   auto settings = decode_settings(server.url(), two_output_decode());
   settings["input_dir"] = server.input_dir().string();
   settings["output_dir"] = server.output_dir().string();
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(ctx());
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_TRUE(artifacts::verify(out_).ok());
   EXPECT_FALSE(out->settings.contains("cleanup_errors")) << out->settings.dump();
@@ -350,7 +350,7 @@ TEST_F(ComfyUiRecoveryTest, TemplatesAreChosenByJobClassAndReferenceImage) {
     }
     auto x = ctx();
     x.job_class = cls;
-    return (*rt)->sample(x);
+    return (*rt)->run(x);
   };
   auto text = run("default", false);
   ASSERT_TRUE(text.ok()) << text.error().to_string();
@@ -367,7 +367,7 @@ TEST_F(ComfyUiRecoveryTest, TemplatesAreChosenByJobClassAndReferenceImage) {
   // One template that needs an image, and a job without one: refused, not run with the placeholder.
   json only_ref = {
       {"url", server.url()}, {"workflow", sample_wf(true)}, {"inject", sample_inject(true)}};
-  auto bad = (*make_comfyui_sample(c.args(only_ref)))->sample(ctx());
+  auto bad = (*make_comfyui_sample(c.args(only_ref)))->run(ctx());
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, "runtime.permanent.comfyui_template");
   EXPECT_NE(bad.error().message.find("has no referenceImage"), std::string::npos)
@@ -404,7 +404,7 @@ TEST_F(ComfyUiRecoveryTest, AReferenceImageOutsideTheInputRootsIsNeverUploaded) 
   for (std::string ref : {std::string("/etc/passwd"), (inputs_ / "link.png").string(),
                           (inputs_ / ".." / "x.png").string(), std::string("/proc/self/environ")}) {
     spec_.set_reference_image(ref);
-    auto out = rt->sample(ctx());
+    auto out = rt->run(ctx());
     ASSERT_FALSE(out.ok()) << ref;
     EXPECT_EQ(out.error().code, "runtime.permanent.input") << ref;
     EXPECT_NE(out.error().message.find("referenceImage"), std::string::npos) << out.error().message;
@@ -428,7 +428,7 @@ TEST_F(ComfyUiRecoveryTest, TheLastFrameIsAJobInputConfinedAsTheReferenceImage) 
   ASSERT_TRUE(made.ok()) << made.error().to_string();
   auto rt = std::move(*made);
 
-  auto none = rt->sample(ctx());
+  auto none = rt->run(ctx());
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code, "runtime.permanent.comfyui_template");
   EXPECT_NE(none.error().message.find("has no lastFrameImage"), std::string::npos)
@@ -436,7 +436,7 @@ TEST_F(ComfyUiRecoveryTest, TheLastFrameIsAJobInputConfinedAsTheReferenceImage) 
 
   for (std::string bad : {std::string("/etc/passwd"), (inputs_ / ".." / "x.png").string()}) {
     spec_.set_last_frame_image(bad);
-    auto out = rt->sample(ctx());
+    auto out = rt->run(ctx());
     ASSERT_FALSE(out.ok()) << bad;
     EXPECT_EQ(out.error().code, "runtime.permanent.input") << bad;
     EXPECT_NE(out.error().message.find("lastFrameImage"), std::string::npos) << out.error().message;
@@ -446,7 +446,7 @@ TEST_F(ComfyUiRecoveryTest, TheLastFrameIsAJobInputConfinedAsTheReferenceImage) 
 
   write_text(inputs_ / "end.png", "the last frame");
   spec_.set_last_frame_image("end.png");
-  auto ok = rt->sample(ctx());
+  auto ok = rt->run(ctx());
   ASSERT_TRUE(ok.ok()) << ok.error().to_string();
   ASSERT_EQ(server.recorded("upload").size(), 1u);
   EXPECT_EQ(server.recorded("upload")[0]["bytes"], 14);
@@ -472,7 +472,7 @@ TEST_F(ComfyUiRecoveryTest, AReferenceImageIsReadBeneathTheRootAtTheTimeOfUse) {
   const fs::path old_cwd = fs::current_path();
   fs::current_path(dir_.path() / "cwd");
   spec_.set_reference_image("r.png");
-  auto out = rt->sample(ctx());
+  auto out = rt->run(ctx());
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   ASSERT_EQ(server.recorded("upload").size(), 1u);
   EXPECT_EQ(server.recorded("upload")[0]["bytes"], 28) << "the root's file was uploaded";
@@ -481,7 +481,7 @@ TEST_F(ComfyUiRecoveryTest, AReferenceImageIsReadBeneathTheRootAtTheTimeOfUse) {
   fs::create_symlink(dir_.path() / "secret.png", inputs_ / "r.png");
   for (std::string ref : {std::string("r.png"), (inputs_ / "r.png").string()}) {
     spec_.set_reference_image(ref);
-    auto refused = rt->sample(ctx(2));
+    auto refused = rt->run(ctx(2));
     ASSERT_FALSE(refused.ok()) << ref;
     EXPECT_EQ(refused.error().code, "runtime.permanent.input") << ref;
     EXPECT_NE(refused.error().message.find((inputs_ / "r.png").string()), std::string::npos)
@@ -532,7 +532,7 @@ TEST_F(ComfyUiRecoveryTest, StockLoadLatentGetsComfyUisOwnLatentForAVideoOnlyPro
   ComfyCluster c(StageKind::kDecode, {});
   auto rt = make_comfyui_decode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto refused = (*rt)->decode(ctx());  // the fixture is builtin: video + audio
+  auto refused = (*rt)->run(ctx());  // the fixture is builtin: video + audio
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, "runtime.permanent.input");
   EXPECT_NE(refused.error().message.find("H3LoadLatent"), std::string::npos)
@@ -543,7 +543,7 @@ TEST_F(ComfyUiRecoveryTest, StockLoadLatentGetsComfyUisOwnLatentForAVideoOnlyPro
   ASSERT_TRUE(latent::write_latent(in, latent::make_latent(wan, {64, 64, 9, 24})).ok());
   auto wctx = ctx(1, in);
   wctx.latent_profile = wan;
-  auto out = (*rt)->decode(wctx);
+  auto out = (*rt)->run(wctx);
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   int comfy_files = 0;
   for (const auto& e : fs::directory_iterator(server.input_dir())) {
@@ -567,7 +567,7 @@ TEST_F(ComfyUiRecoveryTest, SharedOutputCleanupTakesTheSaveNodesSidecarToo) {
                    {"workflow", sample_wf(false)},
                    {"inject", sample_inject(false)},
                    {"output_dir", server.output_dir().string()}};
-  auto out = (*make_comfyui_sample(c.args(settings)))->sample(ctx());
+  auto out = (*make_comfyui_sample(c.args(settings)))->run(ctx());
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_FALSE(out->settings.contains("cleanup_errors")) << out->settings.dump();
   std::vector<std::string> left;
@@ -585,7 +585,7 @@ TEST_F(ComfyUiRecoveryTest, ANamedOutputOfTheWrongKindIsAPermanentTemplateError)
   auto settings = decode_settings(server.url(), wf);
   settings["output"] = {{"node", "9"}};
   ComfyCluster c(StageKind::kDecode, {});
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(ctx());
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(ctx());
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_template");
   EXPECT_NE(out.error().message.find("output node 9 wrote final/png_00001_.png, not a .mp4"),

@@ -114,7 +114,7 @@ TEST_F(ComfyUiRuntimeTest, SampleQueuesTheTemplateWithTheJobAndFetchesTheLatent)
   ComfyCluster c(StageKind::kSample, {inputs_});
   auto rt = make_comfyui_sample(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->sample(context(spec_, dir_.path() / "cond.safetensors", out_));
+  auto out = (*rt)->run(context(spec_, dir_.path() / "cond.safetensors", out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
 
   EXPECT_EQ(read_text(out_), read_text(latent_));
@@ -163,7 +163,7 @@ TEST_F(ComfyUiRuntimeTest, EncodeRunsAnInlineWorkflowAndChecksTheTensorFile) {
   ClusterFixture c(StageKind::kEncode);
   auto rt = make_comfyui_encode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->encode(context(spec_, {}, out_));
+  auto out = (*rt)->run(context(spec_, {}, out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_EQ(read_text(out_), read_text(cond));
   EXPECT_EQ(out->settings["workflow"], "inline");
@@ -176,7 +176,7 @@ TEST_F(ComfyUiRuntimeTest, FusedEncodeWritesAMarkerWithoutQueueing) {
   ClusterFixture c(StageKind::kEncode);
   auto rt = make_comfyui_encode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->encode(context(spec_, {}, out_));
+  auto out = (*rt)->run(context(spec_, {}, out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   std::map<std::string, std::string> meta;
   auto tensors = latent::read_tensors(out_, &meta);
@@ -193,7 +193,7 @@ TEST_F(ComfyUiRuntimeTest, DecodeCopiesTheLatentIntoInputDirAndRemovesItAfterwar
   ClusterFixture c(StageKind::kDecode);
   auto rt = make_comfyui_decode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->decode(context(spec_, latent_, out_));
+  auto out = (*rt)->run(context(spec_, latent_, out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_TRUE(artifacts::verify(out_).ok());
   auto copy = server.input_dir() / "h3pipe_run-1_job-1_decode.h3latent";
@@ -210,7 +210,7 @@ TEST_F(ComfyUiRuntimeTest, DecodeUploadsTheLatentWhenThereIsNoInputDir) {
   ClusterFixture c(StageKind::kDecode);
   auto rt = make_comfyui_decode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->decode(context(spec_, latent_, out_));
+  auto out = (*rt)->run(context(spec_, latent_, out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_TRUE(artifacts::verify(out_).ok());
   EXPECT_EQ(server.recorded("prompt").at(0)["prompt"]["1"]["inputs"]["path"],
@@ -224,7 +224,7 @@ TEST_F(ComfyUiRuntimeTest, ExecutionErrorInHistoryFailsTheTaskWithTheNodeAndExce
   give_reference();
   auto settings = sample_settings(server.url());
   ComfyCluster c(StageKind::kSample, {inputs_});
-  auto out = (*make_comfyui_sample(c.args(settings)))->sample(context(spec_, {}, out_));
+  auto out = (*make_comfyui_sample(c.args(settings)))->run(context(spec_, {}, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.comfyui.execution");
   const auto& m = out.error().message;
@@ -257,7 +257,7 @@ TEST_F(ComfyUiRuntimeTest, AnImageTheServerLacksIsAPermanentValidationErrorNamin
          {{"video", {"5", 0}}, {"filename_prefix", "x"}, {"format", "mp4"}, {"codec", "h264"}}}}}};
   nlohmann::json settings = {{"url", server.url()}, {"workflow", wf}, {"poll_ms", 20}};
   ClusterFixture c(StageKind::kDecode);
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(context(spec_, latent_, out_));
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(context(spec_, latent_, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
   EXPECT_NE(out.error().message.find("node 3 (LoadImage): Custom validation failed for node "
@@ -274,7 +274,7 @@ TEST_F(ComfyUiRuntimeTest, ServerDownGivesAClearErrorNamingTheUrl) {
   auto rt = make_comfyui_decode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << "construction must not need the server: " << rt.error().to_string();
   auto t0 = Clock::now();
-  auto out = (*rt)->decode(context(spec_, latent_, out_));
+  auto out = (*rt)->run(context(spec_, latent_, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.comfyui.unreachable");
   EXPECT_NE(out.error().message.find("ComfyUI server at " + url + " is unreachable"),
@@ -291,7 +291,7 @@ TEST_F(ComfyUiRuntimeTest, RejectedWorkflowIsPermanent) {
        {{"class_type", "SaveVideo"}, {"inputs", {{"video", {"1", 0}}, {"filename_prefix", "x"}}}}}};
   nlohmann::json settings = {{"url", server.url()}, {"workflow", wf}, {"poll_ms", 20}};
   ClusterFixture c(StageKind::kDecode);
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(context(spec_, latent_, out_));
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(context(spec_, latent_, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.permanent.comfyui_rejected");
   EXPECT_NE(out.error().message.find("NoSuchNode"), std::string::npos) << out.error().message;
@@ -308,7 +308,7 @@ TEST_F(ComfyUiRuntimeTest, LatentOfTheWrongGeometryIsRejected) {
   give_reference();
   auto settings = sample_settings(server.url());
   ComfyCluster c(StageKind::kSample, {inputs_});
-  auto strict = (*make_comfyui_sample(c.args(settings)))->sample(context(spec_, {}, out_));
+  auto strict = (*make_comfyui_sample(c.args(settings)))->run(context(spec_, {}, out_));
   ASSERT_FALSE(strict.ok());
   EXPECT_EQ(strict.error().code, "runtime.invalid_output");
   EXPECT_FALSE(fs::exists(out_));
@@ -325,7 +325,7 @@ TEST_F(ComfyUiRuntimeTest, APromptTheServerForgetsIsReportedLost) {
   auto settings = decode_settings(server.url());
   settings["poll_ms"] = 10;
   ClusterFixture c(StageKind::kDecode);
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(context(spec_, latent_, out_));
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(context(spec_, latent_, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.comfyui.lost");
 }
@@ -338,7 +338,7 @@ TEST_F(ComfyUiRuntimeTest, TimeoutAndCancellationStopThePromptOnTheServer) {
   settings["timeout_s"] = 0.5;
   ClusterFixture c(StageKind::kDecode);
   auto t0 = Clock::now();
-  auto out = (*make_comfyui_decode(c.args(settings)))->decode(context(spec_, latent_, out_));
+  auto out = (*make_comfyui_decode(c.args(settings)))->run(context(spec_, latent_, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.timeout");
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
@@ -350,7 +350,7 @@ TEST_F(ComfyUiRuntimeTest, TimeoutAndCancellationStopThePromptOnTheServer) {
   ctx.attempt = 2;
   auto t1 = Clock::now();
   ctx.cancelled = [t1] { return Clock::now() - t1 > std::chrono::milliseconds(300); };
-  auto cancelled = (*make_comfyui_decode(c.args(settings)))->decode(ctx);
+  auto cancelled = (*make_comfyui_decode(c.args(settings)))->run(ctx);
   ASSERT_FALSE(cancelled.ok());
   EXPECT_EQ(cancelled.error().code, "runtime.cancelled");
   EXPECT_EQ(server.recorded("queue").size(), 2u);  // one delete per stopped prompt

@@ -97,7 +97,7 @@ TEST_F(ExecRuntimeTest, SampleCopiesAValidLatentAndCommitsIt) {
   ClusterFixture c(StageKind::kSample);
   auto rt = make_exec_sample(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->sample(context(spec_, dir_.path() / "cond.safetensors", out_));
+  auto out = (*rt)->run(context(spec_, dir_.path() / "cond.safetensors", out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   auto verified = artifacts::verify(out_);
   ASSERT_TRUE(verified.ok()) << verified.error().to_string();
@@ -120,7 +120,7 @@ TEST_F(ExecRuntimeTest, EncodeGetsSpecJsonAndIdsThroughPlaceholdersAndEnv) {
   ClusterFixture c(StageKind::kEncode);
   auto rt = make_exec_encode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->encode(context(spec_, {}, out_));
+  auto out = (*rt)->run(context(spec_, {}, out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_TRUE(artifacts::verify(out_).ok());
 }
@@ -132,7 +132,7 @@ TEST_F(ExecRuntimeTest, DecodeAcceptsAnMp4) {
   auto settings = command("mp4", {"{input}"});
   auto rt = make_exec_decode(c.args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto out = (*rt)->decode(context(spec_, latent_in, out_));
+  auto out = (*rt)->run(context(spec_, latent_in, out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_TRUE(artifacts::verify(out_).ok());
 }
@@ -142,7 +142,7 @@ TEST_F(ExecRuntimeTest, NonZeroExitFailsWithTheTailOfStderr) {
   auto settings = command("fail");
   auto rt = make_exec_sample(c.args(settings));
   ASSERT_TRUE(rt.ok());
-  auto out = (*rt)->sample(context(spec_, {}, out_));
+  auto out = (*rt)->run(context(spec_, {}, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.exec.exit");
   EXPECT_NE(out.error().message.find("status 3"), std::string::npos) << out.error().message;
@@ -160,7 +160,7 @@ TEST_F(ExecRuntimeTest, TimeoutKillsTheWholeProcessGroup) {
   auto rt = make_exec_sample(c.args(settings));
   ASSERT_TRUE(rt.ok());
   auto t0 = Clock::now();
-  auto out = (*rt)->sample(context(spec_, {}, out_));
+  auto out = (*rt)->run(context(spec_, {}, out_));
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.timeout");
@@ -186,7 +186,7 @@ TEST_F(ExecRuntimeTest, MissingOutputFails) {
   // A stale .part from a crashed attempt must not pass for this attempt's output.
   fs::create_directories(out_.parent_path());
   ASSERT_TRUE(latent::write_latent(artifacts::part_path(out_), latent_for(spec_)).ok());
-  auto out = (*rt)->sample(context(spec_, {}, out_));
+  auto out = (*rt)->run(context(spec_, {}, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.exec.no_output");
   EXPECT_FALSE(fs::exists(out_));
@@ -198,9 +198,9 @@ TEST_F(ExecRuntimeTest, InvalidOutputIsRejectedForEachStage) {
     auto settings = command("garbage");
     auto ctx = context(spec_, stage == StageKind::kEncode ? fs::path() : dir_.path() / "in", out_);
     Result<StageOutput> out = Error{"unset", "unset"};
-    if (stage == StageKind::kEncode) out = (*make_exec_encode(c.args(settings)))->encode(ctx);
-    if (stage == StageKind::kSample) out = (*make_exec_sample(c.args(settings)))->sample(ctx);
-    if (stage == StageKind::kDecode) out = (*make_exec_decode(c.args(settings)))->decode(ctx);
+    if (stage == StageKind::kEncode) out = (*make_exec_encode(c.args(settings)))->run(ctx);
+    if (stage == StageKind::kSample) out = (*make_exec_sample(c.args(settings)))->run(ctx);
+    if (stage == StageKind::kDecode) out = (*make_exec_decode(c.args(settings)))->run(ctx);
     ASSERT_FALSE(out.ok()) << config::stage_name(stage);
     EXPECT_EQ(out.error().code, "runtime.invalid_output") << out.error().to_string();
     EXPECT_FALSE(fs::exists(out_));
@@ -216,7 +216,7 @@ TEST_F(ExecRuntimeTest, TheLatentMustFitTheJobsProfile) {
   ClusterFixture c(StageKind::kSample);
   auto settings = command("copy");
   settings["env"] = {{"FIXTURE", fixture.string()}};
-  auto strict = (*make_exec_sample(c.args(settings)))->sample(context(spec_, {}, out_));
+  auto strict = (*make_exec_sample(c.args(settings)))->run(context(spec_, {}, out_));
   ASSERT_FALSE(strict.ok());
   EXPECT_EQ(strict.error().code, "runtime.invalid_output");
   EXPECT_NE(
@@ -230,14 +230,14 @@ TEST_F(ExecRuntimeTest, TheLatentMustFitTheJobsProfile) {
   auto ctx = context(spec_, {}, out_);
   ctx.latent_profile = wan;
   settings["env"] = {{"FIXTURE", wan_file.string()}};
-  auto ok = (*make_exec_sample(c.args(settings)))->sample(ctx);
+  auto ok = (*make_exec_sample(c.args(settings)))->run(ctx);
   EXPECT_TRUE(ok.ok()) << ok.error().to_string();
   fs::remove(out_);
   fs::remove(artifacts::sidecar_path(out_));
   auto builtin_file = dir_.path() / "builtin.h3latent";
   ASSERT_TRUE(latent::write_latent(builtin_file, latent_for(spec_)).ok());
   settings["env"] = {{"FIXTURE", builtin_file.string()}};
-  auto bad = (*make_exec_sample(c.args(settings)))->sample(ctx);
+  auto bad = (*make_exec_sample(c.args(settings)))->run(ctx);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("profile wan2.1"), std::string::npos) << bad.error().message;
   // The old escape hatch is gone: an unknown key.
@@ -256,7 +256,7 @@ TEST_F(ExecRuntimeTest, CancellationStopsTheCommand) {
   auto ctx = context(spec_, dir_.path() / "in", out_);
   auto t0 = Clock::now();
   ctx.cancelled = [t0] { return Clock::now() - t0 > std::chrono::milliseconds(200); };
-  auto out = (*rt)->decode(ctx);
+  auto out = (*rt)->run(ctx);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.cancelled");
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);
@@ -265,7 +265,7 @@ TEST_F(ExecRuntimeTest, CancellationStopsTheCommand) {
 TEST_F(ExecRuntimeTest, StderrIsBoundedInMemoryAndInTheReason) {
   ClusterFixture c(StageKind::kSample);
   auto settings = command("flood");
-  auto out = (*make_exec_sample(c.args(settings)))->sample(context(spec_, {}, out_));
+  auto out = (*make_exec_sample(c.args(settings)))->run(context(spec_, {}, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.error().message.find("last words"), std::string::npos);
   EXPECT_LT(out.error().message.size(), 3000u);

@@ -124,10 +124,10 @@ TEST_F(RuntimeInputs, BuiltinEncodeReadsARelativeReferenceBeneathTheRootNotTheCw
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
   spec_.set_reference_image("ref.png");
   ASSERT_TRUE(spec::validate(spec_, cluster_).empty());
-  auto rel = (*rt)->encode(ctx("rel"));
+  auto rel = (*rt)->run(ctx("rel"));
   ASSERT_TRUE(rel.ok()) << rel.error().to_string();
   spec_.set_reference_image((root_ / "ref.png").string());
-  auto abs = (*rt)->encode(ctx("abs"));
+  auto abs = (*rt)->run(ctx("abs"));
   ASSERT_TRUE(abs.ok()) << abs.error().to_string();
   EXPECT_EQ(rel->sha256, abs->sha256) << "the relative path is the root's file";
 }
@@ -139,25 +139,25 @@ TEST_F(RuntimeInputs, BuiltinEncodeRefusesASymlinkSwappedInAfterSubmission) {
     SCOPED_TRACE(ref);
     spec_.set_reference_image(ref);
     if (!fs::is_symlink(root_ / "ref.png")) swap_in_symlink();
-    expect_refused((*rt)->encode(ctx()));
+    expect_refused((*rt)->run(ctx()));
   }
 }
 
 TEST_F(RuntimeInputs, SimEncodeReadsTheReferenceBytesBeneathTheRoot) {
   auto rt = runtime::make_sim_encode(args(nlohmann::json::object()));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
-  auto none = (*rt)->encode(ctx("none"));
+  auto none = (*rt)->run(ctx("none"));
   ASSERT_TRUE(none.ok()) << none.error().to_string();
   spec_.set_reference_image("ref.png");
-  auto rel = (*rt)->encode(ctx("rel"));
+  auto rel = (*rt)->run(ctx("rel"));
   ASSERT_TRUE(rel.ok()) << rel.error().to_string();
   spec_.set_reference_image((root_ / "ref.png").string());
-  auto abs = (*rt)->encode(ctx("abs"));
+  auto abs = (*rt)->run(ctx("abs"));
   ASSERT_TRUE(abs.ok()) << abs.error().to_string();
   EXPECT_EQ(rel->sha256, abs->sha256);
   EXPECT_NE(rel->sha256, none->sha256) << "the reference's bytes are in the conditioning";
   swap_in_symlink();
-  expect_refused((*rt)->encode(ctx("swapped")));
+  expect_refused((*rt)->run(ctx("swapped")));
 }
 
 // The command copies FIXTURE to the output and REFERENCE's bytes to $REPORT.
@@ -182,7 +182,7 @@ TEST_F(RuntimeInputs, ExecGetsACopyOfTheFileBeneathTheRootNeverThePath) {
   auto rt = runtime::make_exec_encode(args(settings));
   ASSERT_TRUE(rt.ok()) << rt.error().to_string();
   spec_.set_reference_image("ref.png");
-  auto out = (*rt)->encode(ctx());
+  auto out = (*rt)->run(ctx());
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_EQ(slurp(report), slurp(root_ / "ref.png")) << "the command read the root's file";
   std::vector<std::string> left;
@@ -194,7 +194,7 @@ TEST_F(RuntimeInputs, ExecGetsACopyOfTheFileBeneathTheRootNeverThePath) {
       << "the private copy is gone";
   fs::remove(report);
   swap_in_symlink();
-  expect_refused((*rt)->encode(ctx("swapped")));
+  expect_refused((*rt)->run(ctx("swapped")));
   EXPECT_FALSE(fs::exists(report)) << "the command never ran";
 }
 
@@ -215,7 +215,7 @@ TEST_F(RuntimeInputs, InputsThatCanNeverSucceedArePermanent) {
   auto c = ctx();
   c.input = cond;
   c.output = cluster_.artifact_root / "run-1" / "job-1" / "latent.h3latent";
-  auto out = (*smp)->sample(c);
+  auto out = (*smp)->run(c);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, errc::latent::kHeaderTooLarge.id) << out.error().to_string();
   EXPECT_TRUE(errc::is_permanent(out.error().code));

@@ -32,15 +32,15 @@ TEST(RuntimeKinds, AreTheConfigsNamesInOrder) {
 
 TEST(RuntimeKinds, UnknownNameListsTheKnownOnes) {
   const runtime::FactoryArgs a;
-  auto e = runtime::make_encode("magic", a);
+  auto e = runtime::make_runtime(config::StageKind::kEncode, "magic", a);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().message,
             "stage encode: runtime \"magic\" is not available in this build (known: sim, "
             "builtin, exec, comfyui)");
-  auto s = runtime::make_sample("magic", a);
+  auto s = runtime::make_runtime(config::StageKind::kSample, "magic", a);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("stage sample: runtime \"magic\""), std::string::npos);
-  auto d = runtime::make_decode("magic", a);
+  auto d = runtime::make_runtime(config::StageKind::kDecode, "magic", a);
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().message.find("stage decode: runtime \"magic\""), std::string::npos);
 }

@@ -1,7 +1,5 @@
 // The builtin sampler's previews (#38 item 6): a small JPEG of the latent's middle frame every
 // quarter of the steps (at most one a second), bounded in size, costing a sliver of a step.
-#include "common/runtime/preview.h"
-
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
@@ -11,6 +9,7 @@
 #include "common/media/media.h"
 #include "common/model/model.h"
 #include "common/runtime/builtin_runtime.h"
+#include "common/runtime/preview.h"
 #include "tests/support/runtime_test_util.h"
 
 namespace h3pipe::runtime {
@@ -60,7 +59,7 @@ TEST(LatentPreview, TheBuiltinSamplerSendsAFewAndTheyCostUnderTwoPercentOfAStep)
   fs::create_directories(cond.parent_path());
   auto ectx = context(spec, {}, cond);
   ectx.root = dir.path() / "art";
-  ASSERT_TRUE((*enc)->encode(ectx).ok());
+  ASSERT_TRUE((*enc)->run(ectx).ok());
   auto ctx = context(spec, cond, lat);
   ctx.root = dir.path() / "art";
   std::vector<Clock::time_point> step_at;
@@ -72,7 +71,7 @@ TEST(LatentPreview, TheBuiltinSamplerSendsAFewAndTheyCostUnderTwoPercentOfAStep)
     preview_steps.push_back(k);
     largest = std::max(largest, b64.size());
   };
-  auto out = (*smp)->sample(ctx);
+  auto out = (*smp)->run(ctx);
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   ASSERT_EQ(step_at.size(), 8u);
   std::vector<double> steps_s;

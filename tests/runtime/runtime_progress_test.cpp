@@ -43,7 +43,7 @@ TEST(ExecProgress, TheCommandsProgressLinesReachTheContextOnEitherStream) {
   fs::create_directories(ctx.output.parent_path());
   Steps seen;
   ctx.progress = [&](long long k, long long n) { seen.emplace_back(k, n); };
-  auto out = (*rt)->encode(ctx);
+  auto out = (*rt)->run(ctx);
   EXPECT_FALSE(out.ok());  // exit 3: the progress before it still counted
   // stdout and stderr are read as they arrive: 2/3 (stderr) may come before or after 1/3.
   std::sort(seen.begin(), seen.end());
@@ -92,7 +92,7 @@ TEST_F(ComfyProgress, EveryStepOfTheServersProgressMessagesReachesTheContextInOr
   auto ctx = context(spec_, latent_, out_);
   Steps seen;
   ctx.progress = [&](long long k, long long n) { seen.emplace_back(k, n); };
-  auto out = (*rt)->decode(ctx);
+  auto out = (*rt)->run(ctx);
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   // The fake's 8 steps over 800 ms, all of them although /history is polled only every 200 ms
   // (previews beside them: comfyui_preview_test.cpp).
@@ -112,7 +112,7 @@ TEST_F(ComfyProgress, ACancelInterruptsTheRunningPromptWithinAPollAndTheRuntimeR
     if (!cancel_at) cancel_at = Clock::now();
   };
   ctx.cancelled = [&] { return cancel_at.has_value(); };
-  auto out = (*rt)->decode(ctx);
+  auto out = (*rt)->run(ctx);
   const auto returned = Clock::now();
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code, "runtime.cancelled");

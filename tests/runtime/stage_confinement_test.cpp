@@ -104,12 +104,12 @@ TEST_F(Confinement, SimDecodeRefusesASymlinkedRunFolderAndWritesNothingOutside) 
   auto dec = runtime::make_sim_decode(args());
   ASSERT_TRUE(dec.ok());
   const fs::path latent = write_latent("good");
-  auto ok = (*dec)->decode(ctx("good", outputs_ / "good" / "j.mp4", latent));
+  auto ok = (*dec)->run(ctx("good", outputs_ / "good" / "j.mp4", latent));
   ASSERT_TRUE(ok.ok()) << ok.error().to_string();
   EXPECT_EQ(artifacts::verify(outputs_ / "good" / "j.mp4").value(), ok->sha256);
 
   plant(outputs_, "bad");
-  auto r = (*dec)->decode(ctx("bad", outputs_ / "bad" / "j.mp4", latent));
+  auto r = (*dec)->run(ctx("bad", outputs_ / "bad" / "j.mp4", latent));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "path.symlink") << r.error().to_string();
   expect_refused(r.error(), "bad");
@@ -120,10 +120,10 @@ TEST_F(Confinement, SimEncodeAndSampleRefuseASymlinkedFolderBelowTheArtifactRoot
   auto enc = runtime::make_sim_encode(args());
   auto smp = runtime::make_sim_sample(args());
   ASSERT_TRUE(enc.ok() && smp.ok());
-  auto cond = (*enc)->encode(ctx("good", artifacts_ / "good" / "j" / "cond.safetensors"));
+  auto cond = (*enc)->run(ctx("good", artifacts_ / "good" / "j" / "cond.safetensors"));
   ASSERT_TRUE(cond.ok()) << cond.error().to_string();
-  auto lat = (*smp)->sample(ctx("good", artifacts_ / "good" / "j" / "latent.h3latent",
-                                artifacts_ / "good" / "j" / "cond.safetensors"));
+  auto lat = (*smp)->run(ctx("good", artifacts_ / "good" / "j" / "latent.h3latent",
+                             artifacts_ / "good" / "j" / "cond.safetensors"));
   ASSERT_TRUE(lat.ok()) << lat.error().to_string();
 
   // The run folder, and (another run) the job folder, are symlinks to outside.
@@ -132,11 +132,11 @@ TEST_F(Confinement, SimEncodeAndSampleRefuseASymlinkedFolderBelowTheArtifactRoot
   fs::create_directory_symlink(outside_, artifacts_ / "bad2" / "j");
   for (const std::string run : {"bad", "bad2"}) {
     SCOPED_TRACE(run);
-    auto e = (*enc)->encode(ctx(run, artifacts_ / run / "j" / "cond.safetensors"));
+    auto e = (*enc)->run(ctx(run, artifacts_ / run / "j" / "cond.safetensors"));
     ASSERT_FALSE(e.ok());
     expect_refused(e.error(), run);
-    auto s = (*smp)->sample(ctx(run, artifacts_ / run / "j" / "latent.h3latent",
-                                artifacts_ / "good" / "j" / "cond.safetensors"));
+    auto s = (*smp)->run(ctx(run, artifacts_ / run / "j" / "latent.h3latent",
+                             artifacts_ / "good" / "j" / "cond.safetensors"));
     ASSERT_FALSE(s.ok());
     expect_refused(s.error(), run);
   }
@@ -257,9 +257,9 @@ TEST_F(Confinement, SimStagesPublishAtTheEndOfTheirProfileTime) {
   const fs::path cond = artifacts_ / "r" / "j" / "cond.safetensors";
   const fs::path lat = artifacts_ / "r" / "j" / "latent.h3latent";
   const fs::path mp4 = outputs_ / "r" / "j.mp4";
-  auto e = (*enc)->encode(cancel_once_written(ctx("r", cond)));
-  auto s = (*smp)->sample(cancel_once_written(ctx("r", lat, cond_in)));
-  auto d = (*dec)->decode(cancel_once_written(ctx("r", mp4, latent_in)));
+  auto e = (*enc)->run(cancel_once_written(ctx("r", cond)));
+  auto s = (*smp)->run(cancel_once_written(ctx("r", lat, cond_in)));
+  auto d = (*dec)->run(cancel_once_written(ctx("r", mp4, latent_in)));
   for (const auto* r : {&e, &s, &d}) {
     ASSERT_FALSE(r->ok());
     EXPECT_EQ(r->error().code, "runtime.cancelled") << r->error().to_string();

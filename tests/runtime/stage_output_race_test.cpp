@@ -80,12 +80,12 @@ TEST_F(StageOutputRace, TwoExecutionsOfOneTaskEachStreamIntoTheirOwnTemporary) {
   auto rb = make_exec_sample(c.args(sb));
   ASSERT_TRUE(ra.ok() && rb.ok());
   Result<StageOutput> oa = Error{"unset", "unset"}, ob = Error{"unset", "unset"};
-  std::thread ta([&] { oa = (*ra)->sample(context(spec_, {}, out_)); });
+  std::thread ta([&] { oa = (*ra)->run(context(spec_, {}, out_)); });
   const auto deadline = Clock::now() + std::chrono::seconds(15);
   while (temporaries_of(out_).empty() && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_FALSE(temporaries_of(out_).empty()) << "A never started writing";
-  std::thread tb([&] { ob = (*rb)->sample(context(spec_, {}, out_)); });
+  std::thread tb([&] { ob = (*rb)->run(context(spec_, {}, out_)); });
   ta.join();
   tb.join();
   ASSERT_TRUE(oa.ok()) << "A: " << oa.error().to_string();
@@ -136,13 +136,13 @@ TEST_F(StageOutputRace, AKilledWritersTemporaryGoesWithTheNextExecutionALiveOnes
   ClusterFixture c(StageKind::kSample);
   const fs::path fa = fixture("a.h3latent", 0.f);
   const auto fail = settings("fail", fa, 0);
-  auto out = (*make_exec_sample(c.args(fail)))->sample(context(spec_, {}, out_));
+  auto out = (*make_exec_sample(c.args(fail)))->run(context(spec_, {}, out_));
   ASSERT_FALSE(out.ok());
   EXPECT_FALSE(fs::exists(dead)) << dead << " outlived its killed writer";
   EXPECT_TRUE(fs::exists(live));
   // And one that succeeds publishes its own, leaving the live writer's alone.
   const auto ok = settings("halves", fa, 0);
-  out = (*make_exec_sample(c.args(ok)))->sample(context(spec_, {}, out_));
+  out = (*make_exec_sample(c.args(ok)))->run(context(spec_, {}, out_));
   ASSERT_TRUE(out.ok()) << out.error().to_string();
   EXPECT_TRUE(artifacts::verify(out_).ok());
   EXPECT_EQ(temporaries_of(out_), std::vector<std::string>{live.filename().string()});

@@ -33,10 +33,10 @@ constexpr auto kStep = std::chrono::milliseconds(500);
 
 // The builtin sampler's loop shape with a step that takes kStep: a cancel is seen only between
 // steps, each step told to ctx.progress.
-class SlowSteps final : public runtime::SampleRuntime {
+class SlowSteps final : public runtime::StageRuntime {
  public:
   std::atomic<int> steps_done{0};
-  Result<runtime::StageOutput> sample(const runtime::StageContext& ctx) override {
+  Result<runtime::StageOutput> run(const runtime::StageContext& ctx) override {
     for (int k = 0; k < kSteps; ++k) {
       if (ctx.cancelled()) return make_error(errc::runtime::kCancelled, "cancelled at step {}", k);
       std::this_thread::sleep_for(kStep);
@@ -93,8 +93,7 @@ TEST(CancelFreesPool,
   const auto* pool = c->find_pool("samp");
   auto slow = std::make_unique<SlowSteps>();
   SlowSteps* rt = slow.get();
-  worker::Runtimes rts;
-  rts.sample = std::move(slow);
+  std::unique_ptr<runtime::StageRuntime> rts = std::move(slow);
   prometheus::Registry reg;
   metrics::WorkerProbe probe(reg, "sample", pool->name, pool->host);
   std::mutex mu;

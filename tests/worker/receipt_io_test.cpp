@@ -73,8 +73,8 @@ TEST(ReceiptIo, AReceiptThatDoesNotFitFailsTheJobWithTheIoError) {
   const auto* pool = c->find_pool("dec");
   const auto& rt = c->runtime_for(*pool);
   runtime::FactoryArgs fa{&*c, pool, &rt.settings, 7};
-  worker::Runtimes rts;
-  rts.decode = std::move(runtime::make_decode(rt.name, fa).value());
+  std::unique_ptr<runtime::StageRuntime> rts =
+      std::move(runtime::make_runtime(config::StageKind::kDecode, rt.name, fa).value());
   prometheus::Registry reg;
   metrics::WorkerProbe probe(reg, "decode", pool->name, pool->host);
   auto w = worker::StageWorker::create({&*c, pool, srv.address(), pool->name}, std::move(rts),

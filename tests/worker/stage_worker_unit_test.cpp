@@ -24,11 +24,11 @@ using state::JobState;
 namespace {
 
 // An encode runtime that runs `body` (default: writes its output, which the files then verify).
-class FnEncode final : public runtime::EncodeRuntime {
+class FnEncode final : public runtime::StageRuntime {
  public:
   explicit FnEncode(std::function<Result<runtime::StageOutput>(const runtime::StageContext&)> f)
       : f_(std::move(f)) {}
-  Result<runtime::StageOutput> encode(const runtime::StageContext& ctx) override { return f_(ctx); }
+  Result<runtime::StageOutput> run(const runtime::StageContext& ctx) override { return f_(ctx); }
 
  private:
   std::function<Result<runtime::StageOutput>(const runtime::StageContext&)> f_;
@@ -56,8 +56,7 @@ struct Rig {
       files.sha[ctx.output.string()] = "sha-" + ctx.spec->job_id();
       return runtime::StageOutput{"sha-" + ctx.spec->job_id(), 10};
     };
-    Runtimes rts;
-    rts.encode =
+    std::unique_ptr<runtime::StageRuntime> rts =
         std::make_unique<FnEncode>([this](const runtime::StageContext& ctx) { return body(ctx); });
     auto on_event = hooks.on_event;
     hooks.on_event = [this, on_event](const std::string& ev, const pb::StageTask& t) {
@@ -253,11 +252,11 @@ TEST(StageWorker, ATaskStillRunningWhenTheStopGraceRunsOutIsHandedBackAndSaidSo)
 
 namespace {
 
-class FnSample final : public runtime::SampleRuntime {
+class FnSample final : public runtime::StageRuntime {
  public:
   explicit FnSample(std::function<Result<runtime::StageOutput>(const runtime::StageContext&)> f)
       : f_(std::move(f)) {}
-  Result<runtime::StageOutput> sample(const runtime::StageContext& ctx) override { return f_(ctx); }
+  Result<runtime::StageOutput> run(const runtime::StageContext& ctx) override { return f_(ctx); }
 
  private:
   std::function<Result<runtime::StageOutput>(const runtime::StageContext&)> f_;
@@ -282,12 +281,12 @@ double sampler_mfu(double peak_gflops, double* elapsed_s, std::vector<std::strin
   MemoryTasks tasks{ledger};
   prometheus::Registry registry;
   metrics::WorkerProbe probe{registry, "sample", "samp", "h1"};
-  Runtimes rts;
-  rts.sample = std::make_unique<FnSample>([&](const runtime::StageContext& ctx) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a measurable run_s
-    files.sha[ctx.output.string()] = "sha-" + ctx.spec->job_id();
-    return Result<runtime::StageOutput>(runtime::StageOutput{"sha-" + ctx.spec->job_id(), 10});
-  });
+  std::unique_ptr<runtime::StageRuntime> rts =
+      std::make_unique<FnSample>([&](const runtime::StageContext& ctx) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a measurable run_s
+        files.sha[ctx.output.string()] = "sha-" + ctx.spec->job_id();
+        return Result<runtime::StageOutput>(runtime::StageOutput{"sha-" + ctx.spec->job_id(), 10});
+      });
   Options o{&c, &c.pools[1], {}, "samp"};
   o.peak_gflops = peak_gflops;
   o.declared_gflop = [asked](const std::string& settings, const pb::JobSpec& spec) {
