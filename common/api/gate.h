@@ -13,7 +13,8 @@
 // Keep-alive: a serve that answered its whole request and may keep the connection
 // (may_keep_alive(), keep_alive()) hands it back to the loop with any bytes of the next request
 // read already, where it waits like a new one (a slot, no thread) up to keep_alive_timeout and is
-// then closed without a reply; at most max_requests_per_connection requests per connection.  The
+// then closed without a reply; at most max_requests_per_connection requests per connection.  A
+// busy one skips that round trip: its pool thread lingers for the next request (linger).  The
 // reply is written with write_timeout per write; sockets are TCP_NODELAY (a reply's head and body
 // are two writes, which Nagle's algorithm would hold back behind the client's delayed ACK).
 #include <atomic>
@@ -41,6 +42,10 @@ struct GateLimits {
   int threads = 16;
   std::chrono::milliseconds keep_alive_timeout{5000};
   std::size_t max_requests_per_connection = 1000;  // 1: every connection closed after one
+  // A pool thread that answered a kept-alive request waits this long for the connection's next
+  // one and serves it itself (at most max_lingering threads at once; 0: straight back to the loop).
+  std::chrono::milliseconds linger{50};
+  int max_lingering = 4;
 };
 
 // Serves one request whose bytes so far are `head` on the non-blocking socket `fd` (the gate

@@ -274,6 +274,45 @@ TEST(ApiGate, KeepAliveServesTheNextRequestsOnTheSameConnection) {
   ::close(fd);
 }
 
+// A pool thread that answered a kept-alive request lingers for the connection's next one (no
+// hand-over to the loop and back, #37's tail), but at most max_lingering threads at once: with
+// 2 threads and 1 lingering for 10 s, a third client is still answered at once, every kept-alive
+// connection serves its next request (a head sent in two parts too), and stop() waits for no
+// lingering thread.
+TEST(ApiGate, LingeringThreadsAreBoundedAndServeTheNextRequest) {
+  GateLimits l;
+  l.threads = 2;
+  l.max_lingering = 1;
+  l.linger = 10s;
+  std::chrono::steady_clock::time_point stopped;
+  {
+    RunningHttp g(l);
+    const int a = connect_to(g.port), b = connect_to(g.port);
+    for (int fd : {a, b}) {
+      send_all(fd, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+      EXPECT_NE(read_until(fd, "a-reply").find("a-reply"), std::string::npos);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const int c = connect_to(g.port);
+    send_all(c, "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_NE(read_all(c).find("a-reply"), std::string::npos);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+    ::close(c);
+    for (int fd : {a, b}) {
+      send_all(fd, "GET /a HTTP/1.1\r\nHost: x\r\n");
+      std::this_thread::sleep_for(50ms);
+      send_all(fd, "\r\n");
+      const std::string r = read_until(fd, "a-reply");
+      EXPECT_NE(r.find("a-reply"), std::string::npos) << r;
+      EXPECT_EQ(r.find("400"), std::string::npos) << r;
+    }
+    ::close(a);
+    ::close(b);
+    stopped = std::chrono::steady_clock::now();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, 2s);
+}
+
 TEST(ApiGate, KeepAliveEndsOnConnectionCloseAndAtTheLimit) {
   GateLimits l;
   l.max_requests_per_connection = 2;
