@@ -259,6 +259,11 @@ for label, name in [("4.3MB", "net4"), ("13MB", "net13")]:
         r[f"breakdown_ms_{label.replace('.', '_').lower()}_{c}"] = b
         r[f"cpu_ms_{label.replace('.', '_').lower()}_{c}"] = cpu(f"{name}_{c}")
         bd_rows.append((label, c, b))
+    for c in (MODES if os.environ["HOG"] != "0" else ()):  # the same phases with the busy loops
+        b = breakdown(f"{name}_{c}_hog")
+        r[f"breakdown_ms_{label.replace('.', '_').lower()}_{c}_hog"] = b
+        r[f"cpu_ms_{label.replace('.', '_').lower()}_{c}_hog"] = cpu(f"{name}_{c}_hog")
+        bd_rows.append((label, c + "_hog", b))
 for label, name in [("4.3MB", "raw4"), ("13MB", "raw13")]:
     d = json.load(open(f"{W}/{name}.json"))
     key = label.replace('.', '_').lower()
@@ -309,7 +314,7 @@ for row in rows:
 print("hand-off breakdown, median ms: " + " ".join(PHASES), file=sys.stderr)
 for label, c, b in bd_rows:
     u = r[f"cpu_ms_{label.replace('.', '_').lower()}_{c}"]
-    print(f"{label:>6} {c:>8} " + " ".join(f"{b.get(k, 0):>7.2f}" for k in PHASES) +
+    print(f"{label:>6} {c:>12} " + " ".join(f"{b.get(k, 0):>7.2f}" for k in PHASES) +
           f"   cpu ms/hand-off: sender {u.get('sender', 0):.1f}, receiver {u.get('receiver', 0):.1f}", file=sys.stderr)
 if os.environ["HOG"] != "0":
     print(f"raw TCP with the two busy loops: 4.3MB {r['raw_tcp_seconds_4_3mb_hog']*1e3:.1f} ms, "
