@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,18 +42,22 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The body a request may carry: the upload limit for a multipart POST on the upload route.
-std::size_t body_limit(const std::string& buf, const GateLimits& l) {
+// Whether buf starts a multipart POST on the upload route (with an upload limit above the body's).
+bool is_upload(const std::string& buf, const GateLimits& l) {
   if (l.max_upload_bytes <= l.max_body_bytes || buf.rfind(l.upload_request_line, 0) != 0)
-    return l.max_body_bytes;
+    return false;
   const auto end = buf.find("\r\n\r\n");
   const std::string head = lower(buf.substr(0, end == std::string::npos ? buf.size() : end));
   const auto ct = head.find("\r\ncontent-type:");
-  if (ct == std::string::npos) return l.max_body_bytes;
+  if (ct == std::string::npos) return false;
   const auto eol = head.find("\r\n", ct + 2);
-  return head.substr(ct, eol - ct).find("multipart/form-data") != std::string::npos
-             ? l.max_upload_bytes
-             : l.max_body_bytes;
+  return head.substr(ct, eol - ct).find("multipart/form-data") != std::string::npos;
+}
+
+// The body a request may carry here: the upload limit for an upload, unless it streams (then the
+// gate reads no more of it than of any body before handing it over).
+std::size_t body_limit(const std::string& buf, const GateLimits& l) {
+  return !l.stream_uploads && is_upload(buf, l) ? l.max_upload_bytes : l.max_body_bytes;
 }
 
 // Whether buf holds a whole request (or more than the bounds let it wait for).
@@ -70,6 +75,7 @@ bool complete(const std::string& buf, const GateLimits& l) {
     v.erase(0, v.find_first_not_of(" \t"));
     return v;
   };
+  if (l.stream_uploads && is_upload(buf, l)) return true;  // its body streams in the pool
   const std::size_t body = buf.size() - body_at;
   const std::size_t max_body = body_limit(buf, l);
   if (auto te = field("transfer-encoding"); te && te->find("chunked") != std::string::npos)
@@ -266,6 +272,19 @@ Result<int> Gate::bind(const std::string& host, int port) {
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
   return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
                                   : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+Result<int> Gate::bind_unix(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof a.sun_path)
+    return make_error(errc::cli::kFlag, "cannot listen on \"{}\" (not a socket path)", path);
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listen_fd_, 1024) != 0 || ::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0)
+    return make_error(errc::cli::kFlag, "cannot listen on {} ({})", path, std::strerror(errno));
+  return 0;
 }
 
 void Gate::keep_connection() {

@@ -36,6 +36,9 @@ struct GateLimits {
   // most max_buffered_bytes are held for all waiting connections together (beyond: 503).
   std::size_t max_upload_bytes = 0;
   std::string upload_request_line = "POST /v1/videos ";
+  // Such an upload goes to a pool thread as soon as its head is whole, and its body is read
+  // there as it arrives (streamed to disk: upload_stream.h) instead of being held here.
+  bool stream_uploads = false;
   std::size_t max_buffered_bytes = 256ull * 1024 * 1024;
   std::size_t max_pending = 512;
   std::size_t max_ready = 256;
@@ -60,6 +63,8 @@ class Gate final {
   Gate& operator=(const Gate&) = delete;
   // Binds host:port (0: a free one); the port bound.
   Result<int> bind(const std::string& host, int port);
+  // Listens on a Unix socket at `path` instead (the TLS front's backend, tls_front.h); 0.
+  Result<int> bind_unix(const std::string& path);
   // Runs the loop and the pool until stop(); returns when every pool thread has finished.
   void run(const GateServe& serve);
   void stop();

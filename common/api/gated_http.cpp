@@ -18,15 +18,16 @@ namespace h3pipe::api {
 namespace {
 
 // One request's connection, handed over by the Gate with the bytes it has read: reads come from
-// those first, then (rarely: a body over the bounds, which httplib skips) from the socket until
-// a short deadline; writes wait at most write_timeout each.
+// those first, then (a streamed upload's body, or one over the bounds, which httplib skips) from
+// the socket while the client pauses at most kReadPause; writes wait at most write_timeout each.
 class GatedStream final : public httplib::Stream {
  public:
+  static constexpr auto kReadPause = std::chrono::seconds(5);
   GatedStream(int fd, const std::string& head, std::chrono::milliseconds write_timeout)
       : fd_(fd),
         head_(head),
         write_timeout_(write_timeout),
-        read_deadline_(std::chrono::steady_clock::now() + std::chrono::seconds(2)) {}
+        read_deadline_(std::chrono::steady_clock::now() + kReadPause) {}
   bool is_readable() const override {
     return !taken_ && (pos_ < head_.size() || wait(POLLIN, left()));
   }
@@ -46,7 +47,29 @@ class GatedStream final : public httplib::Stream {
     }
     read_socket_ = true;
     if (!wait(POLLIN, left())) return -1;
-    return ::recv(fd_, ptr, size, 0);
+    const ssize_t n = ::recv(fd_, ptr, size, 0);
+    // A streamed upload (gate.h) reads on while the client keeps sending: the deadline is for a
+    // pause, not for the whole body.
+    if (n > 0) read_deadline_ = std::chrono::steady_clock::now() + kReadPause;
+    return n;
+  }
+  // After a reply to a request whose body was read from the socket: the write side is shut and
+  // what the client still sends is read and dropped (up to a second or 64 MiB), so a client
+  // refused mid-upload reads its 413 instead of a reset.
+  void linger() const {
+    if (!read_socket_ || taken_) return;
+    ::shutdown(fd_, SHUT_WR);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    char buf[16384];
+    for (std::size_t dropped = 0; dropped < (64u << 20);) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          until - std::chrono::steady_clock::now())
+                          .count();
+      if (ms <= 0 || !wait(POLLIN, ms)) return;
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return;
+      dropped += static_cast<std::size_t>(n);
+    }
   }
   // The bytes httplib read from the gate's, when it read none from the socket itself.
   std::optional<size_t> consumed() const {
@@ -178,6 +201,8 @@ void GatedHttp::serve(int fd, const std::string& raw_head,
   current = nullptr;
   if (ok && may_keep && !closed && !strm.taken() && strm.consumed() == end)
     Gate::keep_alive(head.substr(*end));
+  else
+    strm.linger();
 }
 
 int GatedHttp::take_connection() {

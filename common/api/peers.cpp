@@ -51,7 +51,8 @@ std::optional<std::pair<std::string, std::string>> split_url(const std::string& 
 }  // namespace
 
 std::string advertised_url(const config::Cluster& c, const std::string& host,
-                           const std::string& bind, int port, const std::string& advertise) {
+                           const std::string& bind, int port, const std::string& advertise,
+                           bool https) {
   if (!advertise.empty()) return advertise;
   std::string addr = bind;
   if (addr.empty() || addr == "0.0.0.0" || addr == "::") {
@@ -59,7 +60,7 @@ std::string advertised_url(const config::Cluster& c, const std::string& host,
     addr = h ? h->address : "127.0.0.1";
   }
   if (addr.find(':') != std::string::npos) addr = "[" + addr + "]";
-  return fmt::format("http://{}:{}/v1", addr, port);
+  return fmt::format("{}://{}:{}/v1", https ? "https" : "http", addr, port);
 }
 
 Status announce(queue::Redis& r, const std::string& host, const std::string& url) {

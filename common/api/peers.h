@@ -24,10 +24,12 @@ inline constexpr auto kAnnounceEvery = std::chrono::seconds(10);
 // second hop, no loop).  Its value is the asking host.
 inline constexpr const char* kForwardedHeader = "X-H3pipe-Forwarded-By";
 
-// The URL peers and clients reach an API on: advertise when set, else http://ADDR:PORT/v1 where
-// ADDR is bind, or the host's address when bind is every interface (0.0.0.0, ::).
+// The URL peers and clients reach an API on: advertise when set, else http://ADDR:PORT/v1 (https
+// when the API serves TLS itself, tls_front.h) where ADDR is bind, or the host's address when
+// bind is every interface (0.0.0.0, ::).
 std::string advertised_url(const config::Cluster& c, const std::string& host,
-                           const std::string& bind, int port, const std::string& advertise);
+                           const std::string& bind, int port, const std::string& advertise,
+                           bool https = false);
 
 // HSET h3pipe:api:hosts host {"url", "at_ms"}.
 Status announce(queue::Redis& r, const std::string& host, const std::string& url);

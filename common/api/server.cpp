@@ -12,7 +12,9 @@
 #include "common/api/gated_http.h"
 #include "common/api/peers.h"
 #include "common/api/routes.h"
+#include "common/api/tls_front.h"
 #include "common/api/webhook_dispatch.h"
+#include "common/core/error_codes.h"
 #include "common/queue/server.h"
 
 namespace h3pipe::api {
@@ -27,7 +29,8 @@ struct Server::Impl {
   Context ctx;
   GatedHttp http;
   std::unique_ptr<Gate> gate;
-  std::shared_ptr<EventsHub> events;            // SSE subscribers: stopped before ctx goes
+  std::unique_ptr<TlsFront> tls;      // with tls_cert: owns the public port, relays to the gate
+  std::shared_ptr<EventsHub> events;  // SSE subscribers: stopped before ctx goes
   std::unique_ptr<WebhookDispatcher> webhooks;  // delivery threads: stopped before ctx goes
   int port = 0;
   // The announcer (peers.h): this host's URL in Redis, now and every kAnnounceEvery.
@@ -38,7 +41,7 @@ struct Server::Impl {
 
   void announce_loop() {
     const std::string url =
-        advertised_url(ctx.c, ctx.o.host, ctx.o.bind, port, ctx.o.advertise_url);
+        advertised_url(ctx.c, ctx.o.host, ctx.o.bind, port, ctx.o.advertise_url, tls != nullptr);
     std::unique_lock lk(mu);
     while (!stopping) {
       lk.unlock();
@@ -50,10 +53,13 @@ struct Server::Impl {
 
   void routes() {
     const ServerOptions& o = ctx.o;
-    // httplib reads up to the upload limit; the gate lets that much in only for a multipart
-    // POST /v1/videos, and every other request with a larger Content-Length is answered 413
-    // before its body is read.
-    http.set_payload_max_length(std::max(o.max_body_bytes, o.max_upload_bytes));
+    // httplib reads up to the upload limit; the gate lets that much through only for a multipart
+    // POST /v1/videos (whose handler streams it to disk and stops at the limit), and every other
+    // request with a larger Content-Length is answered 413 before its body is read.
+    // (With room for the form's text fields and its framing: the upload's own count, which
+    // names input_reference in its 413, is the one that stops a streamed upload.)
+    http.set_payload_max_length(
+        std::max(o.max_body_bytes, o.max_upload_bytes + o.max_body_bytes + 64 * 1024));
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       const bool upload =
           req.method == "POST" && req.path == "/v1/videos" &&
@@ -71,8 +77,10 @@ struct Server::Impl {
                        "invalid_request_error", upload ? "input_reference" : "", "body_too_large"});
       return httplib::Server::HandlerResponse::Handled;
     });
+    // An upload goes to a pool thread with its head, and streams to disk from there.
     gate = std::make_unique<Gate>(GateLimits{.max_body_bytes = o.max_body_bytes,
                                              .max_upload_bytes = o.max_upload_bytes,
+                                             .stream_uploads = true,
                                              .threads = o.threads});
     http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
@@ -122,8 +130,22 @@ Server::~Server() {
 }
 
 Result<int> Server::bind() {
-  auto p = impl_->gate->bind(impl_->ctx.o.bind, impl_->ctx.o.port);
-  if (p.ok()) impl_->port = *p;
+  const ServerOptions& o = impl_->ctx.o;
+  if (o.tls_cert.empty() != o.tls_key.empty())
+    return make_error(errc::cli::kFlag, "--tls-cert and --tls-key go together (got only {})",
+                      o.tls_cert.empty() ? "--tls-key" : "--tls-cert");
+  if (o.tls_cert.empty()) {
+    auto p = impl_->gate->bind(o.bind, o.port);
+    if (p.ok()) impl_->port = *p;
+    return p;
+  }
+  auto front = TlsFront::create({.cert_file = o.tls_cert, .key_file = o.tls_key});
+  if (!front.ok()) return front.error();
+  impl_->tls = std::move(*front);
+  auto p = impl_->tls->bind(o.bind, o.port);  // makes the backend's directory
+  if (!p.ok()) return p;
+  if (auto g = impl_->gate->bind_unix(impl_->tls->backend_path()); !g.ok()) return g.error();
+  impl_->port = *p;
   return p;
 }
 std::shared_ptr<prometheus::Registry> Server::registry() const {
@@ -133,10 +155,16 @@ void Server::listen() {
   const auto write_timeout = GateLimits{}.write_timeout;
   if (!impl_->ctx.o.host.empty())
     impl_->announcer = std::thread([this] { impl_->announce_loop(); });
+  std::thread tls;
+  if (impl_->tls) tls = std::thread([this] { impl_->tls->run(); });
   impl_->gate->run([this, write_timeout](int fd, const std::string& head) {
     request_start = std::chrono::steady_clock::now();
     impl_->http.serve(fd, head, write_timeout);
   });
+  if (tls.joinable()) {
+    impl_->tls->stop();
+    tls.join();
+  }
   {
     std::lock_guard lk(impl_->mu);
     impl_->stopping = true;
@@ -146,6 +174,7 @@ void Server::listen() {
 }
 void Server::stop() {
   impl_->gate->stop();
+  if (impl_->tls) impl_->tls->stop();
 }
 
 }  // namespace h3pipe::api

@@ -35,6 +35,8 @@ struct ServerOptions {
   // The console's bundle (#38: index.html, app.js, app.css), served under /ui/; empty or
   // without index.html: /ui/ answers 404 saying so.
   std::string ui_dir;
+  // The service's own certificate (tls_front.h): both set, the port speaks only TLS.
+  std::string tls_cert, tls_key;
 };
 
 // Opens Redis connections for request handlers (a pool of them, each reconnecting after an I/O

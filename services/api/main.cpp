@@ -4,7 +4,7 @@
 //   h3pipe-api [--config FILE] [--state-dir DIR] [--bind 127.0.0.1] [--port 8088]
 //              [--max-body-bytes N] [--port-file FILE] [--run-file FILE] [--ui-dir DIR]
 //              [--host NAME] [--metrics-port N] [--metrics-bind ADDR] [--advertise-url URL]
-//              [--webhook-ca-file FILE]
+//              [--webhook-ca-file FILE] [--tls-cert FILE --tls-key FILE]
 //
 // --host NAME takes the bind address and ports of /hosts[NAME] (api_bind, api_port,
 // api_metrics_port; flags given win) and announces this API's URL in Redis for the other hosts'
@@ -24,6 +24,7 @@
 
 #include "common/api/peers.h"
 #include "common/api/server.h"
+#include "common/api/tls_front.h"
 #include "common/api/webhook_dispatch.h"
 #include "common/core/error_codes.h"
 #include "common/logging/protobuf_log.h"
@@ -137,6 +138,11 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--ui-dir", o.ui_dir,
                  "the console's bundle, served under /ui/ (default: ../ui or ../share/h3pipe/ui "
                  "beside this binary)");
+  app.add_option("--tls-cert", o.tls_cert,
+                 "serve HTTPS (TLS 1.2+) on the port with this PEM certificate chain; needs "
+                 "--tls-key (default: none, plain HTTP)");
+  app.add_option("--tls-key", o.tls_key,
+                 "the certificate's PEM private key; refused unless mode 0600 or 0400");
   add_webhook_ca_flag(app);
 }
 
@@ -186,6 +192,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   const api::ServerOptions& o = f.o;
+  // --tls-cert / --tls-key: both or neither, a key only its owner reads, a pair that matches
+  // (exit 2 naming the file); loaded again by the server.
+  if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+    auto tls = o.tls_cert.empty() || o.tls_key.empty()
+                   ? Result<std::unique_ptr<api::TlsFront>>(make_error(
+                         errc::cli::kFlag, "--tls-cert and --tls-key go together (got only {})",
+                         o.tls_cert.empty() ? "--tls-key" : "--tls-cert"))
+                   : api::TlsFront::create({.cert_file = o.tls_cert, .key_file = o.tls_key});
+    if (!tls.ok()) {
+      fmt::print(stderr, "h3pipe-api: {}\n", tls.error().message);
+      return 2;
+    }
+  }
   // Signals are taken by a thread of their own, which stops the server.
   sigset_t set;
   sigemptyset(&set);
@@ -213,7 +232,8 @@ int main(int argc, char** argv) {
     server.stop();
   });
   sig.detach();
-  const std::string url = api::advertised_url(cluster, o.host, o.bind, *port, o.advertise_url);
+  const std::string url =
+      api::advertised_url(cluster, o.host, o.bind, *port, o.advertise_url, !o.tls_cert.empty());
   fmt::print(stderr, "h3pipe-api: listening on {}:{} ({})\n", o.bind, *port, url);
   std::unique_ptr<metrics::MetricsServer> metrics;
   if (f.metrics_port >= 0) {
