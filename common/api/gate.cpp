@@ -7,7 +7,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,22 +41,18 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Whether buf starts a multipart POST on the upload route (with an upload limit above the body's).
-bool is_upload(const std::string& buf, const GateLimits& l) {
+// The body a request may carry: the upload limit for a multipart POST on the upload route.
+std::size_t body_limit(const std::string& buf, const GateLimits& l) {
   if (l.max_upload_bytes <= l.max_body_bytes || buf.rfind(l.upload_request_line, 0) != 0)
-    return false;
+    return l.max_body_bytes;
   const auto end = buf.find("\r\n\r\n");
   const std::string head = lower(buf.substr(0, end == std::string::npos ? buf.size() : end));
   const auto ct = head.find("\r\ncontent-type:");
-  if (ct == std::string::npos) return false;
+  if (ct == std::string::npos) return l.max_body_bytes;
   const auto eol = head.find("\r\n", ct + 2);
-  return head.substr(ct, eol - ct).find("multipart/form-data") != std::string::npos;
-}
-
-// The body a request may carry here: the upload limit for an upload, unless it streams (then the
-// gate reads no more of it than of any body before handing it over).
-std::size_t body_limit(const std::string& buf, const GateLimits& l) {
-  return !l.stream_uploads && is_upload(buf, l) ? l.max_upload_bytes : l.max_body_bytes;
+  return head.substr(ct, eol - ct).find("multipart/form-data") != std::string::npos
+             ? l.max_upload_bytes
+             : l.max_body_bytes;
 }
 
 // Whether buf holds a whole request (or more than the bounds let it wait for).
@@ -75,7 +70,6 @@ bool complete(const std::string& buf, const GateLimits& l) {
     v.erase(0, v.find_first_not_of(" \t"));
     return v;
   };
-  if (l.stream_uploads && is_upload(buf, l)) return true;  // its body streams in the pool
   const std::size_t body = buf.size() - body_at;
   const std::size_t max_body = body_limit(buf, l);
   if (auto te = field("transfer-encoding"); te && te->find("chunked") != std::string::npos)
@@ -132,50 +126,10 @@ struct Queues {
   std::deque<Pending> ready;
   std::vector<Pending> returned;
   bool done = false;
-  std::atomic<int> lingering{0};  // pool threads waiting on a kept-alive connection (linger)
 };
 
-// A kept-alive connection stays with its pool thread up to limits.linger (when fewer than
-// limits.max_lingering threads linger already): when its next request arrives whole in that time,
-// the same thread serves it, without the hand-over to the loop and back (two thread wake-ups and
-// a pipe write per request, the tail of `scripts/bench.sh api` on a busy 2-core machine).  Bytes
-// of a request not whole by then (or over max_body_bytes: the loop bounds what waits), a closed
-// connection, or none at all: back to the loop with what was read, as before.
-bool linger(Pending& p, const GateLimits& limits, std::atomic<int>& lingering,
-            const std::atomic<bool>& stopping) {
-  if (!p.buf.empty() && complete(p.buf, limits)) return true;
-  if (limits.linger.count() <= 0 || lingering.fetch_add(1) >= limits.max_lingering) {
-    if (limits.linger.count() > 0) lingering.fetch_sub(1);
-    return false;
-  }
-  const auto until = Clock::now() + limits.linger;
-  bool whole = false;
-  for (bool open = true; open && !whole && !stopping;) {
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (ms <= 0) break;
-    pollfd pf{p.fd, POLLIN, 0};
-    // In slices of at most 100 ms, so a stop() is not held up by a long linger.
-    const int r = ::poll(&pf, 1, static_cast<int>(std::min<long long>(ms, 100)));
-    if (r == 0 || (r < 0 && errno == EINTR)) continue;
-    if (r < 0) break;
-    char chunk[16384];
-    ssize_t n;
-    while ((n = ::recv(p.fd, chunk, sizeof chunk, 0)) > 0) {
-      p.buf.append(chunk, static_cast<std::size_t>(n));
-      if (p.buf.size() > limits.max_head_bytes + limits.max_body_bytes) break;
-    }
-    open = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
-    // A client waiting for "100 Continue" gets it from the loop.
-    if (!open || expect_continue(p.buf)) break;
-    whole = complete(p.buf, limits);
-  }
-  lingering.fetch_sub(1);
-  return whole && !stopping;
-}
-
-// A pool thread: serves ready requests until done; a connection kept alive lingers (above), then
-// goes back to the loop (woken through wake_fd); any other is closed unless its serve took it.
+// A pool thread: serves ready requests until done; a connection kept alive goes back to the
+// loop (woken through wake_fd), any other is closed unless its serve took it.
 void serve_ready(Queues& q, const GateServe& serve, const GateLimits& limits,
                  const std::atomic<bool>& stopping, int wake_fd) {
   for (;;) {
@@ -187,33 +141,23 @@ void serve_ready(Queues& q, const GateServe& serve, const GateLimits& limits,
       p = std::move(q.ready.front());
       q.ready.pop_front();
     }
-    for (bool again = true; again;) {
-      kept = false;
-      kept_alive.reset();
-      keep_allowed = !stopping && p.served + 1 < limits.max_requests_per_connection;
-      serve(p.fd, p.buf);
-      again = false;
-      if (kept) break;  // handed over: its new owner closes it
-      if (kept_alive && !stopping) {
-        const auto answered = Clock::now();
-        p.buf = std::move(*kept_alive);
-        p.served += 1;
-        if (linger(p, limits, q.lingering, stopping)) {
-          again = true;
-          continue;
-        }
-        {
-          const bool idle = p.buf.empty();
-          std::lock_guard lk(q.mu);
-          q.returned.push_back(
-              {p.fd, answered + limits.keep_alive_timeout, std::move(p.buf), p.served, idle});
-        }
-        (void)!::write(wake_fd, "r", 1);
-        break;
+    kept = false;
+    kept_alive.reset();
+    keep_allowed = !stopping && p.served + 1 < limits.max_requests_per_connection;
+    serve(p.fd, p.buf);
+    if (kept) continue;  // handed over: its new owner closes it
+    if (kept_alive && !stopping) {
+      {
+        const bool idle = kept_alive->empty();
+        std::lock_guard lk(q.mu);
+        q.returned.push_back({p.fd, Clock::now() + limits.keep_alive_timeout,
+                              std::move(*kept_alive), p.served + 1, idle});
       }
-      ::shutdown(p.fd, SHUT_WR);
-      ::close(p.fd);
+      (void)!::write(wake_fd, "r", 1);
+      continue;
     }
+    ::shutdown(p.fd, SHUT_WR);
+    ::close(p.fd);
   }
 }
 
@@ -238,6 +182,162 @@ void take_returned(Queues& q, std::list<Pending>& waiting, std::vector<Pending>&
     }
     waiting.push_back(std::move(p));
   }
+}
+
+// What became of a waiting connection that had bytes to read.
+enum class Read {
+  kWaiting,  // its request is not whole yet
+  kWhole,    // whole (or past the bounds, or the client closed its side): for the pool
+  kOver,     // too many bytes held at once: 503, the upload is retried later
+  kGone,     // closed or failed before sending anything more: closed
+};
+
+// The poll loop's connections waiting for their request, oldest first, and the listening socket.
+class Loop {
+ public:
+  Loop(const GateLimits& limits, int listen_fd, int wake_fd)
+      : limits_(limits), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
+
+  // Waits for the wake pipe, a new connection or a waiting one's bytes (at most until the first
+  // waiting one's deadline); false when poll failed.
+  bool poll() {
+    const auto now = Clock::now();
+    const bool paused = accept_paused_until_ > now;
+    fds_.assign({{wake_fd_, POLLIN, 0}, {paused ? -1 : listen_fd_, POLLIN, 0}});
+    at_.clear();
+    int timeout = paused ? 10 : -1;
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      fds_.push_back({it->fd, POLLIN, 0});
+      at_.push_back(it);
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(it->deadline - now).count() + 1;
+      timeout = timeout < 0 ? static_cast<int>(std::max<long long>(left, 0))
+                            : std::min(timeout, static_cast<int>(std::max<long long>(left, 0)));
+    }
+    return ::poll(fds_.data(), fds_.size(), timeout) >= 0 || errno == EINTR;
+  }
+
+  bool woken() const { return fds_[0].revents != 0; }
+  std::list<Pending>& waiting() { return waiting_; }
+
+  // Reads what every polled waiting connection sent; a whole request goes to `handed`, one past
+  // its deadline is given up (close_waiting).
+  void read_waiting(std::vector<Pending>& handed, Clock::time_point now) {
+    // Bytes held for every waiting connection: uploads may not make it exceed the bound.
+    std::size_t buffered = 0;
+    for (const auto& p : waiting_) buffered += p.buf.size();
+    for (std::size_t i = 2; i < fds_.size(); ++i) {
+      auto it = at_[i - 2];
+      if (fds_[i].revents) {
+        const Read r = read(*it, buffered, now);
+        if (r == Read::kOver) {
+          buffered -= std::min(buffered, it->buf.size());
+          reply_and_close(it->fd, "503 Service Unavailable", "Retry-After: 1\r\n");
+        } else if (r == Read::kGone) {
+          ::close(it->fd);
+        } else if (r == Read::kWhole) {
+          handed.push_back(std::move(*it));
+        }
+        if (r != Read::kWaiting) {
+          waiting_.erase(it);
+          continue;
+        }
+        answer_expect_continue(*it);
+      }
+      if (it->deadline <= now) {
+        close_waiting(*it);
+        waiting_.erase(it);
+      }
+    }
+  }
+
+  // Accepts every new connection, to wait for its request.
+  void accept_new(Clock::time_point now) {
+    if (!fds_[1].revents) return;
+    for (;;) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        // Out of descriptors: the oldest waiting connection makes room; with none waiting (all
+        // held by requests being served), accepting pauses a moment instead of spinning.
+        if (errno == EMFILE || errno == ENFILE) {
+          if (!waiting_.empty()) {
+            close_waiting(waiting_.front());
+            waiting_.pop_front();
+            continue;
+          }
+          accept_paused_until_ = now + std::chrono::milliseconds(10);
+        }
+        break;
+      }
+      if (waiting_.size() >= limits_.max_pending) {
+        close_waiting(waiting_.front());
+        waiting_.pop_front();
+      }
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      waiting_.push_back({fd, now + limits_.request_timeout, {}});
+    }
+  }
+
+ private:
+  // Reads what p's client sent until it would block (or past the bounds); `buffered` counts it.
+  Read read(Pending& p, std::size_t& buffered, Clock::time_point now) {
+    char chunk[16384];
+    bool eof = false;
+    for (;;) {
+      const ssize_t n = ::recv(p.fd, chunk, sizeof chunk, 0);
+      if (n > 0) {
+        if (p.idle) {  // a kept-alive connection's next request: its own timeout
+          p.idle = false;
+          p.deadline = now + limits_.request_timeout;
+        }
+        p.buf.append(chunk, static_cast<std::size_t>(n));
+        buffered += static_cast<std::size_t>(n);
+        if (buffered > limits_.max_buffered_bytes && p.buf.size() > limits_.max_body_bytes)
+          return Read::kOver;
+        if (p.buf.size() > limits_.max_head_bytes + body_limit(p.buf, limits_)) break;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return Read::kGone;
+      eof = n == 0;
+      break;
+    }
+    if (eof && p.buf.empty()) return Read::kGone;
+    return eof || complete(p.buf, limits_) ? Read::kWhole : Read::kWaiting;
+  }
+
+  // A client waiting for "100 Continue" before its body gets it from here (and httplib, which
+  // sees no Expect line then, sends no second one).
+  static void answer_expect_continue(Pending& p) {
+    if (auto e = expect_continue(p.buf)) {
+      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      (void)::send(p.fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      p.buf.erase(e->first, e->second - e->first);
+    }
+  }
+
+  const GateLimits& limits_;
+  const int listen_fd_;
+  const int wake_fd_;
+  std::list<Pending> waiting_;  // oldest first
+  Clock::time_point accept_paused_until_{};
+  std::vector<pollfd> fds_;  // wake pipe, listening socket, then waiting_ in at_'s order
+  std::vector<std::list<Pending>::iterator> at_;
+};
+
+// Whole requests to the pool threads: past max_ready waiting for a thread, 503 with Retry-After.
+void hand_over(Queues& q, std::vector<Pending>& handed, const GateLimits& limits) {
+  if (handed.empty()) return;
+  std::lock_guard lk(q.mu);
+  for (auto& p : handed) {
+    if (q.ready.size() >= limits.max_ready) {
+      reply_and_close(p.fd, "503 Service Unavailable", "Retry-After: 1\r\n");
+      continue;
+    }
+    q.ready.push_back(std::move(p));
+  }
+  q.cv.notify_all();
 }
 
 }  // namespace
@@ -274,19 +374,6 @@ Result<int> Gate::bind(const std::string& host, int port) {
                                   : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
 
-Result<int> Gate::bind_unix(const std::string& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof a.sun_path)
-    return make_error(errc::cli::kFlag, "cannot listen on \"{}\" (not a socket path)", path);
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(listen_fd_, 1024) != 0 || ::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0)
-    return make_error(errc::cli::kFlag, "cannot listen on {} ({})", path, std::strerror(errno));
-  return 0;
-}
-
 void Gate::keep_connection() {
   kept = true;
 }
@@ -309,135 +396,23 @@ void Gate::run(const GateServe& serve) {
   std::vector<std::thread> pool;
   for (int i = 0; i < std::max(1, limits_.threads); ++i)
     pool.emplace_back([&] { serve_ready(q, serve, limits_, stopping_, wake_[1]); });
-
-  std::list<Pending> waiting;  // oldest first
-  Clock::time_point accept_paused_until{};
-  std::vector<pollfd> fds;
-  std::vector<std::list<Pending>::iterator> at;
-  for (;;) {
-    auto now = Clock::now();
-    const bool paused = accept_paused_until > now;
-    fds.assign({{wake_[0], POLLIN, 0}, {paused ? -1 : listen_fd_, POLLIN, 0}});
-    at.clear();
-    int timeout = paused ? 10 : -1;
-    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
-      fds.push_back({it->fd, POLLIN, 0});
-      at.push_back(it);
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(it->deadline - now).count() + 1;
-      timeout = timeout < 0 ? static_cast<int>(std::max<long long>(left, 0))
-                            : std::min(timeout, static_cast<int>(std::max<long long>(left, 0)));
-    }
-    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
-    now = Clock::now();
+  Loop loop(limits_, listen_fd_, wake_[0]);
+  while (loop.poll()) {
+    const auto now = Clock::now();
     std::vector<Pending> handed;
-    if (fds[0].revents) {
+    if (loop.woken()) {
       char drain[256];
       while (::read(wake_[0], drain, sizeof drain) > 0) {
       }
       if (stopping_) break;  // stop()
-      take_returned(q, waiting, handed, limits_, now);
+      take_returned(q, loop.waiting(), handed, limits_, now);
     }
-    // Bytes held for every waiting connection: uploads may not make it exceed the bound.
-    std::size_t buffered = 0;
-    for (const auto& p : waiting) buffered += p.buf.size();
-    for (std::size_t i = 2; i < fds.size(); ++i) {
-      auto it = at[i - 2];
-      if (fds[i].revents) {
-        char chunk[16384];
-        bool eof = false, gone = false, over = false;
-        for (;;) {
-          const ssize_t n = ::recv(it->fd, chunk, sizeof chunk, 0);
-          if (n > 0) {
-            if (it->idle) {  // a kept-alive connection's next request: its own timeout
-              it->idle = false;
-              it->deadline = now + limits_.request_timeout;
-            }
-            it->buf.append(chunk, static_cast<std::size_t>(n));
-            buffered += static_cast<std::size_t>(n);
-            if (buffered > limits_.max_buffered_bytes && it->buf.size() > limits_.max_body_bytes) {
-              over = true;
-              break;
-            }
-            if (it->buf.size() > limits_.max_head_bytes + body_limit(it->buf, limits_)) break;
-            continue;
-          }
-          if (n == 0)
-            eof = true;
-          else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            gone = true;
-          if (n < 0 && errno == EINTR) continue;
-          break;
-        }
-        if (over) {  // too many bytes held at once: this upload is retried later
-          buffered -= std::min(buffered, it->buf.size());
-          reply_and_close(it->fd, "503 Service Unavailable", "Retry-After: 1\r\n");
-          waiting.erase(it);
-          continue;
-        }
-        if (gone || (eof && it->buf.empty())) {
-          ::close(it->fd);
-          waiting.erase(it);
-          continue;
-        }
-        if (eof || complete(it->buf, limits_)) {
-          handed.push_back(std::move(*it));
-          waiting.erase(it);
-          continue;
-        }
-        // A client waiting for "100 Continue" before its body gets it from here (and httplib,
-        // which sees no Expect line then, sends no second one).
-        if (auto e = expect_continue(it->buf)) {
-          static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-          (void)::send(it->fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-          it->buf.erase(e->first, e->second - e->first);
-        }
-      }
-      if (it->deadline <= now) {
-        close_waiting(*it);
-        waiting.erase(it);
-      }
-    }
-    if (fds[1].revents) {
-      for (;;) {
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-          // Out of descriptors: the oldest waiting connection makes room; with none waiting (all
-          // held by requests being served), accepting pauses a moment instead of spinning.
-          if (errno == EMFILE || errno == ENFILE) {
-            if (!waiting.empty()) {
-              close_waiting(waiting.front());
-              waiting.pop_front();
-              continue;
-            }
-            accept_paused_until = now + std::chrono::milliseconds(10);
-          }
-          break;
-        }
-        if (waiting.size() >= limits_.max_pending) {
-          close_waiting(waiting.front());
-          waiting.pop_front();
-        }
-        int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        waiting.push_back({fd, now + limits_.request_timeout, {}});
-      }
-    }
-    if (!handed.empty()) {
-      std::lock_guard lk(q.mu);
-      for (auto& p : handed) {
-        if (q.ready.size() >= limits_.max_ready) {
-          reply_and_close(p.fd, "503 Service Unavailable", "Retry-After: 1\r\n");
-          continue;
-        }
-        q.ready.push_back(std::move(p));
-        // One thread per request: notify_all woke all 16 for each, and 15 went back to sleep (29
-        // context switches per request of `scripts/bench.sh api`, perf stat).
-        q.cv.notify_one();
-      }
-    }
+    loop.read_waiting(handed, now);
+    loop.accept_new(now);
+    hand_over(q, handed, limits_);
   }
-  for (auto& p : waiting) ::close(p.fd);
+  // Stopped: every connection not being served is closed, and the pool finishes.
+  for (auto& p : loop.waiting()) ::close(p.fd);
   {
     std::lock_guard lk(q.mu);
     q.done = true;

@@ -56,160 +56,229 @@ std::set<std::string> hosts_on_this_disk(const config::Cluster& c) {
   return out;
 }
 
-}  // namespace
+// The ResumeOutcome::counts entries.
+enum Count { kDone = 0, kInFlight, kEncode, kSample, kDecode, kLeftToHolders };
 
-Result<ResumeOutcome> resume_run(queue::Redis& r, const config::Cluster& cluster,
-                                 const std::string& run_id) {
-  const config::Cluster* c = &cluster;
-  ResumeOutcome out;
-  auto prefixed = [](Error e, const std::string& job) {
-    e.message = "resume " + job + ": " + e.message;
-    return e;
-  };
-  state::Store store(r);
-  // Outstanding tasks: on the stage streams of this config (stream names follow from it and
-  // worker/, which the state module does not use).
+Error prefixed(Error e, const std::string& job) {
+  e.message = "resume " + job + ": " + e.message;
+  return e;
+}
+
+// The stage streams on which an outstanding task of a job leaves the job to it: those of this
+// config (stream names follow from it and worker/, which the state module does not use).
+std::vector<std::string> stage_streams(const config::Cluster& c) {
   std::vector<std::string> streams = {worker::stream_for(config::StageKind::kEncode, ""),
                                       worker::stream_for(config::StageKind::kSample, "")};
-  for (const auto* p : c->pools_on("", config::StageKind::kDecode))
+  for (const auto* p : c.pools_on("", config::StageKind::kDecode))
     streams.push_back(worker::stream_for(config::StageKind::kDecode, p->host));
   // GPU groups' own sample streams (an encoder on a sampler's GPUs sends its jobs there).
-  for (const auto* p : c->pools_on("", config::StageKind::kSample))
-    if (const std::string g = worker::gpu_group(*c, *p); !g.empty())
+  for (const auto* p : c.pools_on("", config::StageKind::kSample))
+    if (const std::string g = worker::gpu_group(c, *p); !g.empty())
       streams.push_back(worker::group_sample_stream(g));
-  // The run's status, its cancel flag cleared first (nothing resumed is dropped by a cancel),
-  // its jobs and which of them a task on a stream will still run (state/resume.h).
-  auto plan = state::begin_resume(r, run_id, streams);
-  if (!plan.ok()) return plan.error();
-  if (plan->jobs.empty()) {
-    out.no_jobs = true;
-    return out;
+  return streams;
+}
+
+// Where a job that is neither done nor left to its task resumes.
+struct Reopen {
+  enum Kind {
+    kEnqueue,       // task enqueued on `stream`, or through `sender`'s transfer outbox
+    kLeftToHolder,  // its latent is only on another host, whose resume re-enqueues it
+    kNoDecodePool,  // no decode pool in the config: the resume stops
+  } kind = kEnqueue;
+  pb::StageTask task;
+  state::JobState state = state::JobState::kEncode;
+  std::string stream;  // the stage stream it goes on; empty: through the transfer sender
+  std::string sender;  // the host whose transfer sender moves its latent (stream empty)
+  std::string holder;  // kLeftToHolder: the host that holds its latent
+  Count count = kEncode;
+};
+
+// One job of a resume: its outputs on this disk, and its history in Redis (read once, when an
+// output is not on this disk) for those committed on another host.
+class JobResume {
+ public:
+  JobResume(state::Store& store, const config::Cluster& c, const std::string& run_id,
+            const state::ResumeJob& job, const std::set<std::string>& here)
+      : store_(store), c_(c), run_id_(run_id), job_(job), here_(here) {}
+
+  // Its MP4 and receipt verify on this disk, or it is done and its decode committed on a host
+  // whose disk is not this one (which checks the MP4 when it resumes).
+  Result<bool> finished() {
+    auto mp4 = paths::mp4(c_, run_id_, job_.job_id);
+    auto rec = paths::receipt(c_, run_id_, job_.job_id);
+    if (mp4.ok() && rec.ok() && artifacts::verify(*mp4).ok() && artifacts::verify(*rec).ok())
+      return true;
+    if (job_.state != state::job_state_name(state::JobState::kDone)) return false;
+    auto decoded = committed_elsewhere(pb::STAGE_DECODE);
+    if (!decoded.ok()) return decoded.error();
+    return decoded->has_value();
   }
 
-  const std::set<std::string> here = hosts_on_this_disk(*c);
-  int* counts = out.counts;
-  for (const auto& j : plan->jobs) {
-    // The run's resume lock (state::ResumeLock, held by the plan) stays this resume's throughout.
-    if (auto held = plan->lock->refresh(); !held.ok()) return held.error();
-    if (!j.spec) continue;  // rejected at submission: nothing to resume
-    // The job's history, read when an output is not on this disk.
-    std::optional<std::vector<pb::StageRecord>> hist;
-    const auto history = [&]() -> Result<const std::vector<pb::StageRecord>*> {
-      if (!hist) {
-        auto h = store.history(run_id, j.job_id);
-        if (!h.ok()) return h.error();
-        hist = std::move(*h);
-      }
-      return &*hist;
-    };
-    // Committed on a host whose disk is not this one, as the history records it.
-    const auto committed_elsewhere = [&](pb::Stage s) -> Result<std::optional<pb::StageRecord>> {
-      auto h = history();
-      if (!h.ok()) return h.error();
-      auto rec = state::completion(**h, s);
-      if (rec && !rec->host().empty() && !here.count(rec->host())) return rec;
-      return std::optional<pb::StageRecord>();
-    };
-    auto mp4 = paths::mp4(*c, run_id, j.job_id);
-    auto rec = paths::receipt(*c, run_id, j.job_id);
-    if (mp4.ok() && rec.ok() && artifacts::verify(*mp4).ok() && artifacts::verify(*rec).ok()) {
-      counts[0]++;
-      continue;
-    }
-    if (j.state == state::job_state_name(state::JobState::kDone)) {
-      auto decoded = committed_elsewhere(pb::STAGE_DECODE);
-      if (!decoded.ok()) return prefixed(decoded.error(), j.job_id);
-      if (*decoded) {
-        counts[0]++;  // its MP4 is on the decode host, which checks it when it resumes
-        continue;
-      }
-    }
-    // A job with its task on a stream is left to it, unless it is terminal (ResumeJob).
-    if (j.left_to_its_task) {
-      counts[1]++;
-      continue;
-    }
-    pb::StageTask t;
-    t.set_run_id(run_id);
-    t.set_job_id(j.job_id);
-    *t.mutable_spec() = *j.spec;
-    t.set_enqueued_unix_ms(state::now_ms());
-    std::string stream, sender;
-    state::JobState st = state::JobState::kEncode;
-    bool via_transfer = false;
+  // The furthest stage whose input exists: decode where the latent is (or is held), else sample
+  // when the conditioning is there, else encode.
+  Result<Reopen> where_it_resumes(queue::Redis& r) {
+    Reopen o;
+    o.task.set_run_id(run_id_);
+    o.task.set_job_id(job_.job_id);
+    *o.task.mutable_spec() = *job_.spec;
+    o.task.set_enqueued_unix_ms(state::now_ms());
     auto h = history();
-    if (!h.ok()) return prefixed(h.error(), j.job_id);
-    auto lat = paths::latent(*c, run_id, j.job_id);
+    if (!h.ok()) return h.error();
+    auto lat = paths::latent(c_, run_id_, job_.job_id);
     const bool latent_here = lat.ok() && artifacts::verify(*lat).ok();
     auto holders = latent_holders(**h);
     if (!latent_here) {
       // Not on this disk: the other hosts that hold it, when its sampling committed.
       if (!state::completion(**h, pb::STAGE_SAMPLE)) holders.clear();
-      std::erase_if(holders, [&](const std::string& x) { return here.count(x) > 0; });
-    }
-    bool encoded = false;  // the conditioning is here, or committed on another host
-    if (!latent_here && holders.empty()) {
-      auto cond = paths::conditioning(*c, run_id, j.job_id);
-      encoded = cond.ok() && artifacts::verify(*cond).ok();
-      if (!encoded) {
-        auto e = committed_elsewhere(pb::STAGE_ENCODE);
-        if (!e.ok()) return prefixed(e.error(), j.job_id);
-        encoded = e->has_value();
-      }
+      std::erase_if(holders, [&](const std::string& x) { return here_.count(x) > 0; });
     }
     if (latent_here || !holders.empty()) {
-      // The decode goes where the latent is (or will be): the hosts the job's history says hold
-      // it, through the one decode-host choice (worker/decode_choice.h).
-      state::RedisPoolBoardStore board(r);
-      auto target = worker::resume_decode_target(*c, holders, t, &board);
-      if (target.host.empty()) {
-        out.no_decode_pool = j.job_id;
-        return out;
-      }
-      if (!latent_here && target.via_transfer) {
-        // Only the sampling host's transfer sender can move it: its outbox is on that host.
-        out.notes.push_back(fmt::format("resume {}: its latent is on host {}; run resume there",
-                                        j.job_id, holders.front()));
-        counts[5]++;
-        continue;
-      }
-      t.set_stage(pb::STAGE_DECODE);
-      t.set_target_host(target.host);
-      if (target.via_transfer) {
-        // Only the sampling host has it and does not decode: its transfer sender moves it (the
-        // outbox record is durable; the sender takes it at its next scan if the nudge is missed),
-        // once the job is reopened at transfer below.
-        t.set_input_path(fs::relative(*lat, c->artifact_root).generic_string());  // lat verified
-        sender = holders.front();
-        via_transfer = true;
-        st = state::JobState::kTransfer;
-      } else {
-        stream = worker::stream_for(config::StageKind::kDecode, target.host);
-        st = state::JobState::kDecode;
-      }
-      counts[4]++;
-    } else if (encoded) {
-      t.set_stage(pb::STAGE_SAMPLE);
-      stream = worker::stream_for(config::StageKind::kSample, "");
-      st = state::JobState::kSample;
-      counts[3]++;
+      decode(o, latent_here ? *lat : fs::path(), holders, r);
+      return o;
+    }
+    auto enc = encoded();
+    if (!enc.ok()) return enc.error();
+    if (*enc) {
+      o.task.set_stage(pb::STAGE_SAMPLE);
+      o.stream = worker::stream_for(config::StageKind::kSample, "");
+      o.state = state::JobState::kSample;
+      o.count = kSample;
     } else {
-      t.set_stage(pb::STAGE_ENCODE);
-      stream = worker::stream_for(config::StageKind::kEncode, "");
-      counts[2]++;
+      o.task.set_stage(pb::STAGE_ENCODE);
+      o.stream = worker::stream_for(config::StageKind::kEncode, "");
+      o.count = kEncode;
     }
-    std::string payload;
-    t.SerializeToString(&payload);
-    // Reopened through the state machine: the run's counters follow (a done job whose files are
-    // gone leaves done), attempts and the error are cleared, and the task is enqueued with it.
-    auto moved = store.apply(
-        state::Store::reopen_move(run_id, j.job_id, st, via_transfer ? "" : stream, payload));
-    if (!moved.ok()) return prefixed(moved.error(), j.job_id);
-    if (via_transfer) {
-      auto sent = transfer::notify_latent_ready(transfer::notify_endpoint(*c, sender), t,
-                                                transfer::outbox_dir(*c, sender));
-      if (!sent.ok()) return prefixed(sent.error(), j.job_id);
+    return o;
+  }
+
+ private:
+  Result<const std::vector<pb::StageRecord>*> history() {
+    if (!hist_) {
+      auto h = store_.history(run_id_, job_.job_id);
+      if (!h.ok()) return h.error();
+      hist_ = std::move(*h);
     }
+    return &*hist_;
+  }
+
+  // Committed on a host whose disk is not this one, as the history records it.
+  Result<std::optional<pb::StageRecord>> committed_elsewhere(pb::Stage s) {
+    auto h = history();
+    if (!h.ok()) return h.error();
+    auto rec = state::completion(**h, s);
+    if (rec && !rec->host().empty() && !here_.count(rec->host())) return rec;
+    return std::optional<pb::StageRecord>();
+  }
+
+  // The conditioning is on this disk, or its encode committed on another host.
+  Result<bool> encoded() {
+    auto cond = paths::conditioning(c_, run_id_, job_.job_id);
+    if (cond.ok() && artifacts::verify(*cond).ok()) return true;
+    auto e = committed_elsewhere(pb::STAGE_ENCODE);
+    if (!e.ok()) return e.error();
+    return e->has_value();
+  }
+
+  // The decode goes where the latent is (or will be): `lat` when it verifies on this disk (else
+  // empty), else the hosts the job's history says hold it, through the one decode-host choice
+  // (worker/decode_choice.h).
+  void decode(Reopen& o, const fs::path& lat, const std::vector<std::string>& holders,
+              queue::Redis& r) {
+    auto target = worker::resume_decode_target(c_, holders, o.task, &r);
+    if (target.host.empty()) {
+      o.kind = Reopen::kNoDecodePool;
+      return;
+    }
+    if (lat.empty() && target.via_transfer) {
+      // Only the sampling host's transfer sender can move it: its outbox is on that host.
+      o.kind = Reopen::kLeftToHolder;
+      o.holder = holders.front();
+      o.count = kLeftToHolders;
+      return;
+    }
+    o.task.set_stage(pb::STAGE_DECODE);
+    o.task.set_target_host(target.host);
+    o.count = kDecode;
+    if (target.via_transfer) {
+      // Only the sampling host has it and does not decode: its transfer sender moves it (the
+      // outbox record is durable; the sender takes it at its next scan if the nudge is missed),
+      // once the job is reopened at transfer (reopen()).
+      o.task.set_input_path(fs::relative(lat, c_.artifact_root).generic_string());
+      o.sender = holders.front();
+      o.state = state::JobState::kTransfer;
+    } else {
+      o.stream = worker::stream_for(config::StageKind::kDecode, target.host);
+      o.state = state::JobState::kDecode;
+    }
+  }
+
+  state::Store& store_;
+  const config::Cluster& c_;
+  const std::string& run_id_;
+  const state::ResumeJob& job_;
+  const std::set<std::string>& here_;
+  std::optional<std::vector<pb::StageRecord>> hist_;
+};
+
+// Reopened through the state machine: the run's counters follow (a done job whose files are gone
+// leaves done), attempts and the error are cleared, and the task is enqueued with it (or handed to
+// the transfer sender that holds its latent).
+Status reopen(state::Store& store, const config::Cluster& c, const Reopen& o) {
+  std::string payload;
+  o.task.SerializeToString(&payload);
+  H3_TRY(store.apply(
+      state::Store::reopen_move(o.task.run_id(), o.task.job_id(), o.state, o.stream, payload)));
+  if (o.sender.empty()) return {};
+  H3_TRY(transfer::notify_latent_ready(transfer::notify_endpoint(c, o.sender), o.task,
+                                       transfer::outbox_dir(c, o.sender)));
+  return {};
+}
+
+}  // namespace
+
+Result<ResumeOutcome> resume_run(queue::Redis& r, const config::Cluster& c,
+                                 const std::string& run_id) {
+  ResumeOutcome out;
+  state::Store store(r);
+  // The run's status, its cancel flag cleared first (nothing resumed is dropped by a cancel),
+  // its jobs and which of them a task on a stream will still run (state/resume.h).
+  auto plan = state::begin_resume(r, run_id, stage_streams(c));
+  if (!plan.ok()) return plan.error();
+  if (plan->jobs.empty()) {
+    out.no_jobs = true;
+    return out;
+  }
+  const std::set<std::string> here = hosts_on_this_disk(c);
+  for (const auto& j : plan->jobs) {
+    // The run's resume lock (state::ResumeLock, held by the plan) stays this resume's throughout.
+    if (auto held = plan->lock->refresh(); !held.ok()) return held.error();
+    if (!j.spec) continue;  // rejected at submission: nothing to resume
+    JobResume job(store, c, run_id, j, here);
+    auto done = job.finished();
+    if (!done.ok()) return prefixed(done.error(), j.job_id);
+    if (*done) {
+      out.counts[kDone]++;
+      continue;
+    }
+    // A job with its task on a stream is left to it, unless it is terminal (ResumeJob).
+    if (j.left_to_its_task) {
+      out.counts[kInFlight]++;
+      continue;
+    }
+    auto next = job.where_it_resumes(r);
+    if (!next.ok()) return prefixed(next.error(), j.job_id);
+    if (next->kind == Reopen::kNoDecodePool) {
+      out.no_decode_pool = j.job_id;
+      return out;
+    }
+    out.counts[next->count]++;
+    if (next->kind == Reopen::kLeftToHolder) {
+      out.notes.push_back(fmt::format("resume {}: its latent is on host {}; run resume there",
+                                      j.job_id, next->holder));
+      continue;
+    }
+    if (auto reopened = reopen(store, c, *next); !reopened.ok())
+      return prefixed(reopened.error(), j.job_id);
   }
   return out;
 }
