@@ -1,14 +1,14 @@
 #pragma once
 // POST /v1/videos's multipart/form-data body read as it arrives (issue #37: "uploads are bounded
-// and streamed to disk"; docs/api.md, "Uploads").  cpp-httplib's ContentReader hands each part's
-// bytes in chunks: the input_reference file goes straight to a temporary of its own beside its
-// final name under the input root (artifacts::own_part_path of api-uploads/<id>/reference.<ext>,
-// mode 0600, opened beneath the root without following a symlink; <ext> from its first bytes, so
-// anything but a PNG, JPEG or WebP is refused before more is read), and is committed (fsync,
-// sidecar, rename, fsync of the folder: artifacts::commit_own_part) once the whole body arrived.
-// The text fields are kept in memory, at most max_body_bytes together.  Past max_upload_bytes the
-// read stops at once (413 naming input_reference); on any error, or a client gone mid-body, the
-// temporary is removed, so a refused upload leaves nothing behind.
+// and streamed to disk"; docs/api.md, "POST /v1/videos").  cpp-httplib's ContentReader hands each
+// part's bytes in chunks: the input_reference file goes straight to a temporary of its own beside
+// its final name under the input root (artifacts::own_part_path of
+// api-uploads/<id>/reference.<ext>, mode 0600, opened beneath the root without following a symlink;
+// <ext> from its first bytes, so anything but a PNG, JPEG or WebP is refused before more is read),
+// and is committed (fsync, sidecar, rename, fsync of the folder: artifacts::commit_own_part) once
+// the whole body arrived. The text fields are kept in memory, at most max_body_bytes together. Past
+// max_upload_bytes the read stops at once (413 naming input_reference); on any error, or a client
+// gone mid-body, the temporary is removed, so a refused upload leaves nothing behind.
 #include <httplib.h>
 
 #include <map>
