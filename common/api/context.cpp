@@ -70,7 +70,14 @@ Result<Context::Lease> Context::lease() {
 }
 
 httplib::Server::Handler Context::guarded(Role need, Handler h) {
-  return [this, need, h](const httplib::Request& req, httplib::Response& res) {
+  return guarded(
+      need, nullptr,
+      [h](const httplib::Request& req, httplib::Response& res, queue::Redis& r,
+          const TokenInfo& who, std::vector<queue::Reply>&) { return h(req, res, r, who); });
+}
+
+httplib::Server::Handler Context::guarded(Role need, Reads reads, ReadHandler h) {
+  return [this, need, reads, h](const httplib::Request& req, httplib::Response& res) {
     const std::string auth = req.get_header_value("Authorization");
     if (auth.rfind("Bearer ", 0) != 0 || auth.size() <= 7)
       return send_error(res, {401,
@@ -81,7 +88,8 @@ httplib::Server::Handler Context::guarded(Role need, Handler h) {
     if (!l.ok()) return send_error(res, redis_error(l.error()));
     // The token and its rate (rate_limit.h: one round trip for a token seen before), counted in
     // Redis, so every replica sees every request.
-    auto a = authorize(*l->r, auth.substr(7), o.rate_limits, state::now_ms());
+    auto a = authorize(*l->r, auth.substr(7), o.rate_limits, state::now_ms(),
+                       reads ? reads(req) : std::vector<std::vector<std::string>>{});
     if (!a.ok()) return send_error(res, redis_error(a.error()));
     const std::optional<TokenInfo>& who = a->who;
     if (!who)
@@ -105,7 +113,7 @@ httplib::Server::Handler Context::guarded(Role need, Handler h) {
                                           "admin",
                                           who->name, role_name(who->role), role_name(need)),
                               "permission_error", "", "forbidden"});
-    if (auto e = h(req, res, *l->r, *who)) send_error(res, *e);
+    if (auto e = h(req, res, *l->r, *who, a->read)) send_error(res, *e);
   };
 }
 
@@ -135,23 +143,35 @@ Result<json> Context::video_json(queue::Redis& r, const std::string& id, const R
   return video_from(id, rec, *rep, 0);
 }
 
-Result<std::optional<json>> Context::video(queue::Redis& r, const std::string& id) {
-  using Out = std::optional<json>;
-  if (id.rfind("video_", 0) != 0 || !artifacts::validate_id("id", id).ok()) return Out{};
+std::vector<std::vector<std::string>> Context::video_commands(const std::string& id) {
+  if (id.rfind("video_", 0) != 0 || !artifacts::validate_id("id", id).ok()) return {};
   // A video's run is its id without "video_" (video_routes.cpp): read beside the record.
-  const std::string run = id.substr(6);
   std::vector<std::vector<std::string>> cmds = {{"HGETALL", video_key(id)}};
-  for (auto& c : video_reads(run)) cmds.push_back(std::move(c));
+  for (auto& c : video_reads(id.substr(6))) cmds.push_back(std::move(c));
+  return cmds;
+}
+
+Result<std::optional<json>> Context::video(queue::Redis& r, const std::string& id) {
+  const auto cmds = video_commands(id);
+  if (cmds.empty()) return std::optional<json>{};
   auto rep = r.pipeline(cmds);
   if (!rep.ok()) return rep.error();
-  const Record rec = queue::as_hash((*rep)[0]);
+  return video(r, id, *rep);
+}
+
+Result<std::optional<json>> Context::video(queue::Redis& r, const std::string& id,
+                                           const std::vector<queue::Reply>& rep) {
+  using Out = std::optional<json>;
+  if (rep.size() < 4) return Out{};  // not video_commands(id)'s: an id no video has
+  const std::string run = id.substr(6);
+  const Record rec = queue::as_hash(rep[0]);
   if (rec.empty() || rec.count("deleted")) return Out{};
   if (!rec.count("run") || rec.at("run") != run) {  // not a record this server wrote
     auto v = video_json(r, id, rec);
     if (!v.ok()) return v.error();
     return Out{std::move(*v)};
   }
-  return Out{video_from(id, rec, *rep, 1)};
+  return Out{video_from(id, rec, rep, 1)};
 }
 
 json Context::video_from(const std::string& id, const Record& rec,

@@ -71,6 +71,14 @@ class Context {
       const httplib::Request&, httplib::Response&, queue::Redis&, const TokenInfo&)>;
   // Token check (401/403), a Redis connection (503), then the handler.
   httplib::Server::Handler guarded(Role need, Handler h);
+  // The same for a route that reads Redis anyway: `reads` (of the request, before any check) go
+  // in the token check's round trip, their replies to the handler (empty: not read, because this
+  // replica had not seen the token yet; the handler then reads for itself).
+  using Reads = std::function<std::vector<std::vector<std::string>>(const httplib::Request&)>;
+  using ReadHandler = std::function<std::optional<HttpError>(
+      const httplib::Request&, httplib::Response&, queue::Redis&, const TokenInfo&,
+      std::vector<queue::Reply>& read)>;
+  httplib::Server::Handler guarded(Role need, Reads reads, ReadHandler h);
 
   // The video record, or nullopt when there is none (or it was deleted).
   Result<std::optional<Record>> record(queue::Redis& r, const std::string& id);
@@ -79,6 +87,10 @@ class Context {
   // The record and its Video object in one round trip; nullopt when there is no record (or it
   // was deleted).
   Result<std::optional<nlohmann::json>> video(queue::Redis& r, const std::string& id);
+  // That round trip's commands (none for an id no video has), and video() from their replies.
+  static std::vector<std::vector<std::string>> video_commands(const std::string& id);
+  Result<std::optional<nlohmann::json>> video(queue::Redis& r, const std::string& id,
+                                              const std::vector<queue::Reply>& rep);
   // The record of a video this token may change (submit: its own; admin: any).
   std::variant<Record, HttpError> owned(queue::Redis& r, const std::string& id,
                                         const TokenInfo& who);

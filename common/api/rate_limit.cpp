@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 
@@ -109,7 +110,7 @@ Result<RateVerdict> rate_check(queue::Redis& r, const TokenInfo& who, const Rate
 }
 
 Result<Authorized> authorize(queue::Redis& r, const std::string& token, const RateLimits& limits,
-                             long long now_ms) {
+                             long long now_ms, const std::vector<std::vector<std::string>>& reads) {
   Authorized out;
   if (token.empty() || token.size() > 256) return out;
   const std::string sha = token_sha256(token);
@@ -122,13 +123,20 @@ Result<Authorized> authorize(queue::Redis& r, const std::string& token, const Ra
     std::vector<std::vector<std::string>> cmds = {{"HGET", kTokenHashesKey, sha},
                                                   {"HGET", kTokensKey, name}};
     for (auto& c : rate_commands(name, now_ms)) cmds.push_back(std::move(c));
-    auto rep = queue::pipeline_values(r, cmds);
-    if (!rep.ok()) return rep.error();
-    if (auto who = token_holder(sha, name, (*rep)[0], (*rep)[1])) {
-      auto v = rate_verdict(r, *who, limits, now_ms, *rep, 2);
+    const std::size_t own = cmds.size();
+    cmds.insert(cmds.end(), reads.begin(), reads.end());
+    auto all = r.pipeline(cmds);
+    if (!all.ok()) return all.error();
+    std::vector<std::optional<std::string>> rep;
+    for (std::size_t i = 0; i < own; ++i) rep.push_back(queue::as_scalar((*all)[i]));
+    if (auto who = token_holder(sha, name, rep[0], rep[1])) {
+      auto v = rate_verdict(r, *who, limits, now_ms, rep, 2);
       if (!v.ok()) return v.error();
       out.who = std::move(who);
       out.rate = *v;
+      if (!v->retry_after_ms)
+        out.read.assign(std::make_move_iterator(all->begin() + static_cast<long>(own)),
+                        std::make_move_iterator(all->end()));
       return out;
     }
     // Revoked or replaced since: the count taken back, the hint forgotten, looked up afresh.

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "common/api/tokens.h"
 #include "common/core/result.h"
@@ -56,12 +57,17 @@ Result<RateVerdict> rate_check(queue::Redis& r, const TokenInfo& who, const Rate
 // the one pipeline reads both token hashes again beside the rate's commands, so a revoked or
 // replaced token is refused at once as before.  Unknown to this replica (or the hint is stale):
 // the lookups of check_token first, then rate_check.  `who` nullopt: unknown or revoked.
+// `reads`: the caller's own commands (reads only: they run before the token is checked), sent in
+// that one round trip when the token is known; their replies in `read`, which is empty when they
+// were not sent (or the token was refused): the caller then reads for itself.
 struct Authorized {
   std::optional<TokenInfo> who;
   RateVerdict rate;
+  std::vector<queue::Reply> read;
 };
 Result<Authorized> authorize(queue::Redis& r, const std::string& token, const RateLimits& limits,
-                             long long now_ms);
+                             long long now_ms,
+                             const std::vector<std::vector<std::string>>& reads = {});
 
 // `h3pipe token limit NAME N`: N requests per second for this token (0: unlimited); a negative N
 // removes the token's own limit (its role's applies).

@@ -1,5 +1,7 @@
 #include "common/api/submit.h"
 
+#include <iterator>
+
 #include "common/queue/keys.h"
 #include "common/queue/server.h"
 #include "common/state/run_commands.h"
@@ -8,7 +10,8 @@ namespace h3pipe::api {
 
 Result<Submitted> submit_batch(queue::Redis& redis, const std::string& run_id,
                                const spec::Batch& batch,
-                               const std::vector<std::vector<std::string>>& also) {
+                               const std::vector<std::vector<std::string>>& also,
+                               const std::vector<std::vector<std::string>>& then) {
   Submitted out;
   // The same run id again: a job id the run already holds with another spec is refused before
   // anything is registered or enqueued.
@@ -32,12 +35,16 @@ Result<Submitted> submit_batch(queue::Redis& redis, const std::string& run_id,
     cmds.push_back({"XADD", keys::submit(), "*", "run", run_id, "spec", spec::to_json(s)});
   cmds.insert(cmds.end(), also.begin(), also.end());
   cmds.push_back({"EXEC"});
+  const std::size_t exec = cmds.size();
+  cmds.insert(cmds.end(), then.begin(), then.end());
   auto r = redis.pipeline(cmds);
   if (!r.ok()) {
     Error e = r.error();
     e.message = "submission failed, nothing enqueued: " + e.message;
     return e;
   }
+  out.then.assign(std::make_move_iterator(r->begin() + static_cast<long>(exec)),
+                  std::make_move_iterator(r->end()));
   // A submission a failover must not lose: acknowledged once a replica holds it.
   out.replicas_wanted = redis.address().wait_replicas;
   if (out.replicas_wanted > 0) {

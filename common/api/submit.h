@@ -15,8 +15,9 @@ struct Submitted {
   // (batch line, job id) of each job the run already holds with another spec: when not empty,
   // nothing was registered or enqueued.
   std::vector<std::pair<std::size_t, std::string>> conflicts;
-  int replicas_wanted = 0;  // redis.wait_replicas
-  int replicas = -1;        // replicas that acknowledged the submission (-1: not asked)
+  int replicas_wanted = 0;         // redis.wait_replicas
+  int replicas = -1;               // replicas that acknowledged the submission (-1: not asked)
+  std::vector<queue::Reply> then;  // the replies of submit_batch's `then` commands
 };
 
 // A validated batch (no errors) into run `run_id`: the conflict check (one round trip), then in
@@ -24,8 +25,10 @@ struct Submitted {
 // spec XADDed to h3pipe:submit and the caller's `also` commands (h3pipe-api's video record: it
 // exists exactly when its job was submitted), then WAIT when redis.wait_replicas asks for it.  An
 // enqueue failure is an Error whose message starts "submission failed, nothing enqueued: ".
+// `then`: the caller's reads after the EXEC, in its round trip (h3pipe-api's Video object).
 Result<Submitted> submit_batch(queue::Redis& redis, const std::string& run_id,
                                const spec::Batch& batch,
-                               const std::vector<std::vector<std::string>>& also = {});
+                               const std::vector<std::vector<std::string>>& also = {},
+                               const std::vector<std::vector<std::string>>& then = {});
 
 }  // namespace h3pipe::api

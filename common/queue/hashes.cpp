@@ -51,15 +51,15 @@ Result<std::vector<std::optional<std::string>>> pipeline_values(
   auto rep = r.pipeline(cmds);
   if (!rep.ok()) return rep.error();
   std::vector<std::optional<std::string>> out;
-  for (const auto& x : *rep) {
-    if (x && (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS))
-      out.emplace_back(reply_str(x.get()));
-    else if (x && x->type == REDIS_REPLY_INTEGER)
-      out.emplace_back(std::to_string(x->integer));
-    else
-      out.emplace_back(std::nullopt);
-  }
+  for (const auto& x : *rep) out.push_back(as_scalar(x));
   return out;
+}
+
+std::optional<std::string> as_scalar(const Reply& x) {
+  if (x && (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS))
+    return reply_str(x.get());
+  if (x && x->type == REDIS_REPLY_INTEGER) return std::to_string(x->integer);
+  return std::nullopt;
 }
 
 }  // namespace h3pipe::queue

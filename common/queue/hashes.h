@@ -31,5 +31,7 @@ Result<std::vector<std::optional<std::string>>> pipeline_values(
 // round trip needs no hiredis of its own.
 std::map<std::string, std::string> as_hash(const Reply& x);
 std::optional<std::string> as_value(const Reply& x);
+// A string, status or integer reply as text (pipeline_values' reading of each); nullopt else.
+std::optional<std::string> as_scalar(const Reply& x);
 
 }  // namespace h3pipe::queue
