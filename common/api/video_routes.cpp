@@ -1,4 +1,5 @@
 // /v1/videos and /v1/models: OpenAI's Videos API as the official SDKs speak it (docs/api.md).
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "common/api/routes.h"
 #include "common/api/submit.h"
 #include "common/api/upload.h"
+#include "common/api/upload_stream.h"
 #include "common/api/videos.h"
 #include "common/api/webhooks.h"
 #include "common/artifacts/artifacts.h"
@@ -27,59 +29,62 @@ struct VideoRoutes {
   Context& ctx;
 
   // The request's fields (multipart/form-data as the SDK sends it, or a JSON object of strings
-  // and numbers) and its input_reference file, if any; 400/413 naming what is wrong.
-  std::optional<HttpError> read_fields(const httplib::Request& req,
+  // and numbers) and its input_reference file, streamed to disk as it arrives (upload_stream.h)
+  // and stored for video `id`; 400/413/503 naming what is wrong, leaving no file then.
+  std::optional<HttpError> read_fields(const httplib::Request& req, httplib::Response& res,
+                                       const httplib::ContentReader* reader, const std::string& id,
                                        std::map<std::string, std::string>& fields,
-                                       const httplib::MultipartFormData*& reference) {
-    if (req.is_multipart_form_data()) {
-      for (const auto& [name, part] : req.files) {
-        if (name == "input_reference") {
-          reference = &part;
-          continue;
-        }
-        if (!part.filename.empty())
-          return HttpError{
-              400, fmt::format("{}: a file is taken only as input_reference (an image)", name),
-              "invalid_request_error", name, "invalid_value"};
-        fields[name] = part.content;
+                                       StreamedForm& form) {
+    if (reader && req.is_multipart_form_data()) {
+      // An upload holds a pool thread while its body arrives: at most a quarter of them at once,
+      // so slow uploads never starve the other requests.
+      static std::atomic<int> streaming{0};
+      struct Slot {
+        bool held;
+        explicit Slot(int cap) : held(streaming.fetch_add(1) < cap) {}
+        ~Slot() { --streaming; }
+      } slot(std::max(1, ctx.o.threads / 4));
+      if (!slot.held) {
+        res.set_header("Retry-After", "1");
+        return HttpError{503,
+                         fmt::format("{} uploads are being received already; retry in a second",
+                                     std::max(1, ctx.o.threads / 4)),
+                         "server_error", "input_reference", "too_many_uploads"};
       }
-      // httplib keeps a multipart body in its parts, not in req.body.
-      std::size_t bytes =
-          std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
-      for (const auto& [name, part] : req.files) bytes = std::max(bytes, part.content.size());
-      if (!reference && bytes > ctx.o.max_body_bytes)
-        return HttpError{413,
-                         fmt::format("the request body is larger than {} bytes and holds no "
-                                     "input_reference file (only an upload may be larger)",
-                                     ctx.o.max_body_bytes),
-                         "invalid_request_error", "", "body_too_large"};
-    } else if (req.body.size() > ctx.o.max_body_bytes) {
-      // The upload limit lets a larger body in; only a multipart one with its file may be.
+      if (auto bad = read_streamed_form(*reader, ctx.c, ctx.o, id, form)) return bad;
+      fields = form.fields;
+      return std::nullopt;
+    }
+    std::string body;
+    if (reader) {
+      if (auto bad = read_bounded_body(*reader, ctx.o.max_body_bytes, body)) return bad;
+    } else {
+      body = req.body;
+    }
+    if (body.size() > ctx.o.max_body_bytes)
       return HttpError{413,
                        fmt::format("the request body is larger than {} bytes (an upload goes as "
                                    "multipart/form-data)",
                                    ctx.o.max_body_bytes),
                        "invalid_request_error", "", "body_too_large"};
-    } else {
-      // The body is bounded by the server's payload limit (413 past it); depth by the reader.
-      std::string why;
-      auto parsed_body = json_reader::parse_limited(req.body, {}, &why);
-      const json j = parsed_body ? std::move(*parsed_body) : json();
-      if (!j.is_object())
-        return HttpError{400,
-                         "the body must be a JSON object or multipart/form-data with the fields "
-                         "prompt, model, size, seconds",
-                         "invalid_request_error", "", "invalid_body"};
-      for (const auto& [k, v] : j.items()) {
-        if (v.is_null()) continue;
-        if (v.is_string())
-          fields[k] = v.get<std::string>();
-        else if (v.is_number())
-          fields[k] = v.dump();
-        else
-          return HttpError{400, fmt::format("{}: expected a string or a number", k),
-                           "invalid_request_error", k, "invalid_type"};
-      }
+    // The body is bounded above; depth by the reader.
+    std::string why;
+    auto parsed_body = json_reader::parse_limited(body, {}, &why);
+    const json j = parsed_body ? std::move(*parsed_body) : json();
+    if (!j.is_object())
+      return HttpError{400,
+                       "the body must be a JSON object or multipart/form-data with the fields "
+                       "prompt, model, size, seconds",
+                       "invalid_request_error", "", "invalid_body"};
+    for (const auto& [k, v] : j.items()) {
+      if (v.is_null()) continue;
+      if (v.is_string())
+        fields[k] = v.get<std::string>();
+      else if (v.is_number())
+        fields[k] = v.dump();
+      else
+        return HttpError{400, fmt::format("{}: expected a string or a number", k),
+                         "invalid_request_error", k, "invalid_type"};
     }
     return std::nullopt;
   }
@@ -138,30 +143,18 @@ struct VideoRoutes {
   }
 
   std::optional<HttpError> create(const httplib::Request& req, httplib::Response& res,
-                                  queue::Redis& r, const TokenInfo& who) {
-    std::map<std::string, std::string> fields;
-    const httplib::MultipartFormData* reference = nullptr;  // input_reference (upload.h)
-    if (auto bad = read_fields(req, fields, reference)) return bad;
+                                  queue::Redis& r, const TokenInfo& who,
+                                  const httplib::ContentReader* reader) {
     std::string id = "video_" + state::new_run_id();
-    // The image is checked by its bytes and stored where `h3pipe run` reads a referenceImage
-    // (upload.h) before the spec is validated, which opens it; removed again when refused.
-    std::optional<StoredUpload> upload;
+    std::map<std::string, std::string> fields;
+    // input_reference (upload.h) is checked by its bytes and stored where `h3pipe run` reads a
+    // referenceImage while it arrives, before the spec is validated, which opens it; removed
+    // again when refused.
+    StreamedForm form;
+    if (auto bad = read_fields(req, res, reader, id, fields, form)) return bad;
+    std::optional<StoredUpload> upload = form.upload;
     std::map<std::string, std::string> fingerprint = fields;
-    if (reference) {
-      auto ext = sniff_image(reference->content);
-      if (!ext)
-        return HttpError{400,
-                         fmt::format("input_reference: expected a PNG, JPEG or WebP image, got {} "
-                                     "bytes that are none of them",
-                                     reference->content.size()),
-                         "invalid_request_error", "input_reference", "invalid_value"};
-      auto u = store_reference(ctx.c, id, *ext, reference->content);
-      if (!u.ok())
-        return HttpError{u.error().code == errc::input::kRefused ? 400 : 500, u.error().message,
-                         "invalid_request_error", "input_reference", u.error().code};
-      upload = *u;
-      fingerprint["input_reference"] = "sha256:" + sha256_hex(reference->content);
-    }
+    if (upload) fingerprint["input_reference"] = "sha256:" + form.sha256;
     struct Cleanup {
       std::optional<StoredUpload>* u;
       bool keep = false;
@@ -351,9 +344,16 @@ struct VideoRoutes {
 
 void register_video_routes(httplib::Server& http, Context& ctx) {
   const std::string vid = R"(/v1/videos/([^/]+))";
+  // The body is read by the handler, after the token check: an upload streams to disk.
+  http.Post("/v1/videos", [&ctx](const httplib::Request& req, httplib::Response& res,
+                                 const httplib::ContentReader& reader) {
+    ctx.guarded(Role::kSubmit, [&ctx, &reader](auto& rq, auto& rs, auto& r, auto& w) {
+      return VideoRoutes{ctx}.create(rq, rs, r, w, &reader);
+    })(req, res);
+  });
   http.Post("/v1/videos",
             ctx.guarded(Role::kSubmit, [&ctx](auto& req, auto& res, auto& r, auto& w) {
-              return VideoRoutes{ctx}.create(req, res, r, w);
+              return VideoRoutes{ctx}.create(req, res, r, w, nullptr);
             }));
   http.Get("/v1/videos", ctx.guarded(Role::kRead, [&ctx](auto& req, auto& res, auto& r, auto&) {
     return VideoRoutes{ctx}.list(req, res, r);
