@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,18 +42,22 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The body a request may carry: the upload limit for a multipart POST on the upload route.
-std::size_t body_limit(const std::string& buf, const GateLimits& l) {
+// Whether buf starts a multipart POST on the upload route (with an upload limit above the body's).
+bool is_upload(const std::string& buf, const GateLimits& l) {
   if (l.max_upload_bytes <= l.max_body_bytes || buf.rfind(l.upload_request_line, 0) != 0)
-    return l.max_body_bytes;
+    return false;
   const auto end = buf.find("\r\n\r\n");
   const std::string head = lower(buf.substr(0, end == std::string::npos ? buf.size() : end));
   const auto ct = head.find("\r\ncontent-type:");
-  if (ct == std::string::npos) return l.max_body_bytes;
+  if (ct == std::string::npos) return false;
   const auto eol = head.find("\r\n", ct + 2);
-  return head.substr(ct, eol - ct).find("multipart/form-data") != std::string::npos
-             ? l.max_upload_bytes
-             : l.max_body_bytes;
+  return head.substr(ct, eol - ct).find("multipart/form-data") != std::string::npos;
+}
+
+// The body a request may carry here: the upload limit for an upload, unless it streams (then the
+// gate reads no more of it than of any body before handing it over).
+std::size_t body_limit(const std::string& buf, const GateLimits& l) {
+  return !l.stream_uploads && is_upload(buf, l) ? l.max_upload_bytes : l.max_body_bytes;
 }
 
 // Whether buf holds a whole request (or more than the bounds let it wait for).
@@ -70,6 +75,7 @@ bool complete(const std::string& buf, const GateLimits& l) {
     v.erase(0, v.find_first_not_of(" \t"));
     return v;
   };
+  if (l.stream_uploads && is_upload(buf, l)) return true;  // its body streams in the pool
   const std::size_t body = buf.size() - body_at;
   const std::size_t max_body = body_limit(buf, l);
   if (auto te = field("transfer-encoding"); te && te->find("chunked") != std::string::npos)
@@ -126,10 +132,50 @@ struct Queues {
   std::deque<Pending> ready;
   std::vector<Pending> returned;
   bool done = false;
+  std::atomic<int> lingering{0};  // pool threads waiting on a kept-alive connection (linger)
 };
 
-// A pool thread: serves ready requests until done; a connection kept alive goes back to the
-// loop (woken through wake_fd), any other is closed unless its serve took it.
+// A kept-alive connection stays with its pool thread up to limits.linger (when fewer than
+// limits.max_lingering threads linger already): when its next request arrives whole in that time,
+// the same thread serves it, without the hand-over to the loop and back (two thread wake-ups and
+// a pipe write per request, the tail of `scripts/bench.sh api` on a busy 2-core machine).  Bytes
+// of a request not whole by then (or over max_body_bytes: the loop bounds what waits), a closed
+// connection, or none at all: back to the loop with what was read, as before.
+bool linger(Pending& p, const GateLimits& limits, std::atomic<int>& lingering,
+            const std::atomic<bool>& stopping) {
+  if (!p.buf.empty() && complete(p.buf, limits)) return true;
+  if (limits.linger.count() <= 0 || lingering.fetch_add(1) >= limits.max_lingering) {
+    if (limits.linger.count() > 0) lingering.fetch_sub(1);
+    return false;
+  }
+  const auto until = Clock::now() + limits.linger;
+  bool whole = false;
+  for (bool open = true; open && !whole && !stopping;) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (ms <= 0) break;
+    pollfd pf{p.fd, POLLIN, 0};
+    // In slices of at most 100 ms, so a stop() is not held up by a long linger.
+    const int r = ::poll(&pf, 1, static_cast<int>(std::min<long long>(ms, 100)));
+    if (r == 0 || (r < 0 && errno == EINTR)) continue;
+    if (r < 0) break;
+    char chunk[16384];
+    ssize_t n;
+    while ((n = ::recv(p.fd, chunk, sizeof chunk, 0)) > 0) {
+      p.buf.append(chunk, static_cast<std::size_t>(n));
+      if (p.buf.size() > limits.max_head_bytes + limits.max_body_bytes) break;
+    }
+    open = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+    // A client waiting for "100 Continue" gets it from the loop.
+    if (!open || expect_continue(p.buf)) break;
+    whole = complete(p.buf, limits);
+  }
+  lingering.fetch_sub(1);
+  return whole && !stopping;
+}
+
+// A pool thread: serves ready requests until done; a connection kept alive lingers (above), then
+// goes back to the loop (woken through wake_fd); any other is closed unless its serve took it.
 void serve_ready(Queues& q, const GateServe& serve, const GateLimits& limits,
                  const std::atomic<bool>& stopping, int wake_fd) {
   for (;;) {
@@ -141,23 +187,33 @@ void serve_ready(Queues& q, const GateServe& serve, const GateLimits& limits,
       p = std::move(q.ready.front());
       q.ready.pop_front();
     }
-    kept = false;
-    kept_alive.reset();
-    keep_allowed = !stopping && p.served + 1 < limits.max_requests_per_connection;
-    serve(p.fd, p.buf);
-    if (kept) continue;  // handed over: its new owner closes it
-    if (kept_alive && !stopping) {
-      {
-        const bool idle = kept_alive->empty();
-        std::lock_guard lk(q.mu);
-        q.returned.push_back({p.fd, Clock::now() + limits.keep_alive_timeout,
-                              std::move(*kept_alive), p.served + 1, idle});
+    for (bool again = true; again;) {
+      kept = false;
+      kept_alive.reset();
+      keep_allowed = !stopping && p.served + 1 < limits.max_requests_per_connection;
+      serve(p.fd, p.buf);
+      again = false;
+      if (kept) break;  // handed over: its new owner closes it
+      if (kept_alive && !stopping) {
+        const auto answered = Clock::now();
+        p.buf = std::move(*kept_alive);
+        p.served += 1;
+        if (linger(p, limits, q.lingering, stopping)) {
+          again = true;
+          continue;
+        }
+        {
+          const bool idle = p.buf.empty();
+          std::lock_guard lk(q.mu);
+          q.returned.push_back(
+              {p.fd, answered + limits.keep_alive_timeout, std::move(p.buf), p.served, idle});
+        }
+        (void)!::write(wake_fd, "r", 1);
+        break;
       }
-      (void)!::write(wake_fd, "r", 1);
-      continue;
+      ::shutdown(p.fd, SHUT_WR);
+      ::close(p.fd);
     }
-    ::shutdown(p.fd, SHUT_WR);
-    ::close(p.fd);
   }
 }
 
@@ -336,8 +392,10 @@ void hand_over(Queues& q, std::vector<Pending>& handed, const GateLimits& limits
       continue;
     }
     q.ready.push_back(std::move(p));
+    // One thread per request: notify_all woke all 16 for each, and 15 went back to sleep (29
+    // context switches per request of `scripts/bench.sh api`, perf stat).
+    q.cv.notify_one();
   }
-  q.cv.notify_all();
 }
 
 }  // namespace
@@ -372,6 +430,19 @@ Result<int> Gate::bind(const std::string& host, int port) {
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
   return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
                                   : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+Result<int> Gate::bind_unix(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof a.sun_path)
+    return make_error(errc::cli::kFlag, "cannot listen on \"{}\" (not a socket path)", path);
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listen_fd_, 1024) != 0 || ::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0)
+    return make_error(errc::cli::kFlag, "cannot listen on {} ({})", path, std::strerror(errno));
+  return 0;
 }
 
 void Gate::keep_connection() {
