@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cctype>
@@ -34,6 +35,7 @@ class GatedStream final : public httplib::Stream {
   bool is_writable() const override { return taken_ || wait(POLLOUT, write_timeout_.count()); }
   // The connection went to a handler's new owner: what httplib writes from now on is dropped.
   int take() {
+    (void)flush();  // (nothing is held before a handler takes it: the head comes after)
     taken_ = true;
     return fd_;
   }
@@ -76,18 +78,21 @@ class GatedStream final : public httplib::Stream {
     return read_socket_ ? std::nullopt : std::optional<size_t>(pos_);
   }
   bool taken() const { return taken_; }
+  // httplib writes a reply's head, then its body: the head is held and goes out with the first
+  // body write in one segment (two were two wake-ups of the client and an ACK), or at flush().
+  // A write is tried at once; only one that would block waits, write_timeout at most.
   ssize_t write(const char* ptr, size_t size) override {
     if (taken_) return static_cast<ssize_t>(size);
-    size_t sent = 0;
-    while (sent < size) {
-      if (!wait(POLLOUT, write_timeout_.count())) return -1;
-      const ssize_t n = ::send(fd_, ptr + sent, size - sent, MSG_NOSIGNAL);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (n <= 0) return -1;
-      sent += static_cast<size_t>(n);
+    if (!wrote_) {
+      wrote_ = true;
+      held_.assign(ptr, size);
+      return static_cast<ssize_t>(size);
     }
+    if (!send_all(ptr, size)) return -1;
     return static_cast<ssize_t>(size);
   }
+  // Sends what write() holds; false when the client is gone (or stalled past write_timeout).
+  bool flush() { return taken_ || send_all(nullptr, 0); }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     name(::getpeername, ip, port);
   }
@@ -114,6 +119,34 @@ class GatedStream final : public httplib::Stream {
     }
     ip = buf;
   }
+  // held_ then [ptr, ptr + size) in as few sends as the socket takes.
+  bool send_all(const char* ptr, size_t size) {
+    size_t done = 0;  // of held_ and then of ptr, together
+    const size_t total = held_.size() + size;
+    while (done < total) {
+      iovec iov[2];
+      int n_iov = 0;
+      if (done < held_.size()) iov[n_iov++] = {held_.data() + done, held_.size() - done};
+      const size_t from = done > held_.size() ? done - held_.size() : 0;
+      if (size > from) iov[n_iov++] = {const_cast<char*>(ptr) + from, size - from};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(n_iov);
+      const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+          wait(POLLOUT, write_timeout_.count()))
+        continue;
+      held_.clear();
+      return false;
+    }
+    held_.clear();
+    return true;
+  }
   long long left() const {
     return std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
                                       read_deadline_ - std::chrono::steady_clock::now())
@@ -129,6 +162,8 @@ class GatedStream final : public httplib::Stream {
   int fd_;
   bool taken_ = false;
   bool read_socket_ = false;
+  bool wrote_ = false;  // the first write (the head) is in held_ until the next or flush()
+  std::string held_;
   const std::string& head_;
   size_t pos_ = 0;
   std::chrono::milliseconds write_timeout_;
@@ -197,7 +232,8 @@ void GatedHttp::serve(int fd, const std::string& raw_head,
   const auto end = request_end(head);
   const bool may_keep = end && *end <= head.size() && Gate::may_keep_alive();
   bool closed = false;
-  const bool ok = process_request(strm, /*close_connection=*/!may_keep, closed, nullptr);
+  const bool served = process_request(strm, /*close_connection=*/!may_keep, closed, nullptr);
+  const bool ok = strm.flush() && served;
   current = nullptr;
   if (ok && may_keep && !closed && !strm.taken() && strm.consumed() == end)
     Gate::keep_alive(head.substr(*end));
