@@ -65,7 +65,9 @@ struct Options {
   // the declared GFLOP of a task whose runtime counts none (ComfyUI: configs/gpus.json
   // model_flops by the task's settings and spec).  0 / unset: the runtime's reported figures.
   double peak_gflops = 0;
-  std::function<double(const std::string& settings_json, const pb::JobSpec& spec)> declared_gflop;
+  // {}: a default like every member's, so `{cluster, pool, redis, consumer}` warns of none left
+  // out (-Wmissing-field-initializers).
+  std::function<double(const std::string& settings_json, const pb::JobSpec& spec)> declared_gflop{};
 };
 
 // The stream a stage's tasks live on (decode: one stream per decode host).
