@@ -23,10 +23,7 @@ let base, alice, bob, rita, root;
 before(() => {
   stack.start();
   base = stack.base;
-  alice = stack.token('alice', 'submit');
-  bob = stack.token('bob', 'submit');
-  rita = stack.token('rita', 'read');
-  root = stack.token('root', 'admin');
+  ({ alice, bob, rita, root } = stack.tokens());
 });
 after(() => stack.stop());
 

@@ -33,8 +33,8 @@ function xadd(run, type, extra = {}) {
 let port, tok, adminTok;
 before(() => {
   stack.start();
-  tok = stack.token('alice', 'submit');
-  adminTok = stack.token('root', 'admin');  // no rate limit (submit: 50 requests/s)
+  // root: no rate limit (submit: 50 requests/s)
+  ({ alice: tok, root: adminTok } = stack.tokens(['alice', 'root']));
   port = stack.runFile().health_port;
 });
 after(() => stack.stop());

@@ -22,8 +22,7 @@ let base, alice, rita, sdk;
 before(() => {
   stack.start();
   base = stack.base;
-  alice = stack.token('alice', 'submit');
-  rita = stack.token('rita', 'read');
+  ({ alice, rita } = stack.tokens(['alice', 'rita']));
   sdk = new OpenAI({ apiKey: alice, baseURL: base, maxRetries: 0 });
 });
 after(() => stack.stop());

@@ -101,7 +101,8 @@ before(() => {
   stack.start();
   base = stack.base;
   origin = base.replace(/\/v1$/, '');
-  tok = { submit: stack.token('alice', 'submit'), read: stack.token('rita', 'read'), admin: stack.token('root', 'admin') };
+  const { alice, rita, root } = stack.tokens(['alice', 'rita', 'root']);
+  tok = { submit: alice, read: rita, admin: root };
 });
 after(() => stack.stop());
 

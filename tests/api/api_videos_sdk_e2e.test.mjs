@@ -27,9 +27,9 @@ let base, submit, reader, admin, readToken, submitToken;
 
 before(async () => {
   stack.start();
-  submitToken = token('alice', 'submit');
-  readToken = token('rita', 'read');
-  const adminToken = token('root', 'admin');
+  const { alice, rita, root: adminToken } = stack.tokens(['alice', 'rita', 'root']);
+  submitToken = alice;
+  readToken = rita;
   assert.match(submitToken, /^h3p_[0-9a-f]{64}$/);
   // Redis keeps only the hash: the token itself is nowhere in the dump of the tokens hash.
   const l = cli('token', 'list');

@@ -27,6 +27,10 @@ export function defaultConfig(name, extra = {}) {
   };
 }
 
+// The callers the API tests act as, by role: alice and bob submit (each sees only its own runs),
+// rita reads, root is an admin (no rate limit).
+export const CALLERS = { alice: 'submit', bob: 'submit', rita: 'read', root: 'admin' };
+
 // The stack's state dir (and cluster.json) is a fresh temp dir named after prefix; env (optional)
 // is the environment of every `h3pipe` command (and so of the services `h3pipe start` starts).
 export class Stack {
@@ -58,6 +62,10 @@ export class Stack {
     const r = this.cli('token', 'create', name, '--role', role);
     assert.equal(r.rc, 0, r.err);
     return r.out.trim().split('\n').pop();
+  }
+  // A token for each of the usual callers (CALLERS), or for those named: { alice, bob, rita, root }.
+  tokens(names = Object.keys(CALLERS)) {
+    return Object.fromEntries(names.map((n) => [n, this.token(n, CALLERS[n])]));
   }
   // redis-cli as the stack's redis-admin (the test's own view of Redis); throws on an error.
   // redisInput sends commands on stdin, one a line.
