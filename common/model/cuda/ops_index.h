@@ -1,8 +1,9 @@
 #pragma once
 // Index arithmetic of the decoder kernels (ops.cu), one element at a time, as functions that
-// compile for the device and for the host: the kernels call them, and tests/model/model_device_test.cpp
-// runs them on the CPU against conv_ops.cpp (same convolutions through the CPU im2col), so the
-// kernels' indexing is tested on machines without a GPU.  Free of CUDA headers.
+// compile for the device and for the host: the kernels call them, and
+// tests/model/model_device_test.cpp runs them on the CPU against conv_ops.cpp (same convolutions
+// through the CPU im2col), so the kernels' indexing is tested on machines without a GPU.  Free of
+// CUDA headers.
 #include <cstddef>
 #include <cstdint>
 
