@@ -4,8 +4,6 @@
 // than max_pending evicts the oldest (408); stalled sockets hold no pool thread.  Keep-alive
 // through httplib (gated_http.h): the next requests on the same connection, pipelined ones too,
 // an idle one closed without a reply, Connection: close and the per-connection limit honoured.
-#include "common/api/gate.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -22,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/api/gate.h"
 #include "common/api/gated_http.h"
 
 namespace {

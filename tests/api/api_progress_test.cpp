@@ -1,9 +1,9 @@
 // A video's progress and ETA from its run's events (#37): stage shares from the pools' profiles,
 // the sampler filled by its steps, never decreasing (a retry starting over), 100 only when
 // completed, ETA from the plan and the running stage's measured step rate.
-#include "common/api/progress.h"
-
 #include <gtest/gtest.h>
+
+#include "common/api/progress.h"
 
 using namespace h3pipe;
 namespace ev = queue::events;

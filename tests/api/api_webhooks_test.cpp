@@ -1,7 +1,7 @@
 // Webhook signing and URL rules (issue #37 item 6; common/api/webhooks.h).  Label: unit.
-#include "common/api/webhooks.h"
-
 #include <gtest/gtest.h>
+
+#include "common/api/webhooks.h"
 
 namespace wh = h3pipe::api::webhooks;
 

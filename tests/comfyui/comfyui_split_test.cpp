@@ -2,8 +2,6 @@
 // graphs, inject maps and config snippets checked exactly against the files under expected/,
 // the UI format converted with the recorded /object_info, and every way a workflow cannot be
 // split answered with the node and the reason.
-#include "common/comfyui/split.h"
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -12,6 +10,7 @@
 #include <functional>
 #include <sstream>
 
+#include "common/comfyui/split.h"
 #include "common/comfyui/split_files.h"
 #include "common/comfyui/ui_workflow.h"
 #include "tests/support/temp_dir.h"

@@ -1,8 +1,6 @@
 // The comparison's measurements on movies written here with h3pipe's own MP4 writer: FFmpeg's
 // psnr/ssim per frame (infinite for the same file, finite for a changed one), MAE, black and
 // saturated frames, audio SNR; the decoder precision option's rounding.  Label: unit.
-#include "common/compare/quality.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <random>
 
 #include "common/compare/frames.h"
+#include "common/compare/quality.h"
 #include "common/media/media.h"
 #include "common/model/precision.h"
 #include "tests/support/temp_dir.h"

@@ -1,5 +1,5 @@
-// A stand-in for a deployment's scrape targets, for tests/deploy/deploy_prometheus_e2e.py: every metric
-// family the services export (WorkerProbe per stage, the GPU monitor over the fake NVML, the
+// A stand-in for a deployment's scrape targets, for tests/deploy/deploy_prometheus_e2e.py: every
+// metric family the services export (WorkerProbe per stage, the GPU monitor over the fake NVML, the
 // transfer probe, the dead-letter gauge the CLI exports), on one free port, with activity so
 // that rates and quantiles have data.  Prints "PORT <n>" once serving; runs until SIGTERM.
 #include <signal.h>

@@ -1,9 +1,8 @@
 // The one decode-host choice (decode_route.h): candidates from the config, the load the caller
 // sees, and the shared rule.  The simulator, the sampler, the transfer sender and resume call it.
-#include "common/dispatch/decode_route.h"
-
 #include <gtest/gtest.h>
 
+#include "common/dispatch/decode_route.h"
 #include "common/dispatch/geometry.h"
 
 namespace h3pipe::dispatch {

@@ -1,10 +1,10 @@
 // The dispatch policy alone (dispatch.h): what an idle live worker decides before XREADGROUP.
-#include "common/dispatch/dispatch.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
+
+#include "common/dispatch/dispatch.h"
 
 namespace h3pipe::dispatch {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
-// The local stack the e2e tests drive (local_stack_e2e_test.cpp, local_stack_more_test.cpp): `h3pipe
-// start` in a temp state dir with a config the test writes, the CLI, ffprobe on the MP4s.
+// The local stack the e2e tests drive (local_stack_e2e_test.cpp, local_stack_more_test.cpp):
+// `h3pipe start` in a temp state dir with a config the test writes, the CLI, ffprobe on the MP4s.
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -1,5 +1,5 @@
-// End to end through the real local stack, continued (local_stack_e2e_test.cpp): batch limits, Redis
-// restarts, stream submissions, run ids, resume, GPU groups, state dirs, hosts.  Label: e2e.
+// End to end through the real local stack, continued (local_stack_e2e_test.cpp): batch limits,
+// Redis restarts, stream submissions, run ids, resume, GPU groups, state dirs, hosts.  Label: e2e.
 #include "tests/e2e/local_stack_fixture.h"
 
 using namespace h3pipe;

@@ -2,8 +2,6 @@
 // for: the FAIL names the class and the first ComfyUI release that has it (core_classes.h).  The
 // server answers with the /object_info recorded from a real ComfyUI 0.3.64 (plus h3pipe's node
 // pack), which predates MiniMax H3's core nodes.
-#include "common/preflight/core_classes.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +9,7 @@
 #include <fstream>
 
 #include "common/config/config.h"
+#include "common/preflight/core_classes.h"
 #include "common/preflight/preflight.h"
 #include "tests/support/object_info_server.h"
 #include "tests/support/temp_dir.h"

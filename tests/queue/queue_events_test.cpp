@@ -1,8 +1,7 @@
 // The events contract's argv (#37): every producer writes the same fields through these helpers.
-#include "common/queue/events.h"
-
 #include <gtest/gtest.h>
 
+#include "common/queue/events.h"
 #include "common/queue/keys.h"
 
 using namespace h3pipe;

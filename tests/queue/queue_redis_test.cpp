@@ -1,8 +1,7 @@
 // Queue semantics against a real redis-server (label: redis).
-#include "common/queue/queue.h"
-
 #include <gtest/gtest.h>
 
+#include "common/queue/queue.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;

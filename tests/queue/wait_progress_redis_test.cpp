@@ -1,10 +1,9 @@
 // `h3pipe wait`'s step progress (#37 item 3, cli/wait_progress.h) over a real redis-server: the
 // run's step events become "sample k/n" while a job samples, in order, read after the last entry
 // seen; a stage's end or the job's end clears it.
-#include "cli/wait_progress.h"
-
 #include <gtest/gtest.h>
 
+#include "cli/wait_progress.h"
 #include "common/queue/events.h"
 #include "tests/support/test_support.h"
 

@@ -1,6 +1,4 @@
 // config-adapt: the seeds' host map becomes the seeds' topology; bad maps name the field.
-#include "common/schedule/config_adapt.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +8,7 @@
 #include <sstream>
 
 #include "common/config/config.h"
+#include "common/schedule/config_adapt.h"
 #include "common/schedule/plan.h"
 
 namespace h3pipe::schedule {

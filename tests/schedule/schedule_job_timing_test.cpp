@@ -1,7 +1,5 @@
 // job_timing.h on receipts with known stage times (issue #24): the per-job split, the real-time
 // factor, the duty cycle and its bubbles by cause, the steady rate over the middle of the run.
-#include "common/schedule/job_timing.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,6 +11,7 @@
 #include <sstream>
 
 #include "common/schedule/gpu_table.h"
+#include "common/schedule/job_timing.h"
 
 using namespace h3pipe::schedule;
 using nlohmann::json;

@@ -1,8 +1,6 @@
 // The planner's latency per user and per priority (issue #39 item 5; docs/planner.md, "A mix of
 // users and priorities"): cases small enough to schedule by hand with the claim order of
 // docs/design.md, each figure checked against that hand schedule.
-#include "common/schedule/plan_mix.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "common/schedule/plan.h"
+#include "common/schedule/plan_mix.h"
 #include "common/schedule/receipts.h"
 
 namespace h3pipe::schedule {

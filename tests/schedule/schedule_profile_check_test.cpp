@@ -1,7 +1,5 @@
 // `h3pipe run` warns when a batch meets sim pools that would run it in 0 s (issue #34 P11): the
 // README's example batch against config-adapt's config ran at 0 s per stage, silently.
-#include "common/schedule/profile_check.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "common/schedule/config_adapt.h"
+#include "common/schedule/profile_check.h"
 
 namespace h3pipe::schedule {
 namespace fs = std::filesystem;

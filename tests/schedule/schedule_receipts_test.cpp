@@ -1,6 +1,4 @@
 // profile learn and report, fed with receipts in the proto3 JSON form of h3pipe.pb.Receipt.
-#include "common/schedule/receipts.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "common/schedule/plan.h"
+#include "common/schedule/receipts.h"
 
 namespace h3pipe::schedule {
 namespace fs = std::filesystem;

@@ -1,10 +1,10 @@
 #pragma once
 // Starts FakeComfyUiServer (tests/runtime/fake_comfyui_server.py, Python standard library;
-// faithful to a real ComfyUI 0.3.64, see tests/runtime/comfyui_fake_conformance_test.py; its websocket
-// progress and preview frames follow a recorded real exchange, comfyui_fake_ws_conformance_test.py) on a
-// free port for one test and stops it afterwards; restart() replaces it by a fresh process on the
-// same port.  The comfyui runtime talks to it through its production client code.  Used by
-// tests/runtime and tests/e2e.
+// faithful to a real ComfyUI 0.3.64, see tests/runtime/comfyui_fake_conformance_test.py; its
+// websocket progress and preview frames follow a recorded real exchange,
+// comfyui_fake_ws_conformance_test.py) on a free port for one test and stops it afterwards;
+// restart() replaces it by a fresh process on the same port.  The comfyui runtime talks to it
+// through its production client code.  Used by tests/runtime and tests/e2e.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -2,8 +2,8 @@
 // The one redis-server launcher of the tests: a private server on a free loopback port, its data
 // and log in a directory of its own (or the caller's), configured by a redis.conf written here
 // (password, ACL users or an ACL file, AOF, replication lines), stopped at destruction.  Tests of
-// the ACL (queue/redis_acl_fixture.h) and of Sentinel (preflight/preflight_sentinel_test.cpp) build on
-// it; nothing else in tests/ starts a redis-server.
+// the ACL (queue/redis_acl_fixture.h) and of Sentinel (preflight/preflight_sentinel_test.cpp) build
+// on it; nothing else in tests/ starts a redis-server.
 #include <signal.h>
 #include <sys/wait.h>
 

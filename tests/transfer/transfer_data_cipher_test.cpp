@@ -2,8 +2,6 @@
 // a round trip, and the refusals: a tampered byte (data, header, tag), a replayed frame, a
 // reordered frame, a frame of another transfer, a truncated frame, a frame after the last one,
 // a wrong key.  Every refusal poisons the opener and never leaves plaintext in the output.
-#include "common/transfer/data_cipher.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "common/core/error_codes.h"
+#include "common/transfer/data_cipher.h"
 
 namespace h3pipe::transfer {
 namespace {

@@ -1,10 +1,9 @@
 // GPU groups' lease against a real redis-server (label: redis): one holder at a time, a dead
 // holder's lease expires, a later stage waiting goes first, and the group follows
 // shares_gpus_with transitively.
-#include "common/worker/gpu_lease.h"
-
 #include <gtest/gtest.h>
 
+#include "common/worker/gpu_lease.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;
