@@ -11,7 +11,8 @@ file without its extension (common/core/sha256 for sha256.h), or when it is a fi
 generates (its name appears in a CMakeLists.txt and is no tracked file's: common/proto/h3pipe.pb.h).
 A file named alone or with part of its path in a comment or a doc (`dispatch_test.cpp`,
 worker/engine.h, state/resume.h) must be the end of a tracked file's path (a .h, .cpp, .mjs, .sh
-or .md; EXTERNAL lists the names of other projects' files that comments cite).  A section passes when
+or .md; a system header found under /usr/include passes; EXTERNAL lists the names of other
+projects' files that comments cite).  A section passes when
 the file has a Markdown heading of that title (case-insensitive; a prefix of the heading is
 enough: "Runtimes" for "Runtimes: what each kind runs").
 """
@@ -32,10 +33,11 @@ PATH_ROOTS = tuple(r + "/" for r in ("common", "services", "cli", "tests", "docs
 RUNTIME_PATHS = ("deploy/secrets", "deploy/keys")
 # A file named alone or with part of its path: a .h, .cpp, .mjs, .sh or .md.
 BARE = re.compile(r"(?<![\w/.$<-])((?:[\w-]+/)*[\w-]+\.(?:h|cpp|mjs|sh|md))(?![\w/-])")
-# Files of other projects that comments name: the redis image's entrypoint, libzmq's header,
-# ComfyUI's server scripts in an operator's checkout, the script a test writes itself, the KEDA
-# site (keda.sh), the shared seeds next to a checkout (shared/seeds, docs/planner.md).
-EXTERNAL = {"docker-entrypoint.sh", "zmq.h", "start.sh", "stop.sh", "certs.sh", "keda.sh",
+# Files of other projects that comments name (system headers are looked up, SYSTEM_INCLUDES):
+# the redis image's entrypoint, ComfyUI's server scripts in an operator's checkout, the script a
+# test writes itself, the KEDA site (keda.sh), the shared seeds next to a checkout (docs/planner.md).
+SYSTEM_INCLUDES = ("/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/local/include")
+EXTERNAL = {"docker-entrypoint.sh", "start.sh", "stop.sh", "certs.sh", "keda.sh",
             "shared/seeds/DIGEST.md"}
 # Comment text: after // in C++ and JavaScript, after # in scripts and CMake; all of a doc.
 COMMENT = {".h": "//", ".cpp": "//", ".mjs": "//", ".js": "//", ".sh": "#", ".py": "#",
@@ -90,7 +92,10 @@ def comment(f, line):
 
 def tail_ok(p, tails):
     """A file named alone or with part of its path: the end of a tracked file's path."""
-    return p in EXTERNAL or p in tails or p.startswith(PATH_ROOTS)
+    if p in EXTERNAL or p in tails or p.startswith(PATH_ROOTS):
+        return True
+    # A system or library header (linux/sched/types.h, zmq.h): where the compiler finds it.
+    return p.endswith(".h") and any(os.path.exists(os.path.join(d, p)) for d in SYSTEM_INCLUDES)
 
 
 def headings(doc, cache={}):
