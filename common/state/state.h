@@ -145,7 +145,7 @@ struct Moved {
 };
 const char* applied_name(Applied a);
 
-std::string new_run_id();  // r-YYYYMMDD-HHMMSS-xxxxxx (UTC, random suffix)
+std::string new_run_id();  // r-YYYYMMDD-HHMMSS-xxxxxxxxxxxx (UTC, 48 random bits)
 long long now_ms();
 
 class Store final {

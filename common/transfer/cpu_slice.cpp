@@ -12,7 +12,7 @@
 namespace h3pipe::transfer {
 namespace {
 
-// struct sched_attr (include/uapi/linux/sched/types.h); glibc 2.36 has no wrapper for it.
+// struct sched_attr of Linux's uapi header linux/sched/types.h; glibc 2.36 has no wrapper for it.
 struct SchedAttr {
   std::uint32_t size;
   std::uint32_t sched_policy;

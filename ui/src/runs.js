@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { api, maybe } from './api.js';
 import { html, Link, navigate, usePoll, canAct, Bar, StateBadge, ErrorLine, ago, secs } from './ui.js';
 
-// r-YYYYMMDD-HHMMSS-xxxxxx -> ms since the epoch (the run's start, UTC).
+// r-YYYYMMDD-HHMMSS-xxxxxxxxxxxx -> ms since the epoch (the run's start, UTC).
 export function runStartMs(id) {
   const m = /r-(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})/.exec(id || '');
   return m ? Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]) : 0;
