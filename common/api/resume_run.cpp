@@ -184,7 +184,8 @@ class JobResume {
   // (worker/decode_choice.h).
   void decode(Reopen& o, const fs::path& lat, const std::vector<std::string>& holders,
               queue::Redis& r) {
-    auto target = worker::resume_decode_target(c_, holders, o.task, &r);
+    state::RedisPoolBoardStore board(r);
+    auto target = worker::resume_decode_target(c_, holders, o.task, &board);
     if (target.host.empty()) {
       o.kind = Reopen::kNoDecodePool;
       return;
