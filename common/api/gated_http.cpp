@@ -84,6 +84,11 @@ class GatedStream final : public httplib::Stream {
   ssize_t write(const char* ptr, size_t size) override {
     if (taken_) return static_cast<ssize_t>(size);
     if (!wrote_) {
+      // An interim "100 Continue" goes at once: the client sends the body only once it has it
+      // (curl waits up to a second for it before a body over 1 MiB).
+      constexpr std::string_view kInterim = "HTTP/1.1 100";
+      if (size >= kInterim.size() && std::string_view(ptr, kInterim.size()) == kInterim)
+        return send_all(ptr, size) ? static_cast<ssize_t>(size) : -1;
       wrote_ = true;
       held_.assign(ptr, size);
       return static_cast<ssize_t>(size);

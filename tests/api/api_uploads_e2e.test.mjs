@@ -7,7 +7,7 @@
 // Run by ctest (api_uploads_e2e).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -126,4 +126,22 @@ test('past --max-upload-bytes while streaming (chunked, no Content-Length): 413 
   assert.match(r.json.error.message, new RegExp(`larger than ${LIMIT} bytes`));
   assert.deepEqual(parts(), []);
   assert.equal(filesBelow(uploads()).length, before);
+});
+
+// curl sends `Expect: 100-continue` before a body over 1 MiB and waits for the interim answer
+// before it sends the body: the API answers it at once (here curl would wait 10 s without it).
+test('Expect: 100-continue (curl, 4 MiB): the interim answer comes at once, the upload is stored', () => {
+  const file = path.join(stack.dir, 'expect.png');
+  fs.writeFileSync(file, png(4 << 20));
+  const t0 = Date.now();
+  const r = spawnSync('curl', ['-sS', '--expect100-timeout', '10', '-H', 'Expect: 100-continue',
+    '-H', `Authorization: Bearer ${alice}`, '-F', 'prompt=a fox', '-F', `input_reference=@${file};type=image/png`,
+    '-w', '\n%{http_code}', `${base}/videos`], { encoding: 'utf8' });
+  const seconds = (Date.now() - t0) / 1000;
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stdout.trim().split('\n');
+  assert.equal(lines.at(-1), '200', r.stdout);
+  const id = JSON.parse(lines.slice(0, -1).join('\n')).id;
+  assert.ok(fs.existsSync(path.join(uploads(), id, 'reference.png')));
+  assert.ok(seconds < 5, `the upload took ${seconds.toFixed(2)} s: the 100 Continue was held`);
 });
