@@ -26,7 +26,6 @@
 
 #include "common/latent/latent.h"
 #include "common/logging/log.h"
-#include "common/transfer/cpu_slice.h"
 #include "common/transfer/frames.h"
 #include "common/transfer/keys.h"
 #include "common/transfer/outbox.h"
@@ -80,8 +79,7 @@ struct Common {
   bool no_curve = false, no_eager = false, no_data_frames = false;
   std::uint32_t chunk = 256 * 1024, window = 32;
   int heartbeat_ms = 500, dead_after_ms = 3000;
-  int data_port = 0;   // receiver: its data connection's port (0: a free one)
-  int slice_us = 100;  // as h3pipe-transfer asks by default (transfer.slice_us, cpu_slice.h)
+  int data_port = 0;  // receiver: its data connection's port (0: a free one)
 };
 
 int receive(const Common& c, const std::string& bind, const std::string& root) {
@@ -327,8 +325,6 @@ int main(int argc, char** argv) {
     sub->add_option("--dead-after-ms", c.dead_after_ms);
     sub->add_option("--as", c.as, "key pair name the sender presents");
     sub->add_option("--data-port", c.data_port, "receiver: the data connection's port");
-    sub->add_option("--slice-us", c.slice_us,
-                    "CPU slice to ask for, us, as the service does (0: the kernel's default)");
   };
   std::string bind, root, peer, outbox, run, keydir;
   std::vector<std::string> tasks;
@@ -370,10 +366,6 @@ int main(int argc, char** argv) {
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
   if (!std::getenv("XFER_NO_MALLOPT")) tune_allocator();
-  if (auto slice = request_cpu_slice(c.slice_us); !slice.ok()) {
-    std::fprintf(stderr, "%s\n", slice.error().to_string().c_str());
-    return 2;
-  }
   h3pipe::logging::configure("xfer_node",
                              "info");  // the loggers write to stderr: stdout stays for results
   if (kc->parsed()) {

@@ -240,8 +240,7 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
                    {"window", c.transfer.window},
                    {"heartbeat_ms", c.transfer.heartbeat_ms},
                    {"dead_after_ms", c.transfer.dead_after_ms},
-                   {"max_attempts", c.transfer.max_attempts},
-                   {"slice_us", c.transfer.slice_us}};
+                   {"max_attempts", c.transfer.max_attempts}};
   for (const auto& [s, rt] : c.stage_runtimes)
     j["stages"][stage_name(s)]["runtime"] = {{"name", rt.name}, {"settings", rt.settings}};
   j["hosts"] = json::array();

@@ -171,9 +171,6 @@ struct Transfer {
   int heartbeat_ms = 500;
   int dead_after_ms = 3000;
   int max_attempts = 5;
-  // The CPU slice the transfer service asks for, microseconds (common/transfer/cpu_slice.h):
-  // a short one lets its threads preempt busy ones at wakeup.  0: the kernel's default.
-  int slice_us = 100;
 };
 
 struct Cluster {

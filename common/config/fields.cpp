@@ -219,11 +219,7 @@ const Table<Transfer>& transfer_table() {
        field("dead_after_ms", &Transfer::dead_after_ms, "a peer silent this long is gone",
              {.imin = 50, .imax = 600000}),
        field("max_attempts", &Transfer::max_attempts, "sends of one latent before giving up",
-             {.imin = 1, .imax = 100}),
-       field("slice_us", &Transfer::slice_us,
-             "CPU slice the transfer service asks the kernel for (Linux 6.12+: its threads "
-             "preempt busy ones at wakeup); 0 = the kernel's default",
-             {.imin = 0, .imax = 100000})}};
+             {.imin = 1, .imax = 100})}};
   return t;
 }
 

@@ -7,7 +7,6 @@
 #include "common/logging/log.h"
 #include "common/runner/runner.h"
 #include "common/transfer/config_map.h"
-#include "common/transfer/cpu_slice.h"
 #include "common/transfer/receiver.h"
 #include "common/transfer/sender.h"
 #include "services/transfer/handoff.h"
@@ -29,13 +28,6 @@ namespace {
 int serve(runner::Context& ctx) {
   const config::Cluster& c = ctx.cluster;
   transfer::tune_allocator();
-  // Before the ZeroMQ context and the service's threads start: they inherit it.
-  if (auto slice = transfer::request_cpu_slice(c.transfer.slice_us); !slice.ok())
-    logger().warn("{}", slice.error().message);
-  else if (c.transfer.slice_us > 0)
-    logger().info("CPU slice {} us{}", *slice,
-                  *slice == 0 ? " not kept by this kernel (EEVDF custom slices need Linux 6.12+)"
-                              : ": threads preempt busy ones at wakeup");
   zmq::context_t zctx(1);  // the process's one context
   // The one place this service's Redis connections are made (the hand-off's, on the receiver's
   // and the sender's threads alike, under its lock).
