@@ -288,10 +288,6 @@ void IoThread::loop() {
     Completion c = job();
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (!c) {  // nothing for the owner thread: it is not woken for it (a chunk's write)
-        --outstanding_;
-        continue;
-      }
       done_.push_back(std::move(c));
     }
     std::uint64_t one = 1;

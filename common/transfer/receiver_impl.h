@@ -41,14 +41,7 @@ struct Session {
   std::filesystem::path final_path;
   enum class Phase { kOpening, kReceiving, kCommitting } phase = Phase::kOpening;
   std::shared_ptr<PartFile> file;
-  // The bytes' SHA-256 and the first write error: both the I/O thread's, which hashes and writes
-  // each chunk in arrival order (write_chunk), so that the loop only authenticates and decrypts
-  // and the two run side by side.  The loop touches it only before the first chunk is queued.
-  struct Sink {
-    Sha256 hash;
-    Status error;
-  };
-  std::shared_ptr<Sink> sink = std::make_shared<Sink>();
+  Sha256 hasher;
   std::uint64_t received = 0, durable = 0, writeback_at = 0, have = 0;
   bool checkpointing = false;
   bool eager_ok = false;  // takes the chunks sent with the offer (fresh start, span fits)
@@ -120,8 +113,6 @@ class TransferReceiver::Impl {
   // hashed and written (or held until the file exists).  False: the session was closed.
   bool take_bytes(Session& s, std::uint64_t offset, zmq::message_t& msg, std::size_t skip,
                   std::size_t len);
-  void write_chunk(Session& s, std::uint64_t offset, zmq::message_t&& msg, std::size_t skip,
-                   std::size_t len);
   void after_write(Session& s);
   void maybe_checkpoint(Session& s);
   void finish(Session& s);

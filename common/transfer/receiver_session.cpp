@@ -153,7 +153,7 @@ void TransferReceiver::Impl::opened(std::uint64_t tid, Opened& r) {
   }
   if (s.phase == Session::Phase::kReceiving) return file_ready(s, std::move(r.file.value()));
   s.file = std::move(r.file.value());
-  s.sink->hash = std::move(r.hasher);  // nothing is queued for it yet: the session was opening
+  s.hasher = std::move(r.hasher);
   s.received = s.durable = s.writeback_at = s.have = r.have;
   s.phase = Session::Phase::kReceiving;
   if (r.have > 0) {
@@ -189,7 +189,13 @@ void TransferReceiver::Impl::reply(Session& s, std::uint64_t have) {
 // Fresh offer: the file exists now; write what waited for it, then carry on as usual.
 void TransferReceiver::Impl::file_ready(Session& s, std::shared_ptr<PartFile> file) {
   s.file = std::move(file);
-  for (auto& h : s.pending) write_chunk(s, h.offset, std::move(h.msg), h.skip, h.len);
+  for (auto& h : s.pending) {
+    if (auto w = s.file->write(h.offset, static_cast<const char*>(h.msg.data()) + h.skip, h.len);
+        !w.ok()) {
+      send_done(s.routing, s.offer, s.tid, false, w.error().code, w.error().message, true);
+      return close_session(&s);
+    }
+  }
   s.pending.clear();
   io_.post([f = s.file]() -> IoThread::Completion {
     (void)f->prepare();
@@ -243,39 +249,22 @@ bool TransferReceiver::Impl::take_bytes(Session& s, std::uint64_t offset, zmq::m
     close_session(&s);
     return false;
   }
+  const char* bytes = static_cast<const char*>(msg.data()) + skip;
   if (s.received == s.have) s.first_byte = Clock::now();
+  s.hasher.update(bytes, len);
   s.received += len;
   probe_.add_bytes(static_cast<double>(len));
   if (!s.file) {  // fresh offer, file not created yet: keep the bytes (bounded by the credit)
     s.pending.push_back({offset, std::move(msg), skip, len});
     return true;
   }
-  write_chunk(s, offset, std::move(msg), skip, len);
+  if (auto w = s.file->write(offset, bytes, len); !w.ok()) {
+    send_done(s.routing, s.offer, s.tid, false, w.error().code, w.error().message, true);
+    close_session(&s);
+    return false;
+  }
   after_write(s);
   return true;
-}
-
-// msg[skip, skip + len) hashed and written at `offset` by the I/O thread, in arrival order (so
-// the hash runs over the bytes in file order: the credit keeps them in order, check_chunk refuses
-// the rest).  A write that fails fails the session once; the chunks queued behind it are skipped
-// and the commit refuses (finish).
-void TransferReceiver::Impl::write_chunk(Session& s, std::uint64_t offset, zmq::message_t&& msg,
-                                         std::size_t skip, std::size_t len) {
-  auto held = std::make_shared<zmq::message_t>(std::move(msg));
-  io_.post([this, f = s.file, sink = s.sink, tid = s.tid, held, offset, skip,
-            len]() -> IoThread::Completion {
-    if (!sink->error.ok()) return {};
-    const char* bytes = static_cast<const char*>(held->data()) + skip;
-    sink->hash.update(bytes, len);
-    sink->error = f->write(offset, bytes, len);
-    if (sink->error.ok()) return {};
-    return [this, tid, e = sink->error.error()] {
-      auto it = by_tid_.find(tid);
-      if (it == by_tid_.end()) return;
-      send_done(it->second->routing, it->second->offer, tid, false, e.code, e.message, true);
-      close_session(it->second);
-    };
-  });
 }
 
 // Write-back, checkpoint or commit once bytes up to s.received are in the file.
@@ -346,29 +335,31 @@ void TransferReceiver::Impl::maybe_checkpoint(Session& s) {
 void TransferReceiver::Impl::finish(Session& s) {
   s.last_byte = Clock::now();
   s.finishing->store(true);
-  s.phase = Session::Phase::kCommitting;
-  const std::uint64_t tid = s.tid;
-  // Behind the last chunk's write on the I/O thread: the hash is complete there.
-  io_.post([this, f = s.file, sink = s.sink, tid, offer = s.offer]() -> IoThread::Completion {
-    if (!sink->error.ok()) return {};  // the failed write's completion fails the session
-    const std::string got = sink->hash.hex_digest();
-    if (got != offer.sha256()) {
-      // The sender hears of the failure only once the bad bytes are gone.
+  const std::string got = s.hasher.hex_digest();
+  if (got != s.offer.sha256()) {
+    probe_.integrity_failure();
+    const std::string reason =
+        fmt::format("received bytes hash to {}, the offer says {}", got, s.offer.sha256());
+    logger().warn("transfer receiver: run={} job={} attempt {}: {}; discarded, sender will re-send",
+                  s.offer.run_id(), s.offer.job_id(), s.offer.attempt(), reason);
+    // The sender hears of the failure only once the bad bytes are gone.
+    s.phase = Session::Phase::kCommitting;
+    const std::uint64_t tid = s.tid;
+    io_.post([this, f = s.file, tid, reason]() -> IoThread::Completion {
       f->discard();
-      return [this, tid,
-              reason = fmt::format("received bytes hash to {}, the offer says {}", got,
-                                   offer.sha256())] {
-        probe_.integrity_failure();
+      return [this, tid, reason] {
         auto it = by_tid_.find(tid);
         if (it == by_tid_.end()) return;
-        const pb::Offer& o = it->second->offer;
-        logger().warn(
-            "transfer receiver: run={} job={} attempt {}: {}; discarded, sender will re-send",
-            o.run_id(), o.job_id(), o.attempt(), reason);
-        send_done(it->second->routing, o, tid, false, errc::transfer::kIntegrity.id, reason, true);
+        send_done(it->second->routing, it->second->offer, tid, false, errc::transfer::kIntegrity.id,
+                  reason, true);
         erase(it->second);
       };
-    }
+    });
+    return;
+  }
+  s.phase = Session::Phase::kCommitting;
+  const std::uint64_t tid = s.tid;
+  io_.post([this, f = s.file, tid, offer = s.offer]() -> IoThread::Completion {
     const auto c0 = Clock::now();
     if (opts_.check_file) {
       if (Status chk = opts_.check_file(offer, f->paths().part); !chk.ok()) {
