@@ -1,5 +1,7 @@
 #include "common/queue/hashes.h"
 
+#include "common/queue/reply.h"
+
 namespace h3pipe::queue {
 
 std::map<std::string, std::string> as_hash(const Reply& rep) {

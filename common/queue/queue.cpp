@@ -3,6 +3,7 @@
 #include <set>
 
 #include "common/logging/log.h"
+#include "common/queue/reply.h"
 
 namespace {
 

@@ -10,9 +10,15 @@
 #include <string_view>
 
 #include "common/core/sha256.h"
+#include "common/queue/reply.h"
 #include "common/queue/server.h"
 
 namespace h3pipe::queue {
+
+void ReplyDeleter::operator()(redisReply* r) const {
+  if (r) freeReplyObject(r);
+}
+
 namespace {
 
 Result<Reply> take(redisContext* ctx, void* raw) {

@@ -1,8 +1,6 @@
 #pragma once
 // RAII over hiredis (docs/design.md, convention 12).  One Redis object = one connection; not shared
 // between threads (a worker's lease-renewal thread opens its own).
-#include <hiredis/hiredis.h>
-
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -12,12 +10,16 @@
 
 #include "common/core/result.h"
 
+// hiredis's types, whole only where replies are read: common/queue/reply.h, for common/queue,
+// common/state and tests (hiredis is linked PRIVATE to the two libraries; docs/design.md, "Redis
+// behind ports").  Everything else holds a Reply without looking inside.
+struct redisReply;
+struct redisContext;
+
 namespace h3pipe::queue {
 
 struct ReplyDeleter {
-  void operator()(redisReply* r) const {
-    if (r) freeReplyObject(r);
-  }
+  void operator()(redisReply* r) const;  // freeReplyObject
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 

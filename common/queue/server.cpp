@@ -6,6 +6,8 @@
 #include <charconv>
 #include <sstream>
 
+#include "common/queue/reply.h"
+
 namespace h3pipe::queue {
 namespace {
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/core/error_codes.h"
+#include "common/queue/reply.h"
 
 namespace h3pipe::queue {
 namespace {

@@ -1,6 +1,7 @@
 #include "common/state/pool_board_store.h"
 
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 
 namespace h3pipe::state {
 using queue::reply_str;

@@ -1,6 +1,7 @@
 #include "common/state/receipts.h"
 
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 
 namespace h3pipe::state {
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 #include "common/spec/spec.h"
 
 namespace h3pipe::state {

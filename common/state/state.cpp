@@ -8,6 +8,7 @@
 
 #include "common/config/stages.h"
 #include "common/core/json_parse.h"
+#include "common/queue/reply.h"
 #include "common/spec/spec.h"
 #include "common/state/move_commands.h"
 #include "common/state/run_commands.h"

@@ -1,6 +1,7 @@
 #include "common/state/transfer_facts.h"
 
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 #include "common/state/state.h"
 
 namespace h3pipe::state {

@@ -14,6 +14,7 @@
 
 #include "common/proto/h3pipe.pb.h"
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;

@@ -19,6 +19,7 @@
 
 #include "common/preflight/http_get.h"
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;

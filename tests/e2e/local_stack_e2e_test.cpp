@@ -1,5 +1,6 @@
 // End to end through the real local stack: `h3pipe start` (private redis-server + real service
 // processes), the CLI, ffprobe on the MP4s.  Label: e2e.  The stack: local_stack_fixture.h.
+#include "common/queue/reply.h"
 #include "tests/e2e/local_stack_fixture.h"
 
 using namespace h3pipe;

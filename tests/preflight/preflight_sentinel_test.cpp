@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/preflight/preflight.h"
+#include "common/queue/reply.h"
 #include "tests/support/redis_server.h"
 
 namespace h3pipe::preflight {

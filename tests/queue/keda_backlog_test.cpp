@@ -13,6 +13,7 @@
 
 #include "common/queue/keys.h"
 #include "common/queue/queue.h"
+#include "common/queue/reply.h"
 #include "tests/queue/redis_acl_fixture.h"
 
 using namespace h3pipe;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "common/queue/queue.h"
+#include "common/queue/reply.h"
 #include "tests/support/test_support.h"
 
 using namespace h3pipe;

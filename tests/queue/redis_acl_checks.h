@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/queue/redis.h"
+#include "common/queue/reply.h"
 #include "tests/queue/redis_acl_fixture.h"
 
 namespace h3pipe::test_support {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/queue/redis.h"
+#include "common/queue/reply.h"
 #include "common/state/resume.h"
 #include "common/state/state.h"
 #include "common/state/transfer_facts.h"

@@ -15,6 +15,7 @@
 #include "common/dispatch/claim_order.h"
 #include "common/queue/keys.h"
 #include "common/queue/queue.h"
+#include "common/queue/reply.h"
 #include "common/state/pause.h"
 #include "common/state/state.h"
 #include "tests/support/test_support.h"

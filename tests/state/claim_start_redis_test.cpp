@@ -8,6 +8,7 @@
 
 #include "common/queue/keys.h"
 #include "common/queue/queue.h"
+#include "common/queue/reply.h"
 #include "common/state/state.h"
 #include "tests/support/test_support.h"
 

@@ -13,6 +13,7 @@
 #include "common/artifacts/artifacts.h"
 #include "common/config/config.h"
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 #include "common/state/paths.h"
 #include "common/state/resume.h"
 #include "common/state/state.h"

@@ -6,6 +6,7 @@
 
 #include "common/queue/events.h"
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 #include "common/state/state.h"
 #include "tests/support/test_support.h"
 

@@ -9,6 +9,7 @@
 #include "common/queue/connector.h"
 #include "common/queue/keys.h"
 #include "common/queue/queue.h"
+#include "common/queue/reply.h"
 #include "common/state/gpu_lease_store.h"
 #include "common/state/pool_board_store.h"
 #include "common/state/receipts.h"

@@ -14,6 +14,7 @@
 
 #include "common/config/config.h"
 #include "common/queue/keys.h"
+#include "common/queue/reply.h"
 #include "common/state/state.h"
 #include "common/transfer/config_map.h"
 #include "common/transfer/keys.h"
