@@ -1,6 +1,7 @@
 #pragma once
 // The stage worker's ports in memory (common/worker/ports.h, engine.h), for unit tests of the
-// engine (tests/worker/engine_test.cpp) and of the worker's loop (stage_worker_unit_test.cpp):
+// engine (tests/worker/stage_engine_test.cpp) and of the worker's loop
+// (stage_worker_unit_test.cpp):
 //   MemoryLedger  the job state machine (the same transition table, state::judge, that
 //                 Store::apply hands its Lua script; job_state_redis_test checks the two agree)
 //                 and an entry set standing for this consumer's pending entries;

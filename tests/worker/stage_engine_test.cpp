@@ -2,8 +2,6 @@
 // ledger in memory applying the same transition table (state::judge) that Store::apply hands its
 // Lua script (job_state_redis_test checks the two agree), files in memory
 // (tests/support/fake_stage_ports.h) and a settable clock.
-#include "common/worker/engine.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
@@ -12,6 +10,7 @@
 #include "common/queue/keys.h"
 #include "common/state/job_state.h"
 #include "common/state/receipts.h"
+#include "common/worker/engine.h"
 #include "common/worker/worker.h"
 #include "tests/support/fake_stage_ports.h"
 
