@@ -21,10 +21,10 @@ namespace h3pipe::config {
 struct Profile {
   enum class Kind { kFixed, kNormal, kCycle };
   Kind kind = Kind::kFixed;
-  double seconds = 0;         // kFixed
-  double mean = 0, sd = 0;    // kNormal (clamped at >= 0)
-  std::vector<double> cycle;  // kCycle: values used in turn
-  double expected() const;    // mean duration, for dispatch decisions
+  double seconds = 0;           // kFixed
+  double mean = 0, sd = 0;      // kNormal (clamped at >= 0)
+  std::vector<double> cycle{};  // kCycle: values used in turn
+  double expected() const;      // mean duration, for dispatch decisions
 };
 
 // A job class: the size a profile applies to.  A job belongs to the class named in its spec, or

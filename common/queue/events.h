@@ -31,15 +31,16 @@ inline constexpr long long kEventsMaxLen = 100000;
 bool is_terminal(std::string_view type);
 
 struct Event {
-  std::string type;  // one of the constants above
-  std::string job;
-  std::string stage;  // encode | sample | transfer | decode (empty: none)
-  std::string host;
-  std::string pool;
-  std::string attempt;
-  std::string step;  // type step: 1-based step done
-  std::string steps;
-  std::string reason;      // failed / cancelled
+  // Each member with its initializer, so that a designated initializer may leave any out.
+  std::string type{};  // one of the constants above
+  std::string job{};
+  std::string stage{};  // encode | sample | transfer | decode (empty: none)
+  std::string host{};
+  std::string pool{};
+  std::string attempt{};
+  std::string step{};  // type step: 1-based step done
+  std::string steps{};
+  std::string reason{};    // failed / cancelled
   std::int64_t ts_ms = 0;  // 0: now
   // Extra fields (a preview's `image`, `format`...): appended as they are.
   std::vector<std::pair<std::string, std::string>> extra{};

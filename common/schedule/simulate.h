@@ -65,7 +65,7 @@ struct SimJob {
   // The claim order's inputs (docs/design.md, "The claim order"): every queue is taken in that
   // order (dispatch::pick), as the live claims take a stream.
   long long priority = 0;
-  std::string user;
+  std::string user{};
 };
 
 struct SimOptions {
