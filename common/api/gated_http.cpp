@@ -55,11 +55,12 @@ class GatedStream final : public httplib::Stream {
     if (n > 0) read_deadline_ = std::chrono::steady_clock::now() + kReadPause;
     return n;
   }
-  // After a reply to a request whose body was read from the socket: the write side is shut and
-  // what the client still sends is read and dropped (up to a second or 64 MiB), so a client
+  // After a reply to a request whose body was read from the socket, or whose body was refused
+  // before it arrived (`unread_body`: a Content-Length over the limit): the write side is shut
+  // and what the client still sends is read and dropped (up to a second or 64 MiB), so a client
   // refused mid-upload reads its 413 instead of a reset.
-  void linger() const {
-    if (!read_socket_ || taken_) return;
+  void linger(bool unread_body) const {
+    if (taken_ || (!read_socket_ && !unread_body)) return;
     ::shutdown(fd_, SHUT_WR);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     char buf[16384];
@@ -243,7 +244,7 @@ void GatedHttp::serve(int fd, const std::string& raw_head,
   if (ok && may_keep && !closed && !strm.taken() && strm.consumed() == end)
     Gate::keep_alive(head.substr(*end));
   else
-    strm.linger();
+    strm.linger(/*unread_body=*/!end || *end > head.size());
 }
 
 int GatedHttp::take_connection() {
