@@ -405,11 +405,7 @@ Gate::~Gate() {
     if (fd >= 0) ::close(fd);
 }
 
-Result<int> Gate::bind(const std::string& host, int port) {
-  const auto fail = [&](const char* what) {
-    return make_error(errc::cli::kFlag, "cannot listen on {}:{} ({}: {})", host, port, what,
-                      std::strerror(errno));
-  };
+Result<TcpListener> listen_tcp(const std::string& host, int port) {
   addrinfo hints{}, *ai = nullptr;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -417,19 +413,35 @@ Result<int> Gate::bind(const std::string& host, int port) {
   if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &ai) != 0 || !ai)
     return make_error(errc::cli::kFlag, "cannot listen on {}:{} (not a numeric address)", host,
                       port);
-  listen_fd_ = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  TcpListener l;
+  l.fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const bool bound = listen_fd_ >= 0 && ::bind(listen_fd_, ai->ai_addr, ai->ai_addrlen) == 0 &&
-                     ::listen(listen_fd_, 1024) == 0;
+  if (l.fd >= 0) ::setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const bool bound =
+      l.fd >= 0 && ::bind(l.fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(l.fd, 1024) == 0;
   ::freeaddrinfo(ai);
-  if (!bound) return fail("bind");
-  if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) return fail("pipe");
+  if (!bound) {
+    const int err = errno;
+    if (l.fd >= 0) ::close(l.fd);
+    return make_error(errc::cli::kFlag, "cannot listen on {}:{} (bind: {})", host, port,
+                      std::strerror(err));
+  }
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
-  return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                  : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  ::getsockname(l.fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  l.port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                    : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return l;
+}
+
+Result<int> Gate::bind(const std::string& host, int port) {
+  auto l = listen_tcp(host, port);
+  if (!l.ok()) return l.error();
+  listen_fd_ = l->fd;
+  if (::pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0)
+    return make_error(errc::cli::kFlag, "cannot listen on {}:{} (pipe: {})", host, port,
+                      std::strerror(errno));
+  return l->port;
 }
 
 Result<int> Gate::bind_unix(const std::string& path) {

@@ -55,6 +55,15 @@ struct GateLimits {
 // closes fd afterwards, unless the serve called Gate::keep_connection()).
 using GateServe = std::function<void(int fd, const std::string& head)>;
 
+// A non-blocking listening TCP socket on host:port (a numeric address; port 0: a free one), for
+// the gate and the TLS front alike: its descriptor and the port it got.  Errors: cli.flag naming
+// host:port and why.
+struct TcpListener {
+  int fd = -1;
+  int port = 0;
+};
+Result<TcpListener> listen_tcp(const std::string& host, int port);
+
 class Gate final {
  public:
   explicit Gate(GateLimits limits) : limits_(limits) {}

@@ -1,7 +1,6 @@
 #include "common/api/tls_front.h"
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -20,6 +19,7 @@
 #include <list>
 #include <vector>
 
+#include "common/api/gate.h"
 #include "common/core/error_codes.h"
 
 namespace h3pipe::api {
@@ -216,27 +216,13 @@ Result<int> TlsFront::bind(const std::string& host, int port) {
                       std::strerror(errno));
   m.dir = tmpl;
   backend_ = m.dir + "/gate.sock";
-  addrinfo hints{}, *ai = nullptr;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &ai) != 0 || !ai)
-    return make_error(errc::cli::kFlag, "cannot listen on {}:{} (not a numeric address)", host,
-                      port);
-  m.listen_fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(m.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const bool bound = m.listen_fd >= 0 && ::bind(m.listen_fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-                     ::listen(m.listen_fd, 1024) == 0;
-  ::freeaddrinfo(ai);
-  if (!bound || ::pipe2(m.wake, O_NONBLOCK | O_CLOEXEC) != 0)
-    return make_error(errc::cli::kFlag, "cannot listen on {}:{} ({})", host, port,
+  auto l = listen_tcp(host, port);
+  if (!l.ok()) return l.error();
+  m.listen_fd = l->fd;
+  if (::pipe2(m.wake, O_NONBLOCK | O_CLOEXEC) != 0)
+    return make_error(errc::cli::kFlag, "cannot listen on {}:{} (pipe: {})", host, port,
                       std::strerror(errno));
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  ::getsockname(m.listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                  : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return l->port;
 }
 
 void TlsFront::stop() {
