@@ -291,6 +291,15 @@ class Supervision {
     ch.argv.insert(ch.argv.end(),
                    {"--state-dir", c_.state_dir.string(), "--host", host_, "--run-file",
                     (c_.state_dir / "run" / (name + ".json")).string()});
+    // Its Redis from this plan, as the services get theirs: it starts before stack.json is
+    // written, and must never fall back to the config's host:port (issue #35 D1).
+    if (queue::is_unix_socket(plan_.local.host))
+      ch.argv.insert(ch.argv.end(), {"--redis", plan_.local.host});
+    if (const fs::path& creds = plan_.credentials_dir; !creds.empty()) {
+      const RedisUser u = user_for(creds, "operator");
+      ch.env = {"H3PIPE_REDIS_USER=" + u.user,
+                "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
+    }
     ch.metrics_port = c_.find_host(host_)->api_metrics_port;
     children_.push_back(ch);
   }

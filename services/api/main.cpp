@@ -4,7 +4,7 @@
 //   h3pipe-api [--config FILE] [--state-dir DIR] [--bind 127.0.0.1] [--port 8088]
 //              [--max-body-bytes N] [--port-file FILE] [--run-file FILE] [--ui-dir DIR]
 //              [--host NAME] [--metrics-port N] [--metrics-bind ADDR] [--advertise-url URL]
-//              [--webhook-ca-file FILE] [--tls-cert FILE --tls-key FILE]
+//              [--webhook-ca-file FILE] [--tls-cert FILE --tls-key FILE] [--redis ADDR]
 //
 // --host NAME takes the bind address and ports of /hosts[NAME] (api_bind, api_port,
 // api_metrics_port; flags given win) and announces this API's URL in Redis for the other hosts'
@@ -12,7 +12,8 @@
 //
 // Redis: the running local stack of the config's state dir (its address and the operator's
 // credentials, as the CLI finds them), else the config's redis with H3PIPE_REDIS_USER /
-// H3PIPE_REDIS_PASSWORD_FILE / H3PIPE_REDIS_ADDRESS as every service takes them.
+// H3PIPE_REDIS_PASSWORD_FILE / H3PIPE_REDIS_ADDRESS as every service takes them; --redis ADDR
+// over both (`h3pipe start` passes its stack's socket and the operator's credentials).
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,7 +21,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "common/api/peers.h"
 #include "common/api/server.h"
@@ -29,6 +34,7 @@
 #include "common/core/error_codes.h"
 #include "common/logging/protobuf_log.h"
 #include "common/metrics/http_servers.h"
+#include "common/queue/redis.h"
 #include "common/queue/redis_config.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/supervisor.h"
@@ -37,8 +43,15 @@ using namespace h3pipe;
 
 namespace {
 
-Result<queue::RedisAddress> redis_login(const config::Cluster& c) {
-  queue::RedisAddress a = queue::address_of(c.redis);
+// `stack`: the local stack's Redis once one was found.  Every reconnect asks again (its
+// credentials may change), but once a stack was seen the config's address is never taken: while
+// the stack's Redis restarts (a kill -9) the stack reads as not running, and the config's
+// host:port may then be anyone's (#35 D1: a squatter got the webhook dispatcher's commands).
+// `pinned` (--redis, as `h3pipe start` passes its socket): that address whatever else says, so
+// that even before the supervisor has written stack.json nothing is sent to the config's.
+Result<queue::RedisAddress> redis_login(const config::Cluster& c, const std::string& pinned,
+                                        std::optional<queue::RedisAddress>& stack) {
+  queue::RedisAddress a = stack ? *stack : queue::address_of(c.redis);
   if (auto st = supervisor::running(c)) {
     a.host = (*st)["redis"]["host"];
     a.port = (*st)["redis"]["port"];
@@ -50,6 +63,7 @@ Result<queue::RedisAddress> redis_login(const config::Cluster& c) {
       a.user = u.user;
       a.password = r.password();
     }
+    stack = a;
   }
   if (const char* u = std::getenv("H3PIPE_REDIS_USER"); u && *u) a.user = u;
   if (const char* f = std::getenv("H3PIPE_REDIS_PASSWORD_FILE"); f && *f) {
@@ -64,6 +78,13 @@ Result<queue::RedisAddress> redis_login(const config::Cluster& c) {
       a.port = std::atoi(v.c_str() + colon + 1);
       a.sentinels.clear();
     }
+  }
+  if (!pinned.empty()) {
+    const auto colon = pinned.rfind(':');
+    const bool socket = queue::is_unix_socket(pinned) || colon == std::string::npos;
+    a.host = socket ? pinned : pinned.substr(0, colon);
+    a.port = socket ? 0 : std::atoi(pinned.c_str() + colon + 1);
+    a.sentinels.clear();
   }
   return a;
 }
@@ -96,7 +117,7 @@ void add_webhook_ca_flag(CLI::App& app) {
 
 // Everything the command line sets.
 struct Flags {
-  std::string config_file, state_dir, port_file, run_file, rate_limit, metrics_bind;
+  std::string config_file, state_dir, port_file, run_file, rate_limit, metrics_bind, redis;
   int metrics_port = -1;
   api::ServerOptions o;
 };
@@ -105,6 +126,9 @@ void add_flags(CLI::App& app, Flags& f) {
   api::ServerOptions& o = f.o;
   app.add_option("--config", f.config_file, "cluster config JSON (default: the embedded one)");
   app.add_option("--state-dir", f.state_dir, "state dir, over the config's");
+  app.add_option("--redis", f.redis,
+                 "HOST:PORT or Unix socket path of Redis, over the running stack's and the "
+                 "config's (`h3pipe start` passes its socket)");
   app.add_option("--bind", o.bind, "address to listen on (default 127.0.0.1: loopback only)");
   app.add_option("--port", o.port, "port (0: a free one; default 8088)")
       ->check(CLI::Range(0, 65535));
@@ -215,8 +239,13 @@ int main(int argc, char** argv) {
   const config::Cluster cluster = *c;
   api::Server server(
       cluster,
-      [cluster]() -> Result<std::unique_ptr<queue::Redis>> {
-        auto a = redis_login(cluster);
+      [cluster, pinned = f.redis,
+       stack = std::make_shared<std::pair<std::mutex, std::optional<queue::RedisAddress>>>()]()
+          -> Result<std::unique_ptr<queue::Redis>> {
+        Result<queue::RedisAddress> a = [&] {
+          std::lock_guard<std::mutex> l(stack->first);
+          return redis_login(cluster, pinned, stack->second);
+        }();
         if (!a.ok()) return a.error();
         return queue::Redis::connect(*a);
       },

@@ -14,8 +14,11 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -186,6 +189,97 @@ TEST(SharedRedis, PortSquatterGetsNoPasswordFromTheLocalStack) {
   EXPECT_TRUE(S_ISSOCK(sb.st_mode));
   EXPECT_EQ(sb.st_mode & 077, 0u) << "the socket is its owner's";
   EXPECT_EQ(ts::sh(cli(config) + " stop 2>&1").first, 0);
+}
+
+// The NUL-separated strings of /proc/PID/FILE (cmdline, environ).
+std::vector<std::string> proc_strings(pid_t pid, const char* file) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file, std::ios::binary);
+  std::vector<std::string> out;
+  for (std::string s; std::getline(in, s, '\0');) out.push_back(s);
+  return out;
+}
+
+// #35 D1, h3pipe-api: the supervisor starts its services before it writes stack.json, and the API
+// found its Redis only through stack.json: until then (or while stack.json could not be read) it
+// fell back to the config's 127.0.0.1:port, and a squatter there got its login and its first
+// commands (XGROUP CREATE h3pipe:events webhooks, ZRANGE webhooks:due, HSET api:hosts; seen once
+// in PortSquatterGetsNothingFromTwoHostsOnOneMachine).  Now `start` hands it the stack's socket and
+// the operator's credentials as the services get theirs.  Deterministic: the API is started again
+// exactly as the supervisor started it (its argv and H3PIPE_ environment), with stack.json moved
+// aside (the supervisor held by SIGSTOP meanwhile): it must be ready through the socket and send
+// the squatter nothing.
+TEST(SharedRedis, PortSquatterGetsNothingFromAnApiStartedBeforeStackJson) {
+  ts::TempDir dir;
+  const int port = ts::free_tcp_port();
+  Squatter squatter(port);
+  ASSERT_TRUE(squatter.bound());
+  json cfg = base(dir.path() / "state");
+  cfg["redis"] = {{"embedded", true}, {"port", port}};
+  cfg["hosts"] = {{{"name", "h"}}};
+  cfg["pools"] = sim_pools({{"h", "encode"}, {"h", "sample"}, {"h", "decode"}});
+  const fs::path config = write(dir.path() / "cluster.json", cfg);
+  StopOnExit guard{{config}};
+  auto [rc, out] = ts::sh(cli(config) + " start 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  const fs::path stack_json = dir.path() / "state" / "stack.json";
+  json stack;
+  std::ifstream(stack_json) >> stack;
+  pid_t api = -1;
+  for (const auto& p : stack["processes"])
+    if (p["name"] == "api-h") api = p["pid"];
+  ASSERT_GT(api, 0) << stack["processes"].dump();
+  std::vector<std::string> argv = proc_strings(api, "cmdline");
+  const auto flag = std::find(argv.begin(), argv.end(), "--redis");
+  ASSERT_NE(flag, argv.end()) << "the supervisor names the API's Redis";
+  ASSERT_NE(flag + 1, argv.end());
+  EXPECT_EQ(flag[1], stack["redis"]["host"].get<std::string>()) << "the stack's socket";
+  for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == "--run-file") argv[i + 1] = (dir.path() / "api-again.json").string();
+  std::vector<std::pair<std::string, std::string>> env;  // its H3PIPE_ variables, for the spawn
+  for (const auto& kv : proc_strings(api, "environ"))
+    if (const auto eq = kv.find('='); kv.rfind("H3PIPE_", 0) == 0 && eq != std::string::npos)
+      env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+
+  const int supervisor = stack["supervisor_pid"];
+  ASSERT_EQ(::kill(supervisor, SIGSTOP), 0);
+  struct Resume {
+    int pid;
+    fs::path held, back;
+    ~Resume() {
+      std::error_code ec;
+      fs::rename(held, back, ec);
+      ::kill(pid, SIGCONT);
+    }
+  } resume{supervisor, stack_json.string() + ".held", stack_json};
+  fs::rename(stack_json, resume.held);
+  for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+  const pid_t again = ts::spawn(argv, (dir.path() / "api-again.log").string());
+  for (const auto& [k, v] : env) ::unsetenv(k.c_str());
+  ASSERT_GT(again, 0);
+  int again_port = 0;
+  const bool up = ts::wait_for(
+      [&] {
+        std::ifstream f(dir.path() / "api-again.json");
+        const json r = json::parse(f, nullptr, /*allow_exceptions=*/false);
+        again_port = r.is_object() ? r.value("health_port", 0) : 0;
+        return again_port > 0;
+      },
+      20);
+  std::string answer;
+  if (up)
+    ts::wait_for(
+        [&] {
+          answer = ts::sh("curl -s -m 5 http://127.0.0.1:" + std::to_string(again_port) + "/readyz")
+                       .second;
+          return answer == "ready\n";
+        },
+        10);
+  ::kill(again, SIGTERM);
+  ::waitpid(again, nullptr, 0);
+  ASSERT_TRUE(up) << "the API started again writes its run file";
+  EXPECT_EQ(answer, "ready\n") << "ready through the socket without stack.json";
+  EXPECT_EQ(squatter.accepted(), 0) << squatter.received();
+  EXPECT_EQ(squatter.received(), "");
 }
 
 // #35 D1 residual: a config that names two hosts, both started on this machine (a state dir
