@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "common/api/progress.h"
+#include "common/api/queue_position.h"
 #include "common/artifacts/artifacts.h"
 #include "common/core/error_codes.h"
 #include "common/core/sha256.h"
@@ -42,6 +43,20 @@ std::string sha256_hex(const std::string& s) {
   Sha256 h;
   h.update(s.data(), s.size());
   return h.hex_digest();
+}
+
+std::string idempotency_key(const std::string& token_name, const std::string& key) {
+  return "h3pipe:api:idempotency:" + sha256_hex(token_name + ":" + key);
+}
+
+long long prune_ms() {
+  static const long long ms = [] {
+    const char* v = std::getenv("H3PIPE_API_PRUNE_MS");
+    char* end = nullptr;
+    const long long n = v ? std::strtoll(v, &end, 10) : 0;
+    return v && *v && *end == '\0' && n > 0 ? n : kIdempotencyMs;
+  }();
+  return ms;
 }
 
 long long mtime_s(const std::filesystem::path& p) {
@@ -140,7 +155,18 @@ std::vector<std::vector<std::string>> video_reads(const std::string& run) {
 Result<json> Context::video_json(queue::Redis& r, const std::string& id, const Record& rec) {
   auto rep = r.pipeline(video_reads(rec.at("run")));
   if (!rep.ok()) return rep.error();
-  return video_from(id, rec, *rep, 0);
+  json v = video_from(id, rec, *rep, 0);
+  if (auto s = with_queue_position(r, v); !s.ok()) return s.error();
+  return v;
+}
+
+Status Context::with_queue_position(queue::Redis& r, json& v) const {
+  // Only a queued video has a place (a second round trip, for it alone: docs/api.md).
+  if (v.value("status", "") != "queued") return {};
+  auto p = queue_position(r, c, v.value("run_id", ""), kJobId);
+  if (!p.ok()) return p.error();
+  if (*p) v["queue_position"] = **p;
+  return {};
 }
 
 std::vector<std::vector<std::string>> Context::video_commands(const std::string& id) {
@@ -171,7 +197,9 @@ Result<std::optional<json>> Context::video(queue::Redis& r, const std::string& i
     if (!v.ok()) return v.error();
     return Out{std::move(*v)};
   }
-  return Out{video_from(id, rec, rep, 1)};
+  json v = video_from(id, rec, rep, 1);
+  if (auto s = with_queue_position(r, v); !s.ok()) return s.error();
+  return Out{std::move(v)};
 }
 
 json Context::video_from(const std::string& id, const Record& rec,
@@ -221,7 +249,13 @@ json Context::video_from(const std::string& id, const Record& rec,
               {"host", prog.host},
               {"pool", prog.pool},
               {"attempt", std::strtoll(prog.attempt.c_str(), nullptr, 10)},
-              {"eta_s", prog.eta_s ? json(*prog.eta_s) : json(nullptr)}};
+              {"eta_s", prog.eta_s ? json(*prog.eta_s) : json(nullptr)},
+              // Filled for a queued video by with_queue_position (queue_position.h).
+              {"queue_position", nullptr},
+              // A completed job's receipt exists (the decode's completion writes it before
+              // `done`): relative to the API's base URL, as the SDK's paths are.
+              {"receipt_url", status == "completed" ? json(fmt::format("/v1/jobs/{}/receipt", id))
+                                                    : json(nullptr)}};
 }
 
 std::variant<Record, HttpError> Context::owned(queue::Redis& r, const std::string& id,

@@ -23,9 +23,14 @@
 
 namespace h3pipe::api {
 
-inline constexpr const char* kVideosKey = "h3pipe:api:videos";            // zset: id by created ms
-inline constexpr const char* kIdempotencyKey = "h3pipe:api:idempotency";  // hash: user:key -> JSON
+inline constexpr const char* kVideosKey = "h3pipe:api:videos";  // zset: id by created ms
 inline constexpr long long kIdempotencyMs = 24LL * 3600 * 1000;
+// An Idempotency-Key's entry (JSON: sha256, video, at_ms), a string that expires with the window:
+// h3pipe:api:idempotency:<sha256 of "TOKEN NAME:KEY">.
+std::string idempotency_key(const std::string& token_name, const std::string& key);
+// How long idempotency entries and the records of deleted videos are kept (#37): 24 h, or
+// $H3PIPE_API_PRUNE_MS (tests).
+long long prune_ms();
 inline constexpr const char* kJobId = "video";  // a video is a run of one job of this id
 inline std::string video_key(const std::string& id) {
   return "h3pipe:api:video:" + id;
@@ -99,6 +104,8 @@ class Context {
   // The Video object from the record and the replies of its reads (context.cpp), from `at`.
   nlohmann::json video_from(const std::string& id, const Record& rec,
                             const std::vector<queue::Reply>& rep, std::size_t at) const;
+  // Sets a queued video's queue_position (queue_position.h): a round trip of its own.
+  Status with_queue_position(queue::Redis& r, nlohmann::json& v) const;
   RedisFactory factory_;
   std::mutex mu_;
   std::vector<std::unique_ptr<queue::Redis>> idle_;

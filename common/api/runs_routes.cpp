@@ -45,7 +45,12 @@ std::optional<HttpError> create(Context& ctx, const httplib::Request& req, httpl
   if (auto* p = std::get_if<FieldProblem>(&body))
     return HttpError{400, p->message, "invalid_request_error", p->param, "invalid_body"};
   const std::string& text = std::get<std::string>(body);
-  const spec::Batch batch = spec::parse_batch(text, ctx.c);
+  spec::Batch batch = spec::parse_batch(text, ctx.c);
+  // Every job records its user (#37): the token's name (an admin's line may name another user),
+  // as `h3pipe run` gives a line without one its --user (or the login name).
+  if (config::valid_user_name(who.name))
+    for (auto& s : batch.specs)
+      if (s.user().empty() || who.role != Role::kAdmin) s.set_user(who.name);
   if (!batch.errors.empty()) {
     // Every line's error, as `h3pipe run` prints them ("line 3: prompt: ..."), the first in
     // OpenAI's message and all of them in error.errors.

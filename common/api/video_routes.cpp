@@ -101,21 +101,23 @@ struct VideoRoutes {
       if (idem.size() > 255)
         return HttpError{400, "Idempotency-Key: at most 255 characters", "invalid_request_error",
                          "Idempotency-Key", "invalid_value"};
-      const std::string field = who.name + ":" + idem;
+      // One key per (token, key), kept for the window and then removed by Redis (no sweeper).
+      const std::string key = idempotency_key(who.name, idem);
       const std::string fp = sha256_hex(json(fingerprint).dump());
       const long long now = state::now_ms();
+      const long long window = prune_ms();
       const json mine = {{"sha256", fp}, {"video", id}, {"at_ms", now}};
-      auto set = queue::hsetnx(r, kIdempotencyKey, field, mine.dump());
+      const std::string px = std::to_string(window);
+      auto set =
+          queue::pipeline_values(r, {{"SET", key, mine.dump(), "NX", "PX", px}, {"GET", key}});
       if (!set.ok()) return redis_error(set.error());
-      if (!*set) {
-        auto held = queue::hget(r, kIdempotencyKey, field);
-        if (!held.ok()) return redis_error(held.error());
+      if (!(*set)[0]) {  // held already: that request's entry
         std::string why;
-        auto held_json = json_reader::parse_limited(held->value_or(""), {}, &why);
+        auto held_json = json_reader::parse_limited((*set)[1].value_or(""), {}, &why);
         const json h = held_json ? std::move(*held_json) : json();
-        const bool expired = !h.is_object() || now - h.value("at_ms", 0LL) > kIdempotencyMs;
+        const bool expired = !h.is_object() || now - h.value("at_ms", 0LL) > window;
         if (expired) {
-          auto s = r.command({"HSET", kIdempotencyKey, field, mine.dump()});
+          auto s = r.command({"SET", key, mine.dump(), "PX", px});
           if (!s.ok()) return redis_error(s.error());
         } else if (h.value("sha256", "") != fp) {
           return HttpError{409,
@@ -177,7 +179,10 @@ struct VideoRoutes {
         parse_video_request(fields, ctx.c, kJobId, upload ? upload->relative.generic_string() : "");
     if (auto* p = std::get_if<FieldProblem>(&parsed))
       return HttpError{400, p->message, "invalid_request_error", p->param, "invalid_value"};
-    const VideoRequest& v = std::get<VideoRequest>(parsed);
+    VideoRequest& v = std::get<VideoRequest>(parsed);
+    // The job records its user (the token's name; #37): its receipt's spec.user, its fair share
+    // and its quota, as `h3pipe run --user` does.
+    if (config::valid_user_name(who.name)) v.batch.specs.front().set_user(who.name);
     bool answered = false;
     if (auto bad = reserve_idempotent(req, res, r, who, fingerprint, id, answered)) return bad;
     if (answered) return std::nullopt;
@@ -283,7 +288,11 @@ struct VideoRoutes {
         std::filesystem::remove(preview_path(*p, variant), ec);
         std::filesystem::remove(artifacts::sidecar_path(preview_path(*p, variant)), ec);
       }
-    auto d = r.command({"HSET", video_key(id), "deleted", std::to_string(state::now_ms())});
+    // The record stays, marked deleted (404 from here on), for the idempotency window, then Redis
+    // removes it (no sweeper; #37); the list forgets it now.
+    auto d = r.pipeline({{"HSET", video_key(id), "deleted", std::to_string(state::now_ms())},
+                         {"PEXPIRE", video_key(id), std::to_string(prune_ms())},
+                         {"ZREM", kVideosKey, id}});
     if (!d.ok()) return redis_error(d.error());
     res.set_content(json{{"id", id}, {"object", "video.deleted"}, {"deleted", true}}.dump(),
                     "application/json");
