@@ -21,6 +21,7 @@
 
 #include "common/api/gate.h"
 #include "common/core/error_codes.h"
+#include "common/supervisor/api_tls.h"
 
 namespace h3pipe::api {
 namespace {
@@ -173,15 +174,7 @@ struct TlsFront::Impl {
 };
 
 Result<std::unique_ptr<TlsFront>> TlsFront::create(const TlsOptions& o) {
-  struct stat st {};
-  if (::stat(o.key_file.c_str(), &st) != 0)
-    return make_error(errc::cli::kFlag, "--tls-key {}: cannot read it ({})", o.key_file,
-                      std::strerror(errno));
-  if (st.st_mode & 077)
-    return make_error(errc::cli::kFlag,
-                      "--tls-key {}: the private key is readable by others (mode {:04o}); expected "
-                      "mode 0600 or 0400 (chmod 600 {})",
-                      o.key_file, st.st_mode & 07777, o.key_file);
+  H3_TRY(supervisor::check_private_key_file(o.key_label, o.key_file));
   std::unique_ptr<TlsFront> f(new TlsFront());
   f->impl_ = std::make_unique<Impl>();
   Impl& m = *f->impl_;
@@ -195,14 +188,14 @@ Result<std::unique_ptr<TlsFront>> TlsFront::create(const TlsOptions& o) {
   SSL_CTX_set_options(m.ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #endif
   if (SSL_CTX_use_certificate_chain_file(m.ctx, o.cert_file.c_str()) != 1)
-    return make_error(errc::cli::kFlag, "--tls-cert {}: expected a PEM certificate ({})",
+    return make_error(errc::cli::kFlag, "{} {}: expected a PEM certificate ({})", o.cert_label,
                       o.cert_file, ssl_errors());
   if (SSL_CTX_use_PrivateKey_file(m.ctx, o.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
-    return make_error(errc::cli::kFlag, "--tls-key {}: expected a PEM private key ({})", o.key_file,
-                      ssl_errors());
+    return make_error(errc::cli::kFlag, "{} {}: expected a PEM private key ({})", o.key_label,
+                      o.key_file, ssl_errors());
   if (SSL_CTX_check_private_key(m.ctx) != 1)
-    return make_error(errc::cli::kFlag, "--tls-key {}: not the key of --tls-cert {} ({})",
-                      o.key_file, o.cert_file, ssl_errors());
+    return make_error(errc::cli::kFlag, "{} {}: not the key of {} {} ({})", o.key_label, o.key_file,
+                      o.cert_label, o.cert_file, ssl_errors());
   return f;
 }
 

@@ -19,6 +19,9 @@ namespace h3pipe::api {
 struct TlsOptions {
   std::string cert_file;  // PEM: the certificate, then any intermediates
   std::string key_file;   // PEM private key, mode 0600
+  // What the errors call them: the flags, or the config's fields (/hosts/<i>/api_tls_cert).
+  std::string cert_label = "--tls-cert";
+  std::string key_label = "--tls-key";
   std::chrono::milliseconds handshake_timeout{5000};
   std::size_t max_connections = 4096;  // beyond: the oldest still in its handshake is closed
 };

@@ -255,6 +255,7 @@ nlohmann::json to_json(const Cluster& c, bool redact) {
                           {"api_bind", h.api_bind},
                           {"api_port", h.api_port},
                           {"api_metrics_port", h.api_metrics_port},
+                          {"api_tls_cert", h.api_tls_cert},
                           {"transfer_secret_key_file", redact && !h.transfer_secret_key_file.empty()
                                                            ? "<redacted path>"
                                                            : h.transfer_secret_key_file},

@@ -77,6 +77,10 @@ struct Host {
   std::string api_bind = "127.0.0.1";
   int api_port = 0;
   int api_metrics_port = 0;
+  // Its own certificate (PEM chain) and private key (mode 0600 or 0400): both or neither; set,
+  // `h3pipe start` runs it with --tls-cert/--tls-key and probes it over HTTPS (docs/api.md, "TLS").
+  std::string api_tls_cert;
+  std::string api_tls_key;
   // Its transfer receiver's data connection (AES-256-GCM data frames, docs/transfer.md): the port
   // in effect is transfer_data_port, else transfer_port + 1, else 0 (a free one).
   int data_port() const {

@@ -20,6 +20,7 @@ const std::vector<std::string>& cluster_rules() {
       "`transfer_metrics_port`.",
       "A host's `api_port` and `api_metrics_port` differ from each other and from its pools' and "
       "transfer's metrics ports.",
+      "A host's `api_tls_cert` and `api_tls_key` are both set or both left out.",
       "Every stage (encode, sample, decode) has at least one pool.",
       "A link's `from` and `to` are hosts.",
       "A `users` name is [A-Za-z0-9._@-]{1,64}.",
@@ -93,6 +94,14 @@ void check_across(const Cluster& c, Errors& e) {
         e.add(fmt::format("/hosts/{}/{}", i, field),
               fmt::format("{} is already {} on host \"{}\"", port, other, h.name));
     }
+  }
+  // Its own certificate: both files or neither (the words of h3pipe-api's --tls-* flags).
+  for (std::size_t i = 0; i < c.hosts.size(); ++i) {
+    const auto& h = c.hosts[i];
+    if (h.api_tls_cert.empty() != h.api_tls_key.empty())
+      e.add(fmt::format("/hosts/{}/{}", i, h.api_tls_cert.empty() ? "api_tls_cert" : "api_tls_key"),
+            fmt::format("api_tls_cert and api_tls_key go together (got only {})",
+                        h.api_tls_cert.empty() ? "api_tls_key" : "api_tls_cert"));
   }
   for (std::size_t i = 0; i < c.classes.size(); ++i) {
     const auto& lp = c.classes[i].latent_profile;

@@ -282,13 +282,21 @@ const Table<Host>& host_table() {
        field("transfer_allowed_clients", &Host::transfer_allowed_clients,
              "Z85 public keys admitted by ZAP"),
        field("api_bind", &Host::api_bind,
-             "interface its h3pipe-api listens on (docs/api.md); 0.0.0.0 only behind TLS",
+             "interface its h3pipe-api listens on (docs/api.md); 0.0.0.0 only behind TLS (a "
+             "proxy, or api_tls_cert and api_tls_key)",
              {.nonempty = true}),
        field("api_port", &Host::api_port, "its h3pipe-api's port; 0: a free one",
              {.imin = 0, .imax = 65535}),
        field("api_metrics_port", &Host::api_metrics_port,
              "its h3pipe-api's Prometheus port; 0: a free one",
-             {.imin = 0, .imax = 65535, .rule = "unique per host"})}};
+             {.imin = 0, .imax = 65535, .rule = "unique per host"}),
+       field("api_tls_cert", &Host::api_tls_cert,
+             "PEM certificate chain its h3pipe-api serves HTTPS with (`h3pipe start` passes "
+             "--tls-cert and probes /readyz over HTTPS, trusting this file); \"\": plain HTTP",
+             {.path = true, .rule = "with api_tls_key"}),
+       field("api_tls_key", &Host::api_tls_key,
+             "the private key of api_tls_cert; mode 0600 or 0400, else `start` refuses it",
+             {.path = true, .rule = "with api_tls_cert"})}};
   return t;
 }
 

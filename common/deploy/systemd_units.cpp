@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "common/deploy/services.h"
@@ -221,6 +222,52 @@ void add_service_unit(HostUnits& u, const HostService& s, const std::string& red
   u.wants.push_back(name);
 }
 
+// h3pipe-api (docs/api.md) as `h3pipe start` runs it: the host's api_bind/api_port/
+// api_metrics_port (--host), its own certificate when the host has one, Redis as the services
+// reach it and the operator's credentials; hardened as they are, the input root writable (its
+// uploads).  Type=exec: it has no READY=1 (its /readyz is the probe).
+void add_api_unit(HostUnits& u, const std::string& redis_flag) {
+  const std::string name = "api-" + u.h.name;
+  const fs::path state = fs::absolute(u.c.state_dir).lexically_normal();
+  std::vector<std::string> argv = {(u.o.bin_dir / "h3pipe-api").string(),
+                                   "--config",
+                                   u.o.config_file.string(),
+                                   "--host",
+                                   u.h.name,
+                                   "--run-file",
+                                   (state / "run" / (name + ".json")).string()};
+  if (!redis_flag.empty()) argv.insert(argv.end(), {"--redis", redis_flag});
+  if (!u.h.api_tls_cert.empty())
+    argv.insert(argv.end(), {"--tls-cert", u.h.api_tls_cert, "--tls-key", u.h.api_tls_key});
+  std::string t = unit_head(u, "api");
+  t += "Type=exec\n";
+  t += identity(u.o);
+  if (!u.c.redis.credentials_dir.empty()) {
+    const auto user = supervisor::user_for(fs::absolute(u.c.redis.credentials_dir), "operator");
+    t += "Environment=" + unit_quote("H3PIPE_REDIS_USER=" + user.user) + "\n";
+    t += "Environment=" + unit_quote("H3PIPE_REDIS_PASSWORD_FILE=" + user.password_file.string()) +
+         "\n";
+  }
+  t += "ExecStart=" + exec_line(argv) + "\n";
+  t += "Restart=on-failure\nRestartSec=2s\nTimeoutStartSec=" + u.o.start_timeout + "\n";
+  t += "TimeoutStopSec=30s\n";
+  std::vector<fs::path> rw = u.writable;
+  for (const auto& r : u.c.limits.input_roots) {  // those not already below a writable root
+    const fs::path in = fs::absolute(r).lexically_normal();
+    const bool below = std::any_of(u.writable.begin(), u.writable.end(), [&](const fs::path& w) {
+      const std::string rel = in.lexically_relative(w).string();
+      return !rel.empty() && rel.rfind("..", 0) != 0;
+    });
+    if (!below) rw.push_back(in);
+  }
+  std::vector<fs::path> read = u.read;
+  if (!u.h.api_tls_cert.empty()) read.insert(read.end(), {u.h.api_tls_cert, u.h.api_tls_key});
+  t += hardening(rw, read, false);
+  t += std::string("\n[Install]\nWantedBy=") + kTargetUnit + "\n";
+  u.units.push_back({"h3pipe-" + name + ".service", t});
+  u.wants.push_back("h3pipe-" + name + ".service");
+}
+
 UnitFile target_unit(const HostUnits& u) {
   std::string t;
   t +=
@@ -253,6 +300,7 @@ Result<std::vector<UnitFile>> render_units(const config::Cluster& c, const UnitO
   auto redis_flag = add_redis_units(u);
   if (!redis_flag.ok()) return redis_flag.error();
   for (const HostService& s : services_on(c, *h)) add_service_unit(u, s, *redis_flag);
+  add_api_unit(u, *redis_flag);
   u.units.push_back(target_unit(u));
   return std::move(u.units);
 }

@@ -2,6 +2,7 @@
 // systemd units for one host of a cluster (`h3pipe systemd units --host NAME -o DIR`, installed by
 // `h3pipe systemd install` and `h3pipe start --all --launcher systemd`; docs/deploy.md, "systemd"):
 //   h3pipe-<service>-<instance>.service   one per process `h3pipe start` would run on the host
+//   h3pipe-api-<host>.service             its h3pipe-api (Type=exec; TLS flags when configured)
 //   h3pipe-redis.service                  the shared Redis (/redis/managed), on its host
 //   h3pipe-redis-tls.service              its stunnel TLS server there, the client elsewhere
 //   h3pipe.target                         wants them all; enabled, it brings them up at boot

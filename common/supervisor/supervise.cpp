@@ -280,7 +280,7 @@ class Supervision {
   // h3pipe-api (issue #37, docs/api.md) when built, on the host's api_bind and api_port
   // (loopback and a free port unless configured) and its Prometheus port api_metrics_port: it
   // logs in as the operator through this stack.json; its URL is in run/api-<host>.json (and
-  // /readyz there).
+  // /readyz there); with the host's api_tls_cert/api_tls_key it serves HTTPS.
   void add_api() {
     if (!fs::exists(o_.bin_dir / "h3pipe-api")) return;
     const std::string name = "api-" + host_;
@@ -300,7 +300,10 @@ class Supervision {
       ch.env = {"H3PIPE_REDIS_USER=" + u.user,
                 "H3PIPE_REDIS_PASSWORD_FILE=" + u.password_file.string()};
     }
-    ch.metrics_port = c_.find_host(host_)->api_metrics_port;
+    const config::Host& h = *c_.find_host(host_);
+    if (!h.api_tls_cert.empty())  // its own certificate (checked by start: api_tls.h)
+      ch.argv.insert(ch.argv.end(), {"--tls-cert", h.api_tls_cert, "--tls-key", h.api_tls_key});
+    ch.metrics_port = h.api_metrics_port;
     children_.push_back(ch);
   }
 

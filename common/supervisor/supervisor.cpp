@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "common/queue/redis.h"
 #include "common/queue/redis_config.h"
 #include "common/queue/server.h"
+#include "common/supervisor/api_tls.h"
 #include "common/supervisor/credentials.h"
 #include "common/supervisor/redis_plan.h"
 #include "common/supervisor/stack_file.h"
@@ -124,12 +126,20 @@ Readiness service_ready(const fs::path& run_file, std::string* why) {
   // The service listens on its host's bind address (a namespace's own address in tests).
   std::string bind = j.value("bind", "127.0.0.1");
   if (bind.empty() || bind == "0.0.0.0") bind = "127.0.0.1";
-  httplib::Client cli(bind, j["health_port"].get<int>());
-  cli.set_connection_timeout(0, 300 * 1000);
-  cli.set_read_timeout(1, 0);
-  auto r = cli.Get("/readyz");
-  if (r && r->status == 200) return Readiness::kReady;
-  if (r && r->body.rfind("failed: ", 0) == 0) {
+  // h3pipe-api with its own certificate (api_tls.h): over HTTPS, trusting that certificate.
+  std::optional<ProbeAnswer> r;
+  if (j.contains("tls_cert") && j["tls_cert"].is_string()) {
+    r = https_get_trusting(bind, j["health_port"].get<int>(), "/readyz",
+                           j["tls_cert"].get<std::string>(), 1000);
+  } else {
+    httplib::Client cli(bind, j["health_port"].get<int>());
+    cli.set_connection_timeout(0, 300 * 1000);
+    cli.set_read_timeout(1, 0);
+    r.emplace();
+    if (auto res = cli.Get("/readyz")) *r = {res->status, res->body, ""};
+  }
+  if (r->status == 200) return Readiness::kReady;
+  if (r->status != 0 && r->body.rfind("failed: ", 0) == 0) {
     *why = r->body.substr(8);
     while (!why->empty() && why->back() == '\n') why->pop_back();
     return Readiness::kFailed;
@@ -402,6 +412,8 @@ Result<nlohmann::json> wait_until_ready(const config::Cluster& c, const StartOpt
 Result<nlohmann::json> start(const config::Cluster& c, const StartOptions& o) {
   auto host = host_of(c, o);
   if (!host.ok()) return host.error();
+  // h3pipe-api's own certificate (/hosts/*/api_tls_*): refused before anything starts.
+  H3_TRY(check_api_tls(c, *host));
   if (c.redis.embedded && ::access("/usr/bin/redis-server", X_OK) != 0)
     return make_error(errc::start::kRedis,
                       "/usr/bin/redis-server is missing; run scripts/setup.sh");

@@ -30,6 +30,7 @@
 #include "common/api/peers.h"
 #include "common/api/server.h"
 #include "common/api/tls_front.h"
+#include "common/api/upload_sweep.h"
 #include "common/api/webhook_dispatch.h"
 #include "common/core/error_codes.h"
 #include "common/logging/protobuf_log.h"
@@ -120,6 +121,7 @@ struct Flags {
   std::string config_file, state_dir, port_file, run_file, rate_limit, metrics_bind, redis;
   int metrics_port = -1;
   api::ServerOptions o;
+  std::string tls_cert_label = "--tls-cert", tls_key_label = "--tls-key";
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -190,6 +192,13 @@ Result<config::Cluster> settle(const CLI::App& app, Flags& f) {
   if (!app.count("--bind")) o.bind = h->api_bind;
   if (!app.count("--port")) o.port = h->api_port;
   if (!app.count("--metrics-port")) f.metrics_port = h->api_metrics_port;
+  if (!app.count("--tls-cert") && !app.count("--tls-key") && !h->api_tls_cert.empty()) {
+    const std::string at = fmt::format("/hosts/{}/", h - c->hosts.data());  // errors name them
+    o.tls_cert = h->api_tls_cert;
+    o.tls_key = h->api_tls_key;
+    f.tls_cert_label = at + "api_tls_cert";
+    f.tls_key_label = at + "api_tls_key";
+  }
   if (!metrics_bind_given)  // where Prometheus scrapes the host's services
     f.metrics_bind = h->bind.empty() ? o.bind : h->bind;
   return c;
@@ -223,12 +232,20 @@ int main(int argc, char** argv) {
                    ? Result<std::unique_ptr<api::TlsFront>>(make_error(
                          errc::cli::kFlag, "--tls-cert and --tls-key go together (got only {})",
                          o.tls_cert.empty() ? "--tls-key" : "--tls-cert"))
-                   : api::TlsFront::create({.cert_file = o.tls_cert, .key_file = o.tls_key});
+                   : api::TlsFront::create({.cert_file = o.tls_cert,
+                                            .key_file = o.tls_key,
+                                            .cert_label = f.tls_cert_label,
+                                            .key_label = f.tls_key_label});
     if (!tls.ok()) {
       fmt::print(stderr, "h3pipe-api: {}\n", tls.error().message);
       return 2;
     }
   }
+  // What a killed API left mid-upload (upload_sweep.h): temporaries no upload wrote for a minute.
+  if (!c->limits.input_roots.empty())
+    if (const std::size_t n = api::sweep_dead_uploads(c->limits.input_roots.front()))
+      fmt::print(stderr, "h3pipe-api: removed {} temporaries of interrupted uploads under {}\n", n,
+                 (c->limits.input_roots.front() / "api-uploads").string());
   // Signals are taken by a thread of their own, which stops the server.
   sigset_t set;
   sigemptyset(&set);
@@ -274,13 +291,16 @@ int main(int argc, char** argv) {
     metrics = std::move(*m);
   }
   if (!f.port_file.empty()) write_file(f.port_file, std::to_string(*port));
-  if (!f.run_file.empty())
-    write_file(f.run_file, nlohmann::json{{"pid", ::getpid()},
-                                          {"bind", o.bind},
-                                          {"health_port", *port},
-                                          {"metrics_port", metrics ? metrics->port() : 0},
-                                          {"api_url", url}}
-                               .dump());
+  if (!f.run_file.empty()) {
+    nlohmann::json run = {{"pid", ::getpid()},
+                          {"bind", o.bind},
+                          {"health_port", *port},
+                          {"metrics_port", metrics ? metrics->port() : 0},
+                          {"api_url", url}};
+    // HTTPS: `start` probes /readyz trusting this certificate (supervisor/api_tls.h).
+    if (!o.tls_cert.empty()) run["tls_cert"] = std::filesystem::absolute(o.tls_cert).string();
+    write_file(f.run_file, run.dump());
+  }
   server.listen();
   return 0;
 }

@@ -15,7 +15,9 @@ would without systemd as init, and their command lines run as systemd would run 
 4. node-241's units run as systemd runs them: the Redis unit's ExecStartPre (`systemd prepare`:
    the ACL and stunnel files), its ExecStart with NOTIFY_SOCKET (redis-server --supervised
    systemd sends READY=1), then the decoder unit's ExecStart with its Environment=: READY=1 arrives
-   on a real AF_UNIX datagram socket only once its /readyz answers 200; SIGTERM -> STOPPING=1.
+   on a real AF_UNIX datagram socket only once its /readyz answers 200; SIGTERM -> STOPPING=1;
+   then the API unit's (h3pipe-api, Type=exec): its /readyz answers 200 through the shared Redis.
+   A host with api_tls_cert/api_tls_key gets --tls-cert/--tls-key in its API unit.
 5. The embedded config is refused (exit 2) naming /redis/embedded.
 6. `start --all --launcher systemd --dry-run`: `h3pipe systemd install` on each host over ssh,
    the Redis host first; `stop --all`: `systemctl stop h3pipe.target`, the Redis host last.
@@ -120,10 +122,11 @@ class Units(unittest.TestCase):
 
     def test_what_the_units_say(self):
         names = {h: sorted(os.listdir(d)) for h, d in self.dirs.items()}
-        self.assertEqual(names["node-241"], ["h3pipe-decoder-node-241-decode.service", "h3pipe-redis-tls.service",
-                                             "h3pipe-redis.service", "h3pipe-transfer-node-241.service", "h3pipe.target"])
-        self.assertEqual(names["node-292"], ["h3pipe-encoder-node-292-encode.service", "h3pipe-redis-tls.service",
-                                             "h3pipe-sampler-node-292-sample.service",
+        self.assertEqual(names["node-241"], ["h3pipe-api-node-241.service", "h3pipe-decoder-node-241-decode.service",
+                                             "h3pipe-redis-tls.service", "h3pipe-redis.service",
+                                             "h3pipe-transfer-node-241.service", "h3pipe.target"])
+        self.assertEqual(names["node-292"], ["h3pipe-api-node-292.service", "h3pipe-encoder-node-292-encode.service",
+                                             "h3pipe-redis-tls.service", "h3pipe-sampler-node-292-sample.service",
                                              "h3pipe-transfer-node-292.service", "h3pipe.target"])
         state = os.path.join(self.tmp, "state")
         for host, d in self.dirs.items():
@@ -135,17 +138,24 @@ class Units(unittest.TestCase):
                 with self.subTest(host=host, unit=f):
                     u = unit(os.path.join(d, f))
                     self.assertIn(f, target["Wants"][0].split())
-                    for k, v in (("Type", "notify"), ("NotifyAccess", "main"), ("Restart", "on-failure"),
+                    api = f.startswith("h3pipe-api-")  # no READY=1: Type=exec
+                    for k, v in (("Type", "exec" if api else "notify"), ("NotifyAccess", None if api else "main"),
+                                 ("Restart", "on-failure"),
                                  ("TimeoutStartSec", "30min"), ("NoNewPrivileges", "yes"),
                                  ("ProtectSystem", "strict"), ("PrivateTmp", "yes"), ("ProtectHome", "yes"),
                                  ("PrivateDevices", "yes"), ("User", "h3pipe"),
                                  ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6")):
-                        self.assertEqual(u.get(k), [v], k)
+                        self.assertEqual(u.get(k), None if v is None else [v], k)
                     self.assertEqual(u["ReadWritePaths"], ["-" + state, "-" + os.path.join(self.tmp, "artifacts"),
                                                            "-" + os.path.join(self.tmp, "outputs")])
                     argv = shlex.split(u["ExecStart"][0])
                     self.assertEqual(os.path.dirname(argv[0]), BIN)
                     sock = "redis.sock" if host == self.redis_host else "tunnel.sock"
+                    if api:  # the operator's login, Redis where the services reach it, its run file
+                        self.assertEqual(argv[1:5], ["--config", self.cfg, "--host", host])
+                        self.assertEqual(argv[argv.index("--run-file") + 1], os.path.join(state, "run", f"api-{host}.json"))
+                        self.assertIn("H3PIPE_REDIS_USER=h3pipe-operator", u["Environment"])
+                        self.assertNotIn("--tls-cert", argv)
                     self.assertEqual(argv[argv.index("--redis") + 1], os.path.join(state, "redis", sock))
                     self.assertIn("After", u)
                     self.assertIn("h3pipe-redis-tls.service", u["After"][0])
@@ -158,6 +168,19 @@ class Units(unittest.TestCase):
         # Its prepare makes redis-admin.password on the Redis host (it never leaves it).
         self.assertEqual(redis["ReadWritePaths"], ["-" + os.path.join(state, "redis"),
                                                    "-" + os.path.join(self.tmp, "credentials")])
+        # The host's own certificate for its API (api_tls_cert/api_tls_key): the unit passes it.
+        with open(self.cfg) as f:
+            tls = json.load(f)
+        tls["hosts"][0].update(api_tls_cert=os.path.join(self.tmp, "api-cert.pem"),
+                               api_tls_key=os.path.join(self.tmp, "api-key.pem"))
+        tls_cfg = os.path.join(self.tmp, "tls.json")
+        with open(tls_cfg, "w") as f:
+            json.dump(tls, f)
+        host0 = tls["hosts"][0]["name"]
+        api = unit(os.path.join(self.render(tls_cfg, host0, "tls-check"), f"h3pipe-api-{host0}.service"))
+        argv = shlex.split(api["ExecStart"][0])
+        self.assertEqual(argv[argv.index("--tls-cert") + 1], os.path.join(self.tmp, "api-cert.pem"))
+        self.assertEqual(argv[argv.index("--tls-key") + 1], os.path.join(self.tmp, "api-key.pem"))
         gpu = unit(os.path.join(self.render(self.gpu_cfg, "node-292", "gpu-check"),
                                 "h3pipe-sampler-node-292-sample.service"))
         self.assertEqual(gpu["DevicePolicy"], ["closed"])
@@ -226,6 +249,32 @@ class Units(unittest.TestCase):
             procs[-1].send_signal(signal.SIGTERM)
             self.until(dsock, "STOPPING=1")
             self.assertEqual(procs[-1].wait(timeout=30), 0)
+
+            # The API unit's command line with its Environment=: it reaches the shared Redis as
+            # the operator and its /readyz (200 once Redis answers) is on the port of its run file.
+            api = unit(os.path.join(d, "h3pipe-api-node-241.service"))
+            env = dict(os.environ)
+            for e in api.get("Environment", []):
+                k, v = e.split("=", 1)
+                env[k] = v
+            run_file = os.path.join(state, "run", "api-node-241.json")
+            alog = open(os.path.join(self.tmp, "api.log"), "w")
+            self.addCleanup(alog.close)
+            procs.append(subprocess.Popen(shlex.split(api["ExecStart"][0]), env=env, stdout=alog, stderr=alog))
+            deadline, status = time.time() + 60, None
+            while time.time() < deadline and status != 200:
+                time.sleep(0.1)
+                try:
+                    with open(run_file) as f:
+                        rf = json.load(f)
+                    with urllib.request.urlopen(f"http://127.0.0.1:{rf['health_port']}/readyz", timeout=5) as resp:
+                        status = resp.status
+                except (OSError, ValueError, urllib.error.URLError):
+                    continue
+            if status != 200:
+                with open(os.path.join(self.tmp, "api.log")) as f:
+                    self.fail(f"the API unit's /readyz did not answer 200: {f.read()}")
+            self.assertEqual(rf["api_url"], f"http://127.0.0.1:{rf['health_port']}/v1")
         finally:
             for p in procs:
                 if p.poll() is None:
