@@ -1,6 +1,6 @@
 #pragma once
 // What a killed h3pipe-api left of its uploads (issue #37, "Bad input": nothing accepted is lost,
-// nothing half-written stays; docs/api.md, "Uploads"): an upload streams to a temporary
+// nothing half-written stays; docs/api.md, "POST /v1/videos"): an upload streams to a temporary
 // api-uploads/<id>/reference.<ext>.p<pid>-<hex>.part (upload_stream.h) that the API removes on
 // every error, but a kill -9 mid-body leaves it.  At start the API removes those of its own
 // naming pattern, and their pending .sha256 sidecars, directly under <input root>/api-uploads/*/,

@@ -1,11 +1,11 @@
-// Upload temporaries after a kill -9 (issue #37, "Bad input"; common/api/upload_sweep.h,
-// docs/api.md "Uploads"): an h3pipe-api of the test's own beside a real local stack stores one
-// upload whole, then gets a large chunked upload from curl --limit-rate and is killed -9 while
-// that upload's temporary (reference.png.p<pid>-<hex>.part) is on disk.  The temporary is left
-// (nothing else removes it).  Restarted, the API removes it once nothing has written it for the
-// bound (the test dates it back instead of waiting a minute), and keeps: the completed upload and
-// its sidecar, a fresh temporary of the same pattern (a live upload of a replica sharing the
-// root), a file of another pattern, and what a symlink in api-uploads points to.
+// Upload temporaries after a kill -9 (issue #37, "Bad input"; common/api/upload_sweep.h;
+// docs/api.md, "POST /v1/videos"): an h3pipe-api of the test's own beside a real local stack
+// stores one upload whole, then gets a large chunked upload from curl --limit-rate and is killed
+// -9 while that upload's temporary (reference.png.p<pid>-<hex>.part) is on disk.  The temporary
+// is left (nothing else removes it).  Restarted, the API removes it once nothing has written it
+// for the bound (the test dates it back instead of waiting a minute), and keeps: the completed
+// upload and its sidecar, a fresh temporary of the same pattern (a live upload of a replica
+// sharing the root), a file of another pattern, and what a symlink in api-uploads points to.
 // Run by ctest (api_upload_sweep_e2e).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
