@@ -160,10 +160,10 @@ Result<json> Context::video_json(queue::Redis& r, const std::string& id, const R
   return v;
 }
 
-Status Context::with_queue_position(queue::Redis& r, json& v) const {
-  // Only a queued video has a place (a second round trip, for it alone: docs/api.md).
+Status Context::with_queue_position(queue::Redis& r, json& v) {
+  // Only a queued video has a place (the shared ranking: queue_position.h, docs/api.md).
   if (v.value("status", "") != "queued") return {};
-  auto p = queue_position(r, c, v.value("run_id", ""), kJobId);
+  auto p = positions_.of(r, c, v.value("run_id", ""), kJobId);
   if (!p.ok()) return p.error();
   if (*p) v["queue_position"] = **p;
   return {};
@@ -186,7 +186,7 @@ Result<std::optional<json>> Context::video(queue::Redis& r, const std::string& i
 }
 
 Result<std::optional<json>> Context::video(queue::Redis& r, const std::string& id,
-                                           const std::vector<queue::Reply>& rep) {
+                                           const std::vector<queue::Reply>& rep, bool rank) {
   using Out = std::optional<json>;
   if (rep.size() < 4) return Out{};  // not video_commands(id)'s: an id no video has
   const std::string run = id.substr(6);
@@ -198,7 +198,8 @@ Result<std::optional<json>> Context::video(queue::Redis& r, const std::string& i
     return Out{std::move(*v)};
   }
   json v = video_from(id, rec, rep, 1);
-  if (auto s = with_queue_position(r, v); !s.ok()) return s.error();
+  if (rank)
+    if (auto s = with_queue_position(r, v); !s.ok()) return s.error();
   return Out{std::move(v)};
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/api/api_metrics.h"
+#include "common/api/queue_position.h"
 #include "common/api/server.h"
 #include "common/api/tokens.h"
 #include "common/config/config.h"
@@ -94,8 +95,11 @@ class Context {
   Result<std::optional<nlohmann::json>> video(queue::Redis& r, const std::string& id);
   // That round trip's commands (none for an id no video has), and video() from their replies.
   static std::vector<std::vector<std::string>> video_commands(const std::string& id);
+  // `rank`: false for a video just submitted, which the ingest has not put on the encode stream
+  // yet (its queue_position is null by construction: no ranking on POST's path).
   Result<std::optional<nlohmann::json>> video(queue::Redis& r, const std::string& id,
-                                              const std::vector<queue::Reply>& rep);
+                                              const std::vector<queue::Reply>& rep,
+                                              bool rank = true);
   // The record of a video this token may change (submit: its own; admin: any).
   std::variant<Record, HttpError> owned(queue::Redis& r, const std::string& id,
                                         const TokenInfo& who);
@@ -104,8 +108,10 @@ class Context {
   // The Video object from the record and the replies of its reads (context.cpp), from `at`.
   nlohmann::json video_from(const std::string& id, const Record& rec,
                             const std::vector<queue::Reply>& rep, std::size_t at) const;
-  // Sets a queued video's queue_position (queue_position.h): a round trip of its own.
-  Status with_queue_position(queue::Redis& r, nlohmann::json& v) const;
+  // Sets a queued video's queue_position from the shared ranking (queue_position.h: a round trip
+  // and a ranking at most every 250 ms, a lookup otherwise).
+  Status with_queue_position(queue::Redis& r, nlohmann::json& v);
+  QueuePositions positions_;
   RedisFactory factory_;
   std::mutex mu_;
   std::vector<std::unique_ptr<queue::Redis>> idle_;

@@ -6,9 +6,9 @@
 
 namespace h3pipe::api {
 
-Result<std::optional<long long>> queue_position(queue::Redis& r, const config::Cluster& c,
-                                                const std::string& run, const std::string& job) {
-  using Out = std::optional<long long>;
+Result<std::unordered_map<std::string, long long>> rank_queue(queue::Redis& r,
+                                                              const config::Cluster& c) {
+  std::unordered_map<std::string, long long> places;
   const std::string stage = config::stage_name(config::StageKind::kEncode);
   const std::string stream = keys::stage_stream(stage);
   auto view = queue::claim_view(r, stream, stage, kQueueScan);
@@ -21,7 +21,7 @@ Result<std::optional<long long>> queue_position(queue::Redis& r, const config::C
       break;
     }
   std::vector<dispatch::ClaimEntry> es;
-  std::optional<std::size_t> mine;
+  std::vector<std::string> names;  // "RUN JOB" of es[i]
   for (const auto& e : view->entries) {
     dispatch::ClaimEntry ce;
     ce.id = e.id;
@@ -36,23 +36,38 @@ Result<std::optional<long long>> queue_position(queue::Redis& r, const config::C
     }
     ce.held = view->pending.count(e.id) || view->paused.count(erun);
     if (auto m = view->moved.find(erun + " " + ejob); m != view->moved.end()) ce.first = m->second;
-    if (erun == run && ejob == job && !ce.held) mine = es.size();
     es.push_back(std::move(ce));
+    names.push_back(erun + " " + ejob);
   }
-  if (!mine) return Out{};
   dispatch::ShareState share;
   for (const auto& [k, v] : view->share) {
     if (k == "floor") share.floor = std::strtoll(v.c_str(), nullptr, 10);
     if (k.rfind("u:", 0) == 0) share.vt[k.substr(2)] = std::strtoll(v.c_str(), nullptr, 10);
   }
-  // The claims the encoders would make from here, one by one, until they take this job's task.
+  // The claims the encoders would make from here, one by one, until none is left to take.
   for (long long place = 1;; ++place) {
     auto next = dispatch::pick(order, es, share, view->now_ms);
-    if (!next) return Out{};
-    if (*next == *mine) return Out{place};
+    if (!next) break;
+    places.emplace(names[*next], place);
     dispatch::charge(order, es, *next, share);
     es[*next].held = true;
   }
+  return places;
+}
+
+Result<std::optional<long long>> QueuePositions::of(queue::Redis& r, const config::Cluster& c,
+                                                    const std::string& run,
+                                                    const std::string& job) {
+  std::lock_guard lk(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!ranked_at_ || now - *ranked_at_ >= max_age_) {
+    auto places = rank_queue(r, c);
+    if (!places.ok()) return places.error();
+    places_ = std::move(*places);
+    ranked_at_ = now;
+  }
+  const auto it = places_.find(run + " " + job);
+  return it == places_.end() ? std::optional<long long>() : std::optional<long long>(it->second);
 }
 
 }  // namespace h3pipe::api

@@ -203,7 +203,7 @@ struct VideoRoutes {
       return HttpError{
           409, fmt::format("run {} already holds job \"{}\" with another spec", run, kJobId),
           "invalid_request_error", "", "conflict"};
-    auto out = ctx.video(r, id, sub->then);
+    auto out = ctx.video(r, id, sub->then, /*rank=*/false);
     if (!out.ok()) return redis_error(out.error());
     if (!*out) return not_found(id);
     res.set_content((*out)->dump(), "application/json");
