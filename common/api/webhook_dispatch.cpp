@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -75,6 +76,9 @@ std::optional<std::string> check_webhook_ca_file() {
 }
 
 struct WebhookDispatcher::Impl {
+  static constexpr long long kMaxWaitMs = 5000;
+  static constexpr int kIntakeBlockMs = 2000;
+  static constexpr int kDueScan = 16;
   Impl(Context& c, WebhookOptions opts) : ctx(c), o(opts) {
     char host[256] = "api";
     ::gethostname(host, sizeof host - 1);
@@ -98,9 +102,29 @@ struct WebhookDispatcher::Impl {
   std::thread intake;
   std::vector<std::thread> senders;
 
+  // Schedules this replica made (the intake's new deliveries, the sweep's cut-off ones): a
+  // sender waiting for the earliest due time wakes for one that may be earlier (#37: no polling).
+  std::uint64_t kicks = 0;  // guarded by mu
+
   void pause(std::chrono::milliseconds d) {
     std::unique_lock lk(mu);
     cv.wait_for(lk, d, [&] { return stop.load(); });
+  }
+  void kick() {
+    {
+      std::lock_guard lk(mu);
+      ++kicks;
+    }
+    cv.notify_all();
+  }
+  std::uint64_t kicks_now() {
+    std::lock_guard lk(mu);
+    return kicks;
+  }
+  // Until `d` has passed, a schedule after `seen`, or the stop.
+  void wait_kick(std::uint64_t seen, std::chrono::milliseconds d) {
+    std::unique_lock lk(mu);
+    cv.wait_for(lk, d, [&] { return stop.load() || kicks != seen; });
   }
 
   // ---- intake: terminal events -> outbox entries ---------------------------------------------
@@ -163,7 +187,7 @@ struct WebhookDispatcher::Impl {
     if (!eps.ok()) return eps.error();
     for (const auto& e : entries)
       if (auto s = take(r, e, *eps); !s.ok()) return s;
-    cv.notify_all();
+    kick();
     return {};
   }
 
@@ -179,6 +203,7 @@ struct WebhookDispatcher::Impl {
           r, {{"ZADD", wh::kDueKey, "NX", std::to_string(now), id}, {"HDEL", wh::kClaimsKey, id}});
       if (!t.ok()) return t.error();
       wlog()->warn("webhook {}: its delivery was cut off (a replica stopped); retried", id);
+      kick();
     }
     return {};
   }
@@ -231,12 +256,16 @@ struct WebhookDispatcher::Impl {
         if (st.ok()) st = prune(r);
         next_claim = now + std::chrono::milliseconds(std::min(10000LL, o.claim_idle_ms));
       }
+      // A claim is cut off only after timeout_ms + 5 s: looked for every 5 s.
       if (st.ok() && now >= next_sweep) {
         st = sweep(r);
-        next_sweep = now + std::chrono::seconds(1);
+        next_sweep = now + std::chrono::seconds(5);
       }
       if (st.ok()) {
-        auto got = queue::xreadgroup(r, keys::terminal_events(), wh::kGroup, consumer, 100, 1000);
+        // Blocks until an event arrives (taken at once) or kIntakeBlockMs pass (the sweeps above,
+        // and the stop, wait at most that long).
+        auto got = queue::xreadgroup(r, keys::terminal_events(), wh::kGroup, consumer, 100,
+                                     kIntakeBlockMs);
         st = got.ok() ? take_all(r, *got) : Status(got.error());
       }
       if (!st.ok()) {
@@ -347,27 +376,61 @@ struct WebhookDispatcher::Impl {
     return t.ok() ? Status{} : Status(t.error());
   }
 
+  // The first kDueScan entries of the schedule: those due now (ids), and the earliest time of
+  // the others (0: none).
+  struct Due {
+    std::vector<std::string> ids;
+    long long next_ms = 0;
+  };
+  static Result<Due> due_now(queue::Redis& r) {
+    auto rep =
+        r.pipeline({{"ZRANGE", wh::kDueKey, "0", std::to_string(kDueScan - 1), "WITHSCORES"}});
+    if (!rep.ok()) return rep.error();
+    const long long now = state::now_ms();
+    Due out;
+    for (const auto& [id, score] : queue::as_hash((*rep)[0])) {
+      const long long at = std::atoll(score.c_str());
+      if (at <= now)
+        out.ids.push_back(id);
+      else if (!out.next_ms || at < out.next_ms)
+        out.next_ms = at;
+    }
+    return out;
+  }
+
+  // Each sender reads the schedule, delivers what is due, then waits until the earliest entry
+  // falls due or this replica schedules one (kick), at most kMaxWaitMs (an entry another replica
+  // scheduled and could not deliver: one that died).  Idle: a ZRANGE per kMaxWaitMs per sender.
   void send_loop() {
     while (!stop) {
-      auto l = ctx.lease();
-      if (!l.ok()) {
-        pause(std::chrono::seconds(1));
-        continue;
-      }
-      auto due = queue::zrange_upto(*l->r, wh::kDueKey, state::now_ms(), 16);
-      if (!due.ok() || due->empty()) {
-        if (!due.ok()) l->r.reset();  // a broken connection is not pooled
-        pause(std::chrono::milliseconds(due.ok() ? 200 : 1000));
-        continue;
-      }
-      for (const auto& id : *due) {
-        if (stop) break;
-        if (auto s = deliver(*l->r, id); !s.ok()) {
-          wlog()->warn("webhook {}: {}", id, s.error().message);
-          l->r.reset();
-          break;
+      const std::uint64_t seen = kicks_now();  // before the read: a later schedule wakes us
+      long long wait = 0;                      // > 0: nothing due, wait this long
+      {
+        auto l = ctx.lease();  // back to the pool at the end of this block, before the wait
+        if (!l.ok()) {
+          pause(std::chrono::seconds(1));
+          continue;
+        }
+        auto due = due_now(*l->r);
+        if (!due.ok()) {
+          l->r.reset();  // a broken connection is not pooled
+          pause(std::chrono::seconds(1));
+          continue;
+        }
+        if (due->ids.empty()) {
+          wait = kMaxWaitMs;
+          if (due->next_ms) wait = std::clamp(due->next_ms - state::now_ms(), 1LL, kMaxWaitMs);
+        }
+        for (const auto& id : due->ids) {
+          if (stop) break;
+          if (auto s = deliver(*l->r, id); !s.ok()) {
+            wlog()->warn("webhook {}: {}", id, s.error().message);
+            l->r.reset();
+            break;
+          }
         }
       }
+      if (wait > 0) wait_kick(seen, std::chrono::milliseconds(wait));
     }
   }
 };

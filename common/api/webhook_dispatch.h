@@ -7,6 +7,8 @@
 //             lost.  The delivery id (the webhook-id header) is msg_<event entry id>_<endpoint>,
 //             the same on every attempt, by every replica.
 //   delivery: kSenders threads take due entries from the schedule (ZREM by one replica only),
+//             each waiting, when none is due, until the earliest one falls due or this replica's
+//             intake schedules one (at most 5 s: another replica's), never polling (#37),
 //             POST them signed (Standard Webhooks) with cpp-httplib (no redirect followed,
 //             timeout_ms), then remove them (2xx) or reschedule with exponential backoff
 //             (retry_ms, doubling, at most 1 h apart) until give_up_ms after the first attempt,
