@@ -138,18 +138,6 @@ Result<std::vector<GroupConsumer>> xinfo_consumers(Redis& r, const std::string& 
   return out;
 }
 
-Result<std::vector<std::string>> zrange_upto(Redis& r, const std::string& key, long long max,
-                                             int limit) {
-  auto rep = r.command(
-      {"ZRANGE", key, "-inf", std::to_string(max), "BYSCORE", "LIMIT", "0", std::to_string(limit)});
-  if (!rep.ok()) return rep.error();
-  std::vector<std::string> out;
-  const redisReply* x = rep->get();
-  if (x && x->type == REDIS_REPLY_ARRAY)
-    for (std::size_t i = 0; i < x->elements; ++i) out.push_back(reply_str(x->element[i]));
-  return out;
-}
-
 Result<long long> int_command(Redis& r, const std::vector<std::string>& argv) {
   auto rep = r.command(argv);
   if (!rep.ok()) return rep.error();

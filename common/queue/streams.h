@@ -2,7 +2,7 @@
 // Typed stream, sorted-set and transaction reads for h3pipe-api's live events and webhooks
 // (issue #37 items 3 and 6): XREAD over many run streams (the SSE hub), XRANGE (replay),
 // XREADGROUP / XAUTOCLAIM / XACK (webhook delivery reads keys::terminal_events() as group
-// "webhooks"), ZRANGE BYSCORE (the delivery schedule) and MULTI/EXEC.  Replies are read here, in
+// "webhooks") and MULTI/EXEC.  Replies are read here, in
 // common/queue, never by the caller (docs/design.md, "Redis behind ports").
 #include <cstdint>
 #include <optional>
@@ -66,10 +66,6 @@ struct GroupConsumer {
 };
 Result<std::vector<GroupConsumer>> xinfo_consumers(Redis& r, const std::string& stream,
                                                    const std::string& group);
-
-// ZRANGE key -inf max BYSCORE LIMIT 0 limit: the members due by `max`.
-Result<std::vector<std::string>> zrange_upto(Redis& r, const std::string& key, long long max,
-                                             int limit);
 
 // A command whose reply is an integer (HDEL, ZREM, XACK, ...).
 Result<long long> int_command(Redis& r, const std::vector<std::string>& argv);

@@ -77,6 +77,20 @@ test('a job from `h3pipe run` records its user: --user, else the login name', as
   }
 });
 
+test('POST /v1/runs records the token\'s name as each job\'s user; a submit token names no other', async () => {
+  const r = await call(base, bob, 'POST', '/runs',
+    '{"jobId": "mine", "prompt": "x", "width": 64, "height": 48, "frames": 9}\n' +
+    '{"jobId": "other", "prompt": "x", "width": 64, "height": 48, "frames": 9, "user": "mallory"}\n');
+  assert.equal(r.status, 201, r.text);
+  for (const job of ['mine', 'other']) {
+    const rec = await until(`receipt of ${job}`, async () => {
+      const g = await call(base, root, 'GET', `/jobs/${r.json.id}:${job}/receipt`);
+      return g.status === 200 && g.json;
+    });
+    assert.equal(rec.spec.user, 'bob');
+  }
+});
+
 test('idempotency entries and deleted records expire in Redis (no sweeper)', async () => {
   const key = 'prune-1';
   const idem = `h3pipe:api:idempotency:${createHash('sha256').update(`alice:${key}`).digest('hex')}`;
