@@ -34,7 +34,7 @@ struct HostIn {
   std::string name, address, ssh, bind;
   int transfer_port = 0;
   // h3pipe-api on this host (docs/api.md): passed through when given; loopback otherwise.
-  std::string api_bind;
+  std::string api_bind, api_tls_cert, api_tls_key;
   int api_port = 0, api_metrics_port = 0;
   std::set<std::string> roles;
   std::vector<GpuEntry> gpus;
@@ -171,6 +171,8 @@ std::optional<HostIn> read_host(const nlohmann::json& v, std::size_t i, const Gp
   hr.get("api_bind", h.api_bind);
   hr.get("api_port", h.api_port, 0, 65535);
   hr.get("api_metrics_port", h.api_metrics_port, 0, 65535);
+  hr.get("api_tls_cert", h.api_tls_cert);  // its own certificate: the loader checks the pair
+  hr.get("api_tls_key", h.api_tls_key);
   hr.get("gpus_per_pool", h.gpus_per_pool, 1, 1024);
   std::vector<std::string> roles;
   hr.get("roles", roles);
@@ -375,13 +377,15 @@ ojson host_json(const HostIn& h, bool multi, int transfer_port, std::vector<std:
   if (!h.api_bind.empty()) hj["api_bind"] = h.api_bind;
   if (h.api_port) hj["api_port"] = h.api_port;
   if (h.api_metrics_port) hj["api_metrics_port"] = h.api_metrics_port;
+  if (!h.api_tls_cert.empty()) hj["api_tls_cert"] = h.api_tls_cert;
+  if (!h.api_tls_key.empty()) hj["api_tls_key"] = h.api_tls_key;
   // Another host's API reads a decode host's MP4s through that host's API (docs/api.md, "Two
   // hosts"), which listens on loopback unless the map says otherwise.
   if (multi && h.roles.count("decode") && h.api_bind.empty())
     notes.push_back(fmt::format(
         "h3pipe-api of {} listens on 127.0.0.1: the other hosts' APIs cannot serve the videos "
-        "it decodes until {}/api_bind names an address they reach (behind TLS or on a trusted "
-        "network; docs/api.md, \"Two hosts\")",
+        "it decodes until {}/api_bind names an address they reach (behind TLS: a proxy, or its "
+        "api_tls_cert and api_tls_key; or on a trusted network; docs/api.md, \"Two hosts\")",
         h.name, h.path));
   return hj;
 }

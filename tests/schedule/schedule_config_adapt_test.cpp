@@ -266,6 +266,28 @@ TEST(ConfigAdapt, ApiAddressAndPortsPassThroughLoopbackOtherwise) {
   EXPECT_EQ(h->api_metrics_port, 9406);
   for (const auto& n : r->notes) EXPECT_EQ(n.find("h3pipe-api of"), std::string::npos) << n;
 
+  // Its own certificate (docs/api.md, "TLS"): copied, resolved beside the config; one alone is
+  // refused by the loader (what `config-adapt` checks the output with) naming the other.
+  m["hosts"][1]["api_tls_cert"] = "tls/api-cert.pem";
+  m["hosts"][1]["api_tls_key"] = "tls/api-key.pem";
+  r = adapt_host_map(m, table());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  c = config::parse(nlohmann::json::parse(r->config.dump()), "/etc/h3pipe");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->find_host("node-241")->api_tls_cert, "/etc/h3pipe/tls/api-cert.pem");
+  EXPECT_EQ(c->find_host("node-241")->api_tls_key, "/etc/h3pipe/tls/api-key.pem");
+  EXPECT_EQ(c->find_host("node-292")->api_tls_cert, "");
+  m["hosts"][1].erase("api_tls_key");
+  r = adapt_host_map(m, table());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  c = config::parse(nlohmann::json::parse(r->config.dump()), "/etc/h3pipe");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(
+      c.error().message.find("/hosts/1/api_tls_key: api_tls_cert and api_tls_key go together"),
+      std::string::npos)
+      << c.error().message;
+  m["hosts"][1].erase("api_tls_cert");
+
   m["hosts"][1]["api_port"] = 70000;
   r = adapt_host_map(m, table());
   ASSERT_FALSE(r.ok());
