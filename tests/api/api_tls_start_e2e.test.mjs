@@ -43,6 +43,7 @@ function curl(url, ...args) {
 test('a key readable by others: start refuses it naming the field and the file, and starts nothing', () => {
   fs.chmodSync(key, 0o644);
   const r = stack.cli('start');
+  started = r.rc === 0;  // stopped by after() should it have started after all
   assert.notEqual(r.rc, 0, r.out + r.err);
   assert.ok(r.err.includes(`/hosts/0/api_tls_key ${key}: the private key is readable by others (mode 0644); ` +
     'expected mode 0600 or 0400'), r.err);
