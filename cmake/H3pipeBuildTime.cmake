@@ -86,3 +86,40 @@ function(h3pipe_test_pch holder)
     <algorithm> <atomic> <chrono> <filesystem> <fstream> <functional> <map> <memory> <optional>
     <set> <sstream> <string> <thread> <vector>)
 endfunction()
+
+# The linker of every C and C++ link: lld, else gold (binutils), else the compiler's default (GNU
+# ld), whichever the compiler accepts with -fuse-ld= (checked once per build directory).  Every
+# test, bench and service links up to 30 static libraries and a dozen shared ones: ~135 links
+# in a build of every target.  CPU (user+sys) of one link, five of them measured (#40): GNU ld
+# 0.33-0.76 s, gold 0.10-0.21 s, lld 0.07-0.12 s.  scripts/setup.sh installs lld with the test
+# packages; gold comes with binutils.  Links that nvcc drives (none today: CUDA code is linked by
+# the C++ compiler) keep their default.  -DH3PIPE_LINKER=lld|gold requires that one, =default
+# leaves the compiler's choice.
+set(H3PIPE_LINKER auto CACHE STRING "Linker for C/C++ links: auto (lld, else gold, else default), lld, gold, default")
+set_property(CACHE H3PIPE_LINKER PROPERTY STRINGS auto lld gold default)
+if(H3PIPE_LINKER STREQUAL "auto")
+  set(_h3pipe_linkers lld gold)
+elseif(H3PIPE_LINKER MATCHES "^(lld|gold)$")
+  set(_h3pipe_linkers ${H3PIPE_LINKER})
+elseif(H3PIPE_LINKER STREQUAL "default")
+  set(_h3pipe_linkers)
+else()
+  message(FATAL_ERROR "H3PIPE_LINKER must be auto, lld, gold or default, not '${H3PIPE_LINKER}'")
+endif()
+include(CheckLinkerFlag)
+set(H3PIPE_LINKER_USED default)
+foreach(_l ${_h3pipe_linkers})
+  check_linker_flag(CXX -fuse-ld=${_l} H3PIPE_LINKER_HAS_${_l})
+  if(H3PIPE_LINKER_HAS_${_l})
+    set(H3PIPE_LINKER_USED ${_l})
+    break()
+  endif()
+endforeach()
+if(NOT H3PIPE_LINKER MATCHES "^(auto|default)$" AND H3PIPE_LINKER_USED STREQUAL "default")
+  message(FATAL_ERROR "H3PIPE_LINKER=${H3PIPE_LINKER}: ${CMAKE_CXX_COMPILER} does not link with "
+                      "-fuse-ld=${H3PIPE_LINKER} (install it, or -DH3PIPE_LINKER=auto)")
+endif()
+if(NOT H3PIPE_LINKER_USED STREQUAL "default")
+  add_link_options($<$<LINK_LANGUAGE:C,CXX>:-fuse-ld=${H3PIPE_LINKER_USED}>)
+endif()
+message(STATUS "h3pipe: linking with ${H3PIPE_LINKER_USED} (H3PIPE_LINKER=${H3PIPE_LINKER})")

@@ -43,9 +43,10 @@ run_packages=(
 # The tests, benches and fuzzers on top (clang: the fuzz targets and sanitizers; curl and openssl:
 # the chart's CURVE key hook test; strace: the transfer receiver's fsync order test; clang-format:
 # format_check; jq: the two-host block of docs/deploy.md, run by two_host_docs; systemd: its
-# systemd-analyze checks the units of `h3pipe systemd units`, deploy_systemd_units; not as init).
+# systemd-analyze checks the units of `h3pipe systemd units`, deploy_systemd_units; not as init;
+# lld: the linker of the ~135 links of a build, cmake/H3pipeBuildTime.cmake; gold otherwise).
 test_packages=(
-  clang clang-format libclang-rt-14-dev libgtest-dev libgmock-dev
+  clang clang-format libclang-rt-14-dev libgtest-dev libgmock-dev lld
   redis-tools redis-sentinel stunnel4 ffmpeg iproute2 iperf3 openssh-client openssh-server jq
   python3-numpy python3-yaml python3-torch prometheus procps curl openssl strace systemd
   golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
