@@ -54,6 +54,8 @@ void check_services(const config::Cluster& c, const Options& o, const Scope& s, 
 void check_gpus(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
 void check_disk(const config::Cluster& c, const Options& o, Report& rep);
 void check_keys(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
+// api.tls: h3pipe-api's own certificate as `start` checks it; off loopback without one, a WARN.
+void check_api_tls(const config::Cluster& c, const Scope& s, Report& rep);
 void check_comfyui(const config::Cluster& c, const Options& o, const Scope& s, Report& rep);
 void check_comfyui_templates(const config::Cluster& c, const Options& o, const Scope& s,
                              Report& rep);

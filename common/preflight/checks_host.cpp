@@ -1,4 +1,4 @@
-// gpu.visible, disk.free and curve.keys rows: what this machine itself must provide.
+// gpu.visible, disk.free, curve.keys and api.tls rows: what this machine itself must provide.
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/preflight/checks.h"
+#include "common/supervisor/api_tls.h"
 #include "common/transfer/keys.h"
 
 namespace h3pipe::preflight {
@@ -222,6 +223,35 @@ void check_keys(const config::Cluster& c, const Options& o, const Scope& s, Repo
         rep.pass("curve.keys", target, k.path + " readable");
     }
     if (needed) check_peer_keys(c, *h, rep);
+  }
+}
+
+// h3pipe-api's own certificate and the api_bind rule (docs/api.md, "TLS"): what `start` would
+// refuse (supervisor::check_api_tls) fails; an API off loopback without its own certificate
+// warns, as it is safe only behind a TLS proxy, which preflight cannot see.
+void check_api_tls(const config::Cluster& c, const Scope& s, Report& rep) {
+  for (const config::Host* h : s.checked) {
+    if (h->api_tls_cert.empty() && h->api_tls_key.empty()) {
+      const bool loopback =
+          h->api_bind.rfind("127.", 0) == 0 || h->api_bind == "::1" || h->api_bind == "localhost";
+      if (loopback)
+        rep.add("api.tls", h->name, Outcome::kSkip,
+                fmt::format("api_bind {}: loopback, no TLS needed", h->api_bind));
+      else
+        rep.warn("api.tls", h->name,
+                 fmt::format("h3pipe-api listens on {} without its own certificate: bearer tokens "
+                             "cross the network in clear unless a TLS proxy is in front",
+                             h->api_bind),
+                 "set hosts[].api_tls_cert and api_tls_key (docs/api.md, \"TLS\"), or put a TLS "
+                 "proxy in front");
+      continue;
+    }
+    if (auto st = supervisor::check_api_tls(c, h->name); !st.ok())
+      rep.fail("api.tls", h->name, st.error().message,
+               "hosts[].api_tls_cert: a PEM certificate chain; api_tls_key: its key, chmod 600");
+    else
+      rep.pass("api.tls", h->name,
+               fmt::format("HTTPS with {} (its key readable by its owner only)", h->api_tls_cert));
   }
 }
 

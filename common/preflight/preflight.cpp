@@ -149,6 +149,7 @@ std::vector<CheckResult> run_checks(const config::Cluster& c, const Options& o) 
   check_gpus(c, o, scope, rep);
   check_disk(c, o, rep);
   check_keys(c, o, scope, rep);
+  check_api_tls(c, scope, rep);
   check_comfyui(c, o, scope, rep);
   check_comfyui_templates(c, o, scope, rep);
   check_runtime_settings(c, o, scope, rep);
