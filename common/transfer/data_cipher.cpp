@@ -10,7 +10,7 @@
 namespace h3pipe::transfer {
 namespace {
 
-constexpr unsigned char kMagic[4] = {'h', '3', 'd', '2'};
+constexpr unsigned char kMagic[4] = {'h', '3', 'd', '1'};
 constexpr std::uint32_t kFlagLast = 1;
 
 void put_u32(unsigned char* p, std::uint32_t v) {
@@ -86,7 +86,7 @@ Result<DataHeader> parse_data_header(std::span<const unsigned char> frame) {
                       frame.size(), kHeaderBytes + kTagBytes);
   const unsigned char* p = frame.data();
   if (std::memcmp(p, kMagic, 4) != 0)
-    return make_error(errc::transfer::kProtocol, "data frame: bad magic (expected \"h3d2\")");
+    return make_error(errc::transfer::kProtocol, "data frame: bad magic (expected \"h3d1\")");
   std::uint32_t flags = get_u32(p + 4);
   if ((flags & ~kFlagLast) != 0 || get_u32(p + 36) != 0)
     return make_error(errc::transfer::kProtocol, "data frame: reserved header bits set");

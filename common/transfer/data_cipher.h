@@ -6,15 +6,9 @@
 //
 // One sealed frame:
 //   header (kHeaderBytes, little-endian, authenticated as GCM associated data):
-//     "h3d2" magic | u32 flags (bit 0: last frame; other bits 0) | u64 transfer id |
+//     "h3d1" magic | u32 flags (bit 0: last frame; other bits 0) | u64 transfer id |
 //     u64 frame index | u64 byte offset | u32 plaintext length | u32 0
 //   ciphertext (length bytes) | GCM tag (kTagBytes)
-// The frames of a transfer carry its bytes in order; the frame flagged last carries no bytes of
-// the latent but the sender's digest trailer (frames.h, encode_trailer) at offset = size: what
-// the sender read, hashed, which the receiver checks instead of hashing the bytes itself.  ("h3d1"
-// was the format before the trailer, whose last frame carried the last bytes: a peer of the
-// other format is refused at the magic, on an unbound connection, and the attempt falls back to
-// CURVE, where the receiver hashes.)
 // Nonce (96 bits): 4 zero bytes | u64 frame index.  The sender's FrameSealer numbers its frames
 // 0, 1, 2, ... and never uses index 2^64-1, so a nonce is never used twice under one key.
 //

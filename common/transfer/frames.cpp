@@ -111,36 +111,6 @@ Status check_offer_reply(const pb::OfferReply& r, std::uint32_t max_chunk_bytes,
   return {};
 }
 
-namespace {
-bool lower_hex64(std::string_view h) {
-  return h.size() == 64 && std::all_of(h.begin(), h.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-}  // namespace
-
-std::string encode_trailer(const Trailer& t) {
-  if (!lower_hex64(t.prefix_sha256) || !lower_hex64(t.file_sha256)) return {};
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((t.prefix_len >> (8 * i)) & 0xff);
-  return out + t.prefix_sha256 + t.file_sha256;
-}
-
-Result<Trailer> parse_trailer(std::span<const unsigned char> bytes) {
-  if (bytes.size() != kTrailerBytes)
-    return make_error(errc::transfer::kProtocol, "digest trailer of {} bytes (expected {})",
-                      bytes.size(), kTrailerBytes);
-  Trailer t;
-  for (int i = 0; i < 8; ++i) t.prefix_len |= std::uint64_t{bytes[i]} << (8 * i);
-  const auto* c = reinterpret_cast<const char*>(bytes.data());
-  t.prefix_sha256.assign(c + 8, 64);
-  t.file_sha256.assign(c + 72, 64);
-  if (!lower_hex64(t.prefix_sha256) || !lower_hex64(t.file_sha256))
-    return make_error(errc::transfer::kProtocol,
-                      "digest trailer: a hash that is not 64 lower-case hex characters");
-  return t;
-}
-
 std::string remote_code(std::string_view code, const ErrorCode& fallback) {
   if (code.empty() || code.size() > 64) return std::string(fallback.id);
   for (char c : code)

@@ -96,24 +96,6 @@ struct ActiveTransfer {
 };
 DoneDecision decide_done(const pb::Done& d, const ActiveTransfer& t, std::string_view peer);
 
-// The sealed digest trailer (issue #36 item 8, docs/transfer.md "Transfer protocol", its Integrity
-// point): the plaintext of a sealed transfer's last data frame, sent at offset = size after the
-// latent's last byte.
-//   u64 prefix_len (little-endian) | 64 hex: SHA-256 of [0, prefix_len) as the sender read it |
-//   64 hex: SHA-256 of the whole latent as the sender read it (prefix included)
-// prefix_len is where the sender started this attempt (the receiver's resume point, 0 when
-// fresh): the receiver compares the prefix hash with its own hash of its durable prefix and the
-// file hash with the offer's sha256, and commits only when both agree.
-inline constexpr std::size_t kTrailerBytes = 8 + 64 + 64;
-struct Trailer {
-  std::uint64_t prefix_len = 0;
-  std::string prefix_sha256, file_sha256;  // lower-case hex
-};
-// Exactly kTrailerBytes; the hashes must be 64 lower-case hex characters (else "").
-std::string encode_trailer(const Trailer& t);
-// Errors: transfer.protocol (wrong length, a hash not 64 lower-case hex characters).
-Result<Trailer> parse_trailer(std::span<const unsigned char> bytes);
-
 // An error code a receiver sent, kept if it looks like a code ([a-z0-9_.], 1..64 bytes), else
 // `fallback`: a peer cannot smuggle arbitrary text into a job's error code.
 std::string remote_code(std::string_view code, const ErrorCode& fallback);

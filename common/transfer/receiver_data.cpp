@@ -79,55 +79,37 @@ void TransferReceiver::Impl::on_sealed(const std::string& routing, zmq::message_
     // frame is used (the opener wiped it), and, as for a hash mismatch at the end, the attempt's
     // file is discarded and the sender hears of it once it is gone: it sends again from 0
     // under a new key (an integrity failure: at most transfer.max_attempts).
-    fail_integrity(s, opened.error().message);
+    probe_.integrity_failure();
+    const std::string reason = opened.error().message;
+    logger().warn("transfer receiver: run={} job={} attempt {}: {}; discarded, sender will re-send",
+                  s.offer.run_id(), s.offer.job_id(), s.offer.attempt(), reason);
+    s.phase = Session::Phase::kCommitting;  // takes nothing more
+    s.finishing->store(true);
+    const std::uint64_t tid = s.tid;
+    auto discard = [this, tid, reason] {
+      auto it = by_tid_.find(tid);
+      if (it == by_tid_.end()) return;
+      send_done(it->second->routing, it->second->offer, tid, false, errc::transfer::kIntegrity.id,
+                reason, true);
+      erase(it->second);
+    };
+    if (!s.file) {  // still being created: the I/O thread's open runs first, then this
+      s.pending.clear();
+    }
+    io_.post([f = s.file, path = s.final_path, discard]() -> IoThread::Completion {
+      if (f)
+        f->discard();
+      else
+        PartFile::discard_paths(path);
+      return discard;
+    });
     return;
   }
   if (!bound) s.data_routing = routing;
   // An authenticated frame is the sender's sign of life, as a chunk on its control connection
   // was: its pings there may wait behind these frames on a slow link (expire_sessions).
   last_rx_[s.routing] = Clock::now();
-  if (opened->last)
-    return on_trailer(s, *opened,
-                      std::span<const unsigned char>(bytes + kHeaderBytes, opened->len));
   (void)take_bytes(s, opened->offset, msg, kHeaderBytes, opened->len);
-}
-
-// The sealed frame flagged last: the sender's digest trailer, authenticated like every frame,
-// after the latent's last byte (the opener takes frames only in order, contiguous from the
-// resume point, so every byte of [prefix_len, size) came before it, as the sender sealed it).
-void TransferReceiver::Impl::on_trailer(Session& s, const DataHeader& h,
-                                        std::span<const unsigned char> plain) {
-  auto t = parse_trailer(plain);
-  if (!t.ok()) return fail_integrity(s, t.error().message);
-  if (h.offset != s.offer.size() || s.received != s.offer.size())
-    return fail_integrity(s, fmt::format("digest trailer at {} after {} of {} bytes", h.offset,
-                                         s.received, s.offer.size()));
-  s.trailer = std::move(*t);
-  if (s.file && ready_to_finish(s)) finish(s);  // else file_ready finishes once the file exists
-}
-
-void TransferReceiver::Impl::fail_integrity(Session& s, const std::string& reason) {
-  probe_.integrity_failure();
-  logger().warn("transfer receiver: run={} job={} attempt {}: {}; discarded, sender will re-send",
-                s.offer.run_id(), s.offer.job_id(), s.offer.attempt(), reason);
-  s.phase = Session::Phase::kCommitting;  // takes nothing more
-  s.finishing->store(true);
-  const std::uint64_t tid = s.tid;
-  auto discard = [this, tid, reason] {
-    auto it = by_tid_.find(tid);
-    if (it == by_tid_.end()) return;
-    send_done(it->second->routing, it->second->offer, tid, false, errc::transfer::kIntegrity.id,
-              reason, true);
-    erase(it->second);
-  };
-  if (!s.file) s.pending.clear();  // still being created: the I/O thread's open runs first
-  io_.post([f = s.file, path = s.final_path, discard]() -> IoThread::Completion {
-    if (f)
-      f->discard();
-    else
-      PartFile::discard_paths(path);
-    return discard;
-  });
 }
 
 void TransferReceiver::Impl::make_opener(Session& s, std::uint64_t start) {

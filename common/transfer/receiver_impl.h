@@ -26,7 +26,6 @@
 #include "common/proto/h3pipe.pb.h"
 #include "common/transfer/data_cipher.h"
 #include "common/transfer/disk.h"
-#include "common/transfer/frames.h"
 #include "common/transfer/probe.h"
 #include "common/transfer/receiver.h"
 #include "common/transfer/zap.h"
@@ -65,13 +64,6 @@ struct Session {
   std::optional<FrameOpener> opener;
   std::string data_routing;
   bool sealed = false;  // the offer carried a data key: a plain Chunk is refused
-  // Sealed sessions do not hash what they receive (the AEAD proves the bytes are the sender's):
-  // the commit waits for the sender's digest trailer (frames.h) and checks its prefix hash
-  // against prefix_sha256, this receiver's hash of its own durable prefix [0, prefix_len) (read
-  // back from disk on resume), and its file hash against the offer's sha256.
-  std::uint64_t prefix_len = 0;
-  std::string prefix_sha256;
-  std::optional<Trailer> trailer;
 };
 
 // A sealed frame that came over the data connection before its offer (the offer and its eager
@@ -121,14 +113,6 @@ class TransferReceiver::Impl {
   // hashed and written (or held until the file exists).  False: the session was closed.
   bool take_bytes(Session& s, std::uint64_t offset, zmq::message_t& msg, std::size_t skip,
                   std::size_t len);
-  // The sealed digest trailer of a session (receiver_data.cpp).
-  void on_trailer(Session& s, const DataHeader& h, std::span<const unsigned char> plain);
-  // An attempt that failed verification: its file is discarded, then the sender is told
-  // Done{retry, transfer.integrity} (it sends again from 0; after max_attempts it fails).
-  void fail_integrity(Session& s, const std::string& reason);
-  bool ready_to_finish(const Session& s) const {
-    return s.received == s.offer.size() && (!s.sealed || s.trailer.has_value());
-  }
   void after_write(Session& s);
   void maybe_checkpoint(Session& s);
   void finish(Session& s);

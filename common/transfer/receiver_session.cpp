@@ -84,7 +84,6 @@ void TransferReceiver::Impl::on_offer(const std::string& routing, const pb::Offe
   s->tid = o.transfer_id();
   s->offer = o;
   s->sealed = !o.data_key().empty();
-  s->prefix_sha256 = sha256_hex("", 0);  // a fresh start's prefix: nothing (opened() on resume)
   s->final_path = *final_path;
   Session* raw = s.get();
   by_tid_[s->tid] = raw;
@@ -156,10 +155,6 @@ void TransferReceiver::Impl::opened(std::uint64_t tid, Opened& r) {
   s.file = std::move(r.file.value());
   s.hasher = std::move(r.hasher);
   s.received = s.durable = s.writeback_at = s.have = r.have;
-  if (s.sealed) {  // this receiver's own hash of its durable prefix, checked against the trailer
-    s.prefix_len = r.have;
-    s.prefix_sha256 = s.hasher.hex_digest();
-  }
   s.phase = Session::Phase::kReceiving;
   if (r.have > 0) {
     probe_.resumed(static_cast<double>(r.have));
@@ -172,7 +167,7 @@ void TransferReceiver::Impl::opened(std::uint64_t tid, Opened& r) {
   });
   reply(s, r.have);
   update_in_flight();
-  if (ready_to_finish(s)) finish(s);
+  if (s.received == s.offer.size()) finish(s);
 }
 
 void TransferReceiver::Impl::reply(Session& s, std::uint64_t have) {
@@ -207,7 +202,7 @@ void TransferReceiver::Impl::file_ready(Session& s, std::shared_ptr<PartFile> fi
     return {};
   });
   update_in_flight();
-  if (s.received > 0 || s.trailer) after_write(s);
+  if (s.received > 0) after_write(s);
 }
 
 void TransferReceiver::Impl::on_chunk(const std::string& routing, const pb::Chunk& c,
@@ -256,10 +251,7 @@ bool TransferReceiver::Impl::take_bytes(Session& s, std::uint64_t offset, zmq::m
   }
   const char* bytes = static_cast<const char*>(msg.data()) + skip;
   if (s.received == s.have) s.first_byte = Clock::now();
-  // Unsealed (CURVE carries the chunks, or no cipher): the receiver hashes what it receives.
-  // Sealed: the AEAD proves these are the bytes the sender sealed, and the sender's digest
-  // trailer says what they hash to (on_trailer, finish).
-  if (!s.sealed) s.hasher.update(bytes, len);
+  s.hasher.update(bytes, len);
   s.received += len;
   probe_.add_bytes(static_cast<double>(len));
   if (!s.file) {  // fresh offer, file not created yet: keep the bytes (bounded by the credit)
@@ -286,7 +278,7 @@ void TransferReceiver::Impl::after_write(Session& s) {
     });
     s.writeback_at = s.received;
   }
-  if (ready_to_finish(s))
+  if (s.received == s.offer.size())
     finish(s);
   else
     maybe_checkpoint(s);
@@ -343,20 +335,27 @@ void TransferReceiver::Impl::maybe_checkpoint(Session& s) {
 void TransferReceiver::Impl::finish(Session& s) {
   s.last_byte = Clock::now();
   s.finishing->store(true);
-  // The sender hears of a failure only once the bad bytes are gone (fail_integrity).
-  if (s.sealed) {
-    const Trailer& t = *s.trailer;
-    if (t.prefix_len != s.prefix_len || t.prefix_sha256 != s.prefix_sha256)
-      return fail_integrity(
-          s, fmt::format("the durable prefix of {} bytes here hashes to {}; the sender read {} "
-                         "bytes hashing to {}",
-                         s.prefix_len, s.prefix_sha256, t.prefix_len, t.prefix_sha256));
-    if (t.file_sha256 != s.offer.sha256())
-      return fail_integrity(s, fmt::format("the sender read bytes hashing to {}, the offer says {}",
-                                           t.file_sha256, s.offer.sha256()));
-  } else if (const std::string got = s.hasher.hex_digest(); got != s.offer.sha256()) {
-    return fail_integrity(
-        s, fmt::format("received bytes hash to {}, the offer says {}", got, s.offer.sha256()));
+  const std::string got = s.hasher.hex_digest();
+  if (got != s.offer.sha256()) {
+    probe_.integrity_failure();
+    const std::string reason =
+        fmt::format("received bytes hash to {}, the offer says {}", got, s.offer.sha256());
+    logger().warn("transfer receiver: run={} job={} attempt {}: {}; discarded, sender will re-send",
+                  s.offer.run_id(), s.offer.job_id(), s.offer.attempt(), reason);
+    // The sender hears of the failure only once the bad bytes are gone.
+    s.phase = Session::Phase::kCommitting;
+    const std::uint64_t tid = s.tid;
+    io_.post([this, f = s.file, tid, reason]() -> IoThread::Completion {
+      f->discard();
+      return [this, tid, reason] {
+        auto it = by_tid_.find(tid);
+        if (it == by_tid_.end()) return;
+        send_done(it->second->routing, it->second->offer, tid, false, errc::transfer::kIntegrity.id,
+                  reason, true);
+        erase(it->second);
+      };
+    });
+    return;
   }
   s.phase = Session::Phase::kCommitting;
   const std::uint64_t tid = s.tid;

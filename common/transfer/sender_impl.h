@@ -68,9 +68,6 @@ class TransferSender::Impl {
   void pump(detail::Peer& p);
   bool seal_next(detail::Peer& p, std::uint64_t n);
   bool send_sealed(detail::Peer& p);
-  void start_hashing(detail::Peer& p);
-  bool hash_prefix(detail::Peer& p, std::uint64_t have);
-  bool seal_trailer(detail::Peer& p);
   void on_done(detail::Peer& p, const pb::Done& d);
   void succeed(detail::Peer& p, const std::string& sha);
   void fail_active(detail::Peer& p, const Error& e);

@@ -75,12 +75,6 @@ struct Peer {
   Clock::time_point connected_at;
   bool pong_seen = false, data_waited = false;
   std::optional<FrameSealer> sealer;
-  // A sealed attempt hashes every byte of the latent as it reads it, the prefix it does not send
-  // (the receiver's resume point) included, and ends with the digest trailer (frames.h):
-  // the prefix's length and hash and the whole file's hash; trailer_sealed once it is sealed.
-  std::uint64_t prefix_len = 0;
-  std::string prefix_sha256;
-  bool trailer_sealed = false;
   std::optional<zmq::message_t> unsent;
   std::uint64_t unsent_len = 0;
   bool data_want_out = false;

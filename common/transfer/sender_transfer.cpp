@@ -5,11 +5,9 @@
 #include <openssl/crypto.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <vector>
 
 #include "common/core/sha256.h"
 #include "common/transfer/frames.h"
@@ -32,9 +30,6 @@ void TransferSender::Impl::reset_attempt(Peer& p) {
   p.sealer.reset();
   p.unsent.reset();
   p.unsent_len = 0;
-  p.trailer_sealed = false;
-  p.prefix_len = 0;
-  p.prefix_sha256.clear();
   p.data_want_out = false;
   if (p.active) p.active->sealed = false;
   p.eager = false;
@@ -103,7 +98,6 @@ void TransferSender::Impl::offer(Peer& p) {
   p.next = 0;
   p.limit = o->eager_bytes();
   p.hashing = false;
-  if (p.sealer) start_hashing(p);  // sealed: every byte from 0, for the digest trailer
   p.corrupt_pending = j.attempts <= opts_.test_only_corrupt_attempts ? 1 : 0;
   pump(p);
 }
@@ -189,12 +183,6 @@ void TransferSender::Impl::on_reply(Peer& p, const pb::OfferReply& r) {
   p.hashing = r.have_offset() == 0 && j.attempts > 1;
   p.hashed = 0;
   if (p.hashing) p.hasher = Sha256();
-  // Sealed: the digest trailer covers the whole latent, so the prefix the receiver already holds
-  // is read and hashed here (a resume's cost only; nothing of it is sent).
-  if (p.sealer) {
-    start_hashing(p);
-    if (r.have_offset() > 0 && !hash_prefix(p, r.have_offset())) return;
-  }
   p.corrupt_pending = j.attempts <= opts_.test_only_corrupt_attempts ? 1 : 0;
   p.st = St::kStreaming;
   pump(p);
@@ -254,81 +242,9 @@ void TransferSender::Impl::pump(Peer& p) {
     probe_.add_bytes(static_cast<double>(n));
   }
   if (p.st == St::kStreaming && p.next == j.size) {
-    if (p.sealer) {
-      if (!p.trailer_sealed && !seal_trailer(p)) return;  // failed, or waits in p.unsent
-    } else if (p.hashing && p.hashed == j.size && p.hasher.hex_digest() != j.sha) {
-      j.source_mismatch = true;
-    }
     p.st = St::kAwaitDone;
+    if (p.hashing && p.hashed == j.size && p.hasher.hex_digest() != j.sha) j.source_mismatch = true;
   }
-}
-
-void TransferSender::Impl::start_hashing(Peer& p) {
-  p.hashing = true;
-  p.hashed = 0;
-  p.hasher = Sha256();
-  p.prefix_len = 0;
-  p.prefix_sha256 = sha256_hex("", 0);
-}
-
-// Reads and hashes [0, have) of the source (the receiver's durable prefix): into the whole
-// file's hash and, on its own, into the prefix hash the trailer carries.  False: failed.
-bool TransferSender::Impl::hash_prefix(Peer& p, std::uint64_t have) {
-  Sha256 prefix;
-  std::vector<unsigned char> buf(1 << 20);
-  for (std::uint64_t at = 0; at < have;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), have - at));
-    const ssize_t got = ::pread(p.fd, buf.data(), n, static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      fail_active(
-          p, make_error(errc::transfer::kSource, "read {} at {}: {}", p.active->latent.string(), at,
-                        got == 0 ? "short read" : std::strerror(errno)));
-      return false;
-    }
-    p.hasher.update(buf.data(), static_cast<std::size_t>(got));
-    prefix.update(buf.data(), static_cast<std::size_t>(got));
-    at += static_cast<std::uint64_t>(got);
-  }
-  p.hashed = have;
-  p.prefix_len = have;
-  p.prefix_sha256 = prefix.hex_digest();
-  return true;
-}
-
-// The sealed attempt's last frame: the digest trailer at offset = size, after every byte.  What
-// the sender read is what it vouches for: a source that no longer matches its sidecar is sent
-// with its true hash (the receiver refuses it; Done integrity -> transfer.source).  False: stop
-// pumping (the trailer waits in p.unsent, or the attempt failed).
-bool TransferSender::Impl::seal_trailer(Peer& p) {
-  Job& j = *p.active;
-  p.trailer_sealed = true;
-  if (!p.hashing || p.hashed != j.size) {  // cannot happen: every byte is hashed as it is read
-    fail_active(p, make_error(errc::transfer::kProtocol,
-                              "{}: hashed {} of {} bytes at the end of a sealed attempt",
-                              j.latent.string(), p.hashed, j.size));
-    return false;
-  }
-  p.hashing = false;
-  const std::string file_sha = p.hasher.hex_digest();
-  if (file_sha != j.sha) {
-    j.source_mismatch = true;
-    logger().warn("transfer sender: run={} job={}: {} read back hashes to {}, its sidecar says {}",
-                  j.task.run_id(), j.task.job_id(), j.latent.string(), file_sha, j.sha);
-  }
-  const std::string t = encode_trailer({p.prefix_len, p.prefix_sha256, file_sha});
-  zmq::message_t msg(sealed_size(t.size()));
-  auto* out = static_cast<unsigned char*>(msg.data());
-  std::memcpy(out + kHeaderBytes, t.data(), t.size());
-  if (auto st = p.sealer->seal(j.size, std::span<const unsigned char>(out + kHeaderBytes, t.size()),
-                               true, std::span<unsigned char>(out, msg.size()));
-      !st.ok()) {
-    fail_active(p, st.error());
-    return false;
-  }
-  p.unsent.emplace(std::move(msg));
-  p.unsent_len = 0;
-  return send_sealed(p);
 }
 
 // The next n bytes at p.next as one sealed data frame: read straight into the frame, sealed in
@@ -349,8 +265,8 @@ bool TransferSender::Impl::seal_next(Peer& p, std::uint64_t n) {
     p.hasher.update(plain, n);
     p.hashed += n;
   }
-  if (auto st = p.sealer->seal(p.next, std::span<const unsigned char>(plain, n), false,
-                               std::span<unsigned char>(out, msg.size()));
+  if (auto st = p.sealer->seal(p.next, std::span<const unsigned char>(plain, n),
+                               p.next + n == j.size, std::span<unsigned char>(out, msg.size()));
       !st.ok()) {
     fail_active(p, st.error());
     return false;

@@ -19,9 +19,6 @@
 //                      frame (bit 1: flagged last); bit 2: one byte of the sealed frame, at
 //                      (header >> 3) * size / 32, is flipped; bit 3 (without bit 2): the frame is
 //                      sent twice (a replay)
-//     every raw part and every accepted frame flagged last also go to parse_trailer (the sealed
-//     digest trailer the receiver reads from the last frame): accepted only at kTrailerBytes
-//     with two lower-case hex hashes, and then it re-encodes to the same bytes
 //
 // Abort (a finding) when: a parser crashes, throws, leaks or trips ASan/UBSan; a frame is
 // accepted that the reading side must not take (a chunk without bytes, a receiver's frame at the
@@ -321,23 +318,6 @@ void run_sender(Input& in) {
 
 // ---------------------------------------------------------------- data frames
 
-// The digest trailer (frames.h): accepted only in its exact shape, and then it round-trips.
-void check_trailer(std::span<const unsigned char> bytes) {
-  auto t = parse_trailer(bytes);
-  if (!t.ok()) {
-    check_error(t.error());
-    check(t.error().code == errc::transfer::kProtocol,
-          "a trailer refusal is not transfer.protocol");
-    return;
-  }
-  check(bytes.size() == kTrailerBytes, "a trailer of another length accepted");
-  const std::string again = encode_trailer(*t);
-  check(again.size() == bytes.size() &&
-            std::equal(again.begin(), again.end(), bytes.begin(),
-                       [](char a, unsigned char b) { return static_cast<unsigned char>(a) == b; }),
-        "an accepted trailer does not re-encode to its bytes");
-}
-
 // Abort when: a tampered or replayed frame, or any frame after a refusal or after the last one,
 // is accepted; a genuine in-order frame is refused; an accepted frame's plaintext differs from
 // what was sealed, or its index/offset are not the next; a refusal is not transfer.protocol.
@@ -367,7 +347,6 @@ void run_data(Input& in) {
     check(!was_failed && !was_complete, "a frame accepted after a refusal or the last frame");
     check(r->index == next && r->offset == off, "an accepted frame is not the next one");
     check(opener->next_offset() == off + r->len, "the offset did not advance by the length");
-    if (r->last) check_trailer({out.data(), r->len});
     check(plain != nullptr && genuine, "a forged, tampered or replayed frame was accepted");
     check(r->len == plain->size() && std::equal(plain->begin(), plain->end(), out.begin(),
                                                 [](char a, unsigned char b) {
@@ -381,7 +360,6 @@ void run_data(Input& in) {
     std::string_view part = in.part();
     if (!(h & 1)) {
       feed({reinterpret_cast<const unsigned char*>(part.data()), part.size()}, nullptr, false);
-      check_trailer({reinterpret_cast<const unsigned char*>(part.data()), part.size()});
       continue;
     }
     if (sealer_done) continue;

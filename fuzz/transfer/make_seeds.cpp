@@ -240,16 +240,8 @@ int main(int argc, char** argv) {
                      Seed(3).msg(1 | 8, {std::string(64, 'a')}).msg(1, {"x"}));
   seeds.emplace_back("regress_data_after_last",
                      Seed(3).msg(1 | 2, {"a"}).msg(0, {std::string(56, 0)}));
-  {  // a sealed transfer's end: its bytes, then the digest trailer flagged last
-    const std::string bytes(64, 'a');
-    std::string t(8, '\0');
-    t += sha256_hex("", 0) + sha256_hex(bytes);
-    seeds.emplace_back("data_trailer", Seed(3).msg(1, {bytes}).msg(1 | 2, {t}));
-    seeds.emplace_back("regress_data_trailer_tampered",
-                       Seed(3).msg(1, {bytes}).msg(1 | 2 | 4 | (24 << 3), {t}));
-  }
   seeds.emplace_back("regress_data_raw",
-                     Seed(3).msg(0, {std::string("h3d2") + std::string(52, 0)}));
+                     Seed(3).msg(0, {std::string("h3d1") + std::string(52, 0)}));
 
   // Regression: malformed messages and offers that must be refused.
   seeds.emplace_back("regress_offer_other_jobs_path",  // replaced another job's latent
