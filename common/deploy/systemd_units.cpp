@@ -135,6 +135,16 @@ std::string unit_head(const HostUnits& u, const std::string& what) {
   return t;
 }
 
+// The Redis login of `user` (supervisor/credentials.h) as Environment= lines, when the config has
+// a credentials dir; "" otherwise.
+std::string redis_login_env(const HostUnits& u, const std::string& user) {
+  if (u.c.redis.credentials_dir.empty()) return "";
+  const auto login = supervisor::user_for(fs::absolute(u.c.redis.credentials_dir), user);
+  return "Environment=" + unit_quote("H3PIPE_REDIS_USER=" + login.user) + "\n" +
+         "Environment=" + unit_quote("H3PIPE_REDIS_PASSWORD_FILE=" + login.password_file.string()) +
+         "\n";
+}
+
 // A unit of the shared Redis (redis-server, or its stunnel): `h3pipe systemd prepare` writes the
 // files it reads before each start.
 void add_infra_unit(HostUnits& u, bool redis_here, const std::string& name, const std::string& what,
@@ -205,12 +215,7 @@ void add_service_unit(HostUnits& u, const HostService& s, const std::string& red
   // READY=1 once /readyz answers 200 (common/runner/sd_notify.h).
   t += "Type=notify\nNotifyAccess=main\n";
   t += identity(u.o);
-  if (!u.c.redis.credentials_dir.empty()) {
-    const auto user = supervisor::user_for(fs::absolute(u.c.redis.credentials_dir), s.service);
-    t += "Environment=" + unit_quote("H3PIPE_REDIS_USER=" + user.user) + "\n";
-    t += "Environment=" + unit_quote("H3PIPE_REDIS_PASSWORD_FILE=" + user.password_file.string()) +
-         "\n";
-  }
+  t += redis_login_env(u, s.service);
   t += "ExecStart=" + exec_line(argv) + "\n";
   t += "Restart=on-failure\nRestartSec=2s\nTimeoutStartSec=" + u.o.start_timeout + "\n";
   // A stage drains its task on SIGTERM (the runner's graceful stop) before systemd kills it.
@@ -242,12 +247,7 @@ void add_api_unit(HostUnits& u, const std::string& redis_flag) {
   std::string t = unit_head(u, "api");
   t += "Type=exec\n";
   t += identity(u.o);
-  if (!u.c.redis.credentials_dir.empty()) {
-    const auto user = supervisor::user_for(fs::absolute(u.c.redis.credentials_dir), "operator");
-    t += "Environment=" + unit_quote("H3PIPE_REDIS_USER=" + user.user) + "\n";
-    t += "Environment=" + unit_quote("H3PIPE_REDIS_PASSWORD_FILE=" + user.password_file.string()) +
-         "\n";
-  }
+  t += redis_login_env(u, "operator");
   t += "ExecStart=" + exec_line(argv) + "\n";
   t += "Restart=on-failure\nRestartSec=2s\nTimeoutStartSec=" + u.o.start_timeout + "\n";
   t += "TimeoutStopSec=30s\n";

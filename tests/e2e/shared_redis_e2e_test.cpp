@@ -137,6 +137,16 @@ std::string cli(const fs::path& config) {
 const std::string kJob =
     R"({"jobId":"j1","prompt":"x","width":64,"height":64,"frames":9,"fps":12,"seed":1})";
 
+// One host "h" with the embedded Redis on 127.0.0.1:port (which the stack must leave alone) and
+// sim pools, in dir/cluster.json with its state in dir/state.
+fs::path one_host_embedded(const fs::path& dir, int port) {
+  json cfg = base(dir / "state");
+  cfg["redis"] = {{"embedded", true}, {"port", port}};
+  cfg["hosts"] = {{{"name", "h"}}};
+  cfg["pools"] = sim_pools({{"h", "encode"}, {"h", "sample"}, {"h", "decode"}});
+  return write(dir / "cluster.json", cfg);
+}
+
 int redis_pid(const fs::path& state) {
   json j;
   std::ifstream(state / "stack.json") >> j;
@@ -151,11 +161,7 @@ int redis_pid(const fs::path& state) {
 TEST(SharedRedis, PortSquatterGetsNoPasswordFromTheLocalStack) {
   ts::TempDir dir;
   const int port = ts::free_tcp_port();
-  json cfg = base(dir.path() / "state");
-  cfg["redis"] = {{"embedded", true}, {"port", port}};
-  cfg["hosts"] = {{{"name", "h"}}};
-  cfg["pools"] = sim_pools({{"h", "encode"}, {"h", "sample"}, {"h", "decode"}});
-  const fs::path config = write(dir.path() / "cluster.json", cfg);
+  const fs::path config = one_host_embedded(dir.path(), port);
   StopOnExit guard{{config}};
   auto [rc, out] = ts::sh(cli(config) + " start 2>&1");
   ASSERT_EQ(rc, 0) << out;
@@ -213,11 +219,7 @@ TEST(SharedRedis, PortSquatterGetsNothingFromAnApiStartedBeforeStackJson) {
   const int port = ts::free_tcp_port();
   Squatter squatter(port);
   ASSERT_TRUE(squatter.bound());
-  json cfg = base(dir.path() / "state");
-  cfg["redis"] = {{"embedded", true}, {"port", port}};
-  cfg["hosts"] = {{{"name", "h"}}};
-  cfg["pools"] = sim_pools({{"h", "encode"}, {"h", "sample"}, {"h", "decode"}});
-  const fs::path config = write(dir.path() / "cluster.json", cfg);
+  const fs::path config = one_host_embedded(dir.path(), port);
   StopOnExit guard{{config}};
   auto [rc, out] = ts::sh(cli(config) + " start 2>&1");
   ASSERT_EQ(rc, 0) << out;
