@@ -258,6 +258,13 @@ TEST(SharedRedis, PortSquatterGetsNothingFromAnApiStartedBeforeStackJson) {
   const pid_t again = ts::spawn(argv, (dir.path() / "api-again.log").string());
   for (const auto& [k, v] : env) ::unsetenv(k.c_str());
   ASSERT_GT(again, 0);
+  struct End {  // whatever fails below
+    pid_t pid;
+    ~End() {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } end{again};
   int again_port = 0;
   const bool up = ts::wait_for(
       [&] {
@@ -276,8 +283,6 @@ TEST(SharedRedis, PortSquatterGetsNothingFromAnApiStartedBeforeStackJson) {
           return answer == "ready\n";
         },
         10);
-  ::kill(again, SIGTERM);
-  ::waitpid(again, nullptr, 0);
   ASSERT_TRUE(up) << "the API started again writes its run file";
   EXPECT_EQ(answer, "ready\n") << "ready through the socket without stack.json";
   EXPECT_EQ(squatter.accepted(), 0) << squatter.received();
