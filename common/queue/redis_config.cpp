@@ -24,6 +24,16 @@ void apply_topology(const config::Redis& r, RedisAddress& a) {
   a.wait_timeout_ms = r.wait_timeout_ms;
 }
 
+bool set_address(RedisAddress& a, std::string_view v) {
+  const auto colon = v.rfind(':');
+  if (!is_unix_socket(v) && (colon == std::string_view::npos || colon == 0)) return false;
+  const bool socket = is_unix_socket(v);
+  a.host = std::string(socket ? v : v.substr(0, colon));
+  a.port = socket ? 0 : std::atoi(std::string(v.substr(colon + 1)).c_str());
+  a.sentinels.clear();
+  return true;
+}
+
 RedisAddress address_of(const config::Redis& r) {
   RedisAddress a;
   a.user = r.user;

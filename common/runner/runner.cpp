@@ -92,15 +92,7 @@ queue::RedisAddress redis_address(const config::Cluster& c) {
   }
   // HOST:PORT for this host's processes (a local stunnel client, the Redis host's own network);
   // --redis still overrides it.
-  if (const char* s = std::getenv("H3PIPE_REDIS_ADDRESS"); s && *s) {
-    const std::string v = s;
-    const auto colon = v.rfind(':');
-    if (colon != std::string::npos && colon > 0) {
-      a.host = v.substr(0, colon);
-      a.port = std::atoi(v.c_str() + colon + 1);
-      a.sentinels.clear();  // an explicit address is used as it is
-    }
-  }
+  if (const char* s = std::getenv("H3PIPE_REDIS_ADDRESS"); s && *s) queue::set_address(a, s);
   return a;
 }
 
@@ -218,10 +210,9 @@ bool load_context(const ServiceInfo& info, Flags& f, Context& ctx) {
   ctx.instance = ctx.pool ? ctx.pool->name : f.host;
   if (!credentials_trusted(ctx)) return false;
   ctx.redis = redis_address(ctx.cluster);
-  if (!f.redis_override.empty()) {
-    auto colon = f.redis_override.rfind(':');
-    ctx.redis.host = f.redis_override.substr(0, colon);
-    ctx.redis.port = std::atoi(f.redis_override.substr(colon + 1).c_str());
+  if (!f.redis_override.empty() && !queue::set_address(ctx.redis, f.redis_override)) {
+    ctx.redis.host = f.redis_override;  // a bare name: that host, no port (as before)
+    ctx.redis.port = 0;
     ctx.redis.sentinels.clear();
   }
   ctx.bind = f.bind.empty() ? h->bind : f.bind;

@@ -72,19 +72,10 @@ Result<queue::RedisAddress> redis_login(const config::Cluster& c, const std::str
     r.password_file = f;
     a.password = r.password();
   }
-  if (const char* s = std::getenv("H3PIPE_REDIS_ADDRESS"); s && *s) {
-    const std::string v = s;
-    if (const auto colon = v.rfind(':'); colon != std::string::npos && colon > 0) {
-      a.host = v.substr(0, colon);
-      a.port = std::atoi(v.c_str() + colon + 1);
-      a.sentinels.clear();
-    }
-  }
-  if (!pinned.empty()) {
-    const auto colon = pinned.rfind(':');
-    const bool socket = queue::is_unix_socket(pinned) || colon == std::string::npos;
-    a.host = socket ? pinned : pinned.substr(0, colon);
-    a.port = socket ? 0 : std::atoi(pinned.c_str() + colon + 1);
+  if (const char* s = std::getenv("H3PIPE_REDIS_ADDRESS"); s && *s) queue::set_address(a, s);
+  if (!pinned.empty() && !queue::set_address(a, pinned)) {  // a bare name: that host, no port
+    a.host = pinned;
+    a.port = 0;
     a.sentinels.clear();
   }
   return a;
